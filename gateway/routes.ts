@@ -1,0 +1,86 @@
+import { getOption, hasOption, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
+import { route as routeOption, type Route } from "../gen/payments/v1/options_pb.ts";
+
+/** One REST route, read from an RPC's (payments.v1.route) option. */
+export interface RestRoute {
+  rpc: DescMethodUnary;
+  option: Route;
+  httpMethod: string;
+  template: string;
+  /** Names of the {params} in the path, each a string field of the request. */
+  params: string[];
+  pattern: RegExp;
+  /** Whether the JSON body maps onto the request (body: "*"). */
+  takesBody: boolean;
+}
+
+export type RouteMatch =
+  | { kind: "found"; route: RestRoute; params: Record<string, string> }
+  | { kind: "wrong_method"; allow: string[] }
+  | { kind: "not_found" };
+
+/** Builds the route table from the services' descriptors; a malformed option fails at start-up. */
+export function buildRoutes(services: readonly DescService[]): RestRoute[] {
+  const routes: RestRoute[] = [];
+  for (const service of services) {
+    for (const rpc of service.methods) {
+      if (!hasOption(rpc, routeOption)) continue;
+      const option = getOption(rpc, routeOption);
+      if (option.method === "") continue;
+      const where = `${service.typeName}.${rpc.name}`;
+      if (rpc.methodKind !== "unary") throw new Error(`${where}: only unary RPCs can have a REST route`);
+      if (option.method !== "GET" && option.method !== "POST") {
+        throw new Error(`${where}: unsupported REST method ${option.method}`);
+      }
+      if (option.body !== "" && option.body !== "*") throw new Error(`${where}: body must be "" or "*"`);
+      if (option.method === "GET" && option.body !== "") throw new Error(`${where}: GET routes take no body`);
+      const params: string[] = [];
+      const source = option.path
+        .split("/")
+        .map((segment) => {
+          const param = /^\{([a-z_][a-z0-9_]*)\}$/.exec(segment);
+          if (!param) return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+          const name = param[1] as string;
+          const field = rpc.input.fields.find((f) => f.name === name);
+          if (!field || field.fieldKind !== "scalar" || field.scalar !== 9 /* string */) {
+            throw new Error(`${where}: path parameter {${name}} is not a string field of ${rpc.input.typeName}`);
+          }
+          params.push(name);
+          return "([^/]+)";
+        })
+        .join("/");
+      const duplicate = routes.find((r) => r.template === option.path && r.httpMethod === option.method);
+      if (duplicate) throw new Error(`${where}: ${option.method} ${option.path} is already routed`);
+      routes.push({
+        rpc: rpc as DescMethodUnary,
+        option,
+        httpMethod: option.method,
+        template: option.path,
+        params,
+        pattern: new RegExp(`^${source}$`),
+        takesBody: option.body === "*",
+      });
+    }
+  }
+  return routes;
+}
+
+export function matchRoute(routes: readonly RestRoute[], httpMethod: string, path: string): RouteMatch {
+  const allow = new Set<string>();
+  for (const route of routes) {
+    const m = route.pattern.exec(path);
+    if (!m) continue;
+    if (route.httpMethod !== httpMethod) {
+      allow.add(route.httpMethod);
+      continue;
+    }
+    const params: Record<string, string> = {};
+    try {
+      route.params.forEach((name, i) => (params[name] = decodeURIComponent(m[i + 1] as string)));
+    } catch {
+      return { kind: "not_found" };
+    }
+    return { kind: "found", route, params };
+  }
+  return allow.size > 0 ? { kind: "wrong_method", allow: [...allow].sort() } : { kind: "not_found" };
+}

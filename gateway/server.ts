@@ -1,0 +1,166 @@
+import http from "node:http";
+import type { DescService, JsonValue } from "@bufbuild/protobuf";
+import type { ConnectError, Transport } from "@connectrpc/connect";
+import { apiError, describeError, type ApiErrorView } from "../services/platform/errors.ts";
+import { newId } from "../services/platform/ids.ts";
+import type { Logger } from "../services/platform/logger.ts";
+import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
+import { buildRoutes, matchRoute, type RestRoute } from "./routes.ts";
+
+/** Request headers the gateway passes to the RPC server; everything else stays at the edge. */
+const forwardedHeaders = ["authorization", "idempotency-key"] as const;
+/** Response headers of the RPC server that a REST client sees. */
+const returnedHeaders: Record<string, string> = { "idempotent-replayed": "Idempotent-Replayed" };
+
+export interface GatewayOptions {
+  services: readonly DescService[];
+  transport: Transport;
+  logger: Logger;
+  bodyLimitBytes: number;
+  /** Deadline of one RPC, in ms. */
+  timeoutMs?: number;
+}
+
+class RequestError extends Error {
+  readonly view: ApiErrorView;
+  readonly headers: Record<string, string>;
+  constructor(view: ApiErrorView, headers: Record<string, string> = {}) {
+    super(view.message);
+    this.view = view;
+    this.headers = headers;
+  }
+}
+
+function fail(err: ConnectError, headers?: Record<string, string>): never {
+  throw new RequestError(describeError(err), headers);
+}
+
+function send(res: http.ServerResponse, status: number, body: JsonValue, headers: Record<string, string> = {}): void {
+  const bytes = Buffer.from(JSON.stringify(body));
+  res.writeHead(status, {
+    ...headers,
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": bytes.length,
+    "Cache-Control": "no-store",
+  });
+  res.end(bytes);
+}
+
+async function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > limit) fail(apiError("payload_too_large", `The request body exceeds ${limit} bytes.`), { Connection: "close" });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) fail(apiError("payload_too_large", `The request body exceeds ${limit} bytes.`), { Connection: "close" });
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function parseJsonObject(bytes: Buffer): Record<string, JsonValue> {
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8.decode(bytes));
+  } catch {
+    fail(apiError("invalid_json", "The request body is not valid UTF-8 JSON."));
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail(apiError("invalid_json", "The request body must be a JSON object."));
+  }
+  return value as Record<string, JsonValue>;
+}
+
+function isJson(contentType: string | undefined): boolean {
+  if (!contentType) return false;
+  const [type, ...params] = contentType.split(";").map((s) => s.trim().toLowerCase());
+  return type === "application/json" && params.every((p) => p === "" || p === "charset=utf-8");
+}
+
+function parseQuery(url: URL): Record<string, JsonValue> {
+  const query: Record<string, JsonValue> = {};
+  for (const [key, value] of url.searchParams) {
+    if (key in query) fail(apiError("validation_failed", `Query parameter "${key}" is given more than once.`, key));
+    query[key] = value;
+  }
+  return query;
+}
+
+/** The REST gateway: one generic handler, its route table built from the proto options. */
+export function createGateway(options: GatewayOptions): http.Server {
+  const routes = buildRoutes(options.services);
+  const { logger, transport } = options;
+
+  async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
+    let input: Record<string, JsonValue> = {};
+    if (route.httpMethod === "GET") {
+      input = parseQuery(url);
+    } else {
+      if (url.search !== "") fail(apiError("validation_failed", "This route takes no query parameters.", [...url.searchParams.keys()][0]));
+      const body = await readBody(req, options.bodyLimitBytes);
+      if (route.takesBody || body.length > 0) {
+        if (!isJson(req.headers["content-type"])) {
+          fail(apiError("unsupported_media_type", "Content-Type must be application/json."));
+        }
+        input = parseJsonObject(body.length > 0 ? body : Buffer.from("{}"));
+        if (!route.takesBody && Object.keys(input).length > 0) {
+          fail(apiError("validation_failed", `Unknown field "${Object.keys(input)[0]}".`, Object.keys(input)[0]));
+        }
+      }
+    }
+    const message = decodeRequest(route.rpc.input, params, input, route.takesBody ? "body" : "query");
+    const header = new Headers({ "x-request-id": requestId });
+    for (const name of forwardedHeaders) {
+      const value = req.headers[name];
+      if (typeof value === "string") header.set(name, value);
+    }
+    const abort = new AbortController();
+    req.once("close", () => {
+      if (!req.complete) abort.abort();
+    });
+    return transport.unary(route.rpc, abort.signal, options.timeoutMs ?? 30_000, header, message, undefined);
+  }
+
+  return http.createServer(async (req, res) => {
+    const requestId = newId("req");
+    res.setHeader("X-Request-Id", requestId);
+    const started = performance.now();
+    let status = 500;
+    let code: string | undefined;
+    try {
+      const url = new URL(req.url ?? "/", "http://gateway");
+      const match = matchRoute(routes, req.method ?? "GET", url.pathname);
+      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${url.pathname}.`));
+      if (match.kind === "wrong_method") {
+        fail(apiError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`), { Allow: match.allow.join(", ") });
+      }
+      const response = await call(match.route, req, url, match.params, requestId);
+      const headers: Record<string, string> = {};
+      for (const [from, to] of Object.entries(returnedHeaders)) {
+        const value = response.header.get(from);
+        if (value !== null) headers[to] = value;
+      }
+      status = 200;
+      send(res, status, encodeResponse(match.route.rpc.output, response.message), headers);
+    } catch (err) {
+      const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err));
+      status = view.status;
+      code = view.code;
+      if (view.code === "internal_error") logger.error({ err, requestId }, "request failed");
+      const retry: Record<string, string> = view.status === 429 || view.status === 503 ? { "Retry-After": "1" } : {};
+      const error: Record<string, JsonValue> = { code: view.code, message: view.message };
+      if (view.param) error.param = view.param;
+      error.request_id = requestId;
+      if (!res.headersSent) send(res, view.status, { error }, { ...retry, ...headers });
+      if (headers.Connection === "close") req.resume();
+    } finally {
+      logger.info(
+        { requestId, method: req.method, path: req.url?.split("?")[0], status, code, ms: Math.round(performance.now() - started) },
+        "http request",
+      );
+    }
+  });
+}

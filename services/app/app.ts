@@ -1,0 +1,89 @@
+import { createRouterTransport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGateway } from "../../gateway/server.ts";
+import type { Config } from "../platform/config.ts";
+import { CursorCodec } from "../platform/cursor.ts";
+import { migrate, openDatabase, type Database } from "../platform/db.ts";
+import { listen } from "../platform/listen.ts";
+import type { Logger } from "../platform/logger.ts";
+import { Nats } from "../platform/nats.ts";
+import { deriveKey } from "../platform/secret-key.ts";
+import { createServiceInterceptor } from "../rpc/interceptor.ts";
+import { routes, services } from "../rpc/routes.ts";
+import { startRpcServer } from "../rpc/server.ts";
+import { createOpsServer } from "./ops.ts";
+import { startScheduler } from "./scheduler.ts";
+
+export const allRoles = ["rpc", "gateway", "scheduler"] as const;
+export type Role = (typeof allRoles)[number];
+
+export interface AppOptions {
+  config: Config;
+  logger: Logger;
+  databaseUrl: string;
+  natsUrl: string;
+  masterKey: Buffer;
+  roles: readonly Role[];
+}
+
+export interface App {
+  db: Database;
+  nats: Nats;
+  ports: { gateway?: number; rpc?: number; ops: number };
+  stop(): Promise<void>;
+}
+
+/** Starts the given roles in this process; stop() shuts them down in order, finishing in-flight work. */
+export async function startApp(o: AppOptions): Promise<App> {
+  const { config, logger, roles } = o;
+  const db = await openDatabase(o.databaseUrl, config.dbPoolSize);
+  const applied = await migrate(db);
+  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
+  const serviceRoutes = routes({ checkoutBaseUrl: config.checkoutBaseUrl, cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")) });
+  const interceptors = [createServiceInterceptor(db, logger)];
+  const stops: (() => Promise<void>)[] = [];
+  const ports: App["ports"] = { ops: 0 };
+  try {
+    if (roles.includes("rpc")) {
+      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort);
+      ports.rpc = rpc.port;
+      stops.push(rpc.close);
+    }
+    if (roles.includes("gateway")) {
+      // In one process the gateway calls the services in memory; alone, over gRPC.
+      const transport = roles.includes("rpc")
+        ? createRouterTransport(serviceRoutes, { router: { interceptors } })
+        : createGrpcTransport({ baseUrl: config.rpcUrl });
+      const gateway = await listen(
+        createGateway({ services, transport, logger, bodyLimitBytes: config.bodyLimitBytes }),
+        config.host,
+        config.port,
+      );
+      ports.gateway = gateway.port;
+      stops.unshift(gateway.close);
+    }
+    if (roles.includes("scheduler")) {
+      const scheduler = startScheduler(db, logger, config.checkoutBaseUrl);
+      stops.push(scheduler.stop);
+    }
+    const ops = await listen(createOpsServer(db, nats), config.host, config.opsPort);
+    ports.ops = ops.port;
+    stops.push(ops.close);
+  } catch (err) {
+    for (const stop of stops) await stop();
+    await nats.close();
+    await db.close();
+    throw err;
+  }
+  return {
+    db,
+    nats,
+    ports,
+    async stop() {
+      for (const stop of stops) await stop();
+      await nats.close();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,94 @@
+// The service CLI: `main.ts [rpc] [gateway] [scheduler]` runs those roles (all by default);
+// `main.ts migrate` applies pending migrations and exits.
+import { ConfigError, loadConfig } from "../platform/config.ts";
+import { migrate, openDatabase } from "../platform/db.ts";
+import { createLogger } from "../platform/logger.ts";
+import { loadOrCreateKey } from "../platform/secret-key.ts";
+import { allRoles, startApp, type Role } from "./app.ts";
+import { resolveDatabase, resolveNats } from "./resources.ts";
+
+const args = process.argv.slice(2);
+
+function fatal(message: string): never {
+  process.stderr.write(`payments: ${message}\n`);
+  process.exit(1);
+}
+
+let config;
+try {
+  config = loadConfig();
+} catch (err) {
+  fatal(err instanceof ConfigError ? err.message : String(err));
+}
+const logger = createLogger(config.logLevel);
+
+if (args[0] === "migrate") {
+  const resources = await resolveDatabase(config, logger);
+  const db = await openDatabase(resources.databaseUrl, 2);
+  const applied = await migrate(db);
+  await db.close();
+  await resources.stopDatabase();
+  process.stdout.write(applied.length ? `applied: ${applied.join(", ")}\n` : "no pending migrations\n");
+  process.exit(0);
+}
+
+const unknown = args.filter((a) => !(allRoles as readonly string[]).includes(a));
+if (unknown.length > 0) fatal(`unknown role ${unknown.join(", ")}; roles are ${allRoles.join(", ")}, or "migrate"`);
+const roles: Role[] = args.length > 0 ? (args as Role[]) : [...allRoles];
+
+let resources: Awaited<ReturnType<typeof resolveDatabase>>;
+let nats: Awaited<ReturnType<typeof resolveNats>>;
+let app: Awaited<ReturnType<typeof startApp>>;
+try {
+  resources = await resolveDatabase(config, logger);
+  nats = await resolveNats(config, logger);
+  if (config.webhookConnectTo) logger.warn({ WEBHOOK_CONNECT_TO: config.webhookConnectTo }, "WEBHOOK_CONNECT_TO is set: webhook hosts are redirected (tests only)");
+  app = await startApp({
+    config,
+    logger,
+    roles,
+    databaseUrl: resources.databaseUrl,
+    natsUrl: nats.url,
+    masterKey: loadOrCreateKey(config.secretEncryptionKey, config.dataDir),
+  });
+} catch (err) {
+  fatal(`could not start: ${(err as Error).message}`);
+}
+
+const { gateway, rpc, ops } = app.ports;
+const lines = [
+  "",
+  `Payment Intent service: ${roles.join(", ")}`,
+  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : "",
+  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : "",
+  `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
+  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${config.dataDir}/pg` : "",
+  "",
+  "Get an API key (in another terminal):",
+  "  npm run -s admin -- merchant create --name 'My Shop'",
+  "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
+  "",
+];
+process.stdout.write(lines.filter((l, i) => l !== "" || i === 0 || i === lines.length - 1 || lines[i - 1] !== "").join("\n") + "\n");
+logger.info({ roles, ports: app.ports }, "started");
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, "shutting down");
+  const force = setTimeout(() => fatal("shutdown took longer than 20 s"), 20_000);
+  force.unref();
+  try {
+    await app.stop();
+    await nats.stop();
+    await resources.stopDatabase();
+  } catch (err) {
+    logger.error({ err }, "shutdown failed");
+    process.exitCode = 1;
+  }
+  logger.flush();
+  process.exit();
+}
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));

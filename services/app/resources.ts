@@ -1,0 +1,55 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { Config } from "../platform/config.ts";
+import { randomBase62 } from "../platform/ids.ts";
+import type { Logger } from "../platform/logger.ts";
+import { startEmbeddedNats, reachable, type EmbeddedNats } from "./embedded-nats.ts";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded-postgres.ts";
+
+/** Settings of the embedded default, chosen once and kept under DATA_DIR. */
+interface EmbeddedSettings {
+  pgPort: number;
+  pgUser: string;
+  pgPassword: string;
+  natsPort: number;
+}
+
+function embeddedSettings(dataDir: string): EmbeddedSettings {
+  const file = path.join(dataDir, "embedded.json");
+  if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as EmbeddedSettings;
+  mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+  const settings = { pgPort: 54329, pgUser: "payments", pgPassword: randomBase62(24), natsPort: 14222 };
+  writeFileSync(file, JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
+  return settings;
+}
+
+export interface Resources {
+  databaseUrl: string;
+  embeddedDatabase: boolean;
+  stopDatabase(): Promise<void>;
+}
+
+/** DATABASE_URL, or the embedded PostgreSQL under DATA_DIR (started, or shared if already running). */
+export async function resolveDatabase(config: Config, logger: Logger): Promise<Resources> {
+  if (config.databaseUrl) return { databaseUrl: config.databaseUrl, embeddedDatabase: false, stopDatabase: async () => {} };
+  const s = embeddedSettings(config.dataDir);
+  logger.info({ dataDir: config.dataDir, port: s.pgPort }, "DATABASE_URL is not set: using the embedded PostgreSQL");
+  const db: EmbeddedDatabase = await startEmbeddedPostgres({
+    dataDir: path.join(config.dataDir, "pg"),
+    port: s.pgPort,
+    user: s.pgUser,
+    password: s.pgPassword,
+    database: "payments",
+  });
+  return { databaseUrl: db.url, embeddedDatabase: true, stopDatabase: db.stop };
+}
+
+/** NATS_URL; unset: 127.0.0.1:4222 when it answers, else nats-server from PATH under DATA_DIR. */
+export async function resolveNats(config: Config, logger: Logger): Promise<{ url: string; stop(): Promise<void> }> {
+  if (config.natsUrl) return { url: config.natsUrl, stop: async () => {} };
+  if (await reachable("127.0.0.1", 4222)) return { url: "nats://127.0.0.1:4222", stop: async () => {} };
+  const s = embeddedSettings(config.dataDir);
+  logger.info({ port: s.natsPort }, "NATS_URL is not set and 127.0.0.1:4222 does not answer: starting nats-server");
+  const nats: EmbeddedNats = await startEmbeddedNats(config.dataDir, s.natsPort);
+  return nats;
+}

@@ -1,0 +1,35 @@
+import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
+import { expireDueIntents } from "../intents/expiry.ts";
+import type { Database } from "../platform/db.ts";
+import type { Logger } from "../platform/logger.ts";
+
+/** The scheduler role: expires intents every second, purges old idempotency keys every hour. */
+export function startScheduler(db: Database, logger: Logger, checkoutBaseUrl: string, intervalMs = 1000): { stop(): Promise<void> } {
+  let stopped = false;
+  let lastPurge = 0;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        let expired: number;
+        do {
+          expired = await expireDueIntents(db.em.fork(), checkoutBaseUrl);
+          if (expired > 0) logger.info({ expired }, "expired payment intents");
+        } while (expired > 0 && !stopped);
+        if (Date.now() - lastPurge > 3_600_000) {
+          const purged = await purgeExpiredKeys(db.em.fork());
+          lastPurge = Date.now();
+          if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
+        }
+      } catch (err) {
+        if (!stopped) logger.error({ err }, "scheduler pass failed");
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+    },
+  };
+}

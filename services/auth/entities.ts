@@ -1,0 +1,29 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+
+export const Merchant = defineEntity({
+  name: "Merchant",
+  tableName: "merchants",
+  properties: {
+    id: p.string().primary(),
+    name: p.string().length(200),
+    createdAt: p.datetime().length(3),
+  },
+});
+export type Merchant = InferEntity<typeof Merchant>;
+
+/** An API key: only its SHA-256 hash is stored. The key decides merchant and environment. */
+export const ApiKey = defineEntity({
+  name: "ApiKey",
+  tableName: "api_keys",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    secretHash: p.string().length(64).unique(),
+    hint: p.string().length(16),
+    scopes: p.array(),
+    createdAt: p.datetime().length(3),
+    revokedAt: p.datetime().length(3).nullable(),
+  },
+});
+export type ApiKey = InferEntity<typeof ApiKey>;

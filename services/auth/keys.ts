@@ -1,0 +1,62 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { randomBase62 } from "../platform/ids.ts";
+
+export const environments = ["test", "live"] as const;
+export type Environment = (typeof environments)[number];
+
+/** Every scope the spec names; the disable route uses webhooks:write (DESIGN.md). */
+export const scopes = [
+  "payment_intents:read",
+  "payment_intents:write",
+  "webhooks:read",
+  "webhooks:write",
+  "merchant:readiness",
+] as const;
+export type Scope = (typeof scopes)[number];
+
+export function isEnvironment(value: string): value is Environment {
+  return (environments as readonly string[]).includes(value);
+}
+
+export function isScope(value: string): value is Scope {
+  return (scopes as readonly string[]).includes(value);
+}
+
+const keyPattern = /^sk_(test|live)_[0-9A-Za-z]{32}$/;
+
+/** A new API key secret: "sk_test_" or "sk_live_" and 32 base62 characters (~190 bits). */
+export function generateApiKey(environment: Environment): string {
+  return `sk_${environment}_${randomBase62(32)}`;
+}
+
+/** Keys are stored only as this hash; the secret is shown once, at creation. */
+export function hashApiKey(secret: string): string {
+  return createHash("sha256").update(secret).digest("hex");
+}
+
+/** A short, non-secret hint of a key for listings and logs: "sk_test_Ab12…". */
+export function keyHint(secret: string): string {
+  return `${secret.slice(0, 12)}…`;
+}
+
+export type BearerResult =
+  | { ok: true; secret: string; environment: Environment }
+  | { ok: false; reason: "missing" | "malformed" };
+
+/** Reads "Authorization: Bearer <api_key>" without looking anything up. */
+export function parseBearer(header: string | null): BearerResult {
+  if (header === null || header.trim() === "") return { ok: false, reason: "missing" };
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match) return { ok: false, reason: "malformed" };
+  const secret = match[1] as string;
+  const key = keyPattern.exec(secret);
+  if (!key) return { ok: false, reason: "malformed" };
+  return { ok: true, secret, environment: key[1] as Environment };
+}
+
+/** Constant-time comparison of two hex digests of equal length. */
+export function sameDigest(a: string, b: string): boolean {
+  const x = Buffer.from(a, "hex");
+  const y = Buffer.from(b, "hex");
+  return x.length === y.length && timingSafeEqual(x, y);
+}

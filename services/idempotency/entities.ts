@@ -1,0 +1,22 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+
+/**
+ * The result of a request made with an Idempotency-Key, scoped by merchant
+ * and environment. Written in the transaction of the request itself, so a
+ * key is never recorded for work that did not happen.
+ */
+export const IdempotencyRecord = defineEntity({
+  name: "IdempotencyRecord",
+  tableName: "idempotency_records",
+  properties: {
+    merchantId: p.string().primary(),
+    environment: p.string().length(4).primary(),
+    key: p.string().length(128).primary(),
+    rpc: p.string(),
+    fingerprint: p.string().length(64),
+    response: p.blob(),
+    createdAt: p.datetime().length(3),
+    expiresAt: p.datetime().length(3).index(),
+  },
+});
+export type IdempotencyRecord = InferEntity<typeof IdempotencyRecord>;

@@ -1,0 +1,62 @@
+/**
+ * The Payment Intent status machine (DESIGN.md, "Payment Intent"). Every
+ * transition emits the event named here, in the transaction that made it.
+ */
+export const statuses = ["pending", "underpaid", "confirmed", "overpaid", "cancelled", "expired", "late"] as const;
+export type Status = (typeof statuses)[number];
+
+export function isStatus(value: string): value is Status {
+  return (statuses as readonly string[]).includes(value);
+}
+
+const transitions: Record<Status, readonly Status[]> = {
+  pending: ["underpaid", "confirmed", "overpaid", "cancelled", "expired"],
+  underpaid: ["pending", "confirmed", "overpaid", "expired"],
+  // A reorg can take counted funds away again.
+  confirmed: ["pending", "underpaid", "overpaid"],
+  overpaid: ["pending", "underpaid", "confirmed"],
+  cancelled: [],
+  expired: ["late"],
+  late: [],
+};
+
+export function canTransition(from: Status, to: Status): boolean {
+  return transitions[from].includes(to);
+}
+
+export const eventTypes = [
+  "payment.intent.created",
+  "payment.confirmed",
+  "payment.reorged",
+  "payment.cancelled",
+  "payment.expired",
+  "payment.underpaid",
+  "payment.overpaid",
+  "payment.late",
+  "webhook.test",
+] as const;
+export type EventType = (typeof eventTypes)[number];
+
+/** The event a transition into `to` emits; a move back after a reorg is payment.reorged. */
+export function eventFor(from: Status, to: Status): EventType {
+  const funded: readonly Status[] = ["underpaid", "confirmed", "overpaid"];
+  if (funded.includes(from) && (to === "pending" || funded.indexOf(to) < funded.indexOf(from))) {
+    return "payment.reorged";
+  }
+  switch (to) {
+    case "confirmed":
+      return "payment.confirmed";
+    case "underpaid":
+      return "payment.underpaid";
+    case "overpaid":
+      return "payment.overpaid";
+    case "cancelled":
+      return "payment.cancelled";
+    case "expired":
+      return "payment.expired";
+    case "late":
+      return "payment.late";
+    case "pending":
+      return "payment.reorged";
+  }
+}

@@ -1,0 +1,134 @@
+import {
+  fromJson,
+  isFieldSet,
+  toJson,
+  type DescField,
+  type DescMessage,
+  type JsonValue,
+  type Message,
+} from "@bufbuild/protobuf";
+import { validationError } from "./errors.ts";
+
+/**
+ * JSON <-> proto for the REST gateway: proto field names only, unknown or
+ * mistyped fields refused with the field named in `param`.
+ */
+
+function describeType(field: DescField): string {
+  switch (field.fieldKind) {
+    case "map":
+      return "an object of string values";
+    case "list":
+      return "an array";
+    case "enum":
+      return "a string";
+    case "message":
+      if (field.message.typeName === "google.protobuf.Timestamp") return 'an RFC 3339 timestamp such as "2026-01-31T12:00:00Z"';
+      return "an object";
+    case "scalar":
+      switch (field.scalar) {
+        case 9:
+          return "a string";
+        case 8:
+          return "a boolean";
+        case 1:
+        case 2:
+          return "a number";
+        default:
+          return "an integer";
+      }
+  }
+}
+
+/** Whether a JSON value has the JSON type the field needs (proto JSON is laxer: it takes "12" for 12). */
+function hasJsonType(field: DescField, value: JsonValue): boolean {
+  if (value === null) return true;
+  if (field.fieldKind === "scalar") {
+    if (field.scalar === 9) return typeof value === "string";
+    if (field.scalar === 8) return typeof value === "boolean";
+    if (field.scalar === 12) return typeof value === "string";
+    return typeof value === "number";
+  }
+  if (field.fieldKind === "map") return typeof value === "object" && !Array.isArray(value);
+  if (field.fieldKind === "list") return Array.isArray(value);
+  return true;
+}
+
+type Source = "body" | "query";
+
+/**
+ * Builds the request message from the path parameters and the JSON body or
+ * query string. Path parameters win over nothing: naming one in the body or
+ * query is an error, so a body can never retarget a request.
+ */
+export function decodeRequest<T extends Message>(
+  schema: DescMessage,
+  pathParams: Record<string, string>,
+  input: Record<string, JsonValue>,
+  source: Source,
+): T {
+  const json: Record<string, JsonValue> = {};
+  for (const [key, value] of Object.entries(input)) {
+    const field = schema.fields.find((f) => f.name === key);
+    if (!field || key in pathParams) {
+      throw validationError(key, source === "query" ? `Unknown query parameter "${key}".` : `Unknown field "${key}".`);
+    }
+    json[key] = source === "query" ? fromQueryValue(field, value) : value;
+    if (source === "body" && !hasJsonType(field, value)) {
+      throw validationError(key, `"${key}" must be ${describeType(field)}.`);
+    }
+  }
+  Object.assign(json, pathParams);
+  try {
+    return fromJson(schema, json) as T;
+  } catch {
+    // Find the field at fault, to name it.
+    for (const [key, value] of Object.entries(json)) {
+      try {
+        fromJson(schema, { [key]: value });
+      } catch {
+        const field = schema.fields.find((f) => f.name === key) as DescField;
+        throw validationError(key, `"${key}" must be ${describeType(field)}.`);
+      }
+    }
+    throw validationError("", "The request could not be decoded.");
+  }
+}
+
+function fromQueryValue(field: DescField, value: JsonValue): JsonValue {
+  if (field.fieldKind === "scalar" && field.scalar === 8) {
+    if (value === "true") return true;
+    if (value === "false") return false;
+  }
+  if (field.fieldKind === "list" || field.fieldKind === "map") {
+    throw validationError(field.name, `"${field.name}" cannot be given in the query string.`);
+  }
+  return value;
+}
+
+/**
+ * Proto JSON with field names as in the proto, every implicit field present,
+ * and unset optional fields as null: a client sees every field, every time.
+ */
+export function encodeResponse(schema: DescMessage, message: Message): JsonValue {
+  const json = toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  addNulls(schema, message, json);
+  return json;
+}
+
+function addNulls(schema: DescMessage, message: Message, json: JsonValue): void {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return;
+  if (schema.typeName.startsWith("google.protobuf.")) return;
+  for (const field of schema.fields) {
+    const value = (message as unknown as Record<string, unknown>)[field.localName];
+    if (field.fieldKind === "message") {
+      if (!isFieldSet(message, field)) json[field.name] = null;
+      else addNulls(field.message, value as Message, json[field.name] as JsonValue);
+    } else if (field.fieldKind === "list" && field.listKind === "message") {
+      const items = json[field.name];
+      if (Array.isArray(items)) (value as Message[]).forEach((m, i) => addNulls(field.message, m, items[i] as JsonValue));
+    } else if (field.fieldKind === "scalar" && field.proto.proto3Optional && !isFieldSet(message, field)) {
+      json[field.name] = null;
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import path from "node:path";
+
+/** Runtime configuration, read once from the environment. See README "Configuration". */
+export interface Config {
+  /** Unset: the embedded PostgreSQL under DATA_DIR. */
+  databaseUrl: string | undefined;
+  /** Unset: 127.0.0.1:4222 when it answers, else an embedded nats-server under DATA_DIR. */
+  natsUrl: string | undefined;
+  port: number;
+  rpcPort: number;
+  /** Where a gateway-only process reaches the rpc role. */
+  rpcUrl: string;
+  opsPort: number;
+  host: string;
+  publicBaseUrl: string;
+  checkoutBaseUrl: string;
+  jetstreamPrefix: string;
+  webhookRetryDelaysSeconds: number[];
+  webhookMaxAttempts: number;
+  webhookTimeoutMs: number;
+  webhookConnectTo: string | undefined;
+  /** 32 bytes; unset: generated once under DATA_DIR. */
+  secretEncryptionKey: Buffer | undefined;
+  dataDir: string;
+  logLevel: string;
+  bodyLimitBytes: number;
+  dbPoolSize: number;
+}
+
+/** Bad configuration: main prints the message as one line and exits non-zero. */
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const n = Number(raw.trim());
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function url(env: Env, name: string, fallback: string): string {
+  const raw = (env[name] ?? "").trim() || fallback;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL, got "${raw}"`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const raw = env[name]?.trim();
+  return raw ? raw : undefined;
+}
+
+export function parseRetryDelays(raw: string): number[] {
+  const parts = raw.split(",").map((s) => s.trim());
+  const delays = parts.map(Number);
+  if (parts.some((p) => !/^\d+(\.\d+)?$/.test(p)) || delays.some((d) => d <= 0)) {
+    throw new ConfigError(`WEBHOOK_RETRY_DELAYS must be positive seconds separated by commas, got "${raw}"`);
+  }
+  return delays;
+}
+
+function encryptionKey(raw: string | undefined): Buffer | undefined {
+  if (raw === undefined) return undefined;
+  const key = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, "hex") : Buffer.from(raw, "base64");
+  if (key.length !== 32) {
+    throw new ConfigError("SECRET_ENCRYPTION_KEY must be 32 bytes, as 64 hex digits or base64");
+  }
+  return key;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = integer(env, "PORT", 8080, 0, 65535);
+  const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
+  const prefix = optional(env, "JETSTREAM_PREFIX") ?? "payments";
+  if (!/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) {
+    throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
+  }
+  return {
+    databaseUrl: optional(env, "DATABASE_URL"),
+    natsUrl: optional(env, "NATS_URL"),
+    port,
+    rpcPort: integer(env, "RPC_PORT", 8081, 0, 65535),
+    rpcUrl: url(env, "RPC_URL", `http://127.0.0.1:${integer(env, "RPC_PORT", 8081, 0, 65535)}`),
+    opsPort: integer(env, "OPS_PORT", 9464, 0, 65535),
+    host: optional(env, "HOST") ?? "127.0.0.1",
+    publicBaseUrl,
+    checkoutBaseUrl: url(env, "CHECKOUT_BASE_URL", `${publicBaseUrl}/checkout`),
+    jetstreamPrefix: prefix,
+    webhookRetryDelaysSeconds: parseRetryDelays(env.WEBHOOK_RETRY_DELAYS?.trim() || "60,300,1800,7200,43200"),
+    webhookMaxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 100),
+    webhookTimeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 300_000),
+    webhookConnectTo: optional(env, "WEBHOOK_CONNECT_TO"),
+    secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
+    dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),
+    logLevel: optional(env, "LOG_LEVEL") ?? "info",
+    bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+    dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
+  };
+}

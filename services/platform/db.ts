@@ -1,0 +1,42 @@
+import { MikroORM, type EntityManager } from "@mikro-orm/postgresql";
+import { Migrator } from "@mikro-orm/migrations";
+import { entities } from "./entities.ts";
+import { migrations } from "./migrations/index.ts";
+
+export type { EntityManager };
+export type Database = MikroORM;
+
+/**
+ * Opens the ORM. Migrations are a committed, explicit list (no folder
+ * discovery), applied by `migrate()` at start and by `npm run migrate`.
+ */
+export async function openDatabase(url: string, poolSize = 10): Promise<Database> {
+  const orm = await MikroORM.init({
+    clientUrl: url,
+    entities,
+    extensions: [Migrator],
+    pool: { min: 0, max: poolSize },
+    migrations: {
+      path: "services/platform/migrations",
+      tableName: "mikro_orm_migrations",
+      transactional: true,
+      allOrNothing: true,
+      snapshot: false,
+      emit: "ts",
+      silent: true,
+      migrationsList: migrations,
+    },
+    debug: false,
+    // Every unit of work runs on its own fork; a stray global use is a bug.
+    allowGlobalContext: false,
+  });
+  // init() connects lazily; a bad URL should fail at start, not at the first request.
+  await orm.connect();
+  return orm;
+}
+
+/** Applies pending migrations; returns the names applied. */
+export async function migrate(db: Database): Promise<string[]> {
+  const applied = await db.migrator.up();
+  return applied.map((m) => m.name);
+}

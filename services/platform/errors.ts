@@ -1,0 +1,76 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+
+/**
+ * The documented error codes, each with its HTTP status and the Connect/gRPC
+ * code it travels as. The stable `code` itself rides along as an ErrorDetail.
+ */
+export const errorCodes = {
+  validation_failed: { status: 400, connect: Code.InvalidArgument },
+  invalid_json: { status: 400, connect: Code.InvalidArgument },
+  idempotency_key_required: { status: 400, connect: Code.InvalidArgument },
+  invalid_idempotency_key: { status: 400, connect: Code.InvalidArgument },
+  invalid_cursor: { status: 400, connect: Code.InvalidArgument },
+  unauthenticated: { status: 401, connect: Code.Unauthenticated },
+  invalid_api_key: { status: 401, connect: Code.Unauthenticated },
+  insufficient_scope: { status: 403, connect: Code.PermissionDenied },
+  merchant_mismatch: { status: 403, connect: Code.PermissionDenied },
+  test_mode_only: { status: 403, connect: Code.PermissionDenied },
+  not_found: { status: 404, connect: Code.NotFound },
+  route_not_found: { status: 404, connect: Code.NotFound },
+  method_not_allowed: { status: 405, connect: Code.Unimplemented },
+  idempotency_conflict: { status: 409, connect: Code.AlreadyExists },
+  idempotency_in_progress: { status: 409, connect: Code.Aborted },
+  invalid_state: { status: 409, connect: Code.FailedPrecondition },
+  payload_too_large: { status: 413, connect: Code.ResourceExhausted },
+  unsupported_media_type: { status: 415, connect: Code.InvalidArgument },
+  rate_limited: { status: 429, connect: Code.ResourceExhausted },
+  internal_error: { status: 500, connect: Code.Internal },
+  unavailable: { status: 503, connect: Code.Unavailable },
+} as const;
+
+export type ErrorCode = keyof typeof errorCodes;
+
+/** An error a client should see: a documented code, a message safe to show, and the field at fault. */
+export function apiError(code: ErrorCode, message: string, param?: string): ConnectError {
+  return new ConnectError(message, errorCodes[code].connect, undefined, [
+    { desc: ErrorDetailSchema, value: create(ErrorDetailSchema, { code, param: param ?? "" }) },
+  ]);
+}
+
+export function validationError(param: string, message: string): ConnectError {
+  return apiError("validation_failed", message, param);
+}
+
+/** Codes for errors that carry no ErrorDetail (raised by Connect itself, or by a peer). */
+const fallbackCodes: Partial<Record<Code, ErrorCode>> = {
+  [Code.InvalidArgument]: "validation_failed",
+  [Code.Unauthenticated]: "unauthenticated",
+  [Code.PermissionDenied]: "insufficient_scope",
+  [Code.NotFound]: "not_found",
+  [Code.Unimplemented]: "route_not_found",
+  [Code.ResourceExhausted]: "rate_limited",
+  [Code.Unavailable]: "unavailable",
+  [Code.DeadlineExceeded]: "unavailable",
+};
+
+export interface ApiErrorView {
+  code: ErrorCode;
+  status: number;
+  message: string;
+  param: string | undefined;
+}
+
+/** What a client sees of any error: internals of unexpected errors are never exposed. */
+export function describeError(err: unknown): ApiErrorView {
+  const ce = ConnectError.from(err);
+  const detail = ce.findDetails(ErrorDetailSchema)[0];
+  if (detail && detail.code in errorCodes) {
+    const code = detail.code as ErrorCode;
+    return { code, status: errorCodes[code].status, message: ce.rawMessage, param: detail.param || undefined };
+  }
+  const code = fallbackCodes[ce.code] ?? "internal_error";
+  const message = code === "internal_error" ? "An internal error occurred." : ce.rawMessage;
+  return { code, status: errorCodes[code].status, message, param: undefined };
+}

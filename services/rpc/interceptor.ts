@@ -1,0 +1,69 @@
+import { getOption, hasOption, type DescMessage } from "@bufbuild/protobuf";
+import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { route as routeOption } from "../../gen/payments/v1/options_pb.ts";
+import { authenticate } from "../auth/authenticate.ts";
+import { checkIdempotencyKey } from "../idempotency/key.ts";
+import { runIdempotent } from "../idempotency/idempotent.ts";
+import type { Database } from "../platform/db.ts";
+import { apiError, describeError } from "../platform/errors.ts";
+import { newId } from "../platform/ids.ts";
+import type { Logger } from "../platform/logger.ts";
+import { emKey, principalKey, requestIdKey } from "./context.ts";
+
+const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/**
+ * Every RPC passes here: request id, then the route's credential and scope,
+ * then the merchant in the request against the key's, then idempotency.
+ * All of it is read from the method's (payments.v1.route) option.
+ */
+export function createServiceInterceptor(db: Database, logger: Logger): Interceptor {
+  return (next) => async (req) => {
+    const given = req.header.get("x-request-id");
+    const requestId = given && requestIdPattern.test(given) ? given : newId("req");
+    req.contextValues.set(requestIdKey, requestId);
+    try {
+      if (req.stream) throw apiError("route_not_found", "Streaming calls are not supported.");
+      if (!hasOption(req.method, routeOption)) throw apiError("route_not_found", "This method is not callable.");
+      const route = getOption(req.method, routeOption);
+      const em = db.em.fork();
+      const principal = await authenticate(em, route, req.header.get("authorization"));
+      checkMerchant(req, principal.merchantId);
+      req.contextValues.set(principalKey, principal);
+      let res: UnaryResponse<DescMessage, DescMessage>;
+      if (route.idempotencyKeyRequired) {
+        const key = checkIdempotencyKey(req.header.get("idempotency-key"));
+        if (!key.ok) {
+          throw key.reason === "missing"
+            ? apiError("idempotency_key_required", "This request requires an Idempotency-Key header.")
+            : apiError("invalid_idempotency_key", "The Idempotency-Key must be 8 to 128 characters from A-Z a-z 0-9 . _ : -");
+        }
+        res = await runIdempotent(db, principal, key.key, req, (tx) => {
+          req.contextValues.set(emKey, tx);
+          return next(req) as Promise<UnaryResponse<DescMessage, DescMessage>>;
+        });
+      } else {
+        req.contextValues.set(emKey, em);
+        res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
+      }
+      res.header.set("x-request-id", requestId);
+      return res;
+    } catch (err) {
+      const view = describeError(err);
+      if (view.code === "internal_error") logger.error({ err, requestId, rpc: req.method.name }, "rpc failed");
+      const out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
+      out.metadata.set("x-request-id", requestId);
+      throw out;
+    }
+  };
+}
+
+/** The {merchant} of the request must be the key's merchant. */
+function checkMerchant(req: UnaryRequest<DescMessage, DescMessage>, merchantId: string): void {
+  const field = req.method.input.fields.find((f) => f.name === "merchant");
+  if (!field) return;
+  const given = (req.message as unknown as Record<string, unknown>)[field.localName];
+  if (given !== merchantId) {
+    throw apiError("merchant_mismatch", "The merchant in the path is not the API key's merchant.", "merchant");
+  }
+}

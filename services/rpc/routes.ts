@@ -1,0 +1,17 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { intentService, type IntentDeps } from "../intents/service.ts";
+import { webhookService } from "../webhooks/service.ts";
+import { replayable } from "./replayable.ts";
+
+/** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
+export const services: readonly DescService[] = [IntentService, WebhookService];
+
+export function routes(deps: IntentDeps) {
+  return (router: ConnectRouter) => {
+    router.service(IntentService, replayable(intentService(deps)));
+    router.service(WebhookService, replayable(webhookService()));
+  };
+}
