@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import type { Config } from "../platform/config.ts";
 import { randomBase62 } from "../platform/ids.ts";
@@ -14,11 +15,23 @@ interface EmbeddedSettings {
   natsPort: number;
 }
 
-function embeddedSettings(dataDir: string): EmbeddedSettings {
+/** A port nothing listens on now; kept for this data directory from then on. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function embeddedSettings(dataDir: string): Promise<EmbeddedSettings> {
   const file = path.join(dataDir, "embedded.json");
   if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as EmbeddedSettings;
   mkdirSync(dataDir, { recursive: true, mode: 0o755 });
-  const settings = { pgPort: 54329, pgUser: "payments", pgPassword: randomBase62(24), natsPort: 14222 };
+  const settings = { pgPort: await freePort(), pgUser: "payments", pgPassword: randomBase62(24), natsPort: await freePort() };
   writeFileSync(file, JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
   return settings;
 }
@@ -32,7 +45,7 @@ export interface Resources {
 /** DATABASE_URL, or the embedded PostgreSQL under DATA_DIR (started, or shared if already running). */
 export async function resolveDatabase(config: Config, logger: Logger): Promise<Resources> {
   if (config.databaseUrl) return { databaseUrl: config.databaseUrl, embeddedDatabase: false, stopDatabase: async () => {} };
-  const s = embeddedSettings(config.dataDir);
+  const s = await embeddedSettings(config.dataDir);
   logger.info({ dataDir: config.dataDir, port: s.pgPort }, "DATABASE_URL is not set: using the embedded PostgreSQL");
   const db: EmbeddedDatabase = await startEmbeddedPostgres({
     dataDir: path.join(config.dataDir, "pg"),
@@ -48,7 +61,7 @@ export async function resolveDatabase(config: Config, logger: Logger): Promise<R
 export async function resolveNats(config: Config, logger: Logger): Promise<{ url: string; stop(): Promise<void> }> {
   if (config.natsUrl) return { url: config.natsUrl, stop: async () => {} };
   if (await reachable("127.0.0.1", 4222)) return { url: "nats://127.0.0.1:4222", stop: async () => {} };
-  const s = embeddedSettings(config.dataDir);
+  const s = await embeddedSettings(config.dataDir);
   logger.info({ port: s.natsPort }, "NATS_URL is not set and 127.0.0.1:4222 does not answer: starting nats-server");
   const nats: EmbeddedNats = await startEmbeddedNats(config.dataDir, s.natsPort);
   return nats;

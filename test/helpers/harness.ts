@@ -1,0 +1,135 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
+import type { Environment, Scope } from "../../services/auth/keys.ts";
+import { scopes as allScopes } from "../../services/auth/keys.ts";
+import { startApp, type App, type Role } from "../../services/app/app.ts";
+import { loadConfig, type Config } from "../../services/platform/config.ts";
+import { createLogger } from "../../services/platform/logger.ts";
+
+/**
+ * Each test file gets its own database on the machine's PostgreSQL (dropped
+ * afterwards) and its own JetStream prefix, so runs never collide.
+ * TEST_DATABASE_SERVER_URL names the server (default: the local one).
+ */
+export const serverUrl = process.env.TEST_DATABASE_SERVER_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+export const natsUrl = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`;
+}
+
+export async function createTestDatabase(t: Teardown): Promise<string> {
+  const name = uniqueName("pit");
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  t.teardown(async () => {
+    const c = new pg.Client({ connectionString: serverUrl });
+    await c.connect();
+    await c.query(`drop database if exists ${name} with (force)`);
+    await c.end();
+  });
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export interface TestApp {
+  app: App;
+  config: Config;
+  base: string;
+  rpcUrl: string;
+  databaseUrl: string;
+}
+
+export async function startTestApp(t: Teardown, env: Record<string, string> = {}, roles: readonly Role[] = ["rpc", "gateway", "scheduler"]): Promise<TestApp> {
+  const databaseUrl = await createTestDatabase(t);
+  const config = loadConfig({
+    PORT: "0",
+    RPC_PORT: "0",
+    OPS_PORT: "0",
+    JETSTREAM_PREFIX: uniqueName("t"),
+    CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...env,
+  });
+  const app = await startApp({
+    config,
+    logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
+    databaseUrl,
+    natsUrl,
+    masterKey: randomBytes(32),
+    roles,
+  });
+  t.teardown(() => app.stop());
+  return {
+    app,
+    config,
+    base: `http://127.0.0.1:${app.ports.gateway}`,
+    rpcUrl: `http://127.0.0.1:${app.ports.rpc}`,
+    databaseUrl,
+  };
+}
+
+export interface Credentials {
+  merchant: string;
+  key: string;
+  keyId: string;
+}
+
+export async function merchantWithKey(
+  app: App,
+  environment: Environment = "test",
+  scopes: readonly Scope[] = allScopes,
+  merchant?: string,
+): Promise<Credentials> {
+  const em = app.db.em.fork();
+  const id = merchant ?? (await createMerchant(em, "Test Shop")).id;
+  const key = await createApiKey(em, id, environment, [...scopes]);
+  return { merchant: id, key: key.api_key, keyId: key.id };
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+}
+
+/** A REST call; JSON bodies are serialized unless given as a string or Buffer. */
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  options: { key?: string; body?: unknown; headers?: Record<string, string>; idempotencyKey?: string } = {},
+): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  if (options.idempotencyKey) headers["idempotency-key"] = options.idempotencyKey;
+  let body: string | Buffer | undefined;
+  if (options.body !== undefined) {
+    body = typeof options.body === "string" || Buffer.isBuffer(options.body) ? options.body : JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
+
+let counter = 0;
+export function idemKey(): string {
+  return `test-${process.pid}-${Date.now()}-${counter++}`;
+}
+
+export const sampleIntent = { network: "ethereum", asset: "USDC", requested_amount: "12.50" };

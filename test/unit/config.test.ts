@@ -1,0 +1,143 @@
+import t from "tap";
+import path from "node:path";
+import { ConfigError, loadConfig, parseRetryDelays } from "../../services/platform/config.ts";
+
+type Asserts = Pick<typeof t, "ok" | "match" | "fail">;
+
+/** Asserts loadConfig(env) throws a ConfigError whose message matches `message`. */
+function refuses(t: Asserts, env: Record<string, string>, message: RegExp, name: string): void {
+  try {
+    loadConfig(env);
+    t.fail(`${name}: expected a ConfigError`);
+  } catch (err) {
+    t.ok(err instanceof ConfigError, `${name}: throws a ConfigError`);
+    t.match((err as Error).message, message, `${name}: message names the problem`);
+  }
+}
+
+t.test("defaults", async (t) => {
+  const config = loadConfig({});
+  t.equal(config.port, 8080);
+  t.equal(config.rpcPort, 8081);
+  t.equal(config.opsPort, 9464);
+  t.equal(config.rpcUrl, "http://127.0.0.1:8081");
+  t.equal(config.host, "127.0.0.1");
+  t.equal(config.publicBaseUrl, "http://localhost:8080");
+  t.equal(config.checkoutBaseUrl, "http://localhost:8080/checkout");
+  t.equal(config.jetstreamPrefix, "payments");
+  t.same(config.webhookRetryDelaysSeconds, [60, 300, 1800, 7200, 43200]);
+  t.equal(config.webhookMaxAttempts, 6);
+  t.equal(config.webhookTimeoutMs, 10_000);
+  t.equal(config.databaseUrl, undefined);
+  t.equal(config.natsUrl, undefined);
+  t.equal(config.webhookConnectTo, undefined);
+  t.equal(config.secretEncryptionKey, undefined);
+  t.equal(config.dataDir, path.resolve(".data"));
+  t.equal(config.logLevel, "info");
+  t.equal(config.bodyLimitBytes, 1024 * 1024);
+  t.equal(config.dbPoolSize, 10);
+});
+
+t.test("empty or blank values fall back to defaults", async (t) => {
+  const config = loadConfig({
+    PORT: "",
+    DATABASE_URL: "   ",
+    JETSTREAM_PREFIX: " ",
+    WEBHOOK_RETRY_DELAYS: "  ",
+    PUBLIC_BASE_URL: "",
+    SECRET_ENCRYPTION_KEY: "",
+  });
+  t.equal(config.port, 8080);
+  t.equal(config.databaseUrl, undefined);
+  t.equal(config.jetstreamPrefix, "payments");
+  t.same(config.webhookRetryDelaysSeconds, [60, 300, 1800, 7200, 43200]);
+  t.equal(config.publicBaseUrl, "http://localhost:8080");
+  t.equal(config.secretEncryptionKey, undefined);
+});
+
+t.test("values are read", async (t) => {
+  const hexKey = "0123456789abcdef".repeat(4);
+  const config = loadConfig({
+    PORT: " 3000 ",
+    RPC_PORT: "3001",
+    OPS_PORT: "0",
+    DATABASE_URL: "postgres://u@h/db",
+    PUBLIC_BASE_URL: "https://pay.example.com/",
+    WEBHOOK_RETRY_DELAYS: "1, 2 ,3",
+    WEBHOOK_MAX_ATTEMPTS: "4",
+    JETSTREAM_PREFIX: "pay_ments-2",
+    SECRET_ENCRYPTION_KEY: hexKey,
+    DATA_DIR: "/tmp/pi-data",
+  });
+  t.equal(config.port, 3000, "PORT trimmed");
+  t.equal(config.rpcPort, 3001);
+  t.equal(config.rpcUrl, "http://127.0.0.1:3001", "rpc URL follows RPC_PORT");
+  t.equal(config.opsPort, 0, "port 0 allowed");
+  t.equal(config.databaseUrl, "postgres://u@h/db");
+  t.equal(config.publicBaseUrl, "https://pay.example.com", "trailing slash removed");
+  t.equal(config.checkoutBaseUrl, "https://pay.example.com/checkout", "checkout follows the public URL");
+  t.same(config.webhookRetryDelaysSeconds, [1, 2, 3]);
+  t.equal(config.webhookMaxAttempts, 4);
+  t.equal(config.jetstreamPrefix, "pay_ments-2");
+  t.same(config.secretEncryptionKey, Buffer.from(hexKey, "hex"));
+  t.equal(config.dataDir, "/tmp/pi-data");
+});
+
+t.test("PORT", async (t) => {
+  refuses(t, { PORT: "abc" }, /^PORT\b.*whole number/, "PORT=abc");
+  refuses(t, { PORT: "70000" }, /^PORT\b.*between 0 and 65535/, "PORT=70000");
+  refuses(t, { PORT: "65536" }, /^PORT\b/, "PORT=65536");
+  refuses(t, { PORT: "-1" }, /^PORT\b/, "PORT=-1");
+  refuses(t, { PORT: "80.5" }, /^PORT\b/, "PORT=80.5");
+  refuses(t, { PORT: "1e3" }, /^PORT\b/, "PORT=1e3");
+  refuses(t, { PORT: "0x50" }, /^PORT\b/, "PORT=0x50");
+  t.equal(loadConfig({ PORT: "65535" }).port, 65535, "65535 allowed");
+  refuses(t, { RPC_PORT: "x" }, /^RPC_PORT\b/, "RPC_PORT=x");
+  refuses(t, { OPS_PORT: "99999" }, /^OPS_PORT\b/, "OPS_PORT=99999");
+  refuses(t, { WEBHOOK_MAX_ATTEMPTS: "0" }, /^WEBHOOK_MAX_ATTEMPTS\b/, "WEBHOOK_MAX_ATTEMPTS=0");
+  refuses(t, { BODY_LIMIT_BYTES: "10" }, /^BODY_LIMIT_BYTES\b/, "BODY_LIMIT_BYTES=10");
+});
+
+t.test("WEBHOOK_RETRY_DELAYS", async (t) => {
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "60,-1" }, /^WEBHOOK_RETRY_DELAYS\b/, "negative delay");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "60,0" }, /^WEBHOOK_RETRY_DELAYS\b/, "zero delay");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "60,,300" }, /^WEBHOOK_RETRY_DELAYS\b/, "empty entry");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "60;300" }, /^WEBHOOK_RETRY_DELAYS\b/, "wrong separator");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "1m,5m" }, /^WEBHOOK_RETRY_DELAYS\b/, "units");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "1e2" }, /^WEBHOOK_RETRY_DELAYS\b/, "exponent");
+  refuses(t, { WEBHOOK_RETRY_DELAYS: "60," }, /^WEBHOOK_RETRY_DELAYS\b/, "trailing comma");
+  t.same(loadConfig({ WEBHOOK_RETRY_DELAYS: "0.2,0.4" }).webhookRetryDelaysSeconds, [0.2, 0.4], "decimals accepted");
+  t.same(parseRetryDelays("5"), [5], "a single delay");
+});
+
+t.test("SECRET_ENCRYPTION_KEY", async (t) => {
+  const bytes = Buffer.alloc(32, 7);
+  t.same(loadConfig({ SECRET_ENCRYPTION_KEY: bytes.toString("base64") }).secretEncryptionKey, bytes, "base64");
+  t.same(loadConfig({ SECRET_ENCRYPTION_KEY: bytes.toString("hex").toUpperCase() }).secretEncryptionKey, bytes, "upper-case hex");
+  refuses(t, { SECRET_ENCRYPTION_KEY: "ab".repeat(31) }, /^SECRET_ENCRYPTION_KEY\b.*32 bytes/, "31 bytes of hex");
+  refuses(t, { SECRET_ENCRYPTION_KEY: "ab".repeat(33) }, /^SECRET_ENCRYPTION_KEY\b/, "33 bytes of hex");
+  refuses(t, { SECRET_ENCRYPTION_KEY: Buffer.alloc(16).toString("base64") }, /^SECRET_ENCRYPTION_KEY\b/, "16 bytes of base64");
+  refuses(t, { SECRET_ENCRYPTION_KEY: "short" }, /^SECRET_ENCRYPTION_KEY\b/, "a password");
+});
+
+t.test("JETSTREAM_PREFIX", async (t) => {
+  refuses(t, { JETSTREAM_PREFIX: "pay.ments" }, /^JETSTREAM_PREFIX\b/, "a dot");
+  refuses(t, { JETSTREAM_PREFIX: "pay*" }, /^JETSTREAM_PREFIX\b/, "a wildcard");
+  refuses(t, { JETSTREAM_PREFIX: "pay ments" }, /^JETSTREAM_PREFIX\b/, "a space");
+  refuses(t, { JETSTREAM_PREFIX: "a".repeat(33) }, /^JETSTREAM_PREFIX\b/, "33 characters");
+  t.equal(loadConfig({ JETSTREAM_PREFIX: "a".repeat(32) }).jetstreamPrefix, "a".repeat(32), "32 characters");
+});
+
+t.test("URLs", async (t) => {
+  refuses(t, { PUBLIC_BASE_URL: "ftp://x" }, /^PUBLIC_BASE_URL\b.*http/, "ftp scheme");
+  refuses(t, { PUBLIC_BASE_URL: "pay.example.com" }, /^PUBLIC_BASE_URL\b.*absolute URL/, "no scheme");
+  refuses(t, { PUBLIC_BASE_URL: "javascript:alert(1)" }, /^PUBLIC_BASE_URL\b/, "javascript scheme");
+  refuses(t, { CHECKOUT_BASE_URL: "/checkout" }, /^CHECKOUT_BASE_URL\b/, "relative checkout URL");
+  refuses(t, { RPC_URL: "grpc://h:1" }, /^RPC_URL\b/, "non-http RPC URL");
+  t.equal(
+    loadConfig({ CHECKOUT_BASE_URL: "https://checkout.example.com/pay/" }).checkoutBaseUrl,
+    "https://checkout.example.com/pay",
+    "explicit checkout URL, trailing slash removed",
+  );
+  t.equal(loadConfig({ PORT: "9000" }).publicBaseUrl, "http://localhost:9000", "default public URL follows PORT");
+});
