@@ -104,7 +104,7 @@ t.test("unexpected errors never leak their internals", async (t) => {
   }
 });
 
-t.test("an internal_error raised on purpose also hides nothing it should not show", async (t) => {
+t.test("an internal_error raised on purpose shows its chosen message", async (t) => {
   // apiError("internal_error") carries a message chosen to be safe; it is shown as given.
   t.equal(describeError(apiError("internal_error", "Try again later.")).message, "Try again later.");
 });

@@ -1,0 +1,194 @@
+import t from "tap";
+import { create, type JsonValue } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
+import {
+  CreatePaymentIntentRequestSchema,
+  CreatePaymentIntentResponseSchema,
+  ListPaymentIntentsRequestSchema,
+  ListPaymentIntentsResponseSchema,
+  PaymentIntentSchema,
+  type CreatePaymentIntentRequest,
+  type ListPaymentIntentsRequest,
+} from "../../gen/payments/v1/payment_intents_pb.ts";
+import { decodeRequest, encodeResponse } from "../../services/platform/api-json.ts";
+import { describeError } from "../../services/platform/errors.ts";
+
+type Asserts = Pick<typeof t, "ok" | "equal" | "fail" | "match">;
+
+/** Asserts `fn` throws a ConnectError that a client sees as validation_failed naming `param`. */
+function refusedWithParam(t: Asserts, fn: () => unknown, param: string, name: string): void {
+  try {
+    fn();
+    t.fail(`${name}: expected a validation error`);
+  } catch (err) {
+    t.ok(err instanceof ConnectError, `${name}: a ConnectError`);
+    const view = describeError(err);
+    t.equal(view.code, "validation_failed", `${name}: code`);
+    t.equal(view.status, 400, `${name}: status`);
+    t.equal(view.param, param, `${name}: param`);
+    t.match(view.message, param, `${name}: message names the field`);
+  }
+}
+
+const path = { merchant: "m1" };
+const goodBody: Record<string, JsonValue> = {
+  network: "ethereum",
+  asset: "USDC",
+  requested_amount: "12.50",
+  merchant_reference: "order-42",
+  expires_in_seconds: 900,
+  metadata: { cart: "c1", user: "u7" },
+};
+
+function createBody(body: Record<string, JsonValue>) {
+  return decodeRequest<CreatePaymentIntentRequest>(CreatePaymentIntentRequestSchema, path, body, "body");
+}
+function listQuery(query: Record<string, JsonValue>) {
+  return decodeRequest<ListPaymentIntentsRequest>(ListPaymentIntentsRequestSchema, path, query, "query");
+}
+
+t.test("a valid body decodes, with the merchant from the path", async (t) => {
+  const req = createBody(goodBody);
+  t.equal(req.merchant, "m1");
+  t.equal(req.network, "ethereum");
+  t.equal(req.asset, "USDC");
+  t.equal(req.requestedAmount, "12.50");
+  t.equal(req.merchantReference, "order-42");
+  t.equal(req.expiresInSeconds, 900);
+  t.same(req.metadata, { cart: "c1", user: "u7" });
+});
+
+t.test("optional fields may be omitted or null", async (t) => {
+  const minimal = createBody({ network: "ethereum", asset: "USDC", requested_amount: "1" });
+  t.equal(minimal.merchantReference, undefined);
+  t.equal(minimal.expiresInSeconds, undefined);
+  t.same(minimal.metadata, {});
+  const nulls = createBody({ ...goodBody, merchant_reference: null, expires_in_seconds: null });
+  t.equal(nulls.merchantReference, undefined, "null reference is unset");
+  t.equal(nulls.expiresInSeconds, undefined, "null expiry is unset");
+  t.same(createBody({}).merchant, "m1", "an empty body still gets the path's merchant");
+});
+
+t.test("unknown body fields are refused, naming the field", async (t) => {
+  refusedWithParam(t, () => createBody({ ...goodBody, colour: "blue" }), "colour", "unknown field");
+  refusedWithParam(t, () => createBody({ requestedAmount: "1" }), "requestedAmount", "camelCase name");
+  refusedWithParam(t, () => createBody({ __proto__x: "1" }), "__proto__x", "odd name");
+});
+
+t.test("a body cannot name a path parameter", async (t) => {
+  refusedWithParam(t, () => createBody({ ...goodBody, merchant: "m2" }), "merchant", "other merchant");
+  refusedWithParam(t, () => createBody({ ...goodBody, merchant: "m1" }), "merchant", "even the same merchant");
+});
+
+t.test("wrong JSON types are refused, naming the field", async (t) => {
+  const cases: [string, JsonValue][] = [
+    ["requested_amount", 12],
+    ["requested_amount", true],
+    ["network", ["ethereum"]],
+    ["merchant_reference", { a: "b" }],
+    ["expires_in_seconds", "900"],
+    ["expires_in_seconds", 1.5],
+    ["expires_in_seconds", 1e12],
+    ["expires_in_seconds", false],
+    ["metadata", { a: 1 }],
+    ["metadata", { a: null, b: { c: "d" } }],
+    ["metadata", ["a"]],
+    ["metadata", "a=b"],
+  ];
+  for (const [field, value] of cases) {
+    refusedWithParam(t, () => createBody({ ...goodBody, [field]: value }), field, `${field}: ${JSON.stringify(value)}`);
+  }
+});
+
+t.test("query strings", async (t) => {
+  const req = listQuery({ limit: "25", status: "pending", cursor: "abc.def", created_after: "2026-01-31T12:00:00Z" });
+  t.equal(req.merchant, "m1");
+  t.equal(req.limit, 25, "limit parsed from its string");
+  t.equal(req.status, "pending");
+  t.equal(req.cursor, "abc.def");
+  t.ok(req.createdAfter, "created_after set");
+  if (req.createdAfter) t.equal(timestampDate(req.createdAfter).toISOString(), "2026-01-31T12:00:00.000Z");
+  t.equal(req.createdBefore, undefined, "created_before unset");
+
+  const offset = listQuery({ created_before: "2026-01-31T13:30:00.5+01:30" });
+  t.equal(offset.createdBefore && timestampDate(offset.createdBefore).toISOString(), "2026-01-31T12:00:00.500Z", "offsets and fractions");
+
+  const empty = listQuery({});
+  t.equal(empty.limit, undefined, "no limit");
+});
+
+t.test("bad query values are refused, naming the parameter", async (t) => {
+  refusedWithParam(t, () => listQuery({ limit: "abc" }), "limit", "limit=abc");
+  refusedWithParam(t, () => listQuery({ limit: "1.5" }), "limit", "limit=1.5");
+  refusedWithParam(t, () => listQuery({ limit: "99999999999" }), "limit", "limit out of int32 range");
+  refusedWithParam(t, () => listQuery({ created_after: "yesterday" }), "created_after", "created_after=yesterday");
+  refusedWithParam(t, () => listQuery({ created_before: "2026-13-45" }), "created_before", "created_before not a date");
+  refusedWithParam(t, () => listQuery({ merchant: "m2" }), "merchant", "path parameter in the query");
+  refusedWithParam(t, () => listQuery({ sort: "asc" }), "sort", "unknown query parameter");
+  refusedWithParam(
+    t,
+    () => decodeRequest(CreatePaymentIntentRequestSchema, path, { metadata: "a" }, "query"),
+    "metadata",
+    "a map in the query string",
+  );
+});
+
+t.test("a bad value among good ones names the bad one", async (t) => {
+  refusedWithParam(t, () => listQuery({ status: "pending", limit: "ten", cursor: "x" }), "limit", "limit among others");
+});
+
+t.test("encodeResponse", async (t) => {
+  const created = new Date("2026-01-31T12:00:00Z");
+  const intent = create(PaymentIntentSchema, {
+    publicId: "pi_1",
+    status: "pending",
+    network: "ethereum",
+    asset: "USDC",
+    requestedAmount: "12.50",
+    environment: "test",
+    createdAt: timestampFromDate(created),
+    checkoutUrl: "http://localhost:8080/checkout/pi_1",
+  });
+  const json = encodeResponse(PaymentIntentSchema, intent) as Record<string, JsonValue>;
+  t.same(json, {
+    public_id: "pi_1",
+    status: "pending",
+    merchant_reference: null,
+    network: "ethereum",
+    asset: "USDC",
+    requested_amount: "12.50",
+    environment: "test",
+    created_at: "2026-01-31T12:00:00Z",
+    expires_at: null,
+    checkout_url: "http://localhost:8080/checkout/pi_1",
+    metadata: {},
+  });
+  t.notOk("publicId" in json, "no camelCase names");
+  t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");
+
+  const withRef = encodeResponse(PaymentIntentSchema, create(PaymentIntentSchema, { merchantReference: "" })) as Record<string, JsonValue>;
+  t.equal(withRef.merchant_reference, "", "an explicitly empty optional string is not null");
+  t.equal(withRef.status, "", "implicit fields are always present");
+
+  const wrapped = encodeResponse(CreatePaymentIntentResponseSchema, create(CreatePaymentIntentResponseSchema, { data: intent }));
+  t.match(wrapped, { data: { merchant_reference: null, expires_at: null, created_at: "2026-01-31T12:00:00Z" } }, "nested message");
+
+  const page = encodeResponse(
+    ListPaymentIntentsResponseSchema,
+    create(ListPaymentIntentsResponseSchema, { data: [intent, intent], hasMore: false }),
+  ) as Record<string, JsonValue>;
+  t.equal(page.has_more, false, "false booleans are present");
+  t.equal(page.next_cursor, null, "unset next_cursor is null");
+  t.ok(Array.isArray(page.data) && page.data.length === 2, "two items");
+  t.match(page.data, [{ merchant_reference: null }, { merchant_reference: null }], "nulls inside list items");
+
+  const none = encodeResponse(CreatePaymentIntentResponseSchema, create(CreatePaymentIntentResponseSchema));
+  t.same(none, { data: null }, "an unset message field is null");
+
+  const ms = encodeResponse(
+    PaymentIntentSchema,
+    create(PaymentIntentSchema, { expiresAt: timestampFromDate(new Date("2026-01-31T12:15:00.250Z")) }),
+  ) as Record<string, JsonValue>;
+  t.equal(ms.expires_at, "2026-01-31T12:15:00.250Z", "milliseconds kept");
+});

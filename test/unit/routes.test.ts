@@ -1,0 +1,101 @@
+import t from "tap";
+import { buildRoutes, matchRoute } from "../../gateway/routes.ts";
+import { services } from "../../services/rpc/routes.ts";
+
+const routes = buildRoutes(services);
+const base = "/api/v1/merchants/m1/payment-intents";
+
+t.test("the route table", async (t) => {
+  const table = routes.map((r) => `${r.httpMethod} ${r.template}`).sort();
+  t.same(table, [
+    "GET /api/v1/merchants/{merchant}/payment-intents",
+    "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}",
+    "GET /api/v1/merchants/{merchant}/webhook-events/{event_id}",
+    "POST /api/v1/merchants/{merchant}/payment-intents",
+    "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
+  ]);
+  for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && !r.template.endsWith("/cancel"), `${r.template} body`);
+});
+
+t.test("POST and GET on the collection", async (t) => {
+  const post = matchRoute(routes, "POST", base);
+  t.equal(post.kind, "found", "POST found");
+  if (post.kind === "found") {
+    t.equal(post.route.rpc.name, "CreatePaymentIntent");
+    t.same(post.params, { merchant: "m1" });
+    t.equal(post.route.takesBody, true);
+  }
+  const get = matchRoute(routes, "GET", base);
+  t.equal(get.kind, "found", "GET found");
+  if (get.kind === "found") {
+    t.equal(get.route.rpc.name, "ListPaymentIntents");
+    t.same(get.params, { merchant: "m1" });
+    t.equal(get.route.takesBody, false);
+  }
+});
+
+t.test("item and action routes", async (t) => {
+  const get = matchRoute(routes, "GET", `${base}/pi_123`);
+  t.equal(get.kind === "found" && get.route.rpc.name, "GetPaymentIntent");
+  t.same(get.kind === "found" && get.params, { merchant: "m1", public_id: "pi_123" });
+  const cancel = matchRoute(routes, "POST", `${base}/pi_123/cancel`);
+  t.equal(cancel.kind === "found" && cancel.route.rpc.name, "CancelPaymentIntent");
+  t.same(cancel.kind === "found" && cancel.params, { merchant: "m1", public_id: "pi_123" });
+  const event = matchRoute(routes, "GET", "/api/v1/merchants/m1/webhook-events/evt_9");
+  t.same(event.kind === "found" && event.params, { merchant: "m1", event_id: "evt_9" });
+});
+
+t.test("wrong method", async (t) => {
+  t.same(matchRoute(routes, "DELETE", base), { kind: "wrong_method", allow: ["GET", "POST"] }, "DELETE on the collection");
+  t.same(matchRoute(routes, "PUT", base), { kind: "wrong_method", allow: ["GET", "POST"] }, "PUT on the collection");
+  t.same(matchRoute(routes, "POST", `${base}/pi_1`), { kind: "wrong_method", allow: ["GET"] }, "POST on an item");
+  t.same(matchRoute(routes, "GET", `${base}/pi_1/cancel`), { kind: "wrong_method", allow: ["POST"] }, "GET on cancel");
+  t.same(matchRoute(routes, "get", base), { kind: "wrong_method", allow: ["GET", "POST"] }, "methods are case-sensitive");
+});
+
+t.test("not found", async (t) => {
+  for (const path of [
+    "/api/v1/merchants/m1/unknown",
+    "/api/v1/merchants/m1",
+    "/api/v2/merchants/m1/payment-intents",
+    "/",
+    "",
+    `${base}/`,
+    `${base}/pi_1/`,
+    `${base}/pi_1/cancel/`,
+    `${base}//cancel`,
+    "/api/v1/merchants//payment-intents",
+    `/API/v1/merchants/m1/payment-intents`,
+    `${base}?limit=1`,
+    `/prefix${base}`,
+    `${base}/pi_1/cancel/extra`,
+  ]) {
+    t.same(matchRoute(routes, "GET", path), { kind: "not_found" }, `GET ${JSON.stringify(path)}`);
+  }
+  t.same(matchRoute(routes, "POST", `${base}/`), { kind: "not_found" }, "POST with a trailing slash");
+});
+
+t.test("percent-encoded segments are decoded", async (t) => {
+  const spaced = matchRoute(routes, "GET", "/api/v1/merchants/m%201/payment-intents");
+  t.same(spaced.kind === "found" && spaced.params, { merchant: "m 1" }, "%20");
+  const slash = matchRoute(routes, "GET", `${base}/pi%2F1`);
+  t.same(slash.kind === "found" && slash.params, { merchant: "m1", public_id: "pi/1" }, "an encoded slash stays in its segment");
+  const unicode = matchRoute(routes, "GET", "/api/v1/merchants/m%C3%BC/payment-intents");
+  t.same(unicode.kind === "found" && unicode.params, { merchant: "mü" }, "UTF-8");
+});
+
+t.test("malformed percent-encoding is not found", async (t) => {
+  for (const path of [
+    "/api/v1/merchants/m%/payment-intents",
+    "/api/v1/merchants/m%zz/payment-intents",
+    "/api/v1/merchants/%C3/payment-intents",
+    `${base}/pi%E0%A4%A`,
+  ]) {
+    t.same(matchRoute(routes, "GET", path), { kind: "not_found" }, path);
+  }
+});
+
+t.test("an empty route table", async (t) => {
+  t.same(matchRoute([], "GET", base), { kind: "not_found" });
+  t.same(buildRoutes([]), []);
+});
