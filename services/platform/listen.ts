@@ -1,14 +1,19 @@
 import type http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Server } from "node:net";
 
-/** Starts an HTTP/1.1 server; close() finishes in-flight requests and drops idle connections. */
-export async function listen(server: http.Server, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
+/** Listens and resolves with the bound port (port 0 picks a free one). */
+export async function listenOn(server: Server, host: string, port: number): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => resolve());
   });
+  return (server.address() as AddressInfo).port;
+}
+
+/** Starts an HTTP/1.1 server; close() finishes in-flight requests and drops idle connections. */
+export async function listen(server: http.Server, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
   return {
-    port: (server.address() as AddressInfo).port,
+    port: await listenOn(server, host, port),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,7 +1,7 @@
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { listenOn } from "../platform/listen.ts";
 
 export interface Listening {
   port: number;
@@ -21,12 +21,8 @@ export async function startRpcServer(
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => resolve());
-  });
   return {
-    port: (server.address() as AddressInfo).port,
+    port: await listenOn(server, host, port),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
