@@ -40,7 +40,8 @@ export type EventType = (typeof eventTypes)[number];
 /** The event a transition into `to` emits; a move back after a reorg is payment.reorged. */
 export function eventFor(from: Status, to: Status): EventType {
   const funded: readonly Status[] = ["underpaid", "confirmed", "overpaid"];
-  if (funded.includes(from) && (to === "pending" || funded.indexOf(to) < funded.indexOf(from))) {
+  const lessFunded = to === "pending" || (funded.includes(to) && funded.indexOf(to) < funded.indexOf(from));
+  if (funded.includes(from) && lessFunded) {
     return "payment.reorged";
   }
   switch (to) {

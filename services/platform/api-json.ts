@@ -100,6 +100,10 @@ function fromQueryValue(field: DescField, value: JsonValue): JsonValue {
     if (value === "true") return true;
     if (value === "false") return false;
   }
+  // Proto JSON would read "0x10" or "1e2" as numbers; a query string integer is plain digits.
+  if (field.fieldKind === "scalar" && ![1, 2, 8, 9, 12].includes(field.scalar) && !/^-?[0-9]+$/.test(String(value))) {
+    throw validationError(field.name, `"${field.name}" must be ${describeType(field)}.`);
+  }
   if (field.fieldKind === "list" || field.fieldKind === "map") {
     throw validationError(field.name, `"${field.name}" cannot be given in the query string.`);
   }

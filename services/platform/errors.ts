@@ -55,6 +55,16 @@ const fallbackCodes: Partial<Record<Code, ErrorCode>> = {
   [Code.DeadlineExceeded]: "unavailable",
 };
 
+const fallbackMessages: Partial<Record<ErrorCode, string>> = {
+  validation_failed: "The request is not valid.",
+  unauthenticated: "The request is not authenticated.",
+  insufficient_scope: "The credential may not call this route.",
+  not_found: "Not found.",
+  route_not_found: "No such route.",
+  rate_limited: "Too many requests; retry later.",
+  unavailable: "The service is unavailable; retry later.",
+};
+
 export interface ApiErrorView {
   code: ErrorCode;
   status: number;
@@ -70,7 +80,8 @@ export function describeError(err: unknown): ApiErrorView {
     const code = detail.code as ErrorCode;
     return { code, status: errorCodes[code].status, message: ce.rawMessage, param: detail.param || undefined };
   }
+  // Without our detail the message comes from a library or a peer (e.g. a connection error
+  // naming an internal address): show a fixed message instead.
   const code = fallbackCodes[ce.code] ?? "internal_error";
-  const message = code === "internal_error" ? "An internal error occurred." : ce.rawMessage;
-  return { code, status: errorCodes[code].status, message, param: undefined };
+  return { code, status: errorCodes[code].status, message: fallbackMessages[code] ?? "An internal error occurred.", param: undefined };
 }

@@ -74,10 +74,8 @@ t.test("eventFor", async (t) => {
   for (const [from, to, event] of cases) t.equal(eventFor(from, to), event, `${from} -> ${to}`);
 });
 
-// BUG: eventFor("underpaid", "expired") returns "payment.reorged". The reorg check treats any
-// target outside the funded list (indexOf === -1) as "lower" than underpaid. DESIGN.md: expired is
-// reached "while pending or underpaid"; expiry is not a reorg, and claimDueIntents expires underpaid rows.
-t.todo("an underpaid intent that expires emits payment.expired", async (t) => {
+// DESIGN.md: an intent expires "while pending or underpaid"; expiry is not a reorg.
+t.test("an underpaid intent that expires emits payment.expired", async (t) => {
   t.equal(eventFor("underpaid", "expired"), "payment.expired");
 });
 
