@@ -59,17 +59,17 @@ const { gateway, rpc, ops } = app.ports;
 const lines = [
   "",
   `Payment Intent service: ${roles.join(", ")}`,
-  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : "",
-  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : "",
+  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : null,
+  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : null,
   `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
-  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${config.dataDir}/pg` : "",
+  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${config.dataDir}/pg` : null,
   "",
   "Get an API key (in another terminal):",
   "  npm run -s admin -- merchant create --name 'My Shop'",
   "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
   "",
 ];
-process.stdout.write(lines.filter((l, i) => l !== "" || i === 0 || i === lines.length - 1 || lines[i - 1] !== "").join("\n") + "\n");
+process.stdout.write(lines.filter((l) => l !== null).join("\n") + "\n");
 logger.info({ roles, ports: app.ports }, "started");
 
 let stopping = false;

@@ -1,7 +1,7 @@
 import { fromBinary, toBinary, toJson, type DescMessage } from "@bufbuild/protobuf";
 import type { UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 import { canonicalJson, sha256Hex } from "../platform/canonical-json.ts";
-import type { Database, EntityManager } from "../platform/db.ts";
+import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { replayKey, type Principal } from "../rpc/context.ts";
 
@@ -22,7 +22,7 @@ type Next = (em: EntityManager) => Promise<UnaryResponse<DescMessage, DescMessag
  * - a request that fails rolls back, key included, so it can be retried.
  */
 export async function runIdempotent(
-  db: Database,
+  em: EntityManager,
   principal: Principal,
   key: string,
   req: UnaryRequest<DescMessage, DescMessage>,
@@ -32,7 +32,7 @@ export async function runIdempotent(
   const fingerprint = sha256Hex(canonicalJson(toJson(req.method.input, req.message, { useProtoFieldName: true })));
   const where = [principal.merchantId, principal.environment, key];
   try {
-    return await db.em.fork().transactional(async (em) => {
+    return await em.transactional(async (em) => {
       await em.execute(`set local lock_timeout = '${waitForFirstMs}ms'`);
       const inserted = await em.execute<{ key: string }[]>(
         `insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)

@@ -8,10 +8,9 @@ import type { Logger } from "./logger.ts";
 export class Nats {
   private connection: NatsConnection | undefined;
   private closed = false;
-  private readonly connecting: Promise<void>;
 
   constructor(url: string, logger: Logger, name: string) {
-    this.connecting = (async () => {
+    void (async () => {
       try {
         const nc = await connect({ servers: url, name, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
         if (this.closed) {
@@ -44,10 +43,5 @@ export class Nats {
   async close(): Promise<void> {
     this.closed = true;
     await this.connection?.drain().catch(() => undefined);
-  }
-
-  /** For tests: resolves once the first connection attempt has settled. */
-  settled(): Promise<void> {
-    return this.connecting;
   }
 }

@@ -13,7 +13,6 @@ export interface Principal {
 }
 
 export const principalKey = createContextKey<Principal | undefined>(undefined);
-export const requestIdKey = createContextKey<string>("");
 /** The request's EntityManager: a fork, or the transaction of an idempotent request. */
 export const emKey = createContextKey<EntityManager | undefined>(undefined);
 /** Set when an idempotent request is a repeat: the stored response to send instead of running the handler. */

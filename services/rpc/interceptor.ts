@@ -8,7 +8,7 @@ import type { Database } from "../platform/db.ts";
 import { apiError, describeError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
-import { emKey, principalKey, requestIdKey } from "./context.ts";
+import { emKey, principalKey } from "./context.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
 
@@ -21,7 +21,6 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
-    req.contextValues.set(requestIdKey, requestId);
     try {
       if (req.stream) throw apiError("route_not_found", "Streaming calls are not supported.");
       if (!hasOption(req.method, routeOption)) throw apiError("route_not_found", "This method is not callable.");
@@ -38,7 +37,7 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
             ? apiError("idempotency_key_required", "This request requires an Idempotency-Key header.")
             : apiError("invalid_idempotency_key", "The Idempotency-Key must be 8 to 128 characters from A-Z a-z 0-9 . _ : -");
         }
-        res = await runIdempotent(db, principal, key.key, req, (tx) => {
+        res = await runIdempotent(em, principal, key.key, req, (tx) => {
           req.contextValues.set(emKey, tx);
           return next(req) as Promise<UnaryResponse<DescMessage, DescMessage>>;
         });
