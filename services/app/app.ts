@@ -13,8 +13,14 @@ import { routes, services } from "../rpc/routes.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { createOpsServer } from "./ops.ts";
 import { startScheduler } from "./scheduler.ts";
+import { ensureDeliveryStream, streamNames } from "../delivery/jetstream.ts";
+import { startRelay } from "../delivery/relay.ts";
+import { schedule as retrySchedule } from "../delivery/schedule.ts";
+import { startDeliveryWorker } from "../delivery/worker.ts";
+import { SecretBox } from "../webhooks/secrets.ts";
+import type { NatsConnection } from "@nats-io/transport-node";
 
-export const allRoles = ["rpc", "gateway", "scheduler"] as const;
+export const allRoles = ["rpc", "gateway", "worker", "scheduler"] as const;
 export type Role = (typeof allRoles)[number];
 
 export interface AppOptions {
@@ -40,7 +46,13 @@ export async function startApp(o: AppOptions): Promise<App> {
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
-  const serviceRoutes = routes({ checkoutBaseUrl: config.checkoutBaseUrl, cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")) });
+  const secrets = new SecretBox(deriveKey(o.masterKey, "webhook-signing-secrets"));
+  const serviceRoutes = routes({
+    checkoutBaseUrl: config.checkoutBaseUrl,
+    cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
+    secrets,
+    connectTo: config.webhookConnectTo,
+  });
   const interceptors = [createServiceInterceptor(db, logger)];
   const stops: (() => Promise<void>)[] = [];
   const ports: App["ports"] = { ops: 0 };
@@ -62,6 +74,35 @@ export async function startApp(o: AppOptions): Promise<App> {
       );
       ports.gateway = gateway.port;
       stops.unshift(gateway.close);
+    }
+    if (roles.includes("worker")) {
+      const names = streamNames(config.jetstreamPrefix);
+      const schedule = retrySchedule(config.webhookRetryDelaysSeconds, config.webhookMaxAttempts);
+      // The stream and consumer are set up once per connection, and again after a failure.
+      let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
+      const streamReady = async () => {
+        const nc = await nats.connected;
+        if (ensured?.nc !== nc) ensured = { nc, done: ensureDeliveryStream(nc, names, schedule) };
+        const attempt = ensured;
+        await attempt.done.catch((err) => {
+          if (ensured === attempt) ensured = undefined;
+          throw err;
+        });
+      };
+      const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady });
+      const worker = startDeliveryWorker({
+        db,
+        nats,
+        names,
+        schedule,
+        secrets,
+        connectTo: config.webhookConnectTo,
+        timeoutMs: config.webhookTimeoutMs,
+        concurrency: config.webhookConcurrency,
+        logger,
+        streamReady,
+      });
+      stops.push(worker.stop, relay.stop);
     }
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, config.checkoutBaseUrl);

@@ -42,7 +42,9 @@ let app: Awaited<ReturnType<typeof startApp>>;
 try {
   resources = await resolveDatabase(config, logger);
   nats = await resolveNats(config, logger);
-  if (config.webhookConnectTo) logger.warn({ WEBHOOK_CONNECT_TO: config.webhookConnectTo }, "WEBHOOK_CONNECT_TO is set: webhook hosts are redirected (tests only)");
+  if (config.webhookConnectTo.length > 0) {
+    logger.warn({ WEBHOOK_CONNECT_TO: process.env.WEBHOOK_CONNECT_TO }, "WEBHOOK_CONNECT_TO is set: these webhook hosts skip the public-address check (tests only)");
+  }
   app = await startApp({
     config,
     logger,

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { parseConnectTo, type ConnectTo } from "../delivery/url-policy.ts";
 
 /** Runtime configuration, read once from the environment. See README "Configuration". */
 export interface Config {
@@ -18,7 +19,10 @@ export interface Config {
   webhookRetryDelaysSeconds: number[];
   webhookMaxAttempts: number;
   webhookTimeoutMs: number;
-  webhookConnectTo: string | undefined;
+  /** WEBHOOK_CONNECT_TO, parsed: tests map a webhook host:443 to a loopback port. */
+  webhookConnectTo: ConnectTo[];
+  /** Attempts one worker process runs at once. */
+  webhookConcurrency: number;
   /** 32 bytes; unset: generated once under DATA_DIR. */
   secretEncryptionKey: Buffer | undefined;
   dataDir: string;
@@ -78,6 +82,14 @@ function encryptionKey(raw: string | undefined): Buffer | undefined {
   return key;
 }
 
+function connectTo(raw: string | undefined): ConnectTo[] {
+  try {
+    return parseConnectTo(raw);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
@@ -99,7 +111,8 @@ export function loadConfig(env: Env = process.env): Config {
     webhookRetryDelaysSeconds: parseRetryDelays(env.WEBHOOK_RETRY_DELAYS?.trim() || "60,300,1800,7200,43200"),
     webhookMaxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 100),
     webhookTimeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 300_000),
-    webhookConnectTo: optional(env, "WEBHOOK_CONNECT_TO"),
+    webhookConnectTo: connectTo(optional(env, "WEBHOOK_CONNECT_TO")),
+    webhookConcurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1000),
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",

@@ -8,8 +8,14 @@ import type { Logger } from "./logger.ts";
 export class Nats {
   private connection: NatsConnection | undefined;
   private closed = false;
+  private settle!: { resolve(nc: NatsConnection): void; reject(err: Error): void };
+  /** Resolves with the connection once it is first up; rejects if closed before that. */
+  readonly connected: Promise<NatsConnection> = new Promise((resolve, reject) => {
+    this.settle = { resolve, reject };
+  });
 
   constructor(url: string, logger: Logger, name: string) {
+    this.connected.catch(() => undefined);
     void (async () => {
       try {
         const nc = await connect({ servers: url, name, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
@@ -18,6 +24,7 @@ export class Nats {
           return;
         }
         this.connection = nc;
+        this.settle.resolve(nc);
         logger.info({ server: nc.getServer() }, "connected to NATS");
       } catch (err) {
         if (!this.closed) logger.error({ err }, "NATS connection failed");
@@ -42,6 +49,7 @@ export class Nats {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.settle.reject(new Error("NATS connection closed"));
     await this.connection?.drain().catch(() => undefined);
   }
 }

@@ -3,15 +3,15 @@ import type { DescService } from "@bufbuild/protobuf";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
-import { webhookService } from "../webhooks/service.ts";
+import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "./replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
 export const services: readonly DescService[] = [IntentService, WebhookService];
 
-export function routes(deps: IntentDeps) {
+export function routes(deps: IntentDeps & WebhookDeps) {
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService(deps)));
-    router.service(WebhookService, replayable(webhookService()));
+    router.service(WebhookService, replayable(webhookService(deps)));
   };
 }

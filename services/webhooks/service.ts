@@ -1,12 +1,203 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import { LockMode } from "@mikro-orm/core";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { recordEvent } from "../events/record.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
-import { apiError } from "../platform/errors.ts";
-import { merchantScope } from "../rpc/context.ts";
+import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow, type DeliveryRow } from "../delivery/store.ts";
+import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
+import { PolicyRejection, resolveTarget, type ConnectTo, type Lookup } from "../delivery/url-policy.ts";
+import { validatePageSize } from "../intents/validate.ts";
+import { canonicalJson } from "../platform/canonical-json.ts";
+import type { CursorCodec } from "../platform/cursor.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+import { newId } from "../platform/ids.ts";
+import { inTransaction, merchantScope, type Principal } from "../rpc/context.ts";
+import { WebhookEndpointRecord } from "./entities.ts";
+import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
+import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 
-export function webhookService(): ServiceImpl<typeof WebhookService> {
+export interface WebhookDeps {
+  secrets: SecretBox;
+  cursors: CursorCodec;
+  connectTo: readonly ConnectTo[];
+  /** DNS for the create-time policy check; tests may substitute it. */
+  lookup?: Lookup;
+}
+
+/** Enabled endpoints per merchant and environment: every event fans out to each of them. */
+export const maxEnabledEndpoints = 16;
+const maxDescriptionLength = 256;
+
+const endpointFields = ["id", "environment", "url", "description", "status", "createdAt", "disabledAt"] as const;
+
+async function findEndpoint(em: EntityManager, principal: Principal, id: string, lock = false): Promise<EndpointRow> {
+  const row = await em.findOne(
+    WebhookEndpointRecord,
+    { id, merchant: principal.merchantId, environment: principal.environment },
+    { fields: [...endpointFields], ...(lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) },
+  );
+  if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
+  return row as EndpointRow;
+}
+
+async function deliveryView(em: EntityManager, principal: Principal, id: string) {
+  const row = await findDelivery(em, principal, id);
+  if (!row) throw apiError("internal_error", "The delivery just created is missing.");
+  return deliveryMessage(row, await attemptsOf(em, [id]));
+}
+
+export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
+  const { secrets, cursors, connectTo, lookup } = deps;
+
   return {
+    async createWebhookEndpoint(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      if (req.url === "") throw validationError("url", `"url" is required.`);
+      let url: string;
+      try {
+        await resolveTarget(req.url, connectTo, lookup);
+        url = new URL(req.url).href;
+      } catch (err) {
+        if (err instanceof PolicyRejection) throw validationError("url", `The URL is not allowed: ${err.reason}.`);
+        throw err;
+      }
+      const description = req.description?.trim() || undefined;
+      if (description !== undefined && description.length > maxDescriptionLength) {
+        throw validationError("description", `"description" must be at most ${maxDescriptionLength} characters.`);
+      }
+      const signingSecret = generateSigningSecret();
+      const row: EndpointRow = {
+        id: newId("we"),
+        environment: principal.environment,
+        url,
+        description: description ?? null,
+        status: "enabled",
+        createdAt: new Date(),
+        disabledAt: null,
+      };
+      await inTransaction(em, async (tx) => {
+        // Serialises concurrent creates of one merchant, so the limit holds.
+        await tx.execute(`select id from merchants where id = ? for update`, [principal.merchantId]);
+        const enabled = await tx.count(WebhookEndpointRecord, { merchant: principal.merchantId, environment: principal.environment, status: "enabled" });
+        if (enabled >= maxEnabledEndpoints) {
+          throw apiError("invalid_state", `At most ${maxEnabledEndpoints} endpoints can be enabled; disable one first.`);
+        }
+        await tx.insert(WebhookEndpointRecord, {
+          ...row,
+          merchant: principal.merchantId,
+          secretCiphertext: secrets.seal(row.id, signingSecret),
+        });
+      });
+      return { data: endpointMessage(row), signingSecret };
+    },
+
+    async listWebhookEndpoints(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      const limit = validatePageSize(req.limit);
+      const scope = canonicalJson(["webhook-endpoints", principal.merchantId, principal.environment]);
+      const params: unknown[] = [principal.merchantId, principal.environment];
+      let after = "";
+      if (req.cursor !== undefined) {
+        const position = cursors.decode(scope, req.cursor);
+        if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
+        after = " and (created_at, id) < (?, ?)";
+        params.push(new Date(position.t), position.i);
+      }
+      params.push(limit + 1);
+      const rows = await em.execute<{ id: string; environment: string; url: string; description: string | null; status: string; created_at: string | Date; disabled_at: string | Date | null }[]>(
+        `select id, environment, url, description, status, created_at, disabled_at from webhook_endpoints
+          where merchant_id = ? and environment = ?${after} order by created_at desc, id desc limit ?`,
+        params,
+      );
+      const page = rows.slice(0, limit).map(
+        (r): EndpointRow => ({ ...r, createdAt: new Date(r.created_at), disabledAt: r.disabled_at ? new Date(r.disabled_at) : null }),
+      );
+      const last = page[page.length - 1];
+      const hasMore = rows.length > limit;
+      return {
+        data: page.map(endpointMessage),
+        hasMore,
+        nextCursor: hasMore && last ? cursors.encode(scope, { t: last.createdAt.getTime(), i: last.id }) : undefined,
+      };
+    },
+
+    async getWebhookEndpoint(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      return { data: endpointMessage(await findEndpoint(em, principal, req.endpointId)) };
+    },
+
+    async disableWebhookEndpoint(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      const row = await inTransaction(em, async (tx) => {
+        const endpoint = await findEndpoint(tx, principal, req.endpointId, true);
+        if (endpoint.status === "disabled") return endpoint;
+        const now = new Date();
+        await tx.nativeUpdate(WebhookEndpointRecord, { id: endpoint.id }, { status: "disabled", disabledAt: now });
+        await failPendingOfEndpoint(tx, endpoint.id, now);
+        return { ...endpoint, status: "disabled", disabledAt: now };
+      });
+      return { data: endpointMessage(row) };
+    },
+
+    async testWebhookEndpoint(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      const deliveryId = await inTransaction(em, async (tx) => {
+        const endpoint = await findEndpoint(tx, principal, req.endpointId, true);
+        if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled.", "endpoint_id");
+        const event = await recordEvent(tx, {
+          merchantId: principal.merchantId,
+          environment: principal.environment,
+          type: "webhook.test",
+          data: { test: { synthetic: true, environment: principal.environment, endpoint_id: endpoint.id } },
+          endpointId: endpoint.id,
+        });
+        return event.deliveryIds[0]!;
+      });
+      return { data: await deliveryView(em, principal, deliveryId) };
+    },
+
+    async listWebhookDeliveries(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      const limit = validatePageSize(req.limit);
+      if (req.status !== undefined && !isDeliveryStatus(req.status)) {
+        throw validationError("status", `"status" must be one of ${deliveryStatuses.join(", ")}.`);
+      }
+      const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status };
+      const scope = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
+      let after: { createdAt: Date; id: string } | undefined;
+      if (req.cursor !== undefined) {
+        const position = cursors.decode(scope, req.cursor);
+        if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
+        after = { createdAt: new Date(position.t), id: position.i };
+      }
+      const rows = await listDeliveries(em, principal, { ...query, after, limit: limit + 1 });
+      const page = rows.slice(0, limit);
+      const attempts = await attemptsOf(em, page.map((r) => r.id));
+      const byDelivery = new Map<string, AttemptRow[]>();
+      for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), a]);
+      const last: DeliveryRow | undefined = page[page.length - 1];
+      const hasMore = rows.length > limit;
+      return {
+        data: page.map((r) => deliveryMessage(r, byDelivery.get(r.id) ?? [])),
+        hasMore,
+        nextCursor: hasMore && last ? cursors.encode(scope, { t: new Date(last.created_at).getTime(), i: last.id }) : undefined,
+      };
+    },
+
+    async replayWebhookDelivery(req, ctx) {
+      const { principal, em } = merchantScope(ctx);
+      const id = await inTransaction(em, async (tx) => {
+        const original = await findDelivery(tx, principal, req.deliveryId);
+        if (!original) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
+        const endpoint = await findEndpoint(tx, principal, original.endpoint_id, true);
+        if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");
+        return insertReplay(tx, principal, original, new Date());
+      });
+      return { data: await deliveryView(em, principal, id) };
+    },
+
     async getWebhookEvent(req, ctx) {
       const { principal, em } = merchantScope(ctx);
       const event = await em.findOne(

@@ -3,7 +3,7 @@ import pg from "pg";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import type { Environment, Scope } from "../../services/auth/keys.ts";
 import { scopes as allScopes } from "../../services/auth/keys.ts";
-import { startApp, type App, type Role } from "../../services/app/app.ts";
+import { allRoles, startApp, type App, type Role } from "../../services/app/app.ts";
 import { loadConfig, type Config } from "../../services/platform/config.ts";
 import { createLogger } from "../../services/platform/logger.ts";
 
@@ -48,7 +48,7 @@ export interface TestApp {
   databaseUrl: string;
 }
 
-export async function startTestApp(t: Teardown, env: Record<string, string> = {}, roles: readonly Role[] = ["rpc", "gateway", "scheduler"]): Promise<TestApp> {
+export async function startTestApp(t: Teardown, env: Record<string, string> = {}, roles: readonly Role[] = allRoles): Promise<TestApp> {
   const databaseUrl = await createTestDatabase(t);
   const config = loadConfig({
     PORT: "0",

@@ -30,7 +30,7 @@ t.test("defaults", async (t) => {
   t.equal(config.webhookTimeoutMs, 10_000);
   t.equal(config.databaseUrl, undefined);
   t.equal(config.natsUrl, undefined);
-  t.equal(config.webhookConnectTo, undefined);
+  t.same(config.webhookConnectTo, []);
   t.equal(config.secretEncryptionKey, undefined);
   t.equal(config.dataDir, path.resolve(".data"));
   t.equal(config.logLevel, "info");

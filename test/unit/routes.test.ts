@@ -7,14 +7,24 @@ const base = "/api/v1/merchants/m1/payment-intents";
 
 t.test("the route table", async (t) => {
   const table = routes.map((r) => `${r.httpMethod} ${r.template}`).sort();
+  // The spec's merchant routes for payment intents and webhooks, and nothing else.
   t.same(table, [
     "GET /api/v1/merchants/{merchant}/payment-intents",
     "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}",
+    "GET /api/v1/merchants/{merchant}/webhook-deliveries",
+    "GET /api/v1/merchants/{merchant}/webhook-endpoints",
+    "GET /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "GET /api/v1/merchants/{merchant}/webhook-events/{event_id}",
     "POST /api/v1/merchants/{merchant}/payment-intents",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
+    "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
+    "POST /api/v1/merchants/{merchant}/webhook-endpoints",
+    "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
+    "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
   ]);
-  for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && !r.template.endsWith("/cancel"), `${r.template} body`);
+  // Only the create routes take a JSON body; the action routes take none.
+  const creates = ["/api/v1/merchants/{merchant}/payment-intents", "/api/v1/merchants/{merchant}/webhook-endpoints"];
+  for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && creates.includes(r.template), `${r.template} body`);
 });
 
 t.test("POST and GET on the collection", async (t) => {

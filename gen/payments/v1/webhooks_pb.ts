@@ -13,7 +13,215 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/webhooks.proto.
  */
 export const file_payments_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS93ZWJob29rcy5wcm90bxILcGF5bWVudHMudjEifwoMV2ViaG9va0V2ZW50EgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJQoEZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiPAoWR2V0V2ViaG9va0V2ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIQCghldmVudF9pZBgCIAEoCSJCChdHZXRXZWJob29rRXZlbnRSZXNwb25zZRInCgRkYXRhGAEgASgLMhkucGF5bWVudHMudjEuV2ViaG9va0V2ZW50MsQBCg5XZWJob29rU2VydmljZRKxAQoPR2V0V2ViaG9va0V2ZW50EiMucGF5bWVudHMudjEuR2V0V2ViaG9va0V2ZW50UmVxdWVzdBokLnBheW1lbnRzLnYxLkdldFdlYmhvb2tFdmVudFJlc3BvbnNlIlOQAgGiuxhMCgNHRVQSNi9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1ldmVudHMve2V2ZW50X2lkfSINd2ViaG9va3M6cmVhZGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChpwYXltZW50cy92MS93ZWJob29rcy5wcm90bxILcGF5bWVudHMudjEi2gEKD1dlYmhvb2tFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBARIOCgZzdGF0dXMYBCABKAkSEwoLZW52aXJvbm1lbnQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGlzYWJsZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF9kZXNjcmlwdGlvbiLyAQoOV2ViaG9va0F0dGVtcHQSDgoGbnVtYmVyGAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2R1cmF0aW9uX21zGAMgASgFEhgKC3N0YXR1c19jb2RlGAQgASgFSACIAQESEgoFZXJyb3IYBSABKAlIAYgBARIPCgdvdXRjb21lGAYgASgJEh0KEHJlc3BvbnNlX2V4Y2VycHQYByABKAlIAogBAUIOCgxfc3RhdHVzX2NvZGVCCAoGX2Vycm9yQhMKEV9yZXNwb25zZV9leGNlcnB0IsoDCg9XZWJob29rRGVsaXZlcnkSCgoCaWQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkSEgoKZXZlbnRfdHlwZRgDIAEoCRITCgtlbmRwb2ludF9pZBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNYXR0ZW1wdF9jb3VudBgGIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoQbGFzdF9zdGF0dXNfY29kZRgJIAEoBUgAiAEBEhcKCmxhc3RfZXJyb3IYCiABKAlIAYgBARIWCglyZXBsYXlfb2YYCyABKAlIAogBARIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCghhdHRlbXB0cxgNIAMoCzIbLnBheW1lbnRzLnYxLldlYmhvb2tBdHRlbXB0QhMKEV9sYXN0X3N0YXR1c19jb2RlQg0KC19sYXN0X2Vycm9yQgwKCl9yZXBsYXlfb2YifwoMV2ViaG9va0V2ZW50EgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJQoEZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiZwocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iYwodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludBIWCg5zaWduaW5nX3NlY3JldBgCIAEoCSJtChtMaXN0V2ViaG9va0VuZHBvaW50c1JlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBAUIICgZfbGltaXRCCQoHX2N1cnNvciKGAQocTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZRIqCgRkYXRhGAEgAygLMhwucGF5bWVudHMudjEuV2ViaG9va0VuZHBvaW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkIKGUdldFdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkiSAoaR2V0V2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludCJGCh1EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJMCh5EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludCJDChpUZXN0V2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJJChtUZXN0V2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tEZWxpdmVyeSLcAQocTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhMKBmN1cnNvchgDIAEoCUgBiAEBEhgKC2VuZHBvaW50X2lkGAQgASgJSAKIAQESFQoIZXZlbnRfaWQYBSABKAlIA4gBARITCgZzdGF0dXMYBiABKAlIBIgBAUIICgZfbGltaXRCCQoHX2N1cnNvckIOCgxfZW5kcG9pbnRfaWRCCwoJX2V2ZW50X2lkQgkKB19zdGF0dXMihwEKHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEioKBGRhdGEYASADKAsyHC5wYXltZW50cy52MS5XZWJob29rRGVsaXZlcnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiRQocUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCSJLCh1SZXBsYXlXZWJob29rRGVsaXZlcnlSZXNwb25zZRIqCgRkYXRhGAEgASgLMhwucGF5bWVudHMudjEuV2ViaG9va0RlbGl2ZXJ5IjwKFkdldFdlYmhvb2tFdmVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkiQgoXR2V0V2ViaG9va0V2ZW50UmVzcG9uc2USJwoEZGF0YRgBIAEoCzIZLnBheW1lbnRzLnYxLldlYmhvb2tFdmVudDK5DAoOV2ViaG9va1NlcnZpY2USvQEKFUNyZWF0ZVdlYmhvb2tFbmRwb2ludBIpLnBheW1lbnRzLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaKi5wYXltZW50cy52MS5DcmVhdGVXZWJob29rRW5kcG9pbnRSZXNwb25zZSJNorsYSQoEUE9TVBIuL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cxoBKiIOd2ViaG9va3M6d3JpdGUSuAEKFExpc3RXZWJob29rRW5kcG9pbnRzEigucGF5bWVudHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0GikucGF5bWVudHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZSJLkAIBorsYRAoDR0VUEi4vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZW5kcG9pbnRzIg13ZWJob29rczpyZWFkEsABChJHZXRXZWJob29rRW5kcG9pbnQSJi5wYXltZW50cy52MS5HZXRXZWJob29rRW5kcG9pbnRSZXF1ZXN0GicucGF5bWVudHMudjEuR2V0V2ViaG9va0VuZHBvaW50UmVzcG9uc2UiWZACAaK7GFIKA0dFVBI8L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cy97ZW5kcG9pbnRfaWR9Ig13ZWJob29rczpyZWFkEtYBChZEaXNhYmxlV2ViaG9va0VuZHBvaW50EioucGF5bWVudHMudjEuRGlzYWJsZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaKy5wYXltZW50cy52MS5EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiY5ACAqK7GFwKBFBPU1QSRC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1lbmRwb2ludHMve2VuZHBvaW50X2lkfS9kaXNhYmxlIg53ZWJob29rczp3cml0ZRLHAQoTVGVzdFdlYmhvb2tFbmRwb2ludBInLnBheW1lbnRzLnYxLlRlc3RXZWJob29rRW5kcG9pbnRSZXF1ZXN0GigucGF5bWVudHMudjEuVGVzdFdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIl2iuxhZCgRQT1NUEkEvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZW5kcG9pbnRzL3tlbmRwb2ludF9pZH0vdGVzdCIOd2ViaG9va3M6d3JpdGUSvAEKFUxpc3RXZWJob29rRGVsaXZlcmllcxIpLnBheW1lbnRzLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QaKi5wYXltZW50cy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZSJMkAIBorsYRQoDR0VUEi8vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZGVsaXZlcmllcyINd2ViaG9va3M6cmVhZBLSAQoVUmVwbGF5V2ViaG9va0RlbGl2ZXJ5EikucGF5bWVudHMudjEuUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBoqLnBheW1lbnRzLnYxLlJlcGxheVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlImKiuxheCgRQT1NUEkQvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZGVsaXZlcmllcy97ZGVsaXZlcnlfaWR9L3JlcGxheSIOd2ViaG9va3M6d3JpdGUoARKxAQoPR2V0V2ViaG9va0V2ZW50EiMucGF5bWVudHMudjEuR2V0V2ViaG9va0V2ZW50UmVxdWVzdBokLnBheW1lbnRzLnYxLkdldFdlYmhvb2tFdmVudFJlc3BvbnNlIlOQAgGiuxhMCgNHRVQSNi9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1ldmVudHMve2V2ZW50X2lkfSINd2ViaG9va3M6cmVhZGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_payments_v1_options]);
+
+/**
+ * WebhookEndpoint is a merchant's HTTPS URL that receives signed events.
+ *
+ * @generated from message payments.v1.WebhookEndpoint
+ */
+export type WebhookEndpoint = Message<"payments.v1.WebhookEndpoint"> & {
+  /**
+   * Endpoint identifier, "we_...".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * HTTPS URL on port 443 that passed the delivery security policy.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * Merchant-supplied note, at most 256 characters.
+   *
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+
+  /**
+   * "enabled" or "disabled".
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * "test" or "live", from the API key; the endpoint receives that environment's events.
+   *
+   * @generated from field: string environment = 5;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp disabled_at = 7;
+   */
+  disabledAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message payments.v1.WebhookEndpoint.
+ * Use `create(WebhookEndpointSchema)` to create a new message.
+ */
+export const WebhookEndpointSchema: GenMessage<WebhookEndpoint> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 0);
+
+/**
+ * WebhookAttempt is one HTTP attempt of a delivery.
+ *
+ * @generated from message payments.v1.WebhookAttempt
+ */
+export type WebhookAttempt = Message<"payments.v1.WebhookAttempt"> & {
+  /**
+   * 1-based attempt number.
+   *
+   * @generated from field: int32 number = 1;
+   */
+  number: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 2;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 duration_ms = 3;
+   */
+  durationMs: number;
+
+  /**
+   * HTTP status of the response, when there was one.
+   *
+   * @generated from field: optional int32 status_code = 4;
+   */
+  statusCode?: number | undefined;
+
+  /**
+   * Error class when there was no usable response: timeout, dns, connect, tls,
+   * transport, security, or worker_lost (the worker stopped mid-attempt).
+   *
+   * @generated from field: optional string error = 5;
+   */
+  error?: string | undefined;
+
+  /**
+   * "success", "retryable", "terminal" or "unknown" (worker_lost).
+   *
+   * @generated from field: string outcome = 6;
+   */
+  outcome: string;
+
+  /**
+   * The first 1 KiB of the response body.
+   *
+   * @generated from field: optional string response_excerpt = 7;
+   */
+  responseExcerpt?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.WebhookAttempt.
+ * Use `create(WebhookAttemptSchema)` to create a new message.
+ */
+export const WebhookAttemptSchema: GenMessage<WebhookAttempt> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 1);
+
+/**
+ * WebhookDelivery is one attempt chain of sending one event to one endpoint.
+ *
+ * @generated from message payments.v1.WebhookDelivery
+ */
+export type WebhookDelivery = Message<"payments.v1.WebhookDelivery"> & {
+  /**
+   * Delivery identifier, "wd_...".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string event_id = 2;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string event_type = 3;
+   */
+  eventType: string;
+
+  /**
+   * @generated from field: string endpoint_id = 4;
+   */
+  endpointId: string;
+
+  /**
+   * pending, processing, delivered or failed.
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: int32 attempt_count = 6;
+   */
+  attemptCount: number;
+
+  /**
+   * When the next attempt is due, while a retry is scheduled.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_at = 7;
+   */
+  nextAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_attempt_at = 8;
+   */
+  lastAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: optional int32 last_status_code = 9;
+   */
+  lastStatusCode?: number | undefined;
+
+  /**
+   * Why the last attempt did not succeed, e.g. "HTTP 503", "timeout", "endpoint_disabled".
+   *
+   * @generated from field: optional string last_error = 10;
+   */
+  lastError?: string | undefined;
+
+  /**
+   * The delivery this one replays.
+   *
+   * @generated from field: optional string replay_of = 11;
+   */
+  replayOf?: string | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 12;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated payments.v1.WebhookAttempt attempts = 13;
+   */
+  attempts: WebhookAttempt[];
+};
+
+/**
+ * Describes the message payments.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export const WebhookDeliverySchema: GenMessage<WebhookDelivery> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 2);
 
 /**
  * WebhookEvent is an immutable, server-recorded event.
@@ -53,7 +261,353 @@ export type WebhookEvent = Message<"payments.v1.WebhookEvent"> & {
  * Use `create(WebhookEventSchema)` to create a new message.
  */
 export const WebhookEventSchema: GenMessage<WebhookEvent> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 0);
+  messageDesc(file_payments_v1_webhooks, 3);
+
+/**
+ * @generated from message payments.v1.CreateWebhookEndpointRequest
+ */
+export type CreateWebhookEndpointRequest = Message<"payments.v1.CreateWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * HTTPS on port 443, at most 2048 characters; every address it resolves to must be public.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.CreateWebhookEndpointRequest.
+ * Use `create(CreateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const CreateWebhookEndpointRequestSchema: GenMessage<CreateWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 4);
+
+/**
+ * @generated from message payments.v1.CreateWebhookEndpointResponse
+ */
+export type CreateWebhookEndpointResponse = Message<"payments.v1.CreateWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: payments.v1.WebhookEndpoint data = 1;
+   */
+  data?: WebhookEndpoint | undefined;
+
+  /**
+   * "whsec_...": the HMAC-SHA256 key of X-Service-Signature. Shown only here.
+   *
+   * @generated from field: string signing_secret = 2;
+   */
+  signingSecret: string;
+};
+
+/**
+ * Describes the message payments.v1.CreateWebhookEndpointResponse.
+ * Use `create(CreateWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const CreateWebhookEndpointResponseSchema: GenMessage<CreateWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 5);
+
+/**
+ * @generated from message payments.v1.ListWebhookEndpointsRequest
+ */
+export type ListWebhookEndpointsRequest = Message<"payments.v1.ListWebhookEndpointsRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * Page size, 1 to 200; default 50.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Opaque cursor from a previous page's next_cursor.
+   *
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListWebhookEndpointsRequest.
+ * Use `create(ListWebhookEndpointsRequestSchema)` to create a new message.
+ */
+export const ListWebhookEndpointsRequestSchema: GenMessage<ListWebhookEndpointsRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 6);
+
+/**
+ * @generated from message payments.v1.ListWebhookEndpointsResponse
+ */
+export type ListWebhookEndpointsResponse = Message<"payments.v1.ListWebhookEndpointsResponse"> & {
+  /**
+   * @generated from field: repeated payments.v1.WebhookEndpoint data = 1;
+   */
+  data: WebhookEndpoint[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListWebhookEndpointsResponse.
+ * Use `create(ListWebhookEndpointsResponseSchema)` to create a new message.
+ */
+export const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpointsResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 7);
+
+/**
+ * @generated from message payments.v1.GetWebhookEndpointRequest
+ */
+export type GetWebhookEndpointRequest = Message<"payments.v1.GetWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message payments.v1.GetWebhookEndpointRequest.
+ * Use `create(GetWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const GetWebhookEndpointRequestSchema: GenMessage<GetWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 8);
+
+/**
+ * @generated from message payments.v1.GetWebhookEndpointResponse
+ */
+export type GetWebhookEndpointResponse = Message<"payments.v1.GetWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: payments.v1.WebhookEndpoint data = 1;
+   */
+  data?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message payments.v1.GetWebhookEndpointResponse.
+ * Use `create(GetWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const GetWebhookEndpointResponseSchema: GenMessage<GetWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 9);
+
+/**
+ * @generated from message payments.v1.DisableWebhookEndpointRequest
+ */
+export type DisableWebhookEndpointRequest = Message<"payments.v1.DisableWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message payments.v1.DisableWebhookEndpointRequest.
+ * Use `create(DisableWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const DisableWebhookEndpointRequestSchema: GenMessage<DisableWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 10);
+
+/**
+ * @generated from message payments.v1.DisableWebhookEndpointResponse
+ */
+export type DisableWebhookEndpointResponse = Message<"payments.v1.DisableWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: payments.v1.WebhookEndpoint data = 1;
+   */
+  data?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message payments.v1.DisableWebhookEndpointResponse.
+ * Use `create(DisableWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const DisableWebhookEndpointResponseSchema: GenMessage<DisableWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 11);
+
+/**
+ * @generated from message payments.v1.TestWebhookEndpointRequest
+ */
+export type TestWebhookEndpointRequest = Message<"payments.v1.TestWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message payments.v1.TestWebhookEndpointRequest.
+ * Use `create(TestWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const TestWebhookEndpointRequestSchema: GenMessage<TestWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 12);
+
+/**
+ * @generated from message payments.v1.TestWebhookEndpointResponse
+ */
+export type TestWebhookEndpointResponse = Message<"payments.v1.TestWebhookEndpointResponse"> & {
+  /**
+   * The delivery of the webhook.test event.
+   *
+   * @generated from field: payments.v1.WebhookDelivery data = 1;
+   */
+  data?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message payments.v1.TestWebhookEndpointResponse.
+ * Use `create(TestWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const TestWebhookEndpointResponseSchema: GenMessage<TestWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 13);
+
+/**
+ * @generated from message payments.v1.ListWebhookDeliveriesRequest
+ */
+export type ListWebhookDeliveriesRequest = Message<"payments.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * Page size, 1 to 200; default 50.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Opaque cursor from a previous page's next_cursor.
+   *
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string | undefined;
+
+  /**
+   * @generated from field: optional string endpoint_id = 4;
+   */
+  endpointId?: string | undefined;
+
+  /**
+   * @generated from field: optional string event_id = 5;
+   */
+  eventId?: string | undefined;
+
+  /**
+   * pending, processing, delivered or failed.
+   *
+   * @generated from field: optional string status = 6;
+   */
+  status?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 14);
+
+/**
+ * @generated from message payments.v1.ListWebhookDeliveriesResponse
+ */
+export type ListWebhookDeliveriesResponse = Message<"payments.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated payments.v1.WebhookDelivery data = 1;
+   */
+  data: WebhookDelivery[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 15);
+
+/**
+ * @generated from message payments.v1.ReplayWebhookDeliveryRequest
+ */
+export type ReplayWebhookDeliveryRequest = Message<"payments.v1.ReplayWebhookDeliveryRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string delivery_id = 2;
+   */
+  deliveryId: string;
+};
+
+/**
+ * Describes the message payments.v1.ReplayWebhookDeliveryRequest.
+ * Use `create(ReplayWebhookDeliveryRequestSchema)` to create a new message.
+ */
+export const ReplayWebhookDeliveryRequestSchema: GenMessage<ReplayWebhookDeliveryRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 16);
+
+/**
+ * @generated from message payments.v1.ReplayWebhookDeliveryResponse
+ */
+export type ReplayWebhookDeliveryResponse = Message<"payments.v1.ReplayWebhookDeliveryResponse"> & {
+  /**
+   * The new delivery.
+   *
+   * @generated from field: payments.v1.WebhookDelivery data = 1;
+   */
+  data?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ReplayWebhookDeliveryResponse.
+ * Use `create(ReplayWebhookDeliveryResponseSchema)` to create a new message.
+ */
+export const ReplayWebhookDeliveryResponseSchema: GenMessage<ReplayWebhookDeliveryResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 17);
 
 /**
  * @generated from message payments.v1.GetWebhookEventRequest
@@ -75,7 +629,7 @@ export type GetWebhookEventRequest = Message<"payments.v1.GetWebhookEventRequest
  * Use `create(GetWebhookEventRequestSchema)` to create a new message.
  */
 export const GetWebhookEventRequestSchema: GenMessage<GetWebhookEventRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 1);
+  messageDesc(file_payments_v1_webhooks, 18);
 
 /**
  * @generated from message payments.v1.GetWebhookEventResponse
@@ -92,7 +646,7 @@ export type GetWebhookEventResponse = Message<"payments.v1.GetWebhookEventRespon
  * Use `create(GetWebhookEventResponseSchema)` to create a new message.
  */
 export const GetWebhookEventResponseSchema: GenMessage<GetWebhookEventResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 2);
+  messageDesc(file_payments_v1_webhooks, 19);
 
 /**
  * WebhookService manages webhook endpoints, deliveries and the event log.
@@ -100,6 +654,78 @@ export const GetWebhookEventResponseSchema: GenMessage<GetWebhookEventResponse> 
  * @generated from service payments.v1.WebhookService
  */
 export const WebhookService: GenService<{
+  /**
+   * Creates an endpoint; the response carries its signing secret, the only time it is shown.
+   *
+   * @generated from rpc payments.v1.WebhookService.CreateWebhookEndpoint
+   */
+  createWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof CreateWebhookEndpointRequestSchema;
+    output: typeof CreateWebhookEndpointResponseSchema;
+  },
+  /**
+   * Lists endpoints, newest first. Never includes secret material.
+   *
+   * @generated from rpc payments.v1.WebhookService.ListWebhookEndpoints
+   */
+  listWebhookEndpoints: {
+    methodKind: "unary";
+    input: typeof ListWebhookEndpointsRequestSchema;
+    output: typeof ListWebhookEndpointsResponseSchema;
+  },
+  /**
+   * Returns one endpoint. Never includes secret material.
+   *
+   * @generated from rpc payments.v1.WebhookService.GetWebhookEndpoint
+   */
+  getWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof GetWebhookEndpointRequestSchema;
+    output: typeof GetWebhookEndpointResponseSchema;
+  },
+  /**
+   * Disables an endpoint: it gets no new deliveries and its pending ones end failed
+   * (endpoint_disabled). Disabling a disabled endpoint changes nothing.
+   *
+   * @generated from rpc payments.v1.WebhookService.DisableWebhookEndpoint
+   */
+  disableWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof DisableWebhookEndpointRequestSchema;
+    output: typeof DisableWebhookEndpointResponseSchema;
+  },
+  /**
+   * Records a webhook.test event and delivers it to this endpoint only.
+   *
+   * @generated from rpc payments.v1.WebhookService.TestWebhookEndpoint
+   */
+  testWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof TestWebhookEndpointRequestSchema;
+    output: typeof TestWebhookEndpointResponseSchema;
+  },
+  /**
+   * Lists deliveries with their attempts, newest first, with keyset pagination.
+   *
+   * @generated from rpc payments.v1.WebhookService.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * Creates a new delivery of the same immutable event to the same endpoint.
+   * Requires an Idempotency-Key.
+   *
+   * @generated from rpc payments.v1.WebhookService.ReplayWebhookDelivery
+   */
+  replayWebhookDelivery: {
+    methodKind: "unary";
+    input: typeof ReplayWebhookDeliveryRequestSchema;
+    output: typeof ReplayWebhookDeliveryResponseSchema;
+  },
   /**
    * Returns one recorded event, its envelope as delivered.
    *

@@ -1,0 +1,61 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+import { Merchant } from "../auth/entities.ts";
+import { WebhookEventRecord } from "../events/entities.ts";
+import { WebhookEndpointRecord } from "../webhooks/entities.ts";
+
+/**
+ * One attempt chain of one event to one endpoint; also the outbox row the
+ * relay publishes to JetStream (published_at null = not yet published).
+ * stream_seq is the JetStream message that owns the delivery: a copy of the
+ * message published again later is recognised and dropped.
+ */
+export const WebhookDeliveryRecord = defineEntity({
+  name: "WebhookDeliveryRecord",
+  tableName: "webhook_deliveries",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    event: () => p.manyToOne(WebhookEventRecord).deleteRule("cascade"),
+    endpoint: () => p.manyToOne(WebhookEndpointRecord).deleteRule("cascade"),
+    status: p.string().length(16),
+    attemptCount: p.integer().default(0),
+    nextAttemptAt: p.datetime().length(3).nullable(),
+    lastAttemptAt: p.datetime().length(3).nullable(),
+    lastStatusCode: p.integer().nullable(),
+    lastError: p.string().length(512).nullable(),
+    replayOf: p.string().nullable(),
+    publishedAt: p.datetime().length(3).nullable(),
+    streamSeq: p.bigint("number").nullable(),
+    createdAt: p.datetime().length(3),
+    updatedAt: p.datetime().length(3),
+  },
+  indexes: [
+    { properties: ["merchant", "environment", "createdAt", "id"] },
+    { properties: ["endpoint", "createdAt", "id"] },
+    { properties: ["event", "createdAt", "id"] },
+    { properties: ["status", "updatedAt"] },
+    {
+      name: "webhook_deliveries_unpublished_index",
+      expression: `create index "webhook_deliveries_unpublished_index" on "webhook_deliveries" ("created_at") where "published_at" is null`,
+    },
+  ],
+});
+export type WebhookDeliveryRecord = InferEntity<typeof WebhookDeliveryRecord>;
+
+/** One HTTP attempt of a delivery; outcome null while it is in flight. */
+export const WebhookAttemptRecord = defineEntity({
+  name: "WebhookAttemptRecord",
+  tableName: "webhook_attempts",
+  properties: {
+    delivery: () => p.manyToOne(WebhookDeliveryRecord).primary().deleteRule("cascade"),
+    number: p.integer().primary(),
+    startedAt: p.datetime().length(3),
+    durationMs: p.integer().nullable(),
+    statusCode: p.integer().nullable(),
+    error: p.string().length(512).nullable(),
+    outcome: p.string().length(16).nullable(),
+    responseExcerpt: p.text().nullable(),
+  },
+});
+export type WebhookAttemptRecord = InferEntity<typeof WebhookAttemptRecord>;

@@ -1,0 +1,94 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  jetstreamManager,
+  type ConsumerConfig,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import type { Schedule } from "./schedule.ts";
+import { ackWaitWithoutBackoffMs } from "./schedule.ts";
+
+/** Every JetStream name derives from JETSTREAM_PREFIX, so instances and test runs share one NATS. */
+export interface StreamNames {
+  stream: string;
+  subject: string;
+  consumer: string;
+}
+
+export function streamNames(prefix: string): StreamNames {
+  return { stream: `${prefix}-webhook-deliveries`, subject: `${prefix}.webhooks.delivery`, consumer: `${prefix}-webhook-worker` };
+}
+
+/**
+ * How long JetStream remembers a Nats-Msg-Id. The relay marks a delivery
+ * published right after the PubAck, so a second publish of the same delivery
+ * happens only after a crash between the two; a copy later than this window is
+ * caught by the worker (webhook_deliveries.stream_seq).
+ */
+export const duplicateWindowMs = 10 * 60_000;
+
+/**
+ * Unacknowledged messages count against max_ack_pending, and a message waiting
+ * for its backoff redelivery is unacknowledged for up to 12 h. The default
+ * (1000) would let one endpoint that is down stall every merchant's deliveries.
+ */
+export const maxAckPending = 100_000;
+
+function streamConfig(names: StreamNames): Partial<StreamConfig> & { name: string } {
+  return {
+    name: names.stream,
+    description: "Webhook deliveries to attempt: one message per delivery (Nats-Msg-Id = delivery id), removed once acknowledged or terminated.",
+    subjects: [names.subject],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(duplicateWindowMs),
+  };
+}
+
+function consumerConfig(names: StreamNames, s: Schedule): Partial<ConsumerConfig> {
+  return {
+    durable_name: names.consumer,
+    description: "Webhook delivery workers: max_deliver = WEBHOOK_MAX_ATTEMPTS, backoff = WEBHOOK_RETRY_DELAYS (the retry schedule).",
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    max_deliver: s.maxAttempts,
+    ...(s.backoffMs.length > 0 ? { backoff: s.backoffMs.map(nanos) } : { ack_wait: nanos(ackWaitWithoutBackoffMs) }),
+    max_ack_pending: maxAckPending,
+  };
+}
+
+function isNotFound(err: unknown): boolean {
+  return (
+    err instanceof JetStreamApiError &&
+    (err.code === JetStreamApiCodes.StreamNotFound || err.code === JetStreamApiCodes.ConsumerNotFound)
+  );
+}
+
+/** Creates the stream and the durable consumer, or brings them to the configured schedule. */
+export async function ensureDeliveryStream(nc: NatsConnection, names: StreamNames, s: Schedule): Promise<JetStreamManager> {
+  const jsm = await jetstreamManager(nc);
+  const stream = streamConfig(names);
+  try {
+    await jsm.streams.info(names.stream);
+    await jsm.streams.update(names.stream, stream);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.streams.add(stream);
+  }
+  const consumer = consumerConfig(names, s);
+  try {
+    await jsm.consumers.info(names.stream, names.consumer);
+    const { durable_name: _, deliver_policy: __, ack_policy: ___, ...updatable } = consumer;
+    await jsm.consumers.update(names.stream, names.consumer, updatable);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.consumers.add(names.stream, consumer);
+  }
+  return jsm;
+}

@@ -1,0 +1,26 @@
+/**
+ * The retry schedule as JetStream runs it. With `backoff` set, the server
+ * redelivers an unacknowledged message backoff[n-1] after delivery n (or after
+ * the last working() signal), repeating the last value, and stops after
+ * max_deliver deliveries; its ack wait becomes backoff[0]. JetStream requires
+ * max_deliver > backoff.length, so the list is cut to max attempts - 1.
+ */
+export interface Schedule {
+  maxAttempts: number;
+  /** Delays between attempts, ms. */
+  backoffMs: number[];
+}
+
+export function schedule(delaysSeconds: readonly number[], maxAttempts: number): Schedule {
+  const backoffMs = delaysSeconds.slice(0, Math.max(1, maxAttempts - 1)).map((s) => Math.round(s * 1000));
+  return { maxAttempts, backoffMs: maxAttempts > 1 ? backoffMs : [] };
+}
+
+/** How long after attempt `attempt` (1-based) the next one comes; also that attempt's ack deadline. */
+export function delayAfter(s: Schedule, attempt: number): number {
+  const list = s.backoffMs.length > 0 ? s.backoffMs : [ackWaitWithoutBackoffMs];
+  return list[Math.min(attempt, list.length) - 1]!;
+}
+
+/** Ack wait when there is a single attempt (no backoff list). */
+export const ackWaitWithoutBackoffMs = 60_000;

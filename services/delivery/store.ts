@@ -1,0 +1,311 @@
+import type { Environment } from "../auth/keys.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { newId } from "../platform/ids.ts";
+import type { Outcome } from "./classify.ts";
+import { WebhookDeliveryRecord } from "./entities.ts";
+import type { DeliveryStatus } from "./status.ts";
+
+/** Reads and writes of webhook_deliveries and webhook_attempts. Hot paths are single statements. */
+
+export interface Owner {
+  merchantId: string;
+  environment: Environment;
+}
+
+/**
+ * The outbox half of recording an event: one pending delivery per enabled
+ * endpoint of the event's merchant and environment (or only `endpointId`),
+ * in the caller's transaction. A trigger wakes the relay at commit.
+ */
+export async function fanOut(em: EntityManager, owner: Owner, eventId: string, at: Date, endpointId?: string): Promise<string[]> {
+  const endpoints = await em.execute<{ id: string }[]>(
+    `select id from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled'${endpointId ? " and id = ?" : ""}`,
+    endpointId ? [owner.merchantId, owner.environment, endpointId] : [owner.merchantId, owner.environment],
+  );
+  if (endpoints.length === 0) return [];
+  const rows = endpoints.map((e) => ({
+    id: newId("wd"),
+    merchant: owner.merchantId,
+    environment: owner.environment,
+    event: eventId,
+    endpoint: e.id,
+    status: "pending",
+    attemptCount: 0,
+    createdAt: at,
+    updatedAt: at,
+  }));
+  await em.insertMany(WebhookDeliveryRecord, rows);
+  return rows.map((r) => r.id);
+}
+
+/** A new pending delivery of the same event to the same endpoint. */
+export async function insertReplay(em: EntityManager, owner: Owner, original: DeliveryRow, at: Date): Promise<string> {
+  const id = newId("wd");
+  await em.insert(WebhookDeliveryRecord, {
+    id,
+    merchant: owner.merchantId,
+    environment: owner.environment,
+    event: original.event_id,
+    endpoint: original.endpoint_id,
+    status: "pending",
+    attemptCount: 0,
+    replayOf: original.id,
+    createdAt: at,
+    updatedAt: at,
+  });
+  return id;
+}
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: Date | string | null;
+  last_attempt_at: Date | string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  replay_of: string | null;
+  created_at: Date | string;
+}
+
+export interface AttemptRow {
+  delivery_id: string;
+  number: number;
+  started_at: Date | string;
+  duration_ms: number | null;
+  status_code: number | null;
+  error: string | null;
+  outcome: string | null;
+  response_excerpt: string | null;
+}
+
+const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.attempt_count,
+  d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
+
+export async function findDelivery(em: EntityManager, owner: Owner, id: string): Promise<DeliveryRow | undefined> {
+  const rows = await em.execute<DeliveryRow[]>(
+    `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+      where d.id = ? and d.merchant_id = ? and d.environment = ?`,
+    [id, owner.merchantId, owner.environment],
+  );
+  return rows[0];
+}
+
+export interface DeliveryQuery {
+  endpointId?: string;
+  eventId?: string;
+  status?: string;
+  after?: { createdAt: Date; id: string };
+  limit: number;
+}
+
+/** Newest first on (created_at, id); `after` is the last row of the previous page. */
+export async function listDeliveries(em: EntityManager, owner: Owner, q: DeliveryQuery): Promise<DeliveryRow[]> {
+  const where = ["d.merchant_id = ?", "d.environment = ?"];
+  const params: unknown[] = [owner.merchantId, owner.environment];
+  const add = (clause: string, ...values: unknown[]) => {
+    where.push(clause);
+    params.push(...values);
+  };
+  if (q.endpointId !== undefined) add("d.endpoint_id = ?", q.endpointId);
+  if (q.eventId !== undefined) add("d.event_id = ?", q.eventId);
+  if (q.status !== undefined) add("d.status = ?", q.status);
+  if (q.after) add("(d.created_at, d.id) < (?, ?)", q.after.createdAt, q.after.id);
+  params.push(q.limit);
+  return em.execute<DeliveryRow[]>(
+    `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+      where ${where.join(" and ")} order by d.created_at desc, d.id desc limit ?`,
+    params,
+  );
+}
+
+export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
+  if (deliveryIds.length === 0) return [];
+  return em.execute<AttemptRow[]>(
+    `select delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt
+       from webhook_attempts where delivery_id in (?) order by delivery_id, number`,
+    [deliveryIds],
+  );
+}
+
+/** Ends the endpoint's deliveries that have not started an attempt; returns how many. */
+export async function failPendingOfEndpoint(em: EntityManager, endpointId: string, at: Date): Promise<number> {
+  return em.nativeUpdate(
+    WebhookDeliveryRecord,
+    { endpoint: endpointId, status: "pending" },
+    { status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, updatedAt: at },
+  );
+}
+
+// ---- the relay ----
+
+/** Up to `batch` unpublished deliveries, locked so that concurrent relays take different rows. */
+export async function claimUnpublished(em: EntityManager, batch: number): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked`,
+    [batch],
+  );
+  return rows.map((r) => r.id);
+}
+
+export async function markPublished(em: EntityManager, ids: readonly string[]): Promise<void> {
+  await em.execute(`update webhook_deliveries set published_at = now() where id in (?)`, [ids]);
+}
+
+// ---- the worker ----
+
+export interface Claimed {
+  id: string;
+  attempt: number;
+  /** The status the delivery had before this claim: "processing" means a worker stopped mid-attempt. */
+  previousStatus: DeliveryStatus;
+  previousAttemptAt: Date | undefined;
+  eventId: string;
+  endpointId: string;
+  endpointUrl: string;
+  endpointStatus: string;
+  secretCiphertext: Buffer;
+  payload: string;
+}
+
+export type ClaimResult = { claimed: Claimed } | { skipped: "unknown" | "finished" | "duplicate" };
+
+/**
+ * Starts an attempt of a delivery for the JetStream message `seq`: moves it to
+ * processing, counts the attempt and records which message owns it, in one statement.
+ * A message of another sequence for the same delivery is a duplicate publish.
+ */
+export async function claimDelivery(em: EntityManager, id: string, seq: number, at: Date): Promise<ClaimResult> {
+  const rows = await em.execute<
+    {
+      id: string;
+      attempt_count: number;
+      previous_status: DeliveryStatus;
+      previous_attempt_at: Date | string | null;
+      event_id: string;
+      endpoint_id: string;
+      url: string;
+      endpoint_status: string;
+      secret_ciphertext: Buffer;
+      payload: string;
+    }[]
+  >(
+    `with old as (
+       select id, status, last_attempt_at from webhook_deliveries
+        where id = ? and status in ('pending', 'processing') and (stream_seq is null or stream_seq = ?)
+        for update
+     ), claimed as (
+       update webhook_deliveries d
+          set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = ?,
+              last_attempt_at = ?, next_attempt_at = null, updated_at = ?
+         from old where d.id = old.id
+       returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, d.event_id, d.endpoint_id
+     )
+     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, ev.payload
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
+    [id, seq, seq, at, at],
+  );
+  const r = rows[0];
+  if (r) {
+    return {
+      claimed: {
+        id: r.id,
+        attempt: r.attempt_count,
+        previousStatus: r.previous_status,
+        previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
+        eventId: r.event_id,
+        endpointId: r.endpoint_id,
+        endpointUrl: r.url,
+        endpointStatus: r.endpoint_status,
+        secretCiphertext: r.secret_ciphertext,
+        payload: r.payload,
+      },
+    };
+  }
+  const [existing] = await em.execute<{ status: DeliveryStatus }[]>(`select status from webhook_deliveries where id = ?`, [id]);
+  if (!existing) return { skipped: "unknown" };
+  return { skipped: existing.status === "delivered" || existing.status === "failed" ? "finished" : "duplicate" };
+}
+
+/** Records an attempt whose worker stopped before it could record an outcome. */
+export async function recordLostAttempt(em: EntityManager, deliveryId: string, number: number, startedAt: Date): Promise<void> {
+  await em.execute(
+    `insert into webhook_attempts (delivery_id, number, started_at, error, outcome) values (?, ?, ?, 'worker_lost', 'unknown')
+     on conflict do nothing`,
+    [deliveryId, number, startedAt],
+  );
+}
+
+export interface AttemptRecord {
+  deliveryId: string;
+  number: number;
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | undefined;
+  error: string | undefined;
+  outcome: Outcome;
+  excerpt: string | undefined;
+  /** The delivery's state after this attempt. */
+  status: "delivered" | "pending" | "failed";
+  nextAttemptAt: Date | undefined;
+  lastError: string | undefined;
+}
+
+/** Records the attempt and moves the delivery on, in one statement; false if another worker took the delivery over. */
+export async function finishAttempt(em: EntityManager, a: AttemptRecord): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `with attempt as (
+       insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
+       values (?, ?, ?, ?, ?, ?, ?, ?)
+       on conflict (delivery_id, number) do update set duration_ms = excluded.duration_ms, status_code = excluded.status_code,
+         error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
+     )
+     update webhook_deliveries set status = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = now()
+      where id = ? and status = 'processing' and attempt_count = ?
+     returning id`,
+    [
+      a.deliveryId,
+      a.number,
+      a.startedAt,
+      a.durationMs,
+      a.statusCode ?? null,
+      a.error ?? null,
+      a.outcome,
+      a.excerpt ?? null,
+      a.status,
+      a.nextAttemptAt ?? null,
+      a.statusCode ?? null,
+      a.lastError ?? null,
+      a.deliveryId,
+      a.number,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/** Ends a claimed delivery without an HTTP attempt (its endpoint was disabled meanwhile). */
+export async function failClaimed(em: EntityManager, id: string, reason: string): Promise<void> {
+  await em.execute(
+    `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
+    [reason, id],
+  );
+}
+
+/**
+ * Deliveries whose worker stopped during the last allowed attempt: JetStream
+ * will not redeliver them, so they end failed (worker_lost) once the attempt
+ * has certainly ended (`staleAfterMs` past its start).
+ */
+export async function failAbandoned(em: EntityManager, maxAttempts: number, staleAfterMs: number): Promise<number> {
+  const rows = await em.execute<{ id: string; attempt_count: number; last_attempt_at: Date }[]>(
+    `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', updated_at = now()
+      where status = 'processing' and attempt_count >= ? and last_attempt_at < now() - make_interval(secs => ?)
+      returning id, attempt_count, last_attempt_at`,
+    [maxAttempts, staleAfterMs / 1000],
+  );
+  for (const r of rows) await recordLostAttempt(em, r.id, r.attempt_count, new Date(r.last_attempt_at));
+  return rows.length;
+}

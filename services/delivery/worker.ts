@@ -1,0 +1,174 @@
+import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import type { Database } from "../platform/db.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { Nats } from "../platform/nats.ts";
+import type { SecretBox } from "../webhooks/secrets.ts";
+import { classify, type AttemptResult } from "./classify.ts";
+import type { StreamNames } from "./jetstream.ts";
+import { delayAfter, type Schedule } from "./schedule.ts";
+import { send, type Response } from "./send.ts";
+import { signPayload } from "./signature.ts";
+import { claimDelivery, failAbandoned, failClaimed, finishAttempt, recordLostAttempt, type Claimed } from "./store.ts";
+import { PolicyRejection, UnresolvedHost, resolveTarget, type ConnectTo } from "./url-policy.ts";
+
+export interface WorkerOptions {
+  db: Database;
+  nats: Nats;
+  names: StreamNames;
+  schedule: Schedule;
+  secrets: SecretBox;
+  connectTo: readonly ConnectTo[];
+  timeoutMs: number;
+  concurrency: number;
+  logger: Logger;
+  /** Resolves once the stream and consumer exist on the current connection. */
+  streamReady: () => Promise<void>;
+}
+
+export const userAgent = "PaymentIntentService-Webhooks/1.0";
+
+/**
+ * A delivery worker: pulls from the shared durable consumer and makes one
+ * attempt per message. The retry schedule is JetStream's: success → ack;
+ * retryable → left unacknowledged (working() restarts the backoff clock at the
+ * attempt's end) so the server redelivers after backoff[n-1]; terminal or the
+ * last attempt → term(). While an attempt runs, working() keeps its ack
+ * deadline from passing, so it is never redelivered in flight; if this process
+ * dies, the deadline passes and another worker takes the delivery over.
+ */
+export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> } {
+  let stopped = false;
+  let halt!: (err: Error) => void;
+  // Rejects at stop(), so nothing waits for a NATS connection that never comes.
+  const halted = new Promise<never>((_, reject) => (halt = reject));
+  halted.catch(() => undefined);
+  let current: { close(): Promise<void | Error> } | undefined;
+  const inflight = new Set<Promise<void>>();
+
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const nc = await Promise.race([o.nats.connected, halted]);
+        await o.streamReady();
+        const consumer = await jetstream(nc).consumers.get(o.names.stream, o.names.consumer);
+        const messages = await consumer.consume({ max_messages: o.concurrency });
+        current = messages;
+        if (stopped) await messages.close();
+        for await (const msg of messages) {
+          const task = handle(o, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
+          inflight.add(task);
+          void task.finally(() => inflight.delete(task));
+          while (inflight.size >= o.concurrency) await Promise.race(inflight);
+        }
+      } catch (err) {
+        if (!stopped) o.logger.warn({ err }, "delivery worker: consumer unavailable; retrying");
+      }
+      current = undefined;
+      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+
+  // Deliveries whose worker died during their last attempt get no redelivery; end them.
+  const sweep = setInterval(() => {
+    const staleAfterMs = o.timeoutMs + 60_000;
+    failAbandoned(o.db.em.fork(), o.schedule.maxAttempts, staleAfterMs)
+      .then((n) => n > 0 && o.logger.warn({ deliveries: n }, "ended deliveries whose worker stopped during the last attempt"))
+      .catch((err) => o.logger.warn({ err }, "abandoned-delivery sweep failed"));
+  }, 30_000);
+  sweep.unref();
+
+  return {
+    async stop() {
+      stopped = true;
+      halt(new Error("stopped"));
+      clearInterval(sweep);
+      await current?.close();
+      await loop;
+      // Attempts in flight finish and record their outcome.
+      await Promise.allSettled(inflight);
+    },
+  };
+}
+
+async function handle(o: WorkerOptions, msg: JsMsg): Promise<void> {
+  const deliveryCount = msg.info.deliveryCount;
+  // Keep the ack deadline (backoff[n-1] for delivery n) from passing during the attempt.
+  const deadline = delayAfter(o.schedule, deliveryCount);
+  const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(deadline / 3)));
+  try {
+    const em = o.db.em.fork();
+    const deliveryId = msg.string();
+    const startedAt = new Date();
+    const claim = await claimDelivery(em, deliveryId, msg.seq, startedAt);
+    if ("skipped" in claim) {
+      // Finished already (e.g. its endpoint was disabled), or a second copy of the message.
+      msg.term(claim.skipped);
+      return;
+    }
+    const d = claim.claimed;
+    if (d.previousStatus === "processing" && d.attempt > 1) {
+      await recordLostAttempt(em, d.id, d.attempt - 1, claim.claimed.previousAttemptAt ?? startedAt);
+    }
+    if (d.endpointStatus !== "enabled") {
+      await failClaimed(em, d.id, "endpoint_disabled");
+      msg.term("endpoint_disabled");
+      return;
+    }
+    const response = await attempt(o, d);
+    const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
+    const outcome = classify(result);
+    const last = deliveryCount >= o.schedule.maxAttempts || d.attempt >= o.schedule.maxAttempts;
+    const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
+    const delayMs = delayAfter(o.schedule, deliveryCount);
+    const finishedAt = Date.now();
+    const owned = await finishAttempt(em, {
+      deliveryId: d.id,
+      number: d.attempt,
+      startedAt,
+      durationMs: finishedAt - startedAt.getTime(),
+      statusCode: "statusCode" in response ? response.statusCode : undefined,
+      error: "error" in response ? response.error : undefined,
+      outcome,
+      excerpt: "statusCode" in response ? response.excerpt : undefined,
+      status,
+      nextAttemptAt: status === "pending" ? new Date(finishedAt + delayMs) : undefined,
+      lastError: "statusCode" in response ? (outcome === "success" ? undefined : `HTTP ${response.statusCode}`) : `${response.error}: ${response.detail}`,
+    });
+    clearInterval(heartbeat);
+    // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
+    if (!owned) return;
+    if (status === "delivered") msg.ack();
+    else if (status === "pending") msg.working();
+    else msg.term(outcome);
+  } finally {
+    clearInterval(heartbeat);
+  }
+}
+
+/** The security policy again (DNS may have changed since the endpoint was created), then the signed POST. */
+async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
+  let target;
+  try {
+    target = await resolveTarget(d.endpointUrl, o.connectTo);
+  } catch (err) {
+    if (err instanceof UnresolvedHost) return { error: "dns", detail: err.reason };
+    if (err instanceof PolicyRejection) return { error: "security", detail: err.reason };
+    throw err;
+  }
+  const secret = o.secrets.open(d.endpointId, d.secretCiphertext);
+  const body = Buffer.from(d.payload, "utf8");
+  const timestamp = Math.floor(Date.now() / 1000);
+  return send({
+    url: new URL(d.endpointUrl),
+    target,
+    body,
+    headers: {
+      "content-type": "application/json",
+      "user-agent": userAgent,
+      "x-service-event-id": d.eventId,
+      "x-service-timestamp": String(timestamp),
+      "x-service-signature": signPayload(secret, timestamp, body),
+    },
+    timeoutMs: o.timeoutMs,
+  });
+}

@@ -1,0 +1,24 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+import { Merchant } from "../auth/entities.ts";
+
+/**
+ * A merchant's webhook endpoint. The signing secret is stored only as
+ * AES-256-GCM ciphertext (see secrets.ts) and is never read back by the API.
+ */
+export const WebhookEndpointRecord = defineEntity({
+  name: "WebhookEndpointRecord",
+  tableName: "webhook_endpoints",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    url: p.string().length(2048),
+    description: p.string().length(256).nullable(),
+    status: p.string().length(16),
+    secretCiphertext: p.blob(),
+    createdAt: p.datetime().length(3),
+    disabledAt: p.datetime().length(3).nullable(),
+  },
+  indexes: [{ properties: ["merchant", "environment", "createdAt", "id"] }, { properties: ["merchant", "environment", "status"] }],
+});
+export type WebhookEndpointRecord = InferEntity<typeof WebhookEndpointRecord>;

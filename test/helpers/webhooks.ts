@@ -1,0 +1,78 @@
+import type { Role } from "../../services/app/app.ts";
+import { call, merchantWithKey, startTestApp, type Credentials, type TestApp } from "./harness.ts";
+import { makeTestCa, startReceiver, trustTestCa, type Receiver, type Responder, type TestCa } from "./receiver.ts";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/** The name merchants' endpoints use in tests; WEBHOOK_CONNECT_TO maps it to the local receiver. */
+export const hookHost = "hooks.example.test";
+
+export interface WebhookSetup extends TestApp {
+  ca: TestCa;
+  receiver: Receiver;
+  creds: Credentials;
+  /** Creates an endpoint on the receiver (path `/hooks/<n>`); returns its id and signing secret. */
+  createEndpoint(path?: string): Promise<{ id: string; secret: string; url: string }>;
+}
+
+/**
+ * A running app whose worker delivers to a local HTTPS receiver signed by a
+ * test CA, reached as https://hooks.example.test/ through WEBHOOK_CONNECT_TO.
+ */
+export async function webhookSetup(
+  t: Teardown,
+  opts: { env?: Record<string, string>; respond?: Responder; roles?: readonly Role[] } = {},
+): Promise<WebhookSetup> {
+  const ca = await makeTestCa(t, [hookHost]);
+  trustTestCa(ca.caPem);
+  const receiver = await startReceiver(t, { key: ca.key, cert: ca.cert, respond: opts.respond });
+  const app = await startTestApp(
+    t,
+    {
+      WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${receiver.port}`,
+      WEBHOOK_RETRY_DELAYS: "0.2,0.2,0.2,0.2,0.2",
+      WEBHOOK_TIMEOUT_MS: "2000",
+      ...opts.env,
+    },
+    opts.roles,
+  );
+  const creds = await merchantWithKey(app.app);
+  let n = 0;
+  return {
+    ...app,
+    ca,
+    receiver,
+    creds,
+    async createEndpoint(path = `/hooks/${++n}`) {
+      const url = `https://${hookHost}${path}`;
+      const res = await call(app.base, "POST", `/api/v1/merchants/${creds.merchant}/webhook-endpoints`, { key: creds.key, body: { url } });
+      if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${JSON.stringify(res.body)}`);
+      return { id: res.body.data.id, secret: res.body.signing_secret, url };
+    },
+  };
+}
+
+/** Polls the delivery list until `done` holds for the delivery (or times out). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function waitForDelivery(s: WebhookSetup, deliveryId: string, done: (d: any) => boolean, timeoutMs = 15_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  let last: any;
+  while (Date.now() < deadline) {
+    last = await deliveryById(s, deliveryId);
+    if (last && done(last)) return last;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`delivery ${deliveryId} did not reach the expected state: ${JSON.stringify(last)}`);
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function deliveryById(s: WebhookSetup, deliveryId: string): Promise<any> {
+  const res = await call(s.base, "GET", `/api/v1/merchants/${s.creds.merchant}/webhook-deliveries?limit=200`, { key: s.creds.key });
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return res.body.data.find((d: any) => d.id === deliveryId);
+}
+
+export const finished = (d: { status: string }) => d.status === "delivered" || d.status === "failed";
