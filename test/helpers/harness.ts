@@ -42,13 +42,20 @@ export async function createTestDatabase(t: Teardown): Promise<string> {
 
 export interface TestApp {
   app: App;
+  masterKey: Buffer;
   config: Config;
   base: string;
   rpcUrl: string;
   databaseUrl: string;
 }
 
-export async function startTestApp(t: Teardown, env: Record<string, string> = {}, roles: readonly Role[] = allRoles): Promise<TestApp> {
+export async function startTestApp(
+  t: Teardown,
+  env: Record<string, string> = {},
+  roles: readonly Role[] = allRoles,
+  /** The master key (SECRET_ENCRYPTION_KEY); give the same one to other processes of the same system. */
+  masterKey: Buffer = randomBytes(32),
+): Promise<TestApp> {
   const databaseUrl = await createTestDatabase(t);
   const config = loadConfig({
     PORT: "0",
@@ -63,12 +70,13 @@ export async function startTestApp(t: Teardown, env: Record<string, string> = {}
     logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
     databaseUrl,
     natsUrl,
-    masterKey: randomBytes(32),
+    masterKey,
     roles,
   });
   t.teardown(() => app.stop());
   return {
     app,
+    masterKey,
     config,
     base: `http://127.0.0.1:${app.ports.gateway}`,
     rpcUrl: `http://127.0.0.1:${app.ports.rpc}`,

@@ -23,7 +23,7 @@ export interface WebhookSetup extends TestApp {
  */
 export async function webhookSetup(
   t: Teardown,
-  opts: { env?: Record<string, string>; respond?: Responder; roles?: readonly Role[] } = {},
+  opts: { env?: Record<string, string>; respond?: Responder; roles?: readonly Role[]; masterKey?: Buffer } = {},
 ): Promise<WebhookSetup> {
   const ca = await makeTestCa(t, [hookHost]);
   trustTestCa(ca.caPem);
@@ -37,6 +37,7 @@ export async function webhookSetup(
       ...opts.env,
     },
     opts.roles,
+    opts.masterKey,
   );
   const creds = await merchantWithKey(app.app);
   let n = 0;
