@@ -78,11 +78,12 @@ export async function startApp(o: AppOptions): Promise<App> {
     if (roles.includes("worker")) {
       const names = streamNames(config.jetstreamPrefix);
       const schedule = retrySchedule(config.webhookRetryDelaysSeconds, config.webhookMaxAttempts);
-      // The stream and consumer are set up once per connection, and again after a failure.
+      // The stream and consumer are set up once per connection, and again after a failure
+      // (e.g. a NATS server that came back without its store).
       let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
-      const streamReady = async () => {
+      const streamReady = async (refresh = false) => {
         const nc = await nats.connected;
-        if (ensured?.nc !== nc) ensured = { nc, done: ensureDeliveryStream(nc, names, schedule) };
+        if (refresh || ensured?.nc !== nc) ensured = { nc, done: ensureDeliveryStream(nc, names, schedule) };
         const attempt = ensured;
         await attempt.done.catch((err) => {
           if (ensured === attempt) ensured = undefined;

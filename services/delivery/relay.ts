@@ -12,8 +12,8 @@ export interface RelayOptions {
   nats: Nats;
   names: StreamNames;
   logger: Logger;
-  /** Resolves once the stream exists on the current connection. */
-  streamReady: () => Promise<void>;
+  /** Resolves once the stream exists on the current connection; `refresh` checks again. */
+  streamReady: (refresh?: boolean) => Promise<void>;
   batch?: number;
   /** A pass runs at least this often, notification or not. */
   pollMs?: number;
@@ -68,7 +68,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   let failing = false;
   const pass = async (): Promise<number> => {
     const nc = await Promise.race([o.nats.connected, halted]);
-    await o.streamReady();
+    await o.streamReady(failing);
     const js = jetstream(nc);
     return o.db.em.fork().transactional(async (tx) => {
       const ids = await claimUnpublished(tx, batch);

@@ -21,8 +21,8 @@ export interface WorkerOptions {
   timeoutMs: number;
   concurrency: number;
   logger: Logger;
-  /** Resolves once the stream and consumer exist on the current connection. */
-  streamReady: () => Promise<void>;
+  /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
+  streamReady: (refresh?: boolean) => Promise<void>;
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
@@ -46,10 +46,12 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   const inflight = new Set<Promise<void>>();
 
   const loop = (async () => {
+    let failed = false;
     while (!stopped) {
       try {
         const nc = await Promise.race([o.nats.connected, halted]);
-        await o.streamReady();
+        await o.streamReady(failed);
+        failed = false;
         const consumer = await jetstream(nc).consumers.get(o.names.stream, o.names.consumer);
         const messages = await consumer.consume({ max_messages: o.concurrency });
         current = messages;
@@ -60,8 +62,11 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           void task.finally(() => inflight.delete(task));
           while (inflight.size >= o.concurrency) await Promise.race(inflight);
         }
+        // The consumer went away (deleted, or the server lost it): set it up again.
+        failed = !stopped;
       } catch (err) {
         if (!stopped) o.logger.warn({ err }, "delivery worker: consumer unavailable; retrying");
+        failed = true;
       }
       current = undefined;
       if (!stopped) await new Promise((r) => setTimeout(r, 1000));
