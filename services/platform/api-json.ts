@@ -135,4 +135,11 @@ function addNulls(schema: DescMessage, message: Message, json: JsonValue): void 
       json[field.name] = null;
     }
   }
+  // Keys in the order the proto declares them, nulls included, so responses read like the docs.
+  for (const field of schema.fields) {
+    if (!(field.name in json)) continue;
+    const value = json[field.name];
+    delete json[field.name];
+    json[field.name] = value as JsonValue;
+  }
 }
