@@ -297,15 +297,16 @@ export async function failClaimed(em: EntityManager, id: string, reason: string)
 /**
  * Deliveries whose worker stopped during the last allowed attempt: JetStream
  * will not redeliver them, so they end failed (worker_lost) once the attempt
- * has certainly ended (`staleAfterMs` past its start).
+ * has certainly ended (`staleAfterMs` past its start). Returns their stream
+ * sequences, so their messages can be removed from the stream.
  */
-export async function failAbandoned(em: EntityManager, maxAttempts: number, staleAfterMs: number): Promise<number> {
-  const rows = await em.execute<{ id: string; attempt_count: number; last_attempt_at: Date }[]>(
+export async function failAbandoned(em: EntityManager, maxAttempts: number, staleAfterMs: number): Promise<number[]> {
+  const rows = await em.execute<{ id: string; attempt_count: number; last_attempt_at: Date; stream_seq: string | number | null }[]>(
     `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', updated_at = now()
       where status = 'processing' and attempt_count >= ? and last_attempt_at < now() - make_interval(secs => ?)
-      returning id, attempt_count, last_attempt_at`,
+      returning id, attempt_count, last_attempt_at, stream_seq`,
     [maxAttempts, staleAfterMs / 1000],
   );
   for (const r of rows) await recordLostAttempt(em, r.id, r.attempt_count, new Date(r.last_attempt_at));
-  return rows.length;
+  return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }

@@ -1,4 +1,4 @@
-import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
@@ -75,10 +75,14 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
 
   // Deliveries whose worker died during their last attempt get no redelivery; end them.
   const sweep = setInterval(() => {
-    const staleAfterMs = o.timeoutMs + 60_000;
-    failAbandoned(o.db.em.fork(), o.schedule.maxAttempts, staleAfterMs)
-      .then((n) => n > 0 && o.logger.warn({ deliveries: n }, "ended deliveries whose worker stopped during the last attempt"))
-      .catch((err) => o.logger.warn({ err }, "abandoned-delivery sweep failed"));
+    void (async () => {
+      const seqs = await failAbandoned(o.db.em.fork(), o.schedule.maxAttempts, o.timeoutMs + 60_000);
+      if (seqs.length === 0) return;
+      o.logger.warn({ deliveries: seqs.length }, "ended deliveries whose worker stopped during the last attempt");
+      // Their messages reached max_deliver unacknowledged and would otherwise stay in the stream.
+      const jsm = await jetstreamManager(await o.nats.connected);
+      for (const seq of seqs) await jsm.streams.deleteMessage(o.names.stream, seq, false).catch(() => undefined);
+    })().catch((err) => o.logger.warn({ err }, "abandoned-delivery sweep failed"));
   }, 30_000);
   sweep.unref();
 
