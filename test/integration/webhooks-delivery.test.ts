@@ -3,6 +3,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import t from "tap";
 import { call, idemKey, merchantWithKey, sampleIntent, type Credentials } from "../helpers/harness.ts";
+import { failAbandoned } from "../../services/delivery/store.ts";
 import type { RecordedRequest, Reply } from "../helpers/receiver.ts";
 import { deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
@@ -262,4 +263,21 @@ t.test("disabling an endpoint ends its pending deliveries and it receives nothin
   t.equal(slow.receiver.requests.length, seen, "no request reached the disabled endpoint");
   const list = await call(slow.base, "GET", `/api/v1/merchants/${slow.creds.merchant}/webhook-deliveries`, { key: slow.creds.key });
   t.same(list.body.data.map((x: { id: string }) => x.id), [sent.id], "no new deliveries");
+});
+
+t.test("a delivery whose worker died during the last attempt ends failed (worker_lost)", async (t) => {
+  const ep = await endpointAt(s, s.creds, "/status/200");
+  const sent = await settled(s, s.creds, (await sendTest(s, s.creds, ep.id)).id);
+  // As a worker killed during attempt 6 leaves it: processing, and JetStream will not redeliver.
+  await s.app.db.em
+    .fork()
+    .execute(`update webhook_deliveries set status = 'processing', attempt_count = 6, last_attempt_at = now() - interval '1 hour' where id = ?`, [sent.id]);
+  const seqs = await failAbandoned(s.app.db.em.fork(), 6, 60_000);
+  t.equal(seqs.length, 1, "its stream message is named for removal");
+  const d = await deliveryOf(s, s.creds, sent.id);
+  t.equal(d.status, "failed");
+  t.equal(d.last_error, "worker_lost");
+  const lost = d.attempts.find((a: { number: number }) => a.number === 6);
+  t.same([lost?.outcome, lost?.error], ["unknown", "worker_lost"], "the lost attempt is recorded");
+  t.same(await failAbandoned(s.app.db.em.fork(), 6, 60_000), [], "only once");
 });
