@@ -254,20 +254,29 @@ export interface AttemptRecord {
   lastError: string | undefined;
 }
 
-/** Records the attempt and moves the delivery on, in one statement; false if another worker took the delivery over. */
+/**
+ * Moves the delivery on and records the attempt, in one statement; nothing is
+ * written, and false returned, if another worker has taken the delivery over.
+ */
 export async function finishAttempt(em: EntityManager, a: AttemptRecord): Promise<boolean> {
-  const rows = await em.execute<{ id: string }[]>(
-    `with attempt as (
-       insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
-       values (?, ?, ?, ?, ?, ?, ?, ?)
-       on conflict (delivery_id, number) do update set duration_ms = excluded.duration_ms, status_code = excluded.status_code,
-         error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
+  const rows = await em.execute<{ delivery_id: string }[]>(
+    `with moved as (
+       update webhook_deliveries set status = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = now()
+        where id = ? and status = 'processing' and attempt_count = ?
+       returning id
      )
-     update webhook_deliveries set status = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = now()
-      where id = ? and status = 'processing' and attempt_count = ?
-     returning id`,
+     insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
+     select moved.id, ?::int, ?::timestamptz, ?::int, ?::int, ?::text, ?::text, ?::text from moved
+     on conflict (delivery_id, number) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
+       status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
+     returning delivery_id`,
     [
+      a.status,
+      a.nextAttemptAt ?? null,
+      a.statusCode ?? null,
+      a.lastError ?? null,
       a.deliveryId,
+      a.number,
       a.number,
       a.startedAt,
       a.durationMs,
@@ -275,12 +284,6 @@ export async function finishAttempt(em: EntityManager, a: AttemptRecord): Promis
       a.error ?? null,
       a.outcome,
       a.excerpt ?? null,
-      a.status,
-      a.nextAttemptAt ?? null,
-      a.statusCode ?? null,
-      a.lastError ?? null,
-      a.deliveryId,
-      a.number,
     ],
   );
   return rows.length === 1;

@@ -53,14 +53,19 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
         await o.streamReady(failed);
         failed = false;
         const consumer = await jetstream(nc).consumers.get(o.names.stream, o.names.consumer);
-        const messages = await consumer.consume({ max_messages: o.concurrency });
-        current = messages;
-        if (stopped) await messages.close();
-        for await (const msg of messages) {
-          const task = handle(o, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
-          inflight.add(task);
-          void task.finally(() => inflight.delete(task));
+        // Pull only what can start now. A message waiting in a client-side buffer gets no
+        // working(), so after its ack deadline JetStream would send it again.
+        while (!stopped) {
           while (inflight.size >= o.concurrency) await Promise.race(inflight);
+          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: 5000 });
+          current = batch;
+          if (stopped) await batch.close();
+          for await (const msg of batch) {
+            const task = handle(o, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
+            inflight.add(task);
+            void task.finally(() => inflight.delete(task));
+          }
+          current = undefined;
         }
         // The consumer went away (deleted, or the server lost it): set it up again.
         failed = !stopped;

@@ -1,5 +1,8 @@
 import { randomBytes } from "node:crypto";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import pg from "pg";
+import { streamNames } from "../../services/delivery/jetstream.ts";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import type { Environment, Scope } from "../../services/auth/keys.ts";
 import { scopes as allScopes } from "../../services/auth/keys.ts";
@@ -40,6 +43,17 @@ export async function createTestDatabase(t: Teardown): Promise<string> {
   return url.toString();
 }
 
+/** Removes a test run's delivery stream (and its consumer) from the shared NATS. */
+export async function deleteStream(prefix: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(streamNames(prefix).stream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
+}
+
 export interface TestApp {
   app: App;
   masterKey: Buffer;
@@ -73,7 +87,10 @@ export async function startTestApp(
     masterKey,
     roles,
   });
-  t.teardown(() => app.stop());
+  t.teardown(async () => {
+    await app.stop();
+    await deleteStream(config.jetstreamPrefix);
+  });
   return {
     app,
     masterKey,

@@ -1,0 +1,161 @@
+// Child processes for resilience tests: service roles run by `services/app/main.ts`,
+// and a private `nats-server` that a test may stop and start again.
+//
+//   const w = spawnService(t, ["worker"], { DATABASE_URL: …, NATS_URL: … });
+//   await w.started;                 // the start-up banner was printed
+//   await w.kill("SIGKILL");         // resolves once it has exited
+//
+//   const nats = await startNatsServer(t);   // nats-server -js on a free port, store in a temp dir
+//   await nats.stop(); await nats.start();   // same port and store directory
+import { spawn, type ChildProcess } from "node:child_process";
+import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { reachable } from "../../services/app/embedded-nats.ts";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+const root = path.resolve(import.meta.dirname, "../..");
+const mainTs = path.join(root, "services/app/main.ts");
+
+/** A TCP port nothing listened on a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function exitOf(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once("exit", () => resolve());
+    child.once("error", () => resolve()); // it never ran
+  });
+}
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** stdout and stderr so far (the last 64 KiB), for failure messages. */
+  output(): string;
+  /** Resolves once the start-up banner is printed; rejects if the process exits first or takes over 30 s. */
+  started: Promise<void>;
+  /** Sends the signal (if it still runs) and resolves once the process has exited. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/**
+ * Runs `node services/app/main.ts <roles>` with this process's Node binary, the
+ * given environment on top of ours (without NODE_OPTIONS and tap's variables),
+ * and SIGKILLs it at teardown if it still runs.
+ */
+export function spawnService(t: Teardown, roles: readonly string[], env: Record<string, string>): ServiceProcess {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
+    base[k] = v;
+  }
+  const child = spawn(process.execPath, [mainTs, ...roles], { cwd: root, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  const append = (d: Buffer) => (out = (out + d.toString()).slice(-65_536));
+  child.stdout!.on("data", append);
+  child.stderr!.on("data", append);
+  const exited = exitOf(child);
+  const started = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${roles.join(" ")} did not start within 30 s: ${out.slice(-2000)}`)), 30_000);
+    const check = () => {
+      if (!out.includes("Payment Intent service:")) return;
+      clearTimeout(timer);
+      resolve();
+    };
+    child.stdout!.on("data", check);
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`${roles.join(" ")} exited before it started (${child.exitCode ?? child.signalCode}): ${out.slice(-2000)}`));
+    });
+  });
+  started.catch(() => undefined);
+  const kill = async (signal: NodeJS.Signals = "SIGKILL") => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
+  t.teardown(() => kill("SIGKILL"));
+  return { child, output: () => out, started, kill };
+}
+
+/** nats-server from PATH, else /usr/sbin/nats-server (Debian's package). */
+export function natsServerBinary(): string {
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, "nats-server");
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return "/usr/sbin/nats-server";
+}
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  storeDir: string;
+  /** Starts it (again) on the same port and store directory; resolves once it accepts connections. */
+  start(): Promise<void>;
+  /** SIGTERM; resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+/** A private `nats-server -js` on a free loopback port with its store in a temp dir; killed and removed at teardown. */
+export async function startNatsServer(t: Teardown): Promise<NatsServer> {
+  const port = await freePort();
+  const storeDir = mkdtempSync(path.join(tmpdir(), "test-nats-"));
+  const bin = natsServerBinary();
+  let child: ChildProcess | undefined;
+  let out = "";
+  const stop = async () => {
+    const c = child;
+    if (!c) return;
+    child = undefined;
+    const exited = exitOf(c);
+    if (c.exitCode === null && c.signalCode === null) c.kill("SIGTERM");
+    await exited;
+  };
+  const start = async () => {
+    if (child) throw new Error("nats-server is already running");
+    const c = spawn(bin, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], { stdio: ["ignore", "ignore", "pipe"] });
+    child = c;
+    c.stderr!.on("data", (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
+    let spawnError: Error | undefined;
+    c.once("error", (err) => (spawnError = err));
+    for (let i = 0; i < 200; i++) {
+      if (spawnError) throw new Error(`could not run ${bin}: ${spawnError.message}`);
+      if (c.exitCode !== null || c.signalCode !== null) throw new Error(`nats-server exited: ${out.trim().split("\n").slice(-3).join(" | ")}`);
+      if (await reachable("127.0.0.1", port)) return;
+      await sleep(50);
+    }
+    throw new Error(`nats-server did not listen on ${port} within 10 s: ${out.slice(-1000)}`);
+  };
+  t.teardown(async () => {
+    const c = child;
+    child = undefined;
+    if (c && c.exitCode === null && c.signalCode === null) {
+      const exited = exitOf(c);
+      c.kill("SIGKILL");
+      await exited;
+    }
+    rmSync(storeDir, { recursive: true, force: true });
+  });
+  await start();
+  return { url: `nats://127.0.0.1:${port}`, port, storeDir, start, stop };
+}
