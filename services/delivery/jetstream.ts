@@ -83,9 +83,14 @@ export async function ensureDeliveryStream(nc: NatsConnection, names: StreamName
   }
   const consumer = consumerConfig(names, s);
   try {
-    await jsm.consumers.info(names.stream, names.consumer);
+    const { config: current } = await jsm.consumers.info(names.stream, names.consumer);
     const { durable_name: _, deliver_policy: __, ack_policy: ___, ...updatable } = consumer;
-    await jsm.consumers.update(names.stream, names.consumer, updatable);
+    // Only a changed schedule is written: an update while messages are pending makes
+    // some servers (2.9) hand pending messages out again.
+    const changed = (Object.keys(updatable) as (keyof typeof updatable)[]).some(
+      (k) => JSON.stringify(current[k] ?? null) !== JSON.stringify(updatable[k] ?? null),
+    );
+    if (changed) await jsm.consumers.update(names.stream, names.consumer, updatable);
   } catch (err) {
     if (!isNotFound(err)) throw err;
     await jsm.consumers.add(names.stream, consumer);

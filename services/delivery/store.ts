@@ -171,14 +171,18 @@ export interface Claimed {
   payload: string;
 }
 
-export type ClaimResult = { claimed: Claimed } | { skipped: "unknown" | "finished" | "duplicate" };
+export type ClaimResult = { claimed: Claimed } | { skipped: "unknown" | "finished" | "duplicate" | "in_flight" };
 
 /**
  * Starts an attempt of a delivery for the JetStream message `seq`: moves it to
  * processing, counts the attempt and records which message owns it, in one statement.
  * A message of another sequence for the same delivery is a duplicate publish.
+ * A delivery already processing is taken over only once its attempt started at
+ * least `takeoverAfterMs` ago: JetStream redelivers a message whose worker died
+ * no sooner than the previous ack deadline, while a copy that arrives right away
+ * (some servers can hand out a queued redelivery twice) is the same attempt.
  */
-export async function claimDelivery(em: EntityManager, id: string, seq: number, at: Date): Promise<ClaimResult> {
+export async function claimDelivery(em: EntityManager, id: string, seq: number, at: Date, takeoverAfterMs: number): Promise<ClaimResult> {
   const rows = await em.execute<
     {
       id: string;
@@ -195,7 +199,8 @@ export async function claimDelivery(em: EntityManager, id: string, seq: number, 
   >(
     `with old as (
        select id, status, last_attempt_at from webhook_deliveries
-        where id = ? and status in ('pending', 'processing') and (stream_seq is null or stream_seq = ?)
+        where id = ? and (stream_seq is null or stream_seq = ?)
+          and (status = 'pending' or (status = 'processing' and last_attempt_at <= ?))
         for update
      ), claimed as (
        update webhook_deliveries d
@@ -206,7 +211,7 @@ export async function claimDelivery(em: EntityManager, id: string, seq: number, 
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, ev.payload
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
-    [id, seq, seq, at, at],
+    [id, seq, new Date(at.getTime() - takeoverAfterMs), seq, at, at],
   );
   const r = rows[0];
   if (r) {
@@ -225,9 +230,13 @@ export async function claimDelivery(em: EntityManager, id: string, seq: number, 
       },
     };
   }
-  const [existing] = await em.execute<{ status: DeliveryStatus }[]>(`select status from webhook_deliveries where id = ?`, [id]);
+  const [existing] = await em.execute<{ status: DeliveryStatus; stream_seq: string | number | null }[]>(
+    `select status, stream_seq from webhook_deliveries where id = ?`,
+    [id],
+  );
   if (!existing) return { skipped: "unknown" };
-  return { skipped: existing.status === "delivered" || existing.status === "failed" ? "finished" : "duplicate" };
+  if (existing.status === "delivered" || existing.status === "failed") return { skipped: "finished" };
+  return { skipped: existing.stream_seq !== null && Number(existing.stream_seq) !== seq ? "duplicate" : "in_flight" };
 }
 
 /** Records an attempt whose worker stopped before it could record an outcome. */

@@ -104,6 +104,10 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   };
 }
 
+function shortestDeadlineMs(s: Schedule): number {
+  return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
+}
+
 async function handle(o: WorkerOptions, msg: JsMsg): Promise<void> {
   const deliveryCount = msg.info.deliveryCount;
   // Keep the ack deadline (backoff[n-1] for delivery n) from passing during the attempt.
@@ -113,9 +117,15 @@ async function handle(o: WorkerOptions, msg: JsMsg): Promise<void> {
     const em = o.db.em.fork();
     const deliveryId = msg.string();
     const startedAt = new Date();
-    const claim = await claimDelivery(em, deliveryId, msg.seq, startedAt);
+    // A worker that died is noticed no sooner than an ack deadline after its attempt began.
+    // (Not the message's own count: a 2.9 server can hand a pending message out again as delivery 1.)
+    const takeoverAfterMs = shortestDeadlineMs(o.schedule) / 2;
+    const claim = await claimDelivery(em, deliveryId, msg.seq, startedAt, takeoverAfterMs);
     if ("skipped" in claim) {
-      // Finished already (e.g. its endpoint was disabled), or a second copy of the message.
+      // A copy of the message whose attempt is running here or elsewhere: that attempt
+      // acknowledges the message, and this copy leaves it alone.
+      if (claim.skipped === "in_flight") return;
+      // Finished already (e.g. its endpoint was disabled), or a second publish of the delivery.
       msg.term(claim.skipped);
       return;
     }

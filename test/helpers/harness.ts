@@ -44,8 +44,10 @@ export async function createTestDatabase(t: Teardown): Promise<string> {
 }
 
 /** Removes a test run's delivery stream (and its consumer) from the shared NATS. */
-export async function deleteStream(prefix: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl });
+export async function deleteStream(prefix: string, servers = natsUrl): Promise<void> {
+  // A test's private NATS may already be gone, and its streams with it.
+  const nc = await connect({ servers, reconnect: false }).catch(() => undefined);
+  if (!nc) return;
   try {
     const jsm = await jetstreamManager(nc);
     await jsm.streams.delete(streamNames(prefix).stream).catch(() => undefined);
@@ -83,13 +85,13 @@ export async function startTestApp(
     config,
     logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
     databaseUrl,
-    natsUrl,
+    natsUrl: config.natsUrl ?? natsUrl,
     masterKey,
     roles,
   });
   t.teardown(async () => {
     await app.stop();
-    await deleteStream(config.jetstreamPrefix);
+    await deleteStream(config.jetstreamPrefix, config.natsUrl ?? natsUrl);
   });
   return {
     app,

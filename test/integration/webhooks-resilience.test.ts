@@ -10,14 +10,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import t from "tap";
-import { startApp } from "../../services/app/app.ts";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { signPayload } from "../../services/delivery/signature.ts";
-import { loadConfig } from "../../services/platform/config.ts";
-import { createLogger } from "../../services/platform/logger.ts";
-import { call, createTestDatabase, idemKey, merchantWithKey, natsUrl, sampleIntent, uniqueName } from "../helpers/harness.ts";
+import { call, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
 import { spawnService, startNatsServer, type ServiceProcess } from "../helpers/processes.ts";
-import { makeTestCa, startReceiver, trustTestCa, type RecordedRequest, type Responder } from "../helpers/receiver.ts";
+import type { RecordedRequest } from "../helpers/receiver.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
 import { deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
@@ -106,19 +103,6 @@ function workerEnv(t: Teardown, s: WebhookSetup, extra: Record<string, string>):
   };
 }
 
-/** Deletes the test's stream from the shared NATS (after the workers are gone). */
-function deleteStreamAtTeardown(t: Teardown, prefix: string): void {
-  t.teardown(async () => {
-    const nc = await connect({ servers: natsUrl });
-    try {
-      const jsm = await jetstreamManager(nc);
-      await jsm.streams.delete(streamNames(prefix).stream).catch(() => undefined);
-    } finally {
-      await nc.close();
-    }
-  });
-}
-
 /** Waits until the durable consumer has at least `n` waiting pull requests (each worker keeps one). */
 async function waitForPullers(prefix: string, n: number, workers: readonly ServiceProcess[]): Promise<void> {
   const names = streamNames(prefix);
@@ -144,62 +128,9 @@ async function waitForPullers(prefix: string, n: number, workers: readonly Servi
   }
 }
 
-/**
- * webhookSetup with the app on the given NATS server. startTestApp always uses the
- * harness's natsUrl, so this builds the same system from the harness's parts.
- */
-async function webhookSetupOnNats(t: Teardown, nats: string, opts: { env?: Record<string, string>; respond?: Responder } = {}): Promise<WebhookSetup> {
-  const ca = await makeTestCa(t, [hookHost]);
-  trustTestCa(ca.caPem);
-  const receiver = await startReceiver(t, { key: ca.key, cert: ca.cert, respond: opts.respond });
-  const databaseUrl = await createTestDatabase(t);
-  const masterKey = randomBytes(32);
-  const config = loadConfig({
-    PORT: "0",
-    RPC_PORT: "0",
-    OPS_PORT: "0",
-    JETSTREAM_PREFIX: uniqueName("t"),
-    CHECKOUT_BASE_URL: "https://checkout.example.test",
-    WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${receiver.port}`,
-    WEBHOOK_RETRY_DELAYS: "0.5,0.5,0.5,0.5,0.5",
-    WEBHOOK_TIMEOUT_MS: "2000",
-    ...opts.env,
-  });
-  const app = await startApp({
-    config,
-    logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
-    databaseUrl,
-    natsUrl: nats,
-    masterKey,
-    roles: ["rpc", "gateway", "worker", "scheduler"],
-  });
-  t.teardown(() => app.stop());
-  const base = `http://127.0.0.1:${app.ports.gateway}`;
-  const creds = await merchantWithKey(app);
-  let n = 0;
-  return {
-    app,
-    masterKey,
-    config,
-    base,
-    rpcUrl: `http://127.0.0.1:${app.ports.rpc}`,
-    databaseUrl,
-    ca,
-    receiver,
-    creds,
-    async createEndpoint(p = `/hooks/${++n}`) {
-      const url = `https://${hookHost}${p}`;
-      const res = await call(base, "POST", `/api/v1/merchants/${creds.merchant}/webhook-endpoints`, { key: creds.key, body: { url } });
-      if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${JSON.stringify(res.body)}`);
-      return { id: res.body.data.id, secret: res.body.signing_secret, url };
-    },
-  };
-}
-
 t.test("two worker processes share one consumer: every event reaches the endpoint exactly once", async (t) => {
   const masterKey = randomBytes(32);
   const s = await webhookSetup(t, { roles: ["rpc", "gateway"], masterKey });
-  deleteStreamAtTeardown(t, s.config.jetstreamPrefix);
   // Each worker reaches the receiver through its own TCP relay, so the relays' counts show who sent what.
   // The default retry schedule: the first ack deadline (60 s) is far beyond how long any message waits.
   const proxies = [await startTcpProxy(t, s.receiver.port), await startTcpProxy(t, s.receiver.port)];
@@ -267,7 +198,6 @@ t.test("a worker SIGKILLed mid-attempt loses nothing: another worker delivers th
     masterKey,
     respond: (_req, n) => (n === 1 ? { status: 200, body: "late", delayMs: 5000 } : { status: 200, body: "ok" }),
   });
-  deleteStreamAtTeardown(t, s.config.jetstreamPrefix);
   // Ack deadline of the first delivery: backoff[0] = 1 s; the attempt itself may take up to 8 s.
   const env = workerEnv(t, s, { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "8000" });
   const first = spawnService(t, ["worker"], env);
@@ -316,7 +246,7 @@ t.test("a worker SIGKILLed mid-attempt loses nothing: another worker delivers th
 
 t.test("NATS down while events are recorded: the API keeps working, and every event is delivered once NATS is back", async (t) => {
   const nats = await startNatsServer(t);
-  const s = await webhookSetupOnNats(t, nats.url);
+  const s = await webhookSetup(t, { env: { NATS_URL: nats.url, WEBHOOK_RETRY_DELAYS: "0.5,0.5,0.5,0.5,0.5" } });
   // If the test stops early with NATS down, bring it back so the app can stop cleanly.
   t.teardown(async () => {
     await nats.start().catch(() => undefined);
@@ -367,7 +297,6 @@ t.test("NATS down while events are recorded: the API keeps working, and every ev
 t.test("a backlog larger than the worker's concurrency is sent once per event", async (t) => {
   const masterKey = randomBytes(32);
   const s = await webhookSetup(t, { roles: ["rpc", "gateway"], masterKey, respond: () => ({ status: 200, body: "ok", delayMs: 1500 }) });
-  deleteStreamAtTeardown(t, s.config.jetstreamPrefix);
   await s.createEndpoint();
   const count = 6;
   await createIntents(s, count); // the backlog: recorded before any worker runs
