@@ -1,0 +1,82 @@
+// npm run bench [-- --quick] [-- --only create,list]
+// Starts the service on a fresh database and JetStream prefix, runs each scenario
+// after a warm-up (several measured runs; one in --quick mode), and writes
+// bench-results.md and bench-results.json at the repository root.
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { report, type ScenarioReport } from "./report.ts";
+import { createScenario } from "./scenarios/create.ts";
+import { deliveryScenario } from "./scenarios/delivery.ts";
+import { listScenario } from "./scenarios/list.ts";
+import { replayScenario } from "./scenarios/replay.ts";
+import { retryScenario } from "./scenarios/retry.ts";
+import { spread } from "./stats.ts";
+import { Cleanup, startSystem } from "./system.ts";
+import type { BenchContext, RunResult, Scenario } from "./types.ts";
+
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" }, runs: { type: "string" } } });
+const quick = values.quick ?? false;
+const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
+const all: Scenario[] = [createScenario, replayScenario, listScenario, deliveryScenario, retryScenario];
+const only = values.only?.split(",").map((s) => s.trim());
+const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
+if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {
+  process.stderr.write(`bench: unknown scenario ${unknown.join(", ")} (scenarios: ${all.map((s) => s.name).join(", ")}), or bad --runs\n`);
+  process.exit(2);
+}
+const scenarios = all.filter((s) => !only || only.includes(s.name));
+
+const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const cleanup = new Cleanup();
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => void cleanup.run().finally(() => process.exit(130)));
+}
+
+const started = Date.now();
+const reports: ScenarioReport[] = [];
+let failed = false;
+try {
+  log(`starting the service (${quick ? "quick" : "full"} mode, ${runs} run(s) per scenario)`);
+  const system = await startSystem(cleanup);
+  const ctx: BenchContext = {
+    quick,
+    base: system.base,
+    databaseUrl: system.databaseUrl,
+    db: system.db,
+    masterKey: system.masterKey,
+    env: system.env,
+    merchant: system.merchant,
+    log,
+  };
+  for (const scenario of scenarios) {
+    log(`${scenario.name}: ${scenario.title}`);
+    const t0 = Date.now();
+    try {
+      await scenario.setup?.(ctx);
+      await scenario.warmup?.(ctx);
+      const results: RunResult[] = [];
+      for (let i = 0; i < runs; i++) {
+        const r = await scenario.run(ctx);
+        log(`${scenario.name} run ${i + 1}/${runs}: ${Object.entries(r).map(([k, v]) => `${k}=${Math.round(v * 100) / 100}`).join(" ")}`);
+        results.push(r);
+      }
+      const metrics = Object.fromEntries(Object.keys(scenario.metrics).map((k) => [k, spread(results.map((r) => r[k] ?? Number.NaN))]));
+      reports.push({ scenario, metrics, seconds: (Date.now() - t0) / 1000 });
+    } catch (err) {
+      failed = true;
+      log(`${scenario.name} failed: ${(err as Error).stack ?? err}`);
+      reports.push({ scenario, metrics: {}, seconds: (Date.now() - t0) / 1000, error: (err as Error).message });
+    } finally {
+      await scenario.teardown?.(ctx).catch(() => undefined);
+    }
+  }
+  const root = path.resolve(import.meta.dirname, "../..");
+  const written = await report(root, { quick, runs, reports, seconds: (Date.now() - started) / 1000, db: system.db });
+  log(`wrote ${written.join(", ")} in ${Math.round((Date.now() - started) / 1000)} s`);
+} catch (err) {
+  failed = true;
+  log(`bench failed: ${(err as Error).stack ?? err}`);
+} finally {
+  await cleanup.run();
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,63 @@
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { freePort } from "../../helpers/processes.ts";
+import { load } from "../load.ts";
+import type { BenchContext, Scenario } from "../types.ts";
+
+const connections = 64;
+const body = JSON.stringify({ network: "ethereum", asset: "USDC", requested_amount: "12.50", merchant_reference: "bench-order" });
+
+let baselineUrl = "";
+let stopBaseline: (() => void) | undefined;
+
+const seconds = (ctx: BenchContext) => (ctx.quick ? 3 : 10);
+
+function createRequest(ctx: BenchContext) {
+  return {
+    url: `${ctx.base}/api/v1/merchants/${ctx.merchant.id}/payment-intents`,
+    method: "POST" as const,
+    headers: { authorization: `Bearer ${ctx.merchant.key}`, "content-type": "application/json" },
+    body,
+    connections,
+    idempotencyKeys: true,
+  };
+}
+
+/** Create intent through the REST gateway, against a raw node:http + pg insert in the same run. */
+export const createScenario: Scenario = {
+  name: "create",
+  title: `Create intent through the REST gateway (${connections} connections, a new Idempotency-Key per request)`,
+  metrics: {
+    rps: { label: "requests/s", unit: "req/s" },
+    p50: { label: "latency p50", unit: "ms" },
+    p99: { label: "latency p99", unit: "ms", target: { op: "<=", value: 40 } },
+    baseline_rps: { label: "baseline (node:http + pg insert) requests/s", unit: "req/s" },
+    baseline_p99: { label: "baseline latency p99", unit: "ms" },
+    ratio: { label: "ratio to baseline", unit: "×", target: { op: ">=", value: 0.35 } },
+  },
+  async setup(ctx) {
+    const port = await freePort();
+    const child = spawn(process.execPath, [path.join(import.meta.dirname, "../baseline-insert-server.ts"), String(port)], {
+      env: { ...process.env, DATABASE_URL: ctx.databaseUrl, MERCHANT_ID: ctx.merchant.id },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.once("data", () => resolve());
+      child.once("exit", (code) => reject(new Error(`baseline server exited (${code})`)));
+    });
+    baselineUrl = `http://127.0.0.1:${port}/`;
+    stopBaseline = () => child.kill("SIGKILL");
+  },
+  async warmup(ctx) {
+    await load({ ...createRequest(ctx), seconds: 2 });
+    await load({ url: baselineUrl, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds: 2 });
+  },
+  async run(ctx) {
+    const api = await load({ ...createRequest(ctx), seconds: seconds(ctx) });
+    const raw = await load({ url: baselineUrl, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds: seconds(ctx) });
+    return { rps: api.rps, p50: api.p50, p99: api.p99, baseline_rps: raw.rps, baseline_p99: raw.p99, ratio: api.rps / raw.rps };
+  },
+  async teardown() {
+    stopBaseline?.();
+  },
+};

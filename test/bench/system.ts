@@ -1,0 +1,75 @@
+import { randomBytes } from "node:crypto";
+import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
+import { scopes } from "../../services/auth/keys.ts";
+import { openDatabase, type Database } from "../../services/platform/db.ts";
+import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "../helpers/harness.ts";
+import { freePort, spawnService, type ServiceProcess } from "../helpers/processes.ts";
+
+/** Teardown functions, run in reverse order. */
+export class Cleanup {
+  private fns: (() => unknown)[] = [];
+  teardown(fn: () => unknown): void {
+    this.fns.push(fn);
+  }
+  async run(): Promise<void> {
+    for (const fn of this.fns.reverse()) await Promise.resolve(fn()).catch(() => undefined);
+    this.fns = [];
+  }
+}
+
+export interface System {
+  base: string;
+  databaseUrl: string;
+  db: Database;
+  masterKey: Buffer;
+  env: Record<string, string>;
+  merchant: { id: string; key: string };
+  processes: ServiceProcess[];
+  /** Another process of the same system, e.g. ["worker"]. */
+  spawn(roles: string[]): Promise<ServiceProcess>;
+}
+
+/**
+ * A fresh database and JetStream prefix, and the service as its own process
+ * (`main.ts`, every role), as an operator would run it. Logs at warn level.
+ */
+export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, string> = {}): Promise<System> {
+  const databaseUrl = await createTestDatabase(cleanup);
+  const masterKey = randomBytes(32);
+  const port = await freePort();
+  const prefix = uniqueName("bench");
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl,
+    NATS_URL: natsUrl,
+    JETSTREAM_PREFIX: prefix,
+    SECRET_ENCRYPTION_KEY: masterKey.toString("hex"),
+    LOG_LEVEL: "warn",
+    DATA_DIR: `/tmp/${prefix}`,
+    ...extraEnv,
+  };
+  cleanup.teardown(() => deleteStream(prefix));
+  const processes: ServiceProcess[] = [];
+  const spawn = async (roles: string[], ports: Record<string, string> = { PORT: "0", RPC_PORT: "0", OPS_PORT: "0" }) => {
+    const p = spawnService(cleanup, roles, { ...env, ...ports });
+    cleanup.teardown(() => p.kill("SIGTERM"));
+    await p.started;
+    processes.push(p);
+    return p;
+  };
+  await spawn([], { PORT: String(port), RPC_PORT: "0", OPS_PORT: "0" });
+  const db = await openDatabase(databaseUrl, 4);
+  cleanup.teardown(() => db.close());
+  const em = db.em.fork();
+  const merchant = await createMerchant(em, "Bench Shop");
+  const key = await createApiKey(em, merchant.id, "test", [...scopes]);
+  return {
+    base: `http://127.0.0.1:${port}`,
+    databaseUrl,
+    db,
+    masterKey,
+    env,
+    merchant: { id: merchant.id, key: key.api_key },
+    processes,
+    spawn: (roles) => spawn(roles),
+  };
+}

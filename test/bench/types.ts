@@ -1,0 +1,39 @@
+import type { Database } from "../../services/platform/db.ts";
+
+/** What every scenario gets: the running system, its database, and a merchant with a Test key. */
+export interface BenchContext {
+  quick: boolean;
+  /** REST gateway of the system under test, e.g. http://127.0.0.1:41234 */
+  base: string;
+  databaseUrl: string;
+  /** The bench's own connection to the system's database, for setup and checks. */
+  db: Database;
+  /** The system's SECRET_ENCRYPTION_KEY. */
+  masterKey: Buffer;
+  /** The system's environment, for scenarios that start processes of their own. */
+  env: Record<string, string>;
+  merchant: { id: string; key: string };
+  log(message: string): void;
+}
+
+export interface MetricSpec {
+  label: string;
+  unit: string;
+  /** A target from the issue: the median of the runs is compared with it. */
+  target?: { op: ">=" | "<="; value: number };
+}
+
+/** One measured run returns a value per metric. */
+export type RunResult = Record<string, number>;
+
+export interface Scenario {
+  name: string;
+  title: string;
+  metrics: Record<string, MetricSpec>;
+  /** Once, before the warm-up: data loading and the like. */
+  setup?(ctx: BenchContext): Promise<void>;
+  /** Once, before the measured runs; not reported. */
+  warmup?(ctx: BenchContext): Promise<void>;
+  run(ctx: BenchContext): Promise<RunResult>;
+  teardown?(ctx: BenchContext): Promise<void>;
+}
