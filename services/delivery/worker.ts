@@ -56,7 +56,8 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
         // Pull only what can start now. A message waiting in a client-side buffer gets no
         // working(), so after its ack deadline JetStream would send it again.
         while (!stopped) {
-          while (inflight.size >= o.concurrency) await Promise.race(inflight);
+          // Refill in batches (one pull request per batch, not per message).
+          while (inflight.size > o.concurrency / 2) await Promise.race(inflight);
           const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: 5000 });
           current = batch;
           if (stopped) await batch.close();

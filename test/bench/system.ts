@@ -45,6 +45,8 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
     SECRET_ENCRYPTION_KEY: masterKey.toString("hex"),
     LOG_LEVEL: "warn",
     DATA_DIR: `/tmp/${prefix}`,
+    // BENCH_PROFILE_DIR=dir: each service process writes a CPU profile there when it stops.
+    ...(process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {}),
     ...extraEnv,
   };
   cleanup.teardown(() => deleteStream(prefix));

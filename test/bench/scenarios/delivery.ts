@@ -1,2 +1,164 @@
-import type { Scenario } from "../types.ts";
-export const deliveryScenario: Scenario = { name: "delivery", title: "todo", metrics: {}, async run() { return {}; } };
+import https from "node:https";
+import { setTimeout as sleep } from "node:timers/promises";
+import { signPayload } from "../../../services/delivery/signature.ts";
+import { EventProducer } from "../events.ts";
+import { benchHost, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import { nowMs, percentile } from "../stats.ts";
+import { Cleanup, startSystem, type System } from "../system.ts";
+import type { BenchContext, Scenario } from "../types.ts";
+
+const cleanup = new Cleanup();
+let system: System;
+let receiver: BenchReceiver;
+let secret = "";
+let producer: EventProducer;
+
+async function waitForArrivals(ids: readonly string[], timeoutMs: number): Promise<Map<string, number[]>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const arrivals = await receiver.arrivals();
+    if (ids.every((id) => arrivals.has(id))) return arrivals;
+    if (Date.now() > deadline) {
+      throw new Error(`${ids.filter((id) => !arrivals.has(id)).length} of ${ids.length} events not delivered within ${timeoutMs} ms`);
+    }
+    await sleep(100);
+  }
+}
+
+/** N events recorded at once (1000 per transaction): deliveries/s from the first commit to the last arrival. */
+async function sustained(ctx: BenchContext, n: number): Promise<number> {
+  await receiver.reset();
+  const ids: string[] = [];
+  const t0 = nowMs();
+  let next = 0;
+  while (next < n) {
+    const count = Math.min(1000, n - next);
+    next += count;
+    ids.push(...(await producer.record(count)).ids);
+  }
+  const arrivals = await waitForArrivals(ids, 120_000);
+  const last = Math.max(...ids.map((id) => arrivals.get(id)![0]!));
+  ctx.log(`delivery: ${n} events recorded in ${Math.round(nowMs() - t0)} ms`);
+  return n / ((last - t0) / 1000);
+}
+
+/** A fixed offered rate (10 events every 10 ms, each batch its own transaction): commit → first attempt. */
+async function latencyAt(rate: number, seconds: number): Promise<{ p50: number; p99: number; achieved: number }> {
+  await receiver.reset();
+  const commits = new Map<string, number>();
+  const perTick = rate / 100;
+  const t0 = nowMs();
+  const pending: Promise<void>[] = [];
+  for (let tick = 0; tick < seconds * 100; tick++) {
+    const due = t0 + tick * 10;
+    const wait = due - nowMs();
+    if (wait > 0) await sleep(wait);
+    pending.push(
+      producer.record(perTick).then(({ ids, committedAt }) => {
+        for (const id of ids) commits.set(id, committedAt);
+      }),
+    );
+  }
+  await Promise.all(pending);
+  const achieved = commits.size / ((nowMs() - t0) / 1000);
+  const arrivals = await waitForArrivals([...commits.keys()], 120_000);
+  const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), achieved };
+}
+
+/** The baseline: a raw loop POSTing signed bodies to the same receiver (64 at a time, keep-alive). */
+async function rawLoop(seconds: number): Promise<number> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 64, ca: receiver.ca.caPem });
+  const body = Buffer.from(JSON.stringify({ id: "evt_raw", type: "webhook.test", created_at: new Date().toISOString(), data: { test: { synthetic: true } } }));
+  let sent = 0;
+  const end = nowMs() + seconds * 1000;
+  const post = () =>
+    new Promise<void>((resolve, reject) => {
+      const ts = Math.floor(Date.now() / 1000);
+      const req = https.request(
+        {
+          host: "127.0.0.1",
+          port: receiver.port,
+          servername: benchHost,
+          path: "/raw",
+          method: "POST",
+          agent,
+          headers: {
+            host: benchHost,
+            "content-type": "application/json",
+            "x-service-event-id": `raw-${sent}`,
+            "x-service-timestamp": String(ts),
+            "x-service-signature": signPayload(secret, ts, body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
+  const t0 = nowMs();
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (nowMs() < end) {
+        await post();
+        sent++;
+      }
+    }),
+  );
+  agent.destroy();
+  await receiver.reset();
+  return sent / ((nowMs() - t0) / 1000);
+}
+
+/** Event → outbox → relay → JetStream → worker → HTTPS receiver, on a system of its own. */
+export const deliveryScenario: Scenario = {
+  name: "delivery",
+  title: "Delivery pipeline end to end (outbox, JetStream, worker, HTTPS receiver)",
+  metrics: {
+    deliveries_per_s: { label: "deliveries/s sustained", unit: "/s", target: { op: ">=", value: 2000 } },
+    baseline_per_s: { label: "baseline: raw signed POST loop", unit: "/s" },
+    ratio: { label: "ratio to baseline", unit: "×" },
+    offered_rate: { label: "offered rate achieved", unit: "events/s" },
+    first_attempt_p50: { label: "commit → first attempt p50", unit: "ms" },
+    first_attempt_p99: { label: "commit → first attempt p99", unit: "ms", target: { op: "<=", value: 250 } },
+  },
+  async setup(ctx) {
+    receiver = await startBenchReceiver(cleanup);
+    system = await startSystem(cleanup, { ...receiver.env, DB_POOL_SIZE: process.env.BENCH_POOL ?? "10", WEBHOOK_CONCURRENCY: process.env.BENCH_CONC ?? "64" });
+    const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
+    });
+    if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
+    const created = (await res.json()) as { data: { id: string }; signing_secret: string };
+    secret = created.signing_secret;
+    producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
+    cleanup.teardown(() => producer.close());
+    ctx.log(`delivery: system with ${system.processes.length} process(es), receiver on ${receiver.port}`);
+  },
+  async warmup(ctx) {
+    await sustained(ctx, 500);
+  },
+  async run(ctx) {
+    const n = ctx.quick ? 2000 : 20_000;
+    const seconds = ctx.quick ? 3 : 10;
+    const deliveries = await sustained(ctx, n);
+    const baseline = await rawLoop(seconds);
+    const latency = await latencyAt(1000, seconds);
+    return {
+      deliveries_per_s: deliveries,
+      baseline_per_s: baseline,
+      ratio: deliveries / baseline,
+      offered_rate: latency.achieved,
+      first_attempt_p50: latency.p50,
+      first_attempt_p99: latency.p99,
+    };
+  },
+  async teardown() {
+    await cleanup.run();
+  },
+};

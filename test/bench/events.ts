@@ -1,0 +1,46 @@
+import pg from "pg";
+import { newId } from "../../services/platform/ids.ts";
+import { nowMs } from "./stats.ts";
+
+/**
+ * Records events for the delivery benchmarks straight into the outbox, as a state
+ * change's transaction leaves them: each event (its bytes written once) and one
+ * pending delivery to the endpoint, in one transaction, one statement per batch.
+ * (recordEvent does the same per event; doing it in bulk keeps the producer from
+ * being what is measured.) The insert trigger wakes the relay at commit.
+ */
+export class EventProducer {
+  private readonly pool: pg.Pool;
+  private readonly merchantId: string;
+  private readonly endpointId: string;
+
+  constructor(databaseUrl: string, merchantId: string, endpointId: string) {
+    this.pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    this.merchantId = merchantId;
+    this.endpointId = endpointId;
+  }
+
+  async record(count: number): Promise<{ ids: string[]; committedAt: number }> {
+    const ids = Array.from({ length: count }, () => newId("evt"));
+    const createdAt = new Date().toISOString();
+    const payloads = ids.map((id) =>
+      JSON.stringify({ id, type: "webhook.test", created_at: createdAt, data: { test: { synthetic: true, environment: "test", endpoint_id: this.endpointId } } }),
+    );
+    const deliveries = ids.map(() => newId("wd"));
+    await this.pool.query(
+      `with ev as (
+         insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
+         select id, $1, 'test', 'webhook.test', payload, $4 from unnest($2::text[], $3::text[]) as t(id, payload)
+         returning id
+       )
+       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       select d.id, $1, 'test', d.event_id, $5, 'pending', 0, $4, $4 from unnest($6::text[], $2::text[]) as d(id, event_id)`,
+      [this.merchantId, ids, payloads, createdAt, this.endpointId, deliveries],
+    );
+    return { ids, committedAt: nowMs() };
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}
