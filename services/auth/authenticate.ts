@@ -3,7 +3,6 @@ import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import type { Principal } from "../rpc/context.ts";
-import { ApiKey } from "./entities.ts";
 import { hashApiKey, parseBearer } from "./keys.ts";
 
 /**
@@ -24,8 +23,12 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
         : "The Authorization header must be: Bearer <api_key>.",
     );
   }
-  const key = await em.findOne(ApiKey, { secretHash: hashApiKey(bearer.secret) }, { fields: ["id", "merchant", "environment", "scopes", "revokedAt"] });
-  if (!key || key.revokedAt) throw apiError("invalid_api_key", "The API key is unknown or revoked.");
+  // Every request runs this lookup: plain SQL on the unique index, no ORM hydration.
+  const [key] = await em.execute<{ id: string; merchant_id: string; environment: string; scopes: string[]; revoked_at: unknown }[]>(
+    `select id, merchant_id, environment, scopes, revoked_at from api_keys where secret_hash = ?`,
+    [hashApiKey(bearer.secret)],
+  );
+  if (!key || key.revoked_at) throw apiError("invalid_api_key", "The API key is unknown or revoked.");
   if (route.credential === Credential.TEST_API_KEY && key.environment !== "test") {
     throw apiError("test_mode_only", "This route accepts only a Test API key.");
   }
@@ -34,7 +37,7 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
   }
   return {
     keyId: key.id,
-    merchantId: key.merchant.id,
+    merchantId: key.merchant_id,
     environment: key.environment === "live" ? "live" : "test",
     scopes: new Set(key.scopes),
   };

@@ -12,32 +12,6 @@ export interface Owner {
   environment: Environment;
 }
 
-/**
- * The outbox half of recording an event: one pending delivery per enabled
- * endpoint of the event's merchant and environment (or only `endpointId`),
- * in the caller's transaction. A trigger wakes the relay at commit.
- */
-export async function fanOut(em: EntityManager, owner: Owner, eventId: string, at: Date, endpointId?: string): Promise<string[]> {
-  const endpoints = await em.execute<{ id: string }[]>(
-    `select id from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled'${endpointId ? " and id = ?" : ""}`,
-    endpointId ? [owner.merchantId, owner.environment, endpointId] : [owner.merchantId, owner.environment],
-  );
-  if (endpoints.length === 0) return [];
-  const rows = endpoints.map((e) => ({
-    id: newId("wd"),
-    merchant: owner.merchantId,
-    environment: owner.environment,
-    event: eventId,
-    endpoint: e.id,
-    status: "pending",
-    attemptCount: 0,
-    createdAt: at,
-    updatedAt: at,
-  }));
-  await em.insertMany(WebhookDeliveryRecord, rows);
-  return rows.map((r) => r.id);
-}
-
 /** A new pending delivery of the same event to the same endpoint. */
 export async function insertReplay(em: EntityManager, owner: Owner, original: DeliveryRow, at: Date): Promise<string> {
   const id = newId("wd");

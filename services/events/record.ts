@@ -3,8 +3,7 @@ import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import type { EventType } from "../intents/status.ts";
-import { fanOut } from "../delivery/store.ts";
-import { WebhookEventRecord } from "./entities.ts";
+import { maxEnabledEndpoints } from "../webhooks/limits.ts";
 
 export interface NewEvent {
   merchantId: string;
@@ -35,15 +34,38 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
   const id = newId("evt");
   const createdAt = event.createdAt ?? new Date();
   const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
-  await em.insert(WebhookEventRecord, {
-    id,
-    merchant: event.merchantId,
-    environment: event.environment,
-    type: event.type,
-    paymentIntentId: event.paymentIntentId ?? null,
-    payload,
-    createdAt,
-  });
-  const deliveryIds = await fanOut(em, { merchantId: event.merchantId, environment: event.environment }, id, createdAt, event.endpointId);
-  return { id, payload, deliveryIds };
+  // One statement for the event and its deliveries; delivery ids are made here, one
+  // for each endpoint that may be enabled, and the statement takes what it needs.
+  const deliveryIds = Array.from({ length: maxEnabledEndpoints }, () => newId("wd"));
+  const rows = await em.execute<{ id: string }[]>(
+    `with event as (
+       insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
+       values (?, ?, ?, ?, ?, ?, ?)
+       returning id
+     ), endpoint as (
+       select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
+        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${event.endpointId ? " and e.id = ?" : ""}
+     )
+     insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+     select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
+     returning id`,
+    [
+      id,
+      event.merchantId,
+      event.environment,
+      event.type,
+      event.paymentIntentId ?? null,
+      payload,
+      createdAt,
+      event.merchantId,
+      event.environment,
+      ...(event.endpointId ? [event.endpointId] : []),
+      `{${deliveryIds.join(",")}}`,
+      event.merchantId,
+      event.environment,
+      createdAt,
+      createdAt,
+    ],
+  );
+  return { id, payload, deliveryIds: rows.map((r) => r.id) };
 }

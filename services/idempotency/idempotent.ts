@@ -33,10 +33,12 @@ export async function runIdempotent(
   const where = [principal.merchantId, principal.environment, key];
   try {
     return await em.transactional(async (em) => {
-      await em.execute(`set local lock_timeout = '${waitForFirstMs}ms'`);
+      // The lock timeout is set in the same statement (one round trip); it applies to
+      // the wait on a concurrent request's key row, which happens after it is set.
       const inserted = await em.execute<{ key: string }[]>(
-        `insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
-         values (?, ?, ?, ?, ?, '\\x', now(), now() + interval '${retentionHours} hours')
+        `with timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true))
+         insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
+         select ?, ?, ?, ?, ?, '\\x', now(), now() + interval '${retentionHours} hours' from timeout
          on conflict do nothing returning key`,
         [...where, rpc, fingerprint],
       );

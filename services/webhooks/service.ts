@@ -15,6 +15,7 @@ import { apiError, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { inTransaction, merchantScope, type Principal } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
+import { maxEnabledEndpoints } from "./limits.ts";
 import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 
@@ -26,8 +27,6 @@ export interface WebhookDeps {
   lookup?: Lookup;
 }
 
-/** Enabled endpoints per merchant and environment: every event fans out to each of them. */
-export const maxEnabledEndpoints = 16;
 const maxDescriptionLength = 256;
 
 const endpointFields = ["id", "environment", "url", "description", "status", "createdAt", "disabledAt"] as const;
