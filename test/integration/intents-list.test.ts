@@ -100,4 +100,11 @@ t.test("a cursor is bound to its merchant, environment and filters", async (t) =
   t.equal(otherEnv.body.error?.code, "invalid_cursor", "nor another environment");
   const sameLimitChange = await call(base, "GET", `${path}?limit=3&cursor=${encodeURIComponent(cursor)}`, { key: a.key });
   t.equal(sameLimitChange.status, 200, "the page size may change between pages");
+  // The bounds' values are part of the scope, not only whether they are set.
+  const ranged = await call(base, "GET", `${path}?limit=1&created_after=2020-01-01T00:00:00Z`, { key: a.key });
+  const rangedCursor = encodeURIComponent(ranged.body.next_cursor);
+  const sameRange = await call(base, "GET", `${path}?limit=1&created_after=2020-01-01T00:00:00Z&cursor=${rangedCursor}`, { key: a.key });
+  t.equal(sameRange.status, 200, "the same range accepts it");
+  const otherRange = await call(base, "GET", `${path}?limit=1&created_after=2021-01-01T00:00:00Z&cursor=${rangedCursor}`, { key: a.key });
+  t.equal(otherRange.body.error?.code, "invalid_cursor", "another range refuses it");
 });

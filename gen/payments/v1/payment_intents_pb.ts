@@ -240,14 +240,14 @@ export type ListPaymentIntentsRequest = Message<"payments.v1.ListPaymentIntentsR
   status?: string | undefined;
 
   /**
-   * Only intents created at or after this time.
+   * Only intents created after this time (exclusive).
    *
    * @generated from field: optional google.protobuf.Timestamp created_after = 5;
    */
   createdAfter?: Timestamp | undefined;
 
   /**
-   * Only intents created before this time.
+   * Only intents created before this time (exclusive).
    *
    * @generated from field: optional google.protobuf.Timestamp created_before = 6;
    */
