@@ -147,16 +147,23 @@ export interface Claimed {
 
 export type ClaimResult = { claimed: Claimed } | { skipped: "unknown" | "finished" | "duplicate" | "in_flight" };
 
+export interface ClaimRequest {
+  id: string;
+  /** The JetStream message's stream sequence. */
+  seq: number;
+}
+
 /**
- * Starts an attempt of a delivery for the JetStream message `seq`: moves it to
- * processing, counts the attempt and records which message owns it, in one statement.
+ * Starts an attempt of each delivery for its JetStream message: moves it to
+ * processing, counts the attempt and records which message owns it — for a whole
+ * batch in one statement (rows locked in id order).
  * A message of another sequence for the same delivery is a duplicate publish.
  * A delivery already processing is taken over only once its attempt started at
  * least `takeoverAfterMs` ago: JetStream redelivers a message whose worker died
  * no sooner than the previous ack deadline, while a copy that arrives right away
  * (some servers can hand out a queued redelivery twice) is the same attempt.
  */
-export async function claimDelivery(em: EntityManager, id: string, seq: number, at: Date, takeoverAfterMs: number): Promise<ClaimResult> {
+export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   const rows = await em.execute<
     {
       id: string;
@@ -171,46 +178,62 @@ export async function claimDelivery(em: EntityManager, id: string, seq: number, 
       payload: string;
     }[]
   >(
-    `with old as (
-       select id, status, last_attempt_at from webhook_deliveries
-        where id = ? and (stream_seq is null or stream_seq = ?)
-          and (status = 'pending' or (status = 'processing' and last_attempt_at <= ?))
-        for update
+    `with input as (
+       select distinct on (id) id, seq from json_to_recordset(?::json) as i(id text, seq bigint)
+     ), old as (
+       select d.id, d.status, d.last_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
+        where (d.stream_seq is null or d.stream_seq = input.seq)
+          and (d.status = 'pending' or (d.status = 'processing' and d.last_attempt_at <= ?))
+        order by d.id
+        for update of d
      ), claimed as (
        update webhook_deliveries d
-          set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = ?,
+          set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
               last_attempt_at = ?, next_attempt_at = null, updated_at = ?
          from old where d.id = old.id
        returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, d.event_id, d.endpoint_id
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, ev.payload
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
-    [id, seq, new Date(at.getTime() - takeoverAfterMs), seq, at, at],
+    [JSON.stringify(batch), new Date(at.getTime() - takeoverAfterMs), at, at],
   );
-  const r = rows[0];
-  if (r) {
-    return {
-      claimed: {
-        id: r.id,
-        attempt: r.attempt_count,
-        previousStatus: r.previous_status,
-        previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
-        eventId: r.event_id,
-        endpointId: r.endpoint_id,
-        endpointUrl: r.url,
-        endpointStatus: r.endpoint_status,
-        secretCiphertext: r.secret_ciphertext,
-        payload: r.payload,
-      },
-    };
+  const claimed = new Map(rows.map((r) => [r.id, r]));
+  const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);
+  const existing = new Map<string, { status: DeliveryStatus; stream_seq: string | number | null }>();
+  if (missing.length > 0) {
+    const found = await em.execute<{ id: string; status: DeliveryStatus; stream_seq: string | number | null }[]>(
+      `select id, status, stream_seq from webhook_deliveries where id in (?)`,
+      [missing],
+    );
+    for (const f of found) existing.set(f.id, f);
   }
-  const [existing] = await em.execute<{ status: DeliveryStatus; stream_seq: string | number | null }[]>(
-    `select status, stream_seq from webhook_deliveries where id = ?`,
-    [id],
-  );
-  if (!existing) return { skipped: "unknown" };
-  if (existing.status === "delivered" || existing.status === "failed") return { skipped: "finished" };
-  return { skipped: existing.stream_seq !== null && Number(existing.stream_seq) !== seq ? "duplicate" : "in_flight" };
+  const given = new Set<string>();
+  return batch.map((b): ClaimResult => {
+    const r = claimed.get(b.id);
+    // A batch holding two copies of one message: the first gets the attempt.
+    if (r && !given.has(b.id)) {
+      given.add(b.id);
+      return {
+        claimed: {
+          id: r.id,
+          attempt: r.attempt_count,
+          previousStatus: r.previous_status,
+          previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
+          eventId: r.event_id,
+          endpointId: r.endpoint_id,
+          endpointUrl: r.url,
+          endpointStatus: r.endpoint_status,
+          secretCiphertext: r.secret_ciphertext,
+          payload: r.payload,
+        },
+      };
+    }
+    if (r) return { skipped: "in_flight" };
+    const e = existing.get(b.id);
+    if (!e) return { skipped: "unknown" };
+    if (e.status === "delivered" || e.status === "failed") return { skipped: "finished" };
+    return { skipped: e.stream_seq !== null && Number(e.stream_seq) !== b.seq ? "duplicate" : "in_flight" };
+  });
 }
 
 /** Records an attempt whose worker stopped before it could record an outcome. */
@@ -238,38 +261,45 @@ export interface AttemptRecord {
 }
 
 /**
- * Moves the delivery on and records the attempt, in one statement; nothing is
- * written, and false returned, if another worker has taken the delivery over.
+ * Moves each delivery on and records its attempt — a whole batch in one statement.
+ * Nothing is written for a delivery another worker has taken over meanwhile;
+ * returns, per record, whether it was written.
  */
-export async function finishAttempt(em: EntityManager, a: AttemptRecord): Promise<boolean> {
-  const rows = await em.execute<{ delivery_id: string }[]>(
-    `with moved as (
-       update webhook_deliveries set status = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = now()
-        where id = ? and status = 'processing' and attempt_count = ?
-       returning id
+export async function finishAttempts(em: EntityManager, batch: readonly AttemptRecord[]): Promise<boolean[]> {
+  const input = batch.map((a) => ({
+    id: a.deliveryId,
+    number: a.number,
+    status: a.status,
+    started_at: a.startedAt.toISOString(),
+    duration_ms: a.durationMs,
+    status_code: a.statusCode ?? null,
+    error: a.error ?? null,
+    outcome: a.outcome,
+    excerpt: a.excerpt ?? null,
+    next_attempt_at: a.nextAttemptAt?.toISOString() ?? null,
+    last_error: a.lastError ?? null,
+  }));
+  const rows = await em.execute<{ delivery_id: string; number: number }[]>(
+    `with input as (
+       select * from json_to_recordset(?::json) as i(id text, number int, status text, started_at timestamptz, duration_ms int,
+         status_code int, error text, outcome text, excerpt text, next_attempt_at timestamptz, last_error text)
+     ), moved as (
+       update webhook_deliveries d
+          set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
+              last_error = input.last_error, updated_at = now()
+         from input where d.id = input.id and d.status = 'processing' and d.attempt_count = input.number
+       returning d.id, input.number
      )
      insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
-     select moved.id, ?::int, ?::timestamptz, ?::int, ?::int, ?::text, ?::text, ?::text from moved
+     select input.id, input.number, input.started_at, input.duration_ms, input.status_code, input.error, input.outcome, input.excerpt
+       from input join moved on moved.id = input.id and moved.number = input.number
      on conflict (delivery_id, number) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
-     returning delivery_id`,
-    [
-      a.status,
-      a.nextAttemptAt ?? null,
-      a.statusCode ?? null,
-      a.lastError ?? null,
-      a.deliveryId,
-      a.number,
-      a.number,
-      a.startedAt,
-      a.durationMs,
-      a.statusCode ?? null,
-      a.error ?? null,
-      a.outcome,
-      a.excerpt ?? null,
-    ],
+     returning delivery_id, number`,
+    [JSON.stringify(input)],
   );
-  return rows.length === 1;
+  const written = new Set(rows.map((r) => `${r.delivery_id}/${r.number}`));
+  return batch.map((a) => written.has(`${a.deliveryId}/${a.number}`));
 }
 
 /** Ends a claimed delivery without an HTTP attempt (its endpoint was disabled meanwhile). */

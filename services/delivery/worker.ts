@@ -8,7 +8,8 @@ import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
 import { signPayload } from "./signature.ts";
-import { claimDelivery, failAbandoned, failClaimed, finishAttempt, recordLostAttempt, type Claimed } from "./store.ts";
+import { Batcher } from "./batcher.ts";
+import { claimDeliveries, failAbandoned, failClaimed, finishAttempts, recordLostAttempt, type AttemptRecord, type Claimed, type ClaimRequest, type ClaimResult } from "./store.ts";
 import { PolicyRejection, UnresolvedHost, resolveTarget, type ConnectTo } from "./url-policy.ts";
 
 export interface WorkerOptions {
@@ -44,6 +45,13 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   halted.catch(() => undefined);
   let current: { close(): Promise<void | Error> } | undefined;
   const inflight = new Set<Promise<void>>();
+  // A worker that died is noticed no sooner than an ack deadline after its attempt began.
+  // (Not the message's own count: a 2.9 server can hand a pending message out again as delivery 1.)
+  const takeoverAfterMs = shortestDeadlineMs(o.schedule) / 2;
+  const batches: Batches = {
+    claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs)),
+    finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items)),
+  };
 
   const loop = (async () => {
     let failed = false;
@@ -62,7 +70,7 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           current = batch;
           if (stopped) await batch.close();
           for await (const msg of batch) {
-            const task = handle(o, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
+            const task = handle(o, batches, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
             inflight.add(task);
             void task.finally(() => inflight.delete(task));
           }
@@ -105,23 +113,24 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   };
 }
 
+interface Batches {
+  claims: Batcher<ClaimRequest, ClaimResult>;
+  finishes: Batcher<AttemptRecord, boolean>;
+}
+
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
 }
 
-async function handle(o: WorkerOptions, msg: JsMsg): Promise<void> {
+async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<void> {
   const deliveryCount = msg.info.deliveryCount;
   // Keep the ack deadline (backoff[n-1] for delivery n) from passing during the attempt.
   const deadline = delayAfter(o.schedule, deliveryCount);
   const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(deadline / 3)));
   try {
     const em = o.db.em.fork();
-    const deliveryId = msg.string();
+    const claim = await batches.claims.add({ id: msg.string(), seq: msg.seq });
     const startedAt = new Date();
-    // A worker that died is noticed no sooner than an ack deadline after its attempt began.
-    // (Not the message's own count: a 2.9 server can hand a pending message out again as delivery 1.)
-    const takeoverAfterMs = shortestDeadlineMs(o.schedule) / 2;
-    const claim = await claimDelivery(em, deliveryId, msg.seq, startedAt, takeoverAfterMs);
     if ("skipped" in claim) {
       // A copy of the message whose attempt is running here or elsewhere: that attempt
       // acknowledges the message, and this copy leaves it alone.
@@ -146,7 +155,7 @@ async function handle(o: WorkerOptions, msg: JsMsg): Promise<void> {
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
     const delayMs = delayAfter(o.schedule, deliveryCount);
     const finishedAt = Date.now();
-    const owned = await finishAttempt(em, {
+    const owned = await batches.finishes.add({
       deliveryId: d.id,
       number: d.attempt,
       startedAt,
