@@ -8,6 +8,8 @@ import { Cleanup, startSystem, type System } from "../system.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 
 const cleanup = new Cleanup();
+/** Worker processes besides the all-roles one (BENCH_EXTRA_WORKERS): one per core is the way to scale delivery. */
+const extraWorkers = Number(process.env.BENCH_EXTRA_WORKERS ?? 1);
 let system: System;
 let receiver: BenchReceiver;
 let secret = "";
@@ -116,7 +118,7 @@ async function rawLoop(seconds: number): Promise<number> {
 /** Event → outbox → relay → JetStream → worker → HTTPS receiver, on a system of its own. */
 export const deliveryScenario: Scenario = {
   name: "delivery",
-  title: "Delivery pipeline end to end (outbox, JetStream, worker, HTTPS receiver)",
+  title: `Delivery pipeline end to end (outbox, relay, JetStream, ${1 + extraWorkers} worker processes, HTTPS receiver)`,
   metrics: {
     deliveries_per_s: { label: "deliveries/s sustained", unit: "/s", target: { op: ">=", value: 2000 } },
     baseline_per_s: { label: "baseline: raw signed POST loop", unit: "/s" },
@@ -127,7 +129,7 @@ export const deliveryScenario: Scenario = {
   },
   async setup(ctx) {
     receiver = await startBenchReceiver(cleanup);
-    system = await startSystem(cleanup, { ...receiver.env, DB_POOL_SIZE: process.env.BENCH_POOL ?? "10", WEBHOOK_CONCURRENCY: process.env.BENCH_CONC ?? "64" });
+    system = await startSystem(cleanup, receiver.env);
     const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
       method: "POST",
       headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
@@ -138,6 +140,7 @@ export const deliveryScenario: Scenario = {
     secret = created.signing_secret;
     producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
     cleanup.teardown(() => producer.close());
+    for (let i = 0; i < extraWorkers; i++) await system.spawn(["worker"]);
     ctx.log(`delivery: system with ${system.processes.length} process(es), receiver on ${receiver.port}`);
   },
   async warmup(ctx) {
