@@ -3,12 +3,12 @@ import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
+import { Batcher } from "./batcher.ts";
 import { classify, type AttemptResult } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
 import { signPayload } from "./signature.ts";
-import { Batcher } from "./batcher.ts";
 import { claimDeliveries, failAbandoned, failClaimed, finishAttempts, recordLostAttempt, type AttemptRecord, type Claimed, type ClaimRequest, type ClaimResult } from "./store.ts";
 import { PolicyRejection, UnresolvedHost, resolveTarget, type ConnectTo } from "./url-policy.ts";
 
@@ -76,9 +76,8 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           }
           current = undefined;
         }
-        // The consumer went away (deleted, or the server lost it): set it up again.
-        failed = !stopped;
       } catch (err) {
+        // E.g. the consumer went away (deleted, or the server lost it): set it up again.
         if (!stopped) o.logger.warn({ err }, "delivery worker: consumer unavailable; retrying");
         failed = true;
       }
