@@ -38,16 +38,7 @@ let failed = false;
 try {
   log(`starting the service (${quick ? "quick" : "full"} mode, ${runs} run(s) per scenario)`);
   const system = await startSystem(cleanup);
-  const ctx: BenchContext = {
-    quick,
-    base: system.base,
-    databaseUrl: system.databaseUrl,
-    db: system.db,
-    masterKey: system.masterKey,
-    env: system.env,
-    merchant: system.merchant,
-    log,
-  };
+  const ctx: BenchContext = { ...system, quick, log };
   for (const scenario of scenarios) {
     log(`${scenario.name}: ${scenario.title}`);
     const t0 = Date.now();

@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import { scopes } from "../../services/auth/keys.ts";
-import { openDatabase, type Database } from "../../services/platform/db.ts";
+import { openDatabase } from "../../services/platform/db.ts";
 import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "../helpers/harness.ts";
 import { freePort, spawnService, type ServiceProcess } from "../helpers/processes.ts";
+import type { SystemInfo } from "./types.ts";
 
 /** Teardown functions, run in reverse order. */
 export class Cleanup {
@@ -17,13 +18,7 @@ export class Cleanup {
   }
 }
 
-export interface System {
-  base: string;
-  databaseUrl: string;
-  db: Database;
-  masterKey: Buffer;
-  env: Record<string, string>;
-  merchant: { id: string; key: string };
+export interface System extends SystemInfo {
   processes: ServiceProcess[];
   /** Another process of the same system, e.g. ["worker"]. */
   spawn(roles: string[]): Promise<ServiceProcess>;

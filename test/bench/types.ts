@@ -1,9 +1,8 @@
 import type { Database } from "../../services/platform/db.ts";
 
-/** What every scenario gets: the running system, its database, and a merchant with a Test key. */
-export interface BenchContext {
-  quick: boolean;
-  /** REST gateway of the system under test, e.g. http://127.0.0.1:41234 */
+/** A running system under test: the service processes, their database, a merchant with a Test key. */
+export interface SystemInfo {
+  /** REST gateway, e.g. http://127.0.0.1:41234 */
   base: string;
   databaseUrl: string;
   /** The bench's own connection to the system's database, for setup and checks. */
@@ -13,6 +12,11 @@ export interface BenchContext {
   /** The system's environment, for scenarios that start processes of their own. */
   env: Record<string, string>;
   merchant: { id: string; key: string };
+}
+
+/** What every scenario gets: the main system, the mode, and a progress log. */
+export interface BenchContext extends SystemInfo {
+  quick: boolean;
   log(message: string): void;
 }
 
