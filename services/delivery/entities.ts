@@ -40,6 +40,17 @@ export const WebhookDeliveryRecord = defineEntity({
       expression: `create index "webhook_deliveries_unpublished_index" on "webhook_deliveries" ("created_at") where "published_at" is null`,
     },
   ],
+  // Wakes the outbox relay when deliveries commit (NOTIFY is delivered at commit, once per
+  // transaction for equal payloads). Per row, so a statement that inserts none stays silent.
+  triggers: [
+    {
+      name: "webhook_deliveries_outbox_notify",
+      timing: "after",
+      events: ["insert"],
+      forEach: "row",
+      body: "perform pg_notify('webhook_outbox', ''); return null;",
+    },
+  ],
 });
 export type WebhookDeliveryRecord = InferEntity<typeof WebhookDeliveryRecord>;
 

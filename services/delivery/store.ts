@@ -59,13 +59,17 @@ export interface AttemptRow {
 const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.attempt_count,
   d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
 
+/** By primary key only, the owner checked on the row (see findIntent for why). */
 export async function findDelivery(em: EntityManager, owner: Owner, id: string): Promise<DeliveryRow | undefined> {
-  const rows = await em.execute<DeliveryRow[]>(
-    `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
-      where d.id = ? and d.merchant_id = ? and d.environment = ?`,
-    [id, owner.merchantId, owner.environment],
+  const rows = await em.execute<(DeliveryRow & { merchant_id: string; environment: string })[]>(
+    `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+      where d.id = ?`,
+    [id],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row || row.merchant_id !== owner.merchantId || row.environment !== owner.environment) return undefined;
+  const { merchant_id: _, environment: __, ...delivery } = row;
+  return delivery;
 }
 
 export interface DeliveryQuery {

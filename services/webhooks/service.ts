@@ -3,7 +3,6 @@ import { LockMode } from "@mikro-orm/core";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { recordEvent } from "../events/record.ts";
-import { WebhookEventRecord } from "../events/entities.ts";
 import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow, type DeliveryRow } from "../delivery/store.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
 import { PolicyRejection, resolveTarget, type ConnectTo, type Lookup } from "../delivery/url-policy.ts";
@@ -199,12 +198,14 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
 
     async getWebhookEvent(req, ctx) {
       const { principal, em } = merchantScope(ctx);
-      const event = await em.findOne(
-        WebhookEventRecord,
-        { id: req.eventId, merchant: principal.merchantId, environment: principal.environment },
-        { fields: ["payload"] },
+      // By primary key only, the owner checked on the row (see findIntent for why).
+      const [event] = await em.execute<{ payload: string; merchant_id: string; environment: string }[]>(
+        `select payload, merchant_id, environment from webhook_events where id = ?`,
+        [req.eventId],
       );
-      if (!event) throw apiError("not_found", `No webhook event ${req.eventId}.`, "event_id");
+      if (!event || event.merchant_id !== principal.merchantId || event.environment !== principal.environment) {
+        throw apiError("not_found", `No webhook event ${req.eventId}.`, "event_id");
+      }
       // The stored bytes are the envelope as delivered; the message carries the same JSON.
       return { data: fromJson(WebhookEventSchema, JSON.parse(event.payload)) };
     },

@@ -8,6 +8,7 @@ const connections = 64;
 const body = JSON.stringify({ network: "ethereum", asset: "USDC", requested_amount: "12.50", merchant_reference: "bench-order" });
 
 let baselineUrl = "";
+let getUrl = "";
 let stopBaseline: (() => void) | undefined;
 
 const seconds = (ctx: BenchContext) => (ctx.quick ? 3 : 10);
@@ -34,6 +35,9 @@ export const createScenario: Scenario = {
     baseline_rps: { label: "baseline (node:http + pg insert) requests/s", unit: "req/s" },
     baseline_p99: { label: "baseline latency p99", unit: "ms" },
     ratio: { label: "ratio to baseline", unit: "×", target: { op: ">=", value: 0.35 } },
+    get_rps: { label: "same path, GET one intent (key lookup + one select, no transaction): requests/s", unit: "req/s" },
+    get_p99: { label: "same path, GET one intent: latency p99", unit: "ms" },
+    get_ratio: { label: "GET one intent, ratio to baseline (the ceiling of the path)", unit: "×" },
   },
   async setup(ctx) {
     const port = await freePort();
@@ -46,6 +50,13 @@ export const createScenario: Scenario = {
       child.once("exit", (code) => reject(new Error(`baseline server exited (${code})`)));
     });
     baselineUrl = `http://127.0.0.1:${port}/`;
+    const created = await fetch(createRequest(ctx).url, {
+      method: "POST",
+      headers: { ...createRequest(ctx).headers, "idempotency-key": `bench-get-${Date.now()}` },
+      body,
+    });
+    if (created.status !== 200) throw new Error(`create: ${created.status} ${await created.text()}`);
+    getUrl = `${createRequest(ctx).url}/${((await created.json()) as { data: { public_id: string } }).data.public_id}`;
     stopBaseline = () => child.kill("SIGKILL");
   },
   async warmup(ctx) {
@@ -53,9 +64,21 @@ export const createScenario: Scenario = {
     await load({ url: baselineUrl, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds: 2 });
   },
   async run(ctx) {
+    // How fast the same gateway → Connect → handler path goes with the least work a route can do.
+    const get = await load({ url: getUrl, headers: { authorization: `Bearer ${ctx.merchant.key}` }, connections, seconds: seconds(ctx) });
     const api = await load({ ...createRequest(ctx), seconds: seconds(ctx) });
     const raw = await load({ url: baselineUrl, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds: seconds(ctx) });
-    return { rps: api.rps, p50: api.p50, p99: api.p99, baseline_rps: raw.rps, baseline_p99: raw.p99, ratio: api.rps / raw.rps };
+    return {
+      rps: api.rps,
+      p50: api.p50,
+      p99: api.p99,
+      baseline_rps: raw.rps,
+      baseline_p99: raw.p99,
+      ratio: api.rps / raw.rps,
+      get_rps: get.rps,
+      get_p99: get.p99,
+      get_ratio: get.rps / raw.rps,
+    };
   },
   async teardown() {
     stopBaseline?.();
