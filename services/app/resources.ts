@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import type { Config } from "../platform/config.ts";
+import { freePort } from "../platform/listen.ts";
 import { randomBase62 } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { startEmbeddedNats, reachable, type EmbeddedNats } from "./embedded-nats.ts";
@@ -15,17 +15,6 @@ interface EmbeddedSettings {
   natsPort: number;
 }
 
-/** A port nothing listens on now; kept for this data directory from then on. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function embeddedSettings(dataDir: string): Promise<EmbeddedSettings> {
   const file = path.join(dataDir, "embedded.json");

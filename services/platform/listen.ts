@@ -1,5 +1,5 @@
 import type http from "node:http";
-import type { AddressInfo, Server } from "node:net";
+import net, { type AddressInfo, type Server } from "node:net";
 
 /** Listens and resolves with the bound port (port 0 picks a free one). */
 export async function listenOn(server: Server, host: string, port: number): Promise<number> {
@@ -20,4 +20,16 @@ export async function listen(server: http.Server, host: string, port: number): P
         server.closeIdleConnections();
       }),
   };
+}
+
+/** A loopback port nothing listened on a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -9,11 +9,13 @@
 //   await nats.stop(); await nats.start();   // same port and store directory
 import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { reachable } from "../../services/app/embedded-nats.ts";
+import { freePort } from "../../services/platform/listen.ts";
+
+export { freePort };
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -22,17 +24,6 @@ interface Teardown {
 const root = path.resolve(import.meta.dirname, "../..");
 const mainTs = path.join(root, "services/app/main.ts");
 
-/** A TCP port nothing listened on a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function exitOf(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
