@@ -2,8 +2,6 @@
 // exit 1 when what it reads is not there (NATS down, no stream or table yet).
 //   ops consumers [--json]
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
 import { parseArgs } from "node:util";
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -12,8 +10,7 @@ import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
 import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
 import { openDatabase } from "../platform/db.ts";
 import { createLogger } from "../platform/logger.ts";
-import { reachable } from "./embedded-nats.ts";
-import { resolveDatabase } from "./resources.ts";
+import { locateNats, resolveDatabase } from "./resources.ts";
 
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
@@ -49,20 +46,10 @@ const showSeconds = (s: unknown) => (Array.isArray(s) ? (s.length ? s.map((x) =>
 
 // ---- consumers ----
 
-/** Where the server finds NATS (resources.ts resolveNats), without ever starting a nats-server. */
-async function natsUrl(config: Config): Promise<string> {
-  if (config.natsUrl) return config.natsUrl;
-  if (await reachable("127.0.0.1", 4222)) return "nats://127.0.0.1:4222";
-  // A running `npm start` may have started its own nats-server on the port kept under DATA_DIR.
-  const settings = path.join(config.dataDir, "embedded.json");
-  if (existsSync(settings)) return `nats://127.0.0.1:${(JSON.parse(readFileSync(settings, "utf8")) as { natsPort: number }).natsPort}`;
-  return "nats://127.0.0.1:4222";
-}
-
 const notFound = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
 
 async function consumers(config: Config) {
-  const url = await natsUrl(config);
+  const url = await locateNats(config);
   let nc: NatsConnection;
   try {
     nc = await connect({ servers: url, name: "ops-cli", timeout: 3000, reconnect: false });

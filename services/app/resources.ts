@@ -15,10 +15,19 @@ interface EmbeddedSettings {
   natsPort: number;
 }
 
+function settingsFile(dataDir: string): string {
+  return path.join(dataDir, "embedded.json");
+}
+
+function readSettings(dataDir: string): EmbeddedSettings | undefined {
+  const file = settingsFile(dataDir);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as EmbeddedSettings) : undefined;
+}
 
 async function embeddedSettings(dataDir: string): Promise<EmbeddedSettings> {
-  const file = path.join(dataDir, "embedded.json");
-  if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as EmbeddedSettings;
+  const existing = readSettings(dataDir);
+  if (existing) return existing;
+  const file = settingsFile(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const settings = { pgPort: await freePort(), pgUser: "payments", pgPassword: randomBase62(24), natsPort: await freePort() };
   writeFileSync(file, JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
@@ -46,10 +55,28 @@ export async function resolveDatabase(config: Config, logger: Logger): Promise<R
   return { databaseUrl: db.url, embeddedDatabase: true, stopDatabase: db.stop };
 }
 
+/** NATS_URL, or 127.0.0.1:4222 when it answers; undefined when neither: the embedded default applies. */
+async function externalNats(config: Config): Promise<string | undefined> {
+  if (config.natsUrl) return config.natsUrl;
+  if (await reachable("127.0.0.1", 4222)) return "nats://127.0.0.1:4222";
+  return undefined;
+}
+
+/**
+ * Where the server finds NATS, without starting anything (for tools such as the ops CLI):
+ * as resolveNats, but the embedded default only by the port kept under DATA_DIR.
+ */
+export async function locateNats(config: Config): Promise<string> {
+  const external = await externalNats(config);
+  if (external) return external;
+  const s = readSettings(config.dataDir);
+  return s ? `nats://127.0.0.1:${s.natsPort}` : "nats://127.0.0.1:4222";
+}
+
 /** NATS_URL; unset: 127.0.0.1:4222 when it answers, else nats-server from PATH under DATA_DIR. */
 export async function resolveNats(config: Config, logger: Logger): Promise<{ url: string; stop(): Promise<void> }> {
-  if (config.natsUrl) return { url: config.natsUrl, stop: async () => {} };
-  if (await reachable("127.0.0.1", 4222)) return { url: "nats://127.0.0.1:4222", stop: async () => {} };
+  const external = await externalNats(config);
+  if (external) return { url: external, stop: async () => {} };
   const s = await embeddedSettings(config.dataDir);
   logger.info({ port: s.natsPort }, "NATS_URL is not set and 127.0.0.1:4222 does not answer: starting nats-server");
   const nats: EmbeddedNats = await startEmbeddedNats(config.dataDir, s.natsPort);
