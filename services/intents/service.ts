@@ -77,20 +77,9 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       };
       // A cursor is valid only for the merchant, environment and filters it was made for.
       const scope = canonicalJson([principal.merchantId, principal.environment, { ...query, limit: undefined }]);
-      if (req.cursor !== undefined) {
-        const position = cursors.decode(scope, req.cursor);
-        if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
-        query.after = { createdAt: new Date(position.t), id: position.i };
-      }
-      const rows = await listIntents(em, principal, query);
-      const page = rows.slice(0, limit);
-      const last = page[page.length - 1];
-      const hasMore = rows.length > limit;
-      return {
-        data: page.map((r) => toMessage(r, checkoutBaseUrl)),
-        hasMore,
-        nextCursor: hasMore && last ? cursors.encode(scope, { t: last.createdAt.getTime(), i: last.id }) : undefined,
-      };
+      query.after = cursors.start(scope, req.cursor);
+      const page = cursors.page(scope, await listIntents(em, principal, query), limit, (r) => r);
+      return { data: page.rows.map((r) => toMessage(r, checkoutBaseUrl)), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
     async cancelPaymentIntent(req, ctx) {

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { apiError } from "./errors.ts";
 
 /**
  * Opaque, tamper-proof keyset cursors: the position and the scope it belongs
@@ -10,6 +11,12 @@ export interface CursorPosition {
   t: number;
   /** id, the tie-breaker */
   i: string;
+}
+
+/** A row's place in a list ordered newest first on (created_at, id). */
+export interface Keyset {
+  createdAt: Date;
+  id: string;
 }
 
 export class CursorCodec {
@@ -40,6 +47,23 @@ export class CursorCodec {
     } catch {
       return undefined;
     }
+  }
+
+  /** Where a page starts: after the cursor's row, or at the top; an unusable cursor is 400 invalid_cursor. */
+  start(scope: string, cursor: string | undefined): Keyset | undefined {
+    if (cursor === undefined) return undefined;
+    const position = this.decode(scope, cursor);
+    if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
+    return { createdAt: new Date(position.t), id: position.i };
+  }
+
+  /** A page from up to `limit + 1` rows read newest first: the rows to show and the next page's cursor. */
+  page<R>(scope: string, rows: readonly R[], limit: number, keyOf: (row: R) => Keyset): { rows: R[]; hasMore: boolean; nextCursor: string | undefined } {
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    const hasMore = rows.length > limit;
+    const key = hasMore && last !== undefined ? keyOf(last) : undefined;
+    return { rows: page, hasMore, nextCursor: key ? this.encode(scope, { t: key.createdAt.getTime(), i: key.id }) : undefined };
   }
 
   private sign(scope: string, payload: string): string {

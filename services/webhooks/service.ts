@@ -3,9 +3,9 @@ import { LockMode } from "@mikro-orm/core";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { recordEvent } from "../events/record.ts";
-import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow, type DeliveryRow } from "../delivery/store.ts";
+import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow } from "../delivery/store.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
-import { PolicyRejection, resolveTarget, type ConnectTo, type Lookup } from "../delivery/url-policy.ts";
+import { PolicyRejection, resolveTarget, type ConnectTo } from "../delivery/url-policy.ts";
 import { validatePageSize } from "../intents/validate.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
@@ -22,8 +22,6 @@ export interface WebhookDeps {
   secrets: SecretBox;
   cursors: CursorCodec;
   connectTo: readonly ConnectTo[];
-  /** DNS for the create-time policy check; tests may substitute it. */
-  lookup?: Lookup;
 }
 
 const maxDescriptionLength = 256;
@@ -47,7 +45,7 @@ async function deliveryView(em: EntityManager, principal: Principal, id: string)
 }
 
 export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
-  const { secrets, cursors, connectTo, lookup } = deps;
+  const { secrets, cursors, connectTo } = deps;
 
   return {
     async createWebhookEndpoint(req, ctx) {
@@ -55,7 +53,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       if (req.url === "") throw validationError("url", `"url" is required.`);
       let url: string;
       try {
-        await resolveTarget(req.url, connectTo, lookup);
+        await resolveTarget(req.url, connectTo);
         url = new URL(req.url).href;
       } catch (err) {
         if (err instanceof PolicyRejection) throw validationError("url", `The URL is not allowed: ${err.reason}.`);
@@ -95,30 +93,18 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       const { principal, em } = merchantScope(ctx);
       const limit = validatePageSize(req.limit);
       const scope = canonicalJson(["webhook-endpoints", principal.merchantId, principal.environment]);
-      const params: unknown[] = [principal.merchantId, principal.environment];
-      let after = "";
-      if (req.cursor !== undefined) {
-        const position = cursors.decode(scope, req.cursor);
-        if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
-        after = " and (created_at, id) < (?, ?)";
-        params.push(new Date(position.t), position.i);
-      }
-      params.push(limit + 1);
+      const after = cursors.start(scope, req.cursor);
+      const params: unknown[] = [principal.merchantId, principal.environment, ...(after ? [after.createdAt, after.id] : []), limit + 1];
       const rows = await em.execute<{ id: string; environment: string; url: string; description: string | null; status: string; created_at: string | Date; disabled_at: string | Date | null }[]>(
         `select id, environment, url, description, status, created_at, disabled_at from webhook_endpoints
-          where merchant_id = ? and environment = ?${after} order by created_at desc, id desc limit ?`,
+          where merchant_id = ? and environment = ?${after ? " and (created_at, id) < (?, ?)" : ""} order by created_at desc, id desc limit ?`,
         params,
       );
-      const page = rows.slice(0, limit).map(
+      const endpoints = rows.map(
         (r): EndpointRow => ({ ...r, createdAt: new Date(r.created_at), disabledAt: r.disabled_at ? new Date(r.disabled_at) : null }),
       );
-      const last = page[page.length - 1];
-      const hasMore = rows.length > limit;
-      return {
-        data: page.map(endpointMessage),
-        hasMore,
-        nextCursor: hasMore && last ? cursors.encode(scope, { t: last.createdAt.getTime(), i: last.id }) : undefined,
-      };
+      const page = cursors.page(scope, endpoints, limit, (r) => r);
+      return { data: page.rows.map(endpointMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
     async getWebhookEndpoint(req, ctx) {
@@ -164,24 +150,13 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       }
       const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status };
       const scope = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
-      let after: { createdAt: Date; id: string } | undefined;
-      if (req.cursor !== undefined) {
-        const position = cursors.decode(scope, req.cursor);
-        if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
-        after = { createdAt: new Date(position.t), id: position.i };
-      }
+      const after = cursors.start(scope, req.cursor);
       const rows = await listDeliveries(em, principal, { ...query, after, limit: limit + 1 });
-      const page = rows.slice(0, limit);
-      const attempts = await attemptsOf(em, page.map((r) => r.id));
+      const page = cursors.page(scope, rows, limit, (r) => ({ createdAt: new Date(r.created_at), id: r.id }));
+      const attempts = await attemptsOf(em, page.rows.map((r) => r.id));
       const byDelivery = new Map<string, AttemptRow[]>();
       for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), a]);
-      const last: DeliveryRow | undefined = page[page.length - 1];
-      const hasMore = rows.length > limit;
-      return {
-        data: page.map((r) => deliveryMessage(r, byDelivery.get(r.id) ?? [])),
-        hasMore,
-        nextCursor: hasMore && last ? cursors.encode(scope, { t: new Date(last.created_at).getTime(), i: last.id }) : undefined,
-      };
+      return { data: page.rows.map((r) => deliveryMessage(r, byDelivery.get(r.id) ?? [])), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
     async replayWebhookDelivery(req, ctx) {
