@@ -123,11 +123,10 @@ function shortestDeadlineMs(s: Schedule): number {
 
 async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<void> {
   const deliveryCount = msg.info.deliveryCount;
-  // Keep the ack deadline (backoff[n-1] for delivery n) from passing during the attempt.
+  // Delivery n's ack deadline, and the delay before the next attempt: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
   const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(deadline / 3)));
   try {
-    const em = o.db.em.fork();
     const claim = await batches.claims.add({ id: msg.string(), seq: msg.seq });
     const startedAt = new Date();
     if ("skipped" in claim) {
@@ -140,10 +139,10 @@ async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<v
     }
     const d = claim.claimed;
     if (d.previousStatus === "processing" && d.attempt > 1) {
-      await recordLostAttempt(em, d.id, d.attempt - 1, claim.claimed.previousAttemptAt ?? startedAt);
+      await recordLostAttempt(o.db.em.fork(), d.id, d.attempt - 1, d.previousAttemptAt ?? startedAt);
     }
     if (d.endpointStatus !== "enabled") {
-      await failClaimed(em, d.id, "endpoint_disabled");
+      await failClaimed(o.db.em.fork(), d.id, "endpoint_disabled");
       msg.term("endpoint_disabled");
       return;
     }
@@ -152,7 +151,6 @@ async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<v
     const outcome = classify(result);
     const last = deliveryCount >= o.schedule.maxAttempts || d.attempt >= o.schedule.maxAttempts;
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
-    const delayMs = delayAfter(o.schedule, deliveryCount);
     const finishedAt = Date.now();
     const owned = await batches.finishes.add({
       deliveryId: d.id,
@@ -164,7 +162,7 @@ async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<v
       outcome,
       excerpt: "statusCode" in response ? response.excerpt : undefined,
       status,
-      nextAttemptAt: status === "pending" ? new Date(finishedAt + delayMs) : undefined,
+      nextAttemptAt: status === "pending" ? new Date(finishedAt + deadline) : undefined,
       lastError: "statusCode" in response ? (outcome === "success" ? undefined : `HTTP ${response.statusCode}`) : `${response.error}: ${response.detail}`,
     });
     clearInterval(heartbeat);
