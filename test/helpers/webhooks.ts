@@ -13,8 +13,8 @@ export interface WebhookSetup extends TestApp {
   ca: TestCa;
   receiver: Receiver;
   creds: Credentials;
-  /** Creates an endpoint on the receiver (path `/hooks/<n>`); returns its id and signing secret. */
-  createEndpoint(path?: string): Promise<{ id: string; secret: string; url: string }>;
+  /** Creates an endpoint on the receiver (path `/hooks/<n>`) for `creds` (default: the setup's); returns its id and signing secret. */
+  createEndpoint(path?: string, creds?: Credentials): Promise<{ id: string; secret: string; url: string }>;
 }
 
 /**
@@ -46,9 +46,9 @@ export async function webhookSetup(
     ca,
     receiver,
     creds,
-    async createEndpoint(path = `/hooks/${++n}`) {
+    async createEndpoint(path = `/hooks/${++n}`, c = creds) {
       const url = `https://${hookHost}${path}`;
-      const res = await call(app.base, "POST", `/api/v1/merchants/${creds.merchant}/webhook-endpoints`, { key: creds.key, body: { url } });
+      const res = await call(app.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints`, { key: c.key, body: { url } });
       if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${JSON.stringify(res.body)}`);
       return { id: res.body.data.id, secret: res.body.signing_secret, url };
     },
@@ -57,12 +57,20 @@ export async function webhookSetup(
 
 /** Polls the delivery list until `done` holds for the delivery (or times out). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function waitForDelivery(s: WebhookSetup, deliveryId: string, done: (d: any) => boolean, timeoutMs = 15_000): Promise<any> {
+export async function waitForDelivery(
+  s: WebhookSetup,
+  deliveryId: string,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  done: (d: any) => boolean,
+  timeoutMs = 15_000,
+  creds: Credentials = s.creds,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let last: any;
   while (Date.now() < deadline) {
-    last = await deliveryById(s, deliveryId);
+    last = await deliveryById(s, deliveryId, creds);
     if (last && done(last)) return last;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -70,8 +78,8 @@ export async function waitForDelivery(s: WebhookSetup, deliveryId: string, done:
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function deliveryById(s: WebhookSetup, deliveryId: string): Promise<any> {
-  const res = await call(s.base, "GET", `/api/v1/merchants/${s.creds.merchant}/webhook-deliveries?limit=200`, { key: s.creds.key });
+export async function deliveryById(s: WebhookSetup, deliveryId: string, creds: Credentials = s.creds): Promise<any> {
+  const res = await call(s.base, "GET", `/api/v1/merchants/${creds.merchant}/webhook-deliveries?limit=200`, { key: creds.key });
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return res.body.data.find((d: any) => d.id === deliveryId);
 }

@@ -33,34 +33,10 @@ function respondByPath(req: RecordedRequest): Reply {
 
 const s = await webhookSetup(t, { respond: respondByPath, env: { WEBHOOK_TIMEOUT_MS: "500" } });
 
-async function endpointAt(setup: WebhookSetup, c: Credentials, path: string) {
-  const res = await call(setup.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints`, {
-    key: c.key,
-    body: { url: `https://${hookHost}${path}` },
-  });
-  if (res.status !== 200) throw new Error(JSON.stringify(res.body));
-  return { id: res.body.data.id as string, secret: res.body.signing_secret as string };
-}
-
 async function sendTest(setup: WebhookSetup, c: Credentials, endpointId: string) {
   const res = await call(setup.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints/${endpointId}/test`, { key: c.key });
   if (res.status !== 200) throw new Error(JSON.stringify(res.body));
   return res.body.data as { id: string; event_id: string };
-}
-
-async function deliveryOf(setup: WebhookSetup, c: Credentials, id: string) {
-  const res = await call(setup.base, "GET", `/api/v1/merchants/${c.merchant}/webhook-deliveries?limit=200`, { key: c.key });
-  return res.body.data.find((d: { id: string }) => d.id === id);
-}
-
-async function settled(setup: WebhookSetup, c: Credentials, id: string, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const d = await deliveryOf(setup, c, id);
-    if (d && finished(d)) return d;
-    if (Date.now() > deadline) throw new Error(`delivery ${id} did not finish: ${JSON.stringify(d)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 t.test("outcome classification, one row per case (max 6 attempts)", async (t) => {
@@ -84,12 +60,12 @@ t.test("outcome classification, one row per case (max 6 attempts)", async (t) =>
   const started = await Promise.all(
     rows.map(async (row, i) => {
       const c = i % 2 === 0 ? s.creds : await merchantWithKey(s.app);
-      const ep = await endpointAt(s, c, row.path);
+      const ep = await s.createEndpoint(row.path, c);
       return { row, c, delivery: await sendTest(s, c, ep.id) };
     }),
   );
   for (const { row, c, delivery } of started) {
-    const d = await settled(s, c, delivery.id);
+    const d = await waitForDelivery(s, delivery.id, finished, 20_000, c);
     const label = `${row.row} (${row.path})`;
     t.equal(d.status, row.status, `${label}: ${row.status}`);
     t.equal(d.attempt_count, row.attempts, `${label}: ${row.attempts} attempt(s)`);
@@ -125,9 +101,9 @@ t.test("outcome classification, one row per case (max 6 attempts)", async (t) =>
 });
 
 t.test("a retryable failure followed by success is delivered on the second attempt", async (t) => {
-  const ep = await endpointAt(s, s.creds, "/flaky/1");
+  const ep = await s.createEndpoint("/flaky/1");
   const sent = await sendTest(s, s.creds, ep.id);
-  const d = await settled(s, s.creds, sent.id);
+  const d = await waitForDelivery(s, sent.id, finished, 20_000);
   t.equal(d.status, "delivered");
   t.same(
     d.attempts.map((a: { number: number; status_code: number; outcome: string; response_excerpt: string }) => [a.number, a.status_code, a.outcome, a.response_excerpt]),
@@ -141,18 +117,18 @@ t.test("a retryable failure followed by success is delivered on the second attem
 });
 
 t.test("a response is read at most 64 KiB and kept as a 1 KiB excerpt", async (t) => {
-  const ep = await endpointAt(s, s.creds, "/big/1");
-  const d = await settled(s, s.creds, (await sendTest(s, s.creds, ep.id)).id);
+  const ep = await s.createEndpoint("/big/1");
+  const d = await waitForDelivery(s, (await sendTest(s, s.creds, ep.id)).id, finished, 20_000);
   t.equal(d.status, "delivered");
   t.equal(d.attempts[0].response_excerpt, "x".repeat(1024));
 });
 
 t.test("an address that is no longer public is a terminal security rejection at the attempt", async (t) => {
-  const ep = await endpointAt(s, s.creds, "/status/200");
+  const ep = await s.createEndpoint("/status/200");
   // As if the host's DNS now pointed into a private network.
   await s.app.db.em.fork().execute(`update webhook_endpoints set url = 'https://10.0.0.7/hook' where id = ?`, [ep.id]);
   const seen = s.receiver.requests.length;
-  const d = await settled(s, s.creds, (await sendTest(s, s.creds, ep.id)).id);
+  const d = await waitForDelivery(s, (await sendTest(s, s.creds, ep.id)).id, finished, 20_000);
   t.equal(d.status, "failed");
   t.equal(d.attempt_count, 1, "not retried");
   t.equal(d.attempts[0].outcome, "terminal");
@@ -163,7 +139,7 @@ t.test("an address that is no longer public is a terminal security rejection at 
 
 t.test("each request carries the stored bytes, signed as the spec says", async (t) => {
   // Every enabled endpoint of the merchant gets the event: this one is told apart by its path.
-  const ep = await endpointAt(s, s.creds, "/ok/signed");
+  const ep = await s.createEndpoint("/ok/signed");
   const pi = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, {
     key: s.creds.key,
     idempotencyKey: idemKey(),
@@ -172,7 +148,7 @@ t.test("each request carries the stored bytes, signed as the spec says", async (
   t.equal(pi.status, 200);
   const list = await call(s.base, "GET", `/api/v1/merchants/${s.creds.merchant}/webhook-deliveries?endpoint_id=${ep.id}`, { key: s.creds.key });
   t.equal(list.body.data.length, 1, "the new endpoint got the event");
-  const delivery = await settled(s, s.creds, list.body.data[0].id);
+  const delivery = await waitForDelivery(s, list.body.data[0].id, finished, 20_000);
   t.equal(delivery.status, "delivered");
   const req = s.receiver.requests.find((r) => r.headers["x-service-event-id"] === delivery.event_id && r.url === "/ok/signed")!;
   t.ok(req);
@@ -196,14 +172,14 @@ t.test("each request carries the stored bytes, signed as the spec says", async (
 });
 
 t.test("replay sends the same event bytes again as a new delivery", async (t) => {
-  const ep = await endpointAt(s, s.creds, "/status/200");
-  const original = await settled(s, s.creds, (await sendTest(s, s.creds, ep.id)).id);
+  const ep = await s.createEndpoint("/status/200");
+  const original = await waitForDelivery(s, (await sendTest(s, s.creds, ep.id)).id, finished, 20_000);
   const replay = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/webhook-deliveries/${original.id}/replay`, {
     key: s.creds.key,
     idempotencyKey: idemKey(),
   });
   t.equal(replay.status, 200);
-  const again = await settled(s, s.creds, replay.body.data.id);
+  const again = await waitForDelivery(s, replay.body.data.id, finished, 20_000);
   t.equal(again.status, "delivered");
   t.equal(again.replay_of, original.id);
   const requests = s.receiver.requests.filter((r) => r.headers["x-service-event-id"] === original.event_id);
@@ -224,7 +200,7 @@ t.test("retries follow the configured schedule (JetStream backoff)", async (t) =
   const sent = await sendTest(spaced, spaced.creds, ep.id);
   const pending = await waitForDelivery(spaced, sent.id, (d) => d.status === "pending" && d.attempt_count === 1);
   t.ok(pending.next_attempt_at, "a pending retry shows when it is due");
-  const d = await settled(spaced, spaced.creds, sent.id);
+  const d = await waitForDelivery(spaced, sent.id, finished, 20_000);
   t.equal(d.status, "failed");
   t.equal(d.attempt_count, 4, "max attempts 4");
   const at = spaced.receiver.requests.map((r) => r.at);
@@ -266,15 +242,15 @@ t.test("disabling an endpoint ends its pending deliveries and it receives nothin
 });
 
 t.test("a delivery whose worker died during the last attempt ends failed (worker_lost)", async (t) => {
-  const ep = await endpointAt(s, s.creds, "/status/200");
-  const sent = await settled(s, s.creds, (await sendTest(s, s.creds, ep.id)).id);
+  const ep = await s.createEndpoint("/status/200");
+  const sent = await waitForDelivery(s, (await sendTest(s, s.creds, ep.id)).id, finished, 20_000);
   // As a worker killed during attempt 6 leaves it: processing, and JetStream will not redeliver.
   await s.app.db.em
     .fork()
     .execute(`update webhook_deliveries set status = 'processing', attempt_count = 6, last_attempt_at = now() - interval '1 hour' where id = ?`, [sent.id]);
   const seqs = await failAbandoned(s.app.db.em.fork(), 6, 60_000);
   t.equal(seqs.length, 1, "its stream message is named for removal");
-  const d = await deliveryOf(s, s.creds, sent.id);
+  const d = await deliveryById(s, sent.id);
   t.equal(d.status, "failed");
   t.equal(d.last_error, "worker_lost");
   const lost = d.attempts.find((a: { number: number }) => a.number === 6);
