@@ -4,6 +4,12 @@ import { randomBase62 } from "../platform/ids.ts";
 export const environments = ["test", "live"] as const;
 export type Environment = (typeof environments)[number];
 
+/** Whose data a query touches: the API key decides both, and every query is scoped by both. */
+export interface Owner {
+  merchantId: string;
+  environment: Environment;
+}
+
 /** Every scope the spec names; the disable route uses webhooks:write (DESIGN.md). */
 export const scopes = [
   "payment_intents:read",

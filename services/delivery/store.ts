@@ -1,4 +1,4 @@
-import type { Environment } from "../auth/keys.ts";
+import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import type { Outcome } from "./classify.ts";
@@ -6,11 +6,6 @@ import { WebhookDeliveryRecord } from "./entities.ts";
 import type { DeliveryStatus } from "./status.ts";
 
 /** Reads and writes of webhook_deliveries and webhook_attempts. Hot paths are single statements. */
-
-export interface Owner {
-  merchantId: string;
-  environment: Environment;
-}
 
 /** A new pending delivery of the same event to the same endpoint. */
 export async function insertReplay(em: EntityManager, owner: Owner, original: DeliveryRow, at: Date): Promise<string> {

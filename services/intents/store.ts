@@ -1,4 +1,4 @@
-import type { Environment } from "../auth/keys.ts";
+import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { PaymentIntentRecord } from "./entities.ts";
 import type { IntentRow } from "./intent-message.ts";
@@ -36,11 +36,6 @@ function fromDb(r: DbRow): IntentRow {
     createdAt: new Date(r.created_at),
     expiresAt: new Date(r.expires_at),
   };
-}
-
-export interface Owner {
-  merchantId: string;
-  environment: Environment;
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow): Promise<void> {

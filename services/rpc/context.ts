@@ -1,14 +1,12 @@
 import type { Message } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
-import type { Environment } from "../auth/keys.ts";
+import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 
 /** Who is calling: resolved from the credential, never from the request body. */
-export interface Principal {
+export interface Principal extends Owner {
   keyId: string;
-  merchantId: string;
-  environment: Environment;
   scopes: ReadonlySet<string>;
 }
 
