@@ -1,6 +1,7 @@
 import { createRouterTransport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
+import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
 import { CursorCodec } from "../platform/cursor.ts";
 import { migrate, openDatabase, type Database } from "../platform/db.ts";
@@ -11,14 +12,9 @@ import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor } from "../rpc/interceptor.ts";
 import { routes, services } from "../rpc/routes.ts";
 import { startRpcServer } from "../rpc/server.ts";
+import { SecretBox } from "../webhooks/secrets.ts";
 import { createOpsServer } from "./ops.ts";
 import { startScheduler } from "./scheduler.ts";
-import { ensureDeliveryStream, streamNames } from "../delivery/jetstream.ts";
-import { startRelay } from "../delivery/relay.ts";
-import { schedule as retrySchedule } from "../delivery/schedule.ts";
-import { startDeliveryWorker } from "../delivery/worker.ts";
-import { SecretBox } from "../webhooks/secrets.ts";
-import type { NatsConnection } from "@nats-io/transport-node";
 
 export const allRoles = ["rpc", "gateway", "worker", "scheduler"] as const;
 export type Role = (typeof allRoles)[number];
@@ -76,34 +72,8 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift(gateway.close);
     }
     if (roles.includes("worker")) {
-      const names = streamNames(config.jetstreamPrefix);
-      const schedule = retrySchedule(config.webhookRetryDelaysSeconds, config.webhookMaxAttempts);
-      // The stream and consumer are set up once per connection, and again after a failure
-      // (e.g. a NATS server that came back without its store).
-      let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
-      const streamReady = async (refresh = false) => {
-        const nc = await nats.connected;
-        if (refresh || ensured?.nc !== nc) ensured = { nc, done: ensureDeliveryStream(nc, names, schedule) };
-        const attempt = ensured;
-        await attempt.done.catch((err) => {
-          if (ensured === attempt) ensured = undefined;
-          throw err;
-        });
-      };
-      const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady });
-      const worker = startDeliveryWorker({
-        db,
-        nats,
-        names,
-        schedule,
-        secrets,
-        connectTo: config.webhookConnectTo,
-        timeoutMs: config.webhookTimeoutMs,
-        concurrency: config.webhookConcurrency,
-        logger,
-        streamReady,
-      });
-      stops.push(worker.stop, relay.stop);
+      const worker = startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger });
+      stops.push(worker.stop);
     }
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, config.checkoutBaseUrl);
