@@ -2,7 +2,8 @@ import { fork, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { makeTestCa, type TestCa } from "../helpers/receiver.ts";
 import { freePort } from "../helpers/processes.ts";
-import type { Cleanup } from "./system.ts";
+import { EventProducer } from "./events.ts";
+import { startSystem, type Cleanup, type System } from "./system.ts";
 
 export const benchHost = "hooks.bench.test";
 
@@ -49,4 +50,33 @@ export async function startBenchReceiver(cleanup: Cleanup, failFirst = 0): Promi
     arrivals: async () => new Map(await ask<[string, number[]][]>(child, "arrivals", "arrivals")),
     reset: () => ask(child, "reset", "reset"),
   };
+}
+
+export interface WebhookSystem {
+  system: System;
+  receiver: BenchReceiver;
+  /** The endpoint's signing secret. */
+  secret: string;
+  /** Records events (and their deliveries to the endpoint) straight into the outbox. */
+  producer: EventProducer;
+}
+
+/**
+ * A system of its own that delivers to a receiver process: the receiver (answering 503
+ * to the first `failFirst` requests of each event), the service with `env`, one endpoint
+ * on the receiver, and an event producer for it.
+ */
+export async function startWebhookSystem(cleanup: Cleanup, o: { failFirst?: number; env?: Record<string, string> } = {}): Promise<WebhookSystem> {
+  const receiver = await startBenchReceiver(cleanup, o.failFirst ?? 0);
+  const system = await startSystem(cleanup, { ...receiver.env, ...o.env });
+  const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
+  });
+  if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
+  const created = (await res.json()) as { data: { id: string }; signing_secret: string };
+  const producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
+  cleanup.teardown(() => producer.close());
+  return { system, receiver, secret: created.signing_secret, producer };
 }

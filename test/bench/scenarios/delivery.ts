@@ -1,10 +1,10 @@
 import https from "node:https";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signPayload } from "../../../services/delivery/signature.ts";
-import { EventProducer } from "../events.ts";
-import { benchHost, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import type { EventProducer } from "../events.ts";
+import { benchHost, startWebhookSystem, type BenchReceiver } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
-import { Cleanup, startSystem, type System } from "../system.ts";
+import { Cleanup, type System } from "../system.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 
 const cleanup = new Cleanup();
@@ -128,18 +128,7 @@ export const deliveryScenario: Scenario = {
     first_attempt_p99: { label: "commit → first attempt p99", unit: "ms", target: { op: "<=", value: 250 } },
   },
   async setup(ctx) {
-    receiver = await startBenchReceiver(cleanup);
-    system = await startSystem(cleanup, receiver.env);
-    const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
-    });
-    if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
-    const created = (await res.json()) as { data: { id: string }; signing_secret: string };
-    secret = created.signing_secret;
-    producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
-    cleanup.teardown(() => producer.close());
+    ({ system, receiver, secret, producer } = await startWebhookSystem(cleanup));
     for (let i = 0; i < extraWorkers; i++) await system.spawn(["worker"]);
     ctx.log(`delivery: system with ${system.processes.length} process(es), receiver on ${receiver.port}`);
   },

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { EventProducer } from "../events.ts";
-import { benchHost, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import type { EventProducer } from "../events.ts";
+import { startWebhookSystem, type BenchReceiver } from "../receiver.ts";
 import { percentile } from "../stats.ts";
-import { Cleanup, startSystem } from "../system.ts";
+import { Cleanup } from "../system.ts";
 import type { Scenario } from "../types.ts";
 
 const delaysMs = [1000, 2000];
@@ -26,17 +26,10 @@ export const retryScenario: Scenario = {
     late_max: { label: "lateness max", unit: "ms", target: { op: "<=", value: 1000 } },
   },
   async setup() {
-    receiver = await startBenchReceiver(cleanup, 2);
-    const system = await startSystem(cleanup, { ...receiver.env, WEBHOOK_RETRY_DELAYS: delaysMs.map((d) => d / 1000).join(","), WEBHOOK_MAX_ATTEMPTS: "3" });
-    const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
-    });
-    if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
-    const created = (await res.json()) as { data: { id: string } };
-    producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
-    cleanup.teardown(() => producer.close());
+    ({ receiver, producer } = await startWebhookSystem(cleanup, {
+      failFirst: 2,
+      env: { WEBHOOK_RETRY_DELAYS: delaysMs.map((d) => d / 1000).join(","), WEBHOOK_MAX_ATTEMPTS: "3" },
+    }));
   },
   async run(ctx) {
     await receiver.reset();
