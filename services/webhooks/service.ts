@@ -86,7 +86,8 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
           secretCiphertext: secrets.seal(row.id, signingSecret),
         });
       });
-      return { data: endpointMessage(row), signingSecret };
+      const { $typeName: _, ...endpoint } = endpointMessage(row);
+      return { data: { ...endpoint, signingSecret } };
     },
 
     async listWebhookEndpoints(req, ctx) {

@@ -75,8 +75,8 @@ export async function startWebhookSystem(cleanup: Cleanup, o: { failFirst?: numb
     body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
   });
   if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
-  const created = (await res.json()) as { data: { id: string }; signing_secret: string };
+  const created = (await res.json()) as { data: { id: string; signing_secret: string } };
   const producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
   cleanup.teardown(() => producer.close());
-  return { system, receiver, secret: created.signing_secret, producer };
+  return { system, receiver, secret: created.data.signing_secret, producer };
 }

@@ -50,7 +50,7 @@ export async function webhookSetup(
       const url = `https://${hookHost}${path}`;
       const res = await call(app.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints`, { key: c.key, body: { url } });
       if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${JSON.stringify(res.body)}`);
-      return { id: res.body.data.id, secret: res.body.signing_secret, url };
+      return { id: res.body.data.id, secret: res.body.data.signing_secret, url };
     },
   };
 }

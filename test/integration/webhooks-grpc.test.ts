@@ -15,7 +15,7 @@ const merchant = s.creds.merchant;
 
 t.test("create, test, list deliveries, replay and disable over gRPC", async (t) => {
   const created = await client.createWebhookEndpoint({ merchant, url: `https://${hookHost}/grpc` }, { headers });
-  t.match(created.signingSecret, /^whsec_/);
+  t.match(created.data?.signingSecret, /^whsec_/);
   const id = created.data?.id ?? "";
   const got = await client.getWebhookEndpoint({ merchant, endpointId: id }, { headers });
   t.equal(got.data?.url, `https://${hookHost}/grpc`);

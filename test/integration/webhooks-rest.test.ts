@@ -23,7 +23,7 @@ t.test("create returns the endpoint and its signing secret, once", async (t) => 
   t.equal(res.status, 200);
   const ep = res.body.data;
   t.match(ep.id, /^we_[0-9A-Za-z]{24}$/);
-  t.same({ ...ep, id: undefined, created_at: undefined }, {
+  t.same({ ...ep, id: undefined, created_at: undefined, signing_secret: undefined }, {
     id: undefined,
     url: `https://${hookHost}/hooks/create`,
     description: "orders",
@@ -31,14 +31,18 @@ t.test("create returns the endpoint and its signing secret, once", async (t) => 
     environment: "test",
     created_at: undefined,
     disabled_at: null,
+    signing_secret: undefined,
   });
-  const secret: string = res.body.signing_secret;
+  t.same(Object.keys(res.body), ["data"], "the secret is inside data, nothing beside it");
+  const secret: string = ep.signing_secret;
   t.match(secret, /^whsec_[A-Za-z0-9_-]{43,}$/, "whsec_ and at least 32 random bytes");
   t.ok(Buffer.from(secret.slice(6), "base64url").length >= 32);
 
   const got = await call(base, "GET", `${endpoints(a)}/${ep.id}`, { key: a.key });
   t.equal(got.status, 200);
-  t.same(got.body.data, ep, "GET shows the endpoint without secret material");
+  const { signing_secret: _, ...shown } = ep;
+  t.same(got.body.data, shown, "GET shows the endpoint without secret material");
+  t.notOk("signing_secret" in got.body.data, "no signing_secret key on a read");
   t.notMatch(JSON.stringify(got.body), secret.slice(6, 20));
   const list = await call(base, "GET", endpoints(a), { key: a.key });
   t.equal(list.status, 200);

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/webhooks.proto.
  */
 export const file_payments_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS93ZWJob29rcy5wcm90bxILcGF5bWVudHMudjEi2gEKD1dlYmhvb2tFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBARIOCgZzdGF0dXMYBCABKAkSEwoLZW52aXJvbm1lbnQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGlzYWJsZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF9kZXNjcmlwdGlvbiLyAQoOV2ViaG9va0F0dGVtcHQSDgoGbnVtYmVyGAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2R1cmF0aW9uX21zGAMgASgFEhgKC3N0YXR1c19jb2RlGAQgASgFSACIAQESEgoFZXJyb3IYBSABKAlIAYgBARIPCgdvdXRjb21lGAYgASgJEh0KEHJlc3BvbnNlX2V4Y2VycHQYByABKAlIAogBAUIOCgxfc3RhdHVzX2NvZGVCCAoGX2Vycm9yQhMKEV9yZXNwb25zZV9leGNlcnB0IsoDCg9XZWJob29rRGVsaXZlcnkSCgoCaWQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkSEgoKZXZlbnRfdHlwZRgDIAEoCRITCgtlbmRwb2ludF9pZBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNYXR0ZW1wdF9jb3VudBgGIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoQbGFzdF9zdGF0dXNfY29kZRgJIAEoBUgAiAEBEhcKCmxhc3RfZXJyb3IYCiABKAlIAYgBARIWCglyZXBsYXlfb2YYCyABKAlIAogBARIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCghhdHRlbXB0cxgNIAMoCzIbLnBheW1lbnRzLnYxLldlYmhvb2tBdHRlbXB0QhMKEV9sYXN0X3N0YXR1c19jb2RlQg0KC19sYXN0X2Vycm9yQgwKCl9yZXBsYXlfb2YifwoMV2ViaG9va0V2ZW50EgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJQoEZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiZwocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iYwodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludBIWCg5zaWduaW5nX3NlY3JldBgCIAEoCSJtChtMaXN0V2ViaG9va0VuZHBvaW50c1JlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBAUIICgZfbGltaXRCCQoHX2N1cnNvciKGAQocTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZRIqCgRkYXRhGAEgAygLMhwucGF5bWVudHMudjEuV2ViaG9va0VuZHBvaW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkIKGUdldFdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkiSAoaR2V0V2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludCJGCh1EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJMCh5EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludCJDChpUZXN0V2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJJChtUZXN0V2ViaG9va0VuZHBvaW50UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tEZWxpdmVyeSLcAQocTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhMKBmN1cnNvchgDIAEoCUgBiAEBEhgKC2VuZHBvaW50X2lkGAQgASgJSAKIAQESFQoIZXZlbnRfaWQYBSABKAlIA4gBARITCgZzdGF0dXMYBiABKAlIBIgBAUIICgZfbGltaXRCCQoHX2N1cnNvckIOCgxfZW5kcG9pbnRfaWRCCwoJX2V2ZW50X2lkQgkKB19zdGF0dXMihwEKHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEioKBGRhdGEYASADKAsyHC5wYXltZW50cy52MS5XZWJob29rRGVsaXZlcnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiRQocUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCSJLCh1SZXBsYXlXZWJob29rRGVsaXZlcnlSZXNwb25zZRIqCgRkYXRhGAEgASgLMhwucGF5bWVudHMudjEuV2ViaG9va0RlbGl2ZXJ5IjwKFkdldFdlYmhvb2tFdmVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkiQgoXR2V0V2ViaG9va0V2ZW50UmVzcG9uc2USJwoEZGF0YRgBIAEoCzIZLnBheW1lbnRzLnYxLldlYmhvb2tFdmVudDK5DAoOV2ViaG9va1NlcnZpY2USvQEKFUNyZWF0ZVdlYmhvb2tFbmRwb2ludBIpLnBheW1lbnRzLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaKi5wYXltZW50cy52MS5DcmVhdGVXZWJob29rRW5kcG9pbnRSZXNwb25zZSJNorsYSQoEUE9TVBIuL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cxoBKiIOd2ViaG9va3M6d3JpdGUSuAEKFExpc3RXZWJob29rRW5kcG9pbnRzEigucGF5bWVudHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0GikucGF5bWVudHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZSJLkAIBorsYRAoDR0VUEi4vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZW5kcG9pbnRzIg13ZWJob29rczpyZWFkEsABChJHZXRXZWJob29rRW5kcG9pbnQSJi5wYXltZW50cy52MS5HZXRXZWJob29rRW5kcG9pbnRSZXF1ZXN0GicucGF5bWVudHMudjEuR2V0V2ViaG9va0VuZHBvaW50UmVzcG9uc2UiWZACAaK7GFIKA0dFVBI8L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cy97ZW5kcG9pbnRfaWR9Ig13ZWJob29rczpyZWFkEtYBChZEaXNhYmxlV2ViaG9va0VuZHBvaW50EioucGF5bWVudHMudjEuRGlzYWJsZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaKy5wYXltZW50cy52MS5EaXNhYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiY5ACAqK7GFwKBFBPU1QSRC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1lbmRwb2ludHMve2VuZHBvaW50X2lkfS9kaXNhYmxlIg53ZWJob29rczp3cml0ZRLHAQoTVGVzdFdlYmhvb2tFbmRwb2ludBInLnBheW1lbnRzLnYxLlRlc3RXZWJob29rRW5kcG9pbnRSZXF1ZXN0GigucGF5bWVudHMudjEuVGVzdFdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIl2iuxhZCgRQT1NUEkEvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZW5kcG9pbnRzL3tlbmRwb2ludF9pZH0vdGVzdCIOd2ViaG9va3M6d3JpdGUSvAEKFUxpc3RXZWJob29rRGVsaXZlcmllcxIpLnBheW1lbnRzLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QaKi5wYXltZW50cy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZSJMkAIBorsYRQoDR0VUEi8vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZGVsaXZlcmllcyINd2ViaG9va3M6cmVhZBLSAQoVUmVwbGF5V2ViaG9va0RlbGl2ZXJ5EikucGF5bWVudHMudjEuUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBoqLnBheW1lbnRzLnYxLlJlcGxheVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlImKiuxheCgRQT1NUEkQvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZGVsaXZlcmllcy97ZGVsaXZlcnlfaWR9L3JlcGxheSIOd2ViaG9va3M6d3JpdGUoARKxAQoPR2V0V2ViaG9va0V2ZW50EiMucGF5bWVudHMudjEuR2V0V2ViaG9va0V2ZW50UmVxdWVzdBokLnBheW1lbnRzLnYxLkdldFdlYmhvb2tFdmVudFJlc3BvbnNlIlOQAgGiuxhMCgNHRVQSNi9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1ldmVudHMve2V2ZW50X2lkfSINd2ViaG9va3M6cmVhZGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChpwYXltZW50cy92MS93ZWJob29rcy5wcm90bxILcGF5bWVudHMudjEi2gEKD1dlYmhvb2tFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBARIOCgZzdGF0dXMYBCABKAkSEwoLZW52aXJvbm1lbnQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGlzYWJsZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF9kZXNjcmlwdGlvbiLyAQoOV2ViaG9va0F0dGVtcHQSDgoGbnVtYmVyGAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2R1cmF0aW9uX21zGAMgASgFEhgKC3N0YXR1c19jb2RlGAQgASgFSACIAQESEgoFZXJyb3IYBSABKAlIAYgBARIPCgdvdXRjb21lGAYgASgJEh0KEHJlc3BvbnNlX2V4Y2VycHQYByABKAlIAogBAUIOCgxfc3RhdHVzX2NvZGVCCAoGX2Vycm9yQhMKEV9yZXNwb25zZV9leGNlcnB0IsoDCg9XZWJob29rRGVsaXZlcnkSCgoCaWQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkSEgoKZXZlbnRfdHlwZRgDIAEoCRITCgtlbmRwb2ludF9pZBgEIAEoCRIOCgZzdGF0dXMYBSABKAkSFQoNYXR0ZW1wdF9jb3VudBgGIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoQbGFzdF9zdGF0dXNfY29kZRgJIAEoBUgAiAEBEhcKCmxhc3RfZXJyb3IYCiABKAlIAYgBARIWCglyZXBsYXlfb2YYCyABKAlIAogBARIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCghhdHRlbXB0cxgNIAMoCzIbLnBheW1lbnRzLnYxLldlYmhvb2tBdHRlbXB0QhMKEV9sYXN0X3N0YXR1c19jb2RlQg0KC19sYXN0X2Vycm9yQgwKCl9yZXBsYXlfb2YifwoMV2ViaG9va0V2ZW50EgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJQoEZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiZwocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRILCgN1cmwYAiABKAkSGAoLZGVzY3JpcHRpb24YAyABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24i+QEKFkNyZWF0ZWRXZWJob29rRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESDgoGc3RhdHVzGAQgASgJEhMKC2Vudmlyb25tZW50GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2Rpc2FibGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5zaWduaW5nX3NlY3JldBgIIAEoCUIOCgxfZGVzY3JpcHRpb24iUgodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USMQoEZGF0YRgBIAEoCzIjLnBheW1lbnRzLnYxLkNyZWF0ZWRXZWJob29rRW5kcG9pbnQibQobTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3IihgEKHExpc3RXZWJob29rRW5kcG9pbnRzUmVzcG9uc2USKgoEZGF0YRgBIAMoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tFbmRwb2ludBIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJCChlHZXRXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhMKC2VuZHBvaW50X2lkGAIgASgJIkgKGkdldFdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEioKBGRhdGEYASABKAsyHC5wYXltZW50cy52MS5XZWJob29rRW5kcG9pbnQiRgodRGlzYWJsZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkiTAoeRGlzYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEioKBGRhdGEYASABKAsyHC5wYXltZW50cy52MS5XZWJob29rRW5kcG9pbnQiQwoaVGVzdFdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkiSQobVGVzdFdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEioKBGRhdGEYASABKAsyHC5wYXltZW50cy52MS5XZWJob29rRGVsaXZlcnki3AEKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBARIYCgtlbmRwb2ludF9pZBgEIAEoCUgCiAEBEhUKCGV2ZW50X2lkGAUgASgJSAOIAQESEwoGc3RhdHVzGAYgASgJSASIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3JCDgoMX2VuZHBvaW50X2lkQgsKCV9ldmVudF9pZEIJCgdfc3RhdHVzIocBCh1MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRIqCgRkYXRhGAEgAygLMhwucGF5bWVudHMudjEuV2ViaG9va0RlbGl2ZXJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkUKHFJlcGxheVdlYmhvb2tEZWxpdmVyeVJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEwoLZGVsaXZlcnlfaWQYAiABKAkiSwodUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVzcG9uc2USKgoEZGF0YRgBIAEoCzIcLnBheW1lbnRzLnYxLldlYmhvb2tEZWxpdmVyeSI8ChZHZXRXZWJob29rRXZlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhAKCGV2ZW50X2lkGAIgASgJIkIKF0dldFdlYmhvb2tFdmVudFJlc3BvbnNlEicKBGRhdGEYASABKAsyGS5wYXltZW50cy52MS5XZWJob29rRXZlbnQyuQwKDldlYmhvb2tTZXJ2aWNlEr0BChVDcmVhdGVXZWJob29rRW5kcG9pbnQSKS5wYXltZW50cy52MS5DcmVhdGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GioucGF5bWVudHMudjEuQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiTaK7GEkKBFBPU1QSLi9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1lbmRwb2ludHMaASoiDndlYmhvb2tzOndyaXRlErgBChRMaXN0V2ViaG9va0VuZHBvaW50cxIoLnBheW1lbnRzLnYxLkxpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXZWJob29rRW5kcG9pbnRzUmVzcG9uc2UiS5ACAaK7GEQKA0dFVBIuL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cyINd2ViaG9va3M6cmVhZBLAAQoSR2V0V2ViaG9va0VuZHBvaW50EiYucGF5bWVudHMudjEuR2V0V2ViaG9va0VuZHBvaW50UmVxdWVzdBonLnBheW1lbnRzLnYxLkdldFdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIlmQAgGiuxhSCgNHRVQSPC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vd2ViaG9vay1lbmRwb2ludHMve2VuZHBvaW50X2lkfSINd2ViaG9va3M6cmVhZBLWAQoWRGlzYWJsZVdlYmhvb2tFbmRwb2ludBIqLnBheW1lbnRzLnYxLkRpc2FibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GisucGF5bWVudHMudjEuRGlzYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlImOQAgKiuxhcCgRQT1NUEkQvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZW5kcG9pbnRzL3tlbmRwb2ludF9pZH0vZGlzYWJsZSIOd2ViaG9va3M6d3JpdGUSxwEKE1Rlc3RXZWJob29rRW5kcG9pbnQSJy5wYXltZW50cy52MS5UZXN0V2ViaG9va0VuZHBvaW50UmVxdWVzdBooLnBheW1lbnRzLnYxLlRlc3RXZWJob29rRW5kcG9pbnRSZXNwb25zZSJdorsYWQoEUE9TVBJBL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWVuZHBvaW50cy97ZW5kcG9pbnRfaWR9L3Rlc3QiDndlYmhvb2tzOndyaXRlErwBChVMaXN0V2ViaG9va0RlbGl2ZXJpZXMSKS5wYXltZW50cy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GioucGF5bWVudHMudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2UiTJACAaK7GEUKA0dFVBIvL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWRlbGl2ZXJpZXMiDXdlYmhvb2tzOnJlYWQS0gEKFVJlcGxheVdlYmhvb2tEZWxpdmVyeRIpLnBheW1lbnRzLnYxLlJlcGxheVdlYmhvb2tEZWxpdmVyeVJlcXVlc3QaKi5wYXltZW50cy52MS5SZXBsYXlXZWJob29rRGVsaXZlcnlSZXNwb25zZSJiorsYXgoEUE9TVBJEL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS93ZWJob29rLWRlbGl2ZXJpZXMve2RlbGl2ZXJ5X2lkfS9yZXBsYXkiDndlYmhvb2tzOndyaXRlKAESsQEKD0dldFdlYmhvb2tFdmVudBIjLnBheW1lbnRzLnYxLkdldFdlYmhvb2tFdmVudFJlcXVlc3QaJC5wYXltZW50cy52MS5HZXRXZWJob29rRXZlbnRSZXNwb25zZSJTkAIBorsYTAoDR0VUEjYvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3dlYmhvb2stZXZlbnRzL3tldmVudF9pZH0iDXdlYmhvb2tzOnJlYWRiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * WebhookEndpoint is a merchant's HTTPS URL that receives signed events.
@@ -293,20 +293,71 @@ export const CreateWebhookEndpointRequestSchema: GenMessage<CreateWebhookEndpoin
   messageDesc(file_payments_v1_webhooks, 4);
 
 /**
- * @generated from message payments.v1.CreateWebhookEndpointResponse
+ * CreatedWebhookEndpoint is the endpoint as its create returns it: the fields of
+ * WebhookEndpoint (same names and numbers, so it also decodes as one) and, this once,
+ * its signing secret.
+ *
+ * @generated from message payments.v1.CreatedWebhookEndpoint
  */
-export type CreateWebhookEndpointResponse = Message<"payments.v1.CreateWebhookEndpointResponse"> & {
+export type CreatedWebhookEndpoint = Message<"payments.v1.CreatedWebhookEndpoint"> & {
   /**
-   * @generated from field: payments.v1.WebhookEndpoint data = 1;
+   * @generated from field: string id = 1;
    */
-  data?: WebhookEndpoint | undefined;
+  id: string;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+
+  /**
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string environment = 5;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp disabled_at = 7;
+   */
+  disabledAt?: Timestamp | undefined;
 
   /**
    * "whsec_...": the HMAC-SHA256 key of X-Service-Signature. Shown only here.
    *
-   * @generated from field: string signing_secret = 2;
+   * @generated from field: string signing_secret = 8;
    */
   signingSecret: string;
+};
+
+/**
+ * Describes the message payments.v1.CreatedWebhookEndpoint.
+ * Use `create(CreatedWebhookEndpointSchema)` to create a new message.
+ */
+export const CreatedWebhookEndpointSchema: GenMessage<CreatedWebhookEndpoint> = /*@__PURE__*/
+  messageDesc(file_payments_v1_webhooks, 5);
+
+/**
+ * @generated from message payments.v1.CreateWebhookEndpointResponse
+ */
+export type CreateWebhookEndpointResponse = Message<"payments.v1.CreateWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: payments.v1.CreatedWebhookEndpoint data = 1;
+   */
+  data?: CreatedWebhookEndpoint | undefined;
 };
 
 /**
@@ -314,7 +365,7 @@ export type CreateWebhookEndpointResponse = Message<"payments.v1.CreateWebhookEn
  * Use `create(CreateWebhookEndpointResponseSchema)` to create a new message.
  */
 export const CreateWebhookEndpointResponseSchema: GenMessage<CreateWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 5);
+  messageDesc(file_payments_v1_webhooks, 6);
 
 /**
  * @generated from message payments.v1.ListWebhookEndpointsRequest
@@ -345,7 +396,7 @@ export type ListWebhookEndpointsRequest = Message<"payments.v1.ListWebhookEndpoi
  * Use `create(ListWebhookEndpointsRequestSchema)` to create a new message.
  */
 export const ListWebhookEndpointsRequestSchema: GenMessage<ListWebhookEndpointsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 6);
+  messageDesc(file_payments_v1_webhooks, 7);
 
 /**
  * @generated from message payments.v1.ListWebhookEndpointsResponse
@@ -372,7 +423,7 @@ export type ListWebhookEndpointsResponse = Message<"payments.v1.ListWebhookEndpo
  * Use `create(ListWebhookEndpointsResponseSchema)` to create a new message.
  */
 export const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpointsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 7);
+  messageDesc(file_payments_v1_webhooks, 8);
 
 /**
  * @generated from message payments.v1.GetWebhookEndpointRequest
@@ -394,7 +445,7 @@ export type GetWebhookEndpointRequest = Message<"payments.v1.GetWebhookEndpointR
  * Use `create(GetWebhookEndpointRequestSchema)` to create a new message.
  */
 export const GetWebhookEndpointRequestSchema: GenMessage<GetWebhookEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 8);
+  messageDesc(file_payments_v1_webhooks, 9);
 
 /**
  * @generated from message payments.v1.GetWebhookEndpointResponse
@@ -411,7 +462,7 @@ export type GetWebhookEndpointResponse = Message<"payments.v1.GetWebhookEndpoint
  * Use `create(GetWebhookEndpointResponseSchema)` to create a new message.
  */
 export const GetWebhookEndpointResponseSchema: GenMessage<GetWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 9);
+  messageDesc(file_payments_v1_webhooks, 10);
 
 /**
  * @generated from message payments.v1.DisableWebhookEndpointRequest
@@ -433,7 +484,7 @@ export type DisableWebhookEndpointRequest = Message<"payments.v1.DisableWebhookE
  * Use `create(DisableWebhookEndpointRequestSchema)` to create a new message.
  */
 export const DisableWebhookEndpointRequestSchema: GenMessage<DisableWebhookEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 10);
+  messageDesc(file_payments_v1_webhooks, 11);
 
 /**
  * @generated from message payments.v1.DisableWebhookEndpointResponse
@@ -450,7 +501,7 @@ export type DisableWebhookEndpointResponse = Message<"payments.v1.DisableWebhook
  * Use `create(DisableWebhookEndpointResponseSchema)` to create a new message.
  */
 export const DisableWebhookEndpointResponseSchema: GenMessage<DisableWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 11);
+  messageDesc(file_payments_v1_webhooks, 12);
 
 /**
  * @generated from message payments.v1.TestWebhookEndpointRequest
@@ -472,7 +523,7 @@ export type TestWebhookEndpointRequest = Message<"payments.v1.TestWebhookEndpoin
  * Use `create(TestWebhookEndpointRequestSchema)` to create a new message.
  */
 export const TestWebhookEndpointRequestSchema: GenMessage<TestWebhookEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 12);
+  messageDesc(file_payments_v1_webhooks, 13);
 
 /**
  * @generated from message payments.v1.TestWebhookEndpointResponse
@@ -491,7 +542,7 @@ export type TestWebhookEndpointResponse = Message<"payments.v1.TestWebhookEndpoi
  * Use `create(TestWebhookEndpointResponseSchema)` to create a new message.
  */
 export const TestWebhookEndpointResponseSchema: GenMessage<TestWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 13);
+  messageDesc(file_payments_v1_webhooks, 14);
 
 /**
  * @generated from message payments.v1.ListWebhookDeliveriesRequest
@@ -539,7 +590,7 @@ export type ListWebhookDeliveriesRequest = Message<"payments.v1.ListWebhookDeliv
  * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
  */
 export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 14);
+  messageDesc(file_payments_v1_webhooks, 15);
 
 /**
  * @generated from message payments.v1.ListWebhookDeliveriesResponse
@@ -566,7 +617,7 @@ export type ListWebhookDeliveriesResponse = Message<"payments.v1.ListWebhookDeli
  * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
  */
 export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 15);
+  messageDesc(file_payments_v1_webhooks, 16);
 
 /**
  * @generated from message payments.v1.ReplayWebhookDeliveryRequest
@@ -588,7 +639,7 @@ export type ReplayWebhookDeliveryRequest = Message<"payments.v1.ReplayWebhookDel
  * Use `create(ReplayWebhookDeliveryRequestSchema)` to create a new message.
  */
 export const ReplayWebhookDeliveryRequestSchema: GenMessage<ReplayWebhookDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 16);
+  messageDesc(file_payments_v1_webhooks, 17);
 
 /**
  * @generated from message payments.v1.ReplayWebhookDeliveryResponse
@@ -607,7 +658,7 @@ export type ReplayWebhookDeliveryResponse = Message<"payments.v1.ReplayWebhookDe
  * Use `create(ReplayWebhookDeliveryResponseSchema)` to create a new message.
  */
 export const ReplayWebhookDeliveryResponseSchema: GenMessage<ReplayWebhookDeliveryResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 17);
+  messageDesc(file_payments_v1_webhooks, 18);
 
 /**
  * @generated from message payments.v1.GetWebhookEventRequest
@@ -629,7 +680,7 @@ export type GetWebhookEventRequest = Message<"payments.v1.GetWebhookEventRequest
  * Use `create(GetWebhookEventRequestSchema)` to create a new message.
  */
 export const GetWebhookEventRequestSchema: GenMessage<GetWebhookEventRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 18);
+  messageDesc(file_payments_v1_webhooks, 19);
 
 /**
  * @generated from message payments.v1.GetWebhookEventResponse
@@ -646,7 +697,7 @@ export type GetWebhookEventResponse = Message<"payments.v1.GetWebhookEventRespon
  * Use `create(GetWebhookEventResponseSchema)` to create a new message.
  */
 export const GetWebhookEventResponseSchema: GenMessage<GetWebhookEventResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_webhooks, 19);
+  messageDesc(file_payments_v1_webhooks, 20);
 
 /**
  * WebhookService manages webhook endpoints, deliveries and the event log.
