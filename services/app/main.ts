@@ -9,8 +9,9 @@ import { resolveDatabase, resolveNats } from "./resources.ts";
 
 const args = process.argv.slice(2);
 
+/** One line on stderr and exit 1: what failed and what to do, never a stack trace. */
 function fatal(message: string): never {
-  process.stderr.write(`payments: ${message}\n`);
+  process.stderr.write(`payments: ${message.replace(/\s*\n\s*/g, " ")}\n`);
   process.exit(1);
 }
 
@@ -23,11 +24,16 @@ try {
 const logger = createLogger(config.logLevel);
 
 if (args[0] === "migrate") {
-  const resources = await resolveDatabase(config, logger);
-  const db = await openDatabase(resources.databaseUrl, 2);
-  const applied = await migrate(db);
-  await db.close();
-  await resources.stopDatabase();
+  let applied: string[];
+  try {
+    const resources = await resolveDatabase(config, logger);
+    const db = await openDatabase(resources.databaseUrl, 2);
+    applied = await migrate(db);
+    await db.close();
+    await resources.stopDatabase();
+  } catch (err) {
+    fatal(`could not migrate: ${(err as Error).message}`);
+  }
   process.stdout.write(applied.length ? `applied: ${applied.join(", ")}\n` : "no pending migrations\n");
   process.exit(0);
 }
@@ -64,7 +70,7 @@ const lines = [
   gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : null,
   rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : null,
   `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
-  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${config.dataDir}/pg` : null,
+  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
   "",
   "Get an API key (in another terminal):",
   "  npm run -s admin -- merchant create --name 'My Shop'",

@@ -5,7 +5,7 @@ import { freePort } from "../platform/listen.ts";
 import { randomBase62 } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { startEmbeddedNats, reachable, type EmbeddedNats } from "./embedded-nats.ts";
-import { startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded-postgres.ts";
+import { clusterDirFor, startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded-postgres.ts";
 
 /** Settings of the embedded default, chosen once and kept under DATA_DIR. */
 interface EmbeddedSettings {
@@ -13,6 +13,8 @@ interface EmbeddedSettings {
   pgUser: string;
   pgPassword: string;
   natsPort: number;
+  /** Where the cluster lives when not under DATA_DIR/pg (root, with DATA_DIR out of the server user's reach). */
+  pgDataDir?: string;
 }
 
 function settingsFile(dataDir: string): string {
@@ -24,35 +26,49 @@ function readSettings(dataDir: string): EmbeddedSettings | undefined {
   return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as EmbeddedSettings) : undefined;
 }
 
+function writeSettings(dataDir: string, settings: EmbeddedSettings) {
+  mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+  writeFileSync(settingsFile(dataDir), JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
+}
+
 async function embeddedSettings(dataDir: string): Promise<EmbeddedSettings> {
   const existing = readSettings(dataDir);
   if (existing) return existing;
-  const file = settingsFile(dataDir);
-  mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const settings = { pgPort: await freePort(), pgUser: "payments", pgPassword: randomBase62(24), natsPort: await freePort() };
-  writeFileSync(file, JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
+  writeSettings(dataDir, settings);
   return settings;
+}
+
+/** The cluster's folder: DATA_DIR/pg, or the one recorded (or now chosen) outside DATA_DIR. */
+function clusterDir(dataDir: string, s: EmbeddedSettings): string {
+  if (s.pgDataDir) return s.pgDataDir;
+  const elsewhere = clusterDirFor(dataDir);
+  if (!elsewhere) return path.join(dataDir, "pg");
+  writeSettings(dataDir, { ...s, pgDataDir: elsewhere });
+  return elsewhere;
 }
 
 export interface Resources {
   databaseUrl: string;
-  embeddedDatabase: boolean;
+  /** The embedded cluster's folder, when that is the database. */
+  embeddedDatabase?: string;
   stopDatabase(): Promise<void>;
 }
 
 /** DATABASE_URL, or the embedded PostgreSQL under DATA_DIR (started, or shared if already running). */
 export async function resolveDatabase(config: Config, logger: Logger): Promise<Resources> {
-  if (config.databaseUrl) return { databaseUrl: config.databaseUrl, embeddedDatabase: false, stopDatabase: async () => {} };
+  if (config.databaseUrl) return { databaseUrl: config.databaseUrl, stopDatabase: async () => {} };
   const s = await embeddedSettings(config.dataDir);
-  logger.info({ dataDir: config.dataDir, port: s.pgPort }, "DATABASE_URL is not set: using the embedded PostgreSQL");
+  const dir = clusterDir(config.dataDir, s);
+  logger.info({ dataDir: dir, port: s.pgPort }, "DATABASE_URL is not set: using the embedded PostgreSQL");
   const db: EmbeddedDatabase = await startEmbeddedPostgres({
-    dataDir: path.join(config.dataDir, "pg"),
+    dataDir: dir,
     port: s.pgPort,
     user: s.pgUser,
     password: s.pgPassword,
     database: "payments",
   });
-  return { databaseUrl: db.url, embeddedDatabase: true, stopDatabase: db.stop };
+  return { databaseUrl: db.url, embeddedDatabase: dir, stopDatabase: db.stop };
 }
 
 /** NATS_URL, or 127.0.0.1:4222 when it answers; undefined when neither: the embedded default applies. */

@@ -1,7 +1,8 @@
 // The service as a new user runs it: `npm start` with no DATABASE_URL (embedded PostgreSQL),
 // the admin CLI against the same data directory, a first request, and a clean SIGTERM.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
@@ -24,8 +25,32 @@ const env: Record<string, string> = {
 delete env.DATABASE_URL;
 
 function admin(...args: string[]) {
-  const r = spawnSync(process.execPath, [path.join(root, "services/app/admin.ts"), ...args], { cwd: root, env, encoding: "utf8" });
+  return adminIn(root, env, ...args);
+}
+
+function adminIn(dir: string, e: Record<string, string>, ...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(dir, "services/app/admin.ts"), ...args], { cwd: dir, env: e, encoding: "utf8" });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Runs main.ts from `dir` as `npm start` does; resolves once it announces the REST API or exits. */
+async function startService(t: { teardown(fn: () => void): void }, dir: string, e: Record<string, string>) {
+  const started = Date.now();
+  const child = spawn(process.execPath, [path.join(dir, "services/app/main.ts")], { cwd: dir, env: e, stdio: ["ignore", "pipe", "pipe"] });
+  const output = { out: "", err: "" };
+  child.stdout.on("data", (d: Buffer) => (output.out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (output.err += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+  });
+  let base = "";
+  while (!base && Date.now() - started < 30_000 && child.exitCode === null) {
+    const m = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(output.out);
+    if (m) base = m[1] as string;
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, output, exited, base, elapsed: Date.now() - started };
 }
 
 t.test("admin CLI refuses bad input with one line and a non-zero exit", async (t) => {
@@ -45,26 +70,13 @@ t.test("admin CLI refuses bad input with one line and a non-zero exit", async (t
 });
 
 t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on SIGTERM", async (t) => {
-  const started = Date.now();
-  const child = spawn(process.execPath, [path.join(root, "services/app/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
-  let base = "";
-  while (!base && Date.now() - started < 30_000 && child.exitCode === null) {
-    const m = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(out);
-    if (m) base = m[1] as string;
-    else await new Promise((r) => setTimeout(r, 100));
-  }
+  const { child, output, exited, base, elapsed } = await startService(t, root, env);
+  const out = output.out + output.err;
   t.ok(base, `the REST API is announced (output: ${out.slice(-500)})`);
-  t.match(out, /npm run -s admin -- merchant create/, "it prints how to get a key");
+  t.match(output.out, /npm run -s admin -- merchant create/, "it prints how to get a key");
   const ready = await call(base, "GET", "/api/v1/merchants/mer_x/payment-intents");
   t.equal(ready.status, 401, "the gateway answers");
-  t.ok(Date.now() - started < 30_000, `answered in ${Date.now() - started} ms`);
+  t.ok(elapsed < 30_000, `answered in ${elapsed} ms`);
 
   const merchant = admin("merchant", "create", "--name", "Start Test Shop");
   t.equal(merchant.status, 0, merchant.stderr);
@@ -75,7 +87,7 @@ t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on
   t.match(apiKey, /^sk_test_/);
   const created = await call(base, "POST", `/api/v1/merchants/${merchantId}/payment-intents`, { key: apiKey, idempotencyKey: idemKey(), body: sampleIntent });
   t.equal(created.status, 200, JSON.stringify(created.body));
-  t.notMatch(out, apiKey, "the API key is never logged");
+  t.notMatch(output.out + output.err, apiKey, "the API key is never logged");
 
   child.kill("SIGTERM");
   t.equal(await exited, 0, "exits 0 on SIGTERM");
@@ -83,4 +95,66 @@ t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on
   const revoke = admin("api-key", "revoke", "--id", JSON.parse(key.stdout).id);
   t.equal(revoke.status, 0, "the admin CLI starts the embedded database itself when the server is down");
   t.match(JSON.parse(revoke.stdout), { revoked_at: String });
+});
+
+t.test("a failure to start the embedded database is one line on stderr and exit 1", async (t) => {
+  // A port PostgreSQL cannot bind: held by this test.
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => holder.close());
+  const port = (holder.address() as { port: number }).port;
+  const dir = mkdtempSync(path.join(tmpdir(), "payments-fail-"));
+  chmodSync(dir, 0o755);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(path.join(dir, "embedded.json"), JSON.stringify({ pgPort: port, pgUser: "payments", pgPassword: "pw-not-shown-anywhere", natsPort: 1 }));
+
+  const { exited, output } = await startService(t, root, { ...env, DATA_DIR: dir });
+  t.equal(await exited, 1, "exit code 1");
+  const lines = output.err.trimEnd().split("\n");
+  t.equal(lines.length, 1, `one line on stderr: ${output.err}`);
+  t.match(lines[0], /^payments: could not start: embedded PostgreSQL did not start: .*could not create any TCP\/IP sockets.*; set DATABASE_URL/, "says what failed and what to do");
+  t.notMatch(output.out + output.err, /\n\s+at /, "no stack trace");
+  t.notMatch(output.out + output.err, /pw-not-shown-anywhere/, "the password is not shown");
+
+  const r = adminIn(root, { ...env, DATA_DIR: dir }, "merchant", "create", "--name", "X");
+  t.equal(r.status, 1, "the admin CLI fails too");
+  t.match(r.stderr, /^admin: failed: embedded PostgreSQL did not start: .*set DATABASE_URL[^\n]*\n$/, "in one line");
+});
+
+// As root, the embedded PostgreSQL runs as the "postgres" user, which cannot enter a private
+// (0700) directory: the binaries and the cluster must live where it can, and still just work.
+t.test("as root, npm start works from a private (0700) checkout", { skip: process.getuid?.() !== 0 && "not root" }, async (t) => {
+  const base = statSync(tmpdir()).dev === statSync(root).dev ? tmpdir() : root;
+  const priv = mkdtempSync(path.join(base, "payments-private-"));
+  chmodSync(priv, 0o700);
+  const copy = path.join(priv, "main");
+  let clusterDir = "";
+  t.teardown(() => {
+    rmSync(priv, { recursive: true, force: true });
+    if (clusterDir) rmSync(clusterDir, { recursive: true, force: true });
+  });
+  // A hard-linked copy of what runs: the same files, under a private parent.
+  const parts = ["package.json", "services", "gateway", "gen", "proto", "node_modules"];
+  spawnSync("mkdir", [copy]);
+  const linked = spawnSync("cp", ["-al", ...parts.map((p) => path.join(root, p)), copy]);
+  if (linked.status !== 0) spawnSync("cp", ["-a", ...parts.map((p) => path.join(root, p)), copy]);
+  const e = { ...env };
+  delete e.DATA_DIR;
+
+  const { child, output, exited, base: url } = await startService(t, copy, e);
+  t.ok(url, `the REST API is announced (output: ${(output.out + output.err).slice(-800)})`);
+  const settings = JSON.parse(readFileSync(path.join(copy, ".data", "embedded.json"), "utf8")) as { pgDataDir?: string };
+  clusterDir = settings.pgDataDir ?? "";
+  t.ok(clusterDir && !clusterDir.startsWith(priv), `the cluster lives outside the private directory (${clusterDir})`);
+  t.match(output.out, `database     embedded PostgreSQL under ${clusterDir}`, "and the banner says where");
+  t.equal((statSync(priv).mode & 0o777).toString(8), "700", "the private directory keeps its mode");
+  const merchant = adminIn(copy, e, "merchant", "create", "--name", "Private Shop");
+  t.equal(merchant.status, 0, merchant.stderr);
+  const merchantId = JSON.parse(merchant.stdout).id;
+  const key = adminIn(copy, e, "api-key", "create", "--merchant", merchantId, "--environment", "test", "--scopes", "payment_intents:write");
+  t.equal(key.status, 0, key.stderr);
+  const created = await call(url, "POST", `/api/v1/merchants/${merchantId}/payment-intents`, { key: JSON.parse(key.stdout).api_key, idempotencyKey: idemKey(), body: sampleIntent });
+  t.equal(created.status, 200, JSON.stringify(created.body));
+  child.kill("SIGTERM");
+  t.equal(await exited, 0, "exits 0 on SIGTERM");
 });
