@@ -6,7 +6,8 @@ import { parseArgs } from "node:util";
 import { AdminError, createApiKey, createMerchant, revokeApiKey } from "../auth/admin.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Scope } from "../auth/keys.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
-import { migrate, openDatabase } from "../platform/db.ts";
+import { migrate } from "../platform/db.ts";
+import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { resolveDatabase } from "./resources.ts";
 

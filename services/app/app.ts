@@ -4,7 +4,8 @@ import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
 import { CursorCodec } from "../platform/cursor.ts";
-import { migrate, openDatabase, type Database } from "../platform/db.ts";
+import { migrate, type Database } from "../platform/db.ts";
+import { openDatabase } from "./database.ts";
 import { listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
@@ -32,6 +33,8 @@ export interface App {
   db: Database;
   nats: Nats;
   ports: { gateway?: number; rpc?: number; ops: number };
+  /** The worker role's JetStream prefix (JETSTREAM_PREFIX, or the installation's own). */
+  jetstreamPrefix: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -52,6 +55,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   const interceptors = [createServiceInterceptor(db, logger)];
   const stops: (() => Promise<void>)[] = [];
   const ports: App["ports"] = { ops: 0 };
+  let jetstreamPrefix: string | undefined;
   try {
     if (roles.includes("rpc")) {
       const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort);
@@ -72,7 +76,8 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift(gateway.close);
     }
     if (roles.includes("worker")) {
-      const worker = startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger });
+      const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger });
+      jetstreamPrefix = worker.prefix;
       stops.push(worker.stop);
     }
     if (roles.includes("scheduler")) {
@@ -92,6 +97,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     db,
     nats,
     ports,
+    jetstreamPrefix,
     async stop() {
       for (const stop of stops) await stop();
       await nats.close();

@@ -1,6 +1,6 @@
 // Writes a migration for the difference between the entities and a fresh database
 // (DATABASE_URL, default: a scratch database on the machine's PostgreSQL).
-import { openDatabase } from "../platform/db.ts";
+import { openDatabase } from "./database.ts";
 
 const url = process.env.DATABASE_URL;
 if (!url) {

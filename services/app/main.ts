@@ -1,7 +1,8 @@
 // The service CLI: `main.ts [rpc] [gateway] [scheduler]` runs those roles (all by default);
 // `main.ts migrate` applies pending migrations and exits.
 import { ConfigError, loadConfig } from "../platform/config.ts";
-import { migrate, openDatabase } from "../platform/db.ts";
+import { migrate } from "../platform/db.ts";
+import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { allRoles, startApp, type Role } from "./app.ts";
@@ -70,6 +71,7 @@ const lines = [
   gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : null,
   rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : null,
   `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
+  app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
   resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
   "",
   "Get an API key (in another terminal):",

@@ -5,11 +5,12 @@
 import { parseArgs } from "node:util";
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { streamNames } from "../delivery/jetstream.ts";
+import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
 import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
-import { openDatabase } from "../platform/db.ts";
+import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
+import { installationId } from "../platform/settings.ts";
 import { locateNats, resolveDatabase } from "./resources.ts";
 
 const usage = `usage:
@@ -48,6 +49,20 @@ const showSeconds = (s: unknown) => (Array.isArray(s) ? (s.length ? s.map((x) =>
 
 const notFound = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
 
+/** JETSTREAM_PREFIX, or the installation's own (from its database). */
+async function prefixOf(config: Config): Promise<string> {
+  if (config.jetstreamPrefix !== undefined) return config.jetstreamPrefix;
+  const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
+  const resources = await resolveDatabase(config, logger);
+  const db = await openDatabase(resources.databaseUrl, 1);
+  try {
+    return deliveryPrefix(undefined, await installationId(db.em.fork()));
+  } finally {
+    await db.close();
+    await resources.stopDatabase();
+  }
+}
+
 async function consumers(config: Config) {
   const url = await locateNats(config);
   let nc: NatsConnection;
@@ -57,7 +72,7 @@ async function consumers(config: Config) {
     throw new OpsError(`NATS is not reachable at ${url} (${(err as Error).message})`, 1);
   }
   try {
-    const names = streamNames(config.jetstreamPrefix);
+    const names = streamNames(await prefixOf(config));
     const jsm = await jetstreamManager(nc);
     const si = await jsm.streams.info(names.stream).catch((err: unknown) => {
       if (notFound(err, JetStreamApiCodes.StreamNotFound)) throw new OpsError(`no stream ${names.stream} yet: start a worker (npm start) to create it`, 1);

@@ -26,6 +26,8 @@ export const WebhookDeliveryRecord = defineEntity({
     lastError: p.string().length(512).nullable(),
     replayOf: p.string().nullable(),
     publishedAt: p.datetime().length(3).nullable(),
+    /** How often the delivery went back to the outbox (requeue); part of its Nats-Msg-Id. */
+    republished: p.integer().default(0),
     streamSeq: p.bigint("number").nullable(),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),

@@ -1,5 +1,6 @@
 import {
   AckPolicy,
+  jetstream,
   DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
@@ -19,10 +20,67 @@ export interface StreamNames {
   stream: string;
   subject: string;
   consumer: string;
+  /** The stream holding the one message that says which installation the prefix belongs to. */
+  claimStream: string;
+  claimSubject: string;
 }
 
 export function streamNames(prefix: string): StreamNames {
-  return { stream: `${prefix}-webhook-deliveries`, subject: `${prefix}.webhooks.delivery`, consumer: `${prefix}-webhook-worker` };
+  return {
+    stream: `${prefix}-webhook-deliveries`,
+    subject: `${prefix}.webhooks.delivery`,
+    consumer: `${prefix}-webhook-worker`,
+    claimStream: `${prefix}-installation`,
+    claimSubject: `${prefix}.installation`,
+  };
+}
+
+/**
+ * JETSTREAM_PREFIX, or when it is unset one of the installation's own ("payments-<installation
+ * id>"), so that two installations on one NATS never share a stream by default.
+ */
+export function deliveryPrefix(configured: string | undefined, installation: string): string {
+  return configured ?? `payments-${installation}`;
+}
+
+/** The prefix's streams belong to another installation (another database). */
+export class PrefixTaken extends Error {
+  constructor(prefix: string) {
+    super(
+      `JETSTREAM_PREFIX "${prefix}" belongs to another installation (another database) on this NATS server; ` +
+        `set JETSTREAM_PREFIX to a prefix of this installation's own, or leave it unset for one made from the installation id`,
+    );
+  }
+}
+
+/**
+ * Binds the prefix to this installation: the first installation to publish its id on the claim
+ * subject owns it (the publish expects no earlier message); any other is refused. A worker of
+ * another installation would take deliveries its database does not know, and they would be lost.
+ */
+async function claimPrefix(nc: NatsConnection, jsm: JetStreamManager, names: StreamNames, installation: string, prefix: string): Promise<void> {
+  try {
+    await jsm.streams.info(names.claimStream);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    const add = jsm.streams.add({
+      name: names.claimStream,
+      description: "Which installation (database) owns this JETSTREAM_PREFIX: one message, its installation id.",
+      subjects: [names.claimSubject],
+      storage: StorageType.File,
+      max_msgs_per_subject: 1,
+    });
+    // Created meanwhile by another process: fine.
+    await add.catch((e: unknown) => jsm.streams.info(names.claimStream).catch(() => Promise.reject(e)));
+  }
+  await jetstream(nc)
+    .publish(names.claimSubject, installation, { expect: { lastSubjectSequence: 0 } })
+    .catch((e: unknown) => {
+      // Claimed already: by us or by another installation, as the message says.
+      if (!(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamWrongLastSequence)) throw e;
+    });
+  const owner = await jsm.streams.getMessage(names.claimStream, { last_by_subj: names.claimSubject });
+  if (owner?.string() !== installation) throw new PrefixTaken(prefix);
 }
 
 /**
@@ -70,9 +128,18 @@ function isNotFound(err: unknown): boolean {
   );
 }
 
-/** Creates the stream and the durable consumer, or brings them to the configured schedule. */
-export async function ensureDeliveryStream(nc: NatsConnection, names: StreamNames, s: Schedule): Promise<JetStreamManager> {
+/**
+ * Claims the prefix for this installation, then creates the stream and the durable consumer, or
+ * brings them to the configured schedule.
+ */
+export async function ensureDeliveryStream(
+  nc: NatsConnection,
+  names: StreamNames,
+  s: Schedule,
+  owner: { installation: string; prefix: string },
+): Promise<JetStreamManager> {
   const jsm = await jetstreamManager(nc);
+  await claimPrefix(nc, jsm, names, owner.installation, owner.prefix);
   const stream = streamConfig(names);
   try {
     await jsm.streams.info(names.stream);

@@ -71,11 +71,11 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     await o.streamReady(failing);
     const js = jetstream(nc);
     return o.db.em.fork().transactional(async (tx) => {
-      const ids = await claimUnpublished(tx, batch);
-      if (ids.length === 0) return 0;
-      await Promise.all(ids.map((id) => js.publish(o.names.subject, id, { msgID: id, timeout: 5000 })));
-      await markPublished(tx, ids);
-      return ids.length;
+      const rows = await claimUnpublished(tx, batch);
+      if (rows.length === 0) return 0;
+      await Promise.all(rows.map(({ id, msgId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000 })));
+      await markPublished(tx, rows.map((r) => r.id));
+      return rows.length;
     });
   };
 

@@ -3,36 +3,77 @@ import type { Config } from "../platform/config.ts";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
+import { installationId } from "../platform/settings.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
-import { ensureDeliveryStream, streamNames } from "./jetstream.ts";
+import { PrefixTaken, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
 import { startDeliveryWorker } from "./worker.ts";
 
-/** The worker role: the outbox relay and a delivery worker, sharing the stream set-up. */
-export function startWorkerRole(o: {
+/** The first nats-server release with the fix for nats-server #6085 (PR #6104). */
+const pendingTimerFixed = [2, 10, 23] as const;
+
+function olderThan(version: string, than: readonly number[]): boolean {
+  const parts = version.split(/[.-]/).map((p) => Number.parseInt(p, 10));
+  for (let i = 0; i < than.length; i++) {
+    const v = parts[i] ?? 0;
+    if (v !== than[i]) return v < than[i]!;
+  }
+  return false;
+}
+
+/** How long start-up waits for NATS to check the prefix's owner; past that the check runs when NATS is back. */
+const claimCheckAtStartMs = 5000;
+
+/**
+ * The worker role: the outbox relay and a delivery worker, sharing the stream set-up. Refuses to
+ * start (PrefixTaken) when JETSTREAM_PREFIX belongs to another installation.
+ */
+export async function startWorkerRole(o: {
   config: Config;
   db: Database;
   databaseUrl: string;
   nats: Nats;
   secrets: SecretBox;
   logger: Logger;
-}): { stop(): Promise<void> } {
+}): Promise<{ prefix: string; stop(): Promise<void> }> {
   const { config, db, nats, logger } = o;
-  const names = streamNames(config.jetstreamPrefix);
+  const installation = await installationId(db.em.fork());
+  const prefix = deliveryPrefix(config.jetstreamPrefix, installation);
+  const names = streamNames(prefix);
   const schedule = retrySchedule(config.webhookRetryDelaysSeconds, config.webhookMaxAttempts);
   // The stream and consumer are set up once per connection, and again after a failure
   // (e.g. a NATS server that came back without its store).
   let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
   const streamReady = async (refresh = false) => {
     const nc = await nats.connected;
-    if (refresh || ensured?.nc !== nc) ensured = { nc, done: ensureDeliveryStream(nc, names, schedule) };
+    if (refresh || ensured?.nc !== nc) {
+      ensured = { nc, done: ensureDeliveryStream(nc, names, schedule, { installation, prefix }) };
+      const version = nc.info?.version ?? "unknown";
+      const old = olderThan(version, pendingTimerFixed);
+      logger.info(
+        { natsServer: version, prefix, stream: names.stream },
+        old
+          ? `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended`
+          : "delivery stream ready",
+      );
+    }
     const attempt = ensured;
     await attempt.done.catch((err) => {
       if (ensured === attempt) ensured = undefined;
+      if (err instanceof PrefixTaken) logger.error(err.message);
       throw err;
     });
   };
+  // Refuse at once when NATS answers and the prefix is another installation's.
+  const check = streamReady();
+  check.catch(() => undefined);
+  const taken = await Promise.race([
+    check.then(() => undefined, (err: unknown) => (err instanceof PrefixTaken ? err : undefined)),
+    new Promise<undefined>((r) => setTimeout(() => r(undefined), claimCheckAtStartMs).unref()),
+  ]);
+  if (taken) throw taken;
+
   const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady });
   const worker = startDeliveryWorker({
     db,
@@ -47,6 +88,7 @@ export function startWorkerRole(o: {
     streamReady,
   });
   return {
+    prefix,
     async stop() {
       await worker.stop();
       await relay.stop();

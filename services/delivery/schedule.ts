@@ -24,3 +24,18 @@ export function delayAfter(s: Schedule, attempt: number): number {
 
 /** Ack wait when there is a single attempt (no backoff list). */
 export const ackWaitWithoutBackoffMs = 60_000;
+
+/**
+ * The delay to send with a NAK so that the server redelivers `waitMs` from now. A delayed NAK
+ * backdates the message by the consumer's ack wait (= backoff[0]) and checkPending then measures
+ * it against the backoff entry of its delivery count, so the server waits
+ * delay + backoff[min(n-1, last)] − backoff[0] (nats-server consumer.go, processNak and
+ * checkPending, the same from 2.9.10 to 2.14). Unlike a message left unacknowledged, a delayed NAK
+ * also re-arms the consumer's redelivery timer (nats-server #6085).
+ */
+export function nakDelayFor(s: Schedule, deliveryCount: number, waitMs: number): number {
+  const list = s.backoffMs.length > 0 ? s.backoffMs : [ackWaitWithoutBackoffMs];
+  const delay = waitMs - list[Math.min(Math.max(deliveryCount, 1), list.length) - 1]! + list[0]!;
+  // 0 would be sent as a bare NAK, which redelivers at once.
+  return delay === 0 ? 1 : delay;
+}

@@ -115,13 +115,17 @@ export async function failPendingOfEndpoint(em: EntityManager, endpointId: strin
 
 // ---- the relay ----
 
-/** Up to `batch` unpublished deliveries, locked so that concurrent relays take different rows. */
-export async function claimUnpublished(em: EntityManager, batch: number): Promise<string[]> {
-  const rows = await em.execute<{ id: string }[]>(
-    `select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked`,
+/**
+ * Up to `batch` unpublished deliveries, locked so that concurrent relays take different rows,
+ * each with the Nats-Msg-Id of its publication: the delivery id, and for a delivery published
+ * again (requeue) the id and a count, so that JetStream's duplicate window does not drop it.
+ */
+export async function claimUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
+  const rows = await em.execute<{ id: string; republished: number }[]>(
+    `select id, republished from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked`,
     [batch],
   );
-  return rows.map((r) => r.id);
+  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id }));
 }
 
 export async function markPublished(em: EntityManager, ids: readonly string[]): Promise<void> {
@@ -144,7 +148,14 @@ export interface Claimed {
   payload: string;
 }
 
-export type ClaimResult = { claimed: Claimed } | { skipped: "unknown" | "finished" | "duplicate" | "in_flight" };
+export type ClaimResult =
+  | { claimed: Claimed }
+  | { skipped: "unknown" | "finished" | "duplicate" | "in_flight" }
+  /** A message published again before the delivery's retry is due. */
+  | { skipped: "early"; dueInMs: number };
+
+/** A message this close to its delivery's due time is on time (worker clocks differ a little). */
+const earlyToleranceMs = 200;
 
 export interface ClaimRequest {
   id: string;
@@ -182,7 +193,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
      ), old as (
        select d.id, d.status, d.last_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
         where (d.stream_seq is null or d.stream_seq = input.seq)
-          and (d.status = 'pending' or (d.status = 'processing' and d.last_attempt_at <= ?))
+          and ((d.status = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
+               or (d.status = 'processing' and d.last_attempt_at <= ?))
         order by d.id
         for update of d
      ), claimed as (
@@ -194,14 +206,15 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, ev.payload
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
-    [JSON.stringify(batch), new Date(at.getTime() - takeoverAfterMs), at, at],
+    [JSON.stringify(batch), new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at],
   );
   const claimed = new Map(rows.map((r) => [r.id, r]));
   const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);
-  const existing = new Map<string, { status: DeliveryStatus; stream_seq: string | number | null }>();
+  type Found = { id: string; status: DeliveryStatus; stream_seq: string | number | null; next_attempt_at: Date | string | null };
+  const existing = new Map<string, Found>();
   if (missing.length > 0) {
-    const found = await em.execute<{ id: string; status: DeliveryStatus; stream_seq: string | number | null }[]>(
-      `select id, status, stream_seq from webhook_deliveries where id in (?)`,
+    const found = await em.execute<Found[]>(
+      `select id, status, stream_seq, next_attempt_at from webhook_deliveries where id in (?)`,
       [missing],
     );
     for (const f of found) existing.set(f.id, f);
@@ -231,7 +244,9 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     const e = existing.get(b.id);
     if (!e) return { skipped: "unknown" };
     if (e.status === "delivered" || e.status === "failed") return { skipped: "finished" };
-    return { skipped: e.stream_seq !== null && Number(e.stream_seq) !== b.seq ? "duplicate" : "in_flight" };
+    if (e.stream_seq !== null && Number(e.stream_seq) !== b.seq) return { skipped: "duplicate" };
+    if (e.status === "pending" && e.next_attempt_at !== null) return { skipped: "early", dueInMs: Math.max(1, new Date(e.next_attempt_at).getTime() - at.getTime()) };
+    return { skipped: "in_flight" };
   });
 }
 
@@ -324,4 +339,36 @@ export async function failAbandoned(em: EntityManager, maxAttempts: number, stal
   );
   for (const r of rows) await recordLostAttempt(em, r.id, r.attempt_count, new Date(r.last_attempt_at));
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
+}
+
+/**
+ * Deliveries overdue by `strandedAfterMs` — a pending delivery whose retry (or first attempt)
+ * never came, or an attempt in flight far past its deadline with attempts left — go back to the
+ * outbox, to be published as a new message: their JetStream message was lost, or has no
+ * delivery left. Returns the old messages' stream sequences, to be removed.
+ */
+export async function republishStranded(em: EntityManager, maxAttempts: number, strandedAfterMs: number, timeoutMs: number): Promise<number[]> {
+  const rows = await em.execute<{ stream_seq: string | number | null }[]>(
+    `with stranded as (
+       select id, stream_seq from webhook_deliveries
+        where published_at is not null and (
+          (status = 'pending' and coalesce(next_attempt_at, published_at) < now() - make_interval(secs => ?))
+          or (status = 'processing' and attempt_count < ? and last_attempt_at < now() - make_interval(secs => ?)))
+        for update skip locked
+     )
+     update webhook_deliveries d set published_at = null, stream_seq = null, republished = d.republished + 1, updated_at = now()
+       from stranded where d.id = stranded.id
+     returning stranded.stream_seq`,
+    [strandedAfterMs / 1000, maxAttempts, (strandedAfterMs + timeoutMs) / 1000],
+  );
+  return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
+}
+
+/** Puts a pending delivery back in the outbox, to be published as a new message. */
+export async function requeue(em: EntityManager, id: string): Promise<void> {
+  await em.execute(
+    `update webhook_deliveries set published_at = null, stream_seq = null, republished = republished + 1, updated_at = now()
+      where id = ? and status = 'pending'`,
+    [id],
+  );
 }

@@ -6,10 +6,22 @@ import type { SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
 import { classify, type AttemptResult } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
-import { delayAfter, type Schedule } from "./schedule.ts";
+import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
 import { signPayload } from "./signature.ts";
-import { claimDeliveries, failAbandoned, failClaimed, finishAttempts, recordLostAttempt, type AttemptRecord, type Claimed, type ClaimRequest, type ClaimResult } from "./store.ts";
+import {
+  claimDeliveries,
+  failAbandoned,
+  failClaimed,
+  finishAttempts,
+  recordLostAttempt,
+  republishStranded,
+  requeue,
+  type AttemptRecord,
+  type Claimed,
+  type ClaimRequest,
+  type ClaimResult,
+} from "./store.ts";
 import { PolicyRejection, UnresolvedHost, resolveTarget, type ConnectTo } from "./url-policy.ts";
 
 export interface WorkerOptions {
@@ -30,12 +42,17 @@ export const userAgent = "PaymentIntentService-Webhooks/1.0";
 
 /**
  * A delivery worker: pulls from the shared durable consumer and makes one
- * attempt per message. The retry schedule is JetStream's: success → ack;
- * retryable → left unacknowledged (working() restarts the backoff clock at the
- * attempt's end) so the server redelivers after backoff[n-1]; terminal or the
- * last attempt → term(). While an attempt runs, working() keeps its ack
- * deadline from passing, so it is never redelivered in flight; if this process
- * dies, the deadline passes and another worker takes the delivery over.
+ * attempt per message. The retry schedule is JetStream's backoff: success → ack;
+ * retryable → a NAK whose delay makes the server redeliver after backoff[n-1] from
+ * now, exactly as if the message had been left unacknowledged, but which also re-arms
+ * the consumer's redelivery timer (on 2.9 a message left alone waits for a timer armed
+ * for another message's longer backoff: nats-server #6085); terminal or the last
+ * attempt → a bare term() (2.9 ignores a term with a reason). While an attempt runs,
+ * working() keeps its ack deadline from passing, so it is never redelivered in flight;
+ * if this process dies, the deadline passes and another worker takes the delivery over.
+ * When the database cannot be reached, the message is held (working()) and the write
+ * retried, so an outage spends neither an attempt nor a JetStream delivery, and an
+ * attempt's outcome is saved as it was once the database is back.
  */
 export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> } {
   let stopped = false;
@@ -52,6 +69,24 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
     claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs)),
     finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items)),
   };
+  let outage = false;
+  /** Runs a database write until it succeeds; gives up (throws) only when the worker stops. */
+  const persist = async <T>(write: () => Promise<T>): Promise<T> => {
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        const result = await write();
+        if (outage) o.logger.info("delivery worker: the database answers again");
+        outage = false;
+        return result;
+      } catch (err) {
+        if (stopped) throw err;
+        if (!outage) o.logger.warn({ err }, "delivery worker: database write failed; holding the message and retrying");
+        outage = true;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  };
+  const ctx: HandleContext = { o, batches, persist };
 
   const loop = (async () => {
     let failed = false;
@@ -70,7 +105,9 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           current = batch;
           if (stopped) await batch.close();
           for await (const msg of batch) {
-            const task = handle(o, batches, msg).catch((err) => o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly"));
+            const task = handle(ctx, msg).catch((err) => {
+              if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
+            });
             inflight.add(task);
             void task.finally(() => inflight.delete(task));
           }
@@ -86,17 +123,22 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
     }
   })();
 
-  // Deliveries whose worker died during their last attempt get no redelivery; end them.
+  // Nothing is left behind: deliveries whose worker died during their last attempt get no
+  // redelivery, so they end; deliveries overdue past strandedAfterMs (their message lost, or
+  // out of JetStream deliveries) are published again. Either way their old message goes.
+  const strandedAfterMs = strandedAfter(o.schedule, o.timeoutMs);
   const sweep = setInterval(() => {
     void (async () => {
-      const seqs = await failAbandoned(o.db.em.fork(), o.schedule.maxAttempts, o.timeoutMs + 60_000);
+      const abandoned = await failAbandoned(o.db.em.fork(), o.schedule.maxAttempts, o.timeoutMs + 60_000);
+      if (abandoned.length > 0) o.logger.warn({ deliveries: abandoned.length }, "ended deliveries whose worker stopped during the last attempt");
+      const stranded = await republishStranded(o.db.em.fork(), o.schedule.maxAttempts, strandedAfterMs, o.timeoutMs);
+      if (stranded.length > 0) o.logger.warn({ deliveries: stranded.length }, "published again deliveries overdue for their attempt");
+      const seqs = [...abandoned, ...stranded];
       if (seqs.length === 0) return;
-      o.logger.warn({ deliveries: seqs.length }, "ended deliveries whose worker stopped during the last attempt");
-      // Their messages reached max_deliver unacknowledged and would otherwise stay in the stream.
       const jsm = await jetstreamManager(await o.nats.connected);
       for (const seq of seqs) await jsm.streams.deleteMessage(o.names.stream, seq, false).catch(() => undefined);
-    })().catch((err) => o.logger.warn({ err }, "abandoned-delivery sweep failed"));
-  }, 30_000);
+    })().catch((err) => o.logger.warn({ err }, "delivery sweep failed"));
+  }, Math.min(30_000, strandedAfterMs / 2));
   sweep.unref();
 
   return {
@@ -117,42 +159,76 @@ interface Batches {
   finishes: Batcher<AttemptRecord, boolean>;
 }
 
+interface HandleContext {
+  o: WorkerOptions;
+  batches: Batches;
+  persist: <T>(write: () => Promise<T>) => Promise<T>;
+}
+
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
 }
 
-async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<void> {
+/**
+ * How late past its due time a delivery must be before it counts as stranded and is published
+ * again: twice the first delay (10 s to 5 min), plus the attempt timeout. A retry that is merely
+ * queued behind a backlog is later than that only under an extreme backlog, and then a second
+ * message is harmless: the first to be claimed owns the delivery, the other is dropped.
+ */
+export function strandedAfter(s: Schedule, timeoutMs: number): number {
+  return Math.min(Math.max(2 * shortestDeadlineMs(s), 10_000), 300_000) + timeoutMs;
+}
+
+async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promise<void> {
   const deliveryCount = msg.info.deliveryCount;
-  // Delivery n's ack deadline, and the delay before the next attempt: backoff[n-1].
+  // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
   const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(deadline / 3)));
+  // Redelivered by the server `waitMs` from now (see nakDelayFor).
+  const retryIn = (waitMs: number) => msg.nak(nakDelayFor(o.schedule, deliveryCount, waitMs));
   try {
-    const claim = await batches.claims.add({ id: msg.string(), seq: msg.seq });
+    let claim: ClaimResult;
+    try {
+      claim = await persist(() => batches.claims.add({ id: msg.string(), seq: msg.seq }));
+    } catch {
+      return retryIn(1000); // stopping during an outage: nothing was claimed
+    }
     const startedAt = new Date();
     if ("skipped" in claim) {
-      // A copy of the message whose attempt is running here or elsewhere: that attempt
-      // acknowledges the message, and this copy leaves it alone.
-      if (claim.skipped === "in_flight") return;
-      // Finished already (e.g. its endpoint was disabled), or a second publish of the delivery.
-      msg.term(claim.skipped);
-      return;
+      switch (claim.skipped) {
+        case "in_flight":
+          // A copy of the message whose attempt is running here or elsewhere: that attempt
+          // acknowledges the message, and this copy leaves it alone.
+          return;
+        case "early":
+          // Published again before its retry is due: wait for the schedule.
+          return retryIn(claim.dueInMs);
+        case "unknown":
+          // Not this installation's delivery (its database has no such row): never end it here.
+          o.logger.error({ delivery: msg.string(), seq: msg.seq, stream: o.names.stream }, "a delivery this database does not know: left for its owner");
+          return;
+        default:
+          // Finished already (e.g. its endpoint was disabled), or a second publish of the delivery.
+          return msg.term();
+      }
     }
     const d = claim.claimed;
     if (d.previousStatus === "processing" && d.attempt > 1) {
-      await recordLostAttempt(o.db.em.fork(), d.id, d.attempt - 1, d.previousAttemptAt ?? startedAt);
+      await persist(() => recordLostAttempt(o.db.em.fork(), d.id, d.attempt - 1, d.previousAttemptAt ?? startedAt));
     }
     if (d.endpointStatus !== "enabled") {
-      await failClaimed(o.db.em.fork(), d.id, "endpoint_disabled");
-      msg.term("endpoint_disabled");
-      return;
+      await persist(() => failClaimed(o.db.em.fork(), d.id, "endpoint_disabled"));
+      return msg.term();
     }
     const response = await attempt(o, d);
     const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
     const outcome = classify(result);
-    const last = deliveryCount >= o.schedule.maxAttempts || d.attempt >= o.schedule.maxAttempts;
+    const last = d.attempt >= o.schedule.maxAttempts;
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
     const finishedAt = Date.now();
-    const owned = await batches.finishes.add({
+    // The schedule follows our own attempt count (a re-published message starts its count again).
+    const waitMs = delayAfter(o.schedule, d.attempt);
+    const record: AttemptRecord = {
       deliveryId: d.id,
       number: d.attempt,
       startedAt,
@@ -162,15 +238,29 @@ async function handle(o: WorkerOptions, batches: Batches, msg: JsMsg): Promise<v
       outcome,
       excerpt: "statusCode" in response ? response.excerpt : undefined,
       status,
-      nextAttemptAt: status === "pending" ? new Date(finishedAt + deadline) : undefined,
+      nextAttemptAt: status === "pending" ? new Date(finishedAt + waitMs) : undefined,
       lastError: "statusCode" in response ? (outcome === "success" ? undefined : `HTTP ${response.statusCode}`) : `${response.error}: ${response.detail}`,
-    });
+    };
+    let owned: boolean;
+    try {
+      owned = await persist(() => batches.finishes.add(record));
+    } catch {
+      // Stopping while the database is away: the outcome is lost with this process, and the
+      // next worker records the attempt as worker_lost. The message comes back after its deadline.
+      return;
+    }
     clearInterval(heartbeat);
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
     if (!owned) return;
     if (status === "delivered") msg.ack();
-    else if (status === "pending") msg.working();
-    else msg.term(outcome);
+    else if (status === "failed") msg.term();
+    else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
+    else {
+      // JetStream has no delivery left for this message (copies and takeovers spent some):
+      // publish the delivery again; its new message waits for the due time ("early").
+      msg.term();
+      await persist(() => requeue(o.db.em.fork(), d.id));
+    }
   } finally {
     clearInterval(heartbeat);
   }

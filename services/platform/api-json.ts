@@ -7,6 +7,7 @@ import {
   type JsonValue,
   type Message,
 } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { validationError } from "./errors.ts";
 
 /**
@@ -113,11 +114,19 @@ function fromQueryValue(field: DescField, value: JsonValue): JsonValue {
 /**
  * Proto JSON with field names as in the proto, every implicit field present,
  * and unset optional fields as null: a client sees every field, every time.
+ * Timestamps always carry milliseconds ("…:01.000Z", as Date#toISOString writes them and
+ * as event bodies are delivered), where proto JSON would drop zero fractions ("…:01Z").
  */
 export function encodeResponse(schema: DescMessage, message: Message): JsonValue {
   const json = toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
   addNulls(schema, message, json);
   return json;
+}
+
+/** A timestamp of whole milliseconds as toISOString writes it; finer ones as proto JSON does. */
+function withMillis(ts: Timestamp, protoJson: string): string {
+  if (ts.nanos % 1_000_000 !== 0) return protoJson;
+  return new Date(Number(ts.seconds) * 1000 + ts.nanos / 1_000_000).toISOString();
 }
 
 function addNulls(schema: DescMessage, message: Message, json: JsonValue): void {
@@ -127,6 +136,7 @@ function addNulls(schema: DescMessage, message: Message, json: JsonValue): void 
     const value = (message as unknown as Record<string, unknown>)[field.localName];
     if (field.fieldKind === "message") {
       if (!isFieldSet(message, field)) json[field.name] = null;
+      else if (field.message.typeName === "google.protobuf.Timestamp") json[field.name] = withMillis(value as Timestamp, json[field.name] as string);
       else addNulls(field.message, value as Message, json[field.name] as JsonValue);
     } else if (field.fieldKind === "list" && field.listKind === "message") {
       const items = json[field.name];

@@ -15,7 +15,8 @@ export interface Config {
   host: string;
   publicBaseUrl: string;
   checkoutBaseUrl: string;
-  jetstreamPrefix: string;
+  /** Unset: the installation's own, "payments-<installation id>". */
+  jetstreamPrefix: string | undefined;
   webhookRetryDelaysSeconds: number[];
   webhookMaxAttempts: number;
   webhookTimeoutMs: number;
@@ -93,8 +94,8 @@ function connectTo(raw: string | undefined): ConnectTo[] {
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
-  const prefix = optional(env, "JETSTREAM_PREFIX") ?? "payments";
-  if (!/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) {
+  const prefix = optional(env, "JETSTREAM_PREFIX");
+  if (prefix !== undefined && !/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) {
     throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
   }
   return {

@@ -1,6 +1,5 @@
-import { MikroORM, type EntityManager } from "@mikro-orm/postgresql";
+import { MikroORM, type EntityManager, type Options } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
-import { entities } from "./entities.ts";
 import { migrations } from "./migrations/index.ts";
 
 export type { EntityManager };
@@ -10,7 +9,7 @@ export type Database = MikroORM;
  * Opens the ORM. Migrations are a committed, explicit list (no folder
  * discovery), applied by `migrate()` at start and by `npm run migrate`.
  */
-export async function openDatabase(url: string, poolSize = 10): Promise<Database> {
+export async function openDatabase(url: string, entities: NonNullable<Options["entities"]>, poolSize = 10): Promise<Database> {
   const orm = await MikroORM.init({
     clientUrl: url,
     entities,

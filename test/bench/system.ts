@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import { scopes } from "../../services/auth/keys.ts";
-import { openDatabase } from "../../services/platform/db.ts";
+import { openDatabase } from "../../services/app/database.ts";
 import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "../helpers/harness.ts";
 import { freePort, spawnService, type ServiceProcess } from "../helpers/processes.ts";
 import type { SystemInfo } from "./types.ts";

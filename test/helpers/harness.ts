@@ -43,14 +43,16 @@ export async function createTestDatabase(t: Teardown): Promise<string> {
   return url.toString();
 }
 
-/** Removes a test run's delivery stream (and its consumer) from the shared NATS. */
+/** Removes a test run's delivery stream (and its consumer) and its prefix claim from the shared NATS. */
 export async function deleteStream(prefix: string, servers = natsUrl): Promise<void> {
   // A test's private NATS may already be gone, and its streams with it.
   const nc = await connect({ servers, reconnect: false }).catch(() => undefined);
   if (!nc) return;
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(streamNames(prefix).stream).catch(() => undefined);
+    const names = streamNames(prefix);
+    await jsm.streams.delete(names.stream).catch(() => undefined);
+    await jsm.streams.delete(names.claimStream).catch(() => undefined);
   } finally {
     await nc.close();
   }
@@ -58,6 +60,8 @@ export async function deleteStream(prefix: string, servers = natsUrl): Promise<v
 
 export interface TestApp {
   app: App;
+  /** The run's JetStream prefix. */
+  prefix: string;
   masterKey: Buffer;
   config: Config;
   base: string;
@@ -73,13 +77,14 @@ export async function startTestApp(
   masterKey: Buffer = randomBytes(32),
 ): Promise<TestApp> {
   const databaseUrl = await createTestDatabase(t);
+  const prefix = env.JETSTREAM_PREFIX ?? uniqueName("t");
   const config = loadConfig({
     PORT: "0",
     RPC_PORT: "0",
     OPS_PORT: "0",
-    JETSTREAM_PREFIX: uniqueName("t"),
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...env,
+    JETSTREAM_PREFIX: prefix,
   });
   const app = await startApp({
     config,
@@ -91,10 +96,11 @@ export async function startTestApp(
   });
   t.teardown(async () => {
     await app.stop();
-    await deleteStream(config.jetstreamPrefix, config.natsUrl ?? natsUrl);
+    await deleteStream(prefix, config.natsUrl ?? natsUrl);
   });
   return {
     app,
+    prefix,
     masterKey,
     config,
     base: `http://127.0.0.1:${app.ports.gateway}`,

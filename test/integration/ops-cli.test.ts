@@ -33,8 +33,8 @@ t.test("ops consumers and deliveries", async (t) => {
   const deliveryId: string = sent.body.data.id;
   await waitForDelivery(s, deliveryId, (d) => d.status === "failed");
 
-  const env = { DATABASE_URL: s.databaseUrl, NATS_URL: natsUrl, JETSTREAM_PREFIX: s.config.jetstreamPrefix };
-  const prefix = s.config.jetstreamPrefix;
+  const env = { DATABASE_URL: s.databaseUrl, NATS_URL: natsUrl, JETSTREAM_PREFIX: s.prefix };
+  const prefix = s.prefix;
 
   t.test("consumers --json", async (t) => {
     const r = await ops(env, "consumers", "--json");

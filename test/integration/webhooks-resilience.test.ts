@@ -90,7 +90,7 @@ function workerEnv(t: Teardown, s: WebhookSetup, extra: Record<string, string>):
   return {
     DATABASE_URL: s.databaseUrl,
     NATS_URL: natsUrl,
-    JETSTREAM_PREFIX: s.config.jetstreamPrefix,
+    JETSTREAM_PREFIX: s.prefix,
     SECRET_ENCRYPTION_KEY: s.masterKey.toString("hex"),
     WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${s.receiver.port}`,
     NODE_EXTRA_CA_CERTS: s.ca.caFile,
@@ -136,7 +136,7 @@ t.test("two worker processes share one consumer: every event reaches the endpoin
   const proxies = [await startTcpProxy(t, s.receiver.port), await startTcpProxy(t, s.receiver.port)];
   const workers = proxies.map((p) => spawnService(t, ["worker"], workerEnv(t, s, { WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${p.port}` })));
   await Promise.all(workers.map((w) => w.started));
-  await waitForPullers(s.config.jetstreamPrefix, 2, workers);
+  await waitForPullers(s.prefix, 2, workers);
 
   const ep = await s.createEndpoint();
   const count = 200;

@@ -163,7 +163,7 @@ t.test("encodeResponse", async (t) => {
     asset: "USDC",
     requested_amount: "12.50",
     environment: "test",
-    created_at: "2026-01-31T12:00:00Z",
+    created_at: "2026-01-31T12:00:00.000Z",
     expires_at: null,
     checkout_url: "http://localhost:8080/checkout/pi_1",
     metadata: {},
@@ -176,7 +176,7 @@ t.test("encodeResponse", async (t) => {
   t.equal(withRef.status, "", "implicit fields are always present");
 
   const wrapped = encodeResponse(CreatePaymentIntentResponseSchema, create(CreatePaymentIntentResponseSchema, { data: intent }));
-  t.match(wrapped, { data: { merchant_reference: null, expires_at: null, created_at: "2026-01-31T12:00:00Z" } }, "nested message");
+  t.match(wrapped, { data: { merchant_reference: null, expires_at: null, created_at: "2026-01-31T12:00:00.000Z" } }, "nested message");
 
   const page = encodeResponse(
     ListPaymentIntentsResponseSchema,

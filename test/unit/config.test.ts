@@ -24,7 +24,7 @@ t.test("defaults", async (t) => {
   t.equal(config.host, "127.0.0.1");
   t.equal(config.publicBaseUrl, "http://localhost:8080");
   t.equal(config.checkoutBaseUrl, "http://localhost:8080/checkout");
-  t.equal(config.jetstreamPrefix, "payments");
+  t.equal(config.jetstreamPrefix, undefined, "unset: the installation's own prefix");
   t.same(config.webhookRetryDelaysSeconds, [60, 300, 1800, 7200, 43200]);
   t.equal(config.webhookMaxAttempts, 6);
   t.equal(config.webhookTimeoutMs, 10_000);
@@ -49,7 +49,7 @@ t.test("empty or blank values fall back to defaults", async (t) => {
   });
   t.equal(config.port, 8080);
   t.equal(config.databaseUrl, undefined);
-  t.equal(config.jetstreamPrefix, "payments");
+  t.equal(config.jetstreamPrefix, undefined, "unset: the installation's own prefix");
   t.same(config.webhookRetryDelaysSeconds, [60, 300, 1800, 7200, 43200]);
   t.equal(config.publicBaseUrl, "http://localhost:8080");
   t.equal(config.secretEncryptionKey, undefined);

@@ -1,5 +1,5 @@
 import t from "tap";
-import { ackWaitWithoutBackoffMs, delayAfter, schedule } from "../../services/delivery/schedule.ts";
+import { ackWaitWithoutBackoffMs, delayAfter, nakDelayFor, schedule } from "../../services/delivery/schedule.ts";
 
 const defaults = [60, 300, 1800, 7200, 43200];
 const defaultMs = [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000];
@@ -64,4 +64,28 @@ t.test("the input list is not modified", async (t) => {
   const delays = [60, 300, 1800];
   schedule(delays, 2);
   t.same(delays, [60, 300, 1800]);
+});
+
+// What nats-server does with a delayed NAK on a consumer with a backoff (consumer.go: processNak
+// backdates the message by ack wait = backoff[0]; checkPending compares with backoff[n-1]).
+function serverWait(s: ReturnType<typeof schedule>, deliveryCount: number, nakDelayMs: number): number {
+  const list = s.backoffMs.length > 0 ? s.backoffMs : [ackWaitWithoutBackoffMs];
+  return nakDelayMs + list[Math.min(deliveryCount, list.length) - 1]! - list[0]!;
+}
+
+t.test("nakDelayFor: the server then waits exactly the asked time, at every delivery count", async (t) => {
+  for (const s of [schedule(defaults, 6), schedule([2, 30], 3), schedule([1, 2, 3, 4, 5], 6), schedule(defaults, 1)]) {
+    for (let n = 1; n <= s.maxAttempts + 2; n++) {
+      for (const wait of [delayAfter(s, n), 1_000, 5_000, 90_000]) {
+        const delay = nakDelayFor(s, n, wait);
+        t.not(delay, 0, "never 0 (a bare NAK redelivers at once)");
+        t.ok(Math.abs(serverWait(s, n, delay) - wait) <= 1, `backoff ${s.backoffMs.join(",") || "none"}, delivery ${n}: ${wait} ms`);
+      }
+    }
+  }
+});
+
+t.test("nakDelayFor: a retry on schedule is a NAK of backoff[0], whatever the delivery count", async (t) => {
+  const s = schedule(defaults, 6);
+  for (let n = 1; n <= 5; n++) t.equal(nakDelayFor(s, n, delayAfter(s, n)), 60_000, `delivery ${n}`);
 });

@@ -2,10 +2,12 @@ import type { MigrationObject } from "@mikro-orm/core";
 import { Migration20261121074008_initial } from "./Migration20261121074008_initial.ts";
 import { Migration20261121075837_webhooks } from "./Migration20261121075837_webhooks.ts";
 import { Migration20261121091950_outbox_notify_per_row } from "./Migration20261121091950_outbox_notify_per_row.ts";
+import { Migration20261123033729_delivery_republish_installation } from "./Migration20261123033729_delivery_republish_installation.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
   { name: "Migration20261121074008_initial", class: Migration20261121074008_initial },
   { name: "Migration20261121075837_webhooks", class: Migration20261121075837_webhooks },
   { name: "Migration20261121091950_outbox_notify_per_row", class: Migration20261121091950_outbox_notify_per_row },
+  { name: "Migration20261123033729_delivery_republish_installation", class: Migration20261123033729_delivery_republish_installation },
 ];

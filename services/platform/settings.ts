@@ -1,0 +1,31 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+import type { EntityManager } from "./db.ts";
+import { randomBase62 } from "./ids.ts";
+
+/** Facts about this installation, kept in its own database (name → value). */
+export const PlatformSetting = defineEntity({
+  name: "PlatformSetting",
+  tableName: "platform_settings",
+  properties: {
+    name: p.string().length(64).primary(),
+    value: p.string().length(256),
+    createdAt: p.datetime().length(3),
+  },
+});
+export type PlatformSetting = InferEntity<typeof PlatformSetting>;
+
+/**
+ * This installation's id: made on first use and kept in its database, so every process on the
+ * same database shares it, and another database (another installation) has another.
+ */
+export async function installationId(em: EntityManager): Promise<string> {
+  const rows = await em.execute<{ value: string }[]>(
+    `with made as (
+       insert into platform_settings (name, value, created_at) values ('installation_id', ?, now())
+       on conflict (name) do nothing returning value
+     )
+     select value from made union all select value from platform_settings where name = 'installation_id'`,
+    [randomBase62(10)],
+  );
+  return rows[0]!.value;
+}
