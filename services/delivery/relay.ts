@@ -41,20 +41,24 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     wake?.();
   };
 
+  // The LISTEN connection, also while it connects: stop() ends it in any state.
   let listener: pg.Client | undefined;
   const listen = async () => {
     while (!stopped) {
       const client = new pg.Client({ connectionString: o.databaseUrl });
+      listener = client;
+      const ended = new Promise<void>((resolve) => {
+        client.on("error", () => resolve());
+        client.on("end", () => resolve());
+      });
       try {
         client.on("notification", poke);
-        await client.connect();
-        await client.query("listen webhook_outbox");
-        listener = client;
-        poke();
-        await new Promise<void>((resolve) => {
-          client.on("error", () => resolve());
-          client.on("end", () => resolve());
-        });
+        await Promise.race([client.connect(), ended]);
+        if (!stopped) {
+          await Promise.race([client.query("listen webhook_outbox"), ended]);
+          poke();
+          await ended;
+        }
       } catch (err) {
         if (!stopped) o.logger.warn({ err }, "outbox relay: LISTEN connection failed; polling until it is back");
       }

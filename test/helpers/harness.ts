@@ -76,15 +76,16 @@ export async function startTestApp(
   /** The master key (SECRET_ENCRYPTION_KEY); give the same one to other processes of the same system. */
   masterKey: Buffer = randomBytes(32),
 ): Promise<TestApp> {
-  const databaseUrl = await createTestDatabase(t);
-  const prefix = env.JETSTREAM_PREFIX ?? uniqueName("t");
+  // DATABASE_URL: a database of the test's own; JETSTREAM_PREFIX "": the installation's own prefix.
+  const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase(t));
+  const configured = env.JETSTREAM_PREFIX ?? uniqueName("t");
   const config = loadConfig({
     PORT: "0",
     RPC_PORT: "0",
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...env,
-    JETSTREAM_PREFIX: prefix,
+    JETSTREAM_PREFIX: configured,
   });
   const app = await startApp({
     config,
@@ -94,6 +95,7 @@ export async function startTestApp(
     masterKey,
     roles,
   });
+  const prefix = app.jetstreamPrefix ?? configured;
   t.teardown(async () => {
     await app.stop();
     await deleteStream(prefix, config.natsUrl ?? natsUrl);
