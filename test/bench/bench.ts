@@ -9,7 +9,7 @@ import { createScenario } from "./scenarios/create.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
 import { listScenario } from "./scenarios/list.ts";
 import { replayScenario } from "./scenarios/replay.ts";
-import { retryScenario } from "./scenarios/retry.ts";
+import { retryScenarios } from "./scenarios/retry.ts";
 import { spread } from "./stats.ts";
 import { Cleanup, startSystem } from "./system.ts";
 import type { BenchContext, RunResult, Scenario } from "./types.ts";
@@ -17,7 +17,7 @@ import type { BenchContext, RunResult, Scenario } from "./types.ts";
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" }, runs: { type: "string" } } });
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, replayScenario, listScenario, deliveryScenario, retryScenario];
+const all: Scenario[] = [createScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
-import { call, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { call, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const dataDir = mkdtempSync(path.join(tmpdir(), "payments-start-"));
@@ -34,7 +34,7 @@ function adminIn(dir: string, e: Record<string, string>, ...args: string[]) {
 }
 
 /** Runs main.ts from `dir` as `npm start` does; resolves once it announces the REST API or exits. */
-async function startService(t: { teardown(fn: () => void): void }, dir: string, e: Record<string, string>) {
+async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string>) {
   const started = Date.now();
   const child = spawn(process.execPath, [path.join(dir, "services/app/main.ts")], { cwd: dir, env: e, stdio: ["ignore", "pipe", "pipe"] });
   const output = { out: "", err: "" };
@@ -50,6 +50,9 @@ async function startService(t: { teardown(fn: () => void): void }, dir: string, 
     if (m) base = m[1] as string;
     else await new Promise((r) => setTimeout(r, 100));
   }
+  // The installation's own JetStream prefix: its streams go with the test.
+  const prefix = /JetStream prefix (\S+)/.exec(output.out)?.[1];
+  if (prefix) t.teardown(() => deleteStream(prefix));
   return { child, output, exited, base, elapsed: Date.now() - started };
 }
 
@@ -74,6 +77,7 @@ t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on
   const out = output.out + output.err;
   t.ok(base, `the REST API is announced (output: ${out.slice(-500)})`);
   t.match(output.out, /npm run -s admin -- merchant create/, "it prints how to get a key");
+  t.match(output.out, /webhooks +JetStream prefix payments-[A-Za-z0-9]{10} on nats:/, "and the installation's own JetStream prefix");
   const ready = await call(base, "GET", "/api/v1/merchants/mer_x/payment-intents");
   t.equal(ready.status, 401, "the gateway answers");
   t.ok(elapsed < 30_000, `answered in ${elapsed} ms`);

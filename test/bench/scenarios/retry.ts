@@ -5,56 +5,91 @@ import { percentile } from "../stats.ts";
 import { Cleanup } from "../system.ts";
 import type { Scenario } from "../types.ts";
 
-const delaysMs = [1000, 2000];
-const cleanup = new Cleanup();
-let receiver: BenchReceiver;
-let producer: EventProducer;
+interface RetryVariant {
+  name: string;
+  /** WEBHOOK_RETRY_DELAYS, ms. */
+  delaysMs: number[];
+  /** The receiver answers 503 to this many requests of each event, then 200. */
+  failFirst: number;
+  /** The delays measured: the measured events' first retries. */
+  measured: number[];
+  /** Events recorded first and left waiting on the last (long) delay while the measured ones retry. */
+  parked: (quick: boolean) => number;
+}
+
+async function untilArrivals(receiver: BenchReceiver, ids: readonly string[], count: number, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  let arrivals = await receiver.arrivals();
+  while (!ids.every((id) => (arrivals.get(id)?.length ?? 0) >= count)) {
+    if (Date.now() > deadline) throw new Error(`retries did not complete within ${timeoutMs / 1000} s`);
+    await sleep(200);
+    arrivals = await receiver.arrivals();
+  }
+  return arrivals;
+}
 
 /**
- * Retry accuracy: a system of its own with a shortened schedule (1 s, 2 s; 3 attempts)
- * and a receiver that answers 503 to the first two requests of each event. The
- * spread is actual minus scheduled gap between consecutive attempts at the receiver.
+ * Retry accuracy: a system of its own with a shortened schedule and a receiver that answers
+ * 503 to the first requests of each event. The spread is actual minus scheduled gap between
+ * consecutive attempts at the receiver. The mixed variant first parks events on a long last
+ * delay, so the measured retries run while the consumer's redelivery timer could be armed for
+ * the long one (nats-server #6085).
  */
-export const retryScenario: Scenario = {
-  name: "retry",
-  title: `Retry accuracy (WEBHOOK_RETRY_DELAYS=${delaysMs.map((d) => d / 1000).join(",")}, 503 twice, then 200)`,
-  metrics: {
-    deliveries: { label: "deliveries retried", unit: "" },
-    early_max: { label: "earliest retry vs schedule (negative = early)", unit: "ms" },
-    late_p50: { label: "lateness p50", unit: "ms" },
-    late_p99: { label: "lateness p99", unit: "ms" },
-    late_max: { label: "lateness max", unit: "ms", target: { op: "<=", value: 1000 } },
-  },
-  async setup() {
-    ({ receiver, producer } = await startWebhookSystem(cleanup, {
-      failFirst: 2,
-      env: { WEBHOOK_RETRY_DELAYS: delaysMs.map((d) => d / 1000).join(","), WEBHOOK_MAX_ATTEMPTS: "3" },
-    }));
-  },
-  async run(ctx) {
-    await receiver.reset();
-    const n = ctx.quick ? 50 : 300;
-    const { ids } = await producer.record(n);
-    const deadline = Date.now() + 60_000;
-    let arrivals = await receiver.arrivals();
-    while (!ids.every((id) => (arrivals.get(id)?.length ?? 0) >= 3)) {
-      if (Date.now() > deadline) throw new Error("retries did not complete within 60 s");
-      await sleep(200);
-      arrivals = await receiver.arrivals();
-    }
-    const errors = ids.flatMap((id) => {
-      const at = arrivals.get(id)!;
-      return delaysMs.map((d, i) => at[i + 1]! - at[i]! - d);
-    });
-    return {
-      deliveries: n,
-      early_max: Math.min(...errors),
-      late_p50: percentile(errors, 50),
-      late_p99: percentile(errors, 99),
-      late_max: Math.max(...errors),
-    };
-  },
-  async teardown() {
-    await cleanup.run();
-  },
-};
+function retryScenario(v: RetryVariant): Scenario {
+  const cleanup = new Cleanup();
+  let receiver: BenchReceiver;
+  let producer: EventProducer;
+  const { measured } = v;
+  const delays = v.delaysMs.map((d) => d / 1000).join(",");
+  return {
+    name: v.name,
+    title:
+      v.parked(false) > 0
+        ? `Retry accuracy with mixed backoffs (WEBHOOK_RETRY_DELAYS=${delays}; events parked on the ${v.delaysMs.at(-1)! / 1000} s delay while others retry)`
+        : `Retry accuracy (WEBHOOK_RETRY_DELAYS=${delays}, 503 ${v.failFirst} times, then 200)`,
+    metrics: {
+      deliveries: { label: "deliveries retried", unit: "" },
+      early_max: { label: "earliest retry vs schedule (negative = early)", unit: "ms" },
+      late_p50: { label: "lateness p50", unit: "ms" },
+      late_p99: { label: "lateness p99", unit: "ms" },
+      late_max: { label: "lateness max", unit: "ms", target: { op: "<=", value: 1000 } },
+    },
+    async setup() {
+      ({ receiver, producer } = await startWebhookSystem(cleanup, {
+        failFirst: v.failFirst,
+        env: { WEBHOOK_RETRY_DELAYS: delays, WEBHOOK_MAX_ATTEMPTS: String(v.delaysMs.length + 1) },
+      }));
+    },
+    async run(ctx) {
+      await receiver.reset();
+      const parked = v.parked(ctx.quick);
+      if (parked > 0) {
+        // Through every short delay: they now wait on the long one.
+        const { ids } = await producer.record(parked);
+        await untilArrivals(receiver, ids, v.delaysMs.length, 60_000);
+      }
+      const n = ctx.quick ? 50 : 300;
+      const { ids } = await producer.record(n);
+      const arrivals = await untilArrivals(receiver, ids, measured.length + 1, 60_000);
+      const errors = ids.flatMap((id) => {
+        const at = arrivals.get(id)!;
+        return measured.map((d, i) => at[i + 1]! - at[i]! - d);
+      });
+      return {
+        deliveries: n,
+        early_max: Math.min(...errors),
+        late_p50: percentile(errors, 50),
+        late_p99: percentile(errors, 99),
+        late_max: Math.max(...errors),
+      };
+    },
+    async teardown() {
+      await cleanup.run();
+    },
+  };
+}
+
+export const retryScenarios: Scenario[] = [
+  retryScenario({ name: "retry", delaysMs: [1000, 2000], failFirst: 2, measured: [1000, 2000], parked: () => 0 }),
+  retryScenario({ name: "retry-mixed", delaysMs: [1000, 2000, 120_000], failFirst: 3, measured: [1000, 2000], parked: (quick) => (quick ? 10 : 50) }),
+];
