@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import pg from "pg";
@@ -168,3 +169,14 @@ export function idemKey(): string {
 }
 
 export const sampleIntent = { network: "ethereum", asset: "USDC", requested_amount: "12.50" };
+
+/** Polls `check` until it returns a value other than undefined/false, or throws with `what` (and the last value). */
+export async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, describe?: () => string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${describe ? ` (${describe()})` : ""}`);
+    await sleep(100);
+  }
+}

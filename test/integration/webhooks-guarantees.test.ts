@@ -13,22 +13,13 @@ import { startEmbeddedPostgres } from "../../services/app/embedded-postgres.ts";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { recordEvent } from "../../services/events/record.ts";
 import { freePort } from "../../services/platform/listen.ts";
-import { call, idemKey, natsUrl, sampleIntent, startTestApp } from "../helpers/harness.ts";
+import { call, idemKey, natsUrl, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
 import { finished, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
 
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, describe?: () => string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${describe ? ` (${describe()})` : ""}`);
-    await sleep(100);
-  }
-}
 
 /** Answers per endpoint path: the given statuses in turn, then the last one for ever. */
 function byPath(plan: Record<string, number[]>) {

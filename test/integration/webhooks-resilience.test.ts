@@ -12,7 +12,7 @@ import { connect } from "@nats-io/transport-node";
 import t from "tap";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { signPayload } from "../../services/delivery/signature.ts";
-import { call, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { call, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
 import { spawnService, startNatsServer, type ServiceProcess } from "../helpers/processes.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
@@ -25,16 +25,6 @@ interface Teardown {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
 
-/** Polls `check` until it returns a value other than undefined/false, or throws with `what` (and the last value). */
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, describe?: () => string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${describe ? ` (${describe()})` : ""}`);
-    await sleep(100);
-  }
-}
 
 /** Every delivery of the merchant through the REST API, all pages. */
 async function allDeliveries(s: WebhookSetup): Promise<Json[]> {
