@@ -187,6 +187,23 @@ t.test("a database outage of 20 s strands nothing: every delivery ends delivered
   t.equal(new Set(oks.map((r) => r.headers["x-service-event-id"])).size, 10, "each of the 10 events reached the endpoint after the outage");
 });
 
+t.test("a delivery whose message is lost from JetStream is published again and delivered", async (t) => {
+  // Stranded after 2 × 1 s, at least 10 s, plus the 2 s timeout: 12 s past its due time.
+  const s = await webhookSetup(t, { env: { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1" }, respond: byPath({ "/lost": [503, 200] }) });
+  const ep = await s.createEndpoint("/lost");
+  const id = await sendTest(s, ep.id);
+  await waitForDelivery(s, id, (d) => d.attempt_count === 1 && d.status === "pending", 10_000);
+  const nc = await connect({ servers: natsUrl });
+  t.teardown(() => nc.close());
+  await (await jetstreamManager(nc)).streams.purge(streamNames(s.prefix).stream);
+  const lostAt = Date.now();
+  const d = await waitForDelivery(s, id, finished, 40_000);
+  t.comment(`delivered ${Date.now() - lostAt} ms after its message was purged`);
+  t.match(d, { status: "delivered", attempt_count: 2 }, "delivered on its second attempt");
+  t.same(d.attempts.map((a: Json) => a.outcome), ["retryable", "success"], "no attempt lost or repeated");
+  t.equal(s.receiver.requests.length, 2, "the endpoint saw two requests");
+});
+
 t.test("an event is served exactly as it was delivered, including a created_at with 0 milliseconds", async (t) => {
   const s = await webhookSetup(t);
   const ep = await s.createEndpoint();
