@@ -45,6 +45,7 @@ export async function startWorkerRole(o: {
   // The stream and consumer are set up once per connection, and again after a failure
   // (e.g. a NATS server that came back without its store).
   let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
+  let started = false;
   const streamReady = async (refresh = false) => {
     const nc = await nats.connected;
     if (refresh || ensured?.nc !== nc) {
@@ -61,7 +62,8 @@ export async function startWorkerRole(o: {
     const attempt = ensured;
     await attempt.done.catch((err) => {
       if (ensured === attempt) ensured = undefined;
-      if (err instanceof PrefixTaken) logger.error(err.message);
+      // At start the refusal is the process's one line; later (NATS was away at start) it is logged.
+      if (err instanceof PrefixTaken && started) logger.error(err.message);
       throw err;
     });
   };
@@ -73,6 +75,7 @@ export async function startWorkerRole(o: {
     new Promise<undefined>((r) => setTimeout(() => r(undefined), claimCheckAtStartMs).unref()),
   ]);
   if (taken) throw taken;
+  started = true;
 
   const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady });
   const worker = startDeliveryWorker({
