@@ -154,12 +154,13 @@ t.test("a database outage of 20 s strands nothing: every delivery ends delivered
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pgOptions = { dataDir: path.join(dir, "pg"), port: await freePort(), user: "payments", password: "outage-test", database: "payments" };
   let pg = await startEmbeddedPostgres(pgOptions);
+  // Teardowns run last-registered first: this one after the app has stopped.
+  t.teardown(() => pg.stop());
   let receiverUp = false;
   const s = await webhookSetup(t, {
     env: { DATABASE_URL: pg.url, WEBHOOK_RETRY_DELAYS: "1,2,3,4,5" },
     respond: () => (receiverUp ? { status: 200, body: "ok" } : { status: 503, body: "down" }),
   });
-  t.teardown(() => pg.stop());
   await s.createEndpoint();
   for (let i = 0; i < 10; i++) {
     const res = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, { key: s.creds.key, idempotencyKey: idemKey(), body: sampleIntent });
