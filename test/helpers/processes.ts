@@ -22,14 +22,13 @@ interface Teardown {
 }
 
 const root = path.resolve(import.meta.dirname, "../..");
-const mainTs = path.join(root, "services/app/main.ts");
 
 
-function exitOf(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+function exitOf(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => {
-    child.once("exit", () => resolve());
-    child.once("error", () => resolve()); // it never ran
+    child.once("exit", (code) => resolve(code));
+    child.once("error", () => resolve(null)); // it never ran
   });
 }
 
@@ -37,6 +36,11 @@ export interface ServiceProcess {
   child: ChildProcess;
   /** stdout and stderr so far (the last 64 KiB), for failure messages. */
   output(): string;
+  /** stdout and stderr apart, in full. */
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code (null when killed by a signal) once the process has exited. */
+  exited: Promise<number | null>;
   /** Resolves once the start-up banner is printed; rejects if the process exits first or takes over 30 s. */
   started: Promise<void>;
   /** Sends the signal (if it still runs) and resolves once the process has exited. */
@@ -44,21 +48,35 @@ export interface ServiceProcess {
 }
 
 /**
- * Runs `node services/app/main.ts <roles>` with this process's Node binary, the
- * given environment on top of ours (without NODE_OPTIONS and tap's variables),
- * and SIGKILLs it at teardown if it still runs.
+ * Runs `node services/app/main.ts <roles>` (of this checkout, or of the copy in `dir`, from that
+ * folder) with this process's Node binary, the given environment on top of ours (without
+ * NODE_OPTIONS and tap's variables; a variable given as undefined is removed), and SIGKILLs it at
+ * teardown if it still runs.
  */
-export function spawnService(t: Teardown, roles: readonly string[], env: Record<string, string>): ServiceProcess {
+export function spawnService(
+  t: Teardown,
+  roles: readonly string[],
+  env: Record<string, string | undefined>,
+  o: { dir?: string } = {},
+): ServiceProcess {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
     base[k] = v;
   }
-  const child = spawn(process.execPath, [mainTs, ...roles], { cwd: root, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const dir = o.dir ?? root;
+  const child = spawn(process.execPath, [path.join(dir, "services/app/main.ts"), ...roles], {
+    cwd: dir,
+    env: { ...base, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
+  const apart = { stdout: "", stderr: "" };
   const append = (d: Buffer) => (out = (out + d.toString()).slice(-65_536));
   child.stdout!.on("data", append);
   child.stderr!.on("data", append);
+  child.stdout!.on("data", (d: Buffer) => (apart.stdout += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (apart.stderr += d.toString()));
   const exited = exitOf(child);
   const started = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${roles.join(" ")} did not start within 30 s: ${out.slice(-2000)}`)), 30_000);
@@ -79,7 +97,7 @@ export function spawnService(t: Teardown, roles: readonly string[], env: Record<
     await exited;
   };
   t.teardown(() => kill("SIGKILL"));
-  return { child, output: () => out, started, kill };
+  return { child, output: () => out, stdout: () => apart.stdout, stderr: () => apart.stderr, exited, started, kill };
 }
 
 /** nats-server from PATH, else /usr/sbin/nats-server (Debian's package). */

@@ -1,59 +1,50 @@
 // The service as a new user runs it: `npm start` with no DATABASE_URL (embedded PostgreSQL),
 // the admin CLI against the same data directory, a first request, and a clean SIGTERM.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
 import { call, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { spawnService } from "../helpers/processes.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const dataDir = mkdtempSync(path.join(tmpdir(), "payments-start-"));
 // The embedded PostgreSQL runs as the "postgres" user, which must be able to enter the directory.
 chmodSync(dataDir, 0o755);
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const env: Record<string, string> = {
-  ...(process.env as Record<string, string>),
+const env: Record<string, string | undefined> = {
+  ...process.env,
   DATA_DIR: dataDir,
   PORT: "0",
   RPC_PORT: "0",
   OPS_PORT: "0",
   NATS_URL: natsUrl,
   LOG_LEVEL: "warn",
+  DATABASE_URL: undefined,
 };
-delete env.DATABASE_URL;
 
 function admin(...args: string[]) {
   return adminIn(root, env, ...args);
 }
 
-function adminIn(dir: string, e: Record<string, string>, ...args: string[]) {
+function adminIn(dir: string, e: Record<string, string | undefined>, ...args: string[]) {
   const r = spawnSync(process.execPath, [path.join(dir, "services/app/admin.ts"), ...args], { cwd: dir, env: e, encoding: "utf8" });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** Runs main.ts from `dir` as `npm start` does; resolves once it announces the REST API or exits. */
-async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string>) {
-  const started = Date.now();
-  const child = spawn(process.execPath, [path.join(dir, "services/app/main.ts")], { cwd: dir, env: e, stdio: ["ignore", "pipe", "pipe"] });
-  const output = { out: "", err: "" };
-  child.stdout.on("data", (d: Buffer) => (output.out += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (output.err += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
-  let base = "";
-  while (!base && Date.now() - started < 30_000 && child.exitCode === null) {
-    const m = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(output.out);
-    if (m) base = m[1] as string;
-    else await new Promise((r) => setTimeout(r, 100));
-  }
+async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string | undefined>) {
+  const began = Date.now();
+  const service = spawnService(t, [], e, { dir });
+  await service.started.catch(() => undefined);
+  const base = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(service.stdout())?.[1] ?? "";
   // The installation's own JetStream prefix: its streams go with the test.
-  const prefix = /JetStream prefix (\S+)/.exec(output.out)?.[1];
+  const prefix = /JetStream prefix (\S+)/.exec(service.stdout())?.[1];
   if (prefix) t.teardown(() => deleteStream(prefix));
-  return { child, output, exited, base, elapsed: Date.now() - started };
+  const output = { get out() { return service.stdout(); }, get err() { return service.stderr(); } };
+  return { child: service.child, output, exited: service.exited, base, elapsed: Date.now() - began };
 }
 
 t.test("admin CLI refuses bad input with one line and a non-zero exit", async (t) => {
