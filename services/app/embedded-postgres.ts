@@ -65,8 +65,15 @@ function idOf(flag: "-u" | "-g", user: string): number | undefined {
   return r.status === 0 ? Number(r.stdout.trim()) : undefined;
 }
 
-/** As root, the OS user postgres runs as (postgres refuses root), created when missing. */
+let serverUserFound: { runAs: RunAs | undefined } | undefined;
+
+/** As root, the OS user postgres runs as (postgres refuses root), created when missing; looked up once. */
 function serverUser(): RunAs | undefined {
+  serverUserFound ??= { runAs: lookUpServerUser() };
+  return serverUserFound.runAs;
+}
+
+function lookUpServerUser(): RunAs | undefined {
   if (process.getuid?.() !== 0) return undefined;
   if (idOf("-u", "postgres") === undefined) {
     spawnSync("groupadd", ["--system", "postgres"]);

@@ -341,6 +341,9 @@ export async function failAbandoned(em: EntityManager, maxAttempts: number, stal
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }
 
+/** Back to the outbox: the relay publishes the delivery again as a new message (see claimUnpublished). */
+const backToOutbox = `published_at = null, stream_seq = null, republished = republished + 1, updated_at = now()`;
+
 /**
  * Deliveries overdue by `strandedAfterMs` — a pending delivery whose retry (or first attempt)
  * never came, or an attempt in flight far past its deadline with attempts left — go back to the
@@ -356,7 +359,7 @@ export async function republishStranded(em: EntityManager, maxAttempts: number, 
           or (status = 'processing' and attempt_count < ? and last_attempt_at < now() - make_interval(secs => ?)))
         for update skip locked
      )
-     update webhook_deliveries d set published_at = null, stream_seq = null, republished = d.republished + 1, updated_at = now()
+     update webhook_deliveries d set ${backToOutbox}
        from stranded where d.id = stranded.id
      returning stranded.stream_seq`,
     [strandedAfterMs / 1000, maxAttempts, (strandedAfterMs + timeoutMs) / 1000],
@@ -367,8 +370,7 @@ export async function republishStranded(em: EntityManager, maxAttempts: number, 
 /** Puts a pending delivery back in the outbox, to be published as a new message. */
 export async function requeue(em: EntityManager, id: string): Promise<void> {
   await em.execute(
-    `update webhook_deliveries set published_at = null, stream_seq = null, republished = republished + 1, updated_at = now()
-      where id = ? and status = 'pending'`,
+    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending'`,
     [id],
   );
 }
