@@ -12,13 +12,14 @@ const forwardedHeaders = ["authorization", "idempotency-key"] as const;
 /** Response headers of the RPC server that a REST client sees. */
 const returnedHeaders: Record<string, string> = { "idempotent-replayed": "Idempotent-Replayed" };
 
+/** Deadline of one RPC from the gateway. */
+const rpcDeadlineMs = 30_000;
+
 export interface GatewayOptions {
   services: readonly DescService[];
   transport: Transport;
   logger: Logger;
   bodyLimitBytes: number;
-  /** Deadline of one RPC, in ms. */
-  timeoutMs?: number;
 }
 
 class RequestError extends Error {
@@ -121,7 +122,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     req.once("close", () => {
       if (!req.complete) abort.abort();
     });
-    return transport.unary(route.rpc, abort.signal, options.timeoutMs ?? 30_000, header, message, undefined);
+    return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, undefined);
   }
 
   return http.createServer(async (req, res) => {

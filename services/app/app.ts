@@ -14,6 +14,8 @@ import { createServiceInterceptor } from "../rpc/interceptor.ts";
 import { routes, services } from "../rpc/routes.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
+import { Intents } from "../intents/intents.ts";
+import { IntentViews } from "../intents/views.ts";
 import { createOpsServer } from "./ops.ts";
 import { startScheduler } from "./scheduler.ts";
 
@@ -46,8 +48,9 @@ export async function startApp(o: AppOptions): Promise<App> {
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
   const secrets = new SecretBox(deriveKey(o.masterKey, "webhook-signing-secrets"));
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl));
   const serviceRoutes = routes({
-    checkoutBaseUrl: config.checkoutBaseUrl,
+    intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
@@ -81,7 +84,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.push(worker.stop);
     }
     if (roles.includes("scheduler")) {
-      const scheduler = startScheduler(db, logger, config.checkoutBaseUrl);
+      const scheduler = startScheduler(db, logger, intents);
       stops.push(scheduler.stop);
     }
     const ops = await listen(createOpsServer(db, nats), config.host, config.opsPort);

@@ -1,10 +1,10 @@
 import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
-import { expireDueIntents } from "../intents/expiry.ts";
+import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 
 /** The scheduler role: expires intents every second, purges old idempotency keys every hour. */
-export function startScheduler(db: Database, logger: Logger, checkoutBaseUrl: string, intervalMs = 1000): { stop(): Promise<void> } {
+export function startScheduler(db: Database, logger: Logger, intents: Intents, intervalMs = 1000): { stop(): Promise<void> } {
   let stopped = false;
   let lastPurge = 0;
   const loop = (async () => {
@@ -12,7 +12,7 @@ export function startScheduler(db: Database, logger: Logger, checkoutBaseUrl: st
       try {
         let expired: number;
         do {
-          expired = await expireDueIntents(db.em.fork(), checkoutBaseUrl);
+          expired = await intents.expireDue(db.em.fork());
           if (expired > 0) logger.info({ expired }, "expired payment intents");
         } while (expired > 0 && !stopped);
         if (Date.now() - lastPurge > 3_600_000) {

@@ -2,18 +2,28 @@ import type { Route } from "../../gen/payments/v1/options_pb.ts";
 import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import type { Principal } from "../rpc/context.ts";
-import { hashApiKey, parseBearer } from "./keys.ts";
+import { hashApiKey, parseBearer, parseInternalBearer } from "./keys.ts";
+import type { InternalPrincipal, MerchantPrincipal, Principal } from "./principal.ts";
 
 /**
- * Resolves and authorizes the caller of a route: credential, then scope.
- * (The merchant in the request is checked by the interceptor, which sees the message.)
+ * Resolves and authorizes the caller of a route: the credential kind the route
+ * takes, the credential, then scope. (The merchant in the request is checked by
+ * the interceptor, which sees the message.)
  */
 export async function authenticate(em: EntityManager, route: Route, authorization: string | null): Promise<Principal> {
-  if (route.credential !== Credential.UNSPECIFIED && route.credential !== Credential.TEST_API_KEY) {
-    // Site Gateway, cashier and internal credentials arrive with the routes that use them.
-    throw apiError("unauthenticated", "This route does not accept an API key.");
+  switch (route.credential) {
+    case Credential.UNSPECIFIED:
+    case Credential.TEST_API_KEY:
+      return apiKeyCaller(em, route, authorization);
+    case Credential.INTERNAL:
+      return internalCaller(em, authorization);
+    default:
+      // Site Gateway and cashier credentials arrive with the routes that use them.
+      throw apiError("unauthenticated", "This route does not accept this credential.");
   }
+}
+
+async function apiKeyCaller(em: EntityManager, route: Route, authorization: string | null): Promise<MerchantPrincipal> {
   const bearer = parseBearer(authorization);
   if (!bearer.ok) {
     throw apiError(
@@ -36,9 +46,28 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
     throw apiError("insufficient_scope", `The API key lacks the scope ${route.scope}.`);
   }
   return {
+    kind: "api_key",
     keyId: key.id,
     merchantId: key.merchant_id,
     environment: key.environment === "live" ? "live" : "test",
     scopes: new Set(key.scopes),
   };
+}
+
+async function internalCaller(em: EntityManager, authorization: string | null): Promise<InternalPrincipal> {
+  const bearer = parseInternalBearer(authorization);
+  if (!bearer.ok) {
+    throw apiError(
+      "unauthenticated",
+      bearer.reason === "missing"
+        ? "Send your internal credential as: Authorization: Bearer <credential>."
+        : "This route takes an internal credential (int_…), sent as: Authorization: Bearer <credential>.",
+    );
+  }
+  const [credential] = await em.execute<{ id: string; name: string; revoked_at: unknown }[]>(
+    `select id, name, revoked_at from internal_credentials where secret_hash = ?`,
+    [hashApiKey(bearer.secret)],
+  );
+  if (!credential || credential.revoked_at) throw apiError("unauthenticated", "The internal credential is unknown or revoked.");
+  return { kind: "internal", credentialId: credential.id, name: credential.name };
 }

@@ -27,3 +27,18 @@ export const ApiKey = defineEntity({
   },
 });
 export type ApiKey = InferEntity<typeof ApiKey>;
+
+/** A credential of an internal service (the chain watcher, admin tools): hashed like an API key, no merchant. */
+export const InternalCredential = defineEntity({
+  name: "InternalCredential",
+  tableName: "internal_credentials",
+  properties: {
+    id: p.string().primary(),
+    name: p.string().length(200),
+    secretHash: p.string().length(64).unique(),
+    hint: p.string().length(16),
+    createdAt: p.datetime().length(3),
+    revokedAt: p.datetime().length(3).nullable(),
+  },
+});
+export type InternalCredential = InferEntity<typeof InternalCredential>;

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash } from "node:crypto";
 import { randomBase62 } from "../platform/ids.ts";
 
 export const environments = ["test", "live"] as const;
@@ -60,9 +60,17 @@ export function parseBearer(header: string | null): BearerResult {
   return { ok: true, secret, environment: key[1] as Environment };
 }
 
-/** Constant-time comparison of two hex digests of equal length. */
-export function sameDigest(a: string, b: string): boolean {
-  const x = Buffer.from(a, "hex");
-  const y = Buffer.from(b, "hex");
-  return x.length === y.length && timingSafeEqual(x, y);
+const internalPattern = /^int_[0-9A-Za-z]{40}$/;
+
+/** A new internal credential (chain watcher, admin tools): "int_" and 40 base62 characters. */
+export function generateInternalCredential(): string {
+  return `int_${randomBase62(40)}`;
+}
+
+/** The secret of "Authorization: Bearer int_…", or why there is none. */
+export function parseInternalBearer(header: string | null): { ok: true; secret: string } | { ok: false; reason: "missing" | "malformed" } {
+  if (header === null || header.trim() === "") return { ok: false, reason: "missing" };
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match || !internalPattern.test(match[1] as string)) return { ok: false, reason: "malformed" };
+  return { ok: true, secret: match[1] as string };
 }

@@ -1,5 +1,7 @@
 import type { Owner } from "../auth/keys.ts";
+import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform/owned.ts";
 import { newId } from "../platform/ids.ts";
 import type { Outcome } from "./classify.ts";
 import { WebhookDeliveryRecord } from "./entities.ts";
@@ -54,45 +56,34 @@ export interface AttemptRow {
 const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.attempt_count,
   d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
 
-/** By primary key only, the owner checked on the row (see findIntent for why). */
+const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`;
+
 export async function findDelivery(em: EntityManager, owner: Owner, id: string): Promise<DeliveryRow | undefined> {
-  const rows = await em.execute<(DeliveryRow & { merchant_id: string; environment: string })[]>(
-    `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
-      where d.id = ?`,
-    [id],
-  );
-  const row = rows[0];
-  if (!row || row.merchant_id !== owner.merchantId || row.environment !== owner.environment) return undefined;
+  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where d.id = ?`, id, owner);
+  if (!row) return undefined;
   const { merchant_id: _, environment: __, ...delivery } = row;
   return delivery;
 }
 
-export interface DeliveryQuery {
+export interface DeliveryFilters {
   endpointId?: string;
   eventId?: string;
   status?: string;
-  after?: { createdAt: Date; id: string };
-  limit: number;
 }
 
-/** Newest first on (created_at, id); `after` is the last row of the previous page. */
-export async function listDeliveries(em: EntityManager, owner: Owner, q: DeliveryQuery): Promise<DeliveryRow[]> {
-  const where = ["d.merchant_id = ?", "d.environment = ?"];
-  const params: unknown[] = [owner.merchantId, owner.environment];
-  const add = (clause: string, ...values: unknown[]) => {
-    where.push(clause);
-    params.push(...values);
-  };
-  if (q.endpointId !== undefined) add("d.endpoint_id = ?", q.endpointId);
-  if (q.eventId !== undefined) add("d.event_id = ?", q.eventId);
-  if (q.status !== undefined) add("d.status = ?", q.status);
-  if (q.after) add("(d.created_at, d.id) < (?, ?)", q.after.createdAt, q.after.id);
-  params.push(q.limit);
-  return em.execute<DeliveryRow[]>(
-    `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
-      where ${where.join(" and ")} order by d.created_at desc, d.id desc limit ?`,
-    params,
-  );
+/** A page of the owner's deliveries, newest first; a cursor is bound to the owner and the filters. */
+export async function listDeliveries(
+  em: EntityManager,
+  cursors: CursorCodec,
+  owner: Owner,
+  f: DeliveryFilters,
+  page: { cursor: string | undefined; limit: number; binding: string },
+): Promise<OwnedPage<DeliveryRow>> {
+  const filters: [string, unknown][] = [];
+  if (f.endpointId !== undefined) filters.push(["d.endpoint_id = ?", f.endpointId]);
+  if (f.eventId !== undefined) filters.push(["d.event_id = ?", f.eventId]);
+  if (f.status !== undefined) filters.push(["d.status = ?", f.status]);
+  return pageOwned<DeliveryRow>(em, cursors, { select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`, alias: "d", owner, filters, ...page });
 }
 
 export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {

@@ -319,11 +319,6 @@ export function parseConnectTo(raw: string | undefined): ConnectTo[] {
   return out;
 }
 
-/** The override from the environment (WEBHOOK_CONNECT_TO), for callers that do not pass it explicitly. */
-export function connectToFromEnv(env: NodeJS.ProcessEnv = process.env): ConnectTo[] {
-  return parseConnectTo(env.WEBHOOK_CONNECT_TO);
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Full policy
 

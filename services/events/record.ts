@@ -1,5 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { Environment } from "../auth/keys.ts";
+import type { Environment, Owner } from "../auth/keys.ts";
+import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import type { EventType } from "../intents/status.ts";
@@ -68,4 +69,14 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
     ],
   );
   return { id, payload, deliveryIds: rows.map((r) => r.id) };
+}
+
+/** An event's stored envelope bytes, if the owner's. */
+export async function findEventPayload(em: EntityManager, owner: Owner, id: string): Promise<{ payload: string } | undefined> {
+  return findOwned<{ payload: string; merchant_id: string; environment: string }>(
+    em,
+    `select payload, merchant_id, environment from webhook_events where id = ?`,
+    id,
+    owner,
+  );
 }

@@ -3,7 +3,8 @@ import type { UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 import { canonicalJson, sha256Hex } from "../platform/canonical-json.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { replayKey, type Principal } from "../rpc/context.ts";
+import type { Owner } from "../auth/keys.ts";
+import { replayKey } from "../rpc/context.ts";
 
 /** How long a key's result is kept for replay. */
 export const retentionHours = 24;
@@ -23,14 +24,14 @@ type Next = (em: EntityManager) => Promise<UnaryResponse<DescMessage, DescMessag
  */
 export async function runIdempotent(
   em: EntityManager,
-  principal: Principal,
+  owner: Owner,
   key: string,
   req: UnaryRequest<DescMessage, DescMessage>,
   next: Next,
 ): Promise<UnaryResponse<DescMessage, DescMessage>> {
   const rpc = req.method.parent.typeName + "/" + req.method.name;
   const fingerprint = sha256Hex(canonicalJson(toJson(req.method.input, req.message, { useProtoFieldName: true })));
-  const where = [principal.merchantId, principal.environment, key];
+  const where = [owner.merchantId, owner.environment, key];
   try {
     return await em.transactional(async (em) => {
       // The lock timeout is set in the same statement (one round trip); it applies to

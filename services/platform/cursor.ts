@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { apiError } from "./errors.ts";
 
 /**
- * Opaque, tamper-proof keyset cursors: the position and the scope it belongs
+ * Opaque, tamper-proof keyset cursors: the position and the binding it belongs
  * to (merchant, environment, filters), signed with a server key. A cursor
  * from another merchant, environment or filter set is refused.
  */
@@ -26,16 +26,16 @@ export class CursorCodec {
     this.key = key;
   }
 
-  encode(scope: string, position: CursorPosition): string {
+  encode(binding: string, position: CursorPosition): string {
     const payload = Buffer.from(JSON.stringify(position)).toString("base64url");
-    return `${payload}.${this.sign(scope, payload)}`;
+    return `${payload}.${this.sign(binding, payload)}`;
   }
 
   /** The position, or undefined when the cursor is malformed, tampered with or foreign. */
-  decode(scope: string, cursor: string): CursorPosition | undefined {
+  decode(binding: string, cursor: string): CursorPosition | undefined {
     const [payload, signature, extra] = cursor.split(".");
     if (!payload || !signature || extra !== undefined) return undefined;
-    const expected = Buffer.from(this.sign(scope, payload));
+    const expected = Buffer.from(this.sign(binding, payload));
     const given = Buffer.from(signature);
     if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
     try {
@@ -50,23 +50,23 @@ export class CursorCodec {
   }
 
   /** Where a page starts: after the cursor's row, or at the top; an unusable cursor is 400 invalid_cursor. */
-  start(scope: string, cursor: string | undefined): Keyset | undefined {
+  start(binding: string, cursor: string | undefined): Keyset | undefined {
     if (cursor === undefined) return undefined;
-    const position = this.decode(scope, cursor);
+    const position = this.decode(binding, cursor);
     if (!position) throw apiError("invalid_cursor", "The cursor is not valid for this list.", "cursor");
     return { createdAt: new Date(position.t), id: position.i };
   }
 
   /** A page from up to `limit + 1` rows read newest first: the rows to show and the next page's cursor. */
-  page<R>(scope: string, rows: readonly R[], limit: number, keyOf: (row: R) => Keyset): { rows: R[]; hasMore: boolean; nextCursor: string | undefined } {
+  page<R>(binding: string, rows: readonly R[], limit: number, keyOf: (row: R) => Keyset): { rows: R[]; hasMore: boolean; nextCursor: string | undefined } {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     const hasMore = rows.length > limit;
     const key = hasMore && last !== undefined ? keyOf(last) : undefined;
-    return { rows: page, hasMore, nextCursor: key ? this.encode(scope, { t: key.createdAt.getTime(), i: key.id }) : undefined };
+    return { rows: page, hasMore, nextCursor: key ? this.encode(binding, { t: key.createdAt.getTime(), i: key.id }) : undefined };
   }
 
-  private sign(scope: string, payload: string): string {
-    return createHmac("sha256", this.key).update(scope).update("\0").update(payload).digest("base64url");
+  private sign(binding: string, payload: string): string {
+    return createHmac("sha256", this.key).update(binding).update("\0").update(payload).digest("base64url");
   }
 }

@@ -32,10 +32,6 @@ export class Nats {
     })();
   }
 
-  get current(): NatsConnection | undefined {
-    return this.connection;
-  }
-
   async ready(timeoutMs = 1000): Promise<boolean> {
     const nc = this.connection;
     if (!nc || nc.isClosed()) return false;

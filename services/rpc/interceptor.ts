@@ -27,10 +27,12 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
       const route = getOption(req.method, routeOption);
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"));
-      checkMerchant(req, principal.merchantId);
+      if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
       req.contextValues.set(principalKey, principal);
       let res: UnaryResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {
+        // Idempotency keys are scoped by merchant and environment: only merchant routes take them.
+        if (principal.kind !== "api_key") throw apiError("internal_error", "An idempotent route must take a merchant credential.");
         const key = checkIdempotencyKey(req.header.get("idempotency-key"));
         if (!key.ok) {
           throw key.reason === "missing"

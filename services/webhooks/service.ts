@@ -1,8 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { LockMode } from "@mikro-orm/core";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
-import { recordEvent } from "../events/record.ts";
+import { findEventPayload, recordEvent } from "../events/record.ts";
 import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow } from "../delivery/store.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
 import { PolicyRejection, resolveTarget, type ConnectTo } from "../delivery/url-policy.ts";
@@ -12,10 +11,12 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
-import { inTransaction, merchantScope, type Principal } from "../rpc/context.ts";
+import type { Owner } from "../auth/keys.ts";
+import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
 import { maxEnabledEndpoints } from "./limits.ts";
 import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
+import { findEndpoint, listEndpoints } from "./store.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 
 export interface WebhookDeps {
@@ -26,20 +27,14 @@ export interface WebhookDeps {
 
 const maxDescriptionLength = 256;
 
-const endpointFields = ["id", "environment", "url", "description", "status", "createdAt", "disabledAt"] as const;
-
-async function findEndpoint(em: EntityManager, principal: Principal, id: string, lock = false): Promise<EndpointRow> {
-  const row = await em.findOne(
-    WebhookEndpointRecord,
-    { id, merchant: principal.merchantId, environment: principal.environment },
-    { fields: [...endpointFields], ...(lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {}) },
-  );
+async function endpointOf(em: EntityManager, owner: Owner, id: string, lock = false): Promise<EndpointRow> {
+  const row = await findEndpoint(em, owner, id, lock);
   if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
-  return row as EndpointRow;
+  return row;
 }
 
-async function deliveryView(em: EntityManager, principal: Principal, id: string) {
-  const row = await findDelivery(em, principal, id);
+async function deliveryView(em: EntityManager, owner: Owner, id: string) {
+  const row = await findDelivery(em, owner, id);
   if (!row) throw apiError("internal_error", "The delivery just created is missing.");
   return deliveryMessage(row, await attemptsOf(em, [id]));
 }
@@ -49,7 +44,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
 
   return {
     async createWebhookEndpoint(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       if (req.url === "") throw validationError("url", `"url" is required.`);
       let url: string;
       try {
@@ -91,32 +86,22 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     },
 
     async listWebhookEndpoints(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       const limit = validatePageSize(req.limit);
-      const scope = canonicalJson(["webhook-endpoints", principal.merchantId, principal.environment]);
-      const after = cursors.start(scope, req.cursor);
-      const params: unknown[] = [principal.merchantId, principal.environment, ...(after ? [after.createdAt, after.id] : []), limit + 1];
-      const rows = await em.execute<{ id: string; environment: string; url: string; description: string | null; status: string; created_at: string | Date; disabled_at: string | Date | null }[]>(
-        `select id, environment, url, description, status, created_at, disabled_at from webhook_endpoints
-          where merchant_id = ? and environment = ?${after ? " and (created_at, id) < (?, ?)" : ""} order by created_at desc, id desc limit ?`,
-        params,
-      );
-      const endpoints = rows.map(
-        (r): EndpointRow => ({ ...r, createdAt: new Date(r.created_at), disabledAt: r.disabled_at ? new Date(r.disabled_at) : null }),
-      );
-      const page = cursors.page(scope, endpoints, limit, (r) => r);
+      const binding = canonicalJson(["webhook-endpoints", principal.merchantId, principal.environment]);
+      const page = await listEndpoints(em, cursors, principal, { cursor: req.cursor, limit, binding });
       return { data: page.rows.map(endpointMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
     async getWebhookEndpoint(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
-      return { data: endpointMessage(await findEndpoint(em, principal, req.endpointId)) };
+      const { principal, em } = merchantRequest(ctx);
+      return { data: endpointMessage(await endpointOf(em, principal, req.endpointId)) };
     },
 
     async disableWebhookEndpoint(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       const row = await inTransaction(em, async (tx) => {
-        const endpoint = await findEndpoint(tx, principal, req.endpointId, true);
+        const endpoint = await endpointOf(tx, principal, req.endpointId, true);
         if (endpoint.status === "disabled") return endpoint;
         const now = new Date();
         await tx.nativeUpdate(WebhookEndpointRecord, { id: endpoint.id }, { status: "disabled", disabledAt: now });
@@ -127,9 +112,9 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     },
 
     async testWebhookEndpoint(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       const deliveryId = await inTransaction(em, async (tx) => {
-        const endpoint = await findEndpoint(tx, principal, req.endpointId, true);
+        const endpoint = await endpointOf(tx, principal, req.endpointId, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled.", "endpoint_id");
         const event = await recordEvent(tx, {
           merchantId: principal.merchantId,
@@ -144,16 +129,14 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     },
 
     async listWebhookDeliveries(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       const limit = validatePageSize(req.limit);
       if (req.status !== undefined && !isDeliveryStatus(req.status)) {
         throw validationError("status", `"status" must be one of ${deliveryStatuses.join(", ")}.`);
       }
       const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status };
-      const scope = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
-      const after = cursors.start(scope, req.cursor);
-      const rows = await listDeliveries(em, principal, { ...query, after, limit: limit + 1 });
-      const page = cursors.page(scope, rows, limit, (r) => ({ createdAt: new Date(r.created_at), id: r.id }));
+      const binding = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
+      const page = await listDeliveries(em, cursors, principal, query, { cursor: req.cursor, limit, binding });
       const attempts = await attemptsOf(em, page.rows.map((r) => r.id));
       const byDelivery = new Map<string, AttemptRow[]>();
       for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), a]);
@@ -161,11 +144,11 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     },
 
     async replayWebhookDelivery(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
+      const { principal, em } = merchantRequest(ctx);
       const id = await inTransaction(em, async (tx) => {
         const original = await findDelivery(tx, principal, req.deliveryId);
         if (!original) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
-        const endpoint = await findEndpoint(tx, principal, original.endpoint_id, true);
+        const endpoint = await endpointOf(tx, principal, original.endpoint_id, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");
         return insertReplay(tx, principal, original, new Date());
       });
@@ -173,13 +156,9 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     },
 
     async getWebhookEvent(req, ctx) {
-      const { principal, em } = merchantScope(ctx);
-      // By primary key only, the owner checked on the row (see findIntent for why).
-      const [event] = await em.execute<{ payload: string; merchant_id: string; environment: string }[]>(
-        `select payload, merchant_id, environment from webhook_events where id = ?`,
-        [req.eventId],
-      );
-      if (!event || event.merchant_id !== principal.merchantId || event.environment !== principal.environment) {
+      const { principal, em } = merchantRequest(ctx);
+      const event = await findEventPayload(em, principal, req.eventId);
+      if (!event) {
         throw apiError("not_found", `No webhook event ${req.eventId}.`, "event_id");
       }
       // The stored bytes are the envelope as delivered; the message carries the same JSON.

@@ -1,0 +1,95 @@
+import type { Owner } from "../auth/keys.ts";
+import { recordEvent } from "../events/record.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { apiError } from "../platform/errors.ts";
+import { newId } from "../platform/ids.ts";
+import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
+import { claimDueIntents, findIntent, insertIntent, updateStatus, type IntentRow } from "./store.ts";
+import type { CreateInput } from "./validate.ts";
+import type { IntentViews } from "./views.ts";
+
+/**
+ * The Payment Intent domain: every change to an intent, as functions of
+ * (transaction, owner, input). The RPC handlers, the scheduler and the sandbox
+ * call these; none of them writes an intent itself.
+ */
+export class Intents {
+  readonly views: IntentViews;
+
+  constructor(views: IntentViews) {
+    this.views = views;
+  }
+
+  /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
+  async create(tx: EntityManager, owner: Owner, input: CreateInput, now = new Date()): Promise<IntentRow> {
+    const row: IntentRow = {
+      id: newId("pi"),
+      merchantId: owner.merchantId,
+      environment: owner.environment,
+      status: "pending",
+      merchantReference: input.merchantReference,
+      network: input.network,
+      asset: input.asset,
+      requestedAmount: input.requestedAmount,
+      metadata: input.metadata,
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
+    };
+    await insertIntent(tx, row);
+    await recordEvent(tx, {
+      merchantId: row.merchantId,
+      environment: owner.environment,
+      type: "payment.intent.created",
+      data: this.views.eventData(row),
+      paymentIntentId: row.id,
+      createdAt: now,
+    });
+    return row;
+  }
+
+  /** The owner's intent, or 404 not_found; `lock` takes its row lock for the transaction. */
+  async get(em: EntityManager, owner: Owner, id: string, lock = false): Promise<IntentRow> {
+    const row = await findIntent(em, owner, id, lock);
+    if (!row) throw apiError("not_found", `No payment intent ${id}.`, "public_id");
+    return row;
+  }
+
+  async cancel(tx: EntityManager, owner: Owner, id: string): Promise<IntentRow> {
+    return this.transition(tx, await this.get(tx, owner, id, true), "cancelled");
+  }
+
+  /** Expires due intents, a batch per transaction; SKIP LOCKED lets any number of schedulers run. */
+  async expireDue(em: EntityManager, batch = 100): Promise<number> {
+    return em.transactional(async (tx) => {
+      const rows = await claimDueIntents(tx, batch);
+      const now = new Date();
+      for (const row of rows) await this.transition(tx, row, "expired", now);
+      return rows.length;
+    });
+  }
+
+  /**
+   * The one way an intent changes status: checked against the status machine,
+   * applied only if nobody changed it meanwhile, and recorded as its event in
+   * the same transaction (the caller's).
+   */
+  async transition(tx: EntityManager, row: IntentRow, to: Status, at = new Date()): Promise<IntentRow> {
+    const from = row.status;
+    if (!isStatus(from) || !canTransition(from, to)) {
+      throw apiError("invalid_state", `Payment intent ${row.id} is ${from}; it cannot become ${to}.`);
+    }
+    if (!(await updateStatus(tx, row.id, from, to, at))) {
+      throw apiError("invalid_state", `Payment intent ${row.id} changed while this request ran; read it again.`);
+    }
+    const next = { ...row, status: to };
+    await recordEvent(tx, {
+      merchantId: row.merchantId,
+      environment: row.environment === "live" ? "live" : "test",
+      type: eventFor(from, to),
+      data: this.views.eventData(next),
+      paymentIntentId: row.id,
+      createdAt: at,
+    });
+    return next;
+  }
+}
