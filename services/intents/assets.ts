@@ -7,18 +7,65 @@ export interface AssetInfo {
   asset: string;
   decimals: number;
   confirmations: number;
+  /**
+   * The token's contract (ERC-20/TRC-20) or SPL mint, per environment; absent
+   * for the chain's native coin. Payment URIs name it so a wallet sends the
+   * token rather than the native coin.
+   */
+  contract?: { live: string; test: string };
 }
 
 export const assets: readonly AssetInfo[] = [
   { network: "bitcoin", asset: "BTC", decimals: 8, confirmations: 2 },
   { network: "ethereum", asset: "ETH", decimals: 18, confirmations: 12 },
-  { network: "ethereum", asset: "USDC", decimals: 6, confirmations: 12 },
-  { network: "ethereum", asset: "USDT", decimals: 6, confirmations: 12 },
-  { network: "tron", asset: "USDT", decimals: 6, confirmations: 20 },
+  {
+    network: "ethereum",
+    asset: "USDC",
+    decimals: 6,
+    confirmations: 12,
+    // Test: Circle's USDC on Sepolia.
+    contract: { live: "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48", test: "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238" },
+  },
+  {
+    network: "ethereum",
+    asset: "USDT",
+    decimals: 6,
+    confirmations: 12,
+    // Tether has no Sepolia deployment; test is the Aave V3 Sepolia faucet "USDT" (6 decimals), the one most tooling uses.
+    contract: { live: "0xdAC17F958D2ee523a2206206994597C13D831ec7", test: "0xaA8E23Fb1079EA71e0a56F48a2aA51851D8433D0" },
+  },
+  {
+    network: "tron",
+    asset: "USDT",
+    decimals: 6,
+    confirmations: 20,
+    // Test: USDT on the Nile testnet.
+    contract: { live: "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t", test: "TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf" },
+  },
   { network: "solana", asset: "SOL", decimals: 9, confirmations: 32 },
-  { network: "solana", asset: "USDC", decimals: 6, confirmations: 32 },
-  { network: "polygon", asset: "USDC", decimals: 6, confirmations: 64 },
+  {
+    network: "solana",
+    asset: "USDC",
+    decimals: 6,
+    confirmations: 32,
+    // SPL mints; test is Circle's devnet USDC.
+    contract: { live: "EPjFWdd5AufqSSqeM2qaxKEbt1M7cnjvn6k3K1qN9i8", test: "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU" },
+  },
+  {
+    network: "polygon",
+    asset: "USDC",
+    decimals: 6,
+    confirmations: 64,
+    // Native (Circle-issued) USDC, not bridged USDC.e; test is Circle's USDC on Amoy.
+    contract: { live: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", test: "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582" },
+  },
 ];
+
+/** EIP-155 chain ids for EIP-681 payment URIs; test is Sepolia and Polygon Amoy. */
+export const evmChainIds: Readonly<Record<"ethereum" | "polygon", { live: number; test: number }>> = {
+  ethereum: { live: 1, test: 11155111 },
+  polygon: { live: 137, test: 80002 },
+};
 
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];
 

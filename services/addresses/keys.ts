@@ -1,0 +1,220 @@
+/**
+ * Watch-only address derivation. The merchant gives us the extended PUBLIC key
+ * of one wallet account; we derive its receive addresses (m/…/account'/0/i),
+ * the same ones Sparrow, Electrum or MetaMask show. The server never holds a
+ * private key, so anything private is refused before it is parsed further.
+ */
+import { HDKey, type Versions } from "@scure/bip32";
+import { secp256k1 } from "@noble/curves/secp256k1.js";
+import { base58, bech32 } from "@scure/base";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { keccak_256 } from "@noble/hashes/sha3.js";
+import { ripemd160 } from "@noble/hashes/legacy.js";
+import { utf8ToBytes } from "@noble/hashes/utils.js";
+import { base58check, toEip55, tronPrefix, type Environment } from "./formats.ts";
+
+/** A refusal whose message is safe to show the merchant: it never contains the key. */
+export class SourceKeyError extends Error {
+  override name = "SourceKeyError";
+}
+
+type KeyKind = "xpub" | "zpub" | "vpub";
+
+// SLIP-132 version bytes; the private half is what HDKey would accept for the matching xprv/zprv/vprv.
+const versions: Record<KeyKind, Versions> = {
+  xpub: { private: 0x0488ade4, public: 0x0488b21e },
+  zpub: { private: 0x04b2430c, public: 0x04b24746 },
+  vpub: { private: 0x045f18bc, public: 0x045f1cf6 },
+};
+
+// Every SLIP-132 private version: xprv yprv zprv Yprv Zprv tprv uprv vprv Uprv Vprv.
+const privateVersions = new Set([
+  0x0488ade4, 0x049d7878, 0x04b2430c, 0x0295b005, 0x02aa7a99, 0x04358394, 0x044a4e28, 0x045f18bc, 0x024285b5, 0x02575048,
+]);
+
+const publicVersionNames = new Map([
+  [0x0488b21e, "xpub"],
+  [0x049d7cb2, "ypub"],
+  [0x04b24746, "zpub"],
+  [0x0295b43f, "Ypub"],
+  [0x02aa7ed3, "Zpub"],
+  [0x043587cf, "tpub"],
+  [0x044a5262, "upub"],
+  [0x045f1cf6, "vpub"],
+  [0x024289ef, "Upub"],
+  [0x02575483, "Vpub"],
+]);
+
+function privateKeyRefusal(what: string): SourceKeyError {
+  return new SourceKeyError(
+    `${what}: never give a private key or seed phrase to anyone, including us. ` +
+      "Send only the account's extended public key. If it was shared anywhere, treat the wallet as compromised and move its funds.",
+  );
+}
+
+/**
+ * EVM and tron wallets have no testnet key versions: MetaMask/Ledger export
+ * the same m/44'/60'/0' xpub for Sepolia as for mainnet. A tpub is refused
+ * there because it comes from a Bitcoin testnet wallet, i.e. the wrong coin.
+ */
+function expectedKind(network: string, environment: Environment): { kind: KeyKind; path: string } {
+  switch (network) {
+    case "bitcoin":
+      return environment === "live" ? { kind: "zpub", path: "m/84'/0'/0'" } : { kind: "vpub", path: "m/84'/1'/0'" };
+    case "ethereum":
+    case "polygon":
+      return { kind: "xpub", path: "m/44'/60'/0'" };
+    case "tron":
+      return { kind: "xpub", path: "m/44'/195'/0'" };
+    case "solana":
+      throw new SourceKeyError(
+        "solana has no extended public key derivation (ed25519); solana takes an imported address pool (admin address import)",
+      );
+    default:
+      throw new SourceKeyError(`extended public keys are not supported for network "${network}"`);
+  }
+}
+
+export function supportsAccountKey(network: string): boolean {
+  return network === "bitcoin" || network === "ethereum" || network === "polygon" || network === "tron";
+}
+
+/** The key, trimmed, if it is an account-level extended public key of the right kind; else SourceKeyError. */
+export function parseAccountKey(network: string, environment: Environment, key: string): string {
+  return loadAccountKey(network, environment, key).text;
+}
+
+function loadAccountKey(network: string, environment: Environment, key: string): { text: string; hd: HDKey } {
+  const text = key.trim();
+  // Before anything else, even an unsupported network: a shared secret must be called out.
+  refuseSecrets(text);
+  const { kind, path } = expectedKind(network, environment);
+  const expected = `${network} ${environment === "test" ? "test mode" : "live mode"} expects the account's ${kind} (${path})`;
+
+  const payload = decodeBase58check(text);
+  if (payload === undefined) throw new SourceKeyError(`not a valid extended public key (checksum); ${expected}`);
+  if (payload.length !== 78) throw new SourceKeyError(`not a valid extended public key (length); ${expected}`);
+  const version = readVersion(payload);
+  const actual = publicVersionNames.get(version);
+  if (actual !== kind) {
+    throw new SourceKeyError(`${actual === undefined ? "this is not an extended public key" : `got a ${actual}`}; ${expected}`);
+  }
+
+  let hd: HDKey;
+  try {
+    hd = HDKey.fromExtendedKey(text, versions[kind]);
+  } catch {
+    throw new SourceKeyError(`not a valid extended public key (bad public key); ${expected}`);
+  }
+  // Account keys sit at m/purpose'/coin'/account': depth 3, reached by a hardened step.
+  if (hd.depth !== 3 || hd.index < 0x80000000) {
+    throw new SourceKeyError(
+      `this key is at depth ${hd.depth}, not an account key; export the account's extended public key (${path}) from your wallet`,
+    );
+  }
+  return { text, hd };
+}
+
+/**
+ * Extended private keys of any version, and the other secrets that get pasted
+ * into the same box: seed phrases, WIF and raw hex private keys.
+ */
+function refuseSecrets(text: string): void {
+  const words = text.split(/\s+/);
+  if (words.length >= 12 && words.every((w) => /^[a-z]+$/.test(w))) throw privateKeyRefusal("This looks like a seed phrase");
+  if (/^(0x)?[0-9a-fA-F]{64}$/.test(text)) throw privateKeyRefusal("This looks like a raw private key");
+  const payload = decodeBase58check(text);
+  if (payload === undefined) {
+    // A mistyped xprv fails its checksum but is still a private key that was just shared.
+    if (/^[a-zA-Z]prv/.test(text)) throw privateKeyRefusal("This is a private key");
+    return;
+  }
+  if (payload.length === 78 && (privateVersions.has(readVersion(payload)) || payload[45] === 0)) {
+    throw privateKeyRefusal("This is a private key");
+  }
+  if ((payload.length === 33 || payload.length === 34) && (payload[0] === 0x80 || payload[0] === 0xef)) {
+    throw privateKeyRefusal("This looks like a WIF private key");
+  }
+}
+
+function decodeBase58check(text: string): Uint8Array | undefined {
+  // An extended key is 111 characters; the cap keeps base58's quadratic decode cheap on pasted junk.
+  if (text.length > 200) return undefined;
+  try {
+    return base58check.decode(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function readVersion(payload: Uint8Array): number {
+  return new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0, false);
+}
+
+const maxIndex = 2 ** 31;
+
+/** The receive address at …/0/index of the account key (external chain, non-hardened). */
+export function deriveAddress(network: string, environment: Environment, key: string, index: number): string {
+  if (!Number.isInteger(index) || index < 0 || index >= maxIndex) {
+    throw new RangeError(`address index must be an integer from 0 to ${maxIndex - 1}`);
+  }
+  const { hd } = loadAccountKey(network, environment, key);
+  const publicKey = hd.deriveChild(0).deriveChild(index).publicKey;
+  if (publicKey === null) throw new Error("derived key has no public key");
+
+  switch (network) {
+    case "bitcoin": {
+      const hash160 = ripemd160(sha256(publicKey));
+      return bech32.encode(environment === "live" ? "bc" : "tb", [0, ...bech32.toWords(hash160)]);
+    }
+    case "ethereum":
+    case "polygon":
+      return toEip55(evmAddressBytes(publicKey));
+    case "tron": {
+      const payload = new Uint8Array(21);
+      payload[0] = tronPrefix;
+      payload.set(evmAddressBytes(publicKey), 1);
+      return base58check.encode(payload);
+    }
+    default:
+      throw new SourceKeyError(`extended public keys are not supported for network "${network}"`);
+  }
+}
+
+/** Ethereum and tron share this: the last 20 bytes of keccak256 of the uncompressed point (without 0x04). */
+function evmAddressBytes(compressed: Uint8Array): Uint8Array {
+  const uncompressed = secp256k1.Point.fromBytes(compressed).toBytes(false);
+  return keccak_256(uncompressed.subarray(1)).subarray(12);
+}
+
+/**
+ * Built-in account keys for the Test environment, from the public BIP39 test
+ * mnemonic "abandon … about". ANYONE CAN SPEND FROM THESE: testnet only,
+ * never live. Only the public keys are here; the seed is not.
+ */
+export const testAccountKeys: Record<"bitcoin" | "ethereum" | "polygon" | "tron", string> = {
+  // m/84'/1'/0'
+  bitcoin:
+    "vpub5Y6cjg78GGuNLsaPhmYsiw4gYX3HoQiRBiSwDaBXKUafCt9bNwWQiitDk5VZ5BVxYnQdwoTyXSs2JHRPAgjAvtbBrf8ZhDYe2jWAqvZVnsc",
+  // m/44'/60'/0'
+  ethereum:
+    "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt",
+  // m/44'/60'/0': polygon is an EVM chain, same path and addresses as ethereum
+  polygon:
+    "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt",
+  // m/44'/195'/0'
+  tron: "xpub6D1AabNHCupeiLM65ZR9UStMhJ1vCpyV4XbZdyhMZBiJXALQtmn9p42VTQckoHVn8WNqS7dqnJokZHAHcHGoaQgmv8D45oNUKx6DZMNZBCd",
+};
+
+/**
+ * Solana (ed25519) has no public-only derivation, so Test mode uses a
+ * synthetic address: base58(sha256("payments-test-solana:" + index)). It is a
+ * valid 32-byte address whose private key nobody knows: test payments to it are
+ * simulated, never sent.
+ */
+export function testSolanaAddress(index: number): string {
+  if (!Number.isInteger(index) || index < 0 || index >= maxIndex) {
+    throw new RangeError(`address index must be an integer from 0 to ${maxIndex - 1}`);
+  }
+  return base58.encode(sha256(utf8ToBytes(`payments-test-solana:${index}`)));
+}

@@ -1,0 +1,53 @@
+/**
+ * The URI a wallet opens (and a QR code carries) to pay an intent: BIP 21,
+ * EIP-681, Solana Pay, or the tron: form wallets such as TronLink read.
+ * Amounts go from decimal string to string or integer units, never a float.
+ */
+import { checkAmount, toUnits } from "../intents/amount.ts";
+import { evmChainIds, findAsset } from "../intents/assets.ts";
+import { checkAddress, type Environment } from "./formats.ts";
+
+export interface PaymentUriInput {
+  network: string;
+  asset: string;
+  environment: Environment;
+  address: string;
+  /** A plain decimal string within the asset's decimals (services/intents/amount.ts). */
+  amount: string;
+}
+
+export function paymentUri(p: PaymentUriInput): string {
+  const info = findAsset(p.network, p.asset);
+  if (info === undefined) throw new Error(`unknown asset ${p.asset} on network ${p.network}`);
+  // Callers validate first; re-checking here means a bad value fails loudly instead of becoming a wrong QR code.
+  const amount = checkAmount(p.amount, info.decimals);
+  if (!amount.ok) throw new Error(`amount ${amount.reason}`);
+  const address = checkAddress(p.network, p.environment, p.address);
+  if (!address.ok) throw new Error(`address ${address.reason}`);
+  const to = address.address;
+  const contract = info.contract?.[p.environment];
+
+  switch (p.network) {
+    case "bitcoin":
+      return `bitcoin:${to}?amount=${trimDecimal(p.amount)}`;
+    case "ethereum":
+    case "polygon": {
+      // Polygon has no scheme of its own: EIP-681 "ethereum:" with the chain id picks the chain.
+      const chainId = evmChainIds[p.network][p.environment];
+      const units = toUnits(p.amount, info.decimals).toString();
+      if (contract === undefined) return `ethereum:${to}@${chainId}?value=${units}`;
+      return `ethereum:${contract}@${chainId}/transfer?address=${to}&uint256=${units}`;
+    }
+    case "solana":
+      return `solana:${to}?amount=${trimDecimal(p.amount)}${contract === undefined ? "" : `&spl-token=${contract}`}`;
+    case "tron":
+      return `tron:${to}?amount=${trimDecimal(p.amount)}${contract === undefined ? "" : `&token=${contract}`}`;
+    default:
+      throw new Error(`no payment URI format for network ${p.network}`);
+  }
+}
+
+/** "1.500" → "1.5", "2.0" → "2": wallets differ on trailing zeros, none mind their absence. */
+function trimDecimal(amount: string): string {
+  return amount.includes(".") ? amount.replace(/0+$/, "").replace(/\.$/, "") : amount;
+}
