@@ -2,9 +2,24 @@
 //   admin merchant create --name NAME
 //   admin api-key create --merchant ID --environment test|live --scopes s1,s2
 //   admin api-key revoke --id ID
+//   admin address-source set --merchant ID --environment test|live --network NET --xpub KEY
+//   admin address-source show --merchant ID
+//   admin address import --merchant ID --environment test|live --network NET --file FILE
+//   admin internal-credential create --name NAME
+//   admin internal-credential revoke --id ID
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { AdminError, createApiKey, createMerchant, revokeApiKey } from "../auth/admin.ts";
-import { isEnvironment, isScope, scopes as allScopes, type Scope } from "../auth/keys.ts";
+import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showSources } from "../addresses/admin.ts";
+import {
+  AdminError,
+  createApiKey,
+  createInternalCredential,
+  createMerchant,
+  revokeApiKey,
+  revokeInternalCredential,
+} from "../auth/admin.ts";
+import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
+import { networks } from "../intents/assets.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -14,12 +29,49 @@ import { resolveDatabase } from "./resources.ts";
 const usage = `usage:
   admin merchant create --name NAME
   admin api-key create --merchant ID --environment test|live --scopes ${allScopes.join(",")}
-  admin api-key revoke --id ID`;
+  admin api-key revoke --id ID
+  admin address-source set --merchant ID --environment test|live --network ${networks.join("|")} --xpub ACCOUNT_XPUB
+  admin address-source show --merchant ID
+  admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
+      (one address a line; blank lines and lines starting with # are skipped)
+  admin internal-credential create --name NAME
+  admin internal-credential revoke --id ID`;
+
+const commands = [
+  "merchant create",
+  "api-key create",
+  "api-key revoke",
+  "address-source set",
+  "address-source show",
+  "address import",
+  "internal-credential create",
+  "internal-credential revoke",
+];
 
 function required(values: Record<string, string | undefined>, name: string): string {
   const value = values[name];
   if (value === undefined || value.trim() === "") throw new AdminError(`--${name} is required\n${usage}`);
   return value.trim();
+}
+
+function environmentOf(values: Record<string, string | undefined>): Environment {
+  const environment = required(values, "environment");
+  if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
+  return environment;
+}
+
+function networkOf(values: Record<string, string | undefined>): string {
+  const network = required(values, "network");
+  if (!networks.includes(network)) throw new AdminError(`unknown network "${network}"; one of: ${networks.join(", ")}`);
+  return network;
+}
+
+function readList(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (err) {
+    throw new AdminError(`cannot read --file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 async function main(argv: string[]): Promise<unknown> {
@@ -33,10 +85,13 @@ async function main(argv: string[]): Promise<unknown> {
       environment: { type: "string" },
       scopes: { type: "string" },
       id: { type: "string" },
+      network: { type: "string" },
+      xpub: { type: "string" },
+      file: { type: "string" },
     },
   });
   const command = positionals.join(" ");
-  if (!["merchant create", "api-key create", "api-key revoke"].includes(command)) {
+  if (!commands.includes(command)) {
     throw new AdminError(command ? `unknown command "${command}"\n${usage}` : usage);
   }
   // Arguments are checked before anything is started or written.
@@ -46,17 +101,39 @@ async function main(argv: string[]): Promise<unknown> {
     work = (em) => createMerchant(em, name);
   } else if (command === "api-key create") {
     const merchant = required(values, "merchant");
-    const environment = required(values, "environment");
-    if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
+    const environment = environmentOf(values);
     const scopes = required(values, "scopes").split(",").map((s) => s.trim()).filter(Boolean);
     const unknown = scopes.filter((s) => !isScope(s));
     if (unknown.length > 0 || scopes.length === 0) {
       throw new AdminError(`--scopes takes a comma-separated list of: ${allScopes.join(", ")}${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
     }
     work = (em) => createApiKey(em, merchant, environment, [...new Set(scopes)] as Scope[]);
-  } else {
+  } else if (command === "api-key revoke") {
     const id = required(values, "id");
     work = (em) => revokeApiKey(em, id);
+  } else if (command === "address-source set") {
+    const merchant = required(values, "merchant");
+    const environment = environmentOf(values);
+    const network = networkOf(values);
+    // A refused key (a private one above all) is reported without starting the database.
+    const key = checkAccountKey(environment, network, required(values, "xpub"));
+    work = (em) => setAccountKey(em, merchant, environment, network, key);
+  } else if (command === "address-source show") {
+    const merchant = required(values, "merchant");
+    work = (em) => showSources(em, merchant);
+  } else if (command === "address import") {
+    const merchant = required(values, "merchant");
+    const environment = environmentOf(values);
+    const network = networkOf(values);
+    const text = readList(required(values, "file"));
+    readAddressList(environment, network, text); // a bad line fails here, before the database starts
+    work = (em) => importAddresses(em, merchant, environment, network, text);
+  } else if (command === "internal-credential create") {
+    const name = required(values, "name");
+    work = (em) => createInternalCredential(em, name);
+  } else {
+    const id = required(values, "id");
+    work = (em) => revokeInternalCredential(em, id);
   }
   const config = loadConfig();
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);

@@ -1,7 +1,9 @@
-import { ApiKey, Merchant } from "../auth/entities.ts";
+import { AddressSource, PooledAddress } from "../addresses/entities.ts";
+import { ApiKey, InternalCredential, Merchant } from "../auth/entities.ts";
 import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../delivery/entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
+import { ChainObservation } from "../observations/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
@@ -18,6 +20,10 @@ export const entities = [
   WebhookEndpointRecord,
   WebhookDeliveryRecord,
   WebhookAttemptRecord,
+  InternalCredential,
+  AddressSource,
+  PooledAddress,
+  ChainObservation,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

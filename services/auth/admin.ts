@@ -1,9 +1,9 @@
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
-import { ApiKey, Merchant } from "./entities.ts";
-import { generateApiKey, hashApiKey, keyHint, type Environment, type Scope } from "./keys.ts";
+import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
+import { generateApiKey, generateInternalCredential, hashApiKey, keyHint, type Environment, type Scope } from "./keys.ts";
 
-/** Issuance and revocation of merchants and API keys (admin CLI). */
+/** Issuance and revocation of merchants, API keys and internal credentials (admin CLI). */
 
 export class AdminError extends Error {}
 
@@ -39,4 +39,30 @@ export async function revokeApiKey(em: EntityManager, id: string) {
   const revokedAt = key.revokedAt ?? new Date();
   if (!key.revokedAt) await em.nativeUpdate(ApiKey, { id }, { revokedAt });
   return { id, hint: key.hint, revoked_at: revokedAt.toISOString() };
+}
+
+/** A credential of an internal service (e.g. the chain watcher); its secret is shown here and never again. */
+export async function createInternalCredential(em: EntityManager, name: string) {
+  const trimmed = name.trim();
+  if (trimmed.length === 0 || trimmed.length > 200) throw new AdminError("--name must be 1 to 200 characters");
+  const secret = generateInternalCredential();
+  const credential = {
+    id: newId("ic"),
+    name: trimmed,
+    secretHash: hashApiKey(secret),
+    hint: keyHint(secret),
+    createdAt: new Date(),
+    revokedAt: null,
+  };
+  await em.insert(InternalCredential, credential);
+  return { id: credential.id, name: credential.name, credential: secret, created_at: credential.createdAt.toISOString() };
+}
+
+export async function revokeInternalCredential(em: EntityManager, id: string) {
+  const credential = await em.findOne(InternalCredential, { id });
+  if (!credential) throw new AdminError(`no internal credential ${id}`);
+  const revokedAt = credential.revokedAt ?? new Date();
+  // Only a first revocation is recorded: when it happened matters to whoever audits the service's calls.
+  if (!credential.revokedAt) await em.nativeUpdate(InternalCredential, { id, revokedAt: null }, { revokedAt });
+  return { id, name: credential.name, revoked_at: revokedAt.toISOString() };
 }

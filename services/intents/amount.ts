@@ -24,3 +24,12 @@ export function toUnits(raw: string, decimals: number): bigint {
   const [whole = "0", fraction = ""] = raw.split(".");
   return BigInt(whole + fraction.padEnd(decimals, "0").slice(0, decimals));
 }
+
+/** Units back to a plain decimal string, without trailing fractional zeros ("12.5", "3", "0.000001"). */
+export function fromUnits(units: bigint, decimals: number): string {
+  if (units < 0n) throw new RangeError("amounts are never negative");
+  const digits = units.toString().padStart(decimals + 1, "0");
+  const whole = digits.slice(0, digits.length - decimals);
+  const fraction = digits.slice(digits.length - decimals).replace(/0+$/, "");
+  return fraction ? `${whole}.${fraction}` : whole;
+}

@@ -21,6 +21,15 @@ export const PaymentIntentRecord = defineEntity({
     createdAt: p.datetime().length(3),
     expiresAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
+    /** Watch-only: derived from the merchant's account key or leased from its pool; never reused on a network. */
+    depositAddress: p.string().length(128).nullable(),
+    /** The derivation index of depositAddress (…/0/index), when derived. */
+    addressIndex: p.integer().nullable(),
+    /** Counted funds: confirmed to the network's threshold and not orphaned. Null until a transaction is seen. */
+    amountReceived: p.decimal("string").columnType("numeric").nullable(),
+    paidAt: p.datetime().length(3).nullable(),
+    expiredAt: p.datetime().length(3).nullable(),
+    cancelledAt: p.datetime().length(3).nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },
@@ -28,5 +37,6 @@ export const PaymentIntentRecord = defineEntity({
     { properties: ["merchant", "environment", "merchantReference", "createdAt", "id"] },
     { properties: ["status", "expiresAt"] },
   ],
+  uniques: [{ properties: ["network", "depositAddress"] }],
 });
 export type PaymentIntentRecord = InferEntity<typeof PaymentIntentRecord>;

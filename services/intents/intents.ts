@@ -1,10 +1,11 @@
+import { allocateDepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
 import { recordEvent } from "../events/record.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, insertIntent, updateStatus, type IntentRow } from "./store.ts";
+import { claimDueIntents, findIntent, insertIntent, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
 
@@ -22,8 +23,10 @@ export class Intents {
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, now = new Date()): Promise<IntentRow> {
+    const id = newId("pi");
+    const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     const row: IntentRow = {
-      id: newId("pi"),
+      id,
       merchantId: owner.merchantId,
       environment: owner.environment,
       status: "pending",
@@ -34,8 +37,13 @@ export class Intents {
       metadata: input.metadata,
       createdAt: now,
       expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
+      depositAddress: address.address,
+      amountReceived: null,
+      paidAt: null,
+      expiredAt: null,
+      cancelledAt: null,
     };
-    await insertIntent(tx, row);
+    await insertIntent(tx, row, address.index);
     await recordEvent(tx, {
       merchantId: row.merchantId,
       environment: owner.environment,
@@ -63,9 +71,14 @@ export class Intents {
     return em.transactional(async (tx) => {
       const rows = await claimDueIntents(tx, batch);
       const now = new Date();
-      for (const row of rows) await this.transition(tx, row, "expired", now);
+      for (const row of rows) await this.expire(tx, row, now);
       return rows.length;
     });
+  }
+
+  /** Expires one intent (the scheduler's, and the sandbox's, way). */
+  async expire(tx: EntityManager, row: IntentRow, at = new Date()): Promise<IntentRow> {
+    return this.transition(tx, row, "expired", at);
   }
 
   /**
@@ -78,10 +91,11 @@ export class Intents {
     if (!isStatus(from) || !canTransition(from, to)) {
       throw apiError("invalid_state", `Payment intent ${row.id} is ${from}; it cannot become ${to}.`);
     }
-    if (!(await updateStatus(tx, row.id, from, to, at))) {
+    const times = statusTimes(row, to, at);
+    if (!(await updateStatus(tx, row, to, times, at))) {
       throw apiError("invalid_state", `Payment intent ${row.id} changed while this request ran; read it again.`);
     }
-    const next = { ...row, status: to };
+    const next = { ...row, ...times, status: to };
     await recordEvent(tx, {
       merchantId: row.merchantId,
       environment: row.environment === "live" ? "live" : "test",

@@ -4,10 +4,12 @@ import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { validationError } from "../platform/errors.ts";
+import { transactionsOf } from "../observations/store.ts";
+import type { EntityManager } from "../platform/db.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
 import { isStatus, statuses } from "./status.ts";
-import { listIntents, type ListFilters } from "./store.ts";
+import { listIntents, type IntentRow, type ListFilters } from "./store.ts";
 import { validateCreate, validatePageSize } from "./validate.ts";
 
 export interface IntentDeps {
@@ -30,7 +32,8 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 
     async getPaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      return { data: views.message(await intents.get(em, principal, req.publicId)) };
+      const [row] = await withTransactions(em, [await intents.get(em, principal, req.publicId)]);
+      return { data: views.message(row as IntentRow) };
     },
 
     async listPaymentIntents(req, ctx) {
@@ -49,7 +52,8 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       // A cursor is valid only for the merchant, environment and filters it was made for.
       const binding = canonicalJson([principal.merchantId, principal.environment, filters]);
       const page = await listIntents(em, cursors, principal, filters, { cursor: req.cursor, limit, binding });
-      return { data: page.rows.map((r) => views.message(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
+      const rows = await withTransactions(em, page.rows);
+      return { data: rows.map((r) => views.message(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
     async cancelPaymentIntent(req, ctx) {
@@ -58,4 +62,12 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       return { data: views.message(row) };
     },
   };
+}
+
+/** The intents with their transactions: one query, and none for intents that never saw one. */
+async function withTransactions(em: EntityManager, rows: IntentRow[]): Promise<IntentRow[]> {
+  const seen = rows.filter((r) => r.amountReceived !== null).map((r) => r.id);
+  if (seen.length === 0) return rows;
+  const byIntent = await transactionsOf(em, seen);
+  return rows.map((r) => (byIntent.has(r.id) ? { ...r, transactions: byIntent.get(r.id) } : r));
 }

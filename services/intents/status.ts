@@ -17,7 +17,8 @@ const transitions: Record<Status, readonly Status[]> = {
   overpaid: ["pending", "underpaid", "confirmed"],
   cancelled: [],
   expired: ["late"],
-  late: [],
+  // A reorg can take the late funds away again.
+  late: ["expired"],
 };
 
 export function canTransition(from: Status, to: Status): boolean {
@@ -41,7 +42,7 @@ export type EventType = (typeof eventTypes)[number];
 export function eventFor(from: Status, to: Status): EventType {
   const funded: readonly Status[] = ["underpaid", "confirmed", "overpaid"];
   const lessFunded = to === "pending" || (funded.includes(to) && funded.indexOf(to) < funded.indexOf(from));
-  if (funded.includes(from) && lessFunded) {
+  if ((funded.includes(from) && lessFunded) || (from === "late" && to === "expired")) {
     return "payment.reorged";
   }
   switch (to) {

@@ -19,10 +19,30 @@ export interface IntentRow {
   metadata: Record<string, string>;
   createdAt: Date;
   expiresAt: Date;
+  depositAddress: string | null;
+  /** Counted funds, a decimal string; null until a transaction is seen. */
+  amountReceived: string | null;
+  paidAt: Date | null;
+  expiredAt: Date | null;
+  cancelledAt: Date | null;
+  /** The transactions to its address, when the caller loaded them. */
+  transactions?: TransactionFact[];
+}
+
+/** A transaction output to an intent's address, as the intent shows it. */
+export interface TransactionFact {
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  confirmations: number;
+  blockHeight: number | null;
+  counted: boolean;
+  simulated: boolean;
 }
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
-  i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at`;
+  i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
+  i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at`;
 
 interface DbRow {
   id: string;
@@ -36,7 +56,14 @@ interface DbRow {
   metadata: Record<string, string> | string;
   created_at: Date | string;
   expires_at: Date | string;
+  deposit_address: string | null;
+  amount_received: string | null;
+  paid_at: Date | string | null;
+  expired_at: Date | string | null;
+  cancelled_at: Date | string | null;
 }
+
+const date = (v: Date | string | null) => (v === null ? null : new Date(v));
 
 function fromDb(r: DbRow): IntentRow {
   return {
@@ -51,15 +78,20 @@ function fromDb(r: DbRow): IntentRow {
     metadata: typeof r.metadata === "string" ? JSON.parse(r.metadata) : r.metadata,
     createdAt: new Date(r.created_at),
     expiresAt: new Date(r.expires_at),
+    depositAddress: r.deposit_address,
+    amountReceived: r.amount_received,
+    paidAt: date(r.paid_at),
+    expiredAt: date(r.expired_at),
+    cancelledAt: date(r.cancelled_at),
   };
 }
 
-export async function insertIntent(em: EntityManager, row: IntentRow): Promise<void> {
+export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
   await em.execute(
     `insert into payment_intents (id, merchant_id, environment, status, merchant_reference, network, asset,
-       requested_amount, metadata, created_at, expires_at, updated_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?)`,
+       requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?)`,
     [
       row.id,
       row.merchantId,
@@ -73,6 +105,8 @@ export async function insertIntent(em: EntityManager, row: IntentRow): Promise<v
       row.createdAt,
       row.expiresAt,
       row.createdAt,
+      row.depositAddress,
+      addressIndex,
     ],
   );
 }
@@ -108,10 +142,40 @@ export async function listIntents(
   return { ...result, rows: result.rows.map(fromDb) };
 }
 
+/** The times a status records: kept while the intent stays in their statuses, cleared when it leaves them. */
+export function statusTimes(row: Pick<IntentRow, "paidAt" | "expiredAt" | "cancelledAt">, to: string, at: Date): Pick<IntentRow, "paidAt" | "expiredAt" | "cancelledAt"> {
+  const paid = to === "confirmed" || to === "overpaid";
+  return {
+    paidAt: paid ? (row.paidAt ?? at) : null,
+    expiredAt: to === "expired" || to === "late" ? (row.expiredAt ?? at) : null,
+    cancelledAt: to === "cancelled" ? (row.cancelledAt ?? at) : null,
+  };
+}
+
 /** Moves an intent from `from` to `to` unless it changed meanwhile; returns whether it moved. */
-export async function updateStatus(em: EntityManager, id: string, from: string, to: string, at: Date): Promise<boolean> {
-  const changed = await em.nativeUpdate(PaymentIntentRecord, { id, status: from }, { status: to, updatedAt: at });
+export async function updateStatus(em: EntityManager, row: IntentRow, to: string, times: ReturnType<typeof statusTimes>, at: Date): Promise<boolean> {
+  const changed = await em.nativeUpdate(PaymentIntentRecord, { id: row.id, status: row.status }, { status: to, updatedAt: at, ...times });
   return changed === 1;
+}
+
+export async function updateAmountReceived(em: EntityManager, id: string, amount: string, at: Date): Promise<void> {
+  await em.execute(`update payment_intents set amount_received = ?, updated_at = ? where id = ?`, [amount, at, id]);
+}
+
+/** The intent whose deposit address this is, locked for the caller's transaction. */
+export async function lockIntentByAddress(em: EntityManager, network: string, address: string): Promise<IntentRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.network = ? and i.deposit_address = ? for update`, [
+    network,
+    address,
+  ]);
+  return rows[0] && fromDb(rows[0]);
+}
+
+/** Intents by id, locked in id order (so concurrent lockers cannot deadlock). */
+export async function lockIntents(em: EntityManager, ids: readonly string[]): Promise<IntentRow[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.id in (?) order by i.id for update`, [ids]);
+  return rows.map(fromDb);
 }
 
 /** Claims intents past their expiry that can still expire; locked rows are skipped, not waited for. */

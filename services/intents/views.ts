@@ -1,8 +1,11 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PaymentIntentSchema, type PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
 import type { IntentRow } from "./store.ts";
+
+const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
 /**
  * How an intent is shown: to the API and, as the same JSON, inside its events.
@@ -16,6 +19,7 @@ export class IntentViews {
   }
 
   message(row: IntentRow): PaymentIntent {
+    const environment = row.environment === "live" ? "live" : "test";
     return create(PaymentIntentSchema, {
       publicId: row.id,
       status: row.status,
@@ -28,6 +32,26 @@ export class IntentViews {
       expiresAt: timestampFromDate(row.expiresAt),
       checkoutUrl: `${this.checkoutBaseUrl}/${row.id}`,
       metadata: row.metadata,
+      depositAddress: row.depositAddress ?? undefined,
+      paymentUri:
+        row.depositAddress === null
+          ? undefined
+          : paymentUri({ network: row.network, asset: row.asset, environment, address: row.depositAddress, amount: row.requestedAmount }),
+      amountReceived: row.amountReceived ?? undefined,
+      transactions: (row.transactions ?? []).map((t) =>
+        create(PaymentTransactionSchema, {
+          txHash: t.txHash,
+          outputIndex: t.outputIndex,
+          amount: t.amount,
+          confirmations: t.confirmations,
+          blockHeight: t.blockHeight === null ? undefined : BigInt(t.blockHeight),
+          counted: t.counted,
+          simulated: t.simulated,
+        }),
+      ),
+      paidAt: ts(row.paidAt),
+      expiredAt: ts(row.expiredAt),
+      cancelledAt: ts(row.cancelledAt),
     });
   }
 

@@ -23,6 +23,7 @@ export const errorCodes = {
   idempotency_conflict: { status: 409, connect: Code.AlreadyExists },
   idempotency_in_progress: { status: 409, connect: Code.Aborted },
   invalid_state: { status: 409, connect: Code.FailedPrecondition },
+  deposit_address_unavailable: { status: 409, connect: Code.FailedPrecondition },
   payload_too_large: { status: 413, connect: Code.ResourceExhausted },
   unsupported_media_type: { status: 415, connect: Code.InvalidArgument },
   rate_limited: { status: 429, connect: Code.ResourceExhausted },

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import pg from "pg";
+import { HDKey } from "@scure/bip32";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import type { Environment, Scope } from "../../services/auth/keys.ts";
@@ -127,7 +128,23 @@ export async function merchantWithKey(
   const em = app.db.em.fork();
   const id = merchant ?? (await createMerchant(em, "Test Shop")).id;
   const key = await createApiKey(em, id, environment, [...scopes]);
+  if (environment === "live") await giveLiveAccountKey(app, id, "ethereum");
   return { merchant: id, key: key.api_key, keyId: key.id };
+}
+
+/**
+ * Live intents need the merchant's own deposit-address source: an account xpub
+ * (m/44'/60'/0') of a random seed, as a merchant's wallet would export it.
+ */
+export async function giveLiveAccountKey(app: App, merchant: string, network: "ethereum" | "polygon" | "tron" = "ethereum"): Promise<string> {
+  const coin = network === "tron" ? 195 : 60;
+  const xpub = HDKey.fromMasterSeed(randomBytes(32)).derive(`m/44'/${coin}'/0'`).publicExtendedKey;
+  await app.db.em.fork().execute(
+    `insert into address_sources (merchant_id, environment, network, account_key, next_index, created_at, updated_at)
+     values (?, 'live', ?, ?, 0, now(), now()) on conflict do nothing`,
+    [merchant, network, xpub],
+  );
+  return xpub;
 }
 
 export interface ApiResponse {

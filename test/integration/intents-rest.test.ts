@@ -23,7 +23,7 @@ t.test("create returns the intent in the data envelope and records payment.inten
   const pi = res.body.data;
   t.match(pi.public_id, /^pi_[0-9A-Za-z]{24}$/);
   t.same(
-    { ...pi, public_id: undefined, created_at: undefined, expires_at: undefined, checkout_url: undefined },
+    { ...pi, public_id: undefined, created_at: undefined, expires_at: undefined, checkout_url: undefined, deposit_address: undefined, payment_uri: undefined },
     {
       public_id: undefined,
       status: "pending",
@@ -36,8 +36,18 @@ t.test("create returns the intent in the data envelope and records payment.inten
       expires_at: undefined,
       checkout_url: undefined,
       metadata: { cart: "42" },
+      deposit_address: undefined,
+      payment_uri: undefined,
+      amount_received: null,
+      transactions: [],
+      paid_at: null,
+      expired_at: null,
+      cancelled_at: null,
     },
   );
+  // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.
+  t.match(pi.deposit_address, /^0x[0-9a-fA-F]{40}$/);
+  t.equal(pi.payment_uri, `ethereum:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238@11155111/transfer?address=${pi.deposit_address}&uint256=12500000`);
   t.equal(pi.checkout_url, `https://checkout.example.test/${pi.public_id}`);
   t.equal(Date.parse(pi.expires_at) - Date.parse(pi.created_at), 120_000);
 

@@ -167,6 +167,13 @@ t.test("encodeResponse", async (t) => {
     expires_at: null,
     checkout_url: "http://localhost:8080/checkout/pi_1",
     metadata: {},
+    deposit_address: null,
+    payment_uri: null,
+    amount_received: null,
+    transactions: [],
+    paid_at: null,
+    expired_at: null,
+    cancelled_at: null,
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

@@ -7,7 +7,8 @@ const base = "/api/v1/merchants/m1/payment-intents";
 
 t.test("the route table", async (t) => {
   const table = routes.map((r) => `${r.httpMethod} ${r.template}`).sort();
-  // The spec's merchant routes for payment intents and webhooks, and nothing else.
+  // The spec's merchant routes for payment intents and webhooks, the sandbox, and nothing else
+  // (ObservationService is internal gRPC only).
   t.same(table, [
     "GET /api/v1/merchants/{merchant}/payment-intents",
     "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}",
@@ -21,9 +22,14 @@ t.test("the route table", async (t) => {
     "POST /api/v1/merchants/{merchant}/webhook-endpoints",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
+    "POST /api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
   ]);
-  // Only the create routes take a JSON body; the action routes take none.
-  const creates = ["/api/v1/merchants/{merchant}/payment-intents", "/api/v1/merchants/{merchant}/webhook-endpoints"];
+  // Only the create routes and simulate take a JSON body; the action routes take none.
+  const creates = [
+    "/api/v1/merchants/{merchant}/payment-intents",
+    "/api/v1/merchants/{merchant}/webhook-endpoints",
+    "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
+  ];
   for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && creates.includes(r.template), `${r.template} body`);
 });
 

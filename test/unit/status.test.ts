@@ -14,10 +14,14 @@ t.test("cancel only from pending", async (t) => {
   }
 });
 
-t.test("nothing leaves cancelled or late", async (t) => {
-  for (const from of ["cancelled", "late"] as const) {
-    for (const to of statuses) t.equal(canTransition(from, to), false, `${from} -> ${to}`);
-  }
+t.test("nothing leaves cancelled", async (t) => {
+  for (const to of statuses) t.equal(canTransition("cancelled", to), false, `cancelled -> ${to}`);
+});
+
+// DESIGN.md: a reorg moves an intent back to what the remaining funds imply.
+t.test("late goes back to expired only (a reorg took the late funds)", async (t) => {
+  for (const to of statuses) t.equal(canTransition("late", to), to === "expired", `late -> ${to}`);
+  t.equal(eventFor("late", "expired"), "payment.reorged");
 });
 
 t.test("expired only goes to late", async (t) => {

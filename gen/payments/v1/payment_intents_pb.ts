@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/payment_intents.proto.
  */
 export const file_payments_v1_payment_intents: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIpwDCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX21lcmNoYW50X3JlZmVyZW5jZSLSAgoaQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSDwoHbmV0d29yaxgCIAEoCRINCgVhc3NldBgDIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAQgASgJEh8KEm1lcmNoYW50X3JlZmVyZW5jZRgFIAEoCUgAiAEBEh8KEmV4cGlyZXNfaW5fc2Vjb25kcxgGIAEoBUgBiAEBEkcKCG1ldGFkYXRhGAcgAygLMjUucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX21lcmNoYW50X3JlZmVyZW5jZUIVChNfZXhwaXJlc19pbl9zZWNvbmRzIkcKG0NyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCI+ChdHZXRQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRAoYR2V0UGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50Iv8CChlMaXN0UGF5bWVudEludGVudHNSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQESNgoNY3JlYXRlZF9hZnRlchgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIA4gBARI3Cg5jcmVhdGVkX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARIWCglwdWJsaWNfaWQYByABKAlIBYgBARIfChJtZXJjaGFudF9yZWZlcmVuY2UYCCABKAlIBogBAUIICgZfbGltaXRCCQoHX2N1cnNvckIJCgdfc3RhdHVzQhAKDl9jcmVhdGVkX2FmdGVyQhEKD19jcmVhdGVkX2JlZm9yZUIMCgpfcHVibGljX2lkQhUKE19tZXJjaGFudF9yZWZlcmVuY2UiggEKGkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlEigKBGRhdGEYASADKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkEKGkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCSJHChtDYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQymQYKDUludGVudFNlcnZpY2USvgEKE0NyZWF0ZVBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZSJUorsYUAoEUE9TVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMaASoiFXBheW1lbnRfaW50ZW50czp3cml0ZSgBEr0BChBHZXRQYXltZW50SW50ZW50EiQucGF5bWVudHMudjEuR2V0UGF5bWVudEludGVudFJlcXVlc3QaJS5wYXltZW50cy52MS5HZXRQYXltZW50SW50ZW50UmVzcG9uc2UiXJACAaK7GFUKA0dFVBI4L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0iFHBheW1lbnRfaW50ZW50czpyZWFkErcBChJMaXN0UGF5bWVudEludGVudHMSJi5wYXltZW50cy52MS5MaXN0UGF5bWVudEludGVudHNSZXF1ZXN0GicucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2UiUJACAaK7GEkKA0dFVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMiFHBheW1lbnRfaW50ZW50czpyZWFkEswBChNDYW5jZWxQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2UiYqK7GF4KBFBPU1QSPy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L2NhbmNlbCIVcGF5bWVudF9pbnRlbnRzOndyaXRlYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIqsGCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIVChNfbWVyY2hhbnRfcmVmZXJlbmNlQhIKEF9kZXBvc2l0X2FkZHJlc3NCDgoMX3BheW1lbnRfdXJpQhIKEF9hbW91bnRfcmVjZWl2ZWRCCgoIX3BhaWRfYXRCDQoLX2V4cGlyZWRfYXRCDwoNX2NhbmNlbGxlZF9hdCKyAQoSUGF5bWVudFRyYW5zYWN0aW9uEg8KB3R4X2hhc2gYASABKAkSFAoMb3V0cHV0X2luZGV4GAIgASgNEg4KBmFtb3VudBgDIAEoCRIVCg1jb25maXJtYXRpb25zGAQgASgNEhkKDGJsb2NrX2hlaWdodBgFIAEoBEgAiAEBEg8KB2NvdW50ZWQYBiABKAgSEQoJc2ltdWxhdGVkGAcgASgIQg8KDV9ibG9ja19oZWlnaHQi0gIKGkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEg8KB25ldHdvcmsYAiABKAkSDQoFYXNzZXQYAyABKAkSGAoQcmVxdWVzdGVkX2Ftb3VudBgEIAEoCRIfChJtZXJjaGFudF9yZWZlcmVuY2UYBSABKAlIAIgBARIfChJleHBpcmVzX2luX3NlY29uZHMYBiABKAVIAYgBARJHCghtZXRhZGF0YRgHIAMoCzI1LnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0Lk1ldGFkYXRhRW50cnkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kcyJHChtDcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQiPgoXR2V0UGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkQKGEdldFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCL/AgoZTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhMKBmN1cnNvchgDIAEoCUgBiAEBEhMKBnN0YXR1cxgEIAEoCUgCiAEBEjYKDWNyZWF0ZWRfYWZ0ZXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAOIAQESNwoOY3JlYXRlZF9iZWZvcmUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSASIAQESFgoJcHVibGljX2lkGAcgASgJSAWIAQESHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAggASgJSAaIAQFCCAoGX2xpbWl0QgkKB19jdXJzb3JCCQoHX3N0YXR1c0IQCg5fY3JlYXRlZF9hZnRlckIRCg9fY3JlYXRlZF9iZWZvcmVCDAoKX3B1YmxpY19pZEIVChNfbWVyY2hhbnRfcmVmZXJlbmNlIoIBChpMaXN0UGF5bWVudEludGVudHNSZXNwb25zZRIoCgRkYXRhGAEgAygLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudBIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJBChpDYW5jZWxQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRwobQ2FuY2VsUGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50MpkGCg1JbnRlbnRTZXJ2aWNlEr4BChNDcmVhdGVQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2UiVKK7GFAKBFBPU1QSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzGgEqIhVwYXltZW50X2ludGVudHM6d3JpdGUoARK9AQoQR2V0UGF5bWVudEludGVudBIkLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuR2V0UGF5bWVudEludGVudFJlc3BvbnNlIlyQAgGiuxhVCgNHRVQSOC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9IhRwYXltZW50X2ludGVudHM6cmVhZBK3AQoSTGlzdFBheW1lbnRJbnRlbnRzEiYucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBonLnBheW1lbnRzLnYxLkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlIlCQAgGiuxhJCgNHRVQSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzIhRwYXltZW50X2ludGVudHM6cmVhZBLMAQoTQ2FuY2VsUGF5bWVudEludGVudBInLnBheW1lbnRzLnYxLkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0GigucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlc3BvbnNlImKiuxheCgRQT1NUEj8vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cy97cHVibGljX2lkfS9jYW5jZWwiFXBheW1lbnRfaW50ZW50czp3cml0ZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * PaymentIntent is a merchant-owned request for a crypto payment.
@@ -93,6 +93,57 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
    * @generated from field: map<string, string> metadata = 11;
    */
   metadata: { [key: string]: string };
+
+  /**
+   * Where the shopper pays: this intent's own address, never reused (watch-only:
+   * derived from the merchant's account key or leased from its imported pool).
+   *
+   * @generated from field: optional string deposit_address = 12;
+   */
+  depositAddress?: string | undefined;
+
+  /**
+   * BIP 21, EIP-681, Solana Pay or tron URI of deposit_address and requested_amount.
+   *
+   * @generated from field: optional string payment_uri = 13;
+   */
+  paymentUri?: string | undefined;
+
+  /**
+   * Counted funds (decimal string): transactions of the intent's asset with the
+   * network's confirmations, not orphaned by a reorg. Present once a transaction is seen.
+   *
+   * @generated from field: optional string amount_received = 14;
+   */
+  amountReceived?: string | undefined;
+
+  /**
+   * Transactions seen to deposit_address, oldest first; empty until one is seen.
+   *
+   * @generated from field: repeated payments.v1.PaymentTransaction transactions = 15;
+   */
+  transactions: PaymentTransaction[];
+
+  /**
+   * When the intent became confirmed or overpaid.
+   *
+   * @generated from field: optional google.protobuf.Timestamp paid_at = 16;
+   */
+  paidAt?: Timestamp | undefined;
+
+  /**
+   * When it expired.
+   *
+   * @generated from field: optional google.protobuf.Timestamp expired_at = 17;
+   */
+  expiredAt?: Timestamp | undefined;
+
+  /**
+   * When the merchant cancelled it.
+   *
+   * @generated from field: optional google.protobuf.Timestamp cancelled_at = 18;
+   */
+  cancelledAt?: Timestamp | undefined;
 };
 
 /**
@@ -101,6 +152,62 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
  */
 export const PaymentIntentSchema: GenMessage<PaymentIntent> = /*@__PURE__*/
   messageDesc(file_payments_v1_payment_intents, 0);
+
+/**
+ * PaymentTransaction is one transaction output the server has seen to an intent's address.
+ *
+ * @generated from message payments.v1.PaymentTransaction
+ */
+export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
+  /**
+   * @generated from field: string tx_hash = 1;
+   */
+  txHash: string;
+
+  /**
+   * @generated from field: uint32 output_index = 2;
+   */
+  outputIndex: number;
+
+  /**
+   * Decimal string in the asset's units.
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * @generated from field: uint32 confirmations = 4;
+   */
+  confirmations: number;
+
+  /**
+   * @generated from field: optional uint64 block_height = 5;
+   */
+  blockHeight?: bigint | undefined;
+
+  /**
+   * Whether it counts toward amount_received (the intent's asset, enough
+   * confirmations, not orphaned).
+   *
+   * @generated from field: bool counted = 6;
+   */
+  counted: boolean;
+
+  /**
+   * Made by the sandbox simulator (Test environment only).
+   *
+   * @generated from field: bool simulated = 7;
+   */
+  simulated: boolean;
+};
+
+/**
+ * Describes the message payments.v1.PaymentTransaction.
+ * Use `create(PaymentTransactionSchema)` to create a new message.
+ */
+export const PaymentTransactionSchema: GenMessage<PaymentTransaction> = /*@__PURE__*/
+  messageDesc(file_payments_v1_payment_intents, 1);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentRequest
@@ -153,7 +260,7 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
  * Use `create(CreatePaymentIntentRequestSchema)` to create a new message.
  */
 export const CreatePaymentIntentRequestSchema: GenMessage<CreatePaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 1);
+  messageDesc(file_payments_v1_payment_intents, 2);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentResponse
@@ -170,7 +277,7 @@ export type CreatePaymentIntentResponse = Message<"payments.v1.CreatePaymentInte
  * Use `create(CreatePaymentIntentResponseSchema)` to create a new message.
  */
 export const CreatePaymentIntentResponseSchema: GenMessage<CreatePaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 2);
+  messageDesc(file_payments_v1_payment_intents, 3);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentRequest
@@ -192,7 +299,7 @@ export type GetPaymentIntentRequest = Message<"payments.v1.GetPaymentIntentReque
  * Use `create(GetPaymentIntentRequestSchema)` to create a new message.
  */
 export const GetPaymentIntentRequestSchema: GenMessage<GetPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 3);
+  messageDesc(file_payments_v1_payment_intents, 4);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentResponse
@@ -209,7 +316,7 @@ export type GetPaymentIntentResponse = Message<"payments.v1.GetPaymentIntentResp
  * Use `create(GetPaymentIntentResponseSchema)` to create a new message.
  */
 export const GetPaymentIntentResponseSchema: GenMessage<GetPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 4);
+  messageDesc(file_payments_v1_payment_intents, 5);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsRequest
@@ -269,7 +376,7 @@ export type ListPaymentIntentsRequest = Message<"payments.v1.ListPaymentIntentsR
  * Use `create(ListPaymentIntentsRequestSchema)` to create a new message.
  */
 export const ListPaymentIntentsRequestSchema: GenMessage<ListPaymentIntentsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 5);
+  messageDesc(file_payments_v1_payment_intents, 6);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsResponse
@@ -298,7 +405,7 @@ export type ListPaymentIntentsResponse = Message<"payments.v1.ListPaymentIntents
  * Use `create(ListPaymentIntentsResponseSchema)` to create a new message.
  */
 export const ListPaymentIntentsResponseSchema: GenMessage<ListPaymentIntentsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 6);
+  messageDesc(file_payments_v1_payment_intents, 7);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentRequest
@@ -320,7 +427,7 @@ export type CancelPaymentIntentRequest = Message<"payments.v1.CancelPaymentInten
  * Use `create(CancelPaymentIntentRequestSchema)` to create a new message.
  */
 export const CancelPaymentIntentRequestSchema: GenMessage<CancelPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 7);
+  messageDesc(file_payments_v1_payment_intents, 8);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentResponse
@@ -337,7 +444,7 @@ export type CancelPaymentIntentResponse = Message<"payments.v1.CancelPaymentInte
  * Use `create(CancelPaymentIntentResponseSchema)` to create a new message.
  */
 export const CancelPaymentIntentResponseSchema: GenMessage<CancelPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 8);
+  messageDesc(file_payments_v1_payment_intents, 9);
 
 /**
  * IntentService creates and observes merchant-owned Payment Intents.

@@ -1,0 +1,33 @@
+import type { Status } from "./status.ts";
+
+/** What an intent's counted funds are, in the asset's smallest units. */
+export interface Funds {
+  /** Counted, non-orphaned funds of the intent's asset. */
+  counted: bigint;
+  /** The part of `counted` that became countable after the intent had expired. */
+  countedLate: bigint;
+}
+
+/** Status by counted funds alone, while the intent is payable. */
+export function statusByFunds(requested: bigint, counted: bigint): Status {
+  if (counted === 0n) return "pending";
+  if (counted < requested) return "underpaid";
+  return counted === requested ? "confirmed" : "overpaid";
+}
+
+/**
+ * The status an intent's facts imply. The invariant every change keeps, and
+ * the property test checks:
+ * - cancelled stays cancelled (funds sent to a cancelled intent are recorded, not acted on);
+ * - once expired, the intent is late exactly while funds counted after expiry remain;
+ * - otherwise the counted funds decide, except that an intent not fully paid
+ *   by its expiry is expired.
+ * `status` is the current one; `expired` says whether expires_at has passed.
+ */
+export function impliedStatus(status: Status, requested: bigint, funds: Funds, expired: boolean): Status {
+  if (status === "cancelled") return "cancelled";
+  if (status === "expired" || status === "late") return funds.countedLate > 0n ? "late" : "expired";
+  const byFunds = statusByFunds(requested, funds.counted);
+  if (expired && (byFunds === "pending" || byFunds === "underpaid")) return "expired";
+  return byFunds;
+}

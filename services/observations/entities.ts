@@ -1,0 +1,41 @@
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+
+/**
+ * What the chain watcher (or the sandbox) saw: one transaction output to an
+ * address, at most one row per (network, tx_hash, output_index). `counted`
+ * and `counted_late` are decided by the intent's settlement, under its row lock.
+ */
+export const ChainObservation = defineEntity({
+  name: "ChainObservation",
+  tableName: "chain_observations",
+  properties: {
+    id: p.bigint("number").primary().autoincrement(),
+    network: p.string().length(32),
+    asset: p.string().length(16),
+    toAddress: p.string().length(128),
+    txHash: p.string().length(128),
+    outputIndex: p.integer(),
+    amount: p.decimal("string").columnType("numeric"),
+    confirmations: p.integer(),
+    blockHeight: p.bigint("number").nullable(),
+    blockHash: p.string().length(128).nullable(),
+    observedAt: p.datetime().length(3),
+    paymentIntentId: p.string().nullable(),
+    orphaned: p.boolean().default(false),
+    /** Funds that count toward the intent: its asset, at the network's threshold, not orphaned. */
+    counted: p.boolean().default(false),
+    /** Counted after the intent had expired: what makes it late. */
+    countedLate: p.boolean().default(false),
+    /** Made by the sandbox simulator. */
+    simulated: p.boolean().default(false),
+    createdAt: p.datetime().length(3),
+    updatedAt: p.datetime().length(3),
+  },
+  indexes: [
+    { properties: ["network", "blockHash"] },
+    { properties: ["network", "toAddress"] },
+    { properties: ["paymentIntentId", "createdAt", "id"] },
+  ],
+  uniques: [{ properties: ["network", "txHash", "outputIndex"] }],
+});
+export type ChainObservation = InferEntity<typeof ChainObservation>;

@@ -1,0 +1,62 @@
+import { randomBytes } from "node:crypto";
+import { toUnits } from "../intents/amount.ts";
+import { findAsset } from "../intents/assets.ts";
+import type { Intents } from "../intents/intents.ts";
+import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { validationError } from "../platform/errors.ts";
+import { settle } from "./settle.ts";
+import { findObservation, intentsTouchedByReorg, orphan, upsertObservation, type ObservationInput, type ObservationRow } from "./store.ts";
+
+/**
+ * Chain facts in: the chain watcher (ObservationService) and the sandbox
+ * simulator call these, and only these, to change what an intent has received.
+ */
+
+export interface Recorded {
+  observation: ObservationRow;
+  intent: IntentRow | undefined;
+}
+
+/**
+ * Records one output (validated by the caller) and settles the intent whose address received
+ * it. The intent's row lock is taken first, so observations, reorgs and the scheduler racing
+ * on one intent are applied one after another: nothing is lost and nothing emitted twice.
+ */
+export async function recordObservation(tx: EntityManager, intents: Intents, o: ObservationInput, simulated: boolean, now = new Date()): Promise<Recorded> {
+  const intent = await lockIntentByAddress(tx, o.network, o.toAddress);
+  const known = await findObservation(tx, o.network, o.txHash, o.outputIndex);
+  const decimals = findAsset(o.network, o.asset)?.decimals ?? 0;
+  if (known && (known.asset !== o.asset || known.toAddress !== o.toAddress || toUnits(known.amount, decimals) !== toUnits(o.amount, decimals))) {
+    throw validationError("tx_hash", `Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.`);
+  }
+  const observation = await upsertObservation(tx, o, intent?.id ?? null, simulated, now);
+  if (!intent) return { observation, intent: undefined };
+  const settled = await settle(tx, intents, intent, now);
+  // Settlement decided whether it counts.
+  const fact = settled.transactions?.find((t) => t.txHash === o.txHash && t.outputIndex === o.outputIndex);
+  return { observation: { ...observation, counted: fact?.counted ?? false }, intent: settled };
+}
+
+/** Funds in the given blocks or transactions stop counting; the intents they paid are settled again. */
+export async function recordReorg(
+  tx: EntityManager,
+  intents: Intents,
+  network: string,
+  blockHashes: readonly string[],
+  txHashes: readonly string[],
+  now = new Date(),
+): Promise<{ orphaned: number; intents: IntentRow[] }> {
+  // Lock the intents before touching their outputs, in the order every other path locks them.
+  const ids = await intentsTouchedByReorg(tx, network, blockHashes, txHashes);
+  const locked = await lockIntents(tx, ids);
+  const orphaned = await orphan(tx, network, blockHashes, txHashes, now);
+  const settled: IntentRow[] = [];
+  for (const row of locked) settled.push(await settle(tx, intents, row, now));
+  return { orphaned, intents: settled };
+}
+
+/** A synthetic transaction hash for the sandbox: 64 hex digits, like the chains' own. */
+export function simulatedTxHash(): string {
+  return randomBytes(32).toString("hex");
+}

@@ -1,0 +1,113 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ObservationSchema, ObservationService, type Observation, type RecordObservationRequest } from "../../gen/payments/v1/observations_pb.ts";
+import { checkAddress } from "../addresses/formats.ts";
+import { checkAmount } from "../intents/amount.ts";
+import { assetsOn, findAsset, networks } from "../intents/assets.ts";
+import type { Intents } from "../intents/intents.ts";
+import { validatePageSize } from "../intents/validate.ts";
+import type { CursorCodec } from "../platform/cursor.ts";
+import { validationError } from "../platform/errors.ts";
+import { inTransaction, internalRequest } from "../rpc/context.ts";
+import { recordObservation, recordReorg } from "./record.ts";
+import { listUnmatched, type ObservationInput, type ObservationRow } from "./store.ts";
+
+export interface ObservationDeps {
+  intents: Intents;
+  cursors: CursorCodec;
+}
+
+/** Transaction hashes and block hashes: hex (0x optional) or base58, as the chains write them. */
+const hashPattern = /^(0x)?[0-9A-Za-z]{16,128}$/;
+
+function checkNetwork(network: string): void {
+  if (!networks.includes(network)) throw validationError("network", `Unsupported network "${network}"; supported: ${networks.join(", ")}.`);
+}
+
+/** An address of the network in either environment's format, normalized. */
+function normalizeAddress(network: string, address: string): string {
+  const live = checkAddress(network, "live", address);
+  if (live.ok) return live.address;
+  const test = checkAddress(network, "test", address);
+  if (test.ok) return test.address;
+  throw validationError("to_address", `"to_address" ${live.reason}.`);
+}
+
+export function validateObservation(req: RecordObservationRequest): ObservationInput {
+  checkNetwork(req.network);
+  const asset = findAsset(req.network, req.asset);
+  if (!asset) throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
+  if (req.toAddress === "") throw validationError("to_address", `"to_address" is required.`);
+  const toAddress = normalizeAddress(req.network, req.toAddress);
+  if (!hashPattern.test(req.txHash)) throw validationError("tx_hash", `"tx_hash" must be the transaction's hash (16 to 128 letters or digits).`);
+  const amount = checkAmount(req.amount, asset.decimals);
+  if (!amount.ok) throw validationError("amount", `"amount" ${amount.reason}.`);
+  if (req.blockHash !== "" && !hashPattern.test(req.blockHash)) throw validationError("block_hash", `"block_hash" must be the block's hash.`);
+  if (req.confirmations > 0 && req.blockHash === "") throw validationError("block_hash", `"block_hash" is required once the output has confirmations.`);
+  if (req.blockHeight > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError("block_height", `"block_height" is too large.`);
+  return {
+    network: req.network,
+    asset: req.asset,
+    toAddress,
+    txHash: req.txHash,
+    outputIndex: req.outputIndex,
+    amount: amount.value,
+    confirmations: req.confirmations,
+    blockHeight: req.blockHash === "" ? null : Number(req.blockHeight),
+    blockHash: req.blockHash === "" ? null : req.blockHash,
+    observedAt: req.observedAt ? timestampDate(req.observedAt) : new Date(),
+  };
+}
+
+export function observationMessage(o: ObservationRow): Observation {
+  return create(ObservationSchema, {
+    network: o.network,
+    asset: o.asset,
+    toAddress: o.toAddress,
+    txHash: o.txHash,
+    outputIndex: o.outputIndex,
+    amount: o.amount,
+    confirmations: o.confirmations,
+    blockHeight: o.blockHeight === null ? undefined : BigInt(o.blockHeight),
+    blockHash: o.blockHash ?? undefined,
+    observedAt: timestampFromDate(o.observedAt),
+    paymentIntentId: o.paymentIntentId ?? undefined,
+    counted: o.counted,
+    orphaned: o.orphaned,
+  });
+}
+
+/** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
+export function observationService(deps: ObservationDeps): ServiceImpl<typeof ObservationService> {
+  const { intents, cursors } = deps;
+  return {
+    async recordObservation(req, ctx) {
+      const { em } = internalRequest(ctx);
+      const input = validateObservation(req);
+      const recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
+      return { data: observationMessage(recorded.observation), paymentIntentStatus: recorded.intent?.status };
+    },
+
+    async recordReorg(req, ctx) {
+      const { em } = internalRequest(ctx);
+      checkNetwork(req.network);
+      const hashes = [...req.orphanedBlockHashes, ...req.txHashes];
+      if (hashes.length === 0) throw validationError("orphaned_block_hashes", "Give orphaned_block_hashes or tx_hashes.");
+      const bad = req.orphanedBlockHashes.findIndex((h) => !hashPattern.test(h));
+      if (bad >= 0) throw validationError("orphaned_block_hashes", `orphaned_block_hashes[${bad}] is not a block hash.`);
+      const badTx = req.txHashes.findIndex((h) => !hashPattern.test(h));
+      if (badTx >= 0) throw validationError("tx_hashes", `tx_hashes[${badTx}] is not a transaction hash.`);
+      const result = await inTransaction(em, (tx) => recordReorg(tx, intents, req.network, req.orphanedBlockHashes, req.txHashes));
+      return { orphaned: result.orphaned, paymentIntentIds: result.intents.map((i) => i.id) };
+    },
+
+    async listUnmatchedObservations(req, ctx) {
+      const { em } = internalRequest(ctx);
+      if (req.network !== undefined) checkNetwork(req.network);
+      const limit = validatePageSize(req.limit);
+      const page = await listUnmatched(em, cursors, { network: req.network, cursor: req.cursor, limit });
+      return { data: page.rows.map(observationMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
+    },
+  };
+}

@@ -1,0 +1,192 @@
+import type { EntityManager } from "../platform/db.ts";
+import type { CursorCodec } from "../platform/cursor.ts";
+import type { TransactionFact } from "../intents/store.ts";
+
+/** Reads and writes of chain_observations: the one owner of the table. */
+
+export interface ObservationInput {
+  network: string;
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  confirmations: number;
+  blockHeight: number | null;
+  blockHash: string | null;
+  observedAt: Date;
+}
+
+export interface ObservationRow extends ObservationInput {
+  id: number;
+  paymentIntentId: string | null;
+  orphaned: boolean;
+  counted: boolean;
+  countedLate: boolean;
+  simulated: boolean;
+  createdAt: Date;
+}
+
+const columns = `id, network, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
+  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, created_at`;
+
+interface DbRow {
+  id: string | number;
+  network: string;
+  asset: string;
+  to_address: string;
+  tx_hash: string;
+  output_index: number;
+  amount: string;
+  confirmations: number;
+  block_height: string | number | null;
+  block_hash: string | null;
+  observed_at: Date | string;
+  payment_intent_id: string | null;
+  orphaned: boolean;
+  counted: boolean;
+  counted_late: boolean;
+  simulated: boolean;
+  created_at: Date | string;
+}
+
+function fromDb(r: DbRow): ObservationRow {
+  return {
+    id: Number(r.id),
+    network: r.network,
+    asset: r.asset,
+    toAddress: r.to_address,
+    txHash: r.tx_hash,
+    outputIndex: r.output_index,
+    amount: r.amount,
+    confirmations: r.confirmations,
+    blockHeight: r.block_height === null ? null : Number(r.block_height),
+    blockHash: r.block_hash,
+    observedAt: new Date(r.observed_at),
+    paymentIntentId: r.payment_intent_id,
+    orphaned: r.orphaned,
+    counted: r.counted,
+    countedLate: r.counted_late,
+    simulated: r.simulated,
+    createdAt: new Date(r.created_at),
+  };
+}
+
+export async function findObservation(em: EntityManager, network: string, txHash: string, outputIndex: number): Promise<ObservationRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from chain_observations where network = ? and tx_hash = ? and output_index = ?`, [
+    network,
+    txHash,
+    outputIndex,
+  ]);
+  return rows[0] && fromDb(rows[0]);
+}
+
+/**
+ * Records an output, or updates the confirmations and block of one already recorded.
+ * A reorged output seen again in another block counts again; in the same block it stays orphaned.
+ */
+export async function upsertObservation(em: EntityManager, o: ObservationInput, intentId: string | null, simulated: boolean, at: Date): Promise<ObservationRow> {
+  const rows = await em.execute<DbRow[]>(
+    `insert into chain_observations (network, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
+       observed_at, payment_intent_id, simulated, created_at, updated_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict (network, tx_hash, output_index) do update set
+       confirmations = excluded.confirmations, block_height = excluded.block_height, block_hash = excluded.block_hash,
+       observed_at = excluded.observed_at,
+       orphaned = chain_observations.orphaned and excluded.block_hash is not distinct from chain_observations.block_hash,
+       updated_at = excluded.updated_at
+     returning ${columns}`,
+    [o.network, o.asset, o.toAddress, o.txHash, o.outputIndex, o.amount, o.confirmations, o.blockHeight, o.blockHash, o.observedAt, intentId, simulated, at, at],
+  );
+  return fromDb(rows[0] as DbRow);
+}
+
+/** An intent's outputs, oldest first. */
+export async function observationsOf(em: EntityManager, intentId: string): Promise<ObservationRow[]> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from chain_observations where payment_intent_id = ? order by created_at, id`, [intentId]);
+  return rows.map(fromDb);
+}
+
+/** Saves what settlement decided for each output. */
+export async function setCounted(em: EntityManager, changes: readonly { id: number; counted: boolean; countedLate: boolean }[], at: Date): Promise<void> {
+  if (changes.length === 0) return;
+  await em.execute(
+    `update chain_observations o set counted = c.counted, counted_late = c.counted_late, updated_at = ?
+       from json_to_recordset(?::json) as c(id bigint, counted boolean, counted_late boolean) where o.id = c.id`,
+    [at, JSON.stringify(changes.map((c) => ({ id: c.id, counted: c.counted, counted_late: c.countedLate })))],
+  );
+}
+
+/** The intents with live outputs in the given blocks or transactions (to lock before orphaning). */
+export async function intentsTouchedByReorg(em: EntityManager, network: string, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
+  const rows = await em.execute<{ payment_intent_id: string }[]>(
+    `select distinct payment_intent_id from chain_observations
+      where network = ? and not orphaned and payment_intent_id is not null and (block_hash = any(?::text[]) or tx_hash = any(?::text[]))`,
+    [network, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
+  );
+  return rows.map((r) => r.payment_intent_id);
+}
+
+/** Orphans the outputs of the given blocks or transactions; returns how many were live. */
+export async function orphan(em: EntityManager, network: string, blockHashes: readonly string[], txHashes: readonly string[], at: Date): Promise<number> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update chain_observations set orphaned = true, updated_at = ?
+      where network = ? and not orphaned and (block_hash = any(?::text[]) or tx_hash = any(?::text[])) returning id`,
+    [at, network, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
+  );
+  return rows.length;
+}
+
+/** Outputs of the given intents as the intents show them. */
+export async function transactionsOf(em: EntityManager, intentIds: readonly string[]): Promise<Map<string, TransactionFact[]>> {
+  const byIntent = new Map<string, TransactionFact[]>();
+  if (intentIds.length === 0) return byIntent;
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from chain_observations where payment_intent_id in (?) order by created_at, id`,
+    [intentIds],
+  );
+  for (const r of rows.map(fromDb)) {
+    const list = byIntent.get(r.paymentIntentId as string) ?? [];
+    list.push(toFact(r));
+    byIntent.set(r.paymentIntentId as string, list);
+  }
+  return byIntent;
+}
+
+export function toFact(r: ObservationRow): TransactionFact {
+  return {
+    txHash: r.txHash,
+    outputIndex: r.outputIndex,
+    amount: r.amount,
+    confirmations: r.confirmations,
+    blockHeight: r.blockHeight,
+    counted: r.counted,
+    simulated: r.simulated,
+  };
+}
+
+/** Unmatched outputs (an address of no intent), newest first, for ops. */
+export async function listUnmatched(
+  em: EntityManager,
+  cursors: CursorCodec,
+  q: { network: string | undefined; cursor: string | undefined; limit: number },
+): Promise<{ rows: ObservationRow[]; hasMore: boolean; nextCursor: string | undefined }> {
+  const binding = JSON.stringify(["unmatched-observations", q.network ?? null]);
+  const after = cursors.start(binding, q.cursor);
+  const where = ["payment_intent_id is null"];
+  const params: unknown[] = [];
+  if (q.network !== undefined) {
+    where.push("network = ?");
+    params.push(q.network);
+  }
+  if (after) {
+    where.push("(created_at, id) < (?, ?)");
+    params.push(after.createdAt, after.id);
+  }
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from chain_observations where ${where.join(" and ")} order by created_at desc, id desc limit ?`,
+    [...params, q.limit + 1],
+  );
+  const page = cursors.page(binding, rows.map(fromDb), q.limit, (r) => ({ createdAt: r.createdAt, id: String(r.id) }));
+  return page;
+}

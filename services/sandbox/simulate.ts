@@ -1,0 +1,104 @@
+import { randomBytes } from "node:crypto";
+import type { Owner } from "../auth/keys.ts";
+import { checkAmount, fromUnits, toUnits } from "../intents/amount.ts";
+import { findAsset } from "../intents/assets.ts";
+import type { Intents } from "../intents/intents.ts";
+import type { IntentRow } from "../intents/store.ts";
+import { recordObservation, recordReorg, simulatedTxHash } from "../observations/record.ts";
+import { observationsOf } from "../observations/store.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+
+export const outcomes = ["confirmed", "underpaid", "overpaid", "expired", "late", "reorged"] as const;
+export type Outcome = (typeof outcomes)[number];
+
+export function isOutcome(value: string): value is Outcome {
+  return (outcomes as readonly string[]).includes(value);
+}
+
+/** The statuses each outcome can be simulated from. */
+const from: Record<Outcome, readonly string[]> = {
+  confirmed: ["pending", "underpaid"],
+  underpaid: ["pending", "underpaid"],
+  overpaid: ["pending", "underpaid", "confirmed"],
+  expired: ["pending", "underpaid"],
+  late: ["pending", "underpaid", "expired"],
+  reorged: ["underpaid", "confirmed", "overpaid", "late"],
+};
+
+/**
+ * Drives a Test intent to an outcome through the chain watcher's own code:
+ * synthetic, confirmed outputs (marked simulated) for payments, the expiry of
+ * the scheduler, and a reorg of the latest counted output. Runs in the caller's
+ * transaction: an outcome that does not come about changes nothing.
+ */
+export async function simulate(tx: EntityManager, intents: Intents, owner: Owner, id: string, outcome: Outcome, amount: string | undefined): Promise<IntentRow> {
+  let row = await intents.get(tx, owner, id, true);
+  const asset = findAsset(row.network, row.asset);
+  const depositAddress = row.depositAddress;
+  if (!asset || depositAddress === null) throw apiError("invalid_state", `Payment intent ${id} has no deposit address to simulate with.`);
+  const given = amount === undefined ? undefined : checkAmount(amount, asset.decimals);
+  if (given && !given.ok) throw validationError("amount", `"amount" ${given.reason}.`);
+  if (!from[outcome].includes(row.status) || (row.status === "underpaid" && outcome === "underpaid" && amount === undefined && remaining(row) <= 1n)) {
+    throw apiError("invalid_state", `Payment intent ${id} is ${row.status}; "${outcome}" can be simulated from ${from[outcome].join(", ")}.`);
+  }
+  const now = new Date();
+  const units = (s: string) => toUnits(s, asset.decimals);
+  const requested = units(row.requestedAmount);
+  const received = row.amountReceived === null ? 0n : units(row.amountReceived);
+
+  if (outcome === "expired" || (outcome === "late" && row.status !== "expired")) {
+    await tx.execute(`update payment_intents set expires_at = ? where id = ?`, [now, row.id]);
+    row = await intents.expire(tx, { ...row, expiresAt: now }, now);
+    if (outcome === "expired") return row;
+  }
+  if (outcome === "reorged") {
+    const counted = (await observationsOf(tx, row.id)).filter((o) => o.counted);
+    const latest = counted[counted.length - 1];
+    if (!latest) throw apiError("invalid_state", `Payment intent ${id} has no counted funds to reorg.`);
+    const result = await recordReorg(tx, intents, row.network, [], [latest.txHash], now);
+    return result.intents[0] ?? row;
+  }
+
+  let pay: bigint;
+  if (given?.ok) {
+    pay = units(given.value);
+  } else {
+    pay = {
+      confirmed: requested - received,
+      underpaid: row.status === "underpaid" ? (requested - received) / 2n : requested / 2n,
+      overpaid: (requested * 11n + 9n) / 10n - received,
+      late: requested,
+    }[outcome];
+    if (pay <= 0n) pay = 1n;
+  }
+  const result = await recordObservation(
+    tx,
+    intents,
+    {
+      network: row.network,
+      asset: row.asset,
+      toAddress: depositAddress,
+      txHash: simulatedTxHash(),
+      outputIndex: 0,
+      amount: fromUnits(pay, asset.decimals),
+      confirmations: asset.confirmations,
+      blockHeight: null,
+      blockHash: randomBytes(32).toString("hex"),
+      observedAt: now,
+    },
+    true,
+    now,
+  );
+  const settled = result.intent ?? row;
+  if (settled.status !== outcome) {
+    // Thrown inside the transaction: the output and any move roll back.
+    throw validationError("amount", `An amount of ${fromUnits(pay, asset.decimals)} would make the intent ${settled.status}, not ${outcome}.`);
+  }
+  return settled;
+}
+
+function remaining(row: IntentRow): bigint {
+  const decimals = findAsset(row.network, row.asset)?.decimals ?? 0;
+  return toUnits(row.requestedAmount, decimals) - (row.amountReceived === null ? 0n : toUnits(row.amountReceived, decimals));
+}

@@ -1,0 +1,258 @@
+// The payment lifecycle end to end: the sandbox simulator over REST (Test keys) and
+// ObservationService over gRPC (the chain watcher, Live), each event delivered as a
+// signed webhook through the real pipeline (PostgreSQL, NATS JetStream, HTTPS).
+import { createHmac } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import t from "tap";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
+import { hash, watcherClient } from "../helpers/lifecycle.ts";
+import { webhookSetup } from "../helpers/webhooks.ts";
+
+const s = await webhookSetup(t);
+const { base, creds: a } = s;
+const endpoint = await s.createEndpoint();
+/** Signing secrets by endpoint path (an endpoint belongs to one environment). */
+const secrets = new Map([[new URL(endpoint.url).pathname, endpoint.secret]]);
+const watcher = await watcherClient(s.app, s.rpcUrl);
+const intents = (c = a) => `/api/v1/merchants/${c.merchant}/payment-intents`;
+const simulatePath = (id: string, c = a) => `/api/v1/sandbox/merchants/${c.merchant}/payment-intents/${id}/simulate`;
+
+async function createIntent(c = a, body: Record<string, unknown> = sampleIntent) {
+  const res = await call(base, "POST", intents(c), { key: c.key, idempotencyKey: idemKey(), body });
+  if (res.status !== 200) throw new Error(`create: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data;
+}
+
+const simulate = (id: string, body: Record<string, unknown>, c = a) => call(base, "POST", simulatePath(id, c), { key: c.key, body });
+
+/** The signed webhooks the receiver got for an intent, verified with the endpoint's secret, in arrival order. */
+function webhooksOf(intentId: string): { type: string; status: string; amount_received: string | null }[] {
+  const out = [];
+  for (const r of s.receiver.requests) {
+    const ts = String(r.headers["x-service-timestamp"]);
+    const secret = secrets.get(r.url) ?? "";
+    const expected = createHmac("sha256", secret).update(`${ts}.`).update(r.body).digest("hex");
+    if (expected !== r.headers["x-service-signature"]) throw new Error("a webhook with a bad signature");
+    const event = JSON.parse(r.body.toString());
+    const pi = event.data.payment_intent;
+    if (pi?.public_id === intentId) out.push({ type: event.type, status: pi.status, amount_received: pi.amount_received });
+  }
+  return out;
+}
+
+async function eventsOf(intentId: string, count: number) {
+  return until(`${count} webhooks of ${intentId}`, async () => (webhooksOf(intentId).length >= count ? webhooksOf(intentId) : undefined), 15_000, () =>
+    JSON.stringify(webhooksOf(intentId)),
+  );
+}
+
+t.test("sandbox: every outcome, each event once and delivered signed", async (t) => {
+  const cases: { outcomes: [string, string?][]; statuses: string[]; events: string[] }[] = [
+    { outcomes: [["confirmed"]], statuses: ["confirmed"], events: ["payment.confirmed"] },
+    { outcomes: [["underpaid"], ["confirmed"]], statuses: ["underpaid", "confirmed"], events: ["payment.underpaid", "payment.confirmed"] },
+    { outcomes: [["overpaid"]], statuses: ["overpaid"], events: ["payment.overpaid"] },
+    { outcomes: [["expired"]], statuses: ["expired"], events: ["payment.expired"] },
+    { outcomes: [["late"]], statuses: ["late"], events: ["payment.expired", "payment.late"] },
+    { outcomes: [["confirmed"], ["reorged"]], statuses: ["confirmed", "pending"], events: ["payment.confirmed", "payment.reorged"] },
+    { outcomes: [["overpaid"], ["reorged"]], statuses: ["overpaid", "pending"], events: ["payment.overpaid", "payment.reorged"] },
+    { outcomes: [["underpaid", "4"], ["overpaid"], ["reorged"]], statuses: ["underpaid", "overpaid", "underpaid"], events: ["payment.underpaid", "payment.overpaid", "payment.reorged"] },
+  ];
+  for (const c of cases) {
+    const pi = await createIntent();
+    const name = c.outcomes.map(([o]) => o).join(" → ");
+    for (const [i, [outcome, amount]] of c.outcomes.entries()) {
+      const res = await simulate(pi.public_id, amount ? { outcome, amount } : { outcome });
+      t.equal(res.status, 200, `${name}: ${outcome} ${JSON.stringify(res.body.error ?? "")}`);
+      t.equal(res.body.data.status, c.statuses[i], `${name}: status after ${outcome}`);
+    }
+    const got = await eventsOf(pi.public_id, c.events.length + 1);
+    await new Promise((r) => setTimeout(r, 300));
+    t.same(webhooksOf(pi.public_id).map((e) => e.type), ["payment.intent.created", ...c.events], `${name}: the events, once each`);
+    t.equal(got.at(-1)?.status, c.statuses.at(-1), `${name}: the last event embeds the final status`);
+  }
+});
+
+t.test("sandbox: the intent shows its transactions and amounts", async (t) => {
+  const pi = await createIntent(a, { ...sampleIntent, requested_amount: "10" });
+  const under = await simulate(pi.public_id, { outcome: "underpaid" });
+  t.equal(under.body.data.amount_received, "5");
+  t.equal(under.body.data.transactions.length, 1);
+  t.match(under.body.data.transactions[0], { amount: "5", confirmations: 12, counted: true, simulated: true, output_index: 0 });
+  const paid = await simulate(pi.public_id, { outcome: "confirmed" });
+  t.equal(paid.body.data.amount_received, "10");
+  t.ok(paid.body.data.paid_at, "paid_at once paid");
+  const got = await call(base, "GET", `${intents()}/${pi.public_id}`, { key: a.key });
+  t.same(got.body.data, paid.body.data, "GET shows the same intent");
+  const listed = await call(base, "GET", `${intents()}?public_id=${pi.public_id}`, { key: a.key });
+  t.same(listed.body.data[0], paid.body.data, "and so does the list");
+});
+
+t.test("sandbox: bad input changes nothing", async (t) => {
+  const pi = await createIntent();
+  const cases: [Record<string, unknown>, number, string, string?][] = [
+    [{ outcome: "paid" }, 400, "validation_failed", "outcome"],
+    [{}, 400, "validation_failed", "outcome"],
+    [{ outcome: "confirmed", amount: "-1" }, 400, "validation_failed", "amount"],
+    [{ outcome: "confirmed", amount: "1.0000001" }, 400, "validation_failed", "amount"],
+    [{ outcome: "confirmed", amount: "1" }, 400, "validation_failed", "amount"],
+    [{ outcome: "underpaid", amount: "20" }, 400, "validation_failed", "amount"],
+    [{ outcome: "reorged" }, 409, "invalid_state"],
+  ];
+  for (const [body, status, code, param] of cases) {
+    const res = await simulate(pi.public_id, body);
+    t.equal(res.status, status, JSON.stringify(body));
+    t.equal(res.body.error?.code, code, JSON.stringify(body));
+    if (param) t.equal(res.body.error?.param, param, `${JSON.stringify(body)} param`);
+  }
+  const after = await call(base, "GET", `${intents()}/${pi.public_id}`, { key: a.key });
+  t.equal(after.body.data.status, "pending", "still pending");
+  t.equal(after.body.data.amount_received, null, "no funds recorded");
+  t.same(after.body.data.transactions, []);
+
+  await simulate(pi.public_id, { outcome: "confirmed" });
+  const again = await simulate(pi.public_id, { outcome: "confirmed" });
+  t.equal(again.status, 409, "confirmed cannot be confirmed again");
+  t.equal(again.body.error.code, "invalid_state");
+
+  const cancelled = await createIntent();
+  await call(base, "POST", `${intents()}/${cancelled.public_id}/cancel`, { key: a.key });
+  for (const outcome of ["confirmed", "underpaid", "overpaid", "expired", "late", "reorged"]) {
+    t.equal((await simulate(cancelled.public_id, { outcome })).status, 409, `cancelled: ${outcome}`);
+  }
+
+  const other = await merchantWithKey(s.app);
+  t.equal((await simulate(pi.public_id, { outcome: "confirmed" }, { ...other, merchant: other.merchant })).status, 404, "another merchant's intent");
+  t.equal((await simulate(pi.public_id, { outcome: "confirmed" }, { ...a, key: other.key })).status, 403, "merchant mismatch");
+  const live = await merchantWithKey(s.app, "live", undefined, a.merchant);
+  const liveRes = await simulate(pi.public_id, { outcome: "confirmed" }, live);
+  t.equal(liveRes.status, 403, "a Live key");
+  t.equal(liveRes.body.error.code, "test_mode_only");
+  const readOnly = await merchantWithKey(s.app, "test", ["payment_intents:read"], a.merchant);
+  t.equal((await simulate(pi.public_id, { outcome: "confirmed" }, readOnly)).body.error?.code, "insufficient_scope");
+});
+
+t.test("ObservationService (Live): confirmations, top-up, duplicates, reorgs, late, unmatched", async (t) => {
+  const live = await merchantWithKey(s.app, "live", undefined, a.merchant);
+  const liveEndpoint = await s.createEndpoint("/hooks/live", live);
+  secrets.set("/hooks/live", liveEndpoint.secret);
+  const { client, headers } = watcher;
+  const observe = (pi: { deposit_address: string }, amount: string, confirmations: number, tx = hash(), block = hash()) =>
+    client.recordObservation(
+      { network: "ethereum", asset: "USDC", toAddress: pi.deposit_address, txHash: tx, outputIndex: 0, amount, confirmations, blockHeight: 100n, blockHash: block },
+      { headers },
+    );
+  const status = async (id: string) => (await call(base, "GET", `${intents(live)}/${id}`, { key: live.key })).body.data;
+
+  const pi = await createIntent(live, { ...sampleIntent, requested_amount: "10" });
+  t.match(pi.deposit_address, /^0x[0-9a-fA-F]{40}$/, "a Live intent has the merchant's derived address");
+  const tx1 = hash();
+  const block1 = hash();
+  const below = await observe(pi, "4", 11, tx1, block1);
+  t.equal(below.paymentIntentStatus, "pending", "below the threshold nothing counts");
+  t.equal(below.data?.counted, false);
+  t.equal((await status(pi.public_id)).amount_received, "0");
+  const at = await observe(pi, "4", 12, tx1, block1);
+  t.equal(at.paymentIntentStatus, "underpaid", "at the threshold it counts");
+  t.equal(at.data?.counted, true);
+  // The same observation ten times at once counts once and emits nothing more.
+  await Promise.all(Array.from({ length: 10 }, () => observe(pi, "4", 12, tx1, block1)));
+  t.equal((await status(pi.public_id)).amount_received, "4");
+  const tx2 = hash();
+  const block2 = hash();
+  t.equal((await observe(pi, "6", 30, tx2, block2)).paymentIntentStatus, "confirmed", "a top-up confirms");
+  t.equal((await observe(pi, "1", 30)).paymentIntentStatus, "overpaid");
+  // Reorgs: an unknown block is a no-op; the top-up's block takes it back to underpaid.
+  t.same((await client.recordReorg({ network: "ethereum", orphanedBlockHashes: [hash()] }, { headers })).orphaned, 0);
+  const reorg = await client.recordReorg({ network: "ethereum", orphanedBlockHashes: [block2] }, { headers });
+  t.equal(reorg.orphaned, 1);
+  t.same(reorg.paymentIntentIds, [pi.public_id]);
+  let now = await status(pi.public_id);
+  t.equal(now.status, "underpaid", "overpaid → underpaid after the reorg");
+  t.equal(now.amount_received, "5");
+  // Seen again in another block, it counts again.
+  t.equal((await observe(pi, "6", 12, tx2, hash())).paymentIntentStatus, "overpaid");
+  const events = await eventsOf(pi.public_id, 6);
+  t.same(
+    events.map((e) => e.type),
+    ["payment.intent.created", "payment.underpaid", "payment.confirmed", "payment.overpaid", "payment.reorged", "payment.overpaid"],
+    "each move once, as a signed webhook",
+  );
+
+  // Late: funds counted after expiry.
+  const late = await createIntent(live, { ...sampleIntent, requested_amount: "3", expires_in_seconds: 60 });
+  await s.app.db.em.fork().execute(`update payment_intents set expires_at = now() - interval '1 second' where id = ?`, [late.public_id]);
+  await until("expired by the scheduler", async () => (await status(late.public_id)).status === "expired", 5000);
+  const lateTx = hash();
+  t.equal((await observe(late, "3", 12, lateTx)).paymentIntentStatus, "late");
+  await client.recordReorg({ network: "ethereum", txHashes: [lateTx] }, { headers });
+  now = await status(late.public_id);
+  t.equal(now.status, "expired", "late → expired when a reorg takes the late funds");
+  t.same((await eventsOf(late.public_id, 4)).map((e) => e.type), ["payment.intent.created", "payment.expired", "payment.late", "payment.reorged"]);
+
+  // An address of no intent is stored, not an error, and listed for ops.
+  const stray = await client.recordObservation(
+    { network: "ethereum", asset: "ETH", toAddress: "0x000000000000000000000000000000000000dEaD", txHash: hash(), outputIndex: 3, amount: "0.5", confirmations: 1, blockHeight: 7n, blockHash: hash() },
+    { headers },
+  );
+  t.equal(stray.data?.paymentIntentId, undefined);
+  const unmatched = await client.listUnmatchedObservations({ network: "ethereum", limit: 10 }, { headers });
+  t.ok(unmatched.data.some((o) => o.txHash === stray.data?.txHash), "listed as unmatched");
+});
+
+t.test("ObservationService: credentials and bad input", async (t) => {
+  const { client, headers } = watcher;
+  const pi = await createIntent();
+  const valid = { network: "ethereum", asset: "USDC", toAddress: pi.deposit_address, txHash: hash(), outputIndex: 0, amount: "1", confirmations: 1, blockHeight: 1n, blockHash: hash() };
+  const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => ConnectError.from(e));
+  const apiKey = await failure(client.recordObservation(valid, { headers: { authorization: `Bearer ${a.key}` } }));
+  t.equal(apiKey?.code, Code.Unauthenticated, "an API key is refused");
+  const none = await failure(client.recordObservation(valid));
+  t.equal(none?.code, Code.Unauthenticated, "no credential is refused");
+  const onMerchantRoute = await call(base, "GET", intents(), { key: watcher.credential });
+  t.equal(onMerchantRoute.status, 401, "an internal credential is refused on merchant routes");
+  t.equal(onMerchantRoute.body.error.code, "unauthenticated");
+
+  const bad: [Partial<typeof valid>, string][] = [
+    [{ amount: "-1" }, "amount"],
+    [{ amount: "1e3" }, "amount"],
+    [{ amount: "0.0000001" }, "amount"],
+    [{ network: "dogecoin" }, "network"],
+    [{ asset: "DOGE" }, "asset"],
+    [{ toAddress: "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu" }, "to_address"],
+    [{ toAddress: "0x9858EfFD232B4033E47d90003D41EC34EcaEda95" }, "to_address"],
+    [{ txHash: "" }, "tx_hash"],
+    [{ blockHash: "", confirmations: 3 }, "block_hash"],
+  ];
+  for (const [change, param] of bad) {
+    const err = await failure(client.recordObservation({ ...valid, ...change }, { headers }));
+    t.equal(err?.code, Code.InvalidArgument, JSON.stringify(change));
+    t.equal(err?.findDetails(ErrorDetailSchema)[0]?.param, param, `${JSON.stringify(change)} param`);
+  }
+  const emptyReorg = await failure(client.recordReorg({ network: "ethereum" }, { headers }));
+  t.equal(emptyReorg?.code, Code.InvalidArgument, "a reorg names blocks or transactions");
+  const after = await call(base, "GET", `${intents()}/${pi.public_id}`, { key: a.key });
+  t.same(after.body.data.transactions, [], "nothing was recorded");
+});
+
+t.test("deposit addresses: 50 concurrent creates on one xpub get 50 addresses; no source in Live is 409", async (t) => {
+  const live = await merchantWithKey(s.app, "live");
+  const created = await Promise.all(Array.from({ length: 50 }, () => createIntent(live)));
+  t.equal(new Set(created.map((c) => c.deposit_address)).size, 50, "50 distinct addresses");
+  const [{ next_index } = { next_index: -1 }] = await s.app.db.em.fork().execute<{ next_index: number }[]>(
+    `select next_index from address_sources where merchant_id = ? and environment = 'live' and network = 'ethereum'`,
+    [live.merchant],
+  );
+  t.equal(next_index, 50, "indexes 0..49 taken, none twice");
+
+  const res = await call(base, "POST", intents(live), { key: live.key, idempotencyKey: idemKey(), body: { network: "bitcoin", asset: "BTC", requested_amount: "0.001" } });
+  t.equal(res.status, 409);
+  t.equal(res.body.error.code, "deposit_address_unavailable");
+  t.match(res.body.error.message, /address-source set/, "the message names the admin command");
+  const list = await call(base, "GET", `${intents(live)}?limit=200`, { key: live.key });
+  t.equal(list.body.data.length, 50, "nothing created");
+  await giveLiveAccountKey(s.app, live.merchant, "tron");
+  const tron = await createIntent(live, { network: "tron", asset: "USDT", requested_amount: "5" });
+  t.match(tron.deposit_address, /^T[1-9A-HJ-NP-Za-km-z]{33}$/);
+  t.equal(tron.payment_uri, `tron:${tron.deposit_address}?amount=5&token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t`);
+});
