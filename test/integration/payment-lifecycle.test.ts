@@ -1,7 +1,10 @@
 // The payment lifecycle end to end: the sandbox simulator over REST (Test keys) and
 // ObservationService over gRPC (the chain watcher, Live), each event delivered as a
 // signed webhook through the real pipeline (PostgreSQL, NATS JetStream, HTTPS).
+import { execFile } from "node:child_process";
 import { createHmac } from "node:crypto";
+import path from "node:path";
+import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
@@ -9,6 +12,7 @@ import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
+const execFileAsync = promisify(execFile);
 const s = await webhookSetup(t);
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
@@ -255,4 +259,22 @@ t.test("deposit addresses: 50 concurrent creates on one xpub get 50 addresses; n
   const tron = await createIntent(live, { network: "tron", asset: "USDT", requested_amount: "5" });
   t.match(tron.deposit_address, /^T[1-9A-HJ-NP-Za-km-z]{33}$/);
   t.equal(tron.payment_uri, `tron:${tron.deposit_address}?amount=5&token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t`);
+});
+
+t.test("the README's example chain watcher confirms an intent over gRPC", async (t) => {
+  const live = await merchantWithKey(s.app, "live");
+  const pi = await createIntent(live, { ...sampleIntent, requested_amount: "2.5" });
+  const run = (confirmations: string) =>
+    execFileAsync(process.execPath, ["services/observations/example-watcher.ts", "ethereum", "USDC", pi.deposit_address, "2.5", confirmations], {
+      cwd: path.resolve(import.meta.dirname, "../.."),
+      env: { ...process.env, RPC_URL: s.rpcUrl, INTERNAL_CREDENTIAL: watcher.credential, TX_HASH: "ab".repeat(32) },
+    });
+  const first = JSON.parse((await run("3")).stdout);
+  t.same(first, { tx_hash: "ab".repeat(32), counted: false, payment_intent: pi.public_id, status: "pending" }, "seen, not yet counted");
+  const second = JSON.parse((await run("12")).stdout);
+  t.same(second, { tx_hash: "ab".repeat(32), counted: true, payment_intent: pi.public_id, status: "confirmed" }, "counted at 12 confirmations");
+  const usage = await execFileAsync(process.execPath, ["services/observations/example-watcher.ts"], { cwd: path.resolve(import.meta.dirname, "../..") }).catch(
+    (e: { code: number; stderr: string }) => e,
+  );
+  t.equal((usage as { code: number }).code, 2, "no arguments: usage and exit 2");
 });
