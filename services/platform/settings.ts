@@ -27,5 +27,10 @@ export async function installationId(em: EntityManager): Promise<string> {
      select value from made union all select value from platform_settings where name = 'installation_id'`,
     [randomBase62(10)],
   );
-  return rows[0]!.value;
+  if (rows[0]) return rows[0].value;
+  // Another process inserted it while this statement ran: the insert waited for it, but the
+  // statement's snapshot predates it. A new statement sees it.
+  const [made] = await em.execute<{ value: string }[]>(`select value from platform_settings where name = 'installation_id'`);
+  if (!made) throw new Error("installation_id is missing after its insert");
+  return made.value;
 }
