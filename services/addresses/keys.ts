@@ -153,13 +153,30 @@ function readVersion(payload: Uint8Array): number {
 
 const maxIndex = 2 ** 31;
 
+/**
+ * The account's external chain (…/0) by key: parsing a key and deriving the chain costs
+ * two point operations, which every create would repeat. A few hundred keys stay in memory.
+ */
+const chains = new Map<string, HDKey>();
+const maxChains = 512;
+
+function externalChain(network: string, environment: Environment, key: string): HDKey {
+  const id = `${network}|${environment}|${key}`;
+  let chain = chains.get(id);
+  if (!chain) {
+    chain = loadAccountKey(network, environment, key).hd.deriveChild(0);
+    if (chains.size >= maxChains) chains.delete(chains.keys().next().value as string);
+    chains.set(id, chain);
+  }
+  return chain;
+}
+
 /** The receive address at …/0/index of the account key (external chain, non-hardened). */
 export function deriveAddress(network: string, environment: Environment, key: string, index: number): string {
   if (!Number.isInteger(index) || index < 0 || index >= maxIndex) {
     throw new RangeError(`address index must be an integer from 0 to ${maxIndex - 1}`);
   }
-  const { hd } = loadAccountKey(network, environment, key);
-  const publicKey = hd.deriveChild(0).deriveChild(index).publicKey;
+  const publicKey = externalChain(network, environment, key).deriveChild(index).publicKey;
   if (publicKey === null) throw new Error("derived key has no public key");
 
   switch (network) {

@@ -7,6 +7,7 @@ import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
+import { listDeliveriesForOps } from "../delivery/store.ts";
 import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
@@ -165,24 +166,7 @@ async function deliveries(config: Config, o: DeliveryOptions): Promise<DeliveryV
   const resources = await resolveDatabase(config, logger);
   const db = await openDatabase(resources.databaseUrl, 1);
   try {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const [column, value] of [["d.status", o.status], ["d.merchant_id", o.merchant]] as const) {
-      if (value === undefined) continue;
-      where.push(`${column} = ?`);
-      params.push(value);
-    }
-    // Only delivery and event columns: nothing of the endpoint (its signing secret) is read.
-    const rows = await db.em
-      .fork()
-      .execute<Record<string, unknown>[]>(
-        `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempt_count,
-                d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at
-           from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
-          ${where.length ? `where ${where.join(" and ")}` : ""}
-          order by d.created_at desc, d.id desc limit ?`,
-        [...params, o.limit],
-      )
+    const rows = await listDeliveriesForOps(db.em.fork(), o)
       .catch((err: { code?: string }) => {
         if (err.code === "42P01") throw new OpsError("no webhook_deliveries table yet: start the service (npm start) or run npm run migrate", 1);
         throw err;

@@ -86,6 +86,28 @@ export async function listDeliveries(
   return pageOwned<DeliveryRow>(em, cursors, { select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`, alias: "d", owner, filters, ...page });
 }
 
+/**
+ * The newest deliveries of every merchant, for ops (the ops CLI). Only delivery and event
+ * columns: nothing of the endpoint (its signing secret) is read.
+ */
+export async function listDeliveriesForOps(em: EntityManager, f: { status?: string; merchant?: string; limit: number }): Promise<Record<string, unknown>[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  for (const [column, value] of [["d.status", f.status], ["d.merchant_id", f.merchant]] as const) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  return em.execute<Record<string, unknown>[]>(
+    `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempt_count,
+            d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at
+       from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+      ${where.length ? `where ${where.join(" and ")}` : ""}
+      order by d.created_at desc, d.id desc limit ?`,
+    [...params, f.limit],
+  );
+}
+
 export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return [];
   return em.execute<AttemptRow[]>(

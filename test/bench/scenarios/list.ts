@@ -174,20 +174,16 @@ function sqlWhere(merchantId: string, q: Query): { where: string; params: unknow
   return { where: where.join(" and "), params };
 }
 
-/**
- * The cursor scope exactly as service.ts listPaymentIntents computes it. (canonicalJson writes a
- * Date as {}, so the created range's values are not part of the scope today, only whether it is set.)
- */
+/** The cursor binding exactly as intents/service.ts listPaymentIntents computes it: the owner and the filters. */
 function cursorScope(merchantId: string, q: Query): string {
-  const query = {
+  const filters = {
     status: q.status,
     createdAfter: q.createdAfter,
     createdBefore: q.createdBefore,
     publicId: q.publicId,
     merchantReference: q.merchantReference,
-    limit: pageSize + 1,
   };
-  return canonicalJson([merchantId, "test", { ...query, limit: undefined }]);
+  return canonicalJson([merchantId, "test", filters]);
 }
 
 interface Deep {
@@ -229,7 +225,7 @@ async function fetchPage(ctx: BenchContext, f: Filter, q: Query, expected: numbe
   const ms = performance.now() - started;
   const what = `list ${f.label}${deep ? " (deep page)" : ""}`;
   if (res.status !== 200) {
-    const hint = body.error?.code === "invalid_cursor" ? " (the bench's cursor scope differs from the service's)" : "";
+    const hint = body.error?.code === "invalid_cursor" ? " (the bench's cursor binding differs from the service's)" : "";
     throw new Error(`${what}: HTTP ${res.status} ${JSON.stringify(body).slice(0, 300)}${hint}`);
   }
   const data = body.data;
