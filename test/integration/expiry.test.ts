@@ -1,8 +1,8 @@
 // The scheduler expires intents past expires_at and records payment.expired.
 import t from "tap";
-import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 
-const { app, base } = await startTestApp(t);
+const { app, base, databaseUrl } = await startTestApp(t);
 const a = await merchantWithKey(app);
 const path = `/api/v1/merchants/${a.merchant}/payment-intents`;
 
@@ -32,4 +32,33 @@ t.test("a pending intent past its expiry becomes expired, once", async (t) => {
   t.equal(JSON.parse(events[1]?.payload ?? "{}").data.payment_intent.status, "expired");
   const cancel = await call(base, "POST", `${path}/${due.body.data.public_id}/cancel`, { key: a.key });
   t.equal(cancel.body.error?.code, "invalid_state", "an expired intent cannot be cancelled");
+});
+
+t.test("with three schedulers on one database every due intent expires once, about a second after expires_at", async (t) => {
+  // Two more scheduler-only processes' worth of schedulers (apps) on the same database.
+  for (let i = 0; i < 2; i++) await startTestApp(t, { DATABASE_URL: databaseUrl }, ["scheduler"]);
+  const ids: string[] = [];
+  for (let i = 0; i < 30; i++) {
+    const res = await call(base, "POST", path, { key: a.key, idempotencyKey: idemKey(), body: { ...sampleIntent, expires_in_seconds: 60 } });
+    ids.push(res.body.data.public_id);
+  }
+  const em = app.db.em.fork();
+  await em.execute("update payment_intents set expires_at = now() + interval '1500 milliseconds' where id in (?)", [ids]);
+  await until("all expired", async () => {
+    const [row] = await em.execute<{ n: number }[]>("select count(*)::int as n from payment_intents where id in (?) and status = 'expired'", [ids]);
+    return row?.n === ids.length;
+  }, 10_000);
+  const events = await em.execute<{ payment_intent_id: string; n: number }[]>(
+    "select payment_intent_id, count(*)::int as n from webhook_events where payment_intent_id in (?) and type = 'payment.expired' group by payment_intent_id",
+    [ids],
+  );
+  t.equal(events.length, ids.length, "every intent has a payment.expired event");
+  t.ok(events.every((e) => e.n === 1), "exactly one each");
+  const [lag] = await em.execute<{ max: number }[]>(
+    "select max(extract(epoch from expired_at - expires_at))::float as max from payment_intents where id in (?)",
+    [ids],
+  );
+  t.comment(`largest lag from expires_at to expired_at: ${lag?.max} s`);
+  // The schedulers poll every second; the bound leaves room for a loaded CI machine.
+  t.ok((lag?.max ?? 99) >= 0 && (lag?.max ?? 99) < 3, "expired at or after expires_at, within the polling interval");
 });

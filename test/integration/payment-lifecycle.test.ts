@@ -8,6 +8,8 @@ import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { checkAddress } from "../../services/addresses/formats.ts";
+import { assets } from "../../services/intents/assets.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
@@ -277,4 +279,28 @@ t.test("the README's example chain watcher confirms an intent over gRPC", async 
     (e: { code: number; stderr: string }) => e,
   );
   t.equal((usage as { code: number }).code, 2, "no arguments: usage and exit 2");
+});
+
+t.test("every network's Test intent has a valid deposit address and payment URI", async (t) => {
+  const schemes: Record<string, string> = { bitcoin: "bitcoin:", ethereum: "ethereum:", polygon: "ethereum:", tron: "tron:", solana: "solana:" };
+  for (const { network, asset, decimals } of assets) {
+    const amount = decimals >= 2 ? "1.25" : "1";
+    const pi = await createIntent(a, { network, asset, requested_amount: amount });
+    const check = checkAddress(network, "test", pi.deposit_address);
+    t.ok(check.ok, `${network}/${asset}: ${pi.deposit_address} is a valid ${network} Test address`);
+    t.equal(pi.payment_uri.startsWith(`${schemes[network]}`), true, `${network}/${asset}: ${pi.payment_uri}`);
+    t.ok(pi.payment_uri.includes(pi.deposit_address), `${network}/${asset}: the URI pays the deposit address`);
+  }
+  const again = await Promise.all(Array.from({ length: 10 }, () => createIntent(a, { network: "bitcoin", asset: "BTC", requested_amount: "0.001" })));
+  t.equal(new Set(again.map((p) => p.deposit_address)).size, 10, "Test addresses are never reused either");
+  t.ok(again.every((p) => p.deposit_address.startsWith("tb1q")), "bitcoin Test addresses are testnet native segwit");
+});
+
+t.test("simulate with a Test key on a Live intent is 404, and changes nothing", async (t) => {
+  const live = await merchantWithKey(s.app, "live", undefined, a.merchant);
+  const pi = await createIntent(live);
+  const res = await simulate(pi.public_id, { outcome: "confirmed" });
+  t.equal(res.status, 404);
+  t.equal(res.body.error.code, "not_found");
+  t.equal((await call(base, "GET", `${intents(live)}/${pi.public_id}`, { key: live.key })).body.data.status, "pending");
 });
