@@ -22,7 +22,9 @@ export function statusByFunds(requested: bigint, counted: bigint): Status {
  * - once expired, the intent is late exactly while funds counted after expiry remain;
  * - otherwise the counted funds decide, except that an intent not fully paid
  *   by its expiry is expired.
- * `status` is the current one; `expired` says whether expires_at has passed.
+ * `status` is the current one; `expired` says whether expires_at has passed. An unpaid
+ * intent past its expiry is expired by the caller before new funds are weighed (see
+ * observations/settle.ts), so funds arriving then are late rather than paying it.
  */
 export function impliedStatus(status: Status, requested: bigint, funds: Funds, expired: boolean): Status {
   if (status === "cancelled") return "cancelled";

@@ -46,7 +46,10 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
   if (amountReceived !== null && amountReceived !== row.amountReceived) await updateAmountReceived(tx, row.id, amountReceived, now);
   row = { ...row, amountReceived, transactions: outputs.map(toFact) };
 
-  if (expireFirst) row = await intents.expire(tx, row, now);
+  // Each move of one settlement gets its own millisecond, so its events order by created_at.
+  let moves = 0;
+  const at = () => new Date(now.getTime() + moves++);
+  if (expireFirst) row = await intents.expire(tx, row, at());
   if (!isStatus(row.status)) return row;
   const requested = toUnits(row.requestedAmount, asset.decimals);
   const target = impliedStatus(row.status, requested, funds, expired);
@@ -55,7 +58,7 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
     // A reorg took funds from an intent past its expiry: first back to what the funds say
     // (payment.reorged), then expired like any unpaid intent (payment.expired).
     const byFunds = statusByFunds(requested, funds.counted);
-    if (byFunds !== row.status) row = await intents.transition(tx, row, byFunds, now);
+    if (byFunds !== row.status) row = await intents.transition(tx, row, byFunds, at());
   }
-  return intents.transition(tx, row, target, now);
+  return intents.transition(tx, row, target, at());
 }

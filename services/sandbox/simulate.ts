@@ -42,7 +42,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
   if (!from[outcome].includes(row.status) || (row.status === "underpaid" && outcome === "underpaid" && amount === undefined && remaining(row) <= 1n)) {
     throw apiError("invalid_state", `Payment intent ${id} is ${row.status}; "${outcome}" can be simulated from ${from[outcome].join(", ")}.`);
   }
-  const now = new Date();
+  let now = new Date();
   const units = (s: string) => toUnits(s, asset.decimals);
   const requested = units(row.requestedAmount);
   const received = row.amountReceived === null ? 0n : units(row.amountReceived);
@@ -51,6 +51,8 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     await tx.execute(`update payment_intents set expires_at = ? where id = ?`, [now, row.id]);
     row = await intents.expire(tx, { ...row, expiresAt: now }, now);
     if (outcome === "expired") return row;
+    // The late payment's event follows the expiry's, a millisecond on.
+    now = new Date(now.getTime() + 1);
   }
   if (outcome === "reorged") {
     const counted = (await observationsOf(tx, row.id)).filter((o) => o.counted);
