@@ -4,7 +4,7 @@
 // watches, again as confirmations grow, and RecordReorg when blocks leave the best chain.
 //
 //   RPC_URL=http://127.0.0.1:8081 INTERNAL_CREDENTIAL=int_... \
-//     node services/observations/example-watcher.ts ethereum USDC 0xADDRESS 12.5 12
+//     npm run -s example:watcher -- ethereum USDC 0xADDRESS 12.5 12
 import { randomBytes } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -13,7 +13,7 @@ import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 const [network, asset, toAddress, amount, confirmations = "0"] = process.argv.slice(2);
 const credential = process.env.INTERNAL_CREDENTIAL;
 if (!network || !asset || !toAddress || !amount || !credential) {
-  console.error("usage: INTERNAL_CREDENTIAL=int_... [RPC_URL=...] example-watcher.ts NETWORK ASSET TO_ADDRESS AMOUNT [CONFIRMATIONS]");
+  console.error("usage: INTERNAL_CREDENTIAL=int_... [RPC_URL=...] npm run -s example:watcher -- NETWORK ASSET TO_ADDRESS AMOUNT [CONFIRMATIONS]");
   process.exit(2);
 }
 

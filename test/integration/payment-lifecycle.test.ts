@@ -267,7 +267,7 @@ t.test("the README's example chain watcher confirms an intent over gRPC", async 
   const live = await merchantWithKey(s.app, "live");
   const pi = await createIntent(live, { ...sampleIntent, requested_amount: "2.5" });
   const run = (confirmations: string) =>
-    execFileAsync(process.execPath, ["services/observations/example-watcher.ts", "ethereum", "USDC", pi.deposit_address, "2.5", confirmations], {
+    execFileAsync("npm", ["run", "-s", "example:watcher", "--", "ethereum", "USDC", pi.deposit_address, "2.5", confirmations], {
       cwd: path.resolve(import.meta.dirname, "../.."),
       env: { ...process.env, RPC_URL: s.rpcUrl, INTERNAL_CREDENTIAL: watcher.credential, TX_HASH: "ab".repeat(32) },
     });
@@ -275,7 +275,7 @@ t.test("the README's example chain watcher confirms an intent over gRPC", async 
   t.same(first, { tx_hash: "ab".repeat(32), counted: false, payment_intent: pi.public_id, status: "pending" }, "seen, not yet counted");
   const second = JSON.parse((await run("12")).stdout);
   t.same(second, { tx_hash: "ab".repeat(32), counted: true, payment_intent: pi.public_id, status: "confirmed" }, "counted at 12 confirmations");
-  const usage = await execFileAsync(process.execPath, ["services/observations/example-watcher.ts"], { cwd: path.resolve(import.meta.dirname, "../..") }).catch(
+  const usage = await execFileAsync("npm", ["run", "-s", "example:watcher"], { cwd: path.resolve(import.meta.dirname, "../..") }).catch(
     (e: { code: number; stderr: string }) => e,
   );
   t.equal((usage as { code: number }).code, 2, "no arguments: usage and exit 2");
