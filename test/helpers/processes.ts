@@ -7,7 +7,7 @@
 //
 //   const nats = await startNatsServer(t);   // nats-server -js on a free port, store in a temp dir
 //   await nats.stop(); await nats.start();   // same port and store directory
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -167,4 +167,22 @@ export async function startNatsServer(t: Teardown): Promise<NatsServer> {
   });
   await start();
   return { url: `nats://127.0.0.1:${port}`, port, storeDir, start, stop };
+}
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs one of the CLIs (e.g. "services/app/admin.ts") as a new user would, with only PATH and `env`. */
+export function runCli(script: string, env: Record<string, string>, ...args: string[]): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [path.join(root, script), ...args],
+      { cwd: root, env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "silent", ...env }, timeout: 30_000, encoding: "utf8" },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
+    );
+  });
 }

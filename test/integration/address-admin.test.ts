@@ -1,6 +1,5 @@
 // Admin of deposit address sources (account keys, imported pools) and of internal credentials,
 // on a real database; then the admin CLI itself for an import with a bad line and a credential.
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,8 +13,8 @@ import { hashApiKey } from "../../services/auth/keys.ts";
 import { PaymentIntentRecord } from "../../services/intents/entities.ts";
 import { newId } from "../../services/platform/ids.ts";
 import { startTestApp } from "../helpers/harness.ts";
+import { runCli } from "../helpers/processes.ts";
 
-const root = path.resolve(import.meta.dirname, "../..");
 
 // BIP-0084's published account key (bitcoin live) and its first receive address.
 const zpub = "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs";
@@ -215,22 +214,7 @@ t.test("address sources and pools", async (t) => {
   });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function admin(env: Record<string, string>, ...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [path.join(root, "services/app/admin.ts"), ...args],
-      { cwd: root, env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "silent", ...env }, timeout: 30_000, encoding: "utf8" },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
-    );
-  });
-}
+const admin = (env: Record<string, string>, ...args: string[]) => runCli("services/app/admin.ts", env, ...args);
 
 t.test("the admin CLI", async (t) => {
   const s = await startTestApp(t, {}, ["rpc"]);

@@ -1,29 +1,11 @@
 // The ops CLI against a running app: a delivery that fails terminally (HTTP 410) shows up in
 // `deliveries --status failed`, and `consumers` shows the test's shortened retry schedule.
-import { execFile } from "node:child_process";
-import path from "node:path";
 import t from "tap";
+import { runCli } from "../helpers/processes.ts";
 import { call, natsUrl, uniqueName } from "../helpers/harness.ts";
 import { waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
-const root = path.resolve(import.meta.dirname, "../..");
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function ops(env: Record<string, string>, ...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [path.join(root, "services/app/ops-cli.ts"), ...args],
-      { cwd: root, env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "silent", ...env }, timeout: 30_000, encoding: "utf8" },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
-    );
-  });
-}
+const ops = (env: Record<string, string>, ...args: string[]) => runCli("services/app/ops-cli.ts", env, ...args);
 
 t.test("ops consumers and deliveries", async (t) => {
   const s = await webhookSetup(t, { respond: () => ({ status: 410 }) });
