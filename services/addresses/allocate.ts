@@ -19,35 +19,41 @@ const testSequences: Record<string, string> = {
 };
 
 /**
- * A new deposit address for an intent, in the create transaction: the merchant's
- * account key for the network (the next index, taken under the source's row lock),
- * else its imported pool (a free address, SKIP LOCKED), else — Test only — the
- * built-in test key. Nothing to give → 409 deposit_address_unavailable.
+ * A new deposit address for an intent, in the create transaction and in one statement:
+ * the merchant's account key for the network (the next index, taken under the source's
+ * row lock), else its imported pool (a free address, SKIP LOCKED), else — Test only — the
+ * built-in test key (nextval never blocks). Nothing to give → 409 deposit_address_unavailable.
  */
 export async function allocateDepositAddress(tx: EntityManager, owner: Owner, network: string, intentId: string, at: Date): Promise<DepositAddress> {
-  const [source] = await tx.execute<{ account_key: string; index: number }[]>(
-    `update address_sources set next_index = next_index + 1, updated_at = ?
-      where merchant_id = ? and environment = ? and network = ?
-     returning account_key, next_index - 1 as index`,
-    [at, owner.merchantId, owner.environment, network],
+  const sequence = testSequences[network];
+  if (!sequence) throw new Error(`no test address sequence for ${network}`);
+  const scope = [owner.merchantId, owner.environment, network];
+  const [taken] = await tx.execute<{ account_key: string | null; source_index: number | null; pooled: string | null; test_index: number | null }[]>(
+    `with source as (
+       update address_sources set next_index = next_index + 1, updated_at = ?
+        where merchant_id = ? and environment = ? and network = ?
+       returning account_key, next_index - 1 as index
+     ), pooled as (
+       update address_pool set payment_intent_id = ?, leased_at = ?
+        where id = (select id from address_pool where merchant_id = ? and environment = ? and network = ? and leased_at is null
+                       and not exists (select 1 from source)
+                     order by id limit 1 for update skip locked)
+       returning address
+     ), builtin as (
+       select nextval('${sequence}')::int as index
+        where ? = 'test' and not exists (select 1 from source) and not exists (select 1 from pooled)
+     )
+     select (select account_key from source), (select index from source) as source_index,
+            (select address from pooled) as pooled, (select index from builtin) as test_index`,
+    [at, ...scope, intentId, at, ...scope, owner.environment],
   );
-  if (source) return { address: deriveAddress(network, owner.environment, source.account_key, source.index), index: source.index };
-
-  const [pooled] = await tx.execute<{ address: string }[]>(
-    `update address_pool set payment_intent_id = ?, leased_at = ?
-      where id = (select id from address_pool where merchant_id = ? and environment = ? and network = ? and leased_at is null
-                   order by id limit 1 for update skip locked)
-     returning address`,
-    [intentId, at, owner.merchantId, owner.environment, network],
-  );
-  if (pooled) return { address: pooled.address, index: null };
-
-  if (owner.environment === "test") {
-    const sequence = testSequences[network];
-    if (!sequence) throw new Error(`no test address sequence for ${network}`);
-    const [{ index } = { index: 0 }] = await tx.execute<{ index: number }[]>(`select nextval('${sequence}')::int as index`);
-    const address =
-      network === "solana" ? testSolanaAddress(index) : deriveAddress(network, "test", testAccountKeys[network as keyof typeof testAccountKeys], index);
+  if (taken?.account_key != null && taken.source_index !== null) {
+    return { address: deriveAddress(network, owner.environment, taken.account_key, taken.source_index), index: taken.source_index };
+  }
+  if (taken?.pooled != null) return { address: taken.pooled, index: null };
+  if (taken?.test_index != null) {
+    const index = taken.test_index;
+    const address = network === "solana" ? testSolanaAddress(index) : deriveAddress(network, "test", testAccountKeys[network as keyof typeof testAccountKeys], index);
     return { address, index };
   }
   const [imported] = await tx.execute<{ n: number }[]>(

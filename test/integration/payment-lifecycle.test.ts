@@ -2,12 +2,14 @@
 // ObservationService over gRPC (the chain watcher, Live), each event delivered as a
 // signed webhook through the real pipeline (PostgreSQL, NATS JetStream, HTTPS).
 import { execFile } from "node:child_process";
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import path from "node:path";
 import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { base58 } from "@scure/base";
 import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { importAddresses } from "../../services/addresses/admin.ts";
 import { checkAddress } from "../../services/addresses/formats.ts";
 import { assets } from "../../services/intents/assets.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
@@ -303,4 +305,29 @@ t.test("simulate with a Test key on a Live intent is 404, and changes nothing", 
   t.equal(res.status, 404);
   t.equal(res.body.error.code, "not_found");
   t.equal((await call(base, "GET", `${intents(live)}/${pi.public_id}`, { key: live.key })).body.data.status, "pending");
+});
+
+t.test("deposit addresses from an imported pool: leased in order, once; used up is 409 and creates nothing", async (t) => {
+  const live = await merchantWithKey(s.app, "live");
+  const pool = [0, 1].map(() => base58.encode(randomBytes(32)));
+  await importAddresses(s.app.db.em.fork(), live.merchant, "live", "solana", pool.join("\n"));
+  const body = { network: "solana", asset: "USDC", requested_amount: "3" };
+  const first = await createIntent(live, body);
+  const second = await createIntent(live, body);
+  t.same([first.deposit_address, second.deposit_address], pool, "the pool's addresses, in the order imported");
+  t.equal(first.payment_uri, `solana:${pool[0]}?amount=3&spl-token=EPjFWdd5AufqSSqeM2qaxKEbt1M7cnjvn6k3K1qN9i8`);
+  const third = await call(base, "POST", intents(live), { key: live.key, idempotencyKey: idemKey(), body });
+  t.equal(third.status, 409);
+  t.equal(third.body.error.code, "deposit_address_unavailable");
+  t.match(third.body.error.message, /Every imported solana deposit address is in use.*address import/);
+  const [{ n } = { n: -1 }] = await s.app.db.em.fork().execute<{ n: number }[]>(
+    `select count(*)::int as n from payment_intents where merchant_id = ? and environment = 'live' and network = 'solana'`,
+    [live.merchant],
+  );
+  t.equal(n, 2, "nothing created by the refused request");
+  const leases = await s.app.db.em.fork().execute<{ address: string; payment_intent_id: string }[]>(
+    `select address, payment_intent_id from address_pool where merchant_id = ? order by id`,
+    [live.merchant],
+  );
+  t.same(leases.map((l) => l.payment_intent_id), [first.public_id, second.public_id], "each address leased to its intent");
 });
