@@ -237,6 +237,12 @@ t.test("ObservationService: credentials and bad input", async (t) => {
     t.equal(err?.code, Code.InvalidArgument, JSON.stringify(change));
     t.equal(err?.findDetails(ErrorDetailSchema)[0]?.param, param, `${JSON.stringify(change)} param`);
   }
+  const other = await createIntent();
+  const recorded = { ...valid, toAddress: other.deposit_address, txHash: hash() };
+  await client.recordObservation(recorded, { headers });
+  const changed = await failure(client.recordObservation({ ...recorded, amount: "2" }, { headers }));
+  t.equal(changed?.code, Code.InvalidArgument, "an output recorded again with another amount");
+  t.equal(changed?.findDetails(ErrorDetailSchema)[0]?.param, "tx_hash");
   const emptyReorg = await failure(client.recordReorg({ network: "ethereum" }, { headers }));
   t.equal(emptyReorg?.code, Code.InvalidArgument, "a reorg names blocks or transactions");
   const after = await call(base, "GET", `${intents()}/${pi.public_id}`, { key: a.key });
