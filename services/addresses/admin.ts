@@ -51,17 +51,23 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
   const row = await em.transactional(async (tx) => {
     // Two sources deriving from one key would hand the same address to two intents.
     const [other] = await tx.execute<{ n: number }[]>(
-      `select 1 as n from address_sources where account_key = ? and not (merchant_id = ? and environment = ? and network = ?) limit 1`,
-      [accountKey, merchantId, environment, network],
+      `select 1 as n from address_sources
+        where (account_key = ? or jsonb_exists(retired_keys, ?)) and not (merchant_id = ? and environment = ? and network = ?) limit 1`,
+      [accountKey, accountKey, merchantId, environment, network],
     );
     if (other) throw new AdminError("this key is already the source of another merchant or network: addresses would repeat");
     const now = new Date();
-    // The same key again keeps its index (re-deriving from 0 would repeat addresses); a new key starts at 0.
+    // The same key again keeps its index (re-deriving from 0 would repeat addresses); a new key
+    // starts at 0, and a key this source had before resumes where it stopped.
     const [changed] = await tx.execute<SourceRow[]>(
       `insert into address_sources (merchant_id, environment, network, account_key, next_index, created_at, updated_at)
        values (?, ?, ?, ?, 0, ?, ?)
        on conflict (merchant_id, environment, network) do update
-         set account_key = excluded.account_key, next_index = 0, updated_at = excluded.updated_at
+         set account_key = excluded.account_key,
+             next_index = coalesce((address_sources.retired_keys ->> excluded.account_key)::int, 0),
+             retired_keys = (address_sources.retired_keys - excluded.account_key)
+                            || jsonb_build_object(address_sources.account_key, address_sources.next_index),
+             updated_at = excluded.updated_at
          where address_sources.account_key <> excluded.account_key
        returning account_key, next_index, updated_at`,
       [merchantId, environment, network, accountKey, now, now],

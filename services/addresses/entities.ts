@@ -14,6 +14,8 @@ export const AddressSource = defineEntity({
     network: p.string().length(32).primary(),
     accountKey: p.string().length(255),
     nextIndex: p.integer().default(0),
+    /** Keys this source had before, each with the index it had reached: set again, one resumes there. */
+    retiredKeys: p.json<Record<string, number>>().default("{}"),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

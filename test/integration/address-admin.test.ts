@@ -68,6 +68,12 @@ t.test("address sources and pools", async (t) => {
     await em().execute(`update address_sources set next_index = 3 where merchant_id = ? and network = 'ethereum'`, [merchant]);
     const replaced = await setAccountKey(em(), merchant, "test", "ethereum", second);
     t.match(replaced, { account_key: second, next_index: 0 }, "a different key replaces it from index 0");
+    const back = await setAccountKey(em(), merchant, "test", "ethereum", first);
+    t.match(back, { account_key: first, next_index: 3 }, "a key the source had before resumes where it stopped: no address twice");
+    t.match(await setAccountKey(em(), merchant, "test", "ethereum", second), { account_key: second, next_index: 0 }, "and so does the other");
+    const elsewhere = (await createMerchant(em(), "Elsewhere Shop")).id;
+    await refused(t, setAccountKey(em(), elsewhere, "test", "ethereum", second), /already the source of another merchant/, "another merchant's current key");
+    await refused(t, setAccountKey(em(), elsewhere, "test", "ethereum", first), /already the source of another merchant/, "another merchant's former key");
 
     const vpub = account("v", "m/84'/1'/0'").publicExtendedKey;
     t.match(await setAccountKey(em(), merchant, "test", "bitcoin", vpub), { environment: "test", account_key: vpub, next_index: 0 });

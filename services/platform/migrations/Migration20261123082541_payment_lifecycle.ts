@@ -14,7 +14,7 @@ export class Migration20261123082541_payment_lifecycle extends Migration {
     this.addSql(`create table "internal_credentials" ("id" varchar(255) not null, "name" varchar(200) not null, "secret_hash" varchar(64) not null, "hint" varchar(16) not null, "created_at" timestamptz(3) not null, "revoked_at" timestamptz(3) null, primary key ("id"));`);
     this.addSql(`alter table "internal_credentials" add constraint "internal_credentials_secret_hash_unique" unique ("secret_hash");`);
 
-    this.addSql(`create table "address_sources" ("merchant_id" varchar(255) not null, "environment" varchar(4) not null, "network" varchar(32) not null, "account_key" varchar(255) not null, "next_index" int not null default 0, "created_at" timestamptz(3) not null, "updated_at" timestamptz(3) not null, primary key ("merchant_id", "environment", "network"));`);
+    this.addSql(`create table "address_sources" ("merchant_id" varchar(255) not null, "environment" varchar(4) not null, "network" varchar(32) not null, "account_key" varchar(255) not null, "next_index" int not null default 0, "retired_keys" jsonb not null default '{}', "created_at" timestamptz(3) not null, "updated_at" timestamptz(3) not null, primary key ("merchant_id", "environment", "network"));`);
 
     this.addSql(`create table "address_pool" ("id" bigserial primary key, "merchant_id" varchar(255) not null, "environment" varchar(4) not null, "network" varchar(32) not null, "address" varchar(128) not null, "imported_at" timestamptz(3) not null, "payment_intent_id" varchar(255) null, "leased_at" timestamptz(3) null);`);
     this.addSql(`create index "address_pool_merchant_id_environment_network_leased_at_id_index" on "address_pool" ("merchant_id", "environment", "network", "leased_at", "id");`);
