@@ -1,16 +1,24 @@
 import http from "node:http";
 import type { DescService, JsonValue } from "@bufbuild/protobuf";
-import type { ConnectError, Transport } from "@connectrpc/connect";
+import { ConnectError, type Transport } from "@connectrpc/connect";
 import { apiError, describeError, type ApiErrorView } from "../services/platform/errors.ts";
 import { newId } from "../services/platform/ids.ts";
 import type { Logger } from "../services/platform/logger.ts";
 import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
+import { Credential } from "../gen/payments/v1/options_pb.ts";
+import { RateLimiter } from "./rate-limit.ts";
 import { buildRoutes, matchRoute, type RestRoute } from "./routes.ts";
 
 /** Request headers the gateway passes to the RPC server; everything else stays at the edge. */
-const forwardedHeaders = ["authorization", "idempotency-key"] as const;
+const forwardedHeaders = ["authorization", "idempotency-key", "origin"] as const;
 /** Response headers of the RPC server that a REST client sees. */
-const returnedHeaders: Record<string, string> = { "idempotent-replayed": "Idempotent-Replayed" };
+const returnedHeaders: Record<string, string> = {
+  "idempotent-replayed": "Idempotent-Replayed",
+  "access-control-allow-origin": "Access-Control-Allow-Origin",
+};
+/** What a browser on an allowed origin may send and read (CORS). */
+const corsRequestHeaders = "Authorization, Content-Type, Idempotency-Key";
+const corsExposedHeaders = "X-Request-Id, Idempotent-Replayed";
 
 /** Deadline of one RPC from the gateway. */
 const rpcDeadlineMs = 30_000;
@@ -20,6 +28,20 @@ export interface GatewayOptions {
   transport: Transport;
   logger: Logger;
   bodyLimitBytes: number;
+  /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */
+  corsOriginAllowed?: (origin: string) => Promise<boolean>;
+  /** Calls per minute per client address on routes with rate_limited. */
+  rateLimitPerMinute?: number;
+  /** Pages served beside the API (not under /api/): the first whose handler takes the path answers it. */
+  pages?: readonly PageHandler[];
+}
+
+/** Serves a request outside the API, or returns false to leave it to the API routes. */
+export type PageHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>;
+
+/** Routes a browser may call cross-origin: those of the Site Gateway credential. */
+function allowsCors(route: RestRoute): boolean {
+  return route.option.credential === Credential.SITE_GATEWAY;
 }
 
 class RequestError extends Error {
@@ -94,6 +116,25 @@ function parseQuery(url: URL): Record<string, JsonValue> {
 export function createGateway(options: GatewayOptions): http.Server {
   const routes = buildRoutes(options.services);
   const { logger, transport } = options;
+  const limiter = new RateLimiter(options.rateLimitPerMinute ?? 60);
+
+  /** CORS preflight: only on routes that allow CORS, and only for an origin some site credential allows. */
+  async function preflight(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<boolean> {
+    const cors = routes.filter((r) => allowsCors(r) && r.pattern.test(path));
+    if (cors.length === 0) return false;
+    const origin = req.headers.origin;
+    const allowed = typeof origin === "string" && options.corsOriginAllowed !== undefined && (await options.corsOriginAllowed(origin));
+    const headers: Record<string, string> = { Vary: "Origin", "Content-Length": "0" };
+    if (allowed) {
+      headers["Access-Control-Allow-Origin"] = origin;
+      headers["Access-Control-Allow-Methods"] = [...new Set(cors.map((r) => r.httpMethod))].sort().join(", ");
+      headers["Access-Control-Allow-Headers"] = corsRequestHeaders;
+      headers["Access-Control-Max-Age"] = "600";
+    }
+    res.writeHead(204, headers);
+    res.end();
+    return true;
+  }
 
   async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
     let input: Record<string, JsonValue> = {};
@@ -133,25 +174,43 @@ export function createGateway(options: GatewayOptions): http.Server {
     let code: string | undefined;
     try {
       const url = new URL(req.url ?? "/", "http://gateway");
+      if (!url.pathname.startsWith("/api/")) {
+        for (const page of options.pages ?? []) {
+          if (await page(req, res, url)) {
+            status = res.statusCode;
+            return;
+          }
+        }
+      }
+      if (req.method === "OPTIONS" && (await preflight(req, res, url.pathname))) {
+        status = 204;
+        return;
+      }
       const match = matchRoute(routes, req.method ?? "GET", url.pathname);
       if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${url.pathname}.`));
       if (match.kind === "wrong_method") {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`), { Allow: match.allow.join(", ") });
       }
+      if (match.route.option.rateLimited) {
+        const wait = limiter.take(req.socket.remoteAddress ?? "unknown");
+        if (wait > 0) fail(apiError("rate_limited", "Too many requests from this address; retry later."), { "Retry-After": String(wait) });
+      }
+      if (allowsCors(match.route)) res.setHeader("Vary", "Origin");
       const response = await call(match.route, req, url, match.params, requestId);
       const headers: Record<string, string> = {};
       for (const [from, to] of Object.entries(returnedHeaders)) {
         const value = response.header.get(from);
         if (value !== null) headers[to] = value;
       }
+      if (headers["Access-Control-Allow-Origin"]) headers["Access-Control-Expose-Headers"] = corsExposedHeaders;
       status = 200;
       send(res, status, encodeResponse(match.route.rpc.output, response.message), headers);
     } catch (err) {
-      const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err));
+      const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err), corsOf(err));
       status = view.status;
       code = view.code;
       if (view.code === "internal_error") logger.error({ err, requestId }, "request failed");
-      const retry: Record<string, string> = view.status === 429 || view.status === 503 ? { "Retry-After": "1" } : {};
+      const retry: Record<string, string> = (view.status === 429 || view.status === 503) && !headers["Retry-After"] ? { "Retry-After": "1" } : {};
       const error: Record<string, JsonValue> = { code: view.code, message: view.message };
       if (view.param) error.param = view.param;
       error.request_id = requestId;
@@ -164,4 +223,10 @@ export function createGateway(options: GatewayOptions): http.Server {
       );
     }
   });
+}
+
+/** An error's CORS headers: a site credential's allowed origin may read its errors too. */
+function corsOf(err: unknown): Record<string, string> {
+  const origin = err instanceof ConnectError ? err.metadata.get("access-control-allow-origin") : null;
+  return origin ? { "Access-Control-Allow-Origin": origin, "Access-Control-Expose-Headers": corsExposedHeaders } : {};
 }

@@ -7,6 +7,8 @@
 //   admin address import --merchant ID --environment test|live --network NET --file FILE
 //   admin internal-credential create --name NAME
 //   admin internal-credential revoke --id ID
+//   admin site-credential create --merchant ID --environment test|live [--allowed-origin ORIGIN ...]
+//   admin site-credential revoke --id ID
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showSources } from "../addresses/admin.ts";
@@ -20,6 +22,7 @@ import {
 } from "../auth/admin.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../intents/assets.ts";
+import { checkOrigins, createSiteCredential, revokeSiteCredential } from "../site/credentials.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -35,7 +38,9 @@ const usage = `usage:
   admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
       (one address a line; blank lines and lines starting with # are skipped)
   admin internal-credential create --name NAME
-  admin internal-credential revoke --id ID`;
+  admin internal-credential revoke --id ID
+  admin site-credential create --merchant ID --environment test|live [--allowed-origin https://shop.example ...]
+  admin site-credential revoke --id ID`;
 
 const commands = [
   "merchant create",
@@ -46,21 +51,23 @@ const commands = [
   "address import",
   "internal-credential create",
   "internal-credential revoke",
+  "site-credential create",
+  "site-credential revoke",
 ];
 
-function required(values: Record<string, string | undefined>, name: string): string {
+function required(values: Record<string, string | string[] | undefined>, name: string): string {
   const value = values[name];
-  if (value === undefined || value.trim() === "") throw new AdminError(`--${name} is required\n${usage}`);
+  if (typeof value !== "string" || value.trim() === "") throw new AdminError(`--${name} is required\n${usage}`);
   return value.trim();
 }
 
-function environmentOf(values: Record<string, string | undefined>): Environment {
+function environmentOf(values: Record<string, string | string[] | undefined>): Environment {
   const environment = required(values, "environment");
   if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
   return environment;
 }
 
-function networkOf(values: Record<string, string | undefined>): string {
+function networkOf(values: Record<string, string | string[] | undefined>): string {
   const network = required(values, "network");
   if (!networks.includes(network)) throw new AdminError(`unknown network "${network}"; one of: ${networks.join(", ")}`);
   return network;
@@ -88,6 +95,7 @@ async function main(argv: string[]): Promise<unknown> {
       network: { type: "string" },
       xpub: { type: "string" },
       file: { type: "string" },
+      "allowed-origin": { type: "string", multiple: true },
     },
   });
   const command = positionals.join(" ");
@@ -131,9 +139,17 @@ async function main(argv: string[]): Promise<unknown> {
   } else if (command === "internal-credential create") {
     const name = required(values, "name");
     work = (em) => createInternalCredential(em, name);
-  } else {
+  } else if (command === "internal-credential revoke") {
     const id = required(values, "id");
     work = (em) => revokeInternalCredential(em, id);
+  } else if (command === "site-credential create") {
+    const merchant = required(values, "merchant");
+    const environment = environmentOf(values);
+    const origins = checkOrigins(values["allowed-origin"] ?? []);
+    work = (em) => createSiteCredential(em, merchant, environment, origins);
+  } else {
+    const id = required(values, "id");
+    work = (em) => revokeSiteCredential(em, id);
   }
   const config = loadConfig();
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);

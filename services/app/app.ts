@@ -1,4 +1,5 @@
-import { createRouterTransport } from "@connectrpc/connect";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
@@ -70,8 +71,16 @@ export async function startApp(o: AppOptions): Promise<App> {
       const transport = roles.includes("rpc")
         ? createRouterTransport(serviceRoutes, { router: { interceptors } })
         : createGrpcTransport({ baseUrl: config.rpcUrl });
+      const siteClient = createClient(SiteService, transport);
       const gateway = await listen(
-        createGateway({ services, transport, logger, bodyLimitBytes: config.bodyLimitBytes }),
+        createGateway({
+          services,
+          transport,
+          logger,
+          bodyLimitBytes: config.bodyLimitBytes,
+          rateLimitPerMinute: config.publicRateLimitPerMinute,
+          corsOriginAllowed: async (origin) => (await siteClient.checkSiteOrigin({ origin })).allowed,
+        }),
         config.host,
         config.port,
       );

@@ -1,5 +1,5 @@
 import { AddressSource, PooledAddress } from "../addresses/entities.ts";
-import { ApiKey, InternalCredential, Merchant } from "../auth/entities.ts";
+import { ApiKey, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
 import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../delivery/entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
@@ -24,6 +24,7 @@ export const entities = [
   AddressSource,
   PooledAddress,
   ChainObservation,
+  SiteCredential,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

@@ -2,8 +2,8 @@ import type { Route } from "../../gen/payments/v1/options_pb.ts";
 import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { hashApiKey, parseBearer, parseInternalBearer } from "./keys.ts";
-import type { InternalPrincipal, MerchantPrincipal, Principal } from "./principal.ts";
+import { hashApiKey, parseBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
+import type { InternalPrincipal, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
 
 /**
  * Resolves and authorizes the caller of a route: the credential kind the route
@@ -17,8 +17,12 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
       return apiKeyCaller(em, route, authorization);
     case Credential.INTERNAL:
       return internalCaller(em, authorization);
+    case Credential.SITE_GATEWAY:
+      return siteCaller(em, authorization);
+    case Credential.PUBLIC:
+      return { kind: "public" };
     default:
-      // Site Gateway and cashier credentials arrive with the routes that use them.
+      // Cashier sessions arrive with the terminal route.
       throw apiError("unauthenticated", "This route does not accept this credential.");
   }
 }
@@ -70,4 +74,28 @@ async function internalCaller(em: EntityManager, authorization: string | null): 
   );
   if (!credential || credential.revoked_at) throw apiError("unauthenticated", "The internal credential is unknown or revoked.");
   return { kind: "internal", credentialId: credential.id, name: credential.name };
+}
+
+async function siteCaller(em: EntityManager, authorization: string | null): Promise<SitePrincipal> {
+  const bearer = parseSiteBearer(authorization);
+  if (!bearer.ok) {
+    throw apiError(
+      "unauthenticated",
+      bearer.reason === "missing"
+        ? "Send your site credential as: Authorization: Bearer <site credential>."
+        : "This route takes a Site Gateway credential (site_test_… or site_live_…), sent as: Authorization: Bearer <credential>.",
+    );
+  }
+  const [credential] = await em.execute<{ id: string; merchant_id: string; environment: string; allowed_origins: string[]; revoked_at: unknown }[]>(
+    `select id, merchant_id, environment, allowed_origins, revoked_at from site_credentials where secret_hash = ?`,
+    [hashApiKey(bearer.secret)],
+  );
+  if (!credential || credential.revoked_at) throw apiError("unauthenticated", "The site credential is unknown or revoked.");
+  return {
+    kind: "site",
+    credentialId: credential.id,
+    merchantId: credential.merchant_id,
+    environment: credential.environment === "live" ? "live" : "test",
+    allowedOrigins: credential.allowed_origins,
+  };
 }

@@ -42,3 +42,20 @@ export const InternalCredential = defineEntity({
   },
 });
 export type InternalCredential = InferEntity<typeof InternalCredential>;
+
+/** A Site Gateway credential: a merchant's web shop. Hashed like an API key; CORS only for its allowed origins. */
+export const SiteCredential = defineEntity({
+  name: "SiteCredential",
+  tableName: "site_credentials",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    secretHash: p.string().length(64).unique(),
+    hint: p.string().length(20),
+    allowedOrigins: p.array(),
+    createdAt: p.datetime().length(3),
+    revokedAt: p.datetime().length(3).nullable(),
+  },
+});
+export type SiteCredential = InferEntity<typeof SiteCredential>;

@@ -74,3 +74,32 @@ export function parseInternalBearer(header: string | null): { ok: true; secret: 
   if (!match || !internalPattern.test(match[1] as string)) return { ok: false, reason: "malformed" };
   return { ok: true, secret: match[1] as string };
 }
+
+const sitePattern = /^site_(test|live)_[0-9A-Za-z]{32}$/;
+
+/** A new Site Gateway credential: "site_test_" or "site_live_" and 32 base62 characters. */
+export function generateSiteCredential(environment: Environment): string {
+  return `site_${environment}_${randomBase62(32)}`;
+}
+
+/** The secret of "Authorization: Bearer site_…", or why there is none. */
+export function parseSiteBearer(header: string | null): { ok: true; secret: string } | { ok: false; reason: "missing" | "malformed" } {
+  if (header === null || header.trim() === "") return { ok: false, reason: "missing" };
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match || !sitePattern.test(match[1] as string)) return { ok: false, reason: "malformed" };
+  return { ok: true, secret: match[1] as string };
+}
+
+/**
+ * A browser origin as the Origin header carries it: scheme, host and port, nothing else
+ * ("https://shop.example", "http://localhost:3000"). Returns the canonical form, or undefined.
+ */
+export function canonicalOrigin(value: string): string | undefined {
+  if (!/^https?:\/\/[^/?#@\s]+$/i.test(value)) return undefined;
+  try {
+    const url = new URL(value);
+    return url.origin === "null" ? undefined : url.origin;
+  } catch {
+    return undefined;
+  }
+}

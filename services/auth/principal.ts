@@ -4,7 +4,7 @@ import type { Owner } from "./keys.ts";
  * Who is calling, resolved from the credential and never from the request body.
  * Each credential kind is one case here; the interceptor and the handlers switch on `kind`.
  */
-export type Principal = MerchantPrincipal | InternalPrincipal;
+export type Principal = MerchantPrincipal | SitePrincipal | InternalPrincipal | PublicPrincipal;
 
 /** A merchant's API key: it decides the merchant and the environment of every query. */
 export interface MerchantPrincipal extends Owner {
@@ -18,4 +18,16 @@ export interface InternalPrincipal {
   kind: "internal";
   credentialId: string;
   name: string;
+}
+
+/** A merchant's web shop (Site Gateway): its merchant and environment, and the browser origins it may call from. */
+export interface SitePrincipal extends Owner {
+  kind: "site";
+  credentialId: string;
+  allowedOrigins: readonly string[];
+}
+
+/** No credential: a public route (the checkout page's data, QR configurations). */
+export interface PublicPrincipal {
+  kind: "public";
 }

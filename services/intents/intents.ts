@@ -5,7 +5,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, insertIntent, statusTimes, updateStatus, type IntentRow } from "./store.ts";
+import { claimDueIntents, findIntent, findIntentById, insertIntent, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
 
@@ -60,6 +60,11 @@ export class Intents {
     const row = await findIntent(em, owner, id, lock);
     if (!row) throw apiError("not_found", `No payment intent ${id}.`, "public_id");
     return row;
+  }
+
+  /** Any intent by its public id (the checkout page's lookup: the id is the shopper's only key). */
+  async find(em: EntityManager, id: string): Promise<IntentRow | undefined> {
+    return findIntentById(em, id);
   }
 
   async cancel(tx: EntityManager, owner: Owner, id: string): Promise<IntentRow> {

@@ -116,6 +116,12 @@ export async function findIntent(em: EntityManager, owner: Owner, id: string, fo
   return row && fromDb(row);
 }
 
+/** By public id alone, whoever owns it. */
+export async function findIntentById(em: EntityManager, id: string): Promise<IntentRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.id = ?`, [id]);
+  return rows[0] && fromDb(rows[0]);
+}
+
 export interface ListFilters {
   status?: string;
   createdAfter?: Date;

@@ -1,6 +1,7 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
 import type { IntentRow } from "./store.ts";
@@ -52,6 +53,24 @@ export class IntentViews {
       paidAt: ts(row.paidAt),
       expiredAt: ts(row.expiredAt),
       cancelledAt: ts(row.cancelledAt),
+    });
+  }
+
+  /** What a shopper may see (Site Gateway, checkout page): how to pay, and how far it got. */
+  shopper(row: IntentRow): ShopperPaymentIntent {
+    const full = this.message(row);
+    return create(ShopperPaymentIntentSchema, {
+      publicId: full.publicId,
+      status: full.status,
+      network: full.network,
+      asset: full.asset,
+      requestedAmount: full.requestedAmount,
+      amountReceived: full.amountReceived,
+      depositAddress: full.depositAddress,
+      paymentUri: full.paymentUri,
+      checkoutUrl: full.checkoutUrl,
+      expiresAt: full.expiresAt,
+      createdAt: full.createdAt,
     });
   }
 

@@ -30,6 +30,8 @@ export interface Config {
   logLevel: string;
   bodyLimitBytes: number;
   dbPoolSize: number;
+  /** Calls per minute per client address on rate-limited public routes (the QR configuration). */
+  publicRateLimitPerMinute: number;
 }
 
 /** Bad configuration: main prints the message as one line and exits non-zero. */
@@ -119,5 +121,6 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
+    publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
   };
 }

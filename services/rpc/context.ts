@@ -10,25 +10,23 @@ export const emKey = createContextKey<EntityManager | undefined>(undefined);
 /** Set when an idempotent request is a repeat: the stored response to send instead of running the handler. */
 export const replayKey = createContextKey<Message | undefined>(undefined);
 
-function requestOf(ctx: HandlerContext): { principal: Principal; em: EntityManager } {
+/** What a handler works with: the caller, of the kind its route takes, and the request's EntityManager. */
+export function requestOf<K extends Principal["kind"]>(ctx: HandlerContext, kind: K): { principal: Extract<Principal, { kind: K }>; em: EntityManager } {
   const principal = ctx.values.get(principalKey);
   const em = ctx.values.get(emKey);
   if (!principal || !em) throw apiError("internal_error", "Request context is missing.");
-  return { principal, em };
+  if (principal.kind !== kind) throw apiError("internal_error", `A ${kind} route ran with a ${principal.kind} caller.`);
+  return { principal: principal as Extract<Principal, { kind: K }>, em };
 }
 
 /** What a merchant-facing handler works with: the API key's owner and the request's EntityManager. */
 export function merchantRequest(ctx: HandlerContext): { principal: MerchantPrincipal; em: EntityManager } {
-  const { principal, em } = requestOf(ctx);
-  if (principal.kind !== "api_key") throw apiError("internal_error", "A merchant route ran without an API key.");
-  return { principal, em };
+  return requestOf(ctx, "api_key");
 }
 
 /** What an internal handler works with. */
 export function internalRequest(ctx: HandlerContext): { principal: InternalPrincipal; em: EntityManager } {
-  const { principal, em } = requestOf(ctx);
-  if (principal.kind !== "internal") throw apiError("internal_error", "An internal route ran without an internal credential.");
-  return { principal, em };
+  return requestOf(ctx, "internal");
 }
 
 /** Runs `work` in the caller's transaction when there is one, else in a new one. */

@@ -2,6 +2,7 @@ import { getOption, hasOption, type DescMessage } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { route as routeOption } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
+import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
 import { runIdempotent } from "../idempotency/idempotent.ts";
 import type { Database } from "../platform/db.ts";
@@ -21,6 +22,8 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
+    // CORS: a site credential's answers (errors too) may be read by its allowed origins only.
+    let allowOrigin: string | undefined;
     try {
       if (req.stream) throw apiError("route_not_found", "Streaming calls are not supported.");
       if (!hasOption(req.method, routeOption)) throw apiError("route_not_found", "This method is not callable.");
@@ -28,11 +31,14 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"));
       if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
+      if (principal.kind === "site") allowOrigin = allowedOrigin(principal.allowedOrigins, req.header.get("origin"));
       req.contextValues.set(principalKey, principal);
       let res: UnaryResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {
-        // Idempotency keys are scoped by merchant and environment: only merchant routes take them.
-        if (principal.kind !== "api_key") throw apiError("internal_error", "An idempotent route must take a merchant credential.");
+        // Idempotency keys are scoped by merchant and environment: only merchant and site routes take them.
+        if (principal.kind !== "api_key" && principal.kind !== "site") {
+          throw apiError("internal_error", "An idempotent route must take a merchant or site credential.");
+        }
         const key = checkIdempotencyKey(req.header.get("idempotency-key"));
         if (!key.ok) {
           throw key.reason === "missing"
@@ -48,12 +54,14 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
         res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
       }
       res.header.set("x-request-id", requestId);
+      if (allowOrigin) res.header.set("access-control-allow-origin", allowOrigin);
       return res;
     } catch (err) {
       const view = describeError(err);
       if (view.code === "internal_error") logger.error({ err, requestId, rpc: req.method.name }, "rpc failed");
       const out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
       out.metadata.set("x-request-id", requestId);
+      if (allowOrigin) out.metadata.set("access-control-allow-origin", allowOrigin);
       throw out;
     }
   };
@@ -67,4 +75,10 @@ function checkMerchant(req: UnaryRequest<DescMessage, DescMessage>, merchantId: 
   if (given !== merchantId) {
     throw apiError("merchant_mismatch", "The merchant in the path is not the API key's merchant.", "merchant");
   }
+}
+
+/** The request's Origin, when the site credential allows it. */
+function allowedOrigin(allowed: readonly string[], origin: string | null): string | undefined {
+  const canonical = origin === null ? undefined : canonicalOrigin(origin);
+  return canonical !== undefined && allowed.includes(canonical) ? canonical : undefined;
 }

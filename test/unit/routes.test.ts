@@ -23,12 +23,15 @@ t.test("the route table", async (t) => {
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
     "POST /api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
-  ]);
+    "GET /api/v1/site-payment-intents/{public_id}",
+    "POST /api/v1/site-payment-intents",
+  ].sort());
   // Only the create routes and simulate take a JSON body; the action routes take none.
   const creates = [
     "/api/v1/merchants/{merchant}/payment-intents",
     "/api/v1/merchants/{merchant}/webhook-endpoints",
     "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
+    "/api/v1/site-payment-intents",
   ];
   for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && creates.includes(r.template), `${r.template} body`);
 });

@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file payments/v1/options.proto.
  */
 export const file_payments_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSKRAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSqyAQoKQ3JlZGVudGlhbBIaChZDUkVERU5USUFMX1VOU1BFQ0lGSUVEEAASGwoXQ1JFREVOVElBTF9URVNUX0FQSV9LRVkQARIbChdDUkVERU5USUFMX1NJVEVfR0FURVdBWRACEh4KGkNSRURFTlRJQUxfQ0FTSElFUl9TRVNTSU9OEAMSFQoRQ1JFREVOVElBTF9QVUJMSUMQBBIXChNDUkVERU5USUFMX0lOVEVSTkFMEAU6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSKnAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIIioKC0Vycm9yRGV0YWlsEgwKBGNvZGUYASABKAkSDQoFcGFyYW0YAiABKAkqsgEKCkNyZWRlbnRpYWwSGgoWQ1JFREVOVElBTF9VTlNQRUNJRklFRBAAEhsKF0NSRURFTlRJQUxfVEVTVF9BUElfS0VZEAESGwoXQ1JFREVOVElBTF9TSVRFX0dBVEVXQVkQAhIeChpDUkVERU5USUFMX0NBU0hJRVJfU0VTU0lPThADEhUKEUNSRURFTlRJQUxfUFVCTElDEAQSFwoTQ1JFREVOVElBTF9JTlRFUk5BTBAFOkoKBXJvdXRlEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtIcDIAEoCzISLnBheW1lbnRzLnYxLlJvdXRlUgVyb3V0ZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Route is the one place an RPC's public surface is defined: the REST gateway
@@ -65,6 +65,14 @@ export type Route = Message<"payments.v1.Route"> & {
    * @generated from field: payments.v1.Credential credential = 6;
    */
   credential: Credential;
+
+  /**
+   * Whether the gateway limits calls per client address (PUBLIC_RATE_LIMIT_PER_MINUTE);
+   * over the limit: 429 rate_limited with Retry-After.
+   *
+   * @generated from field: bool rate_limited = 7;
+   */
+  rateLimited: boolean;
 };
 
 /**

@@ -4,6 +4,7 @@ import { Migration20261121075837_webhooks } from "./Migration20261121075837_webh
 import { Migration20261121091950_outbox_notify_per_row } from "./Migration20261121091950_outbox_notify_per_row.ts";
 import { Migration20261123033729_delivery_republish_installation } from "./Migration20261123033729_delivery_republish_installation.ts";
 import { Migration20261123082541_payment_lifecycle } from "./Migration20261123082541_payment_lifecycle.ts";
+import { Migration20261123091127_site_credentials } from "./Migration20261123091127_site_credentials.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -12,4 +13,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261121091950_outbox_notify_per_row", class: Migration20261121091950_outbox_notify_per_row },
   { name: "Migration20261123033729_delivery_republish_installation", class: Migration20261123033729_delivery_republish_installation },
   { name: "Migration20261123082541_payment_lifecycle", class: Migration20261123082541_payment_lifecycle },
+  { name: "Migration20261123091127_site_credentials", class: Migration20261123091127_site_credentials },
 ];
