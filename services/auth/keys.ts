@@ -92,10 +92,11 @@ export function parseSiteBearer(header: string | null): { ok: true; secret: stri
 
 /**
  * A browser origin as the Origin header carries it: scheme, host and port, nothing else
- * ("https://shop.example", "http://localhost:3000"). Returns the canonical form, or undefined.
+ * ("https://shop.example", "http://localhost:3000"; a trailing slash, as people paste it, is
+ * dropped). Returns the canonical form, or undefined.
  */
 export function canonicalOrigin(value: string): string | undefined {
-  if (!/^https?:\/\/[^/?#@\s]+$/i.test(value)) return undefined;
+  if (!/^https?:\/\/[^/?#@\s]+\/?$/i.test(value)) return undefined;
   try {
     const url = new URL(value);
     return url.origin === "null" ? undefined : url.origin;

@@ -7,6 +7,9 @@ import {
   isScope,
   keyHint,
   parseBearer,
+  parseSiteBearer,
+  generateSiteCredential,
+  canonicalOrigin,
 } from "../../services/auth/keys.ts";
 
 const validTest = "sk_test_" + "aB3".repeat(10) + "xY";
@@ -112,4 +115,30 @@ t.test("isEnvironment", async (t) => {
   t.equal(isEnvironment("test"), true);
   t.equal(isEnvironment("live"), true);
   for (const env of ["", "prod", "TEST", "Live", "test "]) t.equal(isEnvironment(env), false, JSON.stringify(env));
+});
+
+t.test("site credentials: prefix and parsing", async (t) => {
+  const live = generateSiteCredential("live");
+  t.match(live, /^site_live_[0-9A-Za-z]{32}$/);
+  t.same(parseSiteBearer(`Bearer ${live}`), { ok: true, secret: live });
+  t.same(parseSiteBearer(null), { ok: false, reason: "missing" });
+  for (const header of [`Bearer ${validTest}`, `Bearer site_prod_${"a".repeat(32)}`, `Bearer site_test_${"a".repeat(31)}`, `Basic ${live}`, `Bearer ${live} x`]) {
+    t.same(parseSiteBearer(header), { ok: false, reason: "malformed" }, header);
+  }
+  t.same(parseBearer(`Bearer ${live}`), { ok: false, reason: "malformed" }, "a site credential is not an API key");
+});
+
+t.test("canonicalOrigin", async (t) => {
+  const ok: [string, string][] = [
+    ["https://shop.example", "https://shop.example"],
+    ["https://shop.example/", "https://shop.example"],
+    ["HTTPS://Shop.Example", "https://shop.example"],
+    ["https://shop.example:443", "https://shop.example"],
+    ["http://localhost:3000", "http://localhost:3000"],
+    ["https://[::1]:8443", "https://[::1]:8443"],
+  ];
+  for (const [given, canonical] of ok) t.equal(canonicalOrigin(given), canonical, given);
+  for (const bad of ["null", "", "shop.example", "https://shop.example/path", "https://shop.example?x", "https://user@shop.example", "ftp://shop.example", "https://shop.example#a", " https://shop.example"]) {
+    t.equal(canonicalOrigin(bad), undefined, JSON.stringify(bad));
+  }
 });
