@@ -9,6 +9,8 @@
 //   admin internal-credential revoke --id ID
 //   admin site-credential create --merchant ID --environment test|live [--allowed-origin ORIGIN ...]
 //   admin site-credential revoke --id ID
+//   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
+//   admin qr disable --id ID
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showSources } from "../addresses/admin.ts";
@@ -23,6 +25,7 @@ import {
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../intents/assets.ts";
 import { checkOrigins, createSiteCredential, revokeSiteCredential } from "../site/credentials.ts";
+import { checkQrInput, createQrConfiguration, disableQrConfiguration } from "../qr/admin.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -40,7 +43,10 @@ const usage = `usage:
   admin internal-credential create --name NAME
   admin internal-credential revoke --id ID
   admin site-credential create --merchant ID --environment test|live [--allowed-origin https://shop.example ...]
-  admin site-credential revoke --id ID`;
+  admin site-credential revoke --id ID
+  admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
+      (no --network: every supported pair; --amount fixes the amount in the one --asset)
+  admin qr disable --id ID`;
 
 const commands = [
   "merchant create",
@@ -53,6 +59,8 @@ const commands = [
   "internal-credential revoke",
   "site-credential create",
   "site-credential revoke",
+  "qr create",
+  "qr disable",
 ];
 
 function required(values: Record<string, string | string[] | undefined>, name: string): string {
@@ -96,6 +104,9 @@ async function main(argv: string[]): Promise<unknown> {
       xpub: { type: "string" },
       file: { type: "string" },
       "allowed-origin": { type: "string", multiple: true },
+      label: { type: "string" },
+      asset: { type: "string" },
+      amount: { type: "string" },
     },
   });
   const command = positionals.join(" ");
@@ -147,9 +158,17 @@ async function main(argv: string[]): Promise<unknown> {
     const environment = environmentOf(values);
     const origins = checkOrigins(values["allowed-origin"] ?? []);
     work = (em) => createSiteCredential(em, merchant, environment, origins);
-  } else {
+  } else if (command === "site-credential revoke") {
     const id = required(values, "id");
     work = (em) => revokeSiteCredential(em, id);
+  } else if (command === "qr create") {
+    const merchant = required(values, "merchant");
+    const input = { environment: environmentOf(values), label: required(values, "label"), network: values.network, asset: values.asset, amount: values.amount };
+    checkQrInput(input); // a bad label, pair or amount fails here, before the database starts
+    work = (em) => createQrConfiguration(em, { merchantId: merchant, ...input });
+  } else {
+    const id = required(values, "id");
+    work = (em) => disableQrConfiguration(em, id);
   }
   const config = loadConfig();
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);

@@ -7,6 +7,7 @@ import { ChainObservation } from "../observations/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
+import { QrConfiguration } from "../qr/entities.ts";
 import { WebhookEndpointRecord } from "../webhooks/entities.ts";
 
 /** Every entity of every domain, for the ORM and the migration generator. */
@@ -25,6 +26,7 @@ export const entities = [
   PooledAddress,
   ChainObservation,
   SiteCredential,
+  QrConfiguration,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

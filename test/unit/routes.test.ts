@@ -23,6 +23,7 @@ t.test("the route table", async (t) => {
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
     "POST /api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
+    "GET /api/v1/qr/{qr_public_id}",
     "GET /api/v1/site-payment-intents/{public_id}",
     "POST /api/v1/site-payment-intents",
   ].sort());

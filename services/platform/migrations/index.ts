@@ -5,6 +5,7 @@ import { Migration20261121091950_outbox_notify_per_row } from "./Migration202611
 import { Migration20261123033729_delivery_republish_installation } from "./Migration20261123033729_delivery_republish_installation.ts";
 import { Migration20261123082541_payment_lifecycle } from "./Migration20261123082541_payment_lifecycle.ts";
 import { Migration20261123091127_site_credentials } from "./Migration20261123091127_site_credentials.ts";
+import { Migration20261123091322_qr_configurations } from "./Migration20261123091322_qr_configurations.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -14,4 +15,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261123033729_delivery_republish_installation", class: Migration20261123033729_delivery_republish_installation },
   { name: "Migration20261123082541_payment_lifecycle", class: Migration20261123082541_payment_lifecycle },
   { name: "Migration20261123091127_site_credentials", class: Migration20261123091127_site_credentials },
+  { name: "Migration20261123091322_qr_configurations", class: Migration20261123091322_qr_configurations },
 ];
