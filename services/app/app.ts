@@ -1,5 +1,6 @@
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
+import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
@@ -80,6 +81,7 @@ export async function startApp(o: AppOptions): Promise<App> {
           bodyLimitBytes: config.bodyLimitBytes,
           rateLimitPerMinute: config.publicRateLimitPerMinute,
           corsOriginAllowed: async (origin) => (await siteClient.checkSiteOrigin({ origin })).allowed,
+          pages: [checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger })],
         }),
         config.host,
         config.port,

@@ -1,0 +1,174 @@
+/**
+ * Serves the hosted checkout page beside the API, under the path of
+ * CHECKOUT_BASE_URL: the page, its status JSON and its two asset files. Any
+ * other path there, a malformed id (checked on the raw path, before any lookup)
+ * or an unknown one is the plain 404 page.
+ */
+import type http from "node:http";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import type { PageHandler } from "../../gateway/server.ts";
+import { CheckoutService, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
+import type { Logger } from "../platform/logger.ts";
+import { assetUrls, checkoutAssets } from "./assets.ts";
+import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, type PagePaths } from "./page.ts";
+
+export interface CheckoutPagesOptions {
+  /** CHECKOUT_BASE_URL: its path is where the pages are served ("" or "/": the root, never under /api/). */
+  checkoutBaseUrl: string;
+  /** The shopper view of an intent, or undefined when there is no such intent. */
+  getCheckout: (id: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean } | undefined>;
+  /** Where failures of getCheckout are logged (the shopper sees none of it). */
+  logger?: Logger;
+  /** The clock the page's countdown starts from. */
+  now?: () => Date;
+}
+
+/** The id shape newId("pi") makes: anything else is not looked up. */
+const idPattern = /^pi_[0-9A-Za-z]{24}$/;
+/** The longest path after the prefix that can be ours ("/<id>/status.json" is 40). */
+const maxRestLength = 64;
+
+/** No inline code, nothing from elsewhere, no framing, no forms, no <base>. */
+export const contentSecurityPolicy =
+  "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const commonHeaders: Readonly<Record<string, string>> = {
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+};
+const htmlHeaders: Readonly<Record<string, string>> = {
+  ...commonHeaders,
+  "Content-Type": "text/html; charset=utf-8",
+  "Cache-Control": "no-store",
+  "Content-Security-Policy": contentSecurityPolicy,
+  "X-Frame-Options": "DENY",
+};
+const jsonHeaders: Readonly<Record<string, string>> = {
+  ...commonHeaders,
+  "Content-Type": "application/json; charset=utf-8",
+  "Cache-Control": "no-store",
+  "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+};
+
+/** The path part of CHECKOUT_BASE_URL without trailing slashes: "/checkout", or "" for the root. */
+export function checkoutPathOf(checkoutBaseUrl: string): string {
+  const base = new URL(checkoutBaseUrl).pathname.replace(/\/+$/, "");
+  if (base === "/api" || base.startsWith("/api/")) {
+    throw new Error(`CHECKOUT_BASE_URL must not be under /api/ (the API's own paths), got "${checkoutBaseUrl}"`);
+  }
+  return base;
+}
+
+function send(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: Buffer, headers: Record<string, string>): void {
+  res.writeHead(status, { ...headers, "Content-Length": body.length });
+  res.end(req.method === "HEAD" ? undefined : body);
+}
+
+export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
+  const base = checkoutPathOf(o.checkoutBaseUrl);
+  const paths: PagePaths = { base, ...assetUrls(base) };
+  const now = o.now ?? (() => new Date());
+  const notFound = Buffer.from(renderNotFoundPage(paths));
+  const internal = Buffer.from(renderErrorPage("internal", paths));
+  const unavailable = Buffer.from(renderErrorPage("unavailable", paths));
+  const methodNotAllowed = Buffer.from(renderErrorPage("method_not_allowed", paths));
+
+  /** Whether a path is the checkout's to answer (by the raw path or the normalized one); an encoded or backslash separator counts. */
+  function owns(path: string): boolean {
+    if (base === "") return path !== "/api" && !path.startsWith("/api/");
+    if (!path.startsWith(base)) return false;
+    const next = path.slice(base.length, base.length + 3);
+    return next === "" || next.startsWith("/") || next.startsWith("\\") || /^%(2f|5c)/i.test(next);
+  }
+
+  return async (req, res, url) => {
+    const raw = (req.url ?? "/").split("?")[0] ?? "";
+    if (base === "" ? !owns(raw) || !owns(url.pathname) : !owns(raw) && !owns(url.pathname)) return false;
+
+    const method = req.method ?? "GET";
+    if (method !== "GET" && method !== "HEAD") {
+      req.resume();
+      send(req, res, 405, methodNotAllowed, { ...htmlHeaders, Allow: "GET, HEAD" });
+      return true;
+    }
+    const sendNotFound = () => send(req, res, 404, notFound, htmlHeaders);
+
+    // The raw path, before any decoding or dot-segment removal: nothing of ours is encoded or has dots to resolve.
+    const rest = raw.startsWith(base) ? raw.slice(base.length) : undefined;
+    if (rest === undefined || !rest.startsWith("/") || rest.length > maxRestLength || /[%\\]|\.\./.test(rest)) {
+      sendNotFound();
+      return true;
+    }
+    const parts = rest.slice(1).split("/");
+    const [first = "", second, ...more] = parts;
+
+    if (first === "assets" && second !== undefined && more.length === 0) {
+      const file = Object.hasOwn(checkoutAssets, second) ? checkoutAssets[second] : undefined;
+      if (!file) {
+        sendNotFound();
+        return true;
+      }
+      const etag = `"${file.version}"`;
+      const headers = {
+        ...commonHeaders,
+        "Content-Type": file.contentType,
+        "Cache-Control": "public, max-age=31536000, immutable",
+        ETag: etag,
+      };
+      if (req.headers["if-none-match"] === etag) {
+        res.writeHead(304, headers);
+        res.end();
+        return true;
+      }
+      send(req, res, 200, file.body, headers);
+      return true;
+    }
+
+    const json = second === "status.json";
+    if (!idPattern.test(first) || more.length > 0 || (second !== undefined && !json)) {
+      sendNotFound();
+      return true;
+    }
+
+    let status: number;
+    let body: Buffer;
+    let headers: Record<string, string> = htmlHeaders;
+    try {
+      const found = await o.getCheckout(first);
+      if (!found) {
+        sendNotFound();
+        return true;
+      }
+      status = 200;
+      if (json) {
+        body = Buffer.from(JSON.stringify(checkoutStatus(found.data)));
+        headers = jsonHeaders;
+      } else {
+        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths));
+      }
+    } catch (err) {
+      const code = ConnectError.from(err).code;
+      const busy = code === Code.Unavailable || code === Code.DeadlineExceeded || code === Code.ResourceExhausted;
+      if (!busy) o.logger?.error({ err, path: raw }, "checkout page failed");
+      status = busy ? 503 : 500;
+      body = busy ? unavailable : internal;
+      if (busy) headers = { ...htmlHeaders, "Retry-After": "1" };
+    }
+    send(req, res, status, body, headers);
+    return true;
+  };
+}
+
+/** The page's lookup through the core (CheckoutService over the gateway's transport): not found is undefined. */
+export function checkoutLookup(transport: Transport): CheckoutPagesOptions["getCheckout"] {
+  const client = createClient(CheckoutService, transport);
+  return async (publicId) => {
+    try {
+      const { data, testMode } = await client.getCheckout({ publicId }, { timeoutMs: 10_000 });
+      return data && { data, testMode };
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+  };
+}

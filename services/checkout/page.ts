@@ -1,0 +1,254 @@
+/**
+ * The hosted checkout page, rendered on the server from the shopper view of an
+ * intent (nothing else reaches it). No inline script or style: the page's CSS
+ * and JS are separate files (assets.ts), so the Content-Security-Policy can
+ * forbid inline code. Everything but the live refresh works without JavaScript.
+ */
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import QRCode from "qrcode";
+import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
+import { paymentUri } from "../addresses/payment-uri.ts";
+import { fromUnits, toUnits } from "../intents/amount.ts";
+import { findAsset } from "../intents/assets.ts";
+
+/** The statuses after which nothing changes for the shopper: the page stops refreshing. */
+export const finalStatuses: readonly string[] = ["confirmed", "overpaid", "late", "expired", "cancelled"];
+/** The statuses in which the shopper may still pay: the QR code, address and countdown show. */
+export const payableStatuses: readonly string[] = ["pending", "underpaid"];
+
+/**
+ * What the page says for each status: a title and a detail line. The detail's
+ * {requested}, {due}, {received} and {asset} are filled in with the intent's
+ * amounts. The page's JS gets this same table (assets.ts), so both say the same.
+ */
+export const statusTexts: Readonly<Record<string, { title: string; detail: string }>> = {
+  pending: { title: "Waiting for payment", detail: "Send exactly {requested} {asset} to the address below." },
+  underpaid: { title: "Partly paid", detail: "Amount still due: {due} {asset}. Send it to the same address." },
+  confirmed: { title: "Paid", detail: "Thank you, your payment is complete. You can close this page." },
+  overpaid: { title: "Paid (more than requested)", detail: "We received {received} {asset}. The merchant will be in touch about the difference." },
+  late: { title: "Paid after expiry — the merchant will be in touch", detail: "We received {received} {asset} after this payment had expired." },
+  expired: { title: "Expired", detail: "This payment has expired. Do not send funds to this address; ask the shop for a new payment link." },
+  cancelled: { title: "Cancelled", detail: "This payment was cancelled. Do not send funds to this address." },
+};
+
+const networkNames: Readonly<Record<string, { live: string; test: string }>> = {
+  bitcoin: { live: "Bitcoin", test: "Bitcoin testnet" },
+  ethereum: { live: "Ethereum", test: "Ethereum Sepolia testnet" },
+  polygon: { live: "Polygon", test: "Polygon Amoy testnet" },
+  tron: { live: "Tron", test: "Tron Nile testnet" },
+  solana: { live: "Solana", test: "Solana devnet" },
+};
+
+const htmlEscapes: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** Text made safe for HTML element content and (quoted) attribute values. */
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (c) => htmlEscapes[c] ?? c);
+}
+
+/** The network as a shopper knows it, naming the test network in test mode. */
+export function networkLabel(network: string, testMode: boolean): string {
+  const names = networkNames[network];
+  return names ? names[testMode ? "test" : "live"] : network;
+}
+
+/** The funds still due while the intent can be paid: requested − received, never below zero; "0" otherwise. */
+export function amountDue(view: Pick<ShopperPaymentIntent, "status" | "network" | "asset" | "requestedAmount" | "amountReceived">): string {
+  if (!payableStatuses.includes(view.status)) return "0";
+  const received = view.amountReceived ?? "0";
+  // The asset's decimals; an unknown asset (never, in practice) takes enough for both amounts.
+  const decimals =
+    findAsset(view.network, view.asset)?.decimals ?? Math.max((view.requestedAmount.split(".")[1] ?? "").length, (received.split(".")[1] ?? "").length);
+  const due = toUnits(view.requestedAmount, decimals) - toUnits(received, decimals);
+  return fromUnits(due > 0n ? due : 0n, decimals);
+}
+
+/** The status's title and detail, with the amounts filled in (plain text: escape before putting it in HTML). */
+export function statusText(view: ShopperPaymentIntent): { title: string; detail: string } {
+  const text = statusTexts[view.status] ?? { title: view.status, detail: "" };
+  const values: Record<string, string> = {
+    requested: view.requestedAmount,
+    due: amountDue(view),
+    received: view.amountReceived ?? "0",
+    asset: view.asset,
+  };
+  return { title: text.title, detail: text.detail.replace(/\{(\w+)\}/g, (m, name: string) => values[name] ?? m) };
+}
+
+function iso(ts: Timestamp | undefined): string | null {
+  return ts === undefined ? null : timestampDate(ts).toISOString();
+}
+
+/** The status JSON the page polls: shopper-safe, these four keys and nothing else. */
+export interface CheckoutStatus {
+  status: string;
+  amount_received: string | null;
+  amount_due: string;
+  expires_at: string | null;
+}
+
+export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
+  return {
+    status: view.status,
+    amount_received: view.amountReceived ?? null,
+    amount_due: amountDue(view),
+    expires_at: iso(view.expiresAt),
+  };
+}
+
+/** Remaining time as "m:ss" or "h:mm:ss"; "0:00" once past. */
+export function formatRemaining(ms: number): string {
+  const total = Math.max(0, Math.floor(ms / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const ss = String(s).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
+}
+
+/** The QR code of a payment URI as an inline SVG image with an accessible name. */
+export async function qrSvg(paymentUri: string, label: string): Promise<string> {
+  const svg = await QRCode.toString(paymentUri, { type: "svg", errorCorrectionLevel: "M", margin: 2 });
+  const id = "qr-title";
+  return svg
+    .trim()
+    .replace(/^<svg /, `<svg class="qr-code" role="img" aria-labelledby="${id}" focusable="false" `)
+    .replace(/>/, `><title id="${id}">${escapeHtml(label)}</title>`);
+}
+
+/**
+ * What to pay now, and the URI a wallet opens for it: the intent's payment_uri while nothing
+ * has arrived; once underpaid, the same kind of URI for the amount still due, so scanning the
+ * QR code again does not ask for the whole amount a second time.
+ */
+export function toPay(view: ShopperPaymentIntent, testMode: boolean): { amount: string; uri: string | undefined } {
+  if (view.status !== "underpaid" || !view.depositAddress || !view.paymentUri) return { amount: view.requestedAmount, uri: view.paymentUri };
+  const due = amountDue(view);
+  try {
+    const uri = paymentUri({ network: view.network, asset: view.asset, environment: testMode ? "test" : "live", address: view.depositAddress, amount: due });
+    return { amount: due, uri };
+  } catch {
+    // Nothing due (or nothing a URI can say): the address and the text still tell the shopper.
+    return { amount: due, uri: undefined };
+  }
+}
+
+/**
+ * Where the page and its files are: the checkout path ("/checkout", or "" at the root), and the
+ * stylesheet's and script's URLs (default: under base/assets/, unversioned).
+ */
+export interface PagePaths {
+  base: string;
+  css?: string;
+  js?: string;
+}
+
+const defaultPaths: PagePaths = { base: "/checkout" };
+
+function htmlDocument(o: { title: string; paths: PagePaths; body: string; script: boolean }): string {
+  const css = o.paths.css ?? `${o.paths.base}/assets/checkout.css`;
+  const js = o.paths.js ?? `${o.paths.base}/assets/checkout.js`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="robots" content="noindex, nofollow">
+<title>${escapeHtml(o.title)}</title>
+<link rel="stylesheet" href="${escapeHtml(css)}">
+${o.script ? `<script src="${escapeHtml(js)}" defer></script>\n` : ""}</head>
+<body>
+${o.body}
+</body>
+</html>
+`;
+}
+
+/** The checkout page of one intent, as of `now`. */
+export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths = defaultPaths): Promise<string> {
+  const e = escapeHtml;
+  const status = checkoutStatus(view);
+  const text = statusText(view);
+  const payable = payableStatuses.includes(view.status);
+  const network = networkLabel(view.network, testMode);
+  const pagePath = `${paths.base}/${view.publicId}`;
+  const expiresAt = status.expires_at;
+  const remaining = expiresAt === null ? "" : formatRemaining(Date.parse(expiresAt) - now.getTime());
+  const pay = toPay(view, testMode);
+  const qr = pay.uri ? await qrSvg(pay.uri, `QR code to pay ${pay.amount} ${view.asset} on ${network}`) : "";
+
+  const banner = testMode
+    ? `<p class="banner" role="note"><strong>Test mode</strong> — this is a test payment. Send only ${e(network)} funds; nothing real is charged.</p>\n`
+    : "";
+
+  const address = view.depositAddress
+    ? `<div class="field">
+  <h2 class="label" id="address-label">Deposit address</h2>
+  <code class="address" id="address">${e(view.depositAddress)}</code>
+  <div class="actions">
+    <button type="button" class="button" id="copy" data-copy="${e(view.depositAddress)}" hidden>Copy address</button>
+    ${pay.uri ? `<a class="button button-secondary" id="wallet" href="${e(pay.uri)}">Open in wallet app</a>` : ""}
+  </div>
+  <p class="copy-status" id="copy-status" role="status" aria-live="polite"></p>
+</div>`
+    : "";
+
+  // Phone first: the time left, the address and its buttons, then the QR code for paying from another device.
+  const instructions = `<section class="pay" id="pay" aria-label="How to pay"${payable ? "" : " hidden"}>
+${expiresAt === null ? "" : `<p class="countdown">Time left to pay <time id="countdown" datetime="${e(expiresAt)}">${e(remaining)}</time></p>`}
+${address}
+${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figcaption>Scan with your wallet app</figcaption>\n</figure>` : ""}
+</section>`;
+
+  const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
+  data-expires-at="${e(expiresAt ?? "")}" data-requested="${e(view.requestedAmount)}" data-asset="${e(view.asset)}"
+  data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}">
+<header class="head">
+  <h1 class="title">Payment</h1>
+  <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
+  <p class="network">on <span id="network">${e(network)}</span></p>
+</header>
+<section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
+  <p class="status-title" id="status-title">${e(text.title)}</p>
+  <p class="status-detail" id="status-detail">${e(text.detail)}</p>
+</section>
+${instructions}
+<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
+<footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
+</main>`;
+  return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}`, paths, body, script: true });
+}
+
+/** The page for an unknown or malformed id, and for any other path under the checkout path. */
+export function renderNotFoundPage(paths: PagePaths = defaultPaths): string {
+  return htmlDocument({
+    title: "Payment not found",
+    paths,
+    script: false,
+    body: `<main class="card">
+<h1 class="title">Payment not found</h1>
+<p>This payment link is not valid. Check the link you were given, or ask the shop for a new one.</p>
+</main>`,
+  });
+}
+
+const errorPages = {
+  internal: { title: "Something went wrong", text: "This page cannot be shown right now. Please try again in a moment." },
+  unavailable: { title: "Temporarily unavailable", text: "This page cannot be shown right now. Please try again in a moment." },
+  method_not_allowed: { title: "Method not allowed", text: "This page can only be viewed." },
+} as const;
+
+/** The page for a failure of ours (it says nothing about what failed), or for a method other than GET/HEAD. */
+export function renderErrorPage(kind: keyof typeof errorPages, paths: PagePaths = defaultPaths): string {
+  const page = errorPages[kind];
+  return htmlDocument({
+    title: page.title,
+    paths,
+    script: false,
+    body: `<main class="card">
+<h1 class="title">${page.title}</h1>
+<p>${page.text}</p>
+</main>`,
+  });
+}
