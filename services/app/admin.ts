@@ -2,13 +2,19 @@
 //   admin merchant create --name NAME
 //   admin api-key create --merchant ID --environment test|live --scopes s1,s2
 //   admin api-key revoke --id ID
+//   admin api-key list --merchant ID
 //   admin address-source set --merchant ID --environment test|live --network NET --xpub KEY
 //   admin address-source show --merchant ID
 //   admin address import --merchant ID --environment test|live --network NET --file FILE
 //   admin internal-credential create --name NAME
 //   admin internal-credential revoke --id ID
+//   admin internal-credential list
 //   admin site-credential create --merchant ID --environment test|live [--allowed-origin ORIGIN ...]
 //   admin site-credential revoke --id ID
+//   admin site-credential list --merchant ID
+//   admin cashier-session create --merchant ID --environment test|live --cashier NAME [--terminal LABEL] [--ttl-minutes 720]
+//   admin cashier-session revoke --id ID
+//   admin cashier-session list --merchant ID
 //   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
 //   admin qr disable --id ID
 import { readFileSync } from "node:fs";
@@ -19,12 +25,15 @@ import {
   createApiKey,
   createInternalCredential,
   createMerchant,
+  listApiKeys,
+  listInternalCredentials,
   revokeApiKey,
   revokeInternalCredential,
 } from "../auth/admin.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../intents/assets.ts";
-import { checkOrigins, createSiteCredential, revokeSiteCredential } from "../site/credentials.ts";
+import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
+import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration } from "../qr/admin.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
@@ -36,14 +45,20 @@ const usage = `usage:
   admin merchant create --name NAME
   admin api-key create --merchant ID --environment test|live --scopes ${allScopes.join(",")}
   admin api-key revoke --id ID
+  admin api-key list --merchant ID
   admin address-source set --merchant ID --environment test|live --network ${networks.join("|")} --xpub ACCOUNT_XPUB
   admin address-source show --merchant ID
   admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
       (one address a line; blank lines and lines starting with # are skipped)
   admin internal-credential create --name NAME
   admin internal-credential revoke --id ID
+  admin internal-credential list
   admin site-credential create --merchant ID --environment test|live [--allowed-origin https://shop.example ...]
   admin site-credential revoke --id ID
+  admin site-credential list --merchant ID
+  admin cashier-session create --merchant ID --environment test|live --cashier NAME [--terminal LABEL] [--ttl-minutes ${ttlMinutes.default}]
+  admin cashier-session revoke --id ID
+  admin cashier-session list --merchant ID
   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
       (no --network: every supported pair; --amount fixes the amount in the one --asset)
   admin qr disable --id ID`;
@@ -52,13 +67,19 @@ const commands = [
   "merchant create",
   "api-key create",
   "api-key revoke",
+  "api-key list",
   "address-source set",
   "address-source show",
   "address import",
   "internal-credential create",
   "internal-credential revoke",
+  "internal-credential list",
   "site-credential create",
   "site-credential revoke",
+  "site-credential list",
+  "cashier-session create",
+  "cashier-session revoke",
+  "cashier-session list",
   "qr create",
   "qr disable",
 ];
@@ -107,6 +128,9 @@ async function main(argv: string[]): Promise<unknown> {
       label: { type: "string" },
       asset: { type: "string" },
       amount: { type: "string" },
+      cashier: { type: "string" },
+      terminal: { type: "string" },
+      "ttl-minutes": { type: "string" },
     },
   });
   const command = positionals.join(" ");
@@ -161,6 +185,29 @@ async function main(argv: string[]): Promise<unknown> {
   } else if (command === "site-credential revoke") {
     const id = required(values, "id");
     work = (em) => revokeSiteCredential(em, id);
+  } else if (command === "site-credential list") {
+    const merchant = required(values, "merchant");
+    work = (em) => listSiteCredentials(em, merchant);
+  } else if (command === "api-key list") {
+    const merchant = required(values, "merchant");
+    work = (em) => listApiKeys(em, merchant);
+  } else if (command === "internal-credential list") {
+    work = (em) => listInternalCredentials(em);
+  } else if (command === "cashier-session create") {
+    const merchantId = required(values, "merchant");
+    const environment = environmentOf(values);
+    const cashier = checkLabel("cashier", required(values, "cashier"));
+    const terminal = typeof values.terminal === "string" ? checkLabel("terminal", values.terminal) : undefined;
+    const ttl = values["ttl-minutes"];
+    if (ttl !== undefined && !/^\d+$/.test(ttl.trim())) throw new AdminError(`--ttl-minutes must be a whole number of minutes, got "${ttl}"`);
+    const ttlMinutes = ttl === undefined ? undefined : Number(ttl.trim());
+    work = (em) => createCashierSession(em, { merchantId, environment, cashier, terminal, ttlMinutes });
+  } else if (command === "cashier-session revoke") {
+    const id = required(values, "id");
+    work = (em) => revokeCashierSession(em, id);
+  } else if (command === "cashier-session list") {
+    const merchant = required(values, "merchant");
+    work = (em) => listCashierSessions(em, merchant);
   } else if (command === "qr create") {
     const merchant = required(values, "merchant");
     const input = { environment: environmentOf(values), label: required(values, "label"), network: values.network, asset: values.asset, amount: values.amount };

@@ -1,5 +1,5 @@
 import { AddressSource, PooledAddress } from "../addresses/entities.ts";
-import { ApiKey, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
+import { ApiKey, CashierSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
 import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../delivery/entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
@@ -26,6 +26,7 @@ export const entities = [
   PooledAddress,
   ChainObservation,
   SiteCredential,
+  CashierSession,
   QrConfiguration,
 ];
 

@@ -66,3 +66,19 @@ export async function revokeInternalCredential(em: EntityManager, id: string) {
   if (!credential.revokedAt) await em.nativeUpdate(InternalCredential, { id, revokedAt: null }, { revokedAt });
   return { id, name: credential.name, revoked_at: revokedAt.toISOString() };
 }
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+/** A merchant's API keys, newest first: hints only, never a secret. */
+export async function listApiKeys(em: EntityManager, merchantId: string) {
+  const merchant = await em.findOne(Merchant, { id: merchantId });
+  if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
+  const rows = await em.find(ApiKey, { merchant: merchantId }, { orderBy: { createdAt: "desc" } });
+  return rows.map((k) => ({ id: k.id, environment: k.environment, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt ?? null) }));
+}
+
+/** Internal credentials, newest first: hints only. */
+export async function listInternalCredentials(em: EntityManager) {
+  const rows = await em.find(InternalCredential, {}, { orderBy: { createdAt: "desc" } });
+  return rows.map((c) => ({ id: c.id, name: c.name, hint: c.hint, created_at: iso(c.createdAt), revoked_at: iso(c.revokedAt ?? null) }));
+}

@@ -2,8 +2,8 @@ import type { Route } from "../../gen/payments/v1/options_pb.ts";
 import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { hashApiKey, parseBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
-import type { InternalPrincipal, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
+import { hashApiKey, parseBearer, parseCashierBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
+import type { CashierPrincipal, InternalPrincipal, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
 
 /**
  * Resolves and authorizes the caller of a route: the credential kind the route
@@ -19,10 +19,11 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
       return internalCaller(em, authorization);
     case Credential.SITE_GATEWAY:
       return siteCaller(em, authorization);
+    case Credential.CASHIER_SESSION:
+      return cashierCaller(em, authorization);
     case Credential.PUBLIC:
       return { kind: "public" };
     default:
-      // Cashier sessions arrive with the terminal route.
       throw apiError("unauthenticated", "This route does not accept this credential.");
   }
 }
@@ -97,5 +98,32 @@ async function siteCaller(em: EntityManager, authorization: string | null): Prom
     merchantId: credential.merchant_id,
     environment: credential.environment === "live" ? "live" : "test",
     allowedOrigins: credential.allowed_origins,
+  };
+}
+
+async function cashierCaller(em: EntityManager, authorization: string | null): Promise<CashierPrincipal> {
+  const bearer = parseCashierBearer(authorization);
+  if (!bearer.ok) {
+    throw apiError(
+      "unauthenticated",
+      bearer.reason === "missing"
+        ? "Send the cashier session as: Authorization: Bearer <session>."
+        : "This route takes a cashier session (pos_test_… or pos_live_…), sent as: Authorization: Bearer <session>.",
+    );
+  }
+  const [session] = await em.execute<
+    { id: string; merchant_id: string; environment: string; cashier: string; terminal: string | null; expires_at: Date | string; revoked_at: unknown }[]
+  >(`select id, merchant_id, environment, cashier, terminal, expires_at, revoked_at from cashier_sessions where secret_hash = ?`, [hashApiKey(bearer.secret)]);
+  if (!session || session.revoked_at) throw apiError("unauthenticated", "The cashier session is unknown or revoked.");
+  if (new Date(session.expires_at).getTime() <= Date.now()) {
+    throw apiError("session_expired", "The cashier session has expired; sign the cashier in again (admin cashier-session create).");
+  }
+  return {
+    kind: "cashier",
+    sessionId: session.id,
+    merchantId: session.merchant_id,
+    environment: session.environment === "live" ? "live" : "test",
+    cashier: session.cashier,
+    terminal: session.terminal,
   };
 }

@@ -59,3 +59,23 @@ export const SiteCredential = defineEntity({
   },
 });
 export type SiteCredential = InferEntity<typeof SiteCredential>;
+
+/** A cashier session (point-of-sale terminal): hashed like an API key, expires, revocable. */
+export const CashierSession = defineEntity({
+  name: "CashierSession",
+  tableName: "cashier_sessions",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    cashier: p.string().length(100),
+    terminal: p.string().length(100).nullable(),
+    secretHash: p.string().length(64).unique(),
+    hint: p.string().length(20),
+    createdAt: p.datetime().length(3),
+    expiresAt: p.datetime().length(3),
+    revokedAt: p.datetime().length(3).nullable(),
+  },
+  indexes: [{ properties: ["merchant", "createdAt"] }],
+});
+export type CashierSession = InferEntity<typeof CashierSession>;

@@ -104,3 +104,18 @@ export function canonicalOrigin(value: string): string | undefined {
     return undefined;
   }
 }
+
+const cashierPattern = /^pos_(test|live)_[0-9A-Za-z]{32}$/;
+
+/** A new cashier session secret: "pos_test_" or "pos_live_" and 32 base62 characters. */
+export function generateCashierSession(environment: Environment): string {
+  return `pos_${environment}_${randomBase62(32)}`;
+}
+
+/** The secret of "Authorization: Bearer pos_…", or why there is none. */
+export function parseCashierBearer(header: string | null): { ok: true; secret: string } | { ok: false; reason: "missing" | "malformed" } {
+  if (header === null || header.trim() === "") return { ok: false, reason: "missing" };
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match || !cashierPattern.test(match[1] as string)) return { ok: false, reason: "malformed" };
+  return { ok: true, secret: match[1] as string };
+}

@@ -4,7 +4,7 @@ import type { Owner } from "./keys.ts";
  * Who is calling, resolved from the credential and never from the request body.
  * Each credential kind is one case here; the interceptor and the handlers switch on `kind`.
  */
-export type Principal = MerchantPrincipal | SitePrincipal | InternalPrincipal | PublicPrincipal;
+export type Principal = MerchantPrincipal | SitePrincipal | CashierPrincipal | InternalPrincipal | PublicPrincipal;
 
 /** A merchant's API key: it decides the merchant and the environment of every query. */
 export interface MerchantPrincipal extends Owner {
@@ -30,4 +30,12 @@ export interface SitePrincipal extends Owner {
 /** No credential: a public route (the checkout page's data, QR configurations). */
 export interface PublicPrincipal {
   kind: "public";
+}
+
+/** A cashier at a point-of-sale terminal: an expiring session of one merchant and environment. */
+export interface CashierPrincipal extends Owner {
+  kind: "cashier";
+  sessionId: string;
+  cashier: string;
+  terminal: string | null;
 }

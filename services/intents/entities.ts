@@ -30,6 +30,11 @@ export const PaymentIntentRecord = defineEntity({
     paidAt: p.datetime().length(3).nullable(),
     expiredAt: p.datetime().length(3).nullable(),
     cancelledAt: p.datetime().length(3).nullable(),
+    /** Where it was created: api (merchant API key), site (Site Gateway) or pos (a cashier's terminal). */
+    source: p.string().length(8).default("api"),
+    /** The cashier and terminal of a pos intent. */
+    cashier: p.string().length(100).nullable(),
+    terminal: p.string().length(100).nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },

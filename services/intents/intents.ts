@@ -5,9 +5,16 @@ import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, findIntentById, insertIntent, statusTimes, updateStatus, type IntentRow } from "./store.ts";
+import { claimDueIntents, findIntent, findIntentById, insertIntent, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
+
+/** Where an intent was created, and for a terminal, by whom. */
+export interface IntentOrigin {
+  source: IntentSource;
+  cashier?: string;
+  terminal?: string | null;
+}
 
 /**
  * The Payment Intent domain: every change to an intent, as functions of
@@ -22,7 +29,7 @@ export class Intents {
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
-  async create(tx: EntityManager, owner: Owner, input: CreateInput, now = new Date()): Promise<IntentRow> {
+  async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
     const id = newId("pi");
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     const row: IntentRow = {
@@ -42,6 +49,9 @@ export class Intents {
       paidAt: null,
       expiredAt: null,
       cancelledAt: null,
+      source: origin.source,
+      cashier: origin.cashier ?? null,
+      terminal: origin.terminal ?? null,
     };
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, {

@@ -25,9 +25,15 @@ export interface IntentRow {
   paidAt: Date | null;
   expiredAt: Date | null;
   cancelledAt: Date | null;
+  /** api, site or pos; and for pos, who and where. */
+  source: IntentSource;
+  cashier: string | null;
+  terminal: string | null;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
 }
+
+export type IntentSource = "api" | "site" | "pos";
 
 /** A transaction output to an intent's address, as the intent shows it. */
 export interface TransactionFact {
@@ -42,7 +48,7 @@ export interface TransactionFact {
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
-  i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at`;
+  i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal`;
 
 interface DbRow {
   id: string;
@@ -61,6 +67,9 @@ interface DbRow {
   paid_at: Date | string | null;
   expired_at: Date | string | null;
   cancelled_at: Date | string | null;
+  source: string;
+  cashier: string | null;
+  terminal: string | null;
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -83,6 +92,9 @@ function fromDb(r: DbRow): IntentRow {
     paidAt: date(r.paid_at),
     expiredAt: date(r.expired_at),
     cancelledAt: date(r.cancelled_at),
+    source: r.source === "site" || r.source === "pos" ? r.source : "api",
+    cashier: r.cashier,
+    terminal: r.terminal,
   };
 }
 
@@ -90,8 +102,8 @@ export async function insertIntent(em: EntityManager, row: IntentRow, addressInd
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
   await em.execute(
     `insert into payment_intents (id, merchant_id, environment, status, merchant_reference, network, asset,
-       requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?)`,
+       requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       row.id,
       row.merchantId,
@@ -107,6 +119,9 @@ export async function insertIntent(em: EntityManager, row: IntentRow, addressInd
       row.createdAt,
       row.depositAddress,
       addressIndex,
+      row.source,
+      row.cashier,
+      row.terminal,
     ],
   );
 }

@@ -53,6 +53,9 @@ export class IntentViews {
       paidAt: ts(row.paidAt),
       expiredAt: ts(row.expiredAt),
       cancelledAt: ts(row.cancelledAt),
+      source: row.source,
+      cashier: row.cashier ?? undefined,
+      terminal: row.terminal ?? undefined,
     });
   }
 

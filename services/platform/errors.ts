@@ -14,6 +14,7 @@ export const errorCodes = {
   invalid_cursor: { status: 400, connect: Code.InvalidArgument },
   unauthenticated: { status: 401, connect: Code.Unauthenticated },
   invalid_api_key: { status: 401, connect: Code.Unauthenticated },
+  session_expired: { status: 401, connect: Code.Unauthenticated },
   insufficient_scope: { status: 403, connect: Code.PermissionDenied },
   merchant_mismatch: { status: 403, connect: Code.PermissionDenied },
   test_mode_only: { status: 403, connect: Code.PermissionDenied },

@@ -35,9 +35,9 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
       req.contextValues.set(principalKey, principal);
       let res: UnaryResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {
-        // Idempotency keys are scoped by merchant and environment: only merchant and site routes take them.
-        if (principal.kind !== "api_key" && principal.kind !== "site") {
-          throw apiError("internal_error", "An idempotent route must take a merchant or site credential.");
+        // Idempotency keys are scoped by merchant and environment: only callers with a merchant take them.
+        if (principal.kind !== "api_key" && principal.kind !== "site" && principal.kind !== "cashier") {
+          throw apiError("internal_error", "An idempotent route must take a merchant, site or cashier credential.");
         }
         const key = checkIdempotencyKey(req.header.get("idempotency-key"));
         if (!key.ok) {

@@ -54,3 +54,18 @@ export async function originAllowedByAnySite(em: EntityManager, origin: string):
   );
   return rows.length > 0;
 }
+
+/** A merchant's site credentials, newest first: hints only, never the secret. */
+export async function listSiteCredentials(em: EntityManager, merchantId: string) {
+  const merchant = await em.findOne(Merchant, { id: merchantId });
+  if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
+  const rows = await em.find(SiteCredential, { merchant: merchantId }, { orderBy: { createdAt: "desc" } });
+  return rows.map((c) => ({
+    id: c.id,
+    environment: c.environment,
+    hint: c.hint,
+    allowed_origins: c.allowedOrigins,
+    created_at: c.createdAt.toISOString(),
+    revoked_at: c.revokedAt?.toISOString() ?? null,
+  }));
+}

@@ -19,7 +19,7 @@ export function siteService(deps: { intents: Intents }): ServiceImpl<typeof Site
       const { principal, em } = requestOf(ctx, "site");
       // The merchant API's own rules; metadata is not the shop's to set.
       const input = validateCreate({ ...req, merchant: "", metadata: {}, $typeName: "payments.v1.CreatePaymentIntentRequest" });
-      const row = await inTransaction(em, (tx) => intents.create(tx, principal, input));
+      const row = await inTransaction(em, (tx) => intents.create(tx, principal, input, { source: "site" }));
       return { data: views.shopper(row) };
     },
 

@@ -43,6 +43,9 @@ t.test("create returns the intent in the data envelope and records payment.inten
       paid_at: null,
       expired_at: null,
       cancelled_at: null,
+      source: "api",
+      cashier: null,
+      terminal: null,
     },
   );
   // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.

@@ -174,6 +174,9 @@ t.test("encodeResponse", async (t) => {
     paid_at: null,
     expired_at: null,
     cancelled_at: null,
+    source: "",
+    cashier: null,
+    terminal: null,
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

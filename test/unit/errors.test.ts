@@ -18,6 +18,7 @@ const expectedStatus: Record<ErrorCode, number> = {
   invalid_cursor: 400,
   unauthenticated: 401,
   invalid_api_key: 401,
+  session_expired: 401,
   insufficient_scope: 403,
   merchant_mismatch: 403,
   test_mode_only: 403,

@@ -6,6 +6,7 @@ import { Migration20261123033729_delivery_republish_installation } from "./Migra
 import { Migration20261123082541_payment_lifecycle } from "./Migration20261123082541_payment_lifecycle.ts";
 import { Migration20261123091127_site_credentials } from "./Migration20261123091127_site_credentials.ts";
 import { Migration20261123091322_qr_configurations } from "./Migration20261123091322_qr_configurations.ts";
+import { Migration20261123092813_terminal } from "./Migration20261123092813_terminal.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -16,4 +17,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261123082541_payment_lifecycle", class: Migration20261123082541_payment_lifecycle },
   { name: "Migration20261123091127_site_credentials", class: Migration20261123091127_site_credentials },
   { name: "Migration20261123091322_qr_configurations", class: Migration20261123091322_qr_configurations },
+  { name: "Migration20261123092813_terminal", class: Migration20261123092813_terminal },
 ];
