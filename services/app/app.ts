@@ -56,6 +56,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
+    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
   const interceptors = [createServiceInterceptor(db, logger)];
   const stops: (() => Promise<void>)[] = [];

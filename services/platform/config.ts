@@ -32,6 +32,8 @@ export interface Config {
   dbPoolSize: number;
   /** Calls per minute per client address on rate-limited public routes (the QR configuration). */
   publicRateLimitPerMinute: number;
+  /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
+  apiKeyMaxAgeDays: number;
 }
 
 /** Bad configuration: main prints the message as one line and exits non-zero. */
@@ -122,5 +124,6 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+    apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
   };
 }

@@ -2,22 +2,26 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { QrService } from "../../gen/payments/v1/qr_pb.ts";
+import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { SandboxService } from "../../gen/payments/v1/sandbox_pb.ts";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
+import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
 import { observationService } from "../observations/service.ts";
 import { qrService } from "../qr/service.ts";
+import { readinessService, type ReadinessDeps } from "../readiness/service.ts";
 import { sandboxService } from "../sandbox/service.ts";
 import { checkoutService, siteService } from "../site/service.ts";
+import { terminalService } from "../terminal/service.ts";
 import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "./replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
-export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService];
+export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService];
 
-export function routes(deps: IntentDeps & WebhookDeps) {
+export function routes(deps: IntentDeps & WebhookDeps & ReadinessDeps) {
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService(deps)));
     router.service(WebhookService, replayable(webhookService(deps)));
@@ -26,5 +30,7 @@ export function routes(deps: IntentDeps & WebhookDeps) {
     router.service(SiteService, replayable(siteService(deps)));
     router.service(CheckoutService, replayable(checkoutService(deps)));
     router.service(QrService, replayable(qrService()));
+    router.service(ReadinessService, replayable(readinessService(deps)));
+    router.service(TerminalService, replayable(terminalService(deps)));
   };
 }

@@ -16,6 +16,7 @@ t.test("the route table", async (t) => {
     "GET /api/v1/merchants/{merchant}/webhook-endpoints",
     "GET /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "GET /api/v1/merchants/{merchant}/webhook-events/{event_id}",
+    "GET /api/v1/merchants/{merchant}/go-live/readiness",
     "POST /api/v1/merchants/{merchant}/payment-intents",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
     "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
@@ -26,6 +27,7 @@ t.test("the route table", async (t) => {
     "GET /api/v1/qr/{qr_public_id}",
     "GET /api/v1/site-payment-intents/{public_id}",
     "POST /api/v1/site-payment-intents",
+    "POST /api/v1/terminal/pos/payment",
   ].sort());
   // Only the create routes and simulate take a JSON body; the action routes take none.
   const creates = [
@@ -33,6 +35,7 @@ t.test("the route table", async (t) => {
     "/api/v1/merchants/{merchant}/webhook-endpoints",
     "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
     "/api/v1/site-payment-intents",
+    "/api/v1/terminal/pos/payment",
   ];
   for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && creates.includes(r.template), `${r.template} body`);
 });

@@ -1,0 +1,179 @@
+// Go-live readiness, the pure part: each check's decision and message from given facts.
+import t from "tap";
+import {
+  addressCommand,
+  apiKeyAgeCheck,
+  checkIds,
+  depositAddressCheck,
+  endpointHealthCheck,
+  evaluate,
+  mostlyFailing,
+  webhookEndpointCheck,
+  webhookTestCheck,
+  type EndpointFacts,
+  type ReadinessFacts,
+  type ReadinessSettings,
+} from "../../services/readiness/checks.ts";
+
+const now = new Date("2026-11-23T10:00:00.000Z");
+const settings: ReadinessSettings = { publicBaseUrl: "https://api.example.test", apiKeyMaxAgeDays: 365, now };
+const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
+
+function endpoint(id: string, over: Partial<EndpointFacts> = {}): EndpointFacts {
+  return { id, createdAt: daysAgo(1), testDeliveredAt: null, lastTest: null, finished: 0, failed: 0, ...over };
+}
+
+function facts(over: Partial<ReadinessFacts> = {}, environment: "test" | "live" = "live"): ReadinessFacts {
+  return {
+    owner: { merchantId: "mer_1", environment },
+    endpoints: [],
+    addresses: { usedNetworks: [], accountKeys: [], pools: [] },
+    apiKeys: [{ id: "key_1", createdAt: daysAgo(10), scopes: ["merchant:readiness"] }],
+    ...over,
+  };
+}
+
+t.test("the checks, in order, with their severities; ready only when every required one passes", async (t) => {
+  const none = evaluate(facts(), settings);
+  t.same(
+    none.checks.map((c) => [c.id, c.severity]),
+    [
+      ["webhook_endpoint", "required"],
+      ["webhook_test_delivered", "required"],
+      ["deposit_addresses", "required"],
+      ["endpoint_health", "recommended"],
+      ["api_key_age", "recommended"],
+    ],
+  );
+  t.same(none.checks.map((c) => c.id), [...checkIds]);
+  t.equal(none.ready, false);
+  t.equal(none.environment, "live");
+
+  const good = facts({
+    endpoints: [endpoint("we_a", { testDeliveredAt: daysAgo(0), finished: 1 })],
+    addresses: { usedNetworks: ["ethereum"], accountKeys: ["ethereum"], pools: [] },
+  });
+  const ready = evaluate(good, settings);
+  t.equal(ready.ready, true);
+  t.ok(ready.checks.every((c) => c.passed));
+
+  const failingRecommended = evaluate(
+    { ...good, endpoints: [endpoint("we_a", { testDeliveredAt: daysAgo(0), finished: 3, failed: 2 })], apiKeys: [{ id: "key_old", createdAt: daysAgo(400), scopes: [] }] },
+    settings,
+  );
+  t.equal(failingRecommended.ready, true, "recommended checks do not change ready");
+  t.same(failingRecommended.checks.filter((c) => !c.passed).map((c) => c.id), ["endpoint_health", "api_key_age"]);
+});
+
+t.test("webhook_endpoint", async (t) => {
+  const fail = webhookEndpointCheck(facts(), settings);
+  t.equal(fail.passed, false);
+  t.match(fail.message, "curl -X POST https://api.example.test/api/v1/merchants/mer_1/webhook-endpoints");
+  t.match(fail.message, `-H "Content-Type: application/json"`);
+  t.match(fail.message, "<api_key>");
+  const pass = webhookEndpointCheck(facts({ endpoints: [endpoint("we_a"), endpoint("we_b")] }), settings);
+  t.equal(pass.passed, true);
+  t.match(pass.message, /2 enabled webhook endpoints in live: we_a and we_b/);
+});
+
+t.test("webhook_test_delivered", async (t) => {
+  const noEndpoint = webhookTestCheck(facts(), settings);
+  t.equal(noEndpoint.passed, false);
+  t.match(noEndpoint.message, "/webhook-endpoints/<endpoint_id>/test");
+
+  const notSent = webhookTestCheck(facts({ endpoints: [endpoint("we_old"), endpoint("we_new")] }), settings);
+  t.equal(notSent.passed, false);
+  t.match(notSent.message, `curl -X POST https://api.example.test/api/v1/merchants/mer_1/webhook-endpoints/we_new/test -H "Authorization: Bearer <api_key>"`);
+
+  const failed = webhookTestCheck(facts({ endpoints: [endpoint("we_a", { lastTest: { deliveryId: "wd_1", status: "failed", lastStatusCode: 500 } })] }), settings);
+  t.match(failed.message, /last test delivery wd_1 to we_a failed \(HTTP 500\)/);
+  t.match(failed.message, "/webhook-endpoints/we_a/test");
+  const pending = webhookTestCheck(facts({ endpoints: [endpoint("we_a", { lastTest: { deliveryId: "wd_2", status: "pending", lastStatusCode: null } })] }), settings);
+  t.match(pending.message, /wd_2 to we_a is pending/);
+
+  const at = daysAgo(2);
+  const pass = webhookTestCheck(facts({ endpoints: [endpoint("we_a"), endpoint("we_b", { testDeliveredAt: at })] }), settings);
+  t.equal(pass.passed, true);
+  t.match(pass.message, `enabled endpoint we_b at ${at.toISOString()}`);
+});
+
+t.test("deposit_addresses", async (t) => {
+  const test = depositAddressCheck(facts({ addresses: { usedNetworks: ["bitcoin", "solana"], accountKeys: [], pools: [] } }, "test"));
+  t.equal(test.passed, true, "Test: the built-in test keys cover every network");
+  t.match(test.message, /built-in test keys/);
+
+  const nothing = depositAddressCheck(facts());
+  t.equal(nothing.passed, false, "Live with no source at all");
+  t.match(nothing.message, "npm run -s admin -- address-source set --merchant mer_1 --environment live --network <network> --xpub <account xpub>");
+  t.match(nothing.message, "npm run -s admin -- address import --merchant mer_1 --environment live --network <network> --file <file>");
+
+  const configuredUnused = depositAddressCheck(facts({ addresses: { usedNetworks: [], accountKeys: ["bitcoin"], pools: [] } }));
+  t.equal(configuredUnused.passed, true, "one network configured, no intents yet");
+  t.match(configuredUnused.message, /bitcoin \(account key\)/);
+
+  const missing = depositAddressCheck(
+    facts({
+      addresses: {
+        usedNetworks: ["solana", "polygon", "bitcoin", "ethereum"],
+        accountKeys: ["ethereum"],
+        pools: [{ network: "polygon", imported: 3, free: 0 }, { network: "solana", imported: 0, free: 0 }],
+      },
+    }),
+  );
+  t.equal(missing.passed, false);
+  t.match(missing.message, /for bitcoin, solana and polygon, where you have created intents/, "the networks, in the order of the asset table");
+  t.match(missing.message, "bitcoin: npm run -s admin -- address-source set --merchant mer_1 --environment live --network bitcoin --xpub <account xpub>");
+  t.match(missing.message, "polygon (every imported address is in use): npm run -s admin -- address import --merchant mer_1 --environment live --network polygon --file <file>");
+  t.match(missing.message, "solana: npm run -s admin -- address import --merchant mer_1 --environment live --network solana --file <file>");
+  t.notMatch(missing.message, /network ethereum/, "a covered network is not named");
+
+  const covered = depositAddressCheck(
+    facts({ addresses: { usedNetworks: ["solana", "ethereum"], accountKeys: ["ethereum"], pools: [{ network: "solana", imported: 5, free: 2 }] } }),
+  );
+  t.equal(covered.passed, true);
+  t.match(covered.message, /ethereum \(account key\) and solana \(imported pool, 2 free\)/);
+
+  t.equal(addressCommand({ merchantId: "m", environment: "live" }, "solana", undefined), "solana: npm run -s admin -- address import --merchant m --environment live --network solana --file <file>");
+});
+
+t.test("endpoint_health: more than half of the last finished deliveries failed", async (t) => {
+  t.equal(mostlyFailing({ finished: 0, failed: 0 }), false, "no deliveries yet");
+  t.equal(mostlyFailing({ finished: 20, failed: 10 }), false, "exactly half is not more than half");
+  t.equal(mostlyFailing({ finished: 20, failed: 11 }), true);
+  t.equal(mostlyFailing({ finished: 1, failed: 1 }), true);
+  const pass = endpointHealthCheck(facts({ endpoints: [endpoint("we_a", { finished: 20, failed: 10 })] }), settings);
+  t.equal(pass.passed, true);
+  const fail = endpointHealthCheck(
+    facts({ endpoints: [endpoint("we_ok", { finished: 4, failed: 0 }), endpoint("we_bad", { finished: 20, failed: 15 }), endpoint("we_worse", { finished: 1, failed: 1 })] }),
+    settings,
+  );
+  t.equal(fail.passed, false);
+  t.equal(fail.severity, "recommended");
+  t.match(fail.message, "we_bad (15 of its last 20 finished deliveries failed) and we_worse (1 of its last 1 finished delivery failed)");
+  t.match(fail.message, /Fix the receiver/);
+  t.match(fail.message, `curl -X POST https://api.example.test/api/v1/merchants/mer_1/webhook-endpoints/we_bad/disable`);
+  t.notMatch(fail.message, /we_ok/);
+});
+
+t.test("api_key_age", async (t) => {
+  const young = apiKeyAgeCheck(facts({ apiKeys: [{ id: "key_a", createdAt: daysAgo(365), scopes: [] }] }), settings);
+  t.equal(young.passed, true, "exactly the limit is not older");
+  t.match(young.message, /365 days old/);
+  const old = apiKeyAgeCheck(
+    facts({
+      apiKeys: [
+        { id: "key_a", createdAt: daysAgo(400), scopes: ["webhooks:read", "merchant:readiness"] },
+        { id: "key_b", createdAt: daysAgo(3), scopes: [] },
+      ],
+    }),
+    settings,
+  );
+  t.equal(old.passed, false);
+  t.match(old.message, /key_a \(400 days\)/);
+  t.notMatch(old.message, /key_b/);
+  t.match(old.message, "npm run -s admin -- api-key create --merchant mer_1 --environment live --scopes webhooks:read,merchant:readiness");
+  t.match(old.message, "npm run -s admin -- api-key revoke --id key_a");
+  t.notMatch(old.message, "&&", "the revoke is not chained to the create: the integration moves first");
+  const shorter = apiKeyAgeCheck(facts({ apiKeys: [{ id: "key_b", createdAt: daysAgo(3), scopes: [] }] }), { ...settings, apiKeyMaxAgeDays: 2 });
+  t.equal(shorter.passed, false, "the limit is configurable");
+});
