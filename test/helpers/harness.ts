@@ -78,6 +78,10 @@ export async function startTestApp(
   /** The master key (SECRET_ENCRYPTION_KEY); give the same one to other processes of the same system. */
   masterKey: Buffer = randomBytes(32),
 ): Promise<TestApp> {
+  // TEST_SPLIT=1 runs the same tests against a gateway that reaches the services over gRPC.
+  if (process.env.TEST_SPLIT === "1" && roles.includes("gateway") && roles.includes("rpc")) {
+    return startSplitTestApp(t, env, roles.filter((r) => r !== "gateway"), masterKey);
+  }
   // DATABASE_URL: a database of the test's own; JETSTREAM_PREFIX "": the installation's own prefix.
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase(t));
   const configured = env.JETSTREAM_PREFIX ?? uniqueName("t");
@@ -110,6 +114,86 @@ export async function startTestApp(
     base: `http://127.0.0.1:${app.ports.gateway}`,
     rpcUrl: `http://127.0.0.1:${app.ports.rpc}`,
     databaseUrl,
+  };
+}
+
+export interface SplitTestApp extends TestApp {
+  /** The process-like app with the rpc role (and the other non-gateway roles). */
+  rpcApp: App;
+  /** The gateway-only app, calling rpcApp over gRPC (RPC_URL). */
+  gatewayApp: App;
+  /** Stops the rpc app alone (idempotent), leaving the gateway up. */
+  stopRpc(): Promise<void>;
+}
+
+/**
+ * Two apps sharing one database and master key, as separate deployments would:
+ * `roles` (rpc among them) in one, the gateway alone in the other with RPC_URL
+ * pointing at the first. `base` is the gateway's; `app` stands for the whole
+ * system (the rpc app's database and NATS, both apps' ports, stop() stops both).
+ */
+export async function startSplitTestApp(
+  t: Teardown,
+  env: Record<string, string> = {},
+  roles: readonly Role[] = ["rpc", "worker", "scheduler"],
+  masterKey: Buffer = randomBytes(32),
+): Promise<SplitTestApp> {
+  if (!roles.includes("rpc") || roles.includes("gateway")) throw new Error("startSplitTestApp: the first app needs the rpc role and not the gateway");
+  const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase(t));
+  const configured = env.JETSTREAM_PREFIX ?? uniqueName("t");
+  const logger = createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2);
+  const rpcConfig = loadConfig({
+    PORT: "0",
+    RPC_PORT: "0",
+    OPS_PORT: "0",
+    CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...env,
+    JETSTREAM_PREFIX: configured,
+  });
+  const natsServers = rpcConfig.natsUrl ?? natsUrl;
+  const rpcApp = await startApp({ config: rpcConfig, logger, databaseUrl, natsUrl: natsServers, masterKey, roles });
+  const rpcUrl = `http://127.0.0.1:${rpcApp.ports.rpc}`;
+  let rpcStopped: Promise<void> | undefined;
+  const stopRpc = () => (rpcStopped ??= rpcApp.stop());
+  const prefix = rpcApp.jetstreamPrefix ?? configured;
+  t.teardown(async () => {
+    await stopRpc();
+    await deleteStream(prefix, natsServers);
+  });
+  const gatewayConfig = loadConfig({
+    PORT: "0",
+    RPC_PORT: "0",
+    OPS_PORT: "0",
+    CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...env,
+    JETSTREAM_PREFIX: configured,
+    RPC_URL: rpcUrl,
+  });
+  const gatewayApp = await startApp({ config: gatewayConfig, logger, databaseUrl, natsUrl: natsServers, masterKey, roles: ["gateway"] });
+  let gatewayStopped: Promise<void> | undefined;
+  const stopGateway = () => (gatewayStopped ??= gatewayApp.stop());
+  t.teardown(stopGateway);
+  const app: App = {
+    db: rpcApp.db,
+    nats: rpcApp.nats,
+    ports: { gateway: gatewayApp.ports.gateway, rpc: rpcApp.ports.rpc, ops: rpcApp.ports.ops },
+    jetstreamPrefix: rpcApp.jetstreamPrefix,
+    async stop() {
+      await stopGateway();
+      await stopRpc();
+    },
+  };
+  return {
+    app,
+    prefix,
+    masterKey,
+    config: rpcConfig,
+    base: `http://127.0.0.1:${gatewayApp.ports.gateway}`,
+    rpcUrl,
+    databaseUrl,
+    rpcApp,
+    gatewayApp,
+    stopRpc,
   };
 }
 
