@@ -35,21 +35,28 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
   const id = newId("evt");
   const createdAt = event.createdAt ?? new Date();
   const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
-  // One statement for the event and its deliveries; delivery ids are made here, one
-  // for each endpoint that may be enabled, and the statement takes what it needs.
-  const deliveryIds = Array.from({ length: maxEnabledEndpoints }, () => newId("wd"));
-  const rows = await em.execute<{ id: string }[]>(
+  const only = event.endpointId ? " and e.id = ?" : "";
+  const onlyParams = event.endpointId ? [event.endpointId] : [];
+  // One statement for the event and its deliveries in the usual case: delivery ids are
+  // made here, as many as endpoints can be enabled through the API, and the statement
+  // takes what it needs. It also counts the enabled endpoints, because more can exist
+  // (rows written directly, or a limit lowered since): those get theirs below.
+  let ids = Array.from({ length: maxEnabledEndpoints }, () => newId("wd"));
+  const rows = await em.execute<{ id: string; enabled: number }[]>(
     `with event as (
        insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
        values (?, ?, ?, ?, ?, ?, ?)
        returning id
      ), endpoint as (
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
-        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${event.endpointId ? " and e.id = ?" : ""}
+        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
+     ), delivery as (
+       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
+        where endpoint.n <= ?
+       returning id
      )
-     insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-     select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
-     returning id`,
+     select delivery.id, (select count(*) from endpoint)::int as enabled from delivery`,
     [
       id,
       event.merchantId,
@@ -60,15 +67,38 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
       createdAt,
       event.merchantId,
       event.environment,
-      ...(event.endpointId ? [event.endpointId] : []),
-      `{${deliveryIds.join(",")}}`,
+      ...onlyParams,
+      `{${ids.join(",")}}`,
       event.merchantId,
       event.environment,
       createdAt,
       createdAt,
+      ids.length,
     ],
   );
-  return { id, payload, deliveryIds: rows.map((r) => r.id) };
+  const deliveryIds = rows.map((r) => r.id);
+  let missing = (rows[0]?.enabled ?? 0) - rows.length;
+  while (missing > 0) {
+    // The endpoints still without a delivery of this event (one enabled meanwhile included).
+    ids = Array.from({ length: missing }, () => newId("wd"));
+    const more = await em.execute<{ id: string; remaining: number }[]>(
+      `with endpoint as (
+         select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
+          where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
+            and not exists (select 1 from webhook_deliveries d where d.event_id = ? and d.endpoint_id = e.id)
+       ), delivery as (
+         insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+         select (?::text[])[endpoint.n], ?, ?, ?, endpoint.id, 'pending', 0, ?, ? from endpoint
+          where endpoint.n <= ?
+         returning id
+       )
+       select delivery.id, (select count(*) from endpoint)::int as remaining from delivery`,
+      [event.merchantId, event.environment, ...onlyParams, id, `{${ids.join(",")}}`, event.merchantId, event.environment, id, createdAt, createdAt, ids.length],
+    );
+    deliveryIds.push(...more.map((r) => r.id));
+    missing = (more[0]?.remaining ?? 0) - more.length;
+  }
+  return { id, payload, deliveryIds };
 }
 
 /** An event's stored envelope bytes, if the owner's. */

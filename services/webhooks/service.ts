@@ -69,8 +69,10 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         disabledAt: null,
       };
       await inTransaction(em, async (tx) => {
-        // Serialises concurrent creates of one merchant, so the limit holds.
-        await tx.execute(`select id from merchants where id = ? for update`, [principal.merchantId]);
+        // Serialises concurrent creates of one merchant, so the count below sees every committed
+        // create and the limit holds; "no key update" leaves inserts that reference the merchant
+        // (intents, events) free to run meanwhile.
+        await tx.execute(`select id from merchants where id = ? for no key update`, [principal.merchantId]);
         const enabled = await tx.count(WebhookEndpointRecord, { merchant: principal.merchantId, environment: principal.environment, status: "enabled" });
         if (enabled >= maxEnabledEndpoints) {
           throw apiError("invalid_state", `At most ${maxEnabledEndpoints} endpoints can be enabled; disable one first.`);
