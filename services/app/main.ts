@@ -97,7 +97,12 @@ async function shutdown(signal: string) {
     logger.error({ err }, "shutdown failed");
     process.exitCode = 1;
   }
-  logger.flush();
+  logger.info({ signal }, "stopped");
+  // The logger writes asynchronously: exiting before it has written would lose the last lines.
+  await new Promise<void>((resolve) => {
+    setTimeout(resolve, 2000).unref();
+    logger.flush(() => resolve());
+  });
   process.exit();
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));

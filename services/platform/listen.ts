@@ -10,15 +10,39 @@ export async function listenOn(server: Server, host: string, port: number): Prom
   return (server.address() as AddressInfo).port;
 }
 
-/** Starts an HTTP/1.1 server; close() finishes in-flight requests and drops idle connections. */
+/**
+ * Starts an HTTP/1.1 server. close() stops accepting connections, lets every request already
+ * received finish with its response, and then closes its connection: a keep-alive client's
+ * next request goes to a new connection (refused, or another instance) instead of reaching a
+ * server that is going away.
+ */
 export async function listen(server: http.Server, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
+  let closing = false;
+  const open = new Set<http.ServerResponse>();
+  // Runs before the application's handler, so a request that arrives on a kept-alive
+  // connection during close() is answered, and its connection closed after the answer.
+  server.prependListener("request", (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (closing) res.setHeader("Connection", "close");
+    open.add(res);
+    res.once("close", () => open.delete(res));
+    res.once("finish", () => {
+      open.delete(res);
+      // A response that went out with keep-alive (it began before close()) leaves its
+      // connection idle: server.close() alone would wait for the client's keep-alive timeout,
+      // and meanwhile serve whatever that client sends next, without end under steady load.
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
+  });
+  let closed: Promise<void> | undefined;
   return {
     port: await listenOn(server, host, port),
     close: () =>
-      new Promise<void>((resolve) => {
+      (closed ??= new Promise<void>((resolve) => {
+        closing = true;
+        for (const res of open) if (!res.headersSent) res.setHeader("Connection", "close");
         server.close(() => resolve());
         server.closeIdleConnections();
-      }),
+      })),
   };
 }
 

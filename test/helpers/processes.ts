@@ -8,12 +8,17 @@
 //   const nats = await startNatsServer(t);   // nats-server -js on a free port, store in a temp dir
 //   await nats.stop(); await nats.start();   // same port and store directory
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { reachable } from "../../services/app/embedded-nats.ts";
+import { scopes } from "../../services/auth/keys.ts";
 import { freePort } from "../../services/platform/listen.ts";
+import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "./harness.ts";
+import { makeTestCa, startReceiver, type Receiver, type Responder } from "./receiver.ts";
+import { hookHost } from "./webhooks.ts";
 
 export { freePort };
 
@@ -185,4 +190,84 @@ export function runCli(script: string, env: Record<string, string>, ...args: str
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
     );
   });
+}
+
+export interface ServiceSystem {
+  /** The environment every start of the service gets: same database, prefix, key and ports. */
+  env: Record<string, string>;
+  /** The REST gateway's base URL (a fixed port, the same after a restart). */
+  base: string;
+  databaseUrl: string;
+  prefix: string;
+  masterKey: Buffer;
+  receiver: Receiver;
+  /** The merchant and its all-scopes Test API key, made with the admin CLI. */
+  creds: { merchant: string; key: string };
+  /** Starts the service (all roles unless given) and resolves once it has printed its banner. */
+  start(roles?: readonly string[]): Promise<ServiceProcess>;
+  /** Runs the admin CLI against the system's database. */
+  admin(...args: string[]): Promise<CliRun>;
+}
+
+/**
+ * A whole system for child-process tests: its own database (dropped afterwards) and
+ * JetStream prefix (deleted afterwards) on the shared PostgreSQL and NATS, a master key,
+ * fixed free ports, and a local HTTPS webhook receiver reached as https://hooks.example.test
+ * (WEBHOOK_CONNECT_TO, the CA in NODE_EXTRA_CA_CERTS). The service is started once to create
+ * the schema; a merchant and a Test API key are made with the admin CLI.
+ */
+export async function serviceSystem(
+  t: Teardown,
+  o: { env?: Record<string, string>; respond?: Responder } = {},
+): Promise<ServiceSystem & { first: ServiceProcess }> {
+  const databaseUrl = await createTestDatabase(t);
+  const prefix = uniqueName("t");
+  t.teardown(() => deleteStream(prefix));
+  const ca = await makeTestCa(t, [hookHost]);
+  const receiver = await startReceiver(t, { key: ca.key, cert: ca.cert, respond: o.respond });
+  const dataDir = mkdtempSync(path.join(tmpdir(), "test-service-"));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const ports = new Set<number>();
+  while (ports.size < 3) ports.add(await freePort());
+  const [port, rpcPort, opsPort] = [...ports];
+  const masterKey = randomBytes(32);
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl,
+    NATS_URL: natsUrl,
+    JETSTREAM_PREFIX: prefix,
+    SECRET_ENCRYPTION_KEY: masterKey.toString("hex"),
+    WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${receiver.port}`,
+    NODE_EXTRA_CA_CERTS: ca.caFile,
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    RPC_PORT: String(rpcPort),
+    OPS_PORT: String(opsPort),
+    LOG_LEVEL: "warn",
+    DATA_DIR: dataDir,
+    ...o.env,
+  };
+  const start = async (roles: readonly string[] = ["rpc", "gateway", "worker", "scheduler"]) => {
+    const p = spawnService(t, roles, env);
+    await p.started;
+    return p;
+  };
+  const admin = (...args: string[]) => runCli("services/app/admin.ts", { DATABASE_URL: databaseUrl, DATA_DIR: dataDir }, ...args);
+  const first = await start();
+  const merchant = await admin("merchant", "create", "--name", "Fault Test Shop");
+  if (merchant.code !== 0) throw new Error(`admin merchant create: ${merchant.stderr}`);
+  const merchantId: string = JSON.parse(merchant.stdout).id;
+  const key = await admin("api-key", "create", "--merchant", merchantId, "--environment", "test", "--scopes", scopes.join(","));
+  if (key.code !== 0) throw new Error(`admin api-key create: ${key.stderr}`);
+  return {
+    env,
+    base: `http://127.0.0.1:${port}`,
+    databaseUrl,
+    prefix,
+    masterKey,
+    receiver,
+    creds: { merchant: merchantId, key: JSON.parse(key.stdout).api_key },
+    start,
+    admin,
+    first,
+  };
 }
