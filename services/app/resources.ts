@@ -71,7 +71,10 @@ export async function resolveDatabase(config: Config, logger: Logger): Promise<R
   return { databaseUrl: db.url, embeddedDatabase: dir, stopDatabase: db.stop };
 }
 
-/** NATS_URL, or 127.0.0.1:4222 when it answers; undefined when neither: the embedded default applies. */
+/**
+ * NATS_URL (one server, or a cluster's servers comma-separated: nats.ts splits it), or 127.0.0.1:4222
+ * when it answers; undefined when neither: the embedded default applies.
+ */
 async function externalNats(config: Config): Promise<string | undefined> {
   if (config.natsUrl) return config.natsUrl;
   if (await reachable("127.0.0.1", 4222)) return "nats://127.0.0.1:4222";

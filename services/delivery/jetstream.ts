@@ -43,8 +43,11 @@ export function deliveryPrefix(configured: string | undefined, installation: str
   return configured ?? `payments-${installation}`;
 }
 
+/** The stream set-up cannot succeed as configured, however often it is tried: start refuses with the message. */
+export class StreamSetupRefused extends Error {}
+
 /** The prefix's streams belong to another installation (another database). */
-export class PrefixTaken extends Error {
+export class PrefixTaken extends StreamSetupRefused {
   constructor(prefix: string) {
     super(
       `JETSTREAM_PREFIX "${prefix}" belongs to another installation (another database) on this NATS server; ` +
@@ -53,26 +56,60 @@ export class PrefixTaken extends Error {
   }
 }
 
+/** JETSTREAM_REPLICAS above 1 against a server that is not part of a cluster. */
+export class ReplicasUnsupported extends StreamSetupRefused {
+  constructor(replicas: number, server: string) {
+    super(
+      `JETSTREAM_REPLICAS is ${replicas}, but the NATS server ${server} is not part of a cluster, where every stream has 1 replica; ` +
+        `list a JetStream cluster's servers in NATS_URL, or set JETSTREAM_REPLICAS=1`,
+    );
+  }
+}
+
+/**
+ * A clustered nats-server places each replica on a JetStream server of its own; with fewer servers up
+ * than replicas it answers "no suitable peers for placement" (10005). A standalone one refuses
+ * replicas on create (10074) but, 2.9 at least, records them on update without keeping them, so a
+ * standalone server is refused before any request (ReplicasUnsupported).
+ */
+const noPlacement = 10005;
+
+function explain(err: unknown, doing: string, replicas: number): Error {
+  if (err instanceof JetStreamApiError && err.code === noPlacement) {
+    return new Error(
+      `${doing}: the cluster has fewer JetStream servers up than JETSTREAM_REPLICAS (${replicas}) asks for (${err.message}); ` +
+        `retrying until enough are up (lower JETSTREAM_REPLICAS if the cluster is smaller)`,
+      { cause: err },
+    );
+  }
+  return new Error(`${doing}: ${(err as Error).message}`, { cause: err });
+}
+
 /**
  * Binds the prefix to this installation: the first installation to publish its id on the claim
  * subject owns it (the publish expects no earlier message); any other is refused. A worker of
  * another installation would take deliveries its database does not know, and they would be lost.
  */
-async function claimPrefix(nc: NatsConnection, jsm: JetStreamManager, names: StreamNames, installation: string, prefix: string): Promise<void> {
-  try {
-    await jsm.streams.info(names.claimStream);
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-    const add = jsm.streams.add({
+async function claimPrefix(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  names: StreamNames,
+  installation: string,
+  prefix: string,
+  replicas: number,
+): Promise<string[]> {
+  const changed = await ensureStream(
+    jsm,
+    {
       name: names.claimStream,
       description: "Which installation (database) owns this JETSTREAM_PREFIX: one message, its installation id.",
       subjects: [names.claimSubject],
       storage: StorageType.File,
       max_msgs_per_subject: 1,
-    });
-    // Created meanwhile by another process: fine.
-    await add.catch((e: unknown) => jsm.streams.info(names.claimStream).catch(() => Promise.reject(e)));
-  }
+      num_replicas: replicas,
+    },
+    replicas,
+  );
   await jetstream(nc)
     .publish(names.claimSubject, installation, { expect: { lastSubjectSequence: 0 } })
     .catch((e: unknown) => {
@@ -81,6 +118,7 @@ async function claimPrefix(nc: NatsConnection, jsm: JetStreamManager, names: Str
     });
   const owner = await jsm.streams.getMessage(names.claimStream, { last_by_subj: names.claimSubject });
   if (owner?.string() !== installation) throw new PrefixTaken(prefix);
+  return changed;
 }
 
 /**
@@ -98,7 +136,9 @@ export const duplicateWindowMs = 10 * 60_000;
  */
 export const maxAckPending = 100_000;
 
-function streamConfig(names: StreamNames): Partial<StreamConfig> & { name: string } {
+type WantedStream = Partial<StreamConfig> & { name: string };
+
+function streamConfig(names: StreamNames, replicas: number): WantedStream {
   return {
     name: names.stream,
     description: "Webhook deliveries to attempt: one message per delivery (Nats-Msg-Id = delivery id), removed once acknowledged or terminated.",
@@ -106,6 +146,7 @@ function streamConfig(names: StreamNames): Partial<StreamConfig> & { name: strin
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(duplicateWindowMs),
+    num_replicas: replicas,
   };
 }
 
@@ -118,6 +159,9 @@ function consumerConfig(names: StreamNames, s: Schedule): Partial<ConsumerConfig
     max_deliver: s.maxAttempts,
     ...(s.backoffMs.length > 0 ? { backoff: s.backoffMs.map(nanos) } : { ack_wait: nanos(ackWaitWithoutBackoffMs) }),
     max_ack_pending: maxAckPending,
+    // 0: as many as its stream, so JETSTREAM_REPLICAS scales both, and an existing consumer follows
+    // its stream when that is scaled.
+    num_replicas: 0,
   };
 }
 
@@ -128,39 +172,82 @@ function isNotFound(err: unknown): boolean {
   );
 }
 
+/** What differs between a stream's config and the wanted one, as "field now → wanted". */
+function differences(current: Partial<StreamConfig>, want: WantedStream): string[] {
+  const out: string[] = [];
+  for (const k of Object.keys(want) as (keyof WantedStream)[]) {
+    const [now, wanted] = [JSON.stringify(current[k] ?? null), JSON.stringify(want[k] ?? null)];
+    if (now !== wanted) out.push(`${k} ${now} → ${wanted}`);
+  }
+  return out;
+}
+
 /**
- * Claims the prefix for this installation, then creates the stream and the durable consumer, or
- * brings them to the configured schedule.
+ * Creates the stream, or brings an existing one (e.g. one made with 1 replica) to the wanted config;
+ * one that does not differ is left alone. Returns what changed, for the log.
+ */
+async function ensureStream(jsm: JetStreamManager, want: WantedStream, replicas: number): Promise<string[]> {
+  let current: StreamConfig;
+  try {
+    current = (await jsm.streams.info(want.name)).config;
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.streams.add(want);
+      return [];
+    } catch (addErr) {
+      // Created meanwhile by another process: compare with that one.
+      const made = await jsm.streams.info(want.name).catch(() => undefined);
+      if (!made) throw explain(addErr, `could not create stream ${want.name}`, replicas);
+      current = made.config;
+    }
+  }
+  const changed = differences(current, want);
+  if (changed.length === 0) return [];
+  try {
+    await jsm.streams.update(want.name, want);
+  } catch (err) {
+    throw explain(err, `could not update stream ${want.name} (${changed.join("; ")})`, replicas);
+  }
+  return changed.map((c) => `${want.name}: ${c}`);
+}
+
+/**
+ * Claims the prefix for this installation, then creates the streams and the durable consumer, or
+ * brings them to the configured schedule and replicas (JETSTREAM_REPLICAS). Returns what it changed
+ * on existing ones, for the log.
  */
 export async function ensureDeliveryStream(
   nc: NatsConnection,
   names: StreamNames,
   s: Schedule,
   owner: { installation: string; prefix: string },
-): Promise<JetStreamManager> {
-  const jsm = await jetstreamManager(nc);
-  await claimPrefix(nc, jsm, names, owner.installation, owner.prefix);
-  const stream = streamConfig(names);
-  try {
-    await jsm.streams.info(names.stream);
-    await jsm.streams.update(names.stream, stream);
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-    await jsm.streams.add(stream);
+  replicas = 1,
+): Promise<{ jsm: JetStreamManager; changed: string[] }> {
+  if (replicas > 1 && !nc.info?.cluster) {
+    throw new ReplicasUnsupported(replicas, `${nc.getServer()} (nats-server ${nc.info?.version ?? "of unknown version"})`);
   }
+  const jsm = await jetstreamManager(nc);
+  const changed = await claimPrefix(nc, jsm, names, owner.installation, owner.prefix, replicas);
+  changed.push(...(await ensureStream(jsm, streamConfig(names, replicas), replicas)));
   const consumer = consumerConfig(names, s);
   try {
     const { config: current } = await jsm.consumers.info(names.stream, names.consumer);
     const { durable_name: _, deliver_policy: __, ack_policy: ___, ...updatable } = consumer;
     // Only a changed schedule is written: an update while messages are pending makes
     // some servers (2.9) hand pending messages out again.
-    const changed = (Object.keys(updatable) as (keyof typeof updatable)[]).some(
-      (k) => JSON.stringify(current[k] ?? null) !== JSON.stringify(updatable[k] ?? null),
+    // A server may leave num_replicas out when it is 0 (as many as the stream).
+    const now = { ...current, num_replicas: current.num_replicas ?? 0 };
+    const differs = (Object.keys(updatable) as (keyof typeof updatable)[]).filter(
+      (k) => JSON.stringify(now[k] ?? null) !== JSON.stringify(updatable[k] ?? null),
     );
-    if (changed) await jsm.consumers.update(names.stream, names.consumer, updatable);
+    if (differs.length > 0) {
+      await jsm.consumers.update(names.stream, names.consumer, updatable);
+      changed.push(`${names.consumer}: ${differs.join(", ")}`);
+    }
   } catch (err) {
     if (!isNotFound(err)) throw err;
     await jsm.consumers.add(names.stream, consumer);
   }
-  return jsm;
+  return { jsm, changed };
 }

@@ -5,7 +5,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
 import { installationId } from "../platform/settings.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
-import { PrefixTaken, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
+import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
 import { startDeliveryWorker } from "./worker.ts";
@@ -27,7 +27,8 @@ const claimCheckAtStartMs = 5000;
 
 /**
  * The worker role: the outbox relay and a delivery worker, sharing the stream set-up. Refuses to
- * start (PrefixTaken) when JETSTREAM_PREFIX belongs to another installation.
+ * start (StreamSetupRefused) when JETSTREAM_PREFIX belongs to another installation, or when
+ * JETSTREAM_REPLICAS asks for replicas of a server that is not part of a cluster.
  */
 export async function startWorkerRole(o: {
   config: Config;
@@ -49,29 +50,31 @@ export async function startWorkerRole(o: {
   const streamReady = async (refresh = false) => {
     const nc = await nats.connected;
     if (refresh || ensured?.nc !== nc) {
-      ensured = { nc, done: ensureDeliveryStream(nc, names, schedule, { installation, prefix }) };
       const version = nc.info?.version ?? "unknown";
-      const old = olderThan(version, pendingTimerFixed);
-      logger.info(
-        { natsServer: version, prefix, stream: names.stream },
-        old
-          ? `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended`
-          : "delivery stream ready",
-      );
+      const done = ensureDeliveryStream(nc, names, schedule, { installation, prefix }, config.jetstreamReplicas).then(({ changed }) => {
+        const old = olderThan(version, pendingTimerFixed);
+        logger.info(
+          { natsServer: version, prefix, stream: names.stream, replicas: config.jetstreamReplicas, ...(changed.length > 0 ? { changed } : {}) },
+          old
+            ? `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended`
+            : "delivery stream ready",
+        );
+      });
+      ensured = { nc, done };
     }
     const attempt = ensured;
     await attempt.done.catch((err) => {
       if (ensured === attempt) ensured = undefined;
       // At start the refusal is the process's one line; later (NATS was away at start) it is logged.
-      if (err instanceof PrefixTaken && started) logger.error(err.message);
+      if (err instanceof StreamSetupRefused && started) logger.error(err.message);
       throw err;
     });
   };
-  // Refuse at once when NATS answers and the prefix is another installation's.
+  // Refuse at once when NATS answers and the set-up can never succeed (e.g. the prefix is another installation's).
   const check = streamReady();
   check.catch(() => undefined);
   const taken = await Promise.race([
-    check.then(() => undefined, (err: unknown) => (err instanceof PrefixTaken ? err : undefined)),
+    check.then(() => undefined, (err: unknown) => (err instanceof StreamSetupRefused ? err : undefined)),
     new Promise<undefined>((r) => setTimeout(() => r(undefined), claimCheckAtStartMs).unref()),
   ]);
   if (taken) throw taken;

@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
+import { OutageLog, nextDelay } from "../platform/outage.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
 import { classify, type AttemptResult } from "./classify.ts";
@@ -51,8 +52,10 @@ export const userAgent = "PaymentIntentService-Webhooks/1.0";
  * working() keeps its ack deadline from passing, so it is never redelivered in flight;
  * if this process dies, the deadline passes and another worker takes the delivery over.
  * When the database cannot be reached, the message is held (working()) and the write
- * retried, so an outage spends neither an attempt nor a JetStream delivery, and an
- * attempt's outcome is saved as it was once the database is back.
+ * retried (capped backoff, the outage logged once as it begins and once as it ends), so an
+ * outage spends neither an attempt nor a JetStream delivery, and an attempt's outcome is saved
+ * as it was once the database is back. When the consumer's leader is lost (a server of a
+ * cluster dies) or the connection moves to another server, the pull loop starts over.
  */
 export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> } {
   let stopped = false;
@@ -60,6 +63,8 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   // Rejects at stop(), so nothing waits for a NATS connection that never comes.
   const halted = new Promise<never>((_, reject) => (halt = reject));
   halted.catch(() => undefined);
+  /** A wait that stop() cuts short. */
+  const pause = (ms: number) => Promise.race([new Promise((r) => setTimeout(r, ms)), halted]).catch(() => undefined);
   let current: { close(): Promise<void | Error> } | undefined;
   const inflight = new Set<Promise<void>>();
   // A worker that died is noticed no sooner than an ack deadline after its attempt began.
@@ -69,57 +74,82 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
     claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs)),
     finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items)),
   };
-  let outage = false;
-  /** Runs a database write until it succeeds; gives up (throws) only when the worker stops. */
+  // Each outage is logged once when it begins and once when it ends, however many writes retry through it.
+  const database = new OutageLog(o.logger, "database (delivery worker)");
+  const pulling = new OutageLog(o.logger, "JetStream consumer (delivery worker)");
+  const sweeping = new OutageLog(o.logger, "delivery sweep");
+  /** Runs a database write until it succeeds, with capped backoff; gives up (throws) only when the worker stops. */
   const persist = async <T>(write: () => Promise<T>): Promise<T> => {
-    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+    for (let failures = 0; ; ) {
       try {
         const result = await write();
-        if (outage) o.logger.info("delivery worker: the database answers again");
-        outage = false;
+        database.recovered();
         return result;
       } catch (err) {
         if (stopped) throw err;
-        if (!outage) o.logger.warn({ err }, "delivery worker: database write failed; holding the message and retrying");
-        outage = true;
-        await new Promise((r) => setTimeout(r, wait));
+        database.failed(err);
+        await new Promise((r) => setTimeout(r, nextDelay(++failures, 250, 5000)));
       }
     }
   };
   const ctx: HandleContext = { o, batches, persist };
 
+  // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
+  // that can start now are pulled (see below). A fetch ends by itself when its pull request expires,
+  // and with an error when two idle heartbeats are missed (its consumer's leader was lost: the pull
+  // request went with it), when the consumer or stream is gone (409, or not found after a reconnect)
+  // or JetStream has no responders (503). After a reconnect the client checks the consumer before it
+  // pulls again, and without a heartbeat watch until that check passes: a fetch that outlives its
+  // deadline is closed here. Any of these: set the stream and consumer up again (they may have been
+  // lost with a server's store) and pull again, with capped backoff while it keeps failing.
+  const expiresMs = 5000;
+  const stalledAfterMs = expiresMs + 15_000;
   const loop = (async () => {
-    let failed = false;
+    let failures = 0;
     while (!stopped) {
       try {
         const nc = await Promise.race([o.nats.connected, halted]);
-        await o.streamReady(failed);
-        failed = false;
+        await o.streamReady(failures > 0);
         const consumer = await jetstream(nc).consumers.get(o.names.stream, o.names.consumer);
         // Pull only what can start now. A message waiting in a client-side buffer gets no
         // working(), so after its ack deadline JetStream would send it again.
         while (!stopped) {
           // Refill in batches (one pull request per batch, not per message).
           while (inflight.size > o.concurrency / 2) await Promise.race(inflight);
-          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: 5000 });
+          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: expiresMs });
           current = batch;
           if (stopped) await batch.close();
-          for await (const msg of batch) {
-            const task = handle(ctx, msg).catch((err) => {
-              if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
-            });
-            inflight.add(task);
-            void task.finally(() => inflight.delete(task));
+          let stalled = false;
+          const watchdog = setTimeout(() => {
+            stalled = true;
+            void batch.close();
+          }, stalledAfterMs);
+          try {
+            for await (const msg of batch) {
+              pulling.recovered();
+              const task = handle(ctx, msg).catch((err) => {
+                if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
+              });
+              inflight.add(task);
+              void task.finally(() => inflight.delete(task));
+            }
+          } finally {
+            clearTimeout(watchdog);
+            current = undefined;
           }
-          current = undefined;
+          if (stalled && !stopped) throw new Error(`a pull from ${o.names.consumer} did not end within ${stalledAfterMs} ms`);
+          // A pull request went through and ended as it should: the consumer is back.
+          pulling.recovered();
+          failures = 0;
         }
       } catch (err) {
-        // E.g. the consumer went away (deleted, or the server lost it): set it up again.
-        if (!stopped) o.logger.warn({ err }, "delivery worker: consumer unavailable; retrying");
-        failed = true;
+        // E.g. the consumer's leader was lost, or the consumer went away (deleted, or lost with a server's store).
+        if (stopped) break;
+        pulling.failed(err);
+        failures++;
       }
       current = undefined;
-      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
+      if (!stopped) await pause(nextDelay(failures, 500, 5000));
     }
   })();
 
@@ -134,10 +164,14 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
       const stranded = await republishStranded(o.db.em.fork(), o.schedule.maxAttempts, strandedAfterMs, o.timeoutMs);
       if (stranded.length > 0) o.logger.warn({ deliveries: stranded.length }, "published again deliveries overdue for their attempt");
       const seqs = [...abandoned, ...stranded];
-      if (seqs.length === 0) return;
-      const jsm = await jetstreamManager(await o.nats.connected);
-      for (const seq of seqs) await jsm.streams.deleteMessage(o.names.stream, seq, false).catch(() => undefined);
-    })().catch((err) => o.logger.warn({ err }, "delivery sweep failed"));
+      if (seqs.length > 0) {
+        const jsm = await jetstreamManager(await o.nats.connected);
+        for (const seq of seqs) await jsm.streams.deleteMessage(o.names.stream, seq, false).catch(() => undefined);
+      }
+      sweeping.recovered();
+    })().catch((err) => {
+      if (!stopped) sweeping.failed(err);
+    });
   }, Math.min(30_000, strandedAfterMs / 2));
   sweep.unref();
 

@@ -5,8 +5,13 @@ import { parseConnectTo, type ConnectTo } from "../delivery/url-policy.ts";
 export interface Config {
   /** Unset: the embedded PostgreSQL under DATA_DIR. */
   databaseUrl: string | undefined;
-  /** Unset: 127.0.0.1:4222 when it answers, else an embedded nats-server under DATA_DIR. */
+  /**
+   * Unset: 127.0.0.1:4222 when it answers, else an embedded nats-server under DATA_DIR. Else one
+   * server or several (a cluster's), comma-separated, each checked; nats.ts splits the list.
+   */
   natsUrl: string | undefined;
+  /** JETSTREAM_REPLICAS: replicas of every stream the service creates (its consumers follow their stream). */
+  jetstreamReplicas: number;
   port: number;
   rpcPort: number;
   /** Where a gateway-only process reaches the rpc role. */
@@ -78,6 +83,40 @@ export function parseRetryDelays(raw: string): number[] {
   return delays;
 }
 
+/** userinfo (a user and password, or a token) is never repeated in an error. */
+function redactUserinfo(entry: string): string {
+  return entry.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?[^@/]*@/, "$1***@");
+}
+
+/**
+ * NATS_URL: one server, or a cluster's servers separated by commas (the client tries them in
+ * turn and learns the rest of the cluster from whichever answers). Each entry is
+ * nats://host:port, tls://host:port, or host:port; the entries are returned trimmed, joined by ",".
+ */
+export function parseNatsUrl(raw: string): string {
+  const entries = raw.split(",").map((s) => s.trim());
+  const expected = "nats://host:port, tls://host:port or host:port";
+  entries.forEach((entry, i) => {
+    const where = entries.length > 1 ? ` (entry ${i + 1} of ${entries.length})` : "";
+    if (entry === "") throw new ConfigError(`NATS_URL has an empty entry${where}: separate servers with single commas`);
+    const shown = redactUserinfo(entry);
+    let parsed: URL;
+    try {
+      parsed = new URL(/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(entry) ? entry : `nats://${entry}`);
+    } catch {
+      throw new ConfigError(`NATS_URL entry "${shown}"${where} is not a server address: use ${expected}`);
+    }
+    if (parsed.protocol !== "nats:" && parsed.protocol !== "tls:") {
+      throw new ConfigError(`NATS_URL entry "${shown}"${where} has the scheme ${parsed.protocol.slice(0, -1)}: use ${expected}`);
+    }
+    if (parsed.hostname === "" || (parsed.pathname !== "" && parsed.pathname !== "/") || parsed.search !== "" || parsed.hash !== "") {
+      throw new ConfigError(`NATS_URL entry "${shown}"${where} is not a server address: use ${expected}`);
+    }
+    if (parsed.port === "0") throw new ConfigError(`NATS_URL entry "${shown}"${where} has port 0: use the server's client port (default 4222)`);
+  });
+  return entries.join(",");
+}
+
 function encryptionKey(raw: string | undefined): Buffer | undefined {
   if (raw === undefined) return undefined;
   const key = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, "hex") : Buffer.from(raw, "base64");
@@ -102,9 +141,11 @@ export function loadConfig(env: Env = process.env): Config {
   if (prefix !== undefined && !/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) {
     throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
   }
+  const natsUrl = optional(env, "NATS_URL");
   return {
     databaseUrl: optional(env, "DATABASE_URL"),
-    natsUrl: optional(env, "NATS_URL"),
+    natsUrl: natsUrl === undefined ? undefined : parseNatsUrl(natsUrl),
+    jetstreamReplicas: integer(env, "JETSTREAM_REPLICAS", 1, 1, 5),
     port,
     rpcPort: integer(env, "RPC_PORT", 8081, 0, 65535),
     rpcUrl: url(env, "RPC_URL", `http://127.0.0.1:${integer(env, "RPC_PORT", 8081, 0, 65535)}`),

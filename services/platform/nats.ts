@@ -2,8 +2,20 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "./logger.ts";
 
 /**
+ * NATS_URL's servers: one, or a cluster's, comma-separated (config.ts has checked each). The client
+ * learns the cluster's other servers from whichever answers, and moves to another on a loss.
+ */
+export function natsServers(url: string): string[] {
+  return url
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+/**
  * A NATS connection that never blocks start-up: it connects and reconnects
- * in the background, and readiness reports whether it is up.
+ * in the background (to any server of the list, or of the cluster it learns),
+ * and readiness reports whether it is up.
  */
 export class Nats {
   private connection: NatsConnection | undefined;
@@ -18,18 +30,25 @@ export class Nats {
     this.connected.catch(() => undefined);
     void (async () => {
       try {
-        const nc = await connect({ servers: url, name, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+        const nc = await connect({ servers: natsServers(url), name, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
         if (this.closed) {
           await nc.close();
           return;
         }
         this.connection = nc;
         this.settle.resolve(nc);
-        logger.info({ server: nc.getServer() }, "connected to NATS");
+        logger.info({ server: nc.getServer(), cluster: nc.info?.cluster }, "connected to NATS");
+        void watch(nc, logger);
       } catch (err) {
         if (!this.closed) logger.error({ err }, "NATS connection failed");
       }
     })();
+  }
+
+  /** The server this process is connected to now (host:port), if any. */
+  server(): string | undefined {
+    const nc = this.connection;
+    return nc && !nc.isClosed() ? nc.getServer() : undefined;
   }
 
   async ready(timeoutMs = 1000): Promise<boolean> {
@@ -47,5 +66,18 @@ export class Nats {
     this.closed = true;
     this.settle.reject(new Error("NATS connection closed"));
     await this.connection?.drain().catch(() => undefined);
+  }
+}
+
+/** A lost server and the move to another are worth a line each; the rest is the client's business. */
+async function watch(nc: NatsConnection, logger: Logger): Promise<void> {
+  try {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect") logger.warn({ server: s.server }, "NATS server connection lost; reconnecting");
+      else if (s.type === "reconnect") logger.info({ server: s.server }, "reconnected to NATS");
+      else if (s.type === "ldm") logger.info({ server: s.server }, "NATS server entering lame duck mode");
+    }
+  } catch {
+    // The connection closed.
   }
 }

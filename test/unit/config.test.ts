@@ -1,6 +1,7 @@
 import t from "tap";
 import path from "node:path";
 import { ConfigError, loadConfig, parseRetryDelays } from "../../services/platform/config.ts";
+import { natsServers } from "../../services/platform/nats.ts";
 
 type Asserts = Pick<typeof t, "ok" | "match" | "fail">;
 
@@ -30,6 +31,7 @@ t.test("defaults", async (t) => {
   t.equal(config.webhookTimeoutMs, 10_000);
   t.equal(config.databaseUrl, undefined);
   t.equal(config.natsUrl, undefined);
+  t.equal(config.jetstreamReplicas, 1, "one replica unless asked");
   t.same(config.webhookConnectTo, []);
   t.equal(config.secretEncryptionKey, undefined);
   t.equal(config.dataDir, path.resolve(".data"));
@@ -140,4 +142,45 @@ t.test("URLs", async (t) => {
     "explicit checkout URL, trailing slash removed",
   );
   t.equal(loadConfig({ PORT: "9000" }).publicBaseUrl, "http://localhost:9000", "default public URL follows PORT");
+});
+
+t.test("NATS_URL: one server or a cluster's, each entry checked", async (t) => {
+  t.equal(loadConfig({ NATS_URL: "nats://127.0.0.1:4222" }).natsUrl, "nats://127.0.0.1:4222", "one server");
+  t.equal(loadConfig({ NATS_URL: "   " }).natsUrl, undefined, "blank: the default (127.0.0.1:4222 or embedded)");
+  const list = loadConfig({ NATS_URL: " nats://127.0.0.1:4222 , tls://nats-2.internal:4223,127.0.0.1:4224,[::1]:4225" }).natsUrl;
+  t.equal(list, "nats://127.0.0.1:4222,tls://nats-2.internal:4223,127.0.0.1:4224,[::1]:4225", "several, trimmed; nats://, tls:// or host:port");
+  t.same(natsServers(list!), ["nats://127.0.0.1:4222", "tls://nats-2.internal:4223", "127.0.0.1:4224", "[::1]:4225"], "the client gets one entry per server");
+  t.same(natsServers("nats://127.0.0.1:4222"), ["nats://127.0.0.1:4222"], "a single server is a list of one");
+  t.equal(loadConfig({ NATS_URL: "nats://app:pw@127.0.0.1:4222" }).natsUrl, "nats://app:pw@127.0.0.1:4222", "credentials in an entry are kept for the client");
+
+  refuses(t, { NATS_URL: "nats://127.0.0.1:4222,http://127.0.0.1:8222" }, /^NATS_URL entry "http:\/\/127\.0\.0\.1:8222" \(entry 2 of 2\) has the scheme http/, "a monitoring URL in the list");
+  refuses(t, { NATS_URL: "ws://127.0.0.1:8080" }, /^NATS_URL entry "ws:\/\/127\.0\.0\.1:8080" has the scheme ws/, "websocket (not for this client)");
+  refuses(t, { NATS_URL: "nats://127.0.0.1:4222,,nats://127.0.0.1:4223" }, /^NATS_URL has an empty entry \(entry 2 of 3\)/, "two commas");
+  refuses(t, { NATS_URL: "nats://127.0.0.1:4222," }, /^NATS_URL has an empty entry \(entry 2 of 2\)/, "a trailing comma");
+  refuses(t, { NATS_URL: "nats://127.0.0.1:4222;nats://127.0.0.1:4223" }, /^NATS_URL entry "nats:\/\/127\.0\.0\.1:4222;nats:\/\/127\.0\.0\.1:4223" is not a server address/, "a semicolon");
+  refuses(t, { NATS_URL: "a:4222,nats://b:99999" }, /^NATS_URL entry "nats:\/\/b:99999" \(entry 2 of 2\) is not a server address/, "a port out of range");
+  refuses(t, { NATS_URL: "nats://b:0" }, /^NATS_URL entry "nats:\/\/b:0" has port 0/, "port 0");
+  refuses(t, { NATS_URL: "nats://b:4222/path" }, /^NATS_URL entry "nats:\/\/b:4222\/path" is not a server address/, "a path");
+  refuses(t, { NATS_URL: "nats://:4222" }, /^NATS_URL entry "nats:\/\/:4222" is not a server address/, "no host");
+  refuses(t, { NATS_URL: "h:port" }, /^NATS_URL entry "h:port" is not a server address/, "a port that is no number");
+
+  // A password in a bad entry is not repeated in the message (main prints it as the process's one line).
+  try {
+    loadConfig({ NATS_URL: "nats://127.0.0.1:4222,nats://app:s3cret-pass@bad host:4222" });
+    t.fail("a bad entry with credentials: expected a ConfigError");
+  } catch (err) {
+    t.ok(err instanceof ConfigError, "a bad entry with credentials is a ConfigError");
+    t.match((err as Error).message, /^NATS_URL entry "nats:\/\/\*\*\*@bad host:4222" \(entry 2 of 2\)/, "it names the entry, credentials masked");
+    t.notMatch((err as Error).message, /s3cret|app:/, "without the user or password");
+  }
+});
+
+t.test("JETSTREAM_REPLICAS", async (t) => {
+  t.equal(loadConfig({ JETSTREAM_REPLICAS: "3" }).jetstreamReplicas, 3);
+  t.equal(loadConfig({ JETSTREAM_REPLICAS: " 5 " }).jetstreamReplicas, 5, "5, the most JetStream allows");
+  t.equal(loadConfig({ JETSTREAM_REPLICAS: "" }).jetstreamReplicas, 1, "empty: 1");
+  refuses(t, { JETSTREAM_REPLICAS: "0" }, /^JETSTREAM_REPLICAS must be between 1 and 5, got 0/, "0");
+  refuses(t, { JETSTREAM_REPLICAS: "6" }, /^JETSTREAM_REPLICAS must be between 1 and 5, got 6/, "6");
+  refuses(t, { JETSTREAM_REPLICAS: "three" }, /^JETSTREAM_REPLICAS must be a whole number/, "a word");
+  refuses(t, { JETSTREAM_REPLICAS: "2.5" }, /^JETSTREAM_REPLICAS must be a whole number/, "a fraction");
 });
