@@ -212,7 +212,7 @@ t.test("SIGTERM under load: requests in progress finish, webhook attempts in fli
 
   const traffic = load(s, 4);
   await until("30 creates acknowledged and webhook attempts in flight", async () => traffic.acknowledged().length >= 30 && answering.size >= 2, 30_000);
-  const inFlight = [...answering];
+  const inFlight = [...answering].sort();
   const signalledAt = Date.now();
   s.first.child.kill("SIGTERM");
 
@@ -242,7 +242,10 @@ t.test("SIGTERM under load: requests in progress finish, webhook attempts in fli
   );
   t.same(rows.filter((r) => r.status === "processing"), [], "no delivery is left processing after the exit");
   t.same(
-    rows.filter((r) => inFlight.includes(r.event_id)).map((r) => [r.event_id, r.status, r.outcomes]),
+    rows
+      .filter((r) => inFlight.includes(r.event_id))
+      .sort((a, b) => (a.event_id < b.event_id ? -1 : 1))
+      .map((r) => [r.event_id, r.status, r.outcomes]),
     inFlight.map((id) => [id, "delivered", ["success"]]),
     `the ${inFlight.length} attempts in flight at SIGTERM finished and were recorded as delivered`,
   );
