@@ -84,3 +84,29 @@ export function matchRoute(routes: readonly RestRoute[], httpMethod: string, pat
   }
   return allow.size > 0 ? { kind: "wrong_method", allow: [...allow].sort() } : { kind: "not_found" };
 }
+
+/** RFC 3986 pchar and "/": anything else (a backslash, a space, a raw non-ASCII byte) is never one of our paths. */
+const pathChars = /^[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
+/** Bytes whose percent-encoding a canonical path never carries: unreserved ones (RFC 3986 6.2.2.2) and separators. */
+const neverEncoded = /^[A-Za-z0-9\-._~/\\]$/;
+
+/**
+ * Whether a raw request path (no query) is in the one form our routes answer: origin-form,
+ * no empty, "." or ".." segments (encoded or not), no backslash, and nothing percent-encoded
+ * that has a plain spelling or acts as a separator. Proxies and URL parsers disagree on how
+ * to normalize the rest, so a path that needs normalizing is refused instead of normalized.
+ */
+export function isCanonicalPath(path: string): boolean {
+  if (path === "/") return true;
+  if (!path.startsWith("/") || !pathChars.test(path)) return false;
+  for (const segment of path.slice(1).split("/")) {
+    if (segment === "") return false;
+    const escapes = segment.match(/%(.{0,2})/g) ?? [];
+    for (const escape of escapes) {
+      if (!/^%[0-9A-Fa-f]{2}$/.test(escape)) return false;
+      if (neverEncoded.test(String.fromCharCode(parseInt(escape.slice(1), 16)))) return false;
+    }
+    if (segment === "." || segment === "..") return false;
+  }
+  return true;
+}

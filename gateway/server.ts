@@ -1,4 +1,5 @@
 import http from "node:http";
+import type { Duplex } from "node:stream";
 import type { DescService, JsonValue } from "@bufbuild/protobuf";
 import { ConnectError, type Transport } from "@connectrpc/connect";
 import { apiError, describeError, type ApiErrorView } from "../services/platform/errors.ts";
@@ -7,7 +8,7 @@ import type { Logger } from "../services/platform/logger.ts";
 import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
 import { Credential } from "../gen/payments/v1/options_pb.ts";
 import { RateLimiter } from "./rate-limit.ts";
-import { buildRoutes, matchRoute, type RestRoute } from "./routes.ts";
+import { buildRoutes, isCanonicalPath, matchRoute, type RestRoute } from "./routes.ts";
 
 /** Request headers the gateway passes to the RPC server; everything else stays at the edge. */
 const forwardedHeaders = ["authorization", "idempotency-key", "origin"] as const;
@@ -97,10 +98,32 @@ function parseJsonObject(bytes: Buffer): Record<string, JsonValue> {
   return value as Record<string, JsonValue>;
 }
 
+const token = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
+const mediaType = new RegExp(`^(${token}/${token})[ \t]*`);
+/** RFC 9110 8.3.1: `; name=value`, the value a token or a quoted-string; empty parameters allowed. */
+const mediaParameter = new RegExp(`;[ \t]*(?:(${token})=(${token}|"(?:[^"\\\\]|\\\\[\\s\\S])*"))?[ \t]*`, "y");
+
+/** application/json, with no parameter but charset=utf-8 (names and values case-insensitive, quoted or not). */
 function isJson(contentType: string | undefined): boolean {
-  if (!contentType) return false;
-  const [type, ...params] = contentType.split(";").map((s) => s.trim().toLowerCase());
-  return type === "application/json" && params.every((p) => p === "" || p === "charset=utf-8");
+  const type = contentType === undefined ? null : mediaType.exec(contentType);
+  if (!contentType || !type || type[1]?.toLowerCase() !== "application/json") return false;
+  let charset: string | undefined;
+  mediaParameter.lastIndex = type[0].length;
+  while (mediaParameter.lastIndex < contentType.length) {
+    const param = mediaParameter.exec(contentType);
+    if (!param) return false;
+    const [, name, value = ""] = param;
+    if (name === undefined) continue;
+    if (name.toLowerCase() !== "charset" || charset !== undefined) return false;
+    charset = value.startsWith('"') ? value.slice(1, -1).replace(/\\([\s\S])/g, "$1") : value;
+  }
+  return charset === undefined || charset.toLowerCase() === "utf-8";
+}
+
+/** A compressed body would be parsed as JSON bytes it is not: only identity is taken. */
+function hasContentEncoding(req: http.IncomingMessage): boolean {
+  const encoding = req.headers["content-encoding"];
+  return encoding !== undefined && encoding.split(",").some((e) => e.trim() !== "" && e.trim().toLowerCase() !== "identity");
 }
 
 function parseQuery(url: URL): Record<string, JsonValue> {
@@ -138,6 +161,9 @@ export function createGateway(options: GatewayOptions): http.Server {
 
   async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
     let input: Record<string, JsonValue> = {};
+    if (hasContentEncoding(req)) {
+      fail(apiError("unsupported_media_type", "Content-Encoding is not supported: send the body uncompressed (identity)."), { Connection: "close" });
+    }
     if (route.httpMethod === "GET") {
       input = parseQuery(url);
     } else {
@@ -166,14 +192,20 @@ export function createGateway(options: GatewayOptions): http.Server {
     return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, undefined);
   }
 
-  return http.createServer(async (req, res) => {
+  const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const requestId = newId("req");
     res.setHeader("X-Request-Id", requestId);
     const started = performance.now();
     let status = 500;
     let code: string | undefined;
     try {
-      const url = new URL(req.url ?? "/", "http://gateway");
+      // Origin-form only ("/path?query"): an absolute-form target ("http://host/api/…") or "*" names no route of ours.
+      const target = req.url ?? "";
+      const rawPath = target.split("?", 1)[0] as string;
+      if (!target.startsWith("/")) fail(apiError("route_not_found", "No such route."));
+      // Never `new URL(target, base)`: it reads "//host/…" as another host and resolves dot segments.
+      const url = URL.parse(`http://gateway${target}`);
+      if (!url) fail(apiError("route_not_found", "No such route."));
       if (!url.pathname.startsWith("/api/")) {
         for (const page of options.pages ?? []) {
           if (await page(req, res, url)) {
@@ -182,20 +214,27 @@ export function createGateway(options: GatewayOptions): http.Server {
           }
         }
       }
-      if (req.method === "OPTIONS" && (await preflight(req, res, url.pathname))) {
+      // Only the exact spelling of a route answers: a path that would need normalizing could mean
+      // one thing here and another to a proxy or cache in front.
+      if (!isCanonicalPath(rawPath)) fail(apiError("route_not_found", "No such route: the path is not in canonical form."));
+      if (req.method === "OPTIONS" && (await preflight(req, res, rawPath))) {
         status = 204;
         return;
       }
-      const match = matchRoute(routes, req.method ?? "GET", url.pathname);
-      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${url.pathname}.`));
+      const match = matchRoute(routes, req.method === "HEAD" ? "GET" : (req.method ?? "GET"), rawPath);
+      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${rawPath}.`));
       if (match.kind === "wrong_method") {
-        fail(apiError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`), { Allow: match.allow.join(", ") });
+        fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }
       if (match.route.option.rateLimited) {
         const wait = limiter.take(req.socket.remoteAddress ?? "unknown");
         if (wait > 0) fail(apiError("rate_limited", "Too many requests from this address; retry later."), { "Retry-After": String(wait) });
       }
       if (allowsCors(match.route)) res.setHeader("Vary", "Origin");
+      // Node keeps the first of several Authorization headers; which credential is meant is anyone's guess.
+      if ((req.headersDistinct.authorization?.length ?? 0) > 1) {
+        fail(apiError("unauthenticated", "Send exactly one Authorization header."));
+      }
       const response = await call(match.route, req, url, match.params, requestId);
       const headers: Record<string, string> = {};
       for (const [from, to] of Object.entries(returnedHeaders)) {
@@ -222,7 +261,52 @@ export function createGateway(options: GatewayOptions): http.Server {
         "http request",
       );
     }
+  };
+
+  const server = http.createServer(handle);
+  // An Expect other than 100-continue may be ignored (RFC 9110 10.1.1); Node's default is a bare 417.
+  server.on("checkExpectation", handle);
+  // Requests Node's parser refuses never reach `handle`: answer them in the envelope too.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: http.ServerResponse }) => {
+    if (err.code === "ECONNRESET" || !socket.writable || socket.writableEnded || socket._httpMessage?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const [status, code, message] =
+      err.code === "HPE_HEADER_OVERFLOW"
+        ? ([431, "payload_too_large", "The request headers exceed 16 KiB."] as const)
+        : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? ([408, "validation_failed", "The request did not arrive in time."] as const)
+          : ([400, "validation_failed", "The request is not valid HTTP/1.1."] as const);
+    refuse(socket, status, code, message, {}, logger, err.code);
   });
+  // CONNECT (a tunnel) is nothing a REST API offers; Node would leave it unanswered.
+  server.on("connect", (_req: http.IncomingMessage, socket: Duplex) => {
+    refuse(socket, 405, "method_not_allowed", "CONNECT is not allowed.", { Allow: "" }, logger, "CONNECT");
+  });
+  return server;
+}
+
+/** A whole HTTP/1.1 error response written to a socket the HTTP server has given up on, then the end of it. */
+function refuse(socket: Duplex, status: number, code: string, message: string, headers: Record<string, string>, logger: Logger, reason: string | undefined): void {
+  const requestId = newId("req");
+  const body = JSON.stringify({ error: { code, message, request_id: requestId } });
+  const lines = [
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? "Error"}`,
+    "Content-Type: application/json; charset=utf-8",
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    "Cache-Control: no-store",
+    `X-Request-Id: ${requestId}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+    "Connection: close",
+  ];
+  socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
+  // What the client still sends is read and dropped, so that closing does not reset the connection
+  // before the client has read the answer; a client that never stops sending is cut off.
+  socket.resume();
+  setTimeout(() => socket.destroy(), 5_000).unref();
+  // Never the raw request: it may hold an Authorization header.
+  logger.info({ requestId, status, code, reason }, "http request refused by the parser");
 }
 
 /** An error's CORS headers: a site credential's allowed origin may read its errors too. */

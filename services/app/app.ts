@@ -58,7 +58,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
-  const interceptors = [createServiceInterceptor(db, logger)];
+  const interceptors = [createServiceInterceptor(db, logger), (await import("../rpc/input-guard.ts")).createInputGuard()];
   const stops: (() => Promise<void>)[] = [];
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;

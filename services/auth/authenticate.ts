@@ -9,8 +9,15 @@ import type { CashierPrincipal, InternalPrincipal, MerchantPrincipal, Principal,
  * Resolves and authorizes the caller of a route: the credential kind the route
  * takes, the credential, then scope. (The merchant in the request is checked by
  * the interceptor, which sees the message.)
+ *
+ * One rule for every credential kind, so that the answer says nothing about what a
+ * token looks like: no Authorization header, or one that is not "Bearer <token>", is
+ * unauthenticated; any bearer token that is not an active credential of the kind this
+ * route takes (malformed, of another kind, unknown or revoked) is invalid_api_key. Only
+ * the holder of a real cashier session can learn that it expired (session_expired).
  */
 export async function authenticate(em: EntityManager, route: Route, authorization: string | null): Promise<Principal> {
+  if (route.credential !== Credential.PUBLIC) requireBearer(authorization, route.credential);
   switch (route.credential) {
     case Credential.UNSPECIFIED:
     case Credential.TEST_API_KEY:
@@ -28,22 +35,39 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
   }
 }
 
+/** What each credential kind is called in messages, and how to send it. */
+const kindNames: Partial<Record<Credential, string>> = {
+  [Credential.INTERNAL]: "an internal credential (int_…)",
+  [Credential.SITE_GATEWAY]: "a Site Gateway credential (site_test_… or site_live_…)",
+  [Credential.CASHIER_SESSION]: "a cashier session (pos_test_… or pos_live_…)",
+};
+const kindOf = (credential: Credential) => kindNames[credential] ?? "an API key (sk_test_… or sk_live_…)";
+
+/** A bearer token is one token68 (RFC 9110 11.2): two credentials in one header ("a, b") are none. */
+const bearerSyntax = /^Bearer +[A-Za-z0-9\-._~+/]+=* *$/i;
+
+function requireBearer(authorization: string | null, credential: Credential): void {
+  if (authorization !== null && bearerSyntax.test(authorization)) return;
+  const missing = authorization === null || authorization.trim() === "";
+  throw apiError(
+    "unauthenticated",
+    `${missing ? "Send" : "The Authorization header must carry"} ${kindOf(credential)} as: Authorization: Bearer <credential>.`,
+  );
+}
+
+function invalidCredential(credential: Credential): never {
+  throw apiError("invalid_api_key", `This route takes ${kindOf(credential)}; the one sent is unknown, revoked, or of another kind.`);
+}
+
 async function apiKeyCaller(em: EntityManager, route: Route, authorization: string | null): Promise<MerchantPrincipal> {
   const bearer = parseBearer(authorization);
-  if (!bearer.ok) {
-    throw apiError(
-      "unauthenticated",
-      bearer.reason === "missing"
-        ? "Send your API key as: Authorization: Bearer <api_key>."
-        : "The Authorization header must be: Bearer <api_key>.",
-    );
-  }
+  if (!bearer.ok) invalidCredential(route.credential);
   // Every request runs this lookup: plain SQL on the unique index, no ORM hydration.
   const [key] = await em.execute<{ id: string; merchant_id: string; environment: string; scopes: string[]; revoked_at: unknown }[]>(
     `select id, merchant_id, environment, scopes, revoked_at from api_keys where secret_hash = ?`,
     [hashApiKey(bearer.secret)],
   );
-  if (!key || key.revoked_at) throw apiError("invalid_api_key", "The API key is unknown or revoked.");
+  if (!key || key.revoked_at) invalidCredential(route.credential);
   if (route.credential === Credential.TEST_API_KEY && key.environment !== "test") {
     throw apiError("test_mode_only", "This route accepts only a Test API key.");
   }
@@ -61,37 +85,23 @@ async function apiKeyCaller(em: EntityManager, route: Route, authorization: stri
 
 async function internalCaller(em: EntityManager, authorization: string | null): Promise<InternalPrincipal> {
   const bearer = parseInternalBearer(authorization);
-  if (!bearer.ok) {
-    throw apiError(
-      "unauthenticated",
-      bearer.reason === "missing"
-        ? "Send your internal credential as: Authorization: Bearer <credential>."
-        : "This route takes an internal credential (int_…), sent as: Authorization: Bearer <credential>.",
-    );
-  }
+  if (!bearer.ok) invalidCredential(Credential.INTERNAL);
   const [credential] = await em.execute<{ id: string; name: string; revoked_at: unknown }[]>(
     `select id, name, revoked_at from internal_credentials where secret_hash = ?`,
     [hashApiKey(bearer.secret)],
   );
-  if (!credential || credential.revoked_at) throw apiError("unauthenticated", "The internal credential is unknown or revoked.");
+  if (!credential || credential.revoked_at) invalidCredential(Credential.INTERNAL);
   return { kind: "internal", credentialId: credential.id, name: credential.name };
 }
 
 async function siteCaller(em: EntityManager, authorization: string | null): Promise<SitePrincipal> {
   const bearer = parseSiteBearer(authorization);
-  if (!bearer.ok) {
-    throw apiError(
-      "unauthenticated",
-      bearer.reason === "missing"
-        ? "Send your site credential as: Authorization: Bearer <site credential>."
-        : "This route takes a Site Gateway credential (site_test_… or site_live_…), sent as: Authorization: Bearer <credential>.",
-    );
-  }
+  if (!bearer.ok) invalidCredential(Credential.SITE_GATEWAY);
   const [credential] = await em.execute<{ id: string; merchant_id: string; environment: string; allowed_origins: string[]; revoked_at: unknown }[]>(
     `select id, merchant_id, environment, allowed_origins, revoked_at from site_credentials where secret_hash = ?`,
     [hashApiKey(bearer.secret)],
   );
-  if (!credential || credential.revoked_at) throw apiError("unauthenticated", "The site credential is unknown or revoked.");
+  if (!credential || credential.revoked_at) invalidCredential(Credential.SITE_GATEWAY);
   return {
     kind: "site",
     credentialId: credential.id,
@@ -103,18 +113,11 @@ async function siteCaller(em: EntityManager, authorization: string | null): Prom
 
 async function cashierCaller(em: EntityManager, authorization: string | null): Promise<CashierPrincipal> {
   const bearer = parseCashierBearer(authorization);
-  if (!bearer.ok) {
-    throw apiError(
-      "unauthenticated",
-      bearer.reason === "missing"
-        ? "Send the cashier session as: Authorization: Bearer <session>."
-        : "This route takes a cashier session (pos_test_… or pos_live_…), sent as: Authorization: Bearer <session>.",
-    );
-  }
+  if (!bearer.ok) invalidCredential(Credential.CASHIER_SESSION);
   const [session] = await em.execute<
     { id: string; merchant_id: string; environment: string; cashier: string; terminal: string | null; expires_at: Date | string; revoked_at: unknown }[]
   >(`select id, merchant_id, environment, cashier, terminal, expires_at, revoked_at from cashier_sessions where secret_hash = ?`, [hashApiKey(bearer.secret)]);
-  if (!session || session.revoked_at) throw apiError("unauthenticated", "The cashier session is unknown or revoked.");
+  if (!session || session.revoked_at) invalidCredential(Credential.CASHIER_SESSION);
   if (new Date(session.expires_at).getTime() <= Date.now()) {
     throw apiError("session_expired", "The cashier session has expired; sign the cashier in again (admin cashier-session create).");
   }

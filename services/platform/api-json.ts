@@ -57,6 +57,40 @@ function hasJsonType(field: DescField, value: JsonValue): boolean {
 
 type Source = "body" | "query";
 
+const rfc3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]{1,9})?(?:Z|[+-]([0-9]{2}):([0-9]{2}))$/;
+
+/**
+ * Whether a string is an RFC 3339 timestamp (the proto JSON form: "T", "Z" or an offset) of a real
+ * calendar date and time. Date.parse alone would roll "2026-02-30" over into March.
+ */
+export function isRfc3339(value: string): boolean {
+  const m = rfc3339.exec(value);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = m.slice(1).map((part) => Number(part ?? "0"));
+  if (year === undefined || month === undefined || day === undefined || year < 1 || month < 1 || month > 12 || day < 1) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
+  // No leap second (":60"): a proto Timestamp has none.
+  return day <= days && Number(hour) <= 23 && Number(minute) <= 59 && Number(second) <= 59 && Number(offsetHour) <= 23 && Number(offsetMinute) <= 59;
+}
+
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * JSON's \ud800 escapes can spell text that is not Unicode, which proto strings refuse. Request
+ * fields are strings or flat maps and lists of them: one level down is enough, and a body nested
+ * deeper is refused for its type anyway (recursing into it could exhaust the stack).
+ */
+function hasLoneSurrogate(value: JsonValue, depth = 0): boolean {
+  if (typeof value === "string") return loneSurrogate.test(value);
+  if (typeof value !== "object" || value === null || depth > 0) return false;
+  return Object.entries(value).some(([k, v]) => loneSurrogate.test(k) || hasLoneSurrogate(v, depth + 1));
+}
+
+function isTimestamp(field: DescField): boolean {
+  return field.fieldKind === "message" && field.message.typeName === "google.protobuf.Timestamp";
+}
+
 /**
  * Builds the request message from the path parameters and the JSON body or
  * query string. Path parameters win over nothing: naming one in the body or
@@ -78,6 +112,10 @@ export function decodeRequest<T extends Message>(
     if (source === "body" && !hasJsonType(field, value)) {
       throw validationError(key, `"${key}" must be ${describeType(field)}.`);
     }
+    if (isTimestamp(field) && value !== null && (typeof value !== "string" || !isRfc3339(value))) {
+      const shaped = typeof value === "string" && rfc3339.test(value);
+      throw validationError(key, shaped ? `"${key}" is not a real date and time.` : `"${key}" must be ${describeType(field)}.`);
+    }
   }
   Object.assign(json, pathParams);
   try {
@@ -89,6 +127,7 @@ export function decodeRequest<T extends Message>(
         fromJson(schema, { [key]: value });
       } catch {
         const field = schema.fields.find((f) => f.name === key) as DescField;
+        if (hasLoneSurrogate(value)) throw validationError(key, `"${key}" must be valid Unicode text (it has an unpaired surrogate).`);
         throw validationError(key, `"${key}" must be ${describeType(field)}.`);
       }
     }

@@ -219,7 +219,7 @@ t.test("ObservationService: credentials and bad input", async (t) => {
   t.equal(none?.code, Code.Unauthenticated, "no credential is refused");
   const onMerchantRoute = await call(base, "GET", intents(), { key: watcher.credential });
   t.equal(onMerchantRoute.status, 401, "an internal credential is refused on merchant routes");
-  t.equal(onMerchantRoute.body.error.code, "unauthenticated");
+  t.equal(onMerchantRoute.body.error.code, "invalid_api_key");
 
   const bad: [Partial<typeof valid>, string][] = [
     [{ amount: "-1" }, "amount"],

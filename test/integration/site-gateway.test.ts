@@ -63,15 +63,16 @@ t.test("bad input changes nothing", async (t) => {
 
 t.test("credentials: the wrong kind or an unknown one is 401, and a revoked one at once", async (t) => {
   const { credential: internal } = await watcherClient(app, rpcUrl);
-  for (const [name, credential] of [
-    ["an API key", merchant.key],
-    ["an internal credential", internal],
-    ["an unknown site credential", `site_test_${"a".repeat(32)}`],
-    ["nothing", ""],
+  // Any token that is not an active site credential is invalid_api_key; no header at all is unauthenticated.
+  for (const [name, credential, code] of [
+    ["an API key", merchant.key, "invalid_api_key"],
+    ["an internal credential", internal, "invalid_api_key"],
+    ["an unknown site credential", `site_test_${"a".repeat(32)}`, "invalid_api_key"],
+    ["nothing", "", "unauthenticated"],
   ] as const) {
     const res = await create(credential, sampleIntent);
     t.equal(res.status, 401, `${name} on create`);
-    t.equal(res.body.error.code, "unauthenticated");
+    t.equal(res.body.error.code, code);
     t.equal((await read(credential, "pi_x")).status, 401, `${name} on read`);
   }
   const onMerchantRoute = await call(base, "GET", `/api/v1/merchants/${merchant.merchant}/payment-intents`, { key: site.credential });

@@ -81,15 +81,16 @@ t.test("bad input is 400 with its param, and creates nothing", async (t) => {
 
 t.test("credentials: wrong kind, unknown, revoked and expired sessions", async (t) => {
   const site = await createSiteCredential(em(), a.merchant, "test", []);
-  for (const [name, credential] of [
-    ["an API key", a.key],
-    ["a site credential", site.credential],
-    ["an unknown session", `pos_test_${"b".repeat(32)}`],
-    ["nothing", ""],
+  // Any token that is not an active cashier session is invalid_api_key; no header at all is unauthenticated.
+  for (const [name, credential, code] of [
+    ["an API key", a.key, "invalid_api_key"],
+    ["a site credential", site.credential, "invalid_api_key"],
+    ["an unknown session", `pos_test_${"b".repeat(32)}`, "invalid_api_key"],
+    ["nothing", "", "unauthenticated"],
   ] as const) {
     const res = await pay(credential);
     t.equal(res.status, 401, name);
-    t.equal(res.body.error?.code, "unauthenticated", name);
+    t.equal(res.body.error?.code, code, name);
   }
   const onMerchantRoute = await call(base, "GET", `/api/v1/merchants/${a.merchant}/payment-intents`, { key: session.session });
   t.equal(onMerchantRoute.status, 401, "a cashier session on a merchant route");
@@ -103,7 +104,7 @@ t.test("credentials: wrong kind, unknown, revoked and expired sessions", async (
 
   const revoked = await createCashierSession(em(), { merchantId: a.merchant, environment: "test", cashier: "Cy" });
   await revokeCashierSession(em(), revoked.id);
-  t.equal((await pay(revoked.session)).body.error?.code, "unauthenticated", "revoked: refused at once");
+  t.equal((await pay(revoked.session)).body.error?.code, "invalid_api_key", "revoked: refused at once");
 
   const listed = await listCashierSessions(em(), a.merchant);
   t.same(
@@ -137,7 +138,7 @@ t.test("over gRPC with the Connect client", async (t) => {
     (e: unknown) => ConnectError.from(e),
   );
   t.equal(err?.code, Code.Unauthenticated);
-  t.equal(err?.findDetails(ErrorDetailSchema)[0]?.code, "unauthenticated");
+  t.equal(err?.findDetails(ErrorDetailSchema)[0]?.code, "invalid_api_key");
 });
 
 t.test("the admin CLI issues, lists and revokes every credential type", async (t) => {

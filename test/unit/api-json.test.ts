@@ -11,7 +11,7 @@ import {
   type CreatePaymentIntentRequest,
   type ListPaymentIntentsRequest,
 } from "../../gen/payments/v1/payment_intents_pb.ts";
-import { decodeRequest, encodeResponse } from "../../services/platform/api-json.ts";
+import { decodeRequest, encodeResponse, isRfc3339 } from "../../services/platform/api-json.ts";
 import { describeError } from "../../services/platform/errors.ts";
 
 type Asserts = Pick<typeof t, "ok" | "equal" | "fail" | "match">;
@@ -205,4 +205,58 @@ t.test("encodeResponse", async (t) => {
     create(PaymentIntentSchema, { expiresAt: timestampFromDate(new Date("2026-01-31T12:15:00.250Z")) }),
   ) as Record<string, JsonValue>;
   t.equal(ms.expires_at, "2026-01-31T12:15:00.250Z", "milliseconds kept");
+});
+
+t.test("isRfc3339: a real calendar date and time in the proto JSON form", async (t) => {
+  for (const value of [
+    "2026-01-31T12:00:00Z",
+    "2024-02-29T00:00:00Z",
+    "2000-02-29T23:59:59.999999999Z",
+    "2026-12-31T23:59:59+14:00",
+    "2026-06-30T00:00:00-05:30",
+    "0001-01-01T00:00:00Z",
+  ]) {
+    t.ok(isRfc3339(value), value);
+  }
+  for (const value of [
+    "2026-02-30T00:00:00Z",
+    "2025-02-29T00:00:00Z",
+    "1900-02-29T00:00:00Z",
+    "2026-04-31T00:00:00Z",
+    "2026-00-10T00:00:00Z",
+    "2026-13-01T00:00:00Z",
+    "2026-01-00T00:00:00Z",
+    "2026-01-01T24:00:00Z",
+    "2026-01-01T23:60:00Z",
+    "2026-01-01T23:59:60Z",
+    "2026-01-01T00:00:00+24:00",
+    "2026-01-01T00:00:00+01:60",
+    "0000-01-01T00:00:00Z",
+    "2026-01-01T00:00:00",
+    "2026-01-01 00:00:00Z",
+    "2026-01-01t00:00:00z",
+    "2026-01-01T00:00:00.Z",
+    "2026-01-01T00:00:00.1234567890Z",
+    "2026-1-01T00:00:00Z",
+    "yesterday",
+    "",
+  ]) {
+    t.notOk(isRfc3339(value), value);
+  }
+});
+
+t.test("an impossible date in a timestamp filter is refused, naming it", async (t) => {
+  refusedWithParam(t, () => listQuery({ created_after: "2026-02-30T00:00:00Z" }), "created_after", "February 30th");
+  refusedWithParam(t, () => listQuery({ created_before: "2026-01-01T23:59:60Z" }), "created_before", "a leap second");
+  t.ok(listQuery({ created_after: "2024-02-29T12:00:00+01:00" }).createdAfter, "a leap day is taken");
+});
+
+t.test("text that is not Unicode is refused, naming the field; a deep body does not exhaust the stack", async (t) => {
+  refusedWithParam(t, () => createBody({ ...goodBody, merchant_reference: "a\ud800" }), "merchant_reference", "a lone high surrogate");
+  refusedWithParam(t, () => createBody({ ...goodBody, metadata: { k: "\udfff" } }), "metadata", "a lone low surrogate in a map value");
+  refusedWithParam(t, () => createBody({ ...goodBody, metadata: { "\ud800": "v" } }), "metadata", "a lone surrogate in a map key");
+  let deep: JsonValue = "x";
+  for (let i = 0; i < 100_000; i++) deep = { a: deep };
+  refusedWithParam(t, () => createBody({ ...goodBody, metadata: deep }), "metadata", "100000 levels of objects");
+  t.equal(createBody({ ...goodBody, merchant_reference: "💳 ok" }).merchantReference, "💳 ok", "a surrogate pair is text");
 });

@@ -1,5 +1,5 @@
 import t from "tap";
-import { buildRoutes, matchRoute } from "../../gateway/routes.ts";
+import { buildRoutes, isCanonicalPath, matchRoute } from "../../gateway/routes.ts";
 import { services } from "../../services/rpc/routes.ts";
 
 const routes = buildRoutes(services);
@@ -121,4 +121,56 @@ t.test("malformed percent-encoding is not found", async (t) => {
 t.test("an empty route table", async (t) => {
   t.same(matchRoute([], "GET", base), { kind: "not_found" });
   t.same(buildRoutes([]), []);
+});
+
+t.test("canonical paths: the one spelling a route answers to", async (t) => {
+  for (const path of [
+    "/",
+    base,
+    `${base}/pi_123/cancel`,
+    "/checkout/pi_0123456789abcdefghijABCD",
+    "/api/v1/merchants/m%201/payment-intents",
+    "/api/v1/merchants/m%C3%BC/payment-intents",
+    `${base}/pi_%00`,
+    "/a/b:c@d!$&'()*+,;=",
+    "/a/.b/c..d/...",
+  ]) {
+    t.ok(isCanonicalPath(path), `canonical: ${JSON.stringify(path)}`);
+  }
+  for (const path of [
+    "",
+    "//",
+    "///",
+    `//x${base}`,
+    `/x/..${base}`,
+    `/x/%2e%2e${base}`,
+    `/x/%2E%2e${base}`,
+    `/x/.%2e${base}`,
+    "/api/v1/./merchants/m1/payment-intents",
+    "/api/v1/%2e/merchants/m1/payment-intents",
+    `${base}/.`,
+    `${base}/`,
+    `${base}//pi_1`,
+    "/api/v1\\merchants/m1/payment-intents",
+    "/api/v1%5cmerchants/m1/payment-intents",
+    "/api/v1%5Cmerchants/m1/payment-intents",
+    `${base}%2Fpi_1`,
+    `${base}%2fpi_1`,
+    "/api/v1/merchants/%6d1/payment-intents",
+    "/api/v1/merchants/m%7e/payment-intents",
+    "/api/v1/merchants/m%/payment-intents",
+    "/api/v1/merchants/m%zz/payment-intents",
+    "/api/v1/merchants/m%4/payment-intents",
+    `http://any-host${base}`,
+    `*`,
+    `${base}?limit=1`,
+    `${base}#x`,
+    "/api/v1/merchants/m 1/payment-intents",
+    "/api/v1/merchants/mü/payment-intents",
+    "/api/v1/merchants/m\u0000/payment-intents",
+    '/a/"b"',
+    "/a/<b>",
+  ]) {
+    t.notOk(isCanonicalPath(path), `not canonical: ${JSON.stringify(path)}`);
+  }
 });
