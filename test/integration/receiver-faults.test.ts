@@ -101,6 +101,12 @@ t.test("refused, then too slow, then 200: every attempt classified, on schedule,
     return Date.parse(a.started_at) < due - toleranceMs ? [`attempt ${a.number} at ${a.started_at}, due ${new Date(due).toISOString()}`] : [];
   });
   t.same(early, [], "no retry before its delay");
+  t.comment(
+    `retry n+1 started this long after attempt n ended plus delay n: ${attempts
+      .slice(1)
+      .map((a, i) => Date.parse(a.started_at) - (Date.parse(attempts[i].started_at) + attempts[i].duration_ms + delaysSeconds[i]! * 1000))
+      .join(", ")} ms`,
+  );
 
   const requests = s.receiver.requests.filter((r) => r.headers["x-service-event-id"] === sent.body.data.event_id);
   t.equal(requests.length, 3, "the receiver saw the two timed-out attempts and the successful one");
