@@ -1,7 +1,8 @@
 // Webhook delivery on a 3-node JetStream cluster (JETSTREAM_REPLICAS=3, NATS_URL listing the three
 // servers): the stream's leader SIGKILLed in the middle of a burst loses no event, and the node
 // rejoins as a current replica once it is back. Also: an existing 1-replica stream is scaled up by a
-// worker started with JETSTREAM_REPLICAS=3, and a standalone server is refused with one line.
+// worker started with JETSTREAM_REPLICAS=3, a standalone server is refused with one line, and a
+// consumer deleted under a running worker is made again.
 // Real nats-server processes (a private cluster on loopback ports), PostgreSQL, HTTPS receiver.
 import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager, type ClusterInfo, type JetStreamManager } from "@nats-io/jetstream";
@@ -241,4 +242,22 @@ t.test("JETSTREAM_REPLICAS=3 against a server that is not part of a cluster: the
   t.ok(err, "start fails");
   t.match(err?.message, /^JETSTREAM_REPLICAS is 3, but the NATS server .* is not part of a cluster/, "the message names the setting and the problem");
   t.match(err?.message, /list a JetStream cluster's servers in NATS_URL, or set JETSTREAM_REPLICAS=1/, "and what to do");
+});
+
+t.test("the durable consumer deleted under a running worker is made again, and delivery goes on", async (t) => {
+  const s = await webhookSetup(t, { env: { NATS_URL: natsUrl } });
+  const names = streamNames(s.prefix);
+  const nc = await connect({ servers: natsUrl });
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  await s.createEndpoint();
+  await createIntents(s, 1);
+  await until("the first delivery delivered", async () => (await deliveredCount(s)) === 1, 20_000);
+
+  t.ok(await jsm.consumers.delete(names.stream, names.consumer), "the consumer is deleted (its pending pull request with it)");
+  await createIntents(s, 5);
+  await until("the next 5 deliveries delivered", async () => (await deliveredCount(s)) === 6, 30_000, () => `${s.receiver.requests.length} requests`);
+  const ci = await jsm.consumers.info(names.stream, names.consumer);
+  t.equal(ci.name, names.consumer, "the worker made the consumer again");
+  t.equal(new Set(s.receiver.requests.map(eventIdOf)).size, 6, "every event reached the receiver");
 });
