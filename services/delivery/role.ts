@@ -47,6 +47,7 @@ export async function startWorkerRole(o: {
   // (e.g. a NATS server that came back without its store).
   let ensured: { nc: NatsConnection; done: Promise<unknown> } | undefined;
   let started = false;
+  let refusal: string | undefined;
   const streamReady = async (refresh = false) => {
     const nc = await nats.connected;
     if (refresh || ensured?.nc !== nc) {
@@ -66,9 +67,12 @@ export async function startWorkerRole(o: {
     await attempt.done.catch((err) => {
       if (ensured === attempt) ensured = undefined;
       // At start the refusal is the process's one line; later (NATS was away at start) it is logged.
-      if (err instanceof StreamSetupRefused && started) logger.error(err.message);
+      // Once, not on every retry of the relay and the worker.
+      if (err instanceof StreamSetupRefused && started && err.message !== refusal) logger.error(err.message);
+      if (err instanceof StreamSetupRefused) refusal = err.message;
       throw err;
     });
+    refusal = undefined;
   };
   // Refuse at once when NATS answers and the set-up can never succeed (e.g. the prefix is another installation's).
   const check = streamReady();
