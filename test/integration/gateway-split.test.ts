@@ -5,7 +5,7 @@
 import { createHmac } from "node:crypto";
 import t, { type Test } from "tap";
 import { createSiteCredential } from "../../services/site/credentials.ts";
-import { call, idemKey, merchantWithKey, sampleIntent, until, type ApiResponse, type SplitTestApp } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until, type ApiResponse, type SplitTestApp } from "../helpers/harness.ts";
 import { hookHost, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
 // Through startTestApp, as any acceptance test run with TEST_SPLIT=1 would be.
@@ -172,4 +172,12 @@ t.test("with the rpc role down the gateway answers 503 unavailable, with Retry-A
     t.notMatch(text, /127\.0\.0\.1|localhost|ECONNREFUSED|::1/, "no internal address in the answer");
     t.notOk(text.includes(rpcPort), "no internal port in the answer");
   }
+
+  // An rpc role back on the same address is used again, without restarting the gateway.
+  await startTestApp(t, { DATABASE_URL: s.databaseUrl, RPC_PORT: rpcPort, JETSTREAM_PREFIX: s.prefix }, ["rpc"], s.masterKey);
+  const back = await until("the gateway answering again", async () => {
+    const res = await call(base, "GET", intents(a), { key: a.key });
+    return res.status === 200 ? res : undefined;
+  }, 10_000);
+  t.ok(back.body.data.length > 0, "the data is there again");
 });
