@@ -64,7 +64,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   let jetstreamPrefix: string | undefined;
   try {
     if (roles.includes("rpc")) {
-      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort);
+      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort, { bodyLimitBytes: config.bodyLimitBytes });
       ports.rpc = rpc.port;
       stops.push(rpc.close);
     }
