@@ -95,7 +95,9 @@ const boundary: Interceptor = (next) => async (req) => {
 
 function bounded(err: ConnectError): ConnectError {
   if (err.rawMessage.length <= maxErrorMessageLength) return err;
-  return copyOf(err, `${err.rawMessage.slice(0, maxErrorMessageLength - 1)}…`);
+  // Not between the halves of a surrogate pair: gRPC percent-encodes the message, and a lone one throws.
+  const cut = err.rawMessage.slice(0, maxErrorMessageLength - 1).replace(/[\uD800-\uDBFF]$/, "");
+  return copyOf(err, `${cut}…`);
 }
 
 function copyOf(err: ConnectError, message: string, withMetadata = true): ConnectError {

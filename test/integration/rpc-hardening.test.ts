@@ -207,13 +207,14 @@ t.test("JSON with a field the message does not define is refused, as REST refuse
 });
 
 t.test("an error quoting a huge input keeps its message short and its trailers sendable", async (t) => {
-  const publicId = `pi_${"x".repeat(64 * 1024)}`;
+  // The second has a surrogate pair wherever the cut falls, whatever the message quotes before it.
+  const ids = [`pi_${"x".repeat(64 * 1024)}`, `pi_${"x😀".repeat(16 * 1024)}`];
   const transports = {
     grpc: createGrpcTransport({ baseUrl: rpcUrl }),
     "grpc-web": createGrpcWebTransport({ baseUrl: rpcUrl, httpVersion: "2" }),
     connect: createConnectTransport({ baseUrl: rpcUrl, httpVersion: "2" }),
   };
-  for (const [name, transport] of Object.entries(transports)) {
+  for (const [[name, transport], publicId] of Object.entries(transports).flatMap((e) => ids.map((id) => [e, id] as const))) {
     const client = createClient(IntentService, transport);
     const err = await client.getPaymentIntent({ merchant: a.merchant, publicId }, { headers: auth }).then(
       () => undefined,
