@@ -38,6 +38,9 @@ export const maxErrorMessageLength = 1000;
 
 const compressions: Compression[] = [compressionGzip, compressionBrotli];
 
+/** How long close() lets in-flight calls finish before it drops the connections left. */
+const closeGraceMs = 10_000;
+
 /** The rpc role: gRPC, gRPC-Web and Connect over h2c. */
 export async function startRpcServer(
   routes: (router: ConnectRouter) => void,
@@ -73,9 +76,17 @@ export async function startRpcServer(
     port: await listenOn(server, host, port),
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        server.close(() => {
+          clearTimeout(grace);
+          resolve();
+        });
         // GOAWAY: in-flight calls finish, new ones go elsewhere.
         for (const session of sessions) session.close();
+        // A session whose client stopped mid-body after its answer (a refused upload, say) never
+        // closes by itself: it stops reading its socket and so never sees the client leave.
+        const grace = setTimeout(() => {
+          for (const session of sessions) session.destroy();
+        }, closeGraceMs);
       }),
   };
 }
