@@ -13,6 +13,7 @@ import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
 import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor } from "../rpc/interceptor.ts";
+import { createInputGuard } from "../rpc/input-guard.ts";
 import { routes, services } from "../rpc/routes.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
@@ -58,7 +59,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
-  const interceptors = [createServiceInterceptor(db, logger), (await import("../rpc/input-guard.ts")).createInputGuard()];
+  const interceptors = [createServiceInterceptor(db, logger), createInputGuard()];
   const stops: (() => Promise<void>)[] = [];
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;

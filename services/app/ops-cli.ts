@@ -8,7 +8,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
 import { listDeliveriesForOps } from "../delivery/store.ts";
-import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
+import { ConfigError, loadConfig, redactUserinfo, type Config } from "../platform/config.ts";
+import { natsServers } from "../platform/nats.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { installationId } from "../platform/settings.ts";
@@ -68,9 +69,9 @@ async function consumers(config: Config) {
   const url = await locateNats(config);
   let nc: NatsConnection;
   try {
-    nc = await connect({ servers: url, name: "ops-cli", timeout: 3000, reconnect: false });
+    nc = await connect({ servers: natsServers(url), name: "ops-cli", timeout: 3000, reconnect: false });
   } catch (err) {
-    throw new OpsError(`NATS is not reachable at ${url} (${(err as Error).message})`, 1);
+    throw new OpsError(`NATS is not reachable at ${natsServers(url).map(redactUserinfo).join(",")} (${(err as Error).message})`, 1);
   }
   try {
     const names = streamNames(await prefixOf(config));

@@ -84,7 +84,7 @@ export function parseRetryDelays(raw: string): number[] {
 }
 
 /** userinfo (a user and password, or a token) is never repeated in an error. */
-function redactUserinfo(entry: string): string {
+export function redactUserinfo(entry: string): string {
   return entry.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?[^@/]*@/, "$1***@");
 }
 

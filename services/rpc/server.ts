@@ -31,6 +31,8 @@ export interface Listening {
 export interface RpcServerOptions {
   /** The largest request message accepted (BODY_LIMIT_BYTES, as for REST). */
   bodyLimitBytes: number;
+  /** A connection with no traffic for this long is closed (default 60 s). */
+  idleTimeoutMs?: number;
 }
 
 /** Error messages can quote input (an id, a value); HTTP/2 peers refuse header blocks past ~16-64 KB. */
@@ -67,6 +69,9 @@ export async function startRpcServer(
     jsonOptions: { ignoreUnknownFields: false, textDecoder: jsonBodyDecoder } as { ignoreUnknownFields: boolean },
   });
   const server = http2.createServer(handler);
+  // A client that stops mid-upload after a refusal leaves its stream half open, and the session
+  // would never close; an idle connection of a well-behaved client is simply made again.
+  server.setTimeout(options.idleTimeoutMs ?? 60_000);
   const sessions = new Set<http2.Http2Session>();
   server.on("session", (session) => {
     sessions.add(session);

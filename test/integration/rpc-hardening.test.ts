@@ -11,6 +11,8 @@ import { trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web
 import t, { type Test } from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { GetPaymentIntentRequestSchema, IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { setTimeout as sleep } from "node:timers/promises";
+import { startRpcServer } from "../../services/rpc/server.ts";
 import { merchantWithKey, startTestApp } from "../helpers/harness.ts";
 
 const limit = 1024 * 1024;
@@ -228,4 +230,20 @@ t.test("an error quoting a huge input keeps its message short and its trailers s
   const client = createClient(IntentService, transports.grpc);
   const list = await client.listPaymentIntents({ merchant: a.merchant, limit: 1 }, { headers: auth });
   t.same(list.data, []);
+});
+
+t.test("a connection left half open after a refusal is closed once idle", async (t) => {
+  const idle = await startRpcServer(() => undefined, [], "127.0.0.1", 0, { bodyLimitBytes: limit, idleTimeoutMs: 300 });
+  t.teardown(() => idle.close());
+  const session = http2.connect(`http://127.0.0.1:${idle.port}`);
+  session.on("error", () => undefined);
+  const closed = new Promise<void>((resolve) => session.once("close", () => resolve()));
+  const req = session.request({ ":method": "POST", ":path": createPath, "content-type": "application/proto" });
+  req.on("error", () => undefined);
+  const answered = new Promise<number>((resolve) => req.once("response", (h) => resolve(Number(h[":status"]))));
+  req.write(Buffer.alloc(1024)); // and never end the body
+  t.equal(await answered, 404, "the unknown method is answered before the body ends");
+  const outcome = await Promise.race([closed.then(() => "closed"), sleep(10_000).then(() => "still open")]);
+  t.equal(outcome, "closed", "the server closes the idle connection");
+  session.destroy();
 });
