@@ -5,6 +5,7 @@ import { connect } from "@nats-io/transport-node";
 import pg from "pg";
 import { HDKey } from "@scure/bip32";
 import { streamNames } from "../../services/delivery/jetstream.ts";
+import { natsServers } from "../../services/platform/nats.ts";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import type { Environment, Scope } from "../../services/auth/keys.ts";
 import { scopes as allScopes } from "../../services/auth/keys.ts";
@@ -48,7 +49,7 @@ export async function createTestDatabase(t: Teardown): Promise<string> {
 /** Removes a test run's delivery stream (and its consumer) and its prefix claim from the shared NATS. */
 export async function deleteStream(prefix: string, servers = natsUrl): Promise<void> {
   // A test's private NATS may already be gone, and its streams with it.
-  const nc = await connect({ servers, reconnect: false }).catch(() => undefined);
+  const nc = await connect({ servers: natsServers(servers), reconnect: false }).catch(() => undefined);
   if (!nc) return;
   try {
     const jsm = await jetstreamManager(nc);
