@@ -1,34 +1,80 @@
+import { setTimeout as sleepFor } from "node:timers/promises";
 import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
+import { isDatabaseUnavailable } from "../platform/errors.ts";
 import type { Logger } from "../platform/logger.ts";
+import { nextDelay, OutageLog } from "../platform/outage.ts";
+
+/** The longest wait between passes while the database is down: how late the scheduler may notice it is back. */
+export const schedulerMaxBackoffMs = 5000;
 
 /** The scheduler role: expires intents every second, purges old idempotency keys every hour. */
 export function startScheduler(db: Database, logger: Logger, intents: Intents, intervalMs = 1000): { stop(): Promise<void> } {
-  let stopped = false;
   let lastPurge = 0;
+  return runPasses({
+    logger,
+    intervalMs,
+    maxBackoffMs: schedulerMaxBackoffMs,
+    pass: async (stopped) => {
+      let expired: number;
+      do {
+        expired = await intents.expireDue(db.em.fork());
+        if (expired > 0) logger.info({ expired }, "expired payment intents");
+      } while (expired > 0 && !stopped());
+      if (Date.now() - lastPurge > 3_600_000) {
+        const purged = await purgeExpiredKeys(db.em.fork());
+        lastPurge = Date.now();
+        if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
+      }
+    },
+  });
+}
+
+export interface PassesOptions {
+  /** One pass; `stopped()` says whether to cut a long pass short. */
+  pass: (stopped: () => boolean) => Promise<void>;
+  logger: Logger;
+  intervalMs: number;
+  /** The cap of the backoff after failed passes. */
+  maxBackoffMs: number;
+  /** Tests give a fake clock and sleep; the defaults are the real ones. */
+  now?: () => number;
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+}
+
+/**
+ * Runs `pass` every intervalMs until stopped. While passes fail the wait backs off (doubling,
+ * capped), so an outage is retried without end and the loop resumes by itself. A database outage
+ * is logged once when it begins and once when it ends; any other failure is a bug and is
+ * logged as an error each time (at most once per backoff).
+ */
+export function runPasses(o: PassesOptions): { stop(): Promise<void> } {
+  const sleep = o.sleep ?? ((ms, signal) => sleepFor(ms, undefined, { signal }).catch(() => undefined));
+  const outage = new OutageLog(o.logger, "database", o.now);
+  const abort = new AbortController();
+  let stopped = false;
+  let failures = 0;
   const loop = (async () => {
     while (!stopped) {
       try {
-        let expired: number;
-        do {
-          expired = await intents.expireDue(db.em.fork());
-          if (expired > 0) logger.info({ expired }, "expired payment intents");
-        } while (expired > 0 && !stopped);
-        if (Date.now() - lastPurge > 3_600_000) {
-          const purged = await purgeExpiredKeys(db.em.fork());
-          lastPurge = Date.now();
-          if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
-        }
+        await o.pass(() => stopped);
+        outage.recovered();
+        failures = 0;
       } catch (err) {
-        if (!stopped) logger.error({ err }, "scheduler pass failed");
+        failures++;
+        if (stopped) break;
+        if (isDatabaseUnavailable(err)) outage.failed(err);
+        else o.logger.error({ err }, "scheduler pass failed");
       }
-      await new Promise((r) => setTimeout(r, intervalMs));
+      if (stopped) break;
+      await sleep(failures > 0 ? nextDelay(failures, o.intervalMs, o.maxBackoffMs) : o.intervalMs, abort.signal);
     }
   })();
   return {
     async stop() {
       stopped = true;
+      abort.abort();
       await loop;
     },
   };

@@ -1,7 +1,9 @@
+import { setTimeout as sleepFor } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
 import pg from "pg";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
+import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { claimUnpublished, markPublished } from "./store.ts";
@@ -17,6 +19,8 @@ export interface RelayOptions {
   batch?: number;
   /** A pass runs at least this often, notification or not. */
   pollMs?: number;
+  /** The cap of the backoff while passes fail: how late the relay may notice the outage is over. */
+  maxBackoffMs?: number;
 }
 
 /**
@@ -25,11 +29,17 @@ export interface RelayOptions {
  * webhook_outbox notification (sent when deliveries commit) and polls as a
  * fallback, so whatever a crash or a NATS outage left behind goes out on a later pass.
  * Rows are locked while published (SKIP LOCKED), so several relays share the work.
+ * Through a database or NATS outage both loops retry with capped backoff, logging the outage
+ * once when it begins and once when it ends, and resume by themselves.
  */
 export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   const batch = o.batch ?? 500;
   const pollMs = o.pollMs ?? 1000;
+  const maxBackoffMs = o.maxBackoffMs ?? 5000;
   let stopped = false;
+  // Cuts backoff waits short at stop().
+  const abort = new AbortController();
+  const pause = (ms: number) => sleepFor(ms, undefined, { signal: abort.signal }).catch(() => undefined);
   let halt!: (err: Error) => void;
   // Rejects at stop(), so nothing waits for a NATS connection that never comes.
   const halted = new Promise<never>((_, reject) => (halt = reject));
@@ -43,36 +53,47 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   // The LISTEN connection, also while it connects: stop() ends it in any state.
   let listener: pg.Client | undefined;
+  const listenOutage = new OutageLog(o.logger, "outbox relay LISTEN connection");
   const listen = async () => {
+    let failures = 0;
     while (!stopped) {
       const client = new pg.Client({ connectionString: o.databaseUrl });
       listener = client;
-      const ended = new Promise<void>((resolve) => {
-        client.on("error", () => resolve());
-        client.on("end", () => resolve());
+      // Rejects when the connection breaks or ends, so a lost connection counts as a failure.
+      const ended = new Promise<never>((_, reject) => {
+        client.on("error", reject);
+        client.on("end", () => reject(new Error("the LISTEN connection ended")));
       });
+      ended.catch(() => undefined);
       try {
         client.on("notification", poke);
         await Promise.race([client.connect(), ended]);
         if (!stopped) {
           await Promise.race([client.query("listen webhook_outbox"), ended]);
+          listenOutage.recovered();
+          failures = 0;
           poke();
           await ended;
         }
       } catch (err) {
-        if (!stopped) o.logger.warn({ err }, "outbox relay: LISTEN connection failed; polling until it is back");
+        // Meanwhile the relay polls, so nothing waits for this connection.
+        if (!stopped) {
+          failures++;
+          listenOutage.failed(err);
+        }
       }
       listener = undefined;
       await client.end().catch(() => undefined);
-      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
+      if (!stopped) await pause(nextDelay(Math.max(failures, 1), 1000, maxBackoffMs));
     }
   };
   const listening = listen();
 
-  let failing = false;
+  const outage = new OutageLog(o.logger, "outbox relay");
+  let failures = 0;
   const pass = async (): Promise<number> => {
     const nc = await Promise.race([o.nats.connected, halted]);
-    await o.streamReady(failing);
+    await o.streamReady(failures > 0);
     const js = jetstream(nc);
     return o.db.em.fork().transactional(async (tx) => {
       const rows = await claimUnpublished(tx, batch);
@@ -90,24 +111,26 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
         let published: number;
         do published = await pass();
         while (published === batch && !stopped);
-        if (failing) o.logger.info("outbox relay: publishing again");
-        failing = false;
+        outage.recovered();
+        failures = 0;
       } catch (err) {
         // Nothing is lost: the rows stay unpublished and the next pass retries them.
-        if (!failing) o.logger.warn({ err }, "outbox relay: publishing failed; retrying");
-        failing = true;
+        if (!stopped) {
+          failures++;
+          outage.failed(err);
+        }
       }
       if (stopped) break;
-      if (!pendingWake || failing) {
+      if (failures > 0) {
+        // While publishing fails, a notification does not cut the wait short.
+        await pause(nextDelay(failures, pollMs, Math.max(pollMs, maxBackoffMs)));
+      } else if (!pendingWake) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, pollMs);
-          // While publishing fails, a notification does not cut the wait short.
-          if (!failing) {
-            wake = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          }
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
         });
         wake = undefined;
       }
@@ -118,6 +141,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     async stop() {
       stopped = true;
       halt(new Error("stopped"));
+      abort.abort();
       wake?.();
       await listener?.end().catch(() => undefined);
       await loop;

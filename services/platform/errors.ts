@@ -87,3 +87,46 @@ export function describeError(err: unknown): ApiErrorView {
   const code = fallbackCodes[ce.code] ?? "internal_error";
   return { code, status: errorCodes[code].status, message: fallbackMessages[code] ?? "An internal error occurred.", param: undefined };
 }
+
+/** Socket errors of a database that is down, restarting or unreachable. */
+const unavailableErrnos = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"]);
+
+/**
+ * SQLSTATEs of a server that cannot serve now: 57P01 admin_shutdown (also what a statement
+ * running when the server shuts down gets), 57P02 crash_shutdown, 57P03 cannot_connect_now
+ * (starting up, shutting down, in recovery), 53300 too_many_connections. Class 08 is matched apart.
+ */
+const unavailableSqlStates = new Set(["57P01", "57P02", "57P03", "53300"]);
+
+/** pg's and pg-pool's own messages for a connection that is gone or never came (they carry no code). */
+const unavailableMessages = [
+  /^Connection terminated unexpectedly$/,
+  /^Connection terminated$/,
+  /^Connection terminated due to connection timeout$/,
+  // pg.Client's own connectionTimeoutMillis (a pool wraps it in the message above).
+  /^timeout expired$/,
+  /^Client has encountered a connection error and is not queryable$/,
+  /^timeout exceeded when trying to connect$/,
+];
+
+/**
+ * Whether an error means the database cannot be reached right now (down, restarting,
+ * unreachable, out of connections), as opposed to a bug or a bad statement: such a request
+ * is worth retrying shortly. Looks through MikroORM's DriverException (which copies the pg
+ * error's code onto itself), `cause` chains and AggregateError's `errors`.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  const visit = (e: unknown, depth: number): boolean => {
+    if (e === null || typeof e !== "object" || seen.has(e) || depth > 8) return false;
+    seen.add(e);
+    const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (typeof code === "string") {
+      if (unavailableErrnos.has(code) || unavailableSqlStates.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+    }
+    if (typeof message === "string" && unavailableMessages.some((m) => m.test(message))) return true;
+    if (visit(cause, depth + 1)) return true;
+    return Array.isArray(errors) && errors.some((x) => visit(x, depth + 1));
+  };
+  return visit(err, 0);
+}

@@ -6,9 +6,10 @@ import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
 import { runIdempotent } from "../idempotency/idempotent.ts";
 import type { Database } from "../platform/db.ts";
-import { apiError, describeError } from "../platform/errors.ts";
+import { apiError, describeError, isDatabaseUnavailable } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
+import { OutageLog } from "../platform/outage.ts";
 import { emKey, principalKey } from "./context.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -19,6 +20,7 @@ const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
  * All of it is read from the method's (payments.v1.route) option.
  */
 export function createServiceInterceptor(db: Database, logger: Logger): Interceptor {
+  const databaseOutage = new OutageLog(logger, "database");
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
@@ -53,13 +55,22 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
         req.contextValues.set(emKey, em);
         res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
       }
+      databaseOutage.recovered();
       res.header.set("x-request-id", requestId);
       if (allowOrigin) res.header.set("access-control-allow-origin", allowOrigin);
       return res;
     } catch (err) {
       const view = describeError(err);
-      if (view.code === "internal_error") logger.error({ err, requestId, rpc: req.method.name }, "rpc failed");
-      const out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
+      let out: ConnectError;
+      if (view.code === "internal_error" && isDatabaseUnavailable(err)) {
+        // An outage, not a bug: the client may retry (a create rolled back with its Idempotency-Key).
+        // The outage is logged once, with the error's message only: never the request or the error's fields.
+        databaseOutage.failed(err);
+        out = apiError("unavailable", "The database is unavailable; retry shortly.");
+      } else {
+        if (view.code === "internal_error") logger.error({ err, requestId, rpc: req.method.name }, "rpc failed");
+        out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
+      }
       out.metadata.set("x-request-id", requestId);
       if (allowOrigin) out.metadata.set("access-control-allow-origin", allowOrigin);
       throw out;
