@@ -15,6 +15,9 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
     entities,
     extensions: [Migrator],
     pool: { min: 0, max: poolSize },
+    // pg's Pool waits for ever for a connection by default: a database host that drops packets
+    // would hold a request for minutes. Past this, the request answers 503 unavailable.
+    driverOptions: { connectionTimeoutMillis: 10_000 },
     migrations: {
       path: "services/platform/migrations",
       tableName: "mikro_orm_migrations",
