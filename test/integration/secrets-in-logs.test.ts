@@ -19,7 +19,9 @@ function offByOne(secret: string): string {
 
 /** Every form a secret could be printed in: whole, its random part without the prefix, and its raw bytes re-encoded. */
 function formsOf(secret: string): string[] {
-  const body = secret.slice(secret.lastIndexOf("_") + 1);
+  // The random part follows the kind prefix (sk_test_, site_live_, pos_test_, int_, whsec_); a
+  // signing secret's base64url part may itself hold "_".
+  const body = secret.replace(/^[a-z]+_(?:(?:test|live)_)?/, "");
   const forms = [secret, body];
   // A signing secret is 32 random bytes in base64url: those bytes in standard base64 (with and without padding) and hex too.
   const raw = Buffer.from(body, "base64url");
