@@ -35,6 +35,11 @@ export interface GatewayOptions {
   rateLimitPerMinute?: number;
   /** Pages served beside the API (not under /api/): the first whose handler takes the path answers it. */
   pages?: readonly PageHandler[];
+  /**
+   * Told of every request once it is answered (metrics): `route` is the matched route's template,
+   * "page" for a page, "preflight" for a CORS preflight, "unmatched" otherwise: never the raw path.
+   */
+  observe?: (o: { route: string; method: string; status: number; seconds: number }) => void;
 }
 
 /** Serves a request outside the API, or returns false to leave it to the API routes. */
@@ -198,6 +203,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     const started = performance.now();
     let status = 500;
     let code: string | undefined;
+    let routeLabel = "unmatched";
     try {
       // Origin-form only ("/path?query"): an absolute-form target ("http://host/api/…") or "*" names no route of ours.
       const target = req.url ?? "";
@@ -210,6 +216,7 @@ export function createGateway(options: GatewayOptions): http.Server {
         for (const page of options.pages ?? []) {
           if (await page(req, res, url)) {
             status = res.statusCode;
+            routeLabel = "page";
             return;
           }
         }
@@ -219,6 +226,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (!isCanonicalPath(rawPath)) fail(apiError("route_not_found", "No such route: the path is not in canonical form."));
       if (req.method === "OPTIONS" && (await preflight(req, res, rawPath))) {
         status = 204;
+        routeLabel = "preflight";
         return;
       }
       const match = matchRoute(routes, req.method === "HEAD" ? "GET" : (req.method ?? "GET"), rawPath);
@@ -226,6 +234,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (match.kind === "wrong_method") {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }
+      routeLabel = match.route.template;
       if (match.route.option.rateLimited) {
         const wait = limiter.take(req.socket.remoteAddress ?? "unknown");
         if (wait > 0) fail(apiError("rate_limited", "Too many requests from this address; retry later."), { "Retry-After": String(wait) });
@@ -260,6 +269,7 @@ export function createGateway(options: GatewayOptions): http.Server {
         { requestId, method: req.method, path: req.url?.split("?")[0], status, code, ms: Math.round(performance.now() - started) },
         "http request",
       );
+      options.observe?.({ route: routeLabel, method: req.method ?? "", status, seconds: (performance.now() - started) / 1000 });
     }
   };
 

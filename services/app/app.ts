@@ -20,6 +20,7 @@ import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
 import { IntentViews } from "../intents/views.ts";
 import { createOpsServer } from "./ops.ts";
+import { createMetrics } from "./metrics.ts";
 import { startScheduler } from "./scheduler.ts";
 
 export const allRoles = ["rpc", "gateway", "worker", "scheduler"] as const;
@@ -59,7 +60,8 @@ export async function startApp(o: AppOptions): Promise<App> {
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
-  const interceptors = [createServiceInterceptor(db, logger), createInputGuard()];
+  const metrics = createMetrics({ roles, db, nats });
+  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger), createInputGuard()];
   const stops: (() => Promise<void>)[] = [];
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;
@@ -83,6 +85,7 @@ export async function startApp(o: AppOptions): Promise<App> {
           bodyLimitBytes: config.bodyLimitBytes,
           rateLimitPerMinute: config.publicRateLimitPerMinute,
           corsOriginAllowed: async (origin) => (await siteClient.checkSiteOrigin({ origin })).allowed,
+          observe: metrics.observeHttp,
           pages: [checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger })],
         }),
         config.host,
@@ -92,15 +95,16 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift(gateway.close);
     }
     if (roles.includes("worker")) {
-      const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger });
+      const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger, onAttempt: metrics.onAttempt });
       jetstreamPrefix = worker.prefix;
+      metrics.watchConsumer(worker.prefix);
       stops.push(worker.stop);
     }
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, intents);
       stops.push(scheduler.stop);
     }
-    const ops = await listen(createOpsServer(db, nats), config.host, config.opsPort);
+    const ops = await listen(createOpsServer(db, nats, metrics.registry), config.host, config.opsPort);
     ports.ops = ops.port;
     stops.push(ops.close);
   } catch (err) {

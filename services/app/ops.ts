@@ -1,9 +1,10 @@
 import http from "node:http";
 import type { Database } from "../platform/db.ts";
 import type { Nats } from "../platform/nats.ts";
+import type { Registry } from "prom-client";
 
-/** Health and readiness, apart from the merchant API so that it has only the documented routes. */
-export function createOpsServer(db: Database, nats: Nats): http.Server {
+/** Health, readiness and Prometheus metrics, apart from the merchant API so that it has only the documented routes. */
+export function createOpsServer(db: Database, nats: Nats, metrics?: Registry): http.Server {
   return http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
       res.writeHead(status, { "Content-Type": "application/json" });
@@ -12,6 +13,17 @@ export function createOpsServer(db: Database, nats: Nats): http.Server {
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET") return reply(405, { status: "method_not_allowed" });
     if (path === "/healthz") return reply(200, { status: "ok" });
+    if (path === "/metrics" && metrics) {
+      // A gauge whose source is down is left out (and counted in payments_scrape_errors_total): the scrape itself answers.
+      let text: string;
+      try {
+        text = await metrics.metrics();
+      } catch {
+        return reply(500, { status: "metrics_failed" });
+      }
+      res.writeHead(200, { "Content-Type": metrics.contentType, "Cache-Control": "no-store" });
+      return res.end(text);
+    }
     if (path === "/readyz") {
       const [database, broker] = await Promise.all([
         db.em

@@ -8,7 +8,7 @@ import type { SecretBox } from "../webhooks/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
-import { startDeliveryWorker } from "./worker.ts";
+import { startDeliveryWorker, type WorkerOptions } from "./worker.ts";
 
 /** The first nats-server release with the fix for nats-server #6085 (PR #6104). */
 const pendingTimerFixed = [2, 10, 23] as const;
@@ -37,6 +37,7 @@ export async function startWorkerRole(o: {
   nats: Nats;
   secrets: SecretBox;
   logger: Logger;
+  onAttempt?: WorkerOptions["onAttempt"];
 }): Promise<{ prefix: string; stop(): Promise<void> }> {
   const { config, db, nats, logger } = o;
   const installation = await installationId(db.em.fork());
@@ -96,6 +97,7 @@ export async function startWorkerRole(o: {
     concurrency: config.webhookConcurrency,
     logger,
     streamReady,
+    onAttempt: o.onAttempt,
   });
   return {
     prefix,

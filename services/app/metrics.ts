@@ -1,0 +1,259 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { Interceptor } from "@connectrpc/connect";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { AttemptResult, Outcome } from "../delivery/classify.ts";
+import { streamNames } from "../delivery/jetstream.ts";
+import type { Database } from "../platform/db.ts";
+import { describeError } from "../platform/errors.ts";
+import type { Nats } from "../platform/nats.ts";
+
+type Role = "rpc" | "gateway" | "worker" | "scheduler";
+
+/** What the gateway reports of each request (GatewayOptions.observe). */
+export interface HttpObservation {
+  route: string;
+  method: string;
+  status: number;
+  seconds: number;
+}
+
+/** What the delivery worker reports of each attempt whose outcome it recorded (WorkerOptions.onAttempt). */
+export interface AttemptObservation {
+  number: number;
+  startedAt: Date;
+  result: AttemptResult;
+  outcome: Outcome;
+  /** The event's envelope: its created_at starts the commit → first-attempt clock. */
+  payload: string;
+}
+
+/** A gauge read from the database or NATS fails within this long, so a scrape answers in time. */
+const gaugeTimeoutMs = 3000;
+/** Counting gauges stop at this many rows: a huge backlog shows as the cap, and the count stays cheap. */
+export const countCap = 100_000;
+
+const httpMethods = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+/** An HTTP method as a label: the usual ones as they are, anything else "other". */
+export function methodLabel(method: string | undefined): string {
+  return method !== undefined && httpMethods.has(method) ? method : "other";
+}
+
+/** An attempt's classification: the HTTP status class ("2xx" … "5xx"), or why no response came (timeout, dns, connect, tls, transport, security). */
+export function attemptClassification(result: AttemptResult): string {
+  if ("error" in result) return result.error;
+  const cls = Math.floor(result.statusCode / 100);
+  return cls >= 1 && cls <= 5 ? `${cls}xx` : "other";
+}
+
+/** The idempotency outcome of an RPC, from its response header or its error code; undefined when the key played no part. */
+export function idempotencyOutcome(replayedHeader: string | null, errorCode: string | undefined): "replayed" | "conflict" | "in_progress" | undefined {
+  if (errorCode === "idempotency_conflict") return "conflict";
+  if (errorCode === "idempotency_in_progress") return "in_progress";
+  if (errorCode === undefined && replayedHeader === "true") return "replayed";
+  return undefined;
+}
+
+/** Seconds from the event's created_at (in its envelope) to an attempt's start; undefined if the envelope has none. */
+export function secondsSinceCreated(payload: string, startedAt: Date): number | undefined {
+  let created: unknown;
+  try {
+    created = (JSON.parse(payload) as { created_at?: unknown }).created_at;
+  } catch {
+    return undefined;
+  }
+  const at = typeof created === "string" ? Date.parse(created) : Number.NaN;
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, (startedAt.getTime() - at) / 1000);
+}
+
+/**
+ * A gauge whose value is read at scrape time and left out of the scrape when the read failed,
+ * rather than showing 0 or a stale value.
+ */
+class ScrapedGauge extends Gauge {
+  known = false;
+  override async get() {
+    const metric = await super.get();
+    return this.known ? metric : { ...metric, values: [] };
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${gaugeTimeoutMs} ms`)), gaugeTimeoutMs);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+export interface Metrics {
+  registry: Registry;
+  /** For GatewayOptions.observe. */
+  observeHttp(o: HttpObservation): void;
+  /** Counts every RPC by method and code, and idempotency replays and conflicts; first in the list, so it sees the final error. */
+  rpcInterceptor: Interceptor;
+  /** For the delivery worker's onAttempt. */
+  onAttempt(a: AttemptObservation): void;
+  /** The worker role's JetStream prefix, once known: its consumer's gauges are read from then on. */
+  watchConsumer(prefix: string): void;
+}
+
+/**
+ * The process's Prometheus registry: default process metrics, and the series of this process's
+ * roles only. Label values come from fixed sets (route templates, method names, codes), never
+ * from ids, keys or raw paths.
+ */
+export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: Nats }): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const has = (role: Role) => o.roles.includes(role);
+  const on = (role: Role) => (has(role) ? [registry] : []);
+
+  const http = new Histogram({
+    name: "payments_http_request_duration_seconds",
+    help: "REST gateway requests by route template (\"unmatched\" for no route, \"page\" for a page), method and status.",
+    labelNames: ["route", "method", "status"] as const,
+    registers: on("gateway"),
+  });
+  const rpc = new Histogram({
+    name: "payments_rpc_duration_seconds",
+    help: "RPCs (gRPC, Connect, and REST through the gateway) by method and code (\"ok\" or the documented error code).",
+    labelNames: ["method", "code"] as const,
+    registers: on("rpc"),
+  });
+  const idempotency = new Counter({
+    name: "payments_idempotency_outcomes_total",
+    help: "Requests with an Idempotency-Key that were replayed, refused as a conflict, or refused as still in progress.",
+    labelNames: ["outcome"] as const,
+    registers: on("rpc"),
+  });
+  for (const outcome of ["replayed", "conflict", "in_progress"]) idempotency.inc({ outcome }, 0);
+  const attempts = new Counter({
+    name: "payments_webhook_attempts_total",
+    help: "Webhook delivery attempts by outcome (success, retryable, terminal) and classification (2xx…5xx, or timeout, dns, connect, tls, transport, security).",
+    labelNames: ["outcome", "classification"] as const,
+    registers: on("worker"),
+  });
+  const firstAttempt = new Histogram({
+    name: "payments_webhook_first_attempt_delay_seconds",
+    help: "From an event's created_at (its commit) to the start of a delivery's first attempt.",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
+    registers: on("worker"),
+  });
+
+  let consumer: { stream: string; consumer: string } | undefined;
+  const scrapeErrors = new Counter({
+    name: "payments_scrape_errors_total",
+    help: "Gauges left out of a scrape because their source (database or nats) could not be read.",
+    labelNames: ["source"] as const,
+    registers: has("worker") || has("scheduler") ? [registry] : [],
+    collect: async () => void (await snapshot()),
+  });
+  if (has("worker") || has("scheduler")) scrapeErrors.inc({ source: "database" }, 0);
+  if (has("worker")) scrapeErrors.inc({ source: "nats" }, 0);
+
+  const gauge = (name: string, help: string, role: Role) => {
+    const g = new ScrapedGauge({ name, help, registers: on(role), collect: async () => void (await snapshot()) });
+    return g;
+  };
+  const backlog = gauge("payments_webhook_outbox_backlog", `Deliveries not yet published to JetStream (counted up to ${countCap}).`, "worker");
+  const pendingRetry = gauge("payments_webhook_deliveries_pending_retry", `Deliveries waiting for a retry after a failed attempt (counted up to ${countCap}).`, "worker");
+  const lag = gauge("payments_scheduler_lag_seconds", "Seconds since the oldest payment intent due for expiry that is not expired yet (0 when none is due).", "scheduler");
+  const numPending = gauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending).", "worker");
+  const numAckPending = gauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending).", "worker");
+  const numRedelivered = gauge("payments_jetstream_consumer_num_redelivered", "The delivery consumer's messages delivered more than once and not yet acknowledged (num_redelivered).", "worker");
+
+  const readDatabase = async () => {
+    const counts = (table: string, where: string) => `(select count(*) from (select 1 from ${table} where ${where} limit ${countCap}) s)::int`;
+    const columns: string[] = [];
+    if (has("worker")) {
+      columns.push(`${counts("webhook_deliveries", "published_at is null")} as backlog`);
+      columns.push(`${counts("webhook_deliveries", "status = 'pending' and attempt_count > 0")} as pending_retry`);
+    }
+    if (has("scheduler")) {
+      // One index lookup per status (status, expires_at), not a scan of every due intent.
+      const oldest = (status: string) => `(select min(expires_at) from payment_intents where status = '${status}' and expires_at <= now())`;
+      columns.push(`coalesce(extract(epoch from now() - least(${oldest("pending")}, ${oldest("underpaid")})), 0)::float8 as lag`);
+    }
+    const rows = await o.db.em.fork().transactional(async (tx) => {
+      await tx.execute("set local statement_timeout = 2000");
+      return tx.execute<{ backlog?: number; pending_retry?: number; lag?: number }[]>(`select ${columns.join(", ")}`);
+    });
+    const row = rows[0] ?? {};
+    if (has("worker")) {
+      backlog.set(Number(row.backlog));
+      pendingRetry.set(Number(row.pending_retry));
+    }
+    if (has("scheduler")) lag.set(Number(row.lag));
+  };
+  const readConsumer = async () => {
+    if (!consumer) throw new Error("the delivery consumer is not known yet");
+    const nc = await o.nats.connected;
+    const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: gaugeTimeoutMs });
+    const info = await jsm.consumers.info(consumer.stream, consumer.consumer);
+    numPending.set(info.num_pending);
+    numAckPending.set(info.num_ack_pending);
+    numRedelivered.set(info.num_redelivered);
+  };
+
+  // One read of each source per scrape, shared by every gauge (and the error counter) of that scrape.
+  let inflight: Promise<void> | undefined;
+  const snapshot = (): Promise<void> => {
+    inflight ??= (async () => {
+      const reads: Promise<void>[] = [];
+      const read = (source: "database" | "nats", gauges: ScrapedGauge[], fn: () => Promise<void>) =>
+        reads.push(
+          withTimeout(fn(), source).then(
+            () => gauges.forEach((g) => (g.known = true)),
+            () => {
+              gauges.forEach((g) => (g.known = false));
+              scrapeErrors.inc({ source });
+            },
+          ),
+        );
+      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag] : [])], readDatabase);
+      if (has("worker")) read("nats", [numPending, numAckPending, numRedelivered], readConsumer);
+      await Promise.all(reads);
+    })().finally(() => (inflight = undefined));
+    return inflight;
+  };
+
+  const rpcInterceptor: Interceptor = (next) => async (req) => {
+    const started = performance.now();
+    const method = `${req.service.typeName}/${req.method.name}`;
+    const seconds = () => (performance.now() - started) / 1000;
+    try {
+      const res = await next(req);
+      rpc.observe({ method, code: "ok" }, seconds());
+      const outcome = idempotencyOutcome(res.header.get("idempotent-replayed"), undefined);
+      if (outcome) idempotency.inc({ outcome });
+      return res;
+    } catch (err) {
+      const code = describeError(err).code;
+      rpc.observe({ method, code }, seconds());
+      const outcome = idempotencyOutcome(null, code);
+      if (outcome) idempotency.inc({ outcome });
+      throw err;
+    }
+  };
+
+  return {
+    registry,
+    observeHttp(h) {
+      http.observe({ route: h.route, method: methodLabel(h.method), status: String(h.status) }, h.seconds);
+    },
+    rpcInterceptor,
+    onAttempt(a) {
+      attempts.inc({ outcome: a.outcome, classification: attemptClassification(a.result) });
+      if (a.number === 1) {
+        const seconds = secondsSinceCreated(a.payload, a.startedAt);
+        if (seconds !== undefined) firstAttempt.observe(seconds);
+      }
+    },
+    watchConsumer(prefix) {
+      const names = streamNames(prefix);
+      consumer = { stream: names.stream, consumer: names.consumer };
+    },
+  };
+}
