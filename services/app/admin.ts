@@ -17,7 +17,10 @@
 //   admin cashier-session list --merchant ID
 //   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
 //   admin qr disable --id ID
+//   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 import { readFileSync } from "node:fs";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { adminClient, remoteError, RemoteError } from "../admin/client.ts";
 import { parseArgs } from "node:util";
 import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showSources } from "../addresses/admin.ts";
 import {
@@ -61,7 +64,10 @@ const usage = `usage:
   admin cashier-session list --merchant ID
   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
       (no --network: every supported pair; --amount fixes the amount in the one --asset)
-  admin qr disable --id ID`;
+  admin qr disable --id ID
+  admin endpoint rotate-secret --id WEBHOOK_ENDPOINT_ID [--overlap SECONDS (0-604800, default 86400)]
+      (calls the running service at RPC_URL with the internal credential in INTERNAL_CREDENTIAL;
+       prints the new signing secret once)`;
 
 const commands = [
   "merchant create",
@@ -82,6 +88,7 @@ const commands = [
   "cashier-session list",
   "qr create",
   "qr disable",
+  "endpoint rotate-secret",
 ];
 
 function required(values: Record<string, string | string[] | undefined>, name: string): string {
@@ -131,12 +138,14 @@ async function main(argv: string[]): Promise<unknown> {
       cashier: { type: "string" },
       terminal: { type: "string" },
       "ttl-minutes": { type: "string" },
+      overlap: { type: "string" },
     },
   });
   const command = positionals.join(" ");
   if (!commands.includes(command)) {
     throw new AdminError(command ? `unknown command "${command}"\n${usage}` : usage);
   }
+  if (command === "endpoint rotate-secret") return rotateSecret(required(values, "id"), values.overlap);
   // Arguments are checked before anything is started or written.
   let work: (em: Parameters<typeof createMerchant>[0]) => Promise<unknown>;
   if (command === "merchant create") {
@@ -230,11 +239,28 @@ async function main(argv: string[]): Promise<unknown> {
   }
 }
 
+async function rotateSecret(endpointId: string, overlapRaw: string | undefined) {
+  const overlap = overlapRaw?.trim();
+  if (overlap !== undefined && !/^\d{1,7}$/.test(overlap)) throw new AdminError(`--overlap must be whole seconds from 0 to 604800, got "${overlapRaw}"`);
+  const config = loadConfig();
+  const { client, headers } = adminClient(config);
+  try {
+    const res = await client.rotateSigningSecret({ endpointId, overlapSeconds: overlap === undefined ? undefined : Number(overlap) }, { headers, timeoutMs: 30_000 });
+    return {
+      endpoint_id: res.endpointId,
+      signing_secret: res.signingSecret,
+      previous_secret_expires_at: res.previousSecretExpiresAt ? timestampDate(res.previousSecretExpiresAt).toISOString() : null,
+    };
+  } catch (err) {
+    throw remoteError(err, config.rpcUrl);
+  }
+}
+
 try {
   const result = await main(process.argv.slice(2));
   process.stdout.write(JSON.stringify(result, null, 2) + "\n");
 } catch (err) {
   const known = err instanceof AdminError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS");
-  process.stderr.write(`admin: ${known ? (err as Error).message : `failed: ${(err as Error).message}`}\n`);
-  process.exitCode = known ? 2 : 1;
+  process.stderr.write(`admin: ${known || err instanceof RemoteError ? (err as Error).message : `failed: ${(err as Error).message}`}\n`);
+  process.exitCode = err instanceof RemoteError ? err.exitCode : known ? 2 : 1;
 }

@@ -2,7 +2,10 @@
 // exit 1 when what it reads is not there (NATS down, no stream or table yet).
 //   ops consumers [--json]
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
+//   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 import { parseArgs } from "node:util";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { adminClient, remoteError, type RemoteError } from "../admin/client.ts";
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
@@ -18,7 +21,10 @@ import { locateNats, resolveDatabase } from "./resources.ts";
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
   ops deliveries [--status ${deliveryStatuses.join("|")}] [--merchant ID] [--limit N (1-1000, default 50)] [--json]
-                                webhook deliveries, newest first, with their last error`;
+                                webhook deliveries, newest first, with their last error
+  ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
+                                replays the endpoint's failed deliveries created since then (JSON);
+                                calls the running service at RPC_URL with INTERNAL_CREDENTIAL`;
 
 /** A message for one line on stderr; exit 2 for bad input, 1 for something missing. */
 class OpsError extends Error {
@@ -219,6 +225,8 @@ async function main(argv: string[]): Promise<string> {
       status: { type: "string" },
       merchant: { type: "string" },
       limit: { type: "string" },
+      endpoint: { type: "string" },
+      since: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -236,7 +244,33 @@ async function main(argv: string[]): Promise<string> {
     const rows = await deliveries(loadConfig(), o);
     return values.json ? json(rows) : deliveriesTable(rows, o);
   }
+  if (command === "recover") return json(await recover(values.endpoint, values.since));
   throw new OpsError(command ? `unknown command "${command}"\n${usage}` : usage);
+}
+
+// ---- recover ----
+
+async function recover(endpointRaw: string | undefined, sinceRaw: string | undefined) {
+  const endpointId = endpointRaw?.trim();
+  if (!endpointId) throw new OpsError("--endpoint needs a webhook endpoint id");
+  const sinceText = sinceRaw?.trim() ?? "";
+  // An RFC 3339 time with its offset: a bare date or local time would be read in the machine's zone.
+  const since = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(sinceText) ? new Date(sinceText) : new Date(NaN);
+  if (Number.isNaN(since.getTime())) throw new OpsError(`--since must be a time like 2026-01-01T00:00:00Z, got "${sinceRaw ?? ""}"`);
+  const config = loadConfig();
+  let remote;
+  try {
+    remote = adminClient(config);
+  } catch (err) {
+    throw new OpsError((err as Error).message, (err as RemoteError).exitCode ?? 2);
+  }
+  try {
+    const res = await remote.client.recoverFailedDeliveries({ endpointId, since: timestampFromDate(since) }, { headers: remote.headers, timeoutMs: 60_000 });
+    return { endpoint_id: endpointId, since: since.toISOString(), recovered: res.recovered, delivery_ids: res.deliveryIds };
+  } catch (err) {
+    const e = remoteError(err, config.rpcUrl);
+    throw new OpsError(e.message, e.exitCode);
+  }
 }
 
 try {

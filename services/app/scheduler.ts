@@ -1,4 +1,5 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
+import { autoDisableFailing } from "../admin/endpoints.ts";
 import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
@@ -9,9 +10,23 @@ import { nextDelay, OutageLog } from "../platform/outage.ts";
 /** The longest wait between passes while the database is down: how late the scheduler may notice it is back. */
 export const schedulerMaxBackoffMs = 5000;
 
-/** The scheduler role: expires intents every second, purges old idempotency keys every hour. */
-export function startScheduler(db: Database, logger: Logger, intents: Intents, intervalMs = 1000): { stop(): Promise<void> } {
+export interface SchedulerOptions {
+  intervalMs?: number;
+  /** WEBHOOK_AUTO_DISABLE_AFTER_SECONDS (default 5 days); 0: never. */
+  autoDisableAfterSeconds?: number;
+}
+
+/**
+ * The scheduler role: expires intents every second, purges old idempotency keys every hour, and
+ * disables endpoints that have only failed for autoDisableAfterSeconds (checked every minute, or
+ * more often when the period is shorter than a few minutes).
+ */
+export function startScheduler(db: Database, logger: Logger, intents: Intents, o: SchedulerOptions = {}): { stop(): Promise<void> } {
+  const intervalMs = o.intervalMs ?? 1000;
+  const autoDisableAfterSeconds = o.autoDisableAfterSeconds ?? 5 * 86_400;
+  const autoDisableEveryMs = Math.min(60_000, Math.max(intervalMs, (autoDisableAfterSeconds * 1000) / 4));
   let lastPurge = 0;
+  let lastAutoDisable = 0;
   return runPasses({
     logger,
     intervalMs,
@@ -26,6 +41,14 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, i
         const purged = await purgeExpiredKeys(db.em.fork());
         lastPurge = Date.now();
         if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
+      }
+      if (autoDisableAfterSeconds > 0 && Date.now() - lastAutoDisable >= autoDisableEveryMs) {
+        let disabled: string[];
+        do {
+          disabled = await autoDisableFailing(db.em.fork(), autoDisableAfterSeconds);
+          for (const id of disabled) logger.warn({ endpoint: id, after_seconds: autoDisableAfterSeconds }, "webhook endpoint auto-disabled: every delivery failed");
+        } while (disabled.length > 0 && !stopped());
+        lastAutoDisable = Date.now();
       }
     },
   });

@@ -158,6 +158,9 @@ export interface Claimed {
   endpointUrl: string;
   endpointStatus: string;
   secretCiphertext: Buffer;
+  /** The secret a rotation replaced and when it stops signing (unset: no overlap). */
+  previousSecretCiphertext: Buffer | undefined;
+  previousSecretExpiresAt: Date | undefined;
   payload: string;
 }
 
@@ -198,6 +201,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
       url: string;
       endpoint_status: string;
       secret_ciphertext: Buffer;
+      previous_secret_ciphertext: Buffer | null;
+      previous_secret_expires_at: Date | string | null;
       payload: string;
     }[]
   >(
@@ -217,7 +222,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
          from old where d.id = old.id
        returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, d.event_id, d.endpoint_id
      )
-     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, ev.payload
+     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ev.payload
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
     [JSON.stringify(batch), new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at],
   );
@@ -249,6 +254,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
           endpointUrl: r.url,
           endpointStatus: r.endpoint_status,
           secretCiphertext: r.secret_ciphertext,
+          previousSecretCiphertext: r.previous_secret_ciphertext ?? undefined,
+          previousSecretExpiresAt: r.previous_secret_expires_at ? new Date(r.previous_secret_expires_at) : undefined,
           payload: r.payload,
         },
       };

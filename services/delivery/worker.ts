@@ -5,11 +5,11 @@ import type { Nats } from "../platform/nats.ts";
 import { OutageLog, nextDelay } from "../platform/outage.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
-import { classify, type AttemptResult, type Outcome } from "./classify.ts";
+import { classify, type AttemptResult } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
-import { signPayload } from "./signature.ts";
+import { signatureHeader } from "./signature.ts";
 import {
   claimDeliveries,
   failAbandoned,
@@ -37,8 +37,6 @@ export interface WorkerOptions {
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
-  /** Told of each attempt whose outcome this worker recorded (metrics); `payload` is the event's envelope. */
-  onAttempt?: (a: { number: number; startedAt: Date; result: AttemptResult; outcome: Outcome; payload: string }) => void;
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
@@ -288,7 +286,6 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
     clearInterval(heartbeat);
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
     if (!owned) return;
-    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome, payload: d.payload });
     if (status === "delivered") msg.ack();
     else if (status === "failed") msg.term();
     else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
@@ -313,7 +310,11 @@ async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
     if (err instanceof PolicyRejection) return { error: "security", detail: err.reason };
     throw err;
   }
-  const secret = o.secrets.open(d.endpointId, d.secretCiphertext);
+  const secrets = [o.secrets.open(d.endpointId, d.secretCiphertext)];
+  // A rotation's overlap: the previous secret signs too, until its expiry as of this attempt.
+  if (d.previousSecretCiphertext && d.previousSecretExpiresAt && d.previousSecretExpiresAt.getTime() > Date.now()) {
+    secrets.push(o.secrets.open(d.endpointId, d.previousSecretCiphertext));
+  }
   const body = Buffer.from(d.payload, "utf8");
   const timestamp = Math.floor(Date.now() / 1000);
   return send({
@@ -325,7 +326,7 @@ async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
       "user-agent": userAgent,
       "x-service-event-id": d.eventId,
       "x-service-timestamp": String(timestamp),
-      "x-service-signature": signPayload(secret, timestamp, body),
+      "x-service-signature": signatureHeader(secrets, timestamp, body),
     },
     timeoutMs: o.timeoutMs,
   });

@@ -6,10 +6,16 @@ import { newId } from "../platform/ids.ts";
 import type { EventType } from "../intents/status.ts";
 import { maxEnabledEndpoints } from "../webhooks/limits.ts";
 
+/**
+ * Event types beyond the payment events: ours, not part of the spec's list. An endpoint turned
+ * off by the service (auto-disable) is announced to the merchant's other enabled endpoints.
+ */
+export type ExtensionEventType = "webhook_endpoint.disabled";
+
 export interface NewEvent {
   merchantId: string;
   environment: Environment;
-  type: EventType;
+  type: EventType | ExtensionEventType;
   /** The envelope's `data`, e.g. { payment_intent: {...} } */
   data: Record<string, JsonValue>;
   paymentIntentId?: string;

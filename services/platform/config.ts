@@ -29,6 +29,11 @@ export interface Config {
   webhookConnectTo: ConnectTo[];
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
+  /**
+   * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint with no successful attempt since a
+   * failed one at least this long ago is disabled by the scheduler; 0 never disables.
+   */
+  webhookAutoDisableAfterSeconds: number;
   /** 32 bytes; unset: generated once under DATA_DIR. */
   secretEncryptionKey: Buffer | undefined;
   dataDir: string;
@@ -159,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 300_000),
     webhookConnectTo: connectTo(optional(env, "WEBHOOK_CONNECT_TO")),
     webhookConcurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1000),
+    webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",

@@ -1,5 +1,6 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { QrService } from "../../gen/payments/v1/qr_pb.ts";
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
@@ -8,6 +9,7 @@ import { SandboxService } from "../../gen/payments/v1/sandbox_pb.ts";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { adminService } from "../admin/service.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
 import { observationService } from "../observations/service.ts";
 import { qrService } from "../qr/service.ts";
@@ -19,7 +21,7 @@ import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "./replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
-export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService];
+export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService];
 
 export function routes(deps: IntentDeps & WebhookDeps & ReadinessDeps) {
   return (router: ConnectRouter) => {
@@ -32,5 +34,6 @@ export function routes(deps: IntentDeps & WebhookDeps & ReadinessDeps) {
     router.service(QrService, replayable(qrService()));
     router.service(ReadinessService, replayable(readinessService(deps)));
     router.service(TerminalService, replayable(terminalService(deps)));
+    router.service(AdminService, replayable(adminService(deps)));
   };
 }

@@ -16,6 +16,11 @@ export const WebhookEndpointRecord = defineEntity({
     description: p.string().length(256).nullable(),
     status: p.string().length(16),
     secretCiphertext: p.blob(),
+    /** The secret a rotation replaced, still signing alongside the new one until previousSecretExpiresAt. */
+    previousSecretCiphertext: p.blob().nullable(),
+    previousSecretExpiresAt: p.datetime().length(3).nullable(),
+    /** Why the endpoint stopped: "auto_disabled" when every delivery failed for WEBHOOK_AUTO_DISABLE_AFTER_SECONDS. */
+    lastError: p.string().length(64).nullable(),
     createdAt: p.datetime().length(3),
     disabledAt: p.datetime().length(3).nullable(),
   },

@@ -100,6 +100,16 @@ t.test("PORT", async (t) => {
   refuses(t, { BODY_LIMIT_BYTES: "10" }, /^BODY_LIMIT_BYTES\b/, "BODY_LIMIT_BYTES=10");
 });
 
+t.test("WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", async (t) => {
+  t.equal(loadConfig({}).webhookAutoDisableAfterSeconds, 5 * 86_400, "default: 5 days");
+  t.equal(loadConfig({ WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "3" }).webhookAutoDisableAfterSeconds, 3);
+  t.equal(loadConfig({ WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "0" }).webhookAutoDisableAfterSeconds, 0, "0: never");
+  t.equal(loadConfig({ WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "" }).webhookAutoDisableAfterSeconds, 5 * 86_400, "empty: default");
+  refuses(t, { WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "5d" }, /^WEBHOOK_AUTO_DISABLE_AFTER_SECONDS\b.*whole number/, "units");
+  refuses(t, { WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "-1" }, /^WEBHOOK_AUTO_DISABLE_AFTER_SECONDS\b/, "negative");
+  refuses(t, { WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "31536001" }, /^WEBHOOK_AUTO_DISABLE_AFTER_SECONDS\b.*between 0 and 31536000/, "past a year");
+});
+
 t.test("WEBHOOK_RETRY_DELAYS", async (t) => {
   refuses(t, { WEBHOOK_RETRY_DELAYS: "60,-1" }, /^WEBHOOK_RETRY_DELAYS\b/, "negative delay");
   refuses(t, { WEBHOOK_RETRY_DELAYS: "60,0" }, /^WEBHOOK_RETRY_DELAYS\b/, "zero delay");

@@ -1,0 +1,133 @@
+import type { EntityManager } from "../platform/db.ts";
+import { apiError } from "../platform/errors.ts";
+import { newId } from "../platform/ids.ts";
+import { recordEvent } from "../events/record.ts";
+import { failPendingOfEndpoint } from "../delivery/store.ts";
+import { generateSigningSecret, type SecretBox } from "../webhooks/secrets.ts";
+
+/** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
+
+export const overlapLimits = { default: 86_400, max: 7 * 86_400 } as const;
+
+interface LockedEndpoint {
+  id: string;
+  status: string;
+  secret_ciphertext: Buffer;
+}
+
+async function lockEndpoint(em: EntityManager, id: string): Promise<LockedEndpoint> {
+  const [row] = await em.execute<LockedEndpoint[]>(`select id, status, secret_ciphertext from webhook_endpoints where id = ? for update`, [id]);
+  if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
+  return row;
+}
+
+export interface Rotation {
+  signingSecret: string;
+  previousSecretExpiresAt: Date | undefined;
+}
+
+/**
+ * A new signing secret; the one it replaces keeps signing until `overlapSeconds` from now
+ * (none for 0). A second rotation within an overlap drops the oldest secret: only the two
+ * newest ever sign.
+ */
+export async function rotateSigningSecret(em: EntityManager, secrets: SecretBox, endpointId: string, overlapSeconds: number, now = new Date()): Promise<Rotation> {
+  const endpoint = await lockEndpoint(em, endpointId);
+  if (endpoint.status !== "enabled") {
+    throw apiError("invalid_state", "The endpoint is disabled: its secret can no longer sign anything; create a new endpoint instead.", "endpoint_id");
+  }
+  const signingSecret = generateSigningSecret();
+  const expiresAt = overlapSeconds > 0 ? new Date(now.getTime() + overlapSeconds * 1000) : undefined;
+  await em.execute(
+    `update webhook_endpoints set secret_ciphertext = ?, previous_secret_ciphertext = ?, previous_secret_expires_at = ? where id = ?`,
+    [secrets.seal(endpointId, signingSecret), expiresAt ? endpoint.secret_ciphertext : null, expiresAt ?? null, endpointId],
+  );
+  return { signingSecret, previousSecretExpiresAt: expiresAt };
+}
+
+/**
+ * Replays the endpoint's failed deliveries created at or after `since` that have no replay yet,
+ * as the replay route does: a new pending delivery of the same event (the same bytes), replay_of
+ * the failed one. Running it again replays only what failed since (replays that failed included).
+ * The endpoint's row lock serialises concurrent recoveries, so none is replayed twice.
+ */
+export async function recoverFailedDeliveries(em: EntityManager, endpointId: string, since: Date, now = new Date()): Promise<string[]> {
+  const endpoint = await lockEndpoint(em, endpointId);
+  if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled: nothing can be delivered to it.", "endpoint_id");
+  const failed = await em.execute<{ id: string }[]>(
+    `select d.id from webhook_deliveries d
+      where d.endpoint_id = ? and d.status = 'failed' and d.created_at >= ?
+        and not exists (select 1 from webhook_deliveries r where r.endpoint_id = d.endpoint_id and r.created_at >= d.created_at and r.replay_of = d.id)
+      order by d.created_at, d.id`,
+    [endpointId, since],
+  );
+  const ids: string[] = [];
+  for (let i = 0; i < failed.length; i += 1000) {
+    const input = failed.slice(i, i + 1000).map((f) => ({ id: newId("wd"), original: f.id }));
+    await em.execute(
+      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
+       select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
+         from json_to_recordset(?::json) as i(id text, original text) join webhook_deliveries d on d.id = i.original`,
+      [now, now, JSON.stringify(input)],
+    );
+    ids.push(...input.map((x) => x.id));
+  }
+  return ids;
+}
+
+interface FailingEndpoint {
+  id: string;
+  merchant_id: string;
+  environment: "test" | "live";
+  url: string;
+  description: string | null;
+  created_at: Date | string;
+}
+
+/**
+ * Disables up to `limit` enabled endpoints with no successful attempt since a failed one that
+ * started at least `afterSeconds` ago (attempts a worker lost are the service's failure, not the
+ * endpoint's, and do not count). Each gets last_error "auto_disabled", its deliveries not yet
+ * attempted fail (endpoint_disabled) as on a merchant's disable, and a webhook_endpoint.disabled
+ * event goes to the merchant's other enabled endpoints of that environment, all in one
+ * transaction. Rows are taken with SKIP LOCKED, so several schedulers share the work and
+ * never disable (or announce) one endpoint twice. Returns the endpoints disabled.
+ */
+export async function autoDisableFailing(em: EntityManager, afterSeconds: number, limit = 100, now = new Date()): Promise<string[]> {
+  const cutoff = new Date(now.getTime() - afterSeconds * 1000);
+  return em.transactional(async (tx) => {
+    const rows = await tx.execute<FailingEndpoint[]>(
+      `select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at from webhook_endpoints e
+        where e.status = 'enabled'
+          and (select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                where d.endpoint_id = e.id and a.outcome in ('retryable', 'terminal') and a.started_at <= ?)
+            > coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                         where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')
+        order by e.id limit ?
+        for update of e skip locked`,
+      [cutoff, limit],
+    );
+    for (const e of rows) {
+      await tx.execute(`update webhook_endpoints set status = 'disabled', disabled_at = ?, last_error = 'auto_disabled' where id = ?`, [now, e.id]);
+      await failPendingOfEndpoint(tx, e.id, now);
+      await recordEvent(tx, {
+        merchantId: e.merchant_id,
+        environment: e.environment,
+        type: "webhook_endpoint.disabled",
+        data: {
+          webhook_endpoint: {
+            id: e.id,
+            url: e.url,
+            description: e.description,
+            status: "disabled",
+            environment: e.environment,
+            created_at: new Date(e.created_at).toISOString(),
+            disabled_at: now.toISOString(),
+            last_error: "auto_disabled",
+          },
+        },
+      });
+    }
+    return rows.map((r) => r.id);
+  });
+}

@@ -1,0 +1,48 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { validationError } from "../platform/errors.ts";
+import { inTransaction, internalRequest } from "../rpc/context.ts";
+import type { SecretBox } from "../webhooks/secrets.ts";
+import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "./endpoints.ts";
+
+export interface AdminDeps {
+  secrets: SecretBox;
+}
+
+function endpointIdOf(id: string): string {
+  if (id.trim() === "") throw validationError("endpoint_id", `"endpoint_id" is required.`);
+  return id;
+}
+
+/** Operator actions on webhook endpoints; the route option takes internal credentials only (API keys get Unauthenticated). */
+export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> {
+  return {
+    async rotateSigningSecret(req, ctx) {
+      const { em } = internalRequest(ctx);
+      const endpointId = endpointIdOf(req.endpointId);
+      const overlap = req.overlapSeconds ?? overlapLimits.default;
+      if (overlap > overlapLimits.max) {
+        throw validationError("overlap_seconds", `"overlap_seconds" must be from 0 to ${overlapLimits.max} (7 days), got ${overlap}.`);
+      }
+      const rotation = await inTransaction(em, (tx) => rotateSigningSecret(tx, deps.secrets, endpointId, overlap));
+      return {
+        endpointId,
+        signingSecret: rotation.signingSecret,
+        previousSecretExpiresAt: rotation.previousSecretExpiresAt ? timestampFromDate(rotation.previousSecretExpiresAt) : undefined,
+      };
+    },
+
+    async recoverFailedDeliveries(req, ctx) {
+      const { em } = internalRequest(ctx);
+      const endpointId = endpointIdOf(req.endpointId);
+      if (!req.since) throw validationError("since", `"since" is required.`);
+      const since = timestampDate(req.since);
+      const now = new Date();
+      if (Number.isNaN(since.getTime())) throw validationError("since", `"since" is not a valid time.`);
+      if (since.getTime() > now.getTime()) throw validationError("since", `"since" must not be in the future.`);
+      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, now));
+      return { recovered: ids.length, deliveryIds: ids };
+    },
+  };
+}

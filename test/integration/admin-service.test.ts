@@ -1,0 +1,278 @@
+// AdminService (internal gRPC): signing-secret rotation with overlap, bulk recovery of failed
+// deliveries, auto-disable of endpoints that only fail, and the CLIs that call it. Real
+// PostgreSQL, NATS and a local HTTPS receiver; the scheduler pass runs with a shortened period.
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import t from "tap";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { createInternalCredential } from "../../services/auth/admin.ts";
+import { startScheduler } from "../../services/app/scheduler.ts";
+import { Intents } from "../../services/intents/intents.ts";
+import { IntentViews } from "../../services/intents/views.ts";
+import { createLogger } from "../../services/platform/logger.ts";
+import { call, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
+import { runCli } from "../helpers/processes.ts";
+import type { RecordedRequest, Reply } from "../helpers/receiver.ts";
+import { waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
+
+// ---- receivers' verification ----
+
+/** The README receiver's check (README "Receiving webhooks"), as a receiver copies it. */
+function readmeVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
+  const expected = createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest();
+  return String(header ?? "")
+    .split(",")
+    .some((signature) => {
+      const given = Buffer.from(signature.trim().toLowerCase(), "hex");
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    });
+}
+
+/** The README's earlier example, which read the header as one signature: receivers that never updated it. */
+function singleSignatureVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
+  const expected = createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest();
+  const given = Buffer.from(String(header ?? "").toLowerCase(), "hex");
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** Stripe-style: the header is a list of hex signatures; any one matching the expected hex is enough. */
+function stripeStyleVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
+  const expected = createHmac("sha256", secret).update(timestamp + "." + body.toString("utf8")).digest("hex");
+  const list = (header ?? "").split(",");
+  return list.some((s) => s.length === expected.length && timingSafeEqual(Buffer.from(s), Buffer.from(expected)));
+}
+
+const verifiers = { readme: readmeVerify, "stripe-style": stripeStyleVerify };
+const sigOf = (r: RecordedRequest) => r.headers["x-service-signature"] as string | undefined;
+const tsOf = (r: RecordedRequest) => String(r.headers["x-service-timestamp"] ?? "");
+
+// ---- the system ----
+
+/** Paths choose the answer: /ok/* 200, /fail/* 500, /switch/* whatever `switched` says now. */
+const switched = new Map<string, number>();
+function respond(req: RecordedRequest): Reply {
+  if (req.url.startsWith("/fail/")) return { status: 500, body: "down" };
+  if (req.url.startsWith("/switch/")) return { status: switched.get(req.url) ?? 500 };
+  return { status: 200, body: "ok" };
+}
+
+// No scheduler role: the auto-disable test runs its own schedulers, with a shortened period,
+// only once the other tests (whose endpoints fail on purpose) are done.
+const s = await webhookSetup(t, { respond, roles: ["rpc", "gateway", "worker"], env: { WEBHOOK_MAX_ATTEMPTS: "2" } });
+const { credential } = await createInternalCredential(s.app.db.em.fork(), "admin-service test");
+const internal = { headers: { authorization: `Bearer ${credential}` } };
+const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+const cliEnv = { RPC_URL: s.rpcUrl, INTERNAL_CREDENTIAL: credential };
+
+async function sendTest(endpointId: string, c: Credentials = s.creds): Promise<{ id: string; event_id: string }> {
+  const res = await call(s.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints/${endpointId}/test`, { key: c.key });
+  if (res.status !== 200) throw new Error(`test event: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data;
+}
+
+/** The receiver's request carrying `eventId` on `path`. */
+function requestFor(path: string, eventId: string): Promise<RecordedRequest> {
+  return until(`a request on ${path} for ${eventId}`, async () => s.receiver.requests.find((r) => r.url === path && r.headers["x-service-event-id"] === eventId), 15_000);
+}
+
+async function grpcError(p: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await p;
+  } catch (err) {
+    return ConnectError.from(err);
+  }
+  throw new Error("expected the call to fail");
+}
+
+const detailOf = (err: ConnectError) => err.findDetails(ErrorDetailSchema)[0];
+
+t.test("rotation: during the overlap both signatures, new first; either secret verifies", async (t) => {
+  const endpoint = await s.createEndpoint("/ok/rotate-overlap");
+  const rotated = await admin.rotateSigningSecret({ endpointId: endpoint.id }, internal);
+  t.match(rotated.signingSecret, /^whsec_[A-Za-z0-9_-]{43}$/, "a new whsec_ secret");
+  t.not(rotated.signingSecret, endpoint.secret);
+  const expires = timestampDate(rotated.previousSecretExpiresAt!).getTime();
+  t.ok(expires > Date.now() + 86_000_000 && expires <= Date.now() + 86_400_000, "default overlap: a day");
+
+  const delivery = await sendTest(endpoint.id);
+  const req = await requestFor("/ok/rotate-overlap", delivery.event_id);
+  const header = sigOf(req)!;
+  const parts = header.split(",");
+  t.equal(parts.length, 2, "two signatures");
+  t.ok(parts.every((p) => /^[0-9a-f]{64}$/.test(p)), "each lowercase hex, no spaces");
+  for (const [name, verify] of Object.entries(verifiers)) {
+    t.ok(verify(rotated.signingSecret, tsOf(req), req.body, header), `${name} verifier accepts the new secret`);
+    t.ok(verify(endpoint.secret, tsOf(req), req.body, header), `${name} verifier accepts the previous secret`);
+    t.notOk(verify(`whsec_${"x".repeat(43)}`, tsOf(req), req.body, header), `${name} verifier refuses another secret`);
+  }
+  t.ok(singleSignatureVerify(rotated.signingSecret, tsOf(req), req.body, header), "the new signature comes first: a one-signature receiver on the new secret still verifies");
+  await waitForDelivery(s, delivery.id, (d) => d.status === "delivered");
+});
+
+t.test("rotation: once the overlap has passed only the new signature (admin CLI)", async (t) => {
+  const endpoint = await s.createEndpoint("/ok/rotate-short");
+  const cli = await runCli("services/app/admin.ts", cliEnv, "endpoint", "rotate-secret", "--id", endpoint.id, "--overlap", "1");
+  t.equal(cli.code, 0, `admin exits 0 (${cli.stderr})`);
+  const out = JSON.parse(cli.stdout);
+  t.equal(out.endpoint_id, endpoint.id);
+  t.match(out.signing_secret, /^whsec_/);
+  const expires = new Date(out.previous_secret_expires_at).getTime();
+  t.ok(expires > 0, "the overlap's end is printed");
+  t.equal(cli.stderr, "", "nothing on stderr");
+
+  await until("the overlap's end has passed", async () => Date.now() > expires + 50, 10_000);
+  const delivery = await sendTest(endpoint.id);
+  const req = await requestFor("/ok/rotate-short", delivery.event_id);
+  t.notOk(sigOf(req)!.includes(","), "one signature");
+  for (const [name, verify] of Object.entries(verifiers)) {
+    t.ok(verify(out.signing_secret, tsOf(req), req.body, sigOf(req)), `${name}: the new secret verifies`);
+    t.notOk(verify(endpoint.secret, tsOf(req), req.body, sigOf(req)), `${name}: the previous secret no longer does`);
+  }
+
+  const immediate = await s.createEndpoint("/ok/rotate-zero");
+  const zero = await admin.rotateSigningSecret({ endpointId: immediate.id, overlapSeconds: 0 }, internal);
+  t.equal(zero.previousSecretExpiresAt, undefined, "overlap 0: no previous secret");
+  const d0 = await sendTest(immediate.id);
+  const r0 = await requestFor("/ok/rotate-zero", d0.event_id);
+  t.ok(readmeVerify(zero.signingSecret, tsOf(r0), r0.body, sigOf(r0)) && !sigOf(r0)!.includes(","), "only the new secret signs");
+  t.notOk(readmeVerify(immediate.secret, tsOf(r0), r0.body, sigOf(r0)), "the old one is gone at once");
+});
+
+t.test("bad input is refused with a clear error", async (t) => {
+  const endpoint = await s.createEndpoint("/ok/bad-input");
+  const tooLong = await grpcError(admin.rotateSigningSecret({ endpointId: endpoint.id, overlapSeconds: 604_801 }, internal));
+  t.equal(tooLong.code, Code.InvalidArgument, "overlap past 7 days");
+  t.same({ ...detailOf(tooLong) }, { $typeName: "payments.v1.ErrorDetail", code: "validation_failed", param: "overlap_seconds" });
+  t.match(tooLong.rawMessage, /0 to 604800/);
+  const max = await admin.rotateSigningSecret({ endpointId: endpoint.id, overlapSeconds: 604_800 }, internal);
+  t.match(max.signingSecret, /^whsec_/, "7 days exactly is taken");
+
+  const unknown = await grpcError(admin.rotateSigningSecret({ endpointId: "we_doesnotexist" }, internal));
+  t.equal(unknown.code, Code.NotFound, "unknown endpoint");
+  t.equal(detailOf(unknown)?.code, "not_found");
+
+  const disabled = await s.createEndpoint("/ok/disabled");
+  const off = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/webhook-endpoints/${disabled.id}/disable`, { key: s.creds.key });
+  t.equal(off.status, 200);
+  const refused = await grpcError(admin.rotateSigningSecret({ endpointId: disabled.id }, internal));
+  t.equal(refused.code, Code.FailedPrecondition, "disabled endpoint");
+  t.equal(detailOf(refused)?.code, "invalid_state");
+  t.match(refused.rawMessage, /disabled/);
+
+  const future = await grpcError(admin.recoverFailedDeliveries({ endpointId: endpoint.id, since: timestampFromDate(new Date(Date.now() + 3_600_000)) }, internal));
+  t.equal(future.code, Code.InvalidArgument, "recovery since a future time");
+  t.equal(detailOf(future)?.param, "since");
+  const noSince = await grpcError(admin.recoverFailedDeliveries({ endpointId: endpoint.id }, internal));
+  t.equal(noSince.code, Code.InvalidArgument, "recovery without since");
+  const unknownRecovery = await grpcError(admin.recoverFailedDeliveries({ endpointId: "we_doesnotexist", since: timestampFromDate(new Date(0)) }, internal));
+  t.equal(unknownRecovery.code, Code.NotFound, "recovery of an unknown endpoint");
+
+  const withKey = await grpcError(admin.rotateSigningSecret({ endpointId: endpoint.id }, { headers: { authorization: `Bearer ${s.creds.key}` } }));
+  t.equal(withKey.code, Code.Unauthenticated, "an API key is refused");
+  t.equal(detailOf(withKey)?.code, "invalid_api_key");
+  t.notOk(withKey.rawMessage.includes(s.creds.key), "the key is not repeated");
+  const none = await grpcError(admin.recoverFailedDeliveries({ endpointId: endpoint.id, since: timestampFromDate(new Date(0)) }));
+  t.equal(none.code, Code.Unauthenticated, "no credential is refused");
+
+  const badCli = await runCli("services/app/ops-cli.ts", cliEnv, "recover", "--endpoint", endpoint.id, "--since", "yesterday");
+  t.equal(badCli.code, 2, "ops recover: a bad --since exits 2");
+  t.match(badCli.stderr, /--since/);
+  const noCred = await runCli("services/app/admin.ts", { RPC_URL: s.rpcUrl }, "endpoint", "rotate-secret", "--id", endpoint.id);
+  t.equal(noCred.code, 2, "admin rotate-secret without INTERNAL_CREDENTIAL exits 2");
+  t.match(noCred.stderr, /INTERNAL_CREDENTIAL/);
+  const cliDisabled = await runCli("services/app/admin.ts", cliEnv, "endpoint", "rotate-secret", "--id", disabled.id);
+  t.equal(cliDisabled.code, 2, "a disabled endpoint exits 2");
+  t.match(cliDisabled.stderr, /FailedPrecondition: .*disabled/);
+  t.equal(cliDisabled.stdout, "");
+});
+
+t.test("bulk recovery replays exactly the failed deliveries since the time (ops CLI)", async (t) => {
+  const path = "/switch/recover";
+  const endpoint = await s.createEndpoint(path);
+  const early = await sendTest(endpoint.id);
+  await waitForDelivery(s, early.id, (d) => d.status === "failed");
+  const since = new Date();
+  const failedA = await sendTest(endpoint.id);
+  const failedB = await sendTest(endpoint.id);
+  await waitForDelivery(s, failedA.id, (d) => d.status === "failed");
+  await waitForDelivery(s, failedB.id, (d) => d.status === "failed");
+  switched.set(path, 200);
+  const succeeded = await sendTest(endpoint.id);
+  await waitForDelivery(s, succeeded.id, (d) => d.status === "delivered");
+  const originals = new Map<string, Buffer>();
+  for (const d of [failedA, failedB]) originals.set(d.event_id, (await requestFor(path, d.event_id)).body);
+
+  const cli = await runCli("services/app/ops-cli.ts", cliEnv, "recover", "--endpoint", endpoint.id, "--since", since.toISOString());
+  t.equal(cli.code, 0, `ops recover exits 0 (${cli.stderr})`);
+  const out = JSON.parse(cli.stdout);
+  t.equal(out.recovered, 2, "the two failed since then, not the earlier one nor the delivered one");
+  t.equal(out.delivery_ids.length, 2);
+  t.equal(out.endpoint_id, endpoint.id);
+
+  for (const id of out.delivery_ids as string[]) {
+    const d = await waitForDelivery(s, id, (x) => x.status === "delivered");
+    t.ok([failedA.id, failedB.id].includes(d.replay_of), "a replay of one of the failed deliveries");
+    // Two failed attempts (WEBHOOK_MAX_ATTEMPTS=2), then the replay's.
+    const sent = s.receiver.requests.filter((r) => r.url === path && r.headers["x-service-event-id"] === d.event_id);
+    t.equal(sent.length, 3, "the replay reached the receiver");
+    t.ok(sent.every((r) => r.body.equals(originals.get(d.event_id)!)), "with the same event bytes");
+  }
+  const replayed = new Set((await Promise.all((out.delivery_ids as string[]).map((id) => waitForDelivery(s, id, () => true)))).map((d) => d.replay_of));
+  t.same([...replayed].sort(), [failedA.id, failedB.id].sort(), "each failed delivery once");
+
+  const again = await admin.recoverFailedDeliveries({ endpointId: endpoint.id, since: timestampFromDate(since) }, internal);
+  t.equal(again.recovered, 0, "a second recovery finds nothing new: the failed ones already have their replay");
+  const all = await admin.recoverFailedDeliveries({ endpointId: endpoint.id, since: timestampFromDate(new Date(0)) }, internal);
+  t.equal(all.recovered, 1, "an earlier since takes the early failure too");
+});
+
+t.test("auto-disable: an endpoint that only failed for the period is disabled and announced", async (t) => {
+  const m = await merchantWithKey(s.app);
+  const failing = await s.createEndpoint("/fail/auto", m);
+  const other = await s.createEndpoint("/ok/auto-other", m);
+  const recovered = await s.createEndpoint("/switch/auto-recovered", m);
+  const failed = await sendTest(failing.id, m);
+  await waitForDelivery(s, failed.id, (d) => d.status === "failed", 15_000, m);
+  const flaky = await sendTest(recovered.id, m);
+  await waitForDelivery(s, flaky.id, (d) => d.status === "failed", 15_000, m);
+  switched.set("/switch/auto-recovered", 200);
+  const fine = await sendTest(recovered.id, m);
+  await waitForDelivery(s, fine.id, (d) => d.status === "delivered", 15_000, m);
+
+  // Two schedulers, as two scheduler processes would run.
+  const intents = new Intents(new IntentViews("https://checkout.example.test"));
+  const logger = createLogger("silent", 2);
+  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
+  t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
+
+  const endpointOf = async (id: string) => (await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-endpoints/${id}`, { key: m.key })).body.data;
+  const disabled = await until("the failing endpoint disabled", async () => {
+    const e = await endpointOf(failing.id);
+    return e.status === "disabled" && e;
+  }, 20_000);
+  t.ok(disabled.disabled_at, "disabled_at set");
+  const [row] = await s.app.db.em.fork().execute<{ last_error: string | null }[]>(`select last_error from webhook_endpoints where id = ?`, [failing.id]);
+  t.equal(row?.last_error, "auto_disabled");
+
+  const announced = await until("webhook_endpoint.disabled at the other endpoint", async () =>
+    s.receiver.requests.find((r) => r.url === "/ok/auto-other" && JSON.parse(r.body.toString("utf8")).type === "webhook_endpoint.disabled"), 15_000);
+  const event = JSON.parse(announced.body.toString("utf8"));
+  t.equal(event.data.webhook_endpoint.id, failing.id);
+  t.equal(event.data.webhook_endpoint.status, "disabled");
+  t.equal(event.data.webhook_endpoint.last_error, "auto_disabled");
+  t.ok(readmeVerify(other.secret, tsOf(announced), announced.body, sigOf(announced)), "signed with the other endpoint's secret");
+  const stored = await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-events/${event.id}`, { key: m.key });
+  t.equal(stored.body.data.type, "webhook_endpoint.disabled", "recorded like every event");
+
+  t.equal((await endpointOf(other.id)).status, "enabled", "an endpoint that succeeds stays enabled");
+  t.equal((await endpointOf(recovered.id)).status, "enabled", "an endpoint that succeeded after failing stays enabled");
+  const events = await s.app.db.em.fork().execute<{ n: number }[]>(
+    `select count(*)::int as n from webhook_events where merchant_id = ? and type = 'webhook_endpoint.disabled'`,
+    [m.merchant],
+  );
+  t.equal(events[0]?.n, 1, "one announcement with two schedulers running");
+  t.notOk(s.receiver.requests.some((r) => r.url === "/fail/auto" && r.headers["x-service-event-id"] === event.id), "the disabled endpoint is not told");
+});
