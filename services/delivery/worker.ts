@@ -5,7 +5,7 @@ import type { Nats } from "../platform/nats.ts";
 import { OutageLog, nextDelay } from "../platform/outage.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
-import { classify, type AttemptResult } from "./classify.ts";
+import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
@@ -37,6 +37,8 @@ export interface WorkerOptions {
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
+  /** Told of each attempt whose outcome this worker recorded (metrics); `payload` is the event's envelope. */
+  onAttempt?: (a: { number: number; startedAt: Date; result: AttemptResult; outcome: Outcome; payload: string }) => void;
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
@@ -286,6 +288,7 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
     clearInterval(heartbeat);
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
     if (!owned) return;
+    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome, payload: d.payload });
     if (status === "delivered") msg.ack();
     else if (status === "failed") msg.term();
     else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
