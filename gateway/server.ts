@@ -230,7 +230,7 @@ export function createGateway(options: GatewayOptions): http.Server {
         return;
       }
       const match = matchRoute(routes, req.method === "HEAD" ? "GET" : (req.method ?? "GET"), rawPath);
-      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${rawPath}.`));
+      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${rawPath}.${/^\/api\/v1(\/|$)/.test(rawPath) && !rawPath.startsWith("/api/v1/merchants/") ? " Merchant routes start with /api/v1/merchants/{merchant}/, e.g. GET /api/v1/merchants/{merchant}/payment-intents." : ""}`));
       if (match.kind === "wrong_method") {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }

@@ -68,7 +68,8 @@ const { gateway, rpc, ops } = app.ports;
 const lines = [
   "",
   `Payment Intent service: ${roles.join(", ")}`,
-  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1` : null,
+  // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
+  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
   rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : null,
   `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
   app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,

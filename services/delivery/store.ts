@@ -320,7 +320,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
      ), moved as (
        update webhook_deliveries d
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
-              last_error = input.last_error, updated_at = now()
+              last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
          from input where d.id = input.id and d.status = 'processing' and d.attempt_count = input.number
        returning d.id, input.number
      )

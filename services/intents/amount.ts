@@ -4,19 +4,24 @@
  */
 const decimalPattern = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
 
-export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string };
+export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string; problem: "format" | "decimals" | "zero" | "length" };
 
 export function checkAmount(raw: string, decimals: number): AmountCheck {
   if (!decimalPattern.test(raw)) {
-    return { ok: false, reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or leading zeros)' };
+    return { ok: false, problem: "format", reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or leading zeros)' };
   }
   const fraction = raw.split(".")[1] ?? "";
   if (fraction.length > decimals) {
-    return { ok: false, reason: `has more than ${decimals} decimal places, the most this asset allows` };
+    return { ok: false, problem: "decimals", reason: `has more than ${decimals} decimal places, the most this asset allows` };
   }
-  if (toUnits(raw, decimals) === 0n) return { ok: false, reason: "must be greater than zero" };
-  if (raw.length > 60) return { ok: false, reason: "is too long" };
+  if (toUnits(raw, decimals) === 0n) return { ok: false, problem: "zero", reason: "must be greater than zero" };
+  if (raw.length > 60) return { ok: false, problem: "length", reason: "is too long" };
   return { ok: true, value: raw };
+}
+
+/** An amount in the form an asset takes, to show in error messages: "12.50", or "12.5" / "12" for coarser assets. */
+export function exampleAmount(decimals: number): string {
+  return decimals <= 0 ? "12" : decimals === 1 ? "12.5" : "12.50";
 }
 
 /** The amount in the asset's smallest unit. Assumes a string that passed checkAmount's pattern. */

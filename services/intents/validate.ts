@@ -1,6 +1,6 @@
 import type { CreatePaymentIntentRequest } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { validationError } from "../platform/errors.ts";
-import { checkAmount } from "./amount.ts";
+import { checkAmount, exampleAmount } from "./amount.ts";
 import { assetsOn, findAsset, networks } from "./assets.ts";
 
 export const limits = {
@@ -34,7 +34,11 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
   }
   if (req.requestedAmount === "") throw validationError("requested_amount", '"requested_amount" is required.');
   const amount = checkAmount(req.requestedAmount, asset.decimals);
-  if (!amount.ok) throw validationError("requested_amount", `"requested_amount" ${amount.reason}.`);
+  if (!amount.ok) {
+    // The reason alone says what is wrong; a newcomer also needs to see what right looks like.
+    const example = amount.problem === "decimals" ? `: send a decimal string such as "${exampleAmount(asset.decimals)}"` : "";
+    throw validationError("requested_amount", `"requested_amount" ${amount.reason}${example}.`);
+  }
   const reference = req.merchantReference;
   if (reference !== undefined && (reference.length === 0 || [...reference].length > limits.merchantReference)) {
     throw validationError("merchant_reference", `"merchant_reference" must be 1 to ${limits.merchantReference} characters.`);

@@ -106,11 +106,14 @@ export function decodeRequest<T extends Message>(
   for (const [key, value] of Object.entries(input)) {
     const field = schema.fields.find((f) => f.name === key);
     if (!field || key in pathParams) {
-      throw validationError(key, source === "query" ? `Unknown query parameter "${key}".` : `Unknown field "${key}".`);
+      const meant = suggestFieldName(key, schema.fields.map((f) => f.name).filter((name) => !(name in pathParams)));
+      const hint = meant === undefined ? "." : `; did you mean "${meant}"?`;
+      throw validationError(key, source === "query" ? `Unknown query parameter "${key}"${hint}` : `Unknown field "${key}"${hint}`);
     }
     json[key] = source === "query" ? fromQueryValue(field, value) : value;
     if (source === "body" && !hasJsonType(field, value)) {
-      throw validationError(key, `"${key}" must be ${describeType(field)}.`);
+      const number = field.fieldKind === "scalar" && field.scalar === 9 && typeof value === "number" ? value : undefined;
+      throw validationError(key, number === undefined ? `"${key}" must be ${describeType(field)}.` : numberForStringMessage(key, number));
     }
     if (isTimestamp(field) && value !== null && (typeof value !== "string" || !isRfc3339(value))) {
       const shaped = typeof value === "string" && rfc3339.test(value);
@@ -133,6 +136,31 @@ export function decodeRequest<T extends Message>(
     }
     throw validationError("", "The request could not be decoded.");
   }
+}
+
+/**
+ * The field a client most likely meant by a name we do not know: the same words in another
+ * spelling ("merchantReference", "MerchantReference", "merchant-reference" for "merchant_reference").
+ */
+export function suggestFieldName(name: string, fields: readonly string[]): string | undefined {
+  const words = (s: string) => s.replace(/[-_]/g, "").toLowerCase();
+  const wanted = words(name);
+  return fields.find((f) => f !== name && words(f) === wanted);
+}
+
+/** Amounts travel as decimal strings, so a JSON number there is a float that may already have lost digits. */
+function isAmountField(name: string): boolean {
+  return name === "amount" || name.endsWith("_amount");
+}
+
+/** What to say when a string field was sent as a JSON number: the same value in quotes, when it can be written plainly. */
+export function numberForStringMessage(key: string, value: number): string {
+  const plain = String(value);
+  const quoted = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/.test(plain) ? JSON.stringify(plain) : undefined;
+  if (isAmountField(key)) {
+    return `"${key}" must be a decimal string such as "12.50", not a JSON number${quoted ? `: send ${quoted}` : ""}.`;
+  }
+  return `"${key}" must be a string, not a JSON number${quoted ? `: send ${quoted}` : ""}.`;
 }
 
 function fromQueryValue(field: DescField, value: JsonValue): JsonValue {

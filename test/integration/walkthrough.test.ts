@@ -1,0 +1,212 @@
+// The README's "Walk-through with curl", run as written: both of its shell blocks are read from
+// README.md (so the README cannot drift from what works), fed step by step to one bash, as a
+// newcomer pastes them into one terminal, against a started app; each step's output is checked.
+// Two lines start long-running processes in other terminals (the server restart and the example
+// receiver): the test's own app and HTTPS receiver stand in for them.
+import { spawn } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import t from "tap";
+import { call, startTestApp, until } from "../helpers/harness.ts";
+import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
+
+const root = path.resolve(import.meta.dirname, "../..");
+const readme = readFileSync(path.join(root, "README.md"), "utf8");
+
+/** The first ```sh block after a heading line. */
+function shellBlock(heading: string): string {
+  const at = readme.indexOf(`\n${heading}\n`);
+  if (at < 0) throw new Error(`README.md has no heading "${heading}"`);
+  const m = /\n```sh\n([\s\S]*?)\n```\n/.exec(readme.slice(at));
+  if (!m) throw new Error(`no sh block under "${heading}"`);
+  return m[1]!;
+}
+
+interface Step {
+  number: number;
+  lines: string[];
+}
+
+/** Splits a block at its "# N. ..." comments. */
+function steps(block: string): Step[] {
+  const out: Step[] = [];
+  for (const line of block.split("\n")) {
+    const m = /^# (\d+)\. /.exec(line);
+    if (m) out.push({ number: Number(m[1]), lines: [] });
+    out.at(-1)?.lines.push(line);
+  }
+  return out;
+}
+
+/** The JSON objects in a text, in order (curl prints responses without a newline, so they may touch). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function jsonObjects(text: string): any[] {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const found: any[] = [];
+  let depth = 0;
+  let start = -1;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (inString) {
+      if (ch === "\\") i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"' && depth > 0) inString = true;
+    else if (ch === "{") {
+      if (depth++ === 0) start = i;
+    } else if (ch === "}" && depth > 0 && --depth === 0) {
+      found.push(JSON.parse(text.slice(start, i + 1)));
+    }
+  }
+  return found;
+}
+
+const hookName = "hooks.local.test";
+const ca = await makeTestCa(t, [hookName]);
+trustTestCa(ca.caPem);
+const receiver = await startReceiver(t, { key: ca.key, cert: ca.cert });
+const { base, databaseUrl } = await startTestApp(t, {
+  WEBHOOK_CONNECT_TO: `${hookName}:443:127.0.0.1:${receiver.port}`,
+  WEBHOOK_RETRY_DELAYS: "0.2,0.2,0.2,0.2,0.2",
+});
+
+// A working directory of its own (the walk-through writes hook.key and hook.crt) that is still
+// this checkout to npm: every top-level entry linked.
+const dir = mkdtempSync(path.join(tmpdir(), "walkthrough-"));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+for (const entry of readdirSync(root)) {
+  if (entry === ".git" || entry === ".data" || entry.startsWith("hook.")) continue;
+  symlinkSync(path.join(root, entry), path.join(dir, entry));
+}
+
+const env: Record<string, string> = {};
+for (const [k, v] of Object.entries(process.env)) {
+  if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
+  env[k] = v;
+}
+Object.assign(env, { DATABASE_URL: databaseUrl, DATA_DIR: path.join(dir, "data"), LOG_LEVEL: "warn" });
+const bash = spawn("bash", [], { cwd: dir, env, stdio: ["pipe", "pipe", "pipe"] });
+t.teardown(() => {
+  if (bash.exitCode === null) bash.kill("SIGKILL");
+});
+let output = "";
+bash.stdout.on("data", (d: Buffer) => (output += d.toString()));
+bash.stderr.on("data", (d: Buffer) => (output += d.toString()));
+bash.stdin.write("exec 2>&1\n");
+let marker = 0;
+
+/** Pastes lines into the shell; resolves with what they printed and the last command's exit status. */
+async function paste(lines: string[]): Promise<{ out: string; status: number }> {
+  const id = ++marker;
+  const from = output.length;
+  bash.stdin.write(`${lines.join("\n")}\necho; echo "@@end ${id} $?"\n`);
+  const end = new RegExp(`\\n@@end ${id} (\\d+)\\n`);
+  const m = await until(`the shell to finish paste ${id}`, async () => end.exec(output.slice(from)) ?? undefined, 60_000, () => output.slice(from));
+  return { out: output.slice(from, from + m.index), status: Number(m[1]) };
+}
+
+async function variable(name: string): Promise<string> {
+  return (await paste([`printf '%s' "$${name}"`])).out.trim();
+}
+
+t.test("the walk-through, step by step", async (t) => {
+  const walk = steps(shellBlock("## Walk-through with curl"));
+  t.same(walk.map((s) => s.number), [1, 2, 3, 4, 5, 6, 7], "seven steps");
+  const step = (n: number) => walk.find((s) => s.number === n)!.lines;
+
+  // The README's server is on 8080; this test's is on a port of its own.
+  const apiLine = /^API=http:\/\/127\.0\.0\.1:8080\/api\/v1$/;
+  t.equal(step(1).filter((l) => apiLine.test(l)).length, 1, "step 1 sets API to the local server");
+  const one = await paste(step(1).map((l) => (apiLine.test(l) ? `API=${base}/api/v1` : l)));
+  t.equal(one.status, 0, `1: exit 0 (${one.out})`);
+  const merchant = await variable("MERCHANT");
+  const key = await variable("KEY");
+  t.match(merchant, /^mer_[0-9A-Za-z]+$/, "1: MERCHANT holds the new merchant's id");
+  t.match(key, /^sk_test_/, "1: KEY holds a Test key");
+  t.equal(await variable("BASE"), `${base}/api/v1/merchants/${merchant}`, "1: BASE is the merchant's API");
+
+  const two = await paste(step(2));
+  t.equal(two.status, 0, "2: exit 0");
+  const created = jsonObjects(two.out)[0]?.data;
+  t.match(created, { status: "pending", requested_amount: "12.50", merchant_reference: "order-1001", network: "ethereum", asset: "USDC" }, "2: the intent is shown");
+  const intent = await variable("INTENT");
+  t.equal(intent, created?.public_id, "2: INTENT holds its id");
+  t.match(intent, /^pi_/);
+
+  const three = await paste(step(3));
+  t.equal(three.status, 0, "3: exit 0");
+  t.match(three.out, /^Idempotent-Replayed: true\r?$/im, "3: the same request replays");
+
+  const four = await paste(step(4));
+  const list = jsonObjects(four.out)[0];
+  t.same(list?.data.map((i: { public_id: string }) => i.public_id), [intent], "4: the list holds the intent");
+  t.equal(list?.has_more, false, "4: has_more false");
+
+  const five = await paste(step(5));
+  t.equal(jsonObjects(five.out)[0]?.data.public_id, intent, "5: reads the intent");
+
+  const six = await paste(step(6));
+  t.match(jsonObjects(six.out)[0]?.data, { public_id: intent, status: "underpaid", amount_received: "6.25" }, "6: the simulator paid part of it");
+
+  const seven = await paste(step(7));
+  const cancelled = jsonObjects(seven.out)[0]?.data;
+  t.equal(cancelled?.status, "cancelled", "7: a second intent, cancelled");
+  t.equal(cancelled?.public_id, await variable("OTHER"), "7: OTHER holds its id");
+  t.not(cancelled?.public_id, intent, "7: not the first one");
+
+  t.test("webhooks on your machine", async (t) => {
+    const hooks = steps(shellBlock("### Webhooks on your machine"));
+    t.same(hooks.map((s) => s.number), [1, 2, 3, 4, 5, 6], "six steps");
+    const hook = (n: number) => hooks.find((s) => s.number === n)!.lines;
+    // Lines that start a process in another terminal: the server restart and the receiver.
+    const elsewhere = (l: string) => /npm start$/.test(l) || /node receiver\.mjs/.test(l);
+    const skipped = hooks.flatMap((s) => s.lines.filter(elsewhere));
+    t.equal(skipped.length, 2, `only the restart and the receiver are left to other terminals: ${skipped.join(" | ")}`);
+    t.match(skipped[0], `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:`, "the restart maps the name the endpoint uses");
+
+    const one = await paste(hook(1));
+    t.equal(one.status, 0, `1: openssl made the certificate (${one.out})`);
+    t.ok(existsSync(path.join(dir, "hook.key")) && existsSync(path.join(dir, "hook.crt")), "1: hook.key and hook.crt");
+    t.match(readFileSync(path.join(dir, "hook.crt"), "utf8"), /^-----BEGIN CERTIFICATE-----/);
+    t.same(hook(2).filter((l) => !l.startsWith("#") && l.trim() !== "" && !elsewhere(l)), [], "2: nothing else to run here");
+
+    const three = await paste(hook(3).filter((l) => !elsewhere(l)));
+    t.equal(three.status, 0, "3: exit 0");
+    const endpoint = jsonObjects(three.out)[0]?.data;
+    t.match(endpoint, { url: `https://${hookName}/webhooks`, status: "enabled", signing_secret: /^whsec_/ }, "3: the endpoint, with its secret");
+    t.equal(await variable("ENDPOINT"), endpoint?.id, "3: ENDPOINT holds its id");
+
+    const four = await paste(hook(4));
+    const sent = jsonObjects(four.out)[0]?.data;
+    t.match(sent, { id: /^wd_/, event_id: /^evt_/ }, "4: a delivery of a test event");
+    const [request] = await receiver.waitFor(1, 20_000);
+    t.equal(request?.headers["x-service-event-id"], sent?.event_id, "4: the receiver got it");
+    const expected = createHmac("sha256", endpoint.signing_secret).update(`${request?.headers["x-service-timestamp"]}.`).update(request!.body).digest("hex");
+    t.equal(request?.headers["x-service-signature"], expected, "4: signed with the secret step 3 printed");
+    t.equal(JSON.parse(request!.body.toString()).type, "webhook.test", "4: webhook.test");
+    // A newcomer reads the deliveries after the receiver has printed: here, once the service has recorded it.
+    const merchant = await variable("MERCHANT");
+    await until("the test delivery to be delivered", async () => {
+      const res = await call(base, "GET", `/api/v1/merchants/${merchant}/webhook-deliveries?status=delivered`, { key });
+      return res.body.data?.length === 1;
+    }, 20_000);
+
+    const five = await paste(hook(5));
+    t.equal(five.status, 0, "5: exit 0");
+    const [deliveries, replay] = jsonObjects(five.out);
+    t.same(deliveries?.data.map((d: { id: string; status: string }) => [d.id, d.status]), [[sent?.id, "delivered"]], "5: the delivered delivery");
+    t.equal(deliveries?.data[0]?.attempts.length, 1, "5: with its attempt");
+    t.equal(await variable("DELIVERY"), sent?.id, "5: DELIVERY holds its id");
+    t.match(replay?.data, { replay_of: sent?.id, event_id: sent?.event_id }, "5: the replay is a new delivery of the same event");
+    t.not(replay?.data.id, sent?.id);
+
+    const six = await paste(hook(6));
+    t.match(jsonObjects(six.out)[0]?.error, { code: "validation_failed", param: "url", message: /not allowed: 10\.0\.0\.5 is a private address/ }, "6: refused");
+  });
+});
+
+t.teardown(() => {
+  if (bash.exitCode === null) bash.stdin.end("exit\n");
+});
