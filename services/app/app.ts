@@ -15,6 +15,7 @@ import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor } from "../rpc/interceptor.ts";
 import { createInputGuard } from "../rpc/input-guard.ts";
 import { routes, services } from "../rpc/routes.ts";
+import { reflectionGate } from "../rpc/reflection.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
@@ -67,7 +68,10 @@ export async function startApp(o: AppOptions): Promise<App> {
   let jetstreamPrefix: string | undefined;
   try {
     if (roles.includes("rpc")) {
-      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort, { bodyLimitBytes: config.bodyLimitBytes });
+      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort, {
+        bodyLimitBytes: config.bodyLimitBytes,
+        reflection: reflectionGate(config.grpcReflection, db),
+      });
       ports.rpc = rpc.port;
       stops.push(rpc.close);
     }

@@ -44,6 +44,8 @@ export interface Config {
   publicRateLimitPerMinute: number;
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
   apiKeyMaxAgeDays: number;
+  /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
+  grpcReflection: "on" | "off" | "auto";
 }
 
 /** Bad configuration: main prints the message as one line and exits non-zero. */
@@ -139,6 +141,12 @@ function connectTo(raw: string | undefined): ConnectTo[] {
   }
 }
 
+function grpcReflection(raw: string | undefined): Config["grpcReflection"] {
+  if (raw === undefined) return "auto";
+  if (raw === "on" || raw === "off" || raw === "auto") return raw;
+  throw new ConfigError(`GRPC_REFLECTION must be on, off or auto, got "${raw}"`);
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
@@ -172,5 +180,6 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
+    grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
   };
 }

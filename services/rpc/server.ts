@@ -1,4 +1,6 @@
+import http from "node:http";
 import http2 from "node:http2";
+import type net from "node:net";
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import {
   compressedFlag,
@@ -21,7 +23,8 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { apiError, describeError, errorCodes } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
-import { listenOn } from "../platform/listen.ts";
+import { listen } from "../platform/listen.ts";
+import { addReflection, reflectionServices, type ReflectionGate } from "./reflection.ts";
 
 export interface Listening {
   port: number;
@@ -33,6 +36,8 @@ export interface RpcServerOptions {
   bodyLimitBytes: number;
   /** A connection with no traffic for this long is closed (default 60 s). */
   idleTimeoutMs?: number;
+  /** Serves gRPC server reflection (v1 and v1alpha), answering while the gate allows. Unset: not served. */
+  reflection?: ReflectionGate;
 }
 
 /** Error messages can quote input (an id, a value); HTTP/2 peers refuse header blocks past ~16-64 KB. */
@@ -43,7 +48,14 @@ const compressions: Compression[] = [compressionGzip, compressionBrotli];
 /** How long close() lets in-flight calls finish before it drops the connections left. */
 const closeGraceMs = 10_000;
 
-/** The rpc role: gRPC, gRPC-Web and Connect over h2c. */
+/** What every HTTP/2 client sends first (RFC 9113 3.4); no HTTP/1.x request line starts with it. */
+const h2Preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+
+/**
+ * The rpc role: gRPC, gRPC-Web and Connect, over h2c and HTTP/1.1 on the same port. Browsers and
+ * plain curl speak HTTP/1.1 to an http:// URL, gRPC clients HTTP/2 with prior knowledge; each
+ * connection is told apart by its first bytes.
+ */
 export async function startRpcServer(
   routes: (router: ConnectRouter) => void,
   interceptors: Interceptor[],
@@ -55,8 +67,12 @@ export async function startRpcServer(
   const handler = connectNodeAdapter({
     routes: (router) => {
       routes(router);
+      if (options.reflection) addReflection(router, [...new Set(router.handlers.map((h) => h.service))], options.reflection, [boundary]);
       // connectNodeAdapter builds its path table from this array after routes() returns.
-      router.handlers.forEach((h, i) => (router.handlers[i] = withDocumentedErrors(h, limit)));
+      // Reflection is gRPC's own protocol, not the payments API: its errors are plain statuses.
+      router.handlers.forEach((h, i) => {
+        if (!reflectionServices.includes(h.service)) router.handlers[i] = withDocumentedErrors(h, limit);
+      });
     },
     interceptors: [boundary, ...interceptors],
     acceptCompression: compressions,
@@ -68,32 +84,89 @@ export async function startRpcServer(
     // (createJsonSerialization, @connectrpc/connect 2.1.2); the tests of invalid_json catch a change.
     jsonOptions: { ignoreUnknownFields: false, textDecoder: jsonBodyDecoder } as { ignoreUnknownFields: boolean },
   });
-  const server = http2.createServer(handler);
+  const idleMs = options.idleTimeoutMs ?? 60_000;
+  const h2 = http2.createServer(handler);
   // A client that stops mid-upload after a refusal leaves its stream half open, and the session
   // would never close; an idle connection of a well-behaved client is simply made again.
-  server.setTimeout(options.idleTimeoutMs ?? 60_000);
+  h2.setTimeout(idleMs);
+  let closing = false;
   const sessions = new Set<http2.Http2Session>();
-  server.on("session", (session) => {
+  h2.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
+    // Its preface came during close(): it gets the GOAWAY the others got.
+    if (closing) session.close();
   });
+  // The HTTP/1.1 server owns the listening socket, so Node's own HTTP/1.1 connection tracking
+  // (idle keep-alive, header and request timeouts, closeIdleConnections) holds for its share.
+  const h1 = http.createServer(handler);
+  h1.setTimeout(idleMs);
+  const h1Connection = h1.listeners("connection");
+  if (h1Connection.length !== 1) throw new Error("node:http changed: expected one connection listener on a new server");
+  h1.removeAllListeners("connection");
+  const undecided = new Set<net.Socket>();
+  h1.on("connection", (socket: net.Socket) => {
+    undecided.add(socket);
+    sniff(socket, idleMs, (isH2) => {
+      undecided.delete(socket);
+      // The HTTP/2 session reads the bytes put back by itself; the HTTP/1.1 parser gets them once
+      // the socket flows again.
+      if (isH2) h2.emit("connection", socket);
+      else {
+        h1Connection[0]!.call(h1, socket);
+        socket.resume();
+      }
+    });
+  });
+  const server = await listen(h1, host, port);
   return {
-    port: await listenOn(server, host, port),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => {
-          clearTimeout(grace);
-          resolve();
-        });
-        // GOAWAY: in-flight calls finish, new ones go elsewhere.
-        for (const session of sessions) session.close();
-        // A session whose client stopped mid-body after its answer (a refused upload, say) never
-        // closes by itself: it stops reading its socket and so never sees the client leave.
-        const grace = setTimeout(() => {
-          for (const session of sessions) session.destroy();
-        }, closeGraceMs);
-      }),
+    port: server.port,
+    close: () => {
+      closing = true;
+      // Nothing sent yet, so nothing in flight.
+      for (const socket of undecided) socket.destroy();
+      // GOAWAY: in-flight calls finish, new ones go elsewhere. HTTP/1.1: listen() answers what it has
+      // received with Connection: close and drops idle keep-alive connections.
+      for (const session of sessions) session.close();
+      // A session whose client stopped mid-body after its answer (a refused upload, say) never
+      // closes by itself: it stops reading its socket and so never sees the client leave.
+      const grace = setTimeout(() => {
+        for (const session of sessions) session.destroy();
+        h1.closeAllConnections();
+      }, closeGraceMs);
+      return server.close().finally(() => clearTimeout(grace));
+    },
   };
+}
+
+/**
+ * Reads a connection's first bytes until they are, or cannot be, the HTTP/2 preface, then puts
+ * them back for whichever server takes it. A connection that sends nothing is closed once idle.
+ */
+function sniff(socket: net.Socket, idleMs: number, decide: (isH2: boolean) => void): void {
+  let head = Buffer.alloc(0);
+  const onTimeout = () => socket.destroy();
+  // A reset, or an end, before the decision: nothing to hand over.
+  const onError = () => socket.destroy();
+  const onData = (chunk: Buffer) => {
+    head = Buffer.concat([head, chunk]);
+    const n = Math.min(head.length, h2Preface.length);
+    const isH2 = head.subarray(0, n).equals(h2Preface.subarray(0, n));
+    if (isH2 && n < h2Preface.length) return;
+    socket.off("data", onData);
+    socket.off("timeout", onTimeout);
+    socket.off("error", onError);
+    socket.off("end", onError);
+    socket.setTimeout(0);
+    socket.pause();
+    socket.unshift(head);
+    decide(isH2);
+  };
+  socket.setTimeout(idleMs);
+  socket.on("timeout", onTimeout);
+  socket.on("error", onError);
+  socket.on("end", onError);
+  socket.on("data", onData);
 }
 
 /** Set once a call gets past decoding: errors raised before it come from Connect's protocol layer. */

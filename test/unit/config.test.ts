@@ -194,3 +194,13 @@ t.test("JETSTREAM_REPLICAS", async (t) => {
   refuses(t, { JETSTREAM_REPLICAS: "three" }, /^JETSTREAM_REPLICAS must be a whole number/, "a word");
   refuses(t, { JETSTREAM_REPLICAS: "2.5" }, /^JETSTREAM_REPLICAS must be a whole number/, "a fraction");
 });
+
+t.test("GRPC_REFLECTION", async (t) => {
+  t.equal(loadConfig({}).grpcReflection, "auto", "default: auto (served while no Live API key is active)");
+  t.equal(loadConfig({ GRPC_REFLECTION: "" }).grpcReflection, "auto", "empty: default");
+  t.equal(loadConfig({ GRPC_REFLECTION: "on" }).grpcReflection, "on");
+  t.equal(loadConfig({ GRPC_REFLECTION: " off " }).grpcReflection, "off", "trimmed");
+  t.equal(loadConfig({ GRPC_REFLECTION: "auto" }).grpcReflection, "auto");
+  refuses(t, { GRPC_REFLECTION: "true" }, /^GRPC_REFLECTION must be on, off or auto, got "true"$/, "a boolean word");
+  refuses(t, { GRPC_REFLECTION: "ON" }, /^GRPC_REFLECTION\b/, "upper case");
+});
