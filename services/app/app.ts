@@ -105,7 +105,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.push(worker.stop);
     }
     if (roles.includes("scheduler")) {
-      const scheduler = startScheduler(db, logger, intents);
+      const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
       stops.push(scheduler.stop);
     }
     const ops = await listen(createOpsServer(db, nats, metrics.registry), config.host, config.opsPort);

@@ -20,6 +20,8 @@ export function natsServers(url: string): string[] {
 export class Nats {
   private connection: NatsConnection | undefined;
   private closed = false;
+  /** Ends the wait between first-connection attempts (close() calls it). */
+  private wake: () => void = () => undefined;
   private settle!: { resolve(nc: NatsConnection): void; reject(err: Error): void };
   /** Resolves with the connection once it is first up; rejects if closed before that. */
   readonly connected: Promise<NatsConnection> = new Promise((resolve, reject) => {
@@ -29,18 +31,29 @@ export class Nats {
   constructor(url: string, logger: Logger, name: string) {
     this.connected.catch(() => undefined);
     void (async () => {
-      try {
-        const nc = await connect({ servers: natsServers(url), name, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
-        if (this.closed) {
-          await nc.close();
+      // Our own loop for the first connection, not the client's waitOnFirstConnect: that one goes
+      // on trying after close(), and would keep a stopped process alive while NATS is away.
+      let failures = 0;
+      while (!this.closed) {
+        try {
+          const nc = await connect({ servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+          if (this.closed) {
+            await nc.close();
+            return;
+          }
+          this.connection = nc;
+          this.settle.resolve(nc);
+          logger.info({ server: nc.getServer(), cluster: nc.info?.cluster }, "connected to NATS");
+          void watch(nc, logger);
           return;
+        } catch (err) {
+          if (this.closed) return;
+          if (failures++ === 0) logger.error({ err }, "NATS connection failed; retrying");
+          await new Promise<void>((resolve) => {
+            this.wake = resolve;
+            setTimeout(resolve, 500);
+          });
         }
-        this.connection = nc;
-        this.settle.resolve(nc);
-        logger.info({ server: nc.getServer(), cluster: nc.info?.cluster }, "connected to NATS");
-        void watch(nc, logger);
-      } catch (err) {
-        if (!this.closed) logger.error({ err }, "NATS connection failed");
       }
     })();
   }
@@ -64,6 +77,7 @@ export class Nats {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.wake();
     this.settle.reject(new Error("NATS connection closed"));
     await this.connection?.drain().catch(() => undefined);
   }
