@@ -21,7 +21,7 @@ function respondByPath(req: RecordedRequest): Reply {
     case "destroy":
       return { status: 0, destroy: true };
     case "slow":
-      return { status: 200, delayMs: 1500 };
+      return { status: 200, delayMs: 4000 };
     case "flaky":
       return n === 1 ? { status: 503, body: "try later" } : { status: 200, body: "ok" };
     case "big":
@@ -31,7 +31,7 @@ function respondByPath(req: RecordedRequest): Reply {
   }
 }
 
-const s = await webhookSetup(t, { respond: respondByPath, env: { WEBHOOK_TIMEOUT_MS: "500" } });
+const s = await webhookSetup(t, { respond: respondByPath, env: { WEBHOOK_TIMEOUT_MS: "2000" } });
 
 async function sendTest(setup: WebhookSetup, c: Credentials, endpointId: string) {
   const res = await call(setup.base, "POST", `/api/v1/merchants/${c.merchant}/webhook-endpoints/${endpointId}/test`, { key: c.key });
