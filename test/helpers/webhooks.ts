@@ -1,6 +1,6 @@
 import type { Role } from "../../services/app/app.ts";
-import { call, merchantWithKey, startTestApp, type Credentials, type TestApp } from "./harness.ts";
-import { makeTestCa, startReceiver, trustTestCa, type Receiver, type Responder, type TestCa } from "./receiver.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, type Credentials, type TestApp } from "./harness.ts";
+import { makeTestCa, startReceiver, trustTestCa, type RecordedRequest, type Receiver, type Responder, type TestCa } from "./receiver.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -85,3 +85,23 @@ export async function deliveryById(s: WebhookSetup, deliveryId: string, creds: C
 }
 
 export const finished = (d: { status: string }) => d.status === "delivered" || d.status === "failed";
+
+/** Creates `n` payment intents through the REST API, `parallel` at a time; returns their public ids. */
+export async function createIntents(s: WebhookSetup, n: number, parallel = 10): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i += parallel) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(parallel, n - i) }, () =>
+        call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, { key: s.creds.key, idempotencyKey: idemKey(), body: sampleIntent }),
+      ),
+    );
+    for (const res of batch) {
+      if (res.status !== 200) throw new Error(`create intent: ${res.status} ${JSON.stringify(res.body)}`);
+      ids.push(res.body.data.public_id);
+    }
+  }
+  return ids;
+}
+
+/** The event a webhook request carries. */
+export const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);

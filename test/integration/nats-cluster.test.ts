@@ -13,10 +13,9 @@ import { schedule } from "../../services/delivery/schedule.ts";
 import { signPayload } from "../../services/delivery/signature.ts";
 import { natsServers } from "../../services/platform/nats.ts";
 import { installationId } from "../../services/platform/settings.ts";
-import { call, idemKey, natsUrl, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
+import { call, natsUrl, startTestApp, until } from "../helpers/harness.ts";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.ts";
-import type { RecordedRequest } from "../helpers/receiver.ts";
-import { hookHost, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
+import { hookHost, webhookSetup, type WebhookSetup, createIntents, eventIdOf } from "../helpers/webhooks.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -86,24 +85,6 @@ async function deliveredCount(s: WebhookSetup): Promise<number> {
   return row?.n ?? 0;
 }
 
-/** Creates `n` payment intents through the REST API, `parallel` at a time. */
-async function createIntents(s: WebhookSetup, n: number, parallel = 10): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i += parallel) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(parallel, n - i) }, () =>
-        call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, { key: s.creds.key, idempotencyKey: idemKey(), body: sampleIntent }),
-      ),
-    );
-    for (const res of batch) {
-      if (res.status !== 200) throw new Error(`create intent: ${res.status} ${JSON.stringify(res.body)}`);
-      ids.push(res.body.data.public_id);
-    }
-  }
-  return ids;
-}
-
-const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);
 
 t.test("the stream's leader SIGKILLed during a burst of 200 events: every event is delivered, none more often than its recorded attempts", async (t) => {
   const cluster = await startNatsCluster(t);

@@ -12,11 +12,11 @@ import { connect } from "@nats-io/transport-node";
 import t from "tap";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { signPayload } from "../../services/delivery/signature.ts";
-import { call, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
+import { call, natsUrl, until } from "../helpers/harness.ts";
 import { spawnService, startNatsServer, type ServiceProcess } from "../helpers/processes.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
-import { deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
+import { deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup, createIntents, eventIdOf } from "../helpers/webhooks.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -47,24 +47,6 @@ async function deliveryCounts(s: WebhookSetup): Promise<Record<string, number>> 
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
-/** Creates `n` payment intents through the REST API, `parallel` at a time; returns their public ids. */
-async function createIntents(s: WebhookSetup, n: number, parallel = 10): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i += parallel) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(parallel, n - i) }, () =>
-        call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, { key: s.creds.key, idempotencyKey: idemKey(), body: sampleIntent }),
-      ),
-    );
-    for (const res of batch) {
-      if (res.status !== 200) throw new Error(`create intent: ${res.status} ${JSON.stringify(res.body)}`);
-      ids.push(res.body.data.public_id);
-    }
-  }
-  return ids;
-}
-
-const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);
 
 /** How often each event id reached the receiver. */
 function arrivals(requests: readonly RecordedRequest[]): Map<string, number> {
