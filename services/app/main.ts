@@ -70,8 +70,8 @@ const lines = [
   `Payment Intent service: ${roles.join(", ")}`,
   // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
   gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
-  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc} (h2c)` : null,
-  `  health       http://${config.host}:${ops}/healthz  readiness: /readyz`,
+  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
+  `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
   app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
   resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
   "",
