@@ -3,6 +3,7 @@ import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { hashApiKey, parseBearer, parseCashierBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
+import type { CredentialCache, CredentialKind } from "./credential-cache.ts";
 import type { CashierPrincipal, InternalPrincipal, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
 
 /**
@@ -16,18 +17,23 @@ import type { CashierPrincipal, InternalPrincipal, MerchantPrincipal, Principal,
  * route takes (malformed, of another kind, unknown or revoked) is invalid_api_key. Only
  * the holder of a real cashier session can learn that it expired (session_expired).
  */
-export async function authenticate(em: EntityManager, route: Route, authorization: string | null): Promise<Principal> {
+export async function authenticate(em: EntityManager, route: Route, authorization: string | null, cache?: CredentialCache): Promise<Principal> {
   if (route.credential !== Credential.PUBLIC) requireBearer(authorization, route.credential);
+  // Plain SQL on the secret hash's unique index, no ORM hydration; a verified row is cached.
+  const find = <T>(kind: CredentialKind, secretHash: string, sql: string): Promise<T | undefined> => {
+    const load = async () => (await em.execute<T[]>(sql, [secretHash]))[0];
+    return cache ? cache.lookup(kind, secretHash, load) : load();
+  };
   switch (route.credential) {
     case Credential.UNSPECIFIED:
     case Credential.TEST_API_KEY:
-      return apiKeyCaller(em, route, authorization);
+      return apiKeyCaller(find, route, authorization);
     case Credential.INTERNAL:
-      return internalCaller(em, authorization);
+      return internalCaller(find, authorization);
     case Credential.SITE_GATEWAY:
-      return siteCaller(em, authorization);
+      return siteCaller(find, authorization);
     case Credential.CASHIER_SESSION:
-      return cashierCaller(em, authorization);
+      return cashierCaller(find, authorization);
     case Credential.PUBLIC:
       return { kind: "public" };
     default:
@@ -59,13 +65,15 @@ function invalidCredential(credential: Credential): never {
   throw apiError("invalid_api_key", `This route takes ${kindOf(credential)}; the one sent is unknown, revoked, or of another kind.`);
 }
 
-async function apiKeyCaller(em: EntityManager, route: Route, authorization: string | null): Promise<MerchantPrincipal> {
+type Find = <T>(kind: CredentialKind, secretHash: string, sql: string) => Promise<T | undefined>;
+
+async function apiKeyCaller(find: Find, route: Route, authorization: string | null): Promise<MerchantPrincipal> {
   const bearer = parseBearer(authorization);
   if (!bearer.ok) invalidCredential(route.credential);
-  // Every request runs this lookup: plain SQL on the unique index, no ORM hydration.
-  const [key] = await em.execute<{ id: string; merchant_id: string; environment: string; scopes: string[]; revoked_at: unknown }[]>(
+  const key = await find<{ id: string; merchant_id: string; environment: string; scopes: string[]; revoked_at: unknown }>(
+    "api_key",
+    hashApiKey(bearer.secret),
     `select id, merchant_id, environment, scopes, revoked_at from api_keys where secret_hash = ?`,
-    [hashApiKey(bearer.secret)],
   );
   if (!key || key.revoked_at) invalidCredential(route.credential);
   if (route.credential === Credential.TEST_API_KEY && key.environment !== "test") {
@@ -83,23 +91,25 @@ async function apiKeyCaller(em: EntityManager, route: Route, authorization: stri
   };
 }
 
-async function internalCaller(em: EntityManager, authorization: string | null): Promise<InternalPrincipal> {
+async function internalCaller(find: Find, authorization: string | null): Promise<InternalPrincipal> {
   const bearer = parseInternalBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.INTERNAL);
-  const [credential] = await em.execute<{ id: string; name: string; revoked_at: unknown }[]>(
+  const credential = await find<{ id: string; name: string; revoked_at: unknown }>(
+    "internal",
+    hashApiKey(bearer.secret),
     `select id, name, revoked_at from internal_credentials where secret_hash = ?`,
-    [hashApiKey(bearer.secret)],
   );
   if (!credential || credential.revoked_at) invalidCredential(Credential.INTERNAL);
   return { kind: "internal", credentialId: credential.id, name: credential.name };
 }
 
-async function siteCaller(em: EntityManager, authorization: string | null): Promise<SitePrincipal> {
+async function siteCaller(find: Find, authorization: string | null): Promise<SitePrincipal> {
   const bearer = parseSiteBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.SITE_GATEWAY);
-  const [credential] = await em.execute<{ id: string; merchant_id: string; environment: string; allowed_origins: string[]; revoked_at: unknown }[]>(
+  const credential = await find<{ id: string; merchant_id: string; environment: string; allowed_origins: string[]; revoked_at: unknown }>(
+    "site",
+    hashApiKey(bearer.secret),
     `select id, merchant_id, environment, allowed_origins, revoked_at from site_credentials where secret_hash = ?`,
-    [hashApiKey(bearer.secret)],
   );
   if (!credential || credential.revoked_at) invalidCredential(Credential.SITE_GATEWAY);
   return {
@@ -111,12 +121,15 @@ async function siteCaller(em: EntityManager, authorization: string | null): Prom
   };
 }
 
-async function cashierCaller(em: EntityManager, authorization: string | null): Promise<CashierPrincipal> {
+async function cashierCaller(find: Find, authorization: string | null): Promise<CashierPrincipal> {
   const bearer = parseCashierBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.CASHIER_SESSION);
-  const [session] = await em.execute<
-    { id: string; merchant_id: string; environment: string; cashier: string; terminal: string | null; expires_at: Date | string; revoked_at: unknown }[]
-  >(`select id, merchant_id, environment, cashier, terminal, expires_at, revoked_at from cashier_sessions where secret_hash = ?`, [hashApiKey(bearer.secret)]);
+  // Expiry is checked on every request, cached row or not.
+  const session = await find<{ id: string; merchant_id: string; environment: string; cashier: string; terminal: string | null; expires_at: Date | string; revoked_at: unknown }>(
+    "cashier",
+    hashApiKey(bearer.secret),
+    `select id, merchant_id, environment, cashier, terminal, expires_at, revoked_at from cashier_sessions where secret_hash = ?`,
+  );
   if (!session || session.revoked_at) invalidCredential(Credential.CASHIER_SESSION);
   if (new Date(session.expires_at).getTime() <= Date.now()) {
     throw apiError("session_expired", "The cashier session has expired; sign the cashier in again (admin cashier-session create).");

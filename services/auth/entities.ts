@@ -1,5 +1,19 @@
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
 
+/**
+ * Every change to a credential row (a revocation, a deletion with its merchant) is announced on
+ * credential_changed with the row's secret hash, at commit: each process's cache of verified
+ * credentials drops it (services/auth/credential-cache.ts). A trigger, so that no code path,
+ * CLI or hand-written SQL can revoke without telling them.
+ */
+const credentialChanged = (table: string) => ({
+  name: `${table}_credential_changed`,
+  timing: "after" as const,
+  events: ["update" as const, "delete" as const],
+  forEach: "row" as const,
+  body: "perform pg_notify('credential_changed', old.secret_hash); return null;",
+});
+
 export const Merchant = defineEntity({
   name: "Merchant",
   tableName: "merchants",
@@ -15,6 +29,7 @@ export type Merchant = InferEntity<typeof Merchant>;
 export const ApiKey = defineEntity({
   name: "ApiKey",
   tableName: "api_keys",
+  triggers: [credentialChanged("api_keys")],
   properties: {
     id: p.string().primary(),
     merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
@@ -32,6 +47,7 @@ export type ApiKey = InferEntity<typeof ApiKey>;
 export const InternalCredential = defineEntity({
   name: "InternalCredential",
   tableName: "internal_credentials",
+  triggers: [credentialChanged("internal_credentials")],
   properties: {
     id: p.string().primary(),
     name: p.string().length(200),
@@ -47,6 +63,7 @@ export type InternalCredential = InferEntity<typeof InternalCredential>;
 export const SiteCredential = defineEntity({
   name: "SiteCredential",
   tableName: "site_credentials",
+  triggers: [credentialChanged("site_credentials")],
   properties: {
     id: p.string().primary(),
     merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
@@ -77,5 +94,6 @@ export const CashierSession = defineEntity({
     revokedAt: p.datetime().length(3).nullable(),
   },
   indexes: [{ properties: ["merchant", "createdAt"] }],
+  triggers: [credentialChanged("cashier_sessions")],
 });
 export type CashierSession = InferEntity<typeof CashierSession>;

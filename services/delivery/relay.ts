@@ -1,8 +1,8 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
-import pg from "pg";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
+import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { StreamNames } from "./jetstream.ts";
@@ -51,43 +51,16 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     wake?.();
   };
 
-  // The LISTEN connection, also while it connects: stop() ends it in any state.
-  let listener: pg.Client | undefined;
-  const listenOutage = new OutageLog(o.logger, "outbox relay LISTEN connection");
-  const listen = async () => {
-    let failures = 0;
-    while (!stopped) {
-      const client = new pg.Client({ connectionString: o.databaseUrl });
-      listener = client;
-      // Rejects when the connection breaks or ends, so a lost connection counts as a failure.
-      const ended = new Promise<never>((_, reject) => {
-        client.on("error", reject);
-        client.on("end", () => reject(new Error("the LISTEN connection ended")));
-      });
-      ended.catch(() => undefined);
-      try {
-        client.on("notification", poke);
-        await Promise.race([client.connect(), ended]);
-        if (!stopped) {
-          await Promise.race([client.query("listen webhook_outbox"), ended]);
-          listenOutage.recovered();
-          failures = 0;
-          poke();
-          await ended;
-        }
-      } catch (err) {
-        // Meanwhile the relay polls, so nothing waits for this connection.
-        if (!stopped) {
-          failures++;
-          listenOutage.failed(err);
-        }
-      }
-      listener = undefined;
-      await client.end().catch(() => undefined);
-      if (!stopped) await pause(nextDelay(Math.max(failures, 1), 1000, maxBackoffMs));
-    }
-  };
-  const listening = listen();
+  // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
+  const listener = listenForever({
+    databaseUrl: o.databaseUrl,
+    channel: "webhook_outbox",
+    logger: o.logger,
+    what: "outbox relay LISTEN connection",
+    onNotification: poke,
+    onListening: poke,
+    maxBackoffMs,
+  });
 
   const outage = new OutageLog(o.logger, "outbox relay");
   let failures = 0;
@@ -143,9 +116,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       halt(new Error("stopped"));
       abort.abort();
       wake?.();
-      await listener?.end().catch(() => undefined);
+      await listener.stop();
       await loop;
-      await listening;
     },
   };
 }

@@ -8,6 +8,7 @@ import { Migration20261123091127_site_credentials } from "./Migration20261123091
 import { Migration20261123091322_qr_configurations } from "./Migration20261123091322_qr_configurations.ts";
 import { Migration20261123092813_terminal } from "./Migration20261123092813_terminal.ts";
 import { Migration20261123142521_RotateSigningSecret } from "./Migration20261123142521_RotateSigningSecret.ts";
+import { Migration20261123170137_CredentialChangedNotify } from "./Migration20261123170137_CredentialChangedNotify.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -20,4 +21,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261123091322_qr_configurations", class: Migration20261123091322_qr_configurations },
   { name: "Migration20261123092813_terminal", class: Migration20261123092813_terminal },
   { name: "Migration20261123142521_RotateSigningSecret", class: Migration20261123142521_RotateSigningSecret },
+  { name: "Migration20261123170137_CredentialChangedNotify", class: Migration20261123170137_CredentialChangedNotify },
 ];

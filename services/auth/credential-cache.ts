@@ -1,0 +1,109 @@
+import type { Logger } from "../platform/logger.ts";
+import { listenForever } from "../platform/pg-listen.ts";
+
+/** The credential tables' rows, cached by kind and secret hash. */
+export type CredentialKind = "api_key" | "internal" | "site" | "cashier";
+
+interface Entry {
+  row: unknown;
+  at: number;
+}
+
+export interface CredentialCacheOptions {
+  /** A belt to the braces of the notifications: an entry is read again after this long. */
+  ttlMs?: number;
+  maxEntries?: number;
+  now?: () => number;
+}
+
+/**
+ * The credential rows this process has verified, so that a request does not query its
+ * credential. Revocation still takes effect at once in every process: every change to a
+ * credential row is announced on credential_changed (a trigger, at commit), and each process
+ * drops that credential when told. The cache is used only while this process listens: while
+ * the LISTEN connection is down, and until it is back (PostgreSQL keeps no notifications for
+ * a listener that is away), every request reads its credential, and the cache starts empty.
+ *
+ * A lookup that raced a notification (read before the change committed, finished after the
+ * notification arrived) is not cached: each notification bumps a generation, and a row is
+ * stored only if the generation did not move while it was read.
+ */
+export class CredentialCache {
+  #entries = new Map<string, Entry>();
+  #generation = 0;
+  #listening = false;
+  readonly #ttlMs: number;
+  readonly #maxEntries: number;
+  readonly #now: () => number;
+
+  constructor(o: CredentialCacheOptions = {}) {
+    this.#ttlMs = o.ttlMs ?? 300_000;
+    this.#maxEntries = o.maxEntries ?? 10_000;
+    this.#now = o.now ?? Date.now;
+  }
+
+  /** The cached row, or `load()`'s (undefined: no such credential, never cached). */
+  async lookup<T>(kind: CredentialKind, secretHash: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+    const key = `${kind}:${secretHash}`;
+    const entry = this.#entries.get(key);
+    if (entry !== undefined && this.#listening && this.#now() - entry.at < this.#ttlMs) return entry.row as T;
+    if (entry !== undefined) this.#entries.delete(key);
+    const generation = this.#generation;
+    const row = await load();
+    if (row !== undefined && this.#listening && generation === this.#generation) {
+      if (this.#entries.size >= this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value as string);
+      this.#entries.set(key, { row, at: this.#now() });
+    }
+    return row;
+  }
+
+  /** A credential changed (its secret hash), or, with none, any may have: drop what is cached. */
+  invalidate(secretHash?: string): void {
+    this.#generation++;
+    if (secretHash === undefined) {
+      this.#entries.clear();
+      return;
+    }
+    for (const kind of ["api_key", "internal", "site", "cashier"] as const) this.#entries.delete(`${kind}:${secretHash}`);
+  }
+
+  /** Whether cached rows are used: only while notifications are known to arrive. */
+  get active(): boolean {
+    return this.#listening;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Called when the LISTEN is in place (again): what was missed meanwhile is unknown, so start empty. */
+  listening(): void {
+    this.invalidate();
+    this.#listening = true;
+  }
+
+  /** Called when the LISTEN connection is lost: stop using the cache. */
+  lost(): void {
+    this.#listening = false;
+    this.invalidate();
+  }
+
+  /** Listens for credential_changed on a connection of its own, for as long as it runs. */
+  listen(databaseUrl: string, logger: Logger): { stop(): Promise<void> } {
+    const listener = listenForever({
+      databaseUrl,
+      channel: "credential_changed",
+      logger,
+      what: "credential cache LISTEN connection",
+      onNotification: (hash) => this.invalidate(hash || undefined),
+      onListening: () => this.listening(),
+      onLost: () => this.lost(),
+    });
+    return {
+      stop: async () => {
+        this.lost();
+        await listener.stop();
+      },
+    };
+  }
+}
