@@ -1,4 +1,6 @@
 import t from "tap";
+import assert from "node:assert/strict";
+import fc from "fast-check";
 import { HDKey, type Versions } from "@scure/bip32";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { bech32, createBase58check } from "@scure/base";
@@ -195,4 +197,21 @@ t.test("testSolanaAddress is the documented synthetic address", async (t) => {
   t.equal(testSolanaAddress(0), "44TYGq2LziZvrrdMDVCAQ4FRXH6qECS7bs6FsAjMrtva");
   t.not(testSolanaAddress(1), testSolanaAddress(0));
   for (const index of [0, 1, 99]) t.same(checkAddress("solana", "test", testSolanaAddress(index)), { ok: true, address: testSolanaAddress(index) });
+});
+
+t.test("the derivation agrees with @scure/bip32's deriveChild for random account keys and indices", async (t) => {
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.integer({ min: 0, max: 2 ** 31 - 1 }), (seed, index) => {
+      const account = HDKey.fromMasterSeed(seed).derive("m/44'/60'/0'");
+      const expected = account.deriveChild(0).deriveChild(index).publicKey as Uint8Array;
+      const evm = toEip55(keccak_256(secp256k1.Point.fromBytes(expected).toBytes(false).subarray(1)).subarray(12));
+      assert.equal(deriveAddress("ethereum", "live", account.publicExtendedKey, index), evm);
+      const tron = b58c.encode(new Uint8Array([0x41, ...keccak_256(secp256k1.Point.fromBytes(expected).toBytes(false).subarray(1)).subarray(12)]));
+      assert.equal(deriveAddress("tron", "live", account.publicExtendedKey, index), tron);
+      runs++;
+    }),
+    { numRuns: 200 },
+  );
+  t.equal(runs, 200, "200 random keys and indices agree");
 });
