@@ -21,6 +21,9 @@ const returnedHeaders: Record<string, string> = {
 const corsRequestHeaders = "Authorization, Content-Type, Idempotency-Key";
 const corsExposedHeaders = "X-Request-Id, Idempotent-Replayed";
 
+/** A request that took this long is logged at info level even when it succeeded. */
+const slowRequestSeconds = 1;
+
 /** Deadline of one RPC from the gateway. */
 const rpcDeadlineMs = 30_000;
 
@@ -265,11 +268,14 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (!res.headersSent) send(res, view.status, { error }, { ...retry, ...headers });
       if (headers.Connection === "close") req.resume();
     } finally {
-      logger.info(
-        { requestId, method: req.method, path: req.url?.split("?")[0], status, code, ms: Math.round(performance.now() - started) },
-        "http request",
-      );
-      options.observe?.({ route: routeLabel, method: req.method ?? "", status, seconds: (performance.now() - started) / 1000 });
+      const seconds = (performance.now() - started) / 1000;
+      // Counts and latencies are in the metrics; the log keeps what someone would look for:
+      // refused and failed requests, and slow ones. The rest only at LOG_LEVEL=debug.
+      const level = status >= 400 || seconds >= slowRequestSeconds ? "info" : "debug";
+      if (logger.isLevelEnabled(level)) {
+        logger[level]({ requestId, method: req.method, path: req.url?.split("?")[0], status, code, ms: Math.round(seconds * 1000) }, "http request");
+      }
+      options.observe?.({ route: routeLabel, method: req.method ?? "", status, seconds });
     }
   };
 

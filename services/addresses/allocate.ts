@@ -7,10 +7,14 @@ export interface DepositAddress {
   address: string;
   /** The derivation index, when derived from an account key. */
   index: number | null;
+  /** Where it came from: the merchant's account key, its imported pool, or the built-in Test key. */
+  kind: AllocationKind;
 }
 
+export type AllocationKind = "account_key" | "pool" | "builtin";
+
 /** The built-in Test keys share one index sequence per network (see the migration). */
-const testSequences: Record<string, string> = {
+export const testSequences: Record<string, string> = {
   bitcoin: "test_address_index_bitcoin",
   ethereum: "test_address_index_ethereum",
   tron: "test_address_index_tron",
@@ -48,13 +52,13 @@ export async function allocateDepositAddress(tx: EntityManager, owner: Owner, ne
     [at, ...scope, intentId, at, ...scope, owner.environment],
   );
   if (taken?.account_key != null && taken.source_index !== null) {
-    return { address: deriveAddress(network, owner.environment, taken.account_key, taken.source_index), index: taken.source_index };
+    return { address: deriveAddress(network, owner.environment, taken.account_key, taken.source_index), index: taken.source_index, kind: "account_key" };
   }
-  if (taken?.pooled != null) return { address: taken.pooled, index: null };
+  if (taken?.pooled != null) return { address: taken.pooled, index: null, kind: "pool" };
   if (taken?.test_index != null) {
     const index = taken.test_index;
     const address = network === "solana" ? testSolanaAddress(index) : deriveAddress(network, "test", testAccountKeys[network as keyof typeof testAccountKeys], index);
-    return { address, index };
+    return { address, index, kind: "builtin" };
   }
   const [imported] = await tx.execute<{ n: number }[]>(
     `select count(*)::int as n from address_pool where merchant_id = ? and environment = ? and network = ?`,

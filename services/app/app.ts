@@ -1,4 +1,4 @@
-import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -13,10 +13,12 @@ import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
 import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor } from "../rpc/interceptor.ts";
+import { CredentialCache } from "../auth/credential-cache.ts";
 import { createInputGuard } from "../rpc/input-guard.ts";
-import { routes, services } from "../rpc/routes.ts";
+import { oneStatementMethods, routes, services } from "../rpc/routes.ts";
 import { reflectionGate } from "../rpc/reflection.ts";
 import { startRpcServer } from "../rpc/server.ts";
+import { createLocalTransport } from "../rpc/local-transport.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
 import { IntentViews } from "../intents/views.ts";
@@ -62,8 +64,11 @@ export async function startApp(o: AppOptions): Promise<App> {
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
   const metrics = createMetrics({ roles, db, nats });
-  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger), createInputGuard()];
   const stops: (() => Promise<void>)[] = [];
+  // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
+  const credentials = new CredentialCache();
+  const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
+  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods }), createInputGuard()];
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;
   try {
@@ -74,11 +79,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       });
       ports.rpc = rpc.port;
       stops.push(rpc.close);
+      if (credentialListener) stops.push(credentialListener.stop);
     }
     if (roles.includes("gateway")) {
-      // In one process the gateway calls the services in memory; alone, over gRPC.
+      // In one process the gateway calls the handlers directly (no encoding); alone, over gRPC.
       const transport = roles.includes("rpc")
-        ? createRouterTransport(serviceRoutes, { router: { interceptors } })
+        ? createLocalTransport(serviceRoutes, interceptors)
         : createGrpcTransport({ baseUrl: config.rpcUrl });
       const siteClient = createClient(SiteService, transport);
       const gateway = await listen(
@@ -113,6 +119,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     stops.push(ops.close);
   } catch (err) {
     for (const stop of stops) await stop();
+    await credentialListener?.stop();
     await nats.close();
     await db.close();
     throw err;

@@ -2,7 +2,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { newId } from "../platform/ids.ts";
+import { newId, newIds } from "../platform/ids.ts";
 import type { EventType } from "../intents/status.ts";
 import { maxEnabledEndpoints } from "../webhooks/limits.ts";
 
@@ -38,55 +38,22 @@ export interface RecordedEvent {
  * same transaction, so an event is never recorded without them.
  */
 export async function recordEvent(em: EntityManager, event: NewEvent): Promise<RecordedEvent> {
-  const id = newId("evt");
-  const createdAt = event.createdAt ?? new Date();
-  const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
   const only = event.endpointId ? " and e.id = ?" : "";
   const onlyParams = event.endpointId ? [event.endpointId] : [];
-  // One statement for the event and its deliveries in the usual case: delivery ids are
-  // made here, as many as endpoints can be enabled through the API, and the statement
-  // takes what it needs. It also counts the enabled endpoints, because more can exist
-  // (rows written directly, or a limit lowered since): those get theirs below.
-  let ids = Array.from({ length: maxEnabledEndpoints }, () => newId("wd"));
+  // One statement for the event and its deliveries in the usual case (eventCtes). It also
+  // counts the enabled endpoints, because more can exist than it makes deliveries for (rows
+  // written directly, or a limit lowered since): those get theirs below.
+  const first = eventCtes(event);
+  const { id, createdAt } = first;
   const rows = await em.execute<{ id: string; enabled: number }[]>(
-    `with event as (
-       insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
-       values (?, ?, ?, ?, ?, ?, ?)
-       returning id
-     ), endpoint as (
-       select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
-        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
-     ), delivery as (
-       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-       select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
-        where endpoint.n <= ?
-       returning id
-     )
-     select delivery.id, (select count(*) from endpoint)::int as enabled from delivery`,
-    [
-      id,
-      event.merchantId,
-      event.environment,
-      event.type,
-      event.paymentIntentId ?? null,
-      payload,
-      createdAt,
-      event.merchantId,
-      event.environment,
-      ...onlyParams,
-      `{${ids.join(",")}}`,
-      event.merchantId,
-      event.environment,
-      createdAt,
-      createdAt,
-      ids.length,
-    ],
+    `with ${first.sql} select delivery.id, (select count(*) from endpoint)::int as enabled from delivery`,
+    first.params,
   );
   const deliveryIds = rows.map((r) => r.id);
   let missing = (rows[0]?.enabled ?? 0) - rows.length;
   while (missing > 0) {
     // The endpoints still without a delivery of this event (one enabled meanwhile included).
-    ids = Array.from({ length: missing }, () => newId("wd"));
+    const ids = Array.from({ length: missing }, () => newId("wd"));
     const more = await em.execute<{ id: string; remaining: number }[]>(
       `with endpoint as (
          select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
@@ -104,7 +71,66 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
     deliveryIds.push(...more.map((r) => r.id));
     missing = (more[0]?.remaining ?? 0) - more.length;
   }
-  return { id, payload, deliveryIds };
+  return { id, payload: first.payload, deliveryIds };
+}
+
+/**
+ * An event and its deliveries as the CTEs `event`, `endpoint` and `delivery` of a statement,
+ * written only if `from` (a CTE of that statement) yields a row, or always without one. Delivery
+ * ids are made here, as many as endpoints can be enabled through the API, and the statement
+ * takes what it needs: more enabled endpoints than that get none (recordEvent adds theirs; a
+ * caller writing it all in one statement guards with deliveriesFit).
+ */
+export function eventCtes(event: NewEvent, from?: string): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
+  const id = newId("evt");
+  const createdAt = event.createdAt ?? new Date();
+  const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
+  const only = event.endpointId ? " and e.id = ?" : "";
+  const ids = newIds("wd", maxEnabledEndpoints);
+  return {
+    id,
+    payload,
+    createdAt,
+    sql: `event as (
+       insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
+       select ?, ?, ?, ?, ?, ?, ?${from ? ` from ${from}` : ""}
+       returning id
+     ), endpoint as (
+       select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
+        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
+     ), delivery as (
+       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
+        where endpoint.n <= ?
+       returning id
+     )`,
+    params: [
+      id,
+      event.merchantId,
+      event.environment,
+      event.type,
+      event.paymentIntentId ?? null,
+      payload,
+      createdAt,
+      event.merchantId,
+      event.environment,
+      ...(event.endpointId ? [event.endpointId] : []),
+      `{${ids.join(",")}}`,
+      event.merchantId,
+      event.environment,
+      createdAt,
+      createdAt,
+      ids.length,
+    ],
+  };
+}
+
+/** A condition that eventCtes makes a delivery for every enabled endpoint of the merchant. */
+export function deliveriesFit(merchantId: string, environment: string): { sql: string; params: unknown[] } {
+  return {
+    sql: `(select count(*) from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled') <= ?`,
+    params: [merchantId, environment, maxEnabledEndpoints],
+  };
 }
 
 /** An event's stored envelope bytes, if the owner's. */

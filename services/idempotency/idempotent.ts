@@ -1,4 +1,4 @@
-import { fromBinary, toBinary, toJson, type DescMessage } from "@bufbuild/protobuf";
+import { fromBinary, toBinary, toJson, type DescMessage, type Message } from "@bufbuild/protobuf";
 import type { UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 import { canonicalJson, sha256Hex } from "../platform/canonical-json.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -28,9 +28,9 @@ export async function runIdempotent(
   key: string,
   req: UnaryRequest<DescMessage, DescMessage>,
   next: Next,
+  claim: IdempotencyClaim = claimFor(owner, key, req),
 ): Promise<UnaryResponse<DescMessage, DescMessage>> {
-  const rpc = req.method.parent.typeName + "/" + req.method.name;
-  const fingerprint = sha256Hex(canonicalJson(toJson(req.method.input, req.message, { useProtoFieldName: true })));
+  const { rpc, fingerprint } = claim;
   const where = [owner.merchantId, owner.environment, key];
   try {
     return await em.transactional(async (em) => {
@@ -65,11 +65,84 @@ export async function runIdempotent(
       return res;
     });
   } catch (err) {
-    if (isLockTimeout(err)) {
-      throw apiError("idempotency_in_progress", "A request with this Idempotency-Key is still being processed.");
-    }
-    throw err;
+    throw inProgressOnLockTimeout(err);
   }
+}
+
+/** A wait on a concurrent request's key row that timed out is idempotency_in_progress. */
+export function inProgressOnLockTimeout(err: unknown): unknown {
+  return isLockTimeout(err) ? apiError("idempotency_in_progress", "A request with this Idempotency-Key is still being processed.") : err;
+}
+
+/**
+ * A request's claim on its Idempotency-Key, for a handler that writes everything in one
+ * statement (claimCtes): the key row with the response, and its own rows only if the key was
+ * new. `sent` is set once that statement went out: an error before it wrote nothing, and the
+ * request can run again on the transactional path (runIdempotent), with its exact rules.
+ */
+export interface IdempotencyClaim {
+  merchantId: string;
+  environment: string;
+  key: string;
+  rpc: string;
+  fingerprint: string;
+  sent: boolean;
+  encode(message: Message): Uint8Array;
+  decode(bytes: Uint8Array): Message;
+}
+
+export function claimFor(owner: Owner, key: string, req: UnaryRequest<DescMessage, DescMessage>): IdempotencyClaim {
+  const output = req.method.output;
+  return {
+    merchantId: owner.merchantId,
+    environment: owner.environment,
+    key,
+    rpc: req.method.parent.typeName + "/" + req.method.name,
+    fingerprint: sha256Hex(canonicalJson(toJson(req.method.input, req.message, { useProtoFieldName: true }))),
+    sent: false,
+    encode: (message) => toBinary(output, message),
+    decode: (bytes) => fromBinary(output, bytes),
+  };
+}
+
+/** Thrown by a one-statement handler when the transactional path must decide (nothing was written). */
+export class NeedsTransaction extends Error {
+  override name = "NeedsTransaction";
+}
+
+/**
+ * The key's part of a one-statement write, as CTEs: `claimed` (the key row with its response,
+ * inserted only when `gate`'s `ok` is true and the key is new; the rest of the statement reads
+ * from it) and `existing` (the key's committed row when it was not new). Same lock timeout as
+ * runIdempotent for a concurrent request holding the key.
+ */
+export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: string): { sql: string; params: unknown[] } {
+  return {
+    sql: `timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true)),
+     claimed as (
+       insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
+       select ?, ?, ?, ?, ?, ?, now(), now() + interval '${retentionHours} hours' from timeout, ${gate} where ${gate}.ok
+       on conflict do nothing returning key
+     ),
+     existing as (
+       select rpc, fingerprint, response from idempotency_records
+        where merchant_id = ? and environment = ? and key = ? and not exists (select 1 from claimed)
+     )`,
+    params: [claim.merchantId, claim.environment, claim.key, claim.rpc, claim.fingerprint, Buffer.from(response), claim.merchantId, claim.environment, claim.key],
+  };
+}
+
+/**
+ * What a one-statement write that did not claim its key answers: the stored response (a
+ * replay), idempotency_conflict, or, when the key's row is not visible to the statement
+ * (committed while it waited), NeedsTransaction.
+ */
+export function settleExisting(claim: IdempotencyClaim, existing: { rpc: string | null; fingerprint: string | null; response: Buffer | null }): Message {
+  if (existing.rpc === null || existing.response === null || existing.response.length === 0) throw new NeedsTransaction();
+  if (existing.rpc !== claim.rpc || existing.fingerprint !== claim.fingerprint) {
+    throw apiError("idempotency_conflict", "This Idempotency-Key was already used with a different request.");
+  }
+  return claim.decode(existing.response);
 }
 
 function isLockTimeout(err: unknown): boolean {

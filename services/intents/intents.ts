@@ -1,11 +1,15 @@
 import { allocateDepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
-import { recordEvent } from "../events/record.ts";
+import type { Message } from "@bufbuild/protobuf";
+import { AddressReserve } from "../addresses/reserve.ts";
+import { deliveriesFit, eventCtes, recordEvent, type NewEvent } from "../events/record.ts";
+import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
+import { executePrepared } from "../platform/prepared.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, findIntentById, insertIntent, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
+import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
 
@@ -16,6 +20,30 @@ export interface IntentOrigin {
   terminal?: string | null;
 }
 
+function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: IntentOrigin, now: Date, depositAddress: string): IntentRow {
+  return {
+    id,
+    merchantId: owner.merchantId,
+    environment: owner.environment,
+    status: "pending",
+    merchantReference: input.merchantReference,
+    network: input.network,
+    asset: input.asset,
+    requestedAmount: input.requestedAmount,
+    metadata: input.metadata,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
+    depositAddress,
+    amountReceived: null,
+    paidAt: null,
+    expiredAt: null,
+    cancelledAt: null,
+    source: origin.source,
+    cashier: origin.cashier ?? null,
+    terminal: origin.terminal ?? null,
+  };
+}
+
 /**
  * The Payment Intent domain: every change to an intent, as functions of
  * (transaction, owner, input). The RPC handlers, the scheduler and the sandbox
@@ -23,46 +51,75 @@ export interface IntentOrigin {
  */
 export class Intents {
   readonly views: IntentViews;
+  readonly #addresses: AddressReserve;
 
-  constructor(views: IntentViews) {
+  constructor(views: IntentViews, addresses = new AddressReserve()) {
     this.views = views;
+    this.#addresses = addresses;
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
     const id = newId("pi");
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
-    const row: IntentRow = {
-      id,
-      merchantId: owner.merchantId,
-      environment: owner.environment,
-      status: "pending",
-      merchantReference: input.merchantReference,
-      network: input.network,
-      asset: input.asset,
-      requestedAmount: input.requestedAmount,
-      metadata: input.metadata,
-      createdAt: now,
-      expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
-      depositAddress: address.address,
-      amountReceived: null,
-      paidAt: null,
-      expiredAt: null,
-      cancelledAt: null,
-      source: origin.source,
-      cashier: origin.cashier ?? null,
-      terminal: origin.terminal ?? null,
-    };
+    // The next create for this merchant's network may reserve its address ahead (createClaimed).
+    this.#addresses.learn(owner, input.network, address.kind);
+    const row = newIntentRow(id, owner, input, origin, now, address.address);
     await insertIntent(tx, row, address.index);
-    await recordEvent(tx, {
+    await recordEvent(tx, this.#createdEvent(row, now));
+    return row;
+  }
+
+  /**
+   * The same create in one statement, with no transaction to open: the Idempotency-Key's row
+   * with the stored response, the intent, its event and the event's deliveries, all written only
+   * if the key is new, and none of it if not. It needs an address known before the statement
+   * (AddressReserve) and at most maxEnabledEndpoints endpoints; otherwise, or when the key's
+   * row cannot be read yet, it throws NeedsTransaction having written nothing, and `create`
+   * runs in the transactional path. A repeated key answers its stored response (`replay`) or
+   * idempotency_conflict, as in that path.
+   */
+  async createClaimed(
+    em: EntityManager,
+    owner: Owner,
+    input: CreateInput,
+    claim: IdempotencyClaim,
+    respond: (row: IntentRow) => Message,
+  ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
+    const now = new Date();
+    const address = await this.#addresses.take(em, owner, input.network);
+    if (!address) throw new NeedsTransaction();
+    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address);
+    const message = respond(row);
+    const fits = deliveriesFit(owner.merchantId, owner.environment);
+    const key = claimCtes(claim, claim.encode(message), "gate");
+    const intent = insertIntentCte(row, address.index, "claimed");
+    const event = eventCtes(this.#createdEvent(row, now), "intent");
+    claim.sent = true;
+    const [result] = await executePrepared<{ fresh: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null }>(
+      em,
+      `with gate as (select (${address.guard.sql}) and ${fits.sql} as ok),
+       ${key.sql}, ${intent.sql}, ${event.sql}
+       select gate.ok as fresh, exists (select 1 from claimed) as claimed, existing.rpc, existing.fingerprint, existing.response
+         from gate left join existing on true`,
+      [...address.guard.params, ...fits.params, ...key.params, ...intent.params, ...event.params],
+    );
+    if (result?.claimed) return { row, message };
+    // Nothing was written: the address goes back, and a stale guess of where addresses come from is dropped.
+    this.#addresses.giveBack(address);
+    if (!result?.fresh) this.#addresses.forget(owner, input.network);
+    return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
+  }
+
+  #createdEvent(row: IntentRow, at: Date): NewEvent {
+    return {
       merchantId: row.merchantId,
-      environment: owner.environment,
+      environment: row.environment === "live" ? "live" : "test",
       type: "payment.intent.created",
       data: this.views.eventData(row),
       paymentIntentId: row.id,
-      createdAt: now,
-    });
-    return row;
+      createdAt: at,
+    };
   }
 
   /** The owner's intent, or 404 not_found; `lock` takes its row lock for the transaction. */

@@ -1,12 +1,13 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { CreatePaymentIntentResponseSchema, IntentService, type CreatePaymentIntentResponse } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { validationError } from "../platform/errors.ts";
 import { transactionsOf } from "../observations/store.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { inTransaction, merchantRequest } from "../rpc/context.ts";
+import { claimKey, inTransaction, merchantRequest } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
 import { isStatus, statuses } from "./status.ts";
 import { listIntents, type IntentRow, type ListFilters } from "./store.ts";
@@ -26,6 +27,15 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
     async createPaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const input = validateCreate(req);
+      const claim = ctx.values.get(claimKey);
+      if (claim) {
+        const created = await intents.createClaimed(em, principal, input, claim, (row) => create(CreatePaymentIntentResponseSchema, { data: views.message(row) }));
+        if ("replay" in created) {
+          ctx.responseHeader.set("idempotent-replayed", "true");
+          return created.replay as CreatePaymentIntentResponse;
+        }
+        return created.message as CreatePaymentIntentResponse;
+      }
       const row = await inTransaction(em, (tx) => intents.create(tx, principal, input));
       return { data: views.message(row) };
     },

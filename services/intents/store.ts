@@ -98,32 +98,46 @@ function fromDb(r: DbRow): IntentRow {
   };
 }
 
+const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
+  requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal`;
+
+function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
+  return [
+    row.id,
+    row.merchantId,
+    row.environment,
+    row.status,
+    row.merchantReference,
+    row.network,
+    row.asset,
+    row.requestedAmount,
+    JSON.stringify(row.metadata),
+    row.createdAt,
+    row.expiresAt,
+    row.createdAt,
+    row.depositAddress,
+    addressIndex,
+    row.source,
+    row.cashier,
+    row.terminal,
+  ];
+}
+
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(
-    `insert into payment_intents (id, merchant_id, environment, status, merchant_reference, network, asset,
-       requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [
-      row.id,
-      row.merchantId,
-      row.environment,
-      row.status,
-      row.merchantReference,
-      row.network,
-      row.asset,
-      row.requestedAmount,
-      JSON.stringify(row.metadata),
-      row.createdAt,
-      row.expiresAt,
-      row.createdAt,
-      row.depositAddress,
-      addressIndex,
-      row.source,
-      row.cashier,
-      row.terminal,
-    ],
-  );
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
+}
+
+/** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
+export function insertIntentCte(row: IntentRow, addressIndex: number | null, from: string): { sql: string; params: unknown[] } {
+  return {
+    sql: `intent as (
+       insert into payment_intents (${insertColumns})
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
+       returning id
+     )`,
+    params: insertParams(row, addressIndex),
+  };
 }
 
 export async function findIntent(em: EntityManager, owner: Owner, id: string, forUpdate = false): Promise<IntentRow | undefined> {

@@ -1,6 +1,7 @@
-import { MikroORM, type EntityManager, type Options } from "@mikro-orm/postgresql";
+import { MikroORM, type EntityManager, type Options, type PostgreSqlConnection } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
 import { migrations } from "./migrations/index.ts";
+import { registerPool } from "./prepared.ts";
 
 export type { EntityManager };
 export type Database = MikroORM;
@@ -34,6 +35,7 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
   });
   // init() connects lazily; a bad URL should fail at start, not at the first request.
   await orm.connect();
+  registerPool(orm.em.getConnection(), await (orm.em.getConnection() as PostgreSqlConnection).getNativeClient());
   return orm;
 }
 

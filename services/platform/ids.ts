@@ -18,3 +18,9 @@ export function randomBase62(length: number): string {
 export function newId(prefix: string): string {
   return `${prefix}_${randomBase62(24)}`;
 }
+
+/** `count` identifiers as newId makes them, from one draw of random bytes. */
+export function newIds(prefix: string, count: number): string[] {
+  const text = randomBase62(24 * count);
+  return Array.from({ length: count }, (_, i) => `${prefix}_${text.slice(i * 24, i * 24 + 24)}`);
+}

@@ -1,4 +1,5 @@
 import type { EntityManager } from "./db.ts";
+import { executePrepared } from "./prepared.ts";
 import type { CursorCodec, Keyset } from "./cursor.ts";
 
 /** Whose rows a query may touch: a merchant in one environment. */
@@ -20,7 +21,7 @@ export interface OwnedRow {
  * measured at 15 ms a lookup. `select` ends with the key's condition, e.g. "… where d.id = ?".
  */
 export async function findOwned<R extends OwnedRow>(em: EntityManager, select: string, id: string, owner: RowOwner, forUpdate = false): Promise<R | undefined> {
-  const rows = await em.execute<R[]>(`${select}${forUpdate ? " for update" : ""}`, [id]);
+  const rows = await executePrepared<R>(em, `${select}${forUpdate ? " for update" : ""}`, [id]);
   const row = rows[0];
   return row && row.merchant_id === owner.merchantId && row.environment === owner.environment ? row : undefined;
 }

@@ -1,16 +1,17 @@
-import { getOption, hasOption, type DescMessage } from "@bufbuild/protobuf";
+import { getOption, hasOption, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
-import { route as routeOption } from "../../gen/payments/v1/options_pb.ts";
+import { route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
+import type { CredentialCache } from "../auth/credential-cache.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
-import { runIdempotent } from "../idempotency/idempotent.ts";
+import { claimFor, inProgressOnLockTimeout, NeedsTransaction, runIdempotent } from "../idempotency/idempotent.ts";
 import type { Database } from "../platform/db.ts";
 import { apiError, describeError, isDatabaseUnavailable } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { OutageLog } from "../platform/outage.ts";
-import { emKey, principalKey } from "./context.ts";
+import { claimKey, emKey, principalKey } from "./context.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
 
@@ -19,8 +20,23 @@ const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
  * then the merchant in the request against the key's, then idempotency.
  * All of it is read from the method's (payments.v1.route) option.
  */
-export function createServiceInterceptor(db: Database, logger: Logger): Interceptor {
+export interface ServiceInterceptorOptions {
+  /** Verified credentials, kept between requests. */
+  credentials?: CredentialCache;
+  /** Idempotent methods whose handler writes in one statement with its key's claim (claimKey). */
+  oneStatement?: ReadonlySet<DescMethod>;
+}
+
+export function createServiceInterceptor(db: Database, logger: Logger, o: ServiceInterceptorOptions = {}): Interceptor {
+  const { credentials, oneStatement = new Set() } = o;
   const databaseOutage = new OutageLog(logger, "database");
+  // Keys this process answered lately: a repeat is a replay, which the transactional path answers
+  // without the one-statement attempt's work (an address derived for nothing).
+  const answered = new Set<string>();
+  const remember = (id: string) => {
+    if (answered.size >= 10_000) answered.delete(answered.values().next().value as string);
+    answered.add(id);
+  };
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
@@ -28,10 +44,10 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
     let allowOrigin: string | undefined;
     try {
       if (req.stream) throw apiError("route_not_found", "Streaming calls are not supported.");
-      if (!hasOption(req.method, routeOption)) throw apiError("route_not_found", "This method is not callable.");
-      const route = getOption(req.method, routeOption);
+      const route = routeOf(req.method);
+      if (!route) throw apiError("route_not_found", "This method is not callable.");
       const em = db.em.fork();
-      const principal = await authenticate(em, route, req.header.get("authorization"));
+      const principal = await authenticate(em, route, req.header.get("authorization"), credentials);
       if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
       if (principal.kind === "site") allowOrigin = allowedOrigin(principal.allowedOrigins, req.header.get("origin"));
       req.contextValues.set(principalKey, principal);
@@ -47,10 +63,37 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
             ? apiError("idempotency_key_required", "This request requires an Idempotency-Key header.")
             : apiError("invalid_idempotency_key", "The Idempotency-Key must be 8 to 128 characters from A-Z a-z 0-9 . _ : -");
         }
-        res = await runIdempotent(em, principal, key.key, req, (tx) => {
-          req.contextValues.set(emKey, tx);
-          return next(req) as Promise<UnaryResponse<DescMessage, DescMessage>>;
-        });
+        const claim = claimFor(principal, key.key, req);
+        const keyId = `${principal.merchantId}|${principal.environment}|${key.key}`;
+        let written: UnaryResponse<DescMessage, DescMessage> | undefined;
+        if (oneStatement.has(req.method) && !answered.has(keyId)) {
+          // First without a transaction: the handler writes the key with everything else, in one
+          // statement. Until that statement is sent nothing is written, so any refusal before it
+          // (an invalid body, no reserved address) gets the transactional path's exact answer.
+          req.contextValues.set(emKey, em);
+          req.contextValues.set(claimKey, claim);
+          try {
+            written = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
+          } catch (err) {
+            if (claim.sent && !(err instanceof NeedsTransaction)) throw inProgressOnLockTimeout(err);
+          } finally {
+            req.contextValues.set(claimKey, undefined);
+          }
+        }
+        res =
+          written ??
+          (await runIdempotent(
+            em,
+            principal,
+            key.key,
+            req,
+            (tx) => {
+              req.contextValues.set(emKey, tx);
+              return next(req) as Promise<UnaryResponse<DescMessage, DescMessage>>;
+            },
+            claim,
+          ));
+        remember(keyId);
       } else {
         req.contextValues.set(emKey, em);
         res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
@@ -78,9 +121,20 @@ export function createServiceInterceptor(db: Database, logger: Logger): Intercep
   };
 }
 
+/** Each method's route option, read once. */
+const routes = new WeakMap<DescMethod, Route | null>();
+function routeOf(method: DescMethod): Route | null {
+  let route = routes.get(method);
+  if (route === undefined) {
+    route = hasOption(method, routeOption) ? getOption(method, routeOption) : null;
+    routes.set(method, route);
+  }
+  return route;
+}
+
 /** The {merchant} of the request must be the key's merchant. */
 function checkMerchant(req: UnaryRequest<DescMessage, DescMessage>, merchantId: string): void {
-  const field = req.method.input.fields.find((f) => f.name === "merchant");
+  const field = req.method.input.field.merchant;
   if (!field) return;
   const given = (req.message as unknown as Record<string, unknown>)[field.localName];
   if (given !== merchantId) {

@@ -1,5 +1,5 @@
 import type { ConnectRouter } from "@connectrpc/connect";
-import type { DescService } from "@bufbuild/protobuf";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { QrService } from "../../gen/payments/v1/qr_pb.ts";
@@ -22,6 +22,9 @@ import { replayable } from "./replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
 export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService];
+
+/** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
+export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
 export function routes(deps: IntentDeps & WebhookDeps & ReadinessDeps) {
   return (router: ConnectRouter) => {

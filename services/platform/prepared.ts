@@ -1,0 +1,58 @@
+import { createHash } from "node:crypto";
+import type pg from "pg";
+import type { EntityManager } from "./db.ts";
+
+/** The pg pool under each ORM connection (every fork of an EntityManager shares its connection). */
+const pools = new WeakMap<object, pg.Pool>();
+
+export function registerPool(connection: object, pool: pg.Pool): void {
+  pools.set(connection, pool);
+}
+
+interface Compiled {
+  name: string;
+  text: string;
+}
+
+const compiled = new Map<string, Compiled>();
+const maxStatements = 200;
+
+/** `?` placeholders as $1, $2, …, outside quoted strings and identifiers. */
+export function numberPlaceholders(sql: string): string {
+  let out = "";
+  let n = 0;
+  let quote: string | undefined;
+  for (const ch of sql) {
+    if (quote !== undefined) {
+      if (ch === quote) quote = undefined;
+      out += ch;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+      out += ch;
+    } else {
+      out += ch === "?" ? `$${++n}` : ch;
+    }
+  }
+  return out;
+}
+
+/**
+ * Runs one of the hot path's statements as a prepared statement on the pool, with its values
+ * sent apart: the ORM's `execute` writes every value into the SQL text, so PostgreSQL parses and
+ * plans each call anew (a create's one statement is seven CTEs) and we escape every value. Same
+ * pool and type parsers as the ORM's. Inside a transaction it goes through the ORM, which holds
+ * that transaction's connection.
+ */
+export async function executePrepared<T>(em: EntityManager, sql: string, params: readonly unknown[]): Promise<T[]> {
+  const pool = em.isInTransaction() ? undefined : pools.get(em.getConnection());
+  if (!pool) return em.execute<T[]>(sql, [...params]);
+  let statement = compiled.get(sql);
+  if (!statement) {
+    // A statement is prepared once per connection under its name; a few hundred texts at most.
+    statement = { name: `p_${createHash("sha256").update(sql).digest("hex").slice(0, 16)}`, text: numberPlaceholders(sql) };
+    if (compiled.size >= maxStatements) compiled.clear();
+    compiled.set(sql, statement);
+  }
+  const result = await pool.query({ name: statement.name, text: statement.text, values: params as unknown[] });
+  return result.rows as T[];
+}
