@@ -1,10 +1,13 @@
-// npm run bench [-- --quick] [-- --only create,list]
+// npm run bench [-- --quick] [-- --only create,list] [-- --no-profile]
 // Starts the service on a fresh database and JetStream prefix, runs each scenario
-// after a warm-up (several measured runs; one in --quick mode), and writes
-// bench-results.md and bench-results.json at the repository root.
+// after a warm-up (several measured runs; one in --quick mode), then once more under the
+// CPU profiler (not measured), and writes bench-results.md and bench-results.json at the
+// repository root, with the top CPU consumers of the service process per scenario.
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { describeSummary, Inspector, summarise } from "./profile.ts";
 import { report, type ScenarioReport } from "./report.ts";
+import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
 import { createScenario } from "./scenarios/create.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
 import { listScenario } from "./scenarios/list.ts";
@@ -14,10 +17,13 @@ import { spread } from "./stats.ts";
 import { Cleanup, startSystem } from "./system.ts";
 import type { BenchContext, RunResult, Scenario } from "./types.ts";
 
-const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" }, runs: { type: "string" } } });
+const { values } = parseArgs({
+  options: { quick: { type: "boolean", default: false }, only: { type: "string" }, runs: { type: "string" }, "no-profile": { type: "boolean", default: false } },
+});
+const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios];
+const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {
@@ -38,6 +44,8 @@ let failed = false;
 try {
   log(`starting the service (${quick ? "quick" : "full"} mode, ${runs} run(s) per scenario)`);
   const system = await startSystem(cleanup);
+  let inspector: Inspector | undefined;
+  cleanup.teardown(async () => inspector?.close());
   const ctx: BenchContext = { ...system, quick, log };
   for (const scenario of scenarios) {
     log(`${scenario.name}: ${scenario.title}`);
@@ -52,7 +60,14 @@ try {
         results.push(r);
       }
       const metrics = Object.fromEntries(Object.keys(scenario.metrics).map((k) => [k, spread(results.map((r) => r[k] ?? Number.NaN))]));
-      reports.push({ scenario, metrics, seconds: (Date.now() - t0) / 1000 });
+      let profile: ScenarioReport["profile"];
+      if (profiling) {
+        // One more run under the profiler, apart from the measured ones (sampling costs a little).
+        inspector ??= await Inspector.connect(system.inspector);
+        profile = summarise(await inspector.profile(() => scenario.run(ctx)));
+        log(`${scenario.name} profile of the service process: ${describeSummary(profile)}`);
+      }
+      reports.push({ scenario, metrics, seconds: (Date.now() - t0) / 1000, profile });
     } catch (err) {
       failed = true;
       log(`${scenario.name} failed: ${(err as Error).stack ?? err}`);

@@ -4,6 +4,7 @@ import path from "node:path";
 import { connect } from "@nats-io/transport-node";
 import type { Database } from "../../services/platform/db.ts";
 import { natsUrl } from "../helpers/harness.ts";
+import { describeSummary, type ProfileSummary } from "./profile.ts";
 import { round, type Spread } from "./stats.ts";
 import type { MetricSpec, Scenario } from "./types.ts";
 
@@ -12,6 +13,8 @@ export interface ScenarioReport {
   metrics: Record<string, Spread>;
   seconds: number;
   error?: string;
+  /** The service process's CPU during one more run of the scenario. */
+  profile?: ProfileSummary;
 }
 
 interface Machine {
@@ -64,6 +67,7 @@ export async function report(
       title: s.scenario.title,
       seconds: round(s.seconds, 1),
       error: s.error,
+      profile: s.profile && { busy: round(s.profile.busy, 3), top: s.profile.top.map((c) => ({ name: c.name, share: round(c.share, 3) })) },
       metrics: Object.fromEntries(
         Object.entries(s.scenario.metrics).map(([key, spec]) => {
           const v = s.metrics[key];
@@ -93,6 +97,7 @@ export async function report(
       );
     }
     lines.push(``);
+    if (s.profile) lines.push(`CPU profile of the service process (one more run): ${describeSummary(s.profile)}.`, ``);
   }
   const md = path.join(root, "bench-results.md");
   const js = path.join(root, "bench-results.json");

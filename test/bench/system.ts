@@ -53,7 +53,11 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
     processes.push(p);
     return p;
   };
-  await spawn([], { PORT: String(port), RPC_PORT: "0", OPS_PORT: "0" });
+  // The main process's inspector (loopback only) lets the bench profile it during a scenario's run.
+  const rpcPort = await freePort();
+  const inspectPort = await freePort();
+  const inspect = `--inspect=127.0.0.1:${inspectPort}`;
+  await spawn([], { PORT: String(port), RPC_PORT: String(rpcPort), OPS_PORT: "0", NODE_OPTIONS: env.NODE_OPTIONS ? `${env.NODE_OPTIONS} ${inspect}` : inspect });
   const db = await openDatabase(databaseUrl, 4);
   cleanup.teardown(() => db.close());
   const em = db.em.fork();
@@ -61,6 +65,8 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
   const key = await createApiKey(em, merchant.id, "test", [...scopes]);
   return {
     base: `http://127.0.0.1:${port}`,
+    rpcUrl: `http://127.0.0.1:${rpcPort}`,
+    inspector: `127.0.0.1:${inspectPort}`,
     databaseUrl,
     db,
     masterKey,

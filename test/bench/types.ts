@@ -4,6 +4,10 @@ import type { Database } from "../../services/platform/db.ts";
 export interface SystemInfo {
   /** REST gateway, e.g. http://127.0.0.1:41234 */
   base: string;
+  /** The rpc port of the same process (gRPC over h2c, Connect). */
+  rpcUrl: string;
+  /** host:port of the main service process's inspector, for CPU profiles. */
+  inspector: string;
   databaseUrl: string;
   /** The bench's own connection to the system's database, for setup and checks. */
   db: Database;
