@@ -22,9 +22,7 @@ export function paymentUri(p: PaymentUriInput): string {
   // Callers validate first; re-checking here means a bad value fails loudly instead of becoming a wrong QR code.
   const amount = checkAmount(p.amount, info.decimals);
   if (!amount.ok) throw new Error(`amount ${amount.reason}`);
-  const address = checkAddress(p.network, p.environment, p.address);
-  if (!address.ok) throw new Error(`address ${address.reason}`);
-  const to = address.address;
+  const to = canonicalAddress(p.network, p.environment, p.address);
   const contract = info.contract?.[p.environment];
 
   switch (p.network) {
@@ -45,6 +43,25 @@ export function paymentUri(p: PaymentUriInput): string {
     default:
       throw new Error(`no payment URI format for network ${p.network}`);
   }
+}
+
+/**
+ * The address checked and in its canonical form, remembered: every view of an intent shows its
+ * payment URI, and checking an address again hashes it (EIP-55's keccak, base58check's sha256),
+ * which was a fifth of a list page's CPU. Only addresses that passed are kept.
+ */
+const checked = new Map<string, string>();
+const maxChecked = 10_000;
+
+function canonicalAddress(network: string, environment: Environment, address: string): string {
+  const id = `${network}|${environment}|${address}`;
+  const known = checked.get(id);
+  if (known !== undefined) return known;
+  const result = checkAddress(network, environment, address);
+  if (!result.ok) throw new Error(`address ${result.reason}`);
+  if (checked.size >= maxChecked) checked.delete(checked.keys().next().value as string);
+  checked.set(id, result.address);
+  return result.address;
 }
 
 /** "1.500" → "1.5", "2.0" → "2": wallets differ on trailing zeros, none mind their absence. */
