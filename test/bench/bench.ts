@@ -61,7 +61,7 @@ try {
       }
       const metrics = Object.fromEntries(Object.keys(scenario.metrics).map((k) => [k, spread(results.map((r) => r[k] ?? Number.NaN))]));
       let profile: ScenarioReport["profile"];
-      if (profiling) {
+      if (profiling && !scenario.ownSystem) {
         // One more run under the profiler, apart from the measured ones (sampling costs a little).
         inspector ??= await Inspector.connect(system.inspector);
         profile = summarise(await inspector.profile(() => scenario.run(ctx)));

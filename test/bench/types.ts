@@ -38,6 +38,8 @@ export interface Scenario {
   name: string;
   title: string;
   metrics: Record<string, MetricSpec>;
+  /** Runs on a system of its own (not the main service process): no CPU profile of the main process. */
+  ownSystem?: boolean;
   /** Once, before the warm-up: data loading and the like. */
   setup?(ctx: BenchContext): Promise<void>;
   /** Once, before the measured runs; not reported. */

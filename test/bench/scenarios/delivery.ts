@@ -118,6 +118,7 @@ async function rawLoop(seconds: number): Promise<number> {
 /** Event → outbox → relay → JetStream → worker → HTTPS receiver, on a system of its own. */
 export const deliveryScenario: Scenario = {
   name: "delivery",
+  ownSystem: true,
   title: `Delivery pipeline end to end (outbox, relay, JetStream, ${1 + extraWorkers} worker processes, HTTPS receiver)`,
   metrics: {
     deliveries_per_s: { label: "deliveries/s sustained", unit: "/s", target: { op: ">=", value: 2000 } },

@@ -43,6 +43,7 @@ function retryScenario(v: RetryVariant): Scenario {
   const delays = v.delaysMs.map((d) => d / 1000).join(",");
   return {
     name: v.name,
+    ownSystem: true,
     title:
       v.parked(false) > 0
         ? `Retry accuracy with mixed backoffs (WEBHOOK_RETRY_DELAYS=${delays}; events parked on the ${v.delaysMs.at(-1)! / 1000} s delay while others retry)`
