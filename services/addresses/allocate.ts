@@ -23,6 +23,28 @@ export const testSequences: Record<string, string> = {
 };
 
 /**
+ * Conditions, to be AND-ed into a statement, that an address reserved ahead (reserve.ts) is
+ * still what allocateDepositAddress would give: the same precedence, account key, then a free
+ * imported address, then (Test only) the built-in key.
+ */
+export function builtinStillApplies(owner: Owner, network: string): { sql: string; params: unknown[] } {
+  const scope = [owner.merchantId, owner.environment, network];
+  return {
+    sql: `not exists (select 1 from address_sources where merchant_id = ? and environment = ? and network = ?)
+          and not exists (select 1 from address_pool where merchant_id = ? and environment = ? and network = ? and leased_at is null)`,
+    params: [...scope, ...scope],
+  };
+}
+
+/** Still the merchant's key, and the index below its next_index (a key set again resumes where it was). */
+export function accountKeyStillApplies(owner: Owner, network: string, accountKey: string, index: number): { sql: string; params: unknown[] } {
+  return {
+    sql: `exists (select 1 from address_sources where merchant_id = ? and environment = ? and network = ? and account_key = ? and next_index > ?)`,
+    params: [owner.merchantId, owner.environment, network, accountKey, index],
+  };
+}
+
+/**
  * A new deposit address for an intent, in the create transaction and in one statement:
  * the merchant's account key for the network (the next index, taken under the source's
  * row lock), else its imported pool (a free address, SKIP LOCKED), else — Test only — the

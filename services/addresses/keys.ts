@@ -202,10 +202,9 @@ function childPoint(chain: Chain, index: number): WeierstrassPoint<bigint> {
   data.writeUInt32BE(index, 33);
   const I = createHmac("sha512", chain.chainCode).update(data).digest();
   const tweak = BigInt(`0x${I.toString("hex", 0, 32)}`);
+  const child = tweak > 0n && tweak < curveOrder ? chain.point.add(secp256k1.Point.BASE.multiplyUnsafe(tweak)) : undefined;
   // BIP32's "invalid child" (probability below 2^-127): @scure/bip32 says so, as it always has.
-  if (tweak === 0n || tweak >= curveOrder) return secp256k1.Point.fromBytes(chain.hd.deriveChild(index).publicKey as Uint8Array);
-  const child = chain.point.add(secp256k1.Point.BASE.multiplyUnsafe(tweak));
-  if (child.equals(secp256k1.Point.ZERO)) return secp256k1.Point.fromBytes(chain.hd.deriveChild(index).publicKey as Uint8Array);
+  if (child === undefined || child.equals(secp256k1.Point.ZERO)) return secp256k1.Point.fromBytes(chain.hd.deriveChild(index).publicKey as Uint8Array);
   return child;
 }
 

@@ -3,7 +3,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { executePrepared } from "../platform/prepared.ts";
 import { derivationThread } from "./derivation.ts";
 import { deriveAddress } from "./keys.ts";
-import { testSequences, type AllocationKind } from "./allocate.ts";
+import { accountKeyStillApplies, builtinStillApplies, testSequences, type AllocationKind } from "./allocate.ts";
 
 /**
  * A deposit address taken ahead of the statement that uses it, with the SQL condition under
@@ -14,8 +14,8 @@ export interface ReservedAddress {
   address: string;
   index: number;
   guard: { sql: string; params: unknown[] };
-  /** Whether `giveBack` returns it to this reserve. */
-  readonly reserve: string;
+  /** Returns it to the reserve it came from, when a statement did not use it (it wrote nothing), so that no index is skipped. */
+  readonly release: () => void;
 }
 
 /** Indices taken from the database at a time: the built-in Test keys' sequences, and an account key's next_index. */
@@ -68,16 +68,6 @@ export class AddressReserve {
     return undefined;
   }
 
-  /** Returns an address a statement did not use (it wrote nothing), so that no index is skipped. */
-  giveBack(taken: ReservedAddress): void {
-    if (taken.reserve.startsWith("builtin:")) {
-      this.#builtin.get(taken.reserve.slice("builtin:".length))?.ready.unshift({ index: taken.index, address: taken.address });
-    } else {
-      const source = this.#sources.get(taken.reserve.slice("source:".length));
-      if (source && taken.guard.params.includes(source.key)) source.indices.unshift(taken.index);
-    }
-  }
-
   async #takeBuiltin(em: EntityManager, owner: Owner, network: string): Promise<ReservedAddress | undefined> {
     const sequence = testSequences[network];
     if (!sequence) return undefined;
@@ -90,7 +80,10 @@ export class AddressReserve {
       // Refilled ahead of demand: the next block is derived while this one is used.
       if (stock.ready.length < builtinBlock / 2 && !stock.refill) stock.refill = this.#refill(em, network, sequence, stock);
       const next = stock.ready.shift();
-      if (next) return builtinReserved(owner, network, next);
+      if (next) {
+        const ready = stock.ready;
+        return { ...next, guard: builtinStillApplies(owner, network), release: () => ready.unshift(next) };
+      }
       if (waits >= 3) throw new Error(`no built-in ${network} addresses after ${waits} refills`);
       await stock.refill;
       if (stock.ready.length === 0 && stock.error) {
@@ -119,7 +112,8 @@ export class AddressReserve {
   async #takeSource(em: EntityManager, owner: Owner, network: string, scope: string): Promise<ReservedAddress | undefined> {
     let source = this.#sources.get(scope);
     if (!source || source.indices.length === 0) {
-      const [row] = await em.execute<{ account_key: string; first: number }[]>(
+      const [row] = await executePrepared<{ account_key: string; first: number }>(
+        em,
         `update address_sources set next_index = next_index + ?, updated_at = now()
           where merchant_id = ? and environment = ? and network = ?
          returning account_key, next_index - ? as first`,
@@ -132,18 +126,24 @@ export class AddressReserve {
       const fresh = Array.from({ length: sourceBlock }, (_, i) => row.first + i);
       // A concurrent refill of the same key keeps both blocks: none of their indices is skipped.
       const current = this.#sources.get(scope);
-      source = current?.key === row.account_key ? { key: row.account_key, indices: [...current.indices, ...fresh] } : { key: row.account_key, indices: fresh };
-      this.#sources.set(scope, source);
+      if (current?.key === row.account_key) {
+        current.indices.push(...fresh);
+        source = current;
+      } else {
+        source = { key: row.account_key, indices: fresh };
+        this.#sources.set(scope, source);
+      }
     }
     const index = source.indices.shift() as number;
+    const key = source.key;
     return {
-      address: deriveAddress(network, owner.environment, source.key, index),
+      address: deriveAddress(network, owner.environment, key, index),
       index,
-      reserve: `source:${scope}`,
-      // Still the merchant's key, and the index below its next_index (a key set again resumes there).
-      guard: {
-        sql: `exists (select 1 from address_sources where merchant_id = ? and environment = ? and network = ? and account_key = ? and next_index > ?)`,
-        params: [owner.merchantId, owner.environment, network, source.key, index],
+      guard: accountKeyStillApplies(owner, network, key, index),
+      // Back to its key's indices, unless the key was replaced meanwhile (then the index stays unused).
+      release: () => {
+        const current = this.#sources.get(scope);
+        if (current?.key === key) current.indices.unshift(index);
       },
     };
   }
@@ -155,21 +155,6 @@ interface BuiltinStock {
   refill?: Promise<void>;
   /** Why the last refill failed, for the next take that finds nothing ready. */
   error?: Error;
-}
-
-function builtinReserved(owner: Owner, network: string, next: { index: number; address: string }): ReservedAddress {
-  const scope = [owner.merchantId, owner.environment, network];
-  return {
-    address: next.address,
-    index: next.index,
-    reserve: `builtin:${network}`,
-    // The built-in key is used only when there is no account key and no free imported address.
-    guard: {
-      sql: `not exists (select 1 from address_sources where merchant_id = ? and environment = ? and network = ?)
-            and not exists (select 1 from address_pool where merchant_id = ? and environment = ? and network = ? and leased_at is null)`,
-      params: [...scope, ...scope],
-    },
-  };
 }
 
 function scopeOf(owner: Owner, network: string): string {

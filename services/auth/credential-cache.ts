@@ -67,11 +67,6 @@ export class CredentialCache {
     for (const kind of ["api_key", "internal", "site", "cashier"] as const) this.#entries.delete(`${kind}:${secretHash}`);
   }
 
-  /** Whether cached rows are used: only while notifications are known to arrive. */
-  get active(): boolean {
-    return this.#listening;
-  }
-
   get size(): number {
     return this.#entries.size;
   }

@@ -106,7 +106,7 @@ export class Intents {
     );
     if (result?.claimed) return { row, message };
     // Nothing was written: the address goes back, and a stale guess of where addresses come from is dropped.
-    this.#addresses.giveBack(address);
+    address.release();
     if (!result?.fresh) this.#addresses.forget(owner, input.network);
     return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
   }

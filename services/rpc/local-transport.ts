@@ -2,7 +2,6 @@ import { create, isMessage, type DescMessage, type DescMethod, type DescService 
 import {
   Code,
   ConnectError,
-  createConnectRouter,
   createContextValues,
   createHandlerContext,
   type ConnectRouter,
@@ -25,20 +24,17 @@ type AnyNext = (req: UnaryRequest) => Promise<UnaryResponse>;
  */
 export function createLocalTransport(register: (router: ConnectRouter) => void, interceptors: readonly Interceptor[]): Transport {
   const impls = new Map<DescMethod, UnaryImpl>();
-  // Only `service()` is used by our routes; the real router checks the registrations (duplicates).
-  const real = createConnectRouter();
+  // Collects the implementations only: the RPC server's own router checks the registrations.
   const collector: ConnectRouter = {
-    handlers: real.handlers,
-    service(service, implementation, options) {
-      real.service(service, implementation, options);
+    handlers: [],
+    service(service, implementation) {
       for (const method of service.methods) {
         const fn = (implementation as Record<string, unknown>)[method.localName];
         if (typeof fn === "function") impls.set(method, fn.bind(implementation) as UnaryImpl);
       }
       return collector;
     },
-    rpc(method, impl, options) {
-      real.rpc(method, impl, options);
+    rpc(method, impl) {
       impls.set(method, impl as UnaryImpl);
       return collector;
     },
