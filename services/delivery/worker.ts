@@ -23,7 +23,8 @@ import {
   type ClaimRequest,
   type ClaimResult,
 } from "./store.ts";
-import { PolicyRejection, UnresolvedHost, resolveTarget, type ConnectTo } from "./url-policy.ts";
+import type { ConnectTo } from "../platform/connect-to.ts";
+import { PolicyRejection, UnresolvedHost, resolveTarget } from "./url-policy.ts";
 
 export interface WorkerOptions {
   db: Database;

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { parseConnectTo, type ConnectTo } from "../delivery/url-policy.ts";
+import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 
 /** Runtime configuration, read once from the environment. See README "Configuration". */
 export interface Config {

@@ -4,7 +4,8 @@ import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhoo
 import { findEventPayload, recordEvent } from "../events/record.ts";
 import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplay, listDeliveries, type AttemptRow } from "../delivery/store.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../delivery/status.ts";
-import { PolicyRejection, resolveTarget, type ConnectTo } from "../delivery/url-policy.ts";
+import { PolicyRejection, resolveTarget } from "../delivery/url-policy.ts";
+import type { ConnectTo } from "../platform/connect-to.ts";
 import { validatePageSize } from "../intents/validate.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";

@@ -3,12 +3,11 @@ import {
   checkUrlSyntax,
   maxUrlLength,
   nonPublicReason,
-  parseConnectTo,
   PolicyRejection,
   resolveTarget,
-  type ConnectTo,
   type Lookup,
 } from "../../services/delivery/url-policy.ts";
+import { parseConnectTo, type ConnectTo } from "../../services/platform/connect-to.ts";
 
 /** The bit of a tap test the helpers below use. */
 type Tap = Pick<typeof t, "fail">;
