@@ -1,7 +1,7 @@
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { deriveAddress, supportsAccountKey, testAccountKeys, testSolanaAddress } from "./keys.ts";
+import { builtinAddress, deriveAddress, supportsAccountKey } from "./keys.ts";
 
 export interface DepositAddress {
   address: string;
@@ -79,8 +79,7 @@ export async function allocateDepositAddress(tx: EntityManager, owner: Owner, ne
   if (taken?.pooled != null) return { address: taken.pooled, index: null, kind: "pool" };
   if (taken?.test_index != null) {
     const index = taken.test_index;
-    const address = network === "solana" ? testSolanaAddress(index) : deriveAddress(network, "test", testAccountKeys[network as keyof typeof testAccountKeys], index);
-    return { address, index, kind: "builtin" };
+    return { address: builtinAddress(network, index), index, kind: "builtin" };
   }
   const [imported] = await tx.execute<{ n: number }[]>(
     `select count(*)::int as n from address_pool where merchant_id = ? and environment = ? and network = ?`,

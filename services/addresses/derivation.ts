@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import type { DeriveRequest, DeriveResponse } from "./derive-worker.ts";
-import { builtinAddress } from "./keys.ts";
+import { builtinAddresses } from "./keys.ts";
 
 /**
  * Derives built-in Test addresses on a thread of its own (one per process, started on first
@@ -16,14 +16,14 @@ class DerivationThread {
 
   derive(network: string, indices: number[]): Promise<string[]> {
     const worker = this.#start();
-    if (!worker) return Promise.resolve(indices.map((i) => builtinAddress(network, i)));
+    if (!worker) return Promise.resolve(builtinAddresses(network, indices));
     const id = this.#next++;
     return new Promise<string[]>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       // Held open only while an answer is awaited.
       worker.ref();
       worker.postMessage({ id, network, indices } satisfies DeriveRequest);
-    }).catch(() => indices.map((i) => builtinAddress(network, i)));
+    }).catch(() => builtinAddresses(network, indices));
   }
 
   #start(): Worker | undefined {

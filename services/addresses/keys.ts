@@ -8,12 +8,14 @@ import { HDKey, type Versions } from "@scure/bip32";
 import { createHmac } from "node:crypto";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
 import type { WeierstrassPoint } from "@noble/curves/abstract/weierstrass.js";
+import { normalizeZ } from "@noble/curves/abstract/curve.js";
 import { base58, bech32 } from "@scure/base";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { keccak_256 } from "@noble/hashes/sha3.js";
 import { ripemd160 } from "@noble/hashes/legacy.js";
 import { utf8ToBytes } from "@noble/hashes/utils.js";
 import { base58check, toEip55, tronPrefix, type Environment } from "./formats.ts";
+import { setBounded } from "../platform/bounded.ts";
 
 /** A refusal whose message is safe to show the merchant: it never contains the key. */
 export class SourceKeyError extends Error {
@@ -180,8 +182,7 @@ function externalChain(network: string, environment: Environment, key: string): 
     const template = Buffer.alloc(37);
     template.set(hd.publicKey);
     chain = { hd, point: secp256k1.Point.fromBytes(hd.publicKey), template, chainCode: hd.chainCode };
-    if (chains.size >= maxChains) chains.delete(chains.keys().next().value as string);
-    chains.set(id, chain);
+    setBounded(chains, id, chain, maxChains);
   }
   return chain;
 }
@@ -210,11 +211,25 @@ function childPoint(chain: Chain, index: number): WeierstrassPoint<bigint> {
 
 /** The receive address at …/0/index of the account key (external chain, non-hardened). */
 export function deriveAddress(network: string, environment: Environment, key: string, index: number): string {
-  if (!Number.isInteger(index) || index < 0 || index >= maxIndex) {
-    throw new RangeError(`address index must be an integer from 0 to ${maxIndex - 1}`);
-  }
-  const point = childPoint(externalChain(network, environment, key), index);
+  return deriveAddresses(network, environment, key, [index])[0] as string;
+}
 
+/**
+ * The receive addresses at …/0/i for each index. The child points share one field inversion
+ * (normalizeZ's batch inverse) instead of one each, which is a tenth of an address's cost.
+ */
+export function deriveAddresses(network: string, environment: Environment, key: string, indices: readonly number[]): string[] {
+  for (const index of indices) {
+    if (!Number.isInteger(index) || index < 0 || index >= maxIndex) {
+      throw new RangeError(`address index must be an integer from 0 to ${maxIndex - 1}`);
+    }
+  }
+  const chain = externalChain(network, environment, key);
+  const points = normalizeZ(secp256k1.Point, indices.map((index) => childPoint(chain, index)));
+  return points.map((point) => encodeAddress(network, environment, point));
+}
+
+function encodeAddress(network: string, environment: Environment, point: WeierstrassPoint<bigint>): string {
   switch (network) {
     case "bitcoin": {
       const hash160 = ripemd160(sha256(point.toBytes(true)));
@@ -260,10 +275,15 @@ export const testAccountKeys: Record<"bitcoin" | "ethereum" | "polygon" | "tron"
 
 /** The built-in Test key's address at an index (Test mode only: anyone can spend from these keys). */
 export function builtinAddress(network: string, index: number): string {
-  if (network === "solana") return testSolanaAddress(index);
+  return builtinAddresses(network, [index])[0] as string;
+}
+
+/** The built-in Test key's addresses at these indices, derived together (see deriveAddresses). */
+export function builtinAddresses(network: string, indices: readonly number[]): string[] {
+  if (network === "solana") return indices.map(testSolanaAddress);
   const key = testAccountKeys[network as keyof typeof testAccountKeys];
   if (!key) throw new SourceKeyError(`no built-in Test key for network "${network}"`);
-  return deriveAddress(network, "test", key, index);
+  return deriveAddresses(network, "test", key, indices);
 }
 
 /**

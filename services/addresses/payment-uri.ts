@@ -5,6 +5,7 @@
  */
 import { checkAmount, toUnits } from "../intents/amount.ts";
 import { evmChainIds, findAsset } from "../intents/assets.ts";
+import { setBounded } from "../platform/bounded.ts";
 import { checkAddress, type Environment } from "./formats.ts";
 
 export interface PaymentUriInput {
@@ -52,16 +53,24 @@ export function paymentUri(p: PaymentUriInput): string {
  */
 const checked = new Map<string, string>();
 const maxChecked = 10_000;
+const checkedId = (network: string, environment: Environment, address: string) => `${network}|${environment}|${address}`;
 
 function canonicalAddress(network: string, environment: Environment, address: string): string {
-  const id = `${network}|${environment}|${address}`;
+  const id = checkedId(network, environment, address);
   const known = checked.get(id);
   if (known !== undefined) return known;
   const result = checkAddress(network, environment, address);
   if (!result.ok) throw new Error(`address ${result.reason}`);
-  if (checked.size >= maxChecked) checked.delete(checked.keys().next().value as string);
-  checked.set(id, result.address);
+  setBounded(checked, id, result.address, maxChecked);
   return result.address;
+}
+
+/**
+ * Addresses this process derived itself are canonical by construction (deriveAddresses writes
+ * them in the checked form): remembering them saves every new intent's first view a hash.
+ */
+export function rememberDerived(network: string, environment: Environment, addresses: readonly string[]): void {
+  for (const address of addresses) setBounded(checked, checkedId(network, environment, address), address, maxChecked);
 }
 
 /** "1.500" → "1.5", "2.0" → "2": wallets differ on trailing zeros, none mind their absence. */

@@ -1,7 +1,9 @@
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { setBounded } from "../platform/bounded.ts";
 import { executePrepared } from "../platform/prepared.ts";
 import { derivationThread } from "./derivation.ts";
+import { rememberDerived } from "./payment-uri.ts";
 import { deriveAddress } from "./keys.ts";
 import { accountKeyStillApplies, builtinStillApplies, testSequences, type AllocationKind } from "./allocate.ts";
 
@@ -46,9 +48,9 @@ export class AddressReserve {
   /** Records how the last transactional allocation for this merchant's network went. */
   learn(owner: Owner, network: string, kind: AllocationKind): void {
     const scope = scopeOf(owner, network);
+    // Deleted first, so that a merchant still creating counts as the newest entry.
     this.#kinds.delete(scope);
-    if (this.#kinds.size >= maxScopes) this.#kinds.delete(this.#kinds.keys().next().value as string);
-    this.#kinds.set(scope, kind);
+    setBounded(this.#kinds, scope, kind, maxScopes);
     if (kind !== "account_key") this.#sources.delete(scope);
   }
 
@@ -100,6 +102,7 @@ export class AddressReserve {
       const rows = await executePrepared<{ index: number }>(em, `select nextval('${sequence}')::int as index from generate_series(1, ?)`, [builtinBlock]);
       const indices = rows.map((r) => r.index);
       const addresses = await derivationThread.derive(network, indices);
+      rememberDerived(network, "test", addresses);
       stock.ready.push(...indices.map((index, i) => ({ index, address: addresses[i] as string })));
     })()
       .then(
@@ -136,8 +139,10 @@ export class AddressReserve {
     }
     const index = source.indices.shift() as number;
     const key = source.key;
+    const address = deriveAddress(network, owner.environment, key, index);
+    rememberDerived(network, owner.environment, [address]);
     return {
-      address: deriveAddress(network, owner.environment, key, index),
+      address,
       index,
       guard: accountKeyStillApplies(owner, network, key, index),
       // Back to its key's indices, unless the key was replaced meanwhile (then the index stays unused).

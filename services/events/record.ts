@@ -53,7 +53,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
   let missing = (rows[0]?.enabled ?? 0) - rows.length;
   while (missing > 0) {
     // The endpoints still without a delivery of this event (one enabled meanwhile included).
-    const ids = Array.from({ length: missing }, () => newId("wd"));
+    const ids = newIds("wd", missing);
     const more = await em.execute<{ id: string; remaining: number }[]>(
       `with endpoint as (
          select e.id, row_number() over (order by e.id) as n from webhook_endpoints e

@@ -1,6 +1,7 @@
 import { allocateDepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { Message } from "@bufbuild/protobuf";
+import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { AddressReserve } from "../addresses/reserve.ts";
 import { deliveriesFit, eventCtes, recordEvent, type NewEvent } from "../events/record.ts";
 import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
@@ -84,17 +85,19 @@ export class Intents {
     owner: Owner,
     input: CreateInput,
     claim: IdempotencyClaim,
-    respond: (row: IntentRow) => Message,
+    respond: (intent: PaymentIntent) => Message,
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     const now = new Date();
     const address = await this.#addresses.take(em, owner, input.network);
     if (!address) throw new NeedsTransaction();
     const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address);
-    const message = respond(row);
+    // Built once, for the response and for the event's data.
+    const view = this.views.message(row);
+    const message = respond(view);
     const fits = deliveriesFit(owner.merchantId, owner.environment);
     const key = claimCtes(claim, claim.encode(message), "gate");
     const intent = insertIntentCte(row, address.index, "claimed");
-    const event = eventCtes(this.#createdEvent(row, now), "intent");
+    const event = eventCtes(this.#createdEvent(row, now, view), "intent");
     claim.sent = true;
     const [result] = await executePrepared<{ fresh: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null }>(
       em,
@@ -111,12 +114,12 @@ export class Intents {
     return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
   }
 
-  #createdEvent(row: IntentRow, at: Date): NewEvent {
+  #createdEvent(row: IntentRow, at: Date, view = this.views.message(row)): NewEvent {
     return {
       merchantId: row.merchantId,
       environment: row.environment === "live" ? "live" : "test",
       type: "payment.intent.created",
-      data: this.views.eventData(row),
+      data: this.views.eventDataOf(view),
       paymentIntentId: row.id,
       createdAt: at,
     };

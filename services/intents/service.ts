@@ -29,7 +29,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       const input = validateCreate(req);
       const claim = ctx.values.get(claimKey);
       if (claim) {
-        const created = await intents.createClaimed(em, principal, input, claim, (row) => create(CreatePaymentIntentResponseSchema, { data: views.message(row) }));
+        const created = await intents.createClaimed(em, principal, input, claim, (data) => create(CreatePaymentIntentResponseSchema, { data }));
         if ("replay" in created) {
           ctx.responseHeader.set("idempotent-replayed", "true");
           return created.replay as CreatePaymentIntentResponse;

@@ -79,6 +79,11 @@ export class IntentViews {
 
   /** An event's data.payment_intent: the intent as the API shows it. */
   eventData(row: IntentRow): Record<string, JsonValue> {
-    return { payment_intent: encodeResponse(PaymentIntentSchema, this.message(row)) };
+    return this.eventDataOf(this.message(row));
+  }
+
+  /** The same, from the intent's message when the caller has built it already. */
+  eventDataOf(intent: PaymentIntent): Record<string, JsonValue> {
+    return { payment_intent: encodeResponse(PaymentIntentSchema, intent) };
   }
 }

@@ -7,6 +7,7 @@ import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
 import { claimFor, inProgressOnLockTimeout, NeedsTransaction, runIdempotent } from "../idempotency/idempotent.ts";
 import type { Database } from "../platform/db.ts";
+import { addBounded } from "../platform/bounded.ts";
 import { apiError, describeError, isDatabaseUnavailable } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -33,10 +34,6 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
   // Keys this process answered lately: a repeat is a replay, which the transactional path answers
   // without the one-statement attempt's work (an address derived for nothing).
   const answered = new Set<string>();
-  const remember = (id: string) => {
-    if (answered.size >= 10_000) answered.delete(answered.values().next().value as string);
-    answered.add(id);
-  };
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
@@ -93,7 +90,7 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
             },
             claim,
           ));
-        remember(keyId);
+        addBounded(answered, keyId, 10_000);
       } else {
         req.contextValues.set(emKey, em);
         res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;

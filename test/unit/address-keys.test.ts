@@ -10,7 +10,9 @@ import { ripemd160 } from "@noble/hashes/legacy.js";
 import { hexToBytes } from "@noble/hashes/utils.js";
 import {
   SourceKeyError,
+  builtinAddresses,
   deriveAddress,
+  deriveAddresses,
   parseAccountKey,
   supportsAccountKey,
   testAccountKeys,
@@ -214,4 +216,29 @@ t.test("the derivation agrees with @scure/bip32's deriveChild for random account
     { numRuns: 200 },
   );
   t.equal(runs, 200, "200 random keys and indices agree");
+});
+
+t.test("a batch derives what one-by-one derivation does, in the form checkAddress keeps", async (t) => {
+  let runs = 0;
+  fc.assert(
+    fc.property(
+      fc.uint8Array({ minLength: 32, maxLength: 32 }),
+      fc.constantFrom("bitcoin", "ethereum", "tron"),
+      fc.array(fc.integer({ min: 0, max: 2 ** 31 - 1 }), { minLength: 1, maxLength: 12 }),
+      (seed, network, indices) => {
+        const [versions, path] = network === "bitcoin" ? (["z", "m/84'/0'/0'"] as const) : (["x", "m/44'/60'/0'"] as const);
+        const key = HDKey.fromMasterSeed(seed, v[versions]).derive(path).publicExtendedKey;
+        const batch = deriveAddresses(network, "live", key, indices);
+        assert.deepEqual(batch, indices.map((i) => deriveAddress(network, "live", key, i)));
+        // What the payment URI's check would turn them into: themselves (so remembering them skips nothing).
+        for (const address of batch) assert.deepEqual(checkAddress(network, "live", address), { ok: true, address });
+        runs++;
+      },
+    ),
+    { numRuns: 60 },
+  );
+  t.equal(runs, 60);
+  t.same(builtinAddresses("ethereum", [0, 1]).slice(0, 1), ["0x9858EfFD232B4033E47d90003D41EC34EcaEda94"], "the built-in key's batch starts at the published address");
+  t.same(builtinAddresses("solana", [3, 4]), [testSolanaAddress(3), testSolanaAddress(4)]);
+  t.throws(() => deriveAddresses("ethereum", "live", testAccountKeys.ethereum, [0, -1]), RangeError, "one bad index refuses the batch");
 });

@@ -11,6 +11,17 @@ t.test("the thread derives what keys.ts derives", async (t) => {
   }
 });
 
+t.test("past its first thousand addresses the thread derives with a bigger table, to the same addresses", async (t) => {
+  const blocks = Array.from({ length: 18 }, (_, b) => Array.from({ length: 64 }, (_, i) => 5000 + b * 64 + i));
+  const derived: string[][] = [];
+  for (const block of blocks) derived.push(await derivationThread.derive("ethereum", block));
+  // Spot checks on either side of the switch (1 024 addresses in), against derivation in place.
+  for (const [b, i] of [[0, 0], [15, 63], [16, 0], [17, 5], [17, 63]] as const) {
+    t.equal(derived[b]![i], builtinAddress("ethereum", blocks[b]![i]!), `block ${b}, address ${i}`);
+  }
+  t.same(await derivationThread.derive("bitcoin", [0, 7]), [builtinAddress("bitcoin", 0), builtinAddress("bitcoin", 7)], "and for another network");
+});
+
 t.test("a bad request fails like derivation in place", async (t) => {
   t.same(await derivationThread.derive("ethereum", []), [], "nothing asked, nothing derived");
   t.throws(() => builtinAddress("dogecoin", 0), /no built-in Test key/);
