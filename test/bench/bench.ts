@@ -5,6 +5,7 @@
 // repository root, with the top CPU consumers of the service process per scenario.
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { eventLoopMs } from "./cpu.ts";
 import { describeSummary, Inspector, summarise } from "./profile.ts";
 import { report, type ScenarioReport } from "./report.ts";
 import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
@@ -64,7 +65,10 @@ try {
       if (profiling && !scenario.ownSystem) {
         // One more run under the profiler, apart from the measured ones (sampling costs a little).
         inspector ??= await Inspector.connect(system.inspector);
+        const [before, since] = [eventLoopMs(system.servicePid), Date.now()];
         profile = summarise(await inspector.profile(() => scenario.run(ctx)));
+        const after = eventLoopMs(system.servicePid);
+        if (before !== undefined && after !== undefined) profile.onCpu = (after - before) / (Date.now() - since);
         log(`${scenario.name} profile of the service process: ${describeSummary(profile)}`);
       }
       reports.push({ scenario, metrics, seconds: (Date.now() - t0) / 1000, profile });

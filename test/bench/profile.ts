@@ -21,6 +21,12 @@ export interface Consumer {
 export interface ProfileSummary {
   /** Share of the wall time the process was busy (not idle). */
   busy: number;
+  /**
+   * Share of the wall time its event loop was on a core (from /proc, where there is one). The
+   * sampler counts wall time: when every core is taken, a thread that woke another process
+   * (a socket write) waits for the core back, and those samples land in the write.
+   */
+  onCpu?: number;
   top: Consumer[];
 }
 
@@ -70,7 +76,8 @@ export function summarise(profile: CpuProfile, top = 6): ProfileSummary {
 }
 
 export function describeSummary(s: ProfileSummary): string {
-  return `busy ${Math.round(s.busy * 100)} % of the run; top: ${s.top.map((c) => `${c.name} ${Math.round(c.share * 100)} %`).join(", ")}`;
+  const onCpu = s.onCpu === undefined ? "" : ` (on a core ${Math.round(s.onCpu * 100)} %; the rest of it waiting for one)`;
+  return `busy ${Math.round(s.busy * 100)} % of the run${onCpu}; top: ${s.top.map((c) => `${c.name} ${Math.round(c.share * 100)} %`).join(", ")}`;
 }
 
 /** A connection to a process's inspector (started with --inspect=host:port). */

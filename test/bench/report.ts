@@ -67,7 +67,11 @@ export async function report(
       title: s.scenario.title,
       seconds: round(s.seconds, 1),
       error: s.error,
-      profile: s.profile && { busy: round(s.profile.busy, 3), top: s.profile.top.map((c) => ({ name: c.name, share: round(c.share, 3) })) },
+      profile: s.profile && {
+        busy: round(s.profile.busy, 3),
+        ...(s.profile.onCpu === undefined ? {} : { onCpu: round(s.profile.onCpu, 3) }),
+        top: s.profile.top.map((c) => ({ name: c.name, share: round(c.share, 3) })),
+      },
       metrics: Object.fromEntries(
         Object.entries(s.scenario.metrics).map(([key, spec]) => {
           const v = s.metrics[key];

@@ -57,7 +57,7 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
   const rpcPort = await freePort();
   const inspectPort = await freePort();
   const inspect = `--inspect=127.0.0.1:${inspectPort}`;
-  await spawn([], { PORT: String(port), RPC_PORT: String(rpcPort), OPS_PORT: "0", NODE_OPTIONS: env.NODE_OPTIONS ? `${env.NODE_OPTIONS} ${inspect}` : inspect });
+  const main = await spawn([], { PORT: String(port), RPC_PORT: String(rpcPort), OPS_PORT: "0", NODE_OPTIONS: env.NODE_OPTIONS ? `${env.NODE_OPTIONS} ${inspect}` : inspect });
   const db = await openDatabase(databaseUrl, 4);
   cleanup.teardown(() => db.close());
   const em = db.em.fork();
@@ -67,7 +67,9 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
     base: `http://127.0.0.1:${port}`,
     rpcUrl: `http://127.0.0.1:${rpcPort}`,
     inspector: `127.0.0.1:${inspectPort}`,
+    servicePid: main.child.pid as number,
     databaseUrl,
+    database: decodeURIComponent(new URL(databaseUrl).pathname.slice(1)),
     db,
     masterKey,
     env,

@@ -8,7 +8,11 @@ export interface SystemInfo {
   rpcUrl: string;
   /** host:port of the main service process's inspector, for CPU profiles. */
   inspector: string;
+  /** The main service process, for its CPU time (cpu.ts). */
+  servicePid: number;
   databaseUrl: string;
+  /** The database's name (its PostgreSQL backends are titled with it). */
+  database: string;
   /** The bench's own connection to the system's database, for setup and checks. */
   db: Database;
   /** The system's SECRET_ENCRYPTION_KEY. */

@@ -34,4 +34,9 @@ t.test("shares of the busy samples, idle apart", async (t) => {
   t.equal(s.busy, 0.4, "4 of 10 samples busy");
   t.same(s.top, [{ name: "pg", share: 0.75 }, { name: "garbage collection", share: 0.25 }]);
   t.equal(describeSummary(s), "busy 40 % of the run; top: pg 75 %, garbage collection 25 %");
+  t.equal(
+    describeSummary({ ...s, onCpu: 0.25 }),
+    "busy 40 % of the run (on a core 25 %; the rest of it waiting for one); top: pg 75 %, garbage collection 25 %",
+    "with the event loop's CPU time from /proc",
+  );
 });

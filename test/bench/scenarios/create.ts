@@ -8,6 +8,7 @@ const connections = 64;
 const body = JSON.stringify({ network: "ethereum", asset: "USDC", requested_amount: "12.50", merchant_reference: "bench-order" });
 
 let baselineUrl = "";
+let baselinePid = 0;
 let getUrl = "";
 let stopBaseline: (() => void) | undefined;
 
@@ -38,6 +39,14 @@ export const createScenario: Scenario = {
     get_rps: { label: "same path, GET one intent (key lookup + one select, no transaction): requests/s", unit: "req/s" },
     get_p99: { label: "same path, GET one intent: latency p99", unit: "ms" },
     get_ratio: { label: "GET one intent, ratio to baseline (the ceiling of the path)", unit: "×" },
+    // Where the machine's CPU goes per request (cpu.ts; Linux). With every core busy, the ratio
+    // of throughputs follows the ratio of these totals.
+    cpu_total: { label: "CPU per create, everything that ran for it", unit: "ms" },
+    cpu_event_loop: { label: "… the service's event loop", unit: "ms" },
+    cpu_other_threads: { label: "… the service's other threads (address derivation, GC, libuv)", unit: "ms" },
+    cpu_postgres: { label: "… PostgreSQL", unit: "ms" },
+    cpu_load_generator: { label: "… the load generator", unit: "ms" },
+    baseline_cpu_total: { label: "CPU per baseline insert, everything that ran for it", unit: "ms" },
   },
   async setup(ctx) {
     const port = await freePort();
@@ -50,6 +59,7 @@ export const createScenario: Scenario = {
       child.once("exit", (code) => reject(new Error(`baseline server exited (${code})`)));
     });
     baselineUrl = `http://127.0.0.1:${port}/`;
+    baselinePid = child.pid as number;
     const created = await fetch(createRequest(ctx).url, {
       method: "POST",
       headers: { ...createRequest(ctx).headers, "idempotency-key": `bench-get-${Date.now()}` },
@@ -66,8 +76,16 @@ export const createScenario: Scenario = {
   async run(ctx) {
     // How fast the same gateway → Connect → handler path goes with the least work a route can do.
     const get = await load({ url: getUrl, headers: { authorization: `Bearer ${ctx.merchant.key}` }, connections, seconds: seconds(ctx) });
-    const api = await load({ ...createRequest(ctx), seconds: seconds(ctx) });
-    const raw = await load({ url: baselineUrl, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds: seconds(ctx) });
+    const api = await load({ ...createRequest(ctx), seconds: seconds(ctx), cpu: { pid: ctx.servicePid, database: ctx.database } });
+    const raw = await load({
+      url: baselineUrl,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+      connections,
+      seconds: seconds(ctx),
+      cpu: { pid: baselinePid, database: ctx.database },
+    });
     return {
       rps: api.rps,
       p50: api.p50,
@@ -78,6 +96,12 @@ export const createScenario: Scenario = {
       get_rps: get.rps,
       get_p99: get.p99,
       get_ratio: get.rps / raw.rps,
+      cpu_total: api.cpu?.total ?? Number.NaN,
+      cpu_event_loop: api.cpu?.eventLoop ?? Number.NaN,
+      cpu_other_threads: api.cpu?.otherThreads ?? Number.NaN,
+      cpu_postgres: api.cpu?.postgres ?? Number.NaN,
+      cpu_load_generator: api.cpu?.loadGenerator ?? Number.NaN,
+      baseline_cpu_total: raw.cpu?.total ?? Number.NaN,
     };
   },
   async teardown() {

@@ -1,0 +1,102 @@
+// CPU time per request by who spent it, read from /proc (Linux) around one load: the service's
+// event loop, its other threads (address derivation, GC helpers, libuv), the PostgreSQL backends
+// serving the bench's database, and the load generator (this process). A sampling profile shows
+// only the event loop; on a machine whose cores are all busy, throughput is set by the sum.
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Milliseconds of CPU per request. */
+export interface CpuPerRequest {
+  eventLoop: number;
+  otherThreads: number;
+  postgres: number;
+  loadGenerator: number;
+  total: number;
+}
+
+export interface CpuSubject {
+  /** The server process under load. */
+  pid: number;
+  /** Its database: the PostgreSQL backends connected to it are counted. */
+  database: string;
+}
+
+// /proc reports utime and stime in clock ticks of USER_HZ, which Linux fixes at 100 per second.
+const msPerTick = 10;
+
+/** utime + stime of /proc/<path>/stat, in ticks; undefined if it cannot be read. */
+export function statTicks(path: string): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${path}/stat`, "utf8");
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process's main thread (its event loop, for Node): its task id is the process id. */
+const mainThread = (pid: number) => `${pid}/task/${pid}`;
+
+/** Milliseconds of CPU a process's main thread has used so far. */
+export function eventLoopMs(pid: number): number | undefined {
+  const ticks = statTicks(mainThread(pid));
+  return ticks === undefined ? undefined : ticks * msPerTick;
+}
+
+/** The pids of the PostgreSQL backends connected to the database (their title names it). */
+export function backendsOf(database: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      if (title.startsWith("postgres: ") && title.split(" ").includes(database)) pids.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+interface Reading {
+  process: number;
+  eventLoop: number;
+  backends: Map<number, number>;
+  self: number;
+}
+
+function read(subject: CpuSubject): Reading | undefined {
+  const whole = statTicks(String(subject.pid));
+  const eventLoop = statTicks(mainThread(subject.pid));
+  const self = statTicks("self");
+  if (whole === undefined || eventLoop === undefined || self === undefined) return undefined;
+  const backends = new Map<number, number>();
+  for (const pid of backendsOf(subject.database)) {
+    const ticks = statTicks(String(pid));
+    if (ticks !== undefined) backends.set(pid, ticks);
+  }
+  return { process: whole, eventLoop, backends, self };
+}
+
+/**
+ * Starts counting; `stop(requests)` gives the CPU per request since, or undefined where /proc
+ * is not there. A backend that connected during the load counts whole (a pool may have closed
+ * its idle connections before and open new ones under the load); one that exited is left out.
+ */
+export function meterCpu(subject: CpuSubject): { stop(requests: number): CpuPerRequest | undefined } {
+  const start = read(subject);
+  return {
+    stop(requests) {
+      const end = read(subject);
+      if (!start || !end || requests <= 0) return undefined;
+      const per = (ticks: number) => (ticks * msPerTick) / requests;
+      let postgres = 0;
+      for (const [pid, ticks] of end.backends) postgres += ticks - (start.backends.get(pid) ?? 0);
+      const eventLoop = per(end.eventLoop - start.eventLoop);
+      const otherThreads = per(end.process - start.process) - eventLoop;
+      const loadGenerator = per(end.self - start.self);
+      return { eventLoop, otherThreads, postgres: per(postgres), loadGenerator, total: eventLoop + otherThreads + per(postgres) + loadGenerator };
+    },
+  };
+}
