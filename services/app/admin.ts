@@ -33,6 +33,7 @@ import {
   revokeApiKey,
   revokeInternalCredential,
 } from "../auth/admin.ts";
+import { settleCredentialChanges } from "../auth/credential-cache.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../intents/assets.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
@@ -232,7 +233,16 @@ async function main(argv: string[]): Promise<unknown> {
   const db = await openDatabase(resources.databaseUrl, 2);
   try {
     await migrate(db);
-    return await work(db.em.fork());
+    const result = await work(db.em.fork());
+    // "Revoked" means refused from the next request on, in every running process: wait until each
+    // has dropped the credential from its cache.
+    if (command.endsWith(" revoke")) {
+      const cut = await settleCredentialChanges(resources.databaseUrl);
+      if (cut.length > 0) {
+        logger.warn({ backends: cut }, "service processes did not confirm the revocation in time; their LISTEN connections were cut, so they stop using cached credentials");
+      }
+    }
+    return result;
   } finally {
     await db.close();
     await resources.stopDatabase();

@@ -1,5 +1,8 @@
 import type { Logger } from "../platform/logger.ts";
-import { listenForever } from "../platform/pg-listen.ts";
+import { setBounded } from "../platform/bounded.ts";
+import { listenForever, settle } from "../platform/pg-listen.ts";
+
+const channel = "credential_changed";
 
 /** The credential tables' rows, cached by kind and secret hash. */
 export type CredentialKind = "api_key" | "internal" | "site" | "cashier";
@@ -23,6 +26,9 @@ export interface CredentialCacheOptions {
  * drops that credential when told. The cache is used only while this process listens: while
  * the LISTEN connection is down, and until it is back (PostgreSQL keeps no notifications for
  * a listener that is away), every request reads its credential, and the cache starts empty.
+ *
+ * "At once" holds for whoever changes a credential and then calls settleCredentialChanges (the
+ * admin CLI does): it returns only when every process has dropped what it held.
  *
  * A lookup that raced a notification (read before the change committed, finished after the
  * notification arrived) is not cached: each notification bumps a generation, and a row is
@@ -51,8 +57,7 @@ export class CredentialCache {
     const generation = this.#generation;
     const row = await load();
     if (row !== undefined && this.#listening && generation === this.#generation) {
-      if (this.#entries.size >= this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value as string);
-      this.#entries.set(key, { row, at: this.#now() });
+      setBounded(this.#entries, key, { row, at: this.#now() }, this.#maxEntries);
     }
     return row;
   }
@@ -87,7 +92,7 @@ export class CredentialCache {
   listen(databaseUrl: string, logger: Logger): { stop(): Promise<void> } {
     const listener = listenForever({
       databaseUrl,
-      channel: "credential_changed",
+      channel,
       logger,
       what: "credential cache LISTEN connection",
       onNotification: (hash) => this.invalidate(hash || undefined),
@@ -101,4 +106,14 @@ export class CredentialCache {
       },
     };
   }
+}
+
+/**
+ * Returns once every process's cache has heard of every credential change committed before the
+ * call, so that the next request anywhere is answered from the database's current rows. A
+ * process that does not confirm within the timeout has its LISTEN connection cut, after which it
+ * stops using its cache; the pids of those are returned.
+ */
+export async function settleCredentialChanges(databaseUrl: string): Promise<number[]> {
+  return (await settle(databaseUrl, channel)).cut;
 }

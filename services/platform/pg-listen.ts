@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleepFor } from "node:timers/promises";
 import pg from "pg";
 import type { Logger } from "./logger.ts";
@@ -17,11 +18,18 @@ export interface ListenOptions {
   maxBackoffMs?: number;
 }
 
+/** Marks a settle()'s notification on a channel; its listeners answer it, and never pass it on. */
+const syncPrefix = "sync:";
+/** The channel a listener of `channel` answers settle() on. */
+const syncedChannel = (channel: string) => `${channel}_synced`;
+/** A listener's connection is named after its channel, so that settle() can find every one. */
+const listenerName = (channel: string) => `listen ${channel}`.slice(0, 63);
+
 /**
  * A PostgreSQL LISTEN on its own connection, reconnected with capped backoff for as long as it
  * runs; an outage is logged once when it begins and once when it ends. Callers learn when
  * notifications may have been missed (onLost … onListening), since PostgreSQL keeps none for a
- * listener that is not connected.
+ * listener that is not connected. Once listening, it answers settle()'s notifications.
  */
 export function listenForever(o: ListenOptions): { stop(): Promise<void> } {
   const maxBackoffMs = o.maxBackoffMs ?? 5000;
@@ -45,10 +53,20 @@ export function listenForever(o: ListenOptions): { stop(): Promise<void> } {
       ended.catch(() => undefined);
       let listening = false;
       try {
-        current.on("notification", (n) => o.onNotification(n.payload));
+        current.on("notification", (n) => {
+          // Notifications arrive in commit order, and each is handled before the next: answering
+          // a settle() here tells it that every notification committed before it was handled.
+          if (n.payload?.startsWith(syncPrefix)) {
+            current.query("select pg_notify($1, $2)", [syncedChannel(o.channel), n.payload]).catch(() => undefined);
+          } else {
+            o.onNotification(n.payload);
+          }
+        });
         await Promise.race([current.connect(), ended]);
         if (!stopped) {
           await Promise.race([current.query(`listen ${pg.escapeIdentifier(o.channel)}`), ended]);
+          // Named only once listening: settle() waits for an answer from every connection so named.
+          await Promise.race([current.query(`set application_name = ${pg.escapeLiteral(listenerName(o.channel))}`), ended]);
           listening = true;
           outage.recovered();
           failures = 0;
@@ -76,4 +94,67 @@ export function listenForever(o: ListenOptions): { stop(): Promise<void> } {
       await loop;
     },
   };
+}
+
+export interface SettleOptions {
+  /** How long a listener has to answer before its connection is cut. */
+  timeoutMs?: number;
+  pollMs?: number;
+}
+
+export interface Settled {
+  /** The listeners found, each of which answered, went away, or was cut. */
+  listeners: number;
+  /** The backend pids of the listeners that did not answer in time, whose connections were cut. */
+  cut: number[];
+}
+
+/**
+ * Returns once every listenForever() of `channel`, in any process on this database, has handled
+ * every notification committed before the call. Each is sent a notification of its own, which
+ * PostgreSQL delivers after those, and answers it. A listener that does not answer in time (a
+ * process that is stuck) has its connection cut, so that its owner learns through onLost that
+ * it may have missed notifications. Cutting another role's connection needs pg_signal_backend.
+ */
+export async function settle(databaseUrl: string, channel: string, o: SettleOptions = {}): Promise<Settled> {
+  const timeoutMs = o.timeoutMs ?? 5000;
+  const pollMs = o.pollMs ?? 200;
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const token = `${syncPrefix}${randomUUID()}`;
+    const pending = new Set<number>();
+    let answered = () => {};
+    client.on("notification", (n) => {
+      if (n.payload !== token) return;
+      pending.delete(n.processId);
+      if (pending.size === 0) answered();
+    });
+    const listeners = async () =>
+      (
+        await client.query<{ pid: number }>("select pid from pg_stat_activity where datname = current_database() and application_name = $1", [
+          listenerName(channel),
+        ])
+      ).rows.map((r) => r.pid);
+    await client.query(`listen ${pg.escapeIdentifier(syncedChannel(channel))}`);
+    const found = await listeners();
+    if (found.length === 0) return { listeners: 0, cut: [] };
+    for (const pid of found) pending.add(pid);
+    const allAnswered = new Promise<void>((resolve) => (answered = resolve));
+    await client.query("select pg_notify($1, $2)", [channel, token]);
+    const deadline = Date.now() + timeoutMs;
+    while (pending.size > 0 && Date.now() < deadline) {
+      await Promise.race([allAnswered, sleepFor(Math.min(pollMs, Math.max(deadline - Date.now(), 0)))]);
+      if (pending.size === 0) break;
+      // A listener whose connection ended answers nothing; its owner treats what it holds as
+      // stale once it sees the end (onLost), as it does for one that is cut below.
+      const alive = new Set(await listeners());
+      for (const pid of pending) if (!alive.has(pid)) pending.delete(pid);
+    }
+    const cut = [...pending];
+    if (cut.length > 0) await client.query("select pg_terminate_backend(pid) from unnest($1::int[]) as pid", [cut]);
+    return { listeners: found.length, cut };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }

@@ -1,6 +1,7 @@
 // Verified credentials are cached in each process, and revocation still takes effect at once
 // everywhere: two service processes on one database both answer a key (so both hold it), the
-// admin CLI (a third process) revokes it, and the very next request to either is refused. The
+// admin CLI (a third process) revokes it and returns once both have confirmed they dropped it,
+// and the very next request to either is refused. The
 // same for a site credential and a cashier session. Then the LISTEN connection that carries
 // revocations is cut, and a key revoked while it is down is refused all the same.
 import t from "tap";
@@ -63,7 +64,7 @@ t.test("while the LISTEN connection is down, credentials are read from the datab
   await db.connect();
   t.teardown(() => db.end());
   const listeners = async () =>
-    (await db.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database() and query = 'listen "credential_changed"'`)).rows.map((r) => r.pid);
+    (await db.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database() and application_name = 'listen credential_changed'`)).rows.map((r) => r.pid);
   const before = await listeners();
   t.equal(before.length, 2, "each process listens for credential changes");
   // Cut both, and revoke without a notification reaching anyone: a cached answer would accept it.

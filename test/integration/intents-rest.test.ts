@@ -1,8 +1,10 @@
 // Payment Intents through the REST gateway, against the real PostgreSQL.
 import t from "tap";
+import { revokeApiKey } from "../../services/auth/admin.ts";
+import { settleCredentialChanges } from "../../services/auth/credential-cache.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 
-const { app, base } = await startTestApp(t);
+const { app, base, databaseUrl } = await startTestApp(t);
 const a = await merchantWithKey(app);
 const b = await merchantWithKey(app);
 const intents = (c: { merchant: string }) => `/api/v1/merchants/${c.merchant}/payment-intents`;
@@ -209,8 +211,8 @@ t.test("authentication and authorization", async (t) => {
   t.equal(mismatch.body.error.code, "merchant_mismatch");
 
   const revoked = await merchantWithKey(app, "test", ["payment_intents:read"], a.merchant);
-  const { revokeApiKey } = await import("../../services/auth/admin.ts");
   await revokeApiKey(app.db.em.fork(), revoked.keyId);
+  await settleCredentialChanges(databaseUrl); // as the CLI does before it returns
   const afterRevoke = await call(base, "GET", path, { key: revoked.key });
   t.equal(afterRevoke.status, 401);
   t.equal(afterRevoke.body.error.code, "invalid_api_key");

@@ -1,6 +1,7 @@
 // The Site Gateway over the REST gateway: a web shop's credential creates and reads
 // shopper-safe intents, browsers may call it only from the credential's allowed origins.
 import t from "tap";
+import { settleCredentialChanges } from "../../services/auth/credential-cache.ts";
 import { createSiteCredential, revokeSiteCredential } from "../../services/site/credentials.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
@@ -80,6 +81,7 @@ t.test("credentials: the wrong kind or an unknown one is 401, and a revoked one 
   const revoked = await createSiteCredential(app.db.em.fork(), merchant.merchant, "test", []);
   t.equal((await create(revoked.credential)).status, 200);
   await revokeSiteCredential(app.db.em.fork(), revoked.id);
+  await settleCredentialChanges(databaseUrl); // as the CLI does before it returns
   t.equal((await create(revoked.credential)).status, 401, "revoked: refused on the next request");
 });
 
