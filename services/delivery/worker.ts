@@ -119,9 +119,12 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
         while (!stopped) {
           // Refill in batches (one pull request per batch, not per message).
           while (inflight.size > o.concurrency / 2) await Promise.race(inflight);
+          if (stopped) break;
           const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: expiresMs });
           current = batch;
-          if (stopped) await batch.close();
+          // A pull's close() takes effect inside its iteration, so awaiting it here would wait
+          // forever: the iteration below ends it.
+          if (stopped) void batch.close();
           let stalled = false;
           const watchdog = setTimeout(() => {
             stalled = true;
