@@ -44,7 +44,8 @@ export interface App {
   ports: { gateway?: number; rpc?: number; ops: number };
   /** The worker role's JetStream prefix (JETSTREAM_PREFIX, or the installation's own). */
   jetstreamPrefix: string | undefined;
-  stop(): Promise<void>;
+  /** Stops the roles in order (once: a second call waits for the first); onStep hears each step's name as it begins. */
+  stop(onStep?: (step: string) => void): Promise<void>;
 }
 
 /** Starts the given roles in this process; stop() shuts them down in order, finishing in-flight work. */
@@ -64,7 +65,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
   });
   const metrics = createMetrics({ roles, db, nats });
-  const stops: (() => Promise<void>)[] = [];
+  const stops: { step: string; stop: () => Promise<void> }[] = [];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
   const credentials = new CredentialCache();
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
@@ -78,8 +79,8 @@ export async function startApp(o: AppOptions): Promise<App> {
         reflection: reflectionGate(config.grpcReflection, db),
       });
       ports.rpc = rpc.port;
-      stops.push(rpc.close);
-      if (credentialListener) stops.push(credentialListener.stop);
+      stops.push({ step: "rpc server", stop: rpc.close });
+      if (credentialListener) stops.push({ step: "credential listener", stop: credentialListener.stop });
     }
     if (roles.includes("gateway")) {
       // In one process the gateway calls the handlers directly (no encoding); alone, over gRPC.
@@ -102,37 +103,45 @@ export async function startApp(o: AppOptions): Promise<App> {
         config.port,
       );
       ports.gateway = gateway.port;
-      stops.unshift(gateway.close);
+      stops.unshift({ step: "gateway", stop: gateway.close });
     }
     if (roles.includes("worker")) {
       const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger, onAttempt: metrics.onAttempt });
       jetstreamPrefix = worker.prefix;
       metrics.watchConsumer(worker.prefix);
-      stops.push(worker.stop);
+      stops.push({ step: "delivery worker", stop: worker.stop });
     }
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
-      stops.push(scheduler.stop);
+      stops.push({ step: "scheduler", stop: scheduler.stop });
     }
     const ops = await listen(createOpsServer(db, nats, metrics.registry), config.host, config.opsPort);
     ports.ops = ops.port;
-    stops.push(ops.close);
+    stops.push({ step: "ops server", stop: ops.close });
   } catch (err) {
-    for (const stop of stops) await stop();
+    for (const { stop } of stops) await stop();
     await credentialListener?.stop();
     await nats.close();
     await db.close();
     throw err;
   }
+  let stopped: Promise<void> | undefined;
   return {
     db,
     nats,
     ports,
     jetstreamPrefix,
-    async stop() {
-      for (const stop of stops) await stop();
-      await nats.close();
-      await db.close();
+    stop(onStep) {
+      return (stopped ??= (async () => {
+        for (const { step, stop } of stops) {
+          onStep?.(step);
+          await stop();
+        }
+        onStep?.("NATS connection");
+        await nats.close();
+        onStep?.("database pool");
+        await db.close();
+      })());
     },
   };
 }

@@ -88,17 +88,29 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, "shutting down");
-  const force = setTimeout(() => fatal("shutdown took longer than 20 s"), 20_000);
+  // How long each part took, and, if the shutdown hangs, which part did not finish.
+  const took: Record<string, number> = {};
+  let step = "";
+  let stepStarted = Date.now();
+  const begin = (next: string) => {
+    if (step !== "") took[step] = Date.now() - stepStarted;
+    step = next;
+    stepStarted = Date.now();
+  };
+  const force = setTimeout(() => fatal(`shutdown took longer than 20 s (still stopping: ${step}; done: ${JSON.stringify(took)})`), 20_000);
   force.unref();
   try {
-    await app.stop();
+    await app.stop(begin);
+    begin("embedded NATS server");
     await nats.stop();
+    begin("embedded database");
     await resources.stopDatabase();
+    begin("");
   } catch (err) {
     logger.error({ err }, "shutdown failed");
     process.exitCode = 1;
   }
-  logger.info({ signal }, "stopped");
+  logger.info({ signal, ms: took }, "stopped");
   // The logger writes asynchronously: exiting before it has written would lose the last lines.
   await new Promise<void>((resolve) => {
     setTimeout(resolve, 2000).unref();
