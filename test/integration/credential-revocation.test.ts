@@ -69,6 +69,13 @@ t.test("while the LISTEN connection is down, credentials are read from the datab
   t.equal(before.length, 2, "each process listens for credential changes");
   // Cut both, and revoke without a notification reaching anyone: a cached answer would accept it.
   await db.query(`select pg_terminate_backend(pid) from unnest($1::int[]) as pid`, [before]);
+  // A cut backend says so to its client before it leaves pg_stat_activity: once both are gone,
+  // each process has been told its LISTEN connection ended (it reconnects after a pause).
+  const gone = async () => {
+    const alive = (await db.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where pid = any($1::int[])`, [before])).rows[0]!.n;
+    return alive === 0 ? true : undefined;
+  };
+  await until("the cut LISTEN backends to exit", gone, 10_000);
   await db.query(`update api_keys set revoked_at = now() where secret_hash = encode(sha256($1::bytea), 'hex')`, [key]);
   for (const [name, base] of Object.entries(bases)) {
     t.equal((await call(base, "GET", `${m}/payment-intents?limit=1`, { key })).status, 401, `the ${name} process refuses the key revoked meanwhile`);
