@@ -16,6 +16,23 @@ export interface ListenOptions {
   /** Called when the connection is lost: notifications may be missed until onListening. */
   onLost?: () => void;
   maxBackoffMs?: number;
+  /** Round trips while listening, so that the owner knows how current it is. */
+  heartbeat?: Heartbeat;
+}
+
+export interface Heartbeat {
+  /** A round trip this often. */
+  everyMs: number;
+  /** A connection that leaves a round trip unanswered this long is ended (and reconnected). */
+  timeoutMs: number;
+  /**
+   * Called after each answered round trip with the time (on performance.now()'s clock) it was
+   * sent: every notification committed before then has been passed on. PostgreSQL sends a
+   * listener the notifications pending for it ahead of each answer, and a commit marks them
+   * pending before its own answer goes out. An owner that stops hearing this (a silent
+   * network, a stuck server) knows it may be behind.
+   */
+  onConfirmed: (sentAt: number) => void;
 }
 
 /** Marks a settle()'s notification on a channel; its listeners answer it, and never pass it on. */
@@ -39,6 +56,27 @@ export function listenForever(o: ListenOptions): { stop(): Promise<void> } {
   let stopped = false;
   // The connection, also while it connects: stop() ends it in any state.
   let client: pg.Client | undefined;
+
+  /** Round trips on `c` until it ends; one left unanswered past the timeout ends it. */
+  const beat = async (c: pg.Client, ended: Promise<never>, h: Heartbeat) => {
+    try {
+      while (!stopped) {
+        await Promise.race([pause(h.everyMs), ended]);
+        const sentAt = performance.now();
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), h.timeoutMs)));
+        const answer = await Promise.race([c.query("select 1").then(() => "answered" as const), ended, late]).finally(() => clearTimeout(timer));
+        if (answer === "late") {
+          if (!stopped) outage.failed(new Error(`no answer to a heartbeat within ${h.timeoutMs} ms`));
+          await c.end().catch(() => undefined); // the loop sees it end, and connects again
+          return;
+        }
+        h.onConfirmed(sentAt);
+      }
+    } catch {
+      // The connection ended or broke: the loop handles that.
+    }
+  };
 
   const loop = (async () => {
     let failures = 0;
@@ -71,6 +109,7 @@ export function listenForever(o: ListenOptions): { stop(): Promise<void> } {
           outage.recovered();
           failures = 0;
           o.onListening?.();
+          if (o.heartbeat) void beat(current, ended, o.heartbeat);
           await ended;
         }
       } catch (err) {
@@ -115,6 +154,10 @@ export interface Settled {
  * PostgreSQL delivers after those, and answers it. A listener that does not answer in time (a
  * process that is stuck) has its connection cut, so that its owner learns through onLost that
  * it may have missed notifications. Cutting another role's connection needs pg_signal_backend.
+ *
+ * Its owner may learn that late, or never (a network gone silent). So if any listener did not
+ * answer (cut, or its connection gone), settle() returns no sooner than `timeoutMs` after the
+ * call: an owner that has had no Heartbeat confirmation for that long knows it may be behind.
  */
 export async function settle(databaseUrl: string, channel: string, o: SettleOptions = {}): Promise<Settled> {
   const timeoutMs = o.timeoutMs ?? 5000;
@@ -143,16 +186,21 @@ export async function settle(databaseUrl: string, channel: string, o: SettleOpti
     const allAnswered = new Promise<void>((resolve) => (answered = resolve));
     await client.query("select pg_notify($1, $2)", [channel, token]);
     const deadline = Date.now() + timeoutMs;
+    let gone = 0;
     while (pending.size > 0 && Date.now() < deadline) {
       await Promise.race([allAnswered, sleepFor(Math.min(pollMs, Math.max(deadline - Date.now(), 0)))]);
       if (pending.size === 0) break;
-      // A listener whose connection ended answers nothing; its owner treats what it holds as
-      // stale once it sees the end (onLost), as it does for one that is cut below.
+      // A listener whose connection ended answers nothing, and need not be cut.
       const alive = new Set(await listeners());
-      for (const pid of pending) if (!alive.has(pid)) pending.delete(pid);
+      for (const pid of pending) {
+        if (alive.has(pid)) continue;
+        pending.delete(pid);
+        gone++;
+      }
     }
     const cut = [...pending];
     if (cut.length > 0) await client.query("select pg_terminate_backend(pid) from unnest($1::int[]) as pid", [cut]);
+    if (gone > 0) await sleepFor(Math.max(deadline - Date.now(), 0));
     return { listeners: found.length, cut };
   } finally {
     await client.end().catch(() => undefined);

@@ -109,3 +109,43 @@ t.test("a listener whose connection is cut reconnects and is found again", async
   t.ok(settled.listeners >= 1 && settled.listeners <= before, "the reconnected ones are found");
   t.equal(l.heard.at(-1), "after the cut", "and have handled what came after");
 });
+
+t.test("heartbeats: each confirmation comes after every notification committed before it was sent", async (t) => {
+  const heard: { payload: string | undefined; at: number }[] = [];
+  const confirmations: { sentAt: number; at: number }[] = [];
+  const l = listenForever({
+    databaseUrl,
+    channel,
+    logger,
+    what: "heartbeat listener",
+    onNotification: (p) => heard.push({ payload: p, at: performance.now() }),
+    heartbeat: { everyMs: 50, timeoutMs: 5000, onConfirmed: (sentAt) => confirmations.push({ sentAt, at: performance.now() }) },
+  });
+  t.teardown(() => l.stop());
+  await until("a first confirmation", async () => confirmations.length > 0, 10_000);
+  for (let round = 0; round < 10; round++) {
+    await notifier.query("select pg_notify($1, $2)", [channel, `heartbeat ${round}`]);
+    const committedBy = performance.now();
+    const next = await until("a confirmation sent after the commit", async () => confirmations.find((c) => c.sentAt > committedBy), 10_000);
+    const note = heard.find((h) => h.payload === `heartbeat ${round}`);
+    t.ok(note !== undefined && note.at <= next.at, `round ${round}: the notification was handled before the confirmation`);
+  }
+  const sentAts = confirmations.map((c) => c.sentAt);
+  t.same(sentAts, [...sentAts].sort((a, b) => a - b), "confirmations come in the order they were sent");
+});
+
+t.test("a listener that goes away without answering: settle() still waits out its timeout", async (t) => {
+  // Its owner may not know yet that the connection is gone (a silent network): it stops trusting
+  // what it holds only once its heartbeats have lapsed for that long.
+  const leaving = await connect();
+  leaving.on("error", () => undefined);
+  await leaving.query(`listen ${channel}; set application_name = 'listen ${channel}'`);
+  const [{ pid }] = (await leaving.query<{ pid: number }>("select pg_backend_pid() as pid")).rows as [{ pid: number }];
+  const started = performance.now();
+  const settling = settle(databaseUrl, channel, { timeoutMs: 1500, pollMs: 50 });
+  await new Promise((r) => setTimeout(r, 200));
+  await notifier.query("select pg_terminate_backend($1)", [pid]);
+  const settled = await settling;
+  t.same(settled.cut, [], "nothing left to cut");
+  t.ok(performance.now() - started >= 1500, "and it returned no sooner than its timeout");
+});
