@@ -13,6 +13,11 @@ export interface TcpProxy {
   connections: number;
   /** Bytes the clients sent through it. */
   bytesFromClients: number;
+  /**
+   * The connections open now go silent both ways, as over a network that drops everything:
+   * nothing is relayed, not even a close. Connections made later are relayed as before.
+   */
+  freeze(): void;
 }
 
 /** Listens on 127.0.0.1 (ephemeral port) and relays every connection to 127.0.0.1:targetPort; closed at teardown. */
@@ -24,11 +29,15 @@ export async function startTcpProxy(t: Teardown, targetPort: number): Promise<Tc
     s.on("error", () => undefined);
   };
   const stats = { connections: 0, bytesFromClients: 0 };
+  const pairs = new Set<[net.Socket, net.Socket]>();
   const server = net.createServer((client) => {
     stats.connections++;
     const upstream = net.connect(targetPort, "127.0.0.1");
     track(client);
     track(upstream);
+    const pair: [net.Socket, net.Socket] = [client, upstream];
+    pairs.add(pair);
+    client.on("close", () => pairs.delete(pair));
     client.on("data", (d: Buffer) => (stats.bytesFromClients += d.length));
     client.pipe(upstream);
     upstream.pipe(client);
@@ -52,6 +61,16 @@ export async function startTcpProxy(t: Teardown, targetPort: number): Promise<Tc
     },
     get bytesFromClients() {
       return stats.bytesFromClients;
+    },
+    freeze() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        // Unread, the data and the end of each side wait in the kernel.
+        client.pause();
+        upstream.pause();
+      }
+      pairs.clear();
     },
   };
 }

@@ -90,3 +90,26 @@ t.test("the cache is bounded", async (t) => {
   for (let i = 0; i < 10; i++) await cache.lookup("api_key", `h${i}`, async () => ({ i }));
   t.equal(cache.size, 3);
 });
+
+t.test("the cache is used only while the listener confirms, within 5 s, that it is current", async (t) => {
+  let now = 0;
+  const cache = new CredentialCache({ now: () => now });
+  cache.listening();
+  const db = counter({ id: "k1" });
+  await cache.lookup("api_key", "h1", db.load);
+  now = 4999;
+  await cache.lookup("api_key", "h1", db.load);
+  t.equal(db.loads, 1, "cached within 5 s of the LISTEN");
+  now = 5000;
+  await cache.lookup("api_key", "h1", db.load);
+  await cache.lookup("api_key", "h1", db.load);
+  t.equal(db.loads, 3, "unconfirmed for 5 s (a silent connection): every lookup reads the database");
+  cache.confirmed(4500);
+  await cache.lookup("api_key", "h1", db.load);
+  await cache.lookup("api_key", "h1", db.load);
+  t.equal(db.loads, 4, "a heartbeat sent at 4.5 s and answered: cached again");
+  cache.confirmed(1000);
+  now = 9500;
+  await cache.lookup("api_key", "h1", db.load);
+  t.equal(db.loads, 5, "an older confirmation arriving late does not extend the trust");
+});
