@@ -16,6 +16,7 @@ import { ripemd160 } from "@noble/hashes/legacy.js";
 import { utf8ToBytes } from "@noble/hashes/utils.js";
 import { base58check, toEip55, tronPrefix, type Environment } from "./formats.ts";
 import { setBounded } from "../platform/bounded.ts";
+import { BaseTable } from "./base-table.ts";
 
 /** A refusal whose message is safe to show the merchant: it never contains the key. */
 export class SourceKeyError extends Error {
@@ -198,12 +199,22 @@ const curveOrder = secp256k1.Point.CURVE().n;
  * (an extended public key), so the variable-time multiplication has no secret to leak, and the
  * point is decoded once per chain. A create spends most of its CPU here otherwise.
  */
+let baseTable: BaseTable | undefined;
+
+/**
+ * From now on child points multiply the base point with a comb table of `w`-bit windows (see
+ * BaseTable): worth it in a thread that derives thousands of addresses, not in every process.
+ */
+export function useBaseTable(w: number): void {
+  baseTable ??= new BaseTable(w);
+}
+
 function childPoint(chain: Chain, index: number): WeierstrassPoint<bigint> {
   const data = Buffer.from(chain.template);
   data.writeUInt32BE(index, 33);
   const I = createHmac("sha512", chain.chainCode).update(data).digest();
   const tweak = BigInt(`0x${I.toString("hex", 0, 32)}`);
-  const child = tweak > 0n && tweak < curveOrder ? chain.point.add(secp256k1.Point.BASE.multiplyUnsafe(tweak)) : undefined;
+  const child = tweak > 0n && tweak < curveOrder ? chain.point.add(baseTable ? baseTable.multiply(tweak) : secp256k1.Point.BASE.multiplyUnsafe(tweak)) : undefined;
   // BIP32's "invalid child" (probability below 2^-127): @scure/bip32 says so, as it always has.
   if (child === undefined || child.equals(secp256k1.Point.ZERO)) return secp256k1.Point.fromBytes(chain.hd.deriveChild(index).publicKey as Uint8Array);
   return child;
