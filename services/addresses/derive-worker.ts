@@ -16,8 +16,9 @@ export interface DeriveResponse {
 
 // A child address costs one multiplication of the base point. A comb table of 10-bit windows
 // (26 rows of 1 023 points, about 12 MB, under half a second of CPU to build) does it in 26
-// additions; noble with a table of the same windows takes 54 (its constant-time kernel adds a
-// fake point per window too), with its default table 88. It pays for itself after a thousand or
+// additions, affine ones for a block of addresses (see BaseTable.multiplyMany); noble with a
+// table of the same windows takes 54 projective ones (its constant-time kernel adds a fake point
+// per window too), with its default table 88. It pays for itself after a thousand or
 // so addresses, so it is built once this thread has derived a few blocks: a process that makes a
 // handful of intents never builds it.
 const tableAfter = 1024;
