@@ -32,7 +32,7 @@ export class BaseTable {
       const row: Point[] = [base];
       for (let d = 2; d < 1 << w; d++) row.push(row[row.length - 1]!.add(base));
       const next = row[row.length - 1]!.add(base);
-      // Affine (one shared inversion per row): cheaper to add.
+      // Affine, as multiplyMany adds them (one inversion for the whole row).
       const affine = normalizeZ(P, row);
       this.#rows.push(affine);
       this.#xs.push(affine.map((p) => p.X));
