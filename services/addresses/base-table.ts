@@ -7,6 +7,10 @@ type Point = WeierstrassPoint<bigint>;
 /** From this many scalars on, multiplyMany adds in affine coordinates (see there). */
 const batchFrom = 16;
 
+function checkScalar(k: bigint): void {
+  if (k < 0n || k >> 256n !== 0n) throw new RangeError("scalar out of range");
+}
+
 /**
  * k·G by a comb of unsigned w-bit windows: row i holds d·2^(w·i)·G for every digit d, so k·G is
  * the sum of one entry per nonzero digit of k, ceil(256/w) additions and no doublings. Variable
@@ -43,7 +47,7 @@ export class BaseTable {
 
   /** k·G for 0 ≤ k < 2^256. */
   multiply(k: bigint): Point {
-    if (k < 0n || k >> 256n !== 0n) throw new RangeError("scalar out of range");
+    checkScalar(k);
     const shift = BigInt(this.#w);
     let sum: Point = secp256k1.Point.ZERO;
     for (let i = 0; k !== 0n; i++, k >>= shift) {
@@ -62,7 +66,7 @@ export class BaseTable {
   multiplyMany(ks: readonly bigint[], start?: Point): Point[] {
     const P = secp256k1.Point;
     if (ks.length < batchFrom) return ks.map((k) => (start ? start.add(this.multiply(k)) : this.multiply(k)));
-    for (const k of ks) if (k < 0n || k >> 256n !== 0n) throw new RangeError("scalar out of range");
+    ks.forEach(checkScalar);
     const Fp = P.Fp;
     const origin = start && !start.is0() ? start.toAffine() : undefined;
     // Each sum: affine x and y, or undefined for the point at infinity.

@@ -142,8 +142,8 @@ export class CredentialCache {
 /**
  * Returns once every process's cache has heard of every credential change committed before the
  * call, so that the next request anywhere is answered from the database's current rows. A
- * process that does not confirm within the timeout has its LISTEN connection cut, after which it
- * stops using its cache; the pids of those are returned.
+ * process that does not confirm within trustMs has its LISTEN connection cut, and by then has
+ * stopped using its cache anyway (no confirmation for that long); the pids of those are returned.
  */
 export async function settleCredentialChanges(databaseUrl: string): Promise<number[]> {
   return (await settle(databaseUrl, channel, { timeoutMs: trustMs })).cut;
