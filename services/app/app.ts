@@ -5,7 +5,9 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
+import { ClientAddresses } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
+import { RateLimiter } from "../platform/rate-limit.ts";
 import { migrate, type Database } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { listen } from "../platform/listen.ts";
@@ -19,6 +21,7 @@ import { oneStatementMethods, routes, services } from "../rpc/routes.ts";
 import { reflectionGate } from "../rpc/reflection.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { createLocalTransport } from "../rpc/local-transport.ts";
+import { checkSecretKey } from "../webhooks/key-check.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
 import { IntentViews } from "../intents/views.ts";
@@ -44,18 +47,51 @@ export interface App {
   ports: { gateway?: number; rpc?: number; ops: number };
   /** The worker role's JetStream prefix (JETSTREAM_PREFIX, or the installation's own). */
   jetstreamPrefix: string | undefined;
-  /** Stops the roles in order (once: a second call waits for the first); onStep hears each step's name as it begins. */
-  stop(onStep?: (step: string) => void): Promise<void>;
+  /**
+   * Stops the roles in order (once: a second call waits for the first); onStep hears each step's
+   * name as it begins. The whole stop takes at most `stopBudgetMs`: a part that has not stopped
+   * by its share of it (a pool or listener waiting on a database that went silent, say) is given
+   * up on, named to onGaveUp, and the next part stops; the process's exit ends what is left.
+   */
+  stop(onStep?: (step: string) => void, onGaveUp?: (step: string) => void): Promise<void>;
+}
+
+/** How long a stop may take in all, and the least time each of its parts gets. */
+const stopBudgetMs = 15_000;
+const minStepMs = 500;
+
+/** Whether `p` settles within `ms`; a rejection is passed on. */
+function finishesWithin(p: Promise<void>, ms: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    p.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Starts the given roles in this process; stop() shuts them down in order, finishing in-flight work. */
 export async function startApp(o: AppOptions): Promise<App> {
   const { config, logger, roles } = o;
   const db = await openDatabase(o.databaseUrl, config.dbPoolSize);
-  const applied = await migrate(db);
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  const secrets = SecretBox.fromMasterKeys(o.masterKey, config.secretEncryptionKeyPrevious);
+  try {
+    const applied = await migrate(db);
+    if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+    // A key that cannot open the stored signing secrets would lose every webhook: refuse to start.
+    await checkSecretKey(db.em.fork(), secrets);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
-  const secrets = new SecretBox(deriveKey(o.masterKey, "webhook-signing-secrets"));
   const intents = new Intents(new IntentViews(config.checkoutBaseUrl));
   const serviceRoutes = routes({
     intents,
@@ -69,7 +105,9 @@ export async function startApp(o: AppOptions): Promise<App> {
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
   const credentials = new CredentialCache();
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
-  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods }), createInputGuard()];
+  const clientAddresses = new ClientAddresses(config.trustedProxies);
+  const limits = { perAddress: new RateLimiter(config.publicRateLimitPerMinute), perCredential: new RateLimiter(config.credentialRateLimitPerMinute) };
+  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;
   try {
@@ -77,6 +115,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort, {
         bodyLimitBytes: config.bodyLimitBytes,
         reflection: reflectionGate(config.grpcReflection, db),
+        clientAddresses,
       });
       ports.rpc = rpc.port;
       stops.push({ step: "rpc server", stop: rpc.close });
@@ -94,7 +133,7 @@ export async function startApp(o: AppOptions): Promise<App> {
           transport,
           logger,
           bodyLimitBytes: config.bodyLimitBytes,
-          rateLimitPerMinute: config.publicRateLimitPerMinute,
+          clientAddresses,
           corsOriginAllowed: async (origin) => (await siteClient.checkSiteOrigin({ origin })).allowed,
           observe: metrics.observeHttp,
           pages: [checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger })],
@@ -131,16 +170,16 @@ export async function startApp(o: AppOptions): Promise<App> {
     nats,
     ports,
     jetstreamPrefix,
-    stop(onStep) {
+    stop(onStep, onGaveUp) {
       return (stopped ??= (async () => {
-        for (const { step, stop } of stops) {
+        const steps = [...stops, { step: "NATS connection", stop: () => nats.close() }, { step: "database pool", stop: () => db.close() }];
+        const deadline = Date.now() + stopBudgetMs;
+        for (const [i, { step, stop }] of steps.entries()) {
           onStep?.(step);
-          await stop();
+          // Each part may use what is left of the budget, less a minimum kept for each part after it.
+          const share = Math.max(minStepMs, deadline - Date.now() - minStepMs * (steps.length - 1 - i));
+          if (!(await finishesWithin(stop(), share))) onGaveUp?.(step);
         }
-        onStep?.("NATS connection");
-        await nats.close();
-        onStep?.("database pool");
-        await db.close();
       })());
     },
   };

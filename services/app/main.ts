@@ -99,8 +99,13 @@ async function shutdown(signal: string) {
   };
   const force = setTimeout(() => fatal(`shutdown took longer than 20 s (still stopping: ${step}; done: ${JSON.stringify(took)})`), 20_000);
   force.unref();
+  // Parts that did not stop within their share of the stop's budget (e.g. waiting on a silent database).
+  const gave_up: string[] = [];
   try {
-    await app.stop(begin);
+    await app.stop(begin, (part) => {
+      gave_up.push(part);
+      logger.warn({ part }, "gave up waiting for a part to stop");
+    });
     begin("embedded NATS server");
     await nats.stop();
     begin("embedded database");
@@ -110,7 +115,7 @@ async function shutdown(signal: string) {
     logger.error({ err }, "shutdown failed");
     process.exitCode = 1;
   }
-  logger.info({ signal, ms: took }, "stopped");
+  logger.info({ signal, ms: took, ...(gave_up.length > 0 ? { gave_up } : {}) }, "stopped");
   // The logger writes asynchronously: exiting before it has written would lose the last lines.
   await new Promise<void>((resolve) => {
     setTimeout(resolve, 2000).unref();

@@ -1,15 +1,17 @@
 import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Database } from "../platform/db.ts";
+import { isDatabaseUnavailable, isTransientConflict } from "../platform/errors.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
 import { OutageLog, nextDelay } from "../platform/outage.ts";
-import type { SecretBox } from "../webhooks/secrets.ts";
+import { SecretUnreadable, type SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
+import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
-import { signatureHeader } from "./signature.ts";
+import { signatureHeaders } from "./signature.ts";
 import {
   claimDeliveries,
   failAbandoned,
@@ -73,23 +75,35 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   // A worker that died is noticed no sooner than an ack deadline after its attempt began.
   // (Not the message's own count: a 2.9 server can hand a pending message out again as delivery 1.)
   const takeoverAfterMs = shortestDeadlineMs(o.schedule) / 2;
+  // A batch the database refuses while it is up is one item's fault: each item is written alone.
+  const isolate = (err: unknown) => !isDatabaseUnavailable(err);
   const batches: Batches = {
-    claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs)),
-    finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items)),
+    claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs), { isolate }),
+    finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items), { isolate }),
   };
   // Each outage is logged once when it begins and once when it ends, however many writes retry through it.
   const database = new OutageLog(o.logger, "database (delivery worker)");
   const pulling = new OutageLog(o.logger, "JetStream consumer (delivery worker)");
   const sweeping = new OutageLog(o.logger, "delivery sweep");
-  /** Runs a database write until it succeeds, with capped backoff; gives up (throws) only when the worker stops. */
+  /**
+   * Runs a database write until it succeeds, with capped backoff, while the database is
+   * unavailable (or the write lost a deadlock or serialization race, which trying again
+   * resolves); throws when the worker stops, or at once when the database refused the write
+   * itself (retrying that would hold its message for ever).
+   */
   const persist = async <T>(write: () => Promise<T>): Promise<T> => {
-    for (let failures = 0; ; ) {
+    for (let failures = 0, conflicts = 0; ; ) {
       try {
         const result = await write();
         database.recovered();
         return result;
       } catch (err) {
         if (stopped) throw err;
+        if (isTransientConflict(err) && ++conflicts <= 5) {
+          await new Promise((r) => setTimeout(r, 10 * conflicts));
+          continue;
+        }
+        if (!isDatabaseUnavailable(err)) throw err;
         database.failed(err);
         await new Promise((r) => setTimeout(r, nextDelay(++failures, 250, 5000)));
       }
@@ -230,8 +244,11 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
     let claim: ClaimResult;
     try {
       claim = await persist(() => batches.claims.add({ id: msg.string(), seq: msg.seq }));
-    } catch {
-      return retryIn(1000); // stopping during an outage: nothing was claimed
+    } catch (err) {
+      // Stopping during an outage, or the database refused this claim: nothing was claimed, and
+      // JetStream's delivery limit ends a message whose claim keeps being refused.
+      if (!isDatabaseUnavailable(err)) o.logger.error({ err, delivery: msg.string(), seq: msg.seq }, "the database refused a delivery's claim");
+      return retryIn(1000);
     }
     const startedAt = new Date();
     if ("skipped" in claim) {
@@ -279,11 +296,16 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
       excerpt: "statusCode" in response ? response.excerpt : undefined,
       status,
       nextAttemptAt: status === "pending" ? new Date(finishedAt + waitMs) : undefined,
-      lastError: "statusCode" in response ? (outcome === "success" ? undefined : `HTTP ${response.statusCode}`) : `${response.error}: ${response.detail}`,
+      lastError:
+        "statusCode" in response
+          ? outcome === "success"
+            ? undefined
+            : `HTTP ${response.statusCode}`
+          : storableText(`${response.error}: ${response.detail}`, lastErrorChars),
     };
-    let owned: boolean;
+    let written: AttemptRecord | undefined;
     try {
-      owned = await persist(() => batches.finishes.add(record));
+      written = await finish(o, batches, persist, record);
     } catch {
       // Stopping while the database is away: the outcome is lost with this process, and the
       // next worker records the attempt as worker_lost. The message comes back after its deadline.
@@ -291,10 +313,10 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
     }
     clearInterval(heartbeat);
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
-    if (!owned) return;
-    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome, payload: d.payload });
-    if (status === "delivered") msg.ack();
-    else if (status === "failed") msg.term();
+    if (!written) return;
+    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, payload: d.payload });
+    if (written.status === "delivered") msg.ack();
+    else if (written.status === "failed") msg.term();
     else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
     else {
       // JetStream has no delivery left for this message (copies and takeovers spent some):
@@ -304,6 +326,26 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
     }
   } finally {
     clearInterval(heartbeat);
+  }
+}
+
+/** webhook_deliveries.last_error is a varchar(512). */
+const lastErrorChars = 512;
+
+/**
+ * Records an attempt's outcome. When the database refuses the record itself (not an outage),
+ * the attempt ends the delivery instead, recorded without what the receiver sent
+ * (error "unrecorded", terminal): a record that cannot be written would otherwise hold its
+ * message, and a slot of this worker, for ever.
+ */
+async function finish(o: WorkerOptions, batches: Batches, persist: HandleContext["persist"], record: AttemptRecord): Promise<AttemptRecord | undefined> {
+  try {
+    return (await persist(() => batches.finishes.add(record))) ? record : undefined;
+  } catch (err) {
+    if (isDatabaseUnavailable(err)) throw err; // stopping during an outage
+    o.logger.error({ err, delivery: record.deliveryId, attempt: record.number }, "the database refused a delivery attempt's record: the delivery ends failed (unrecorded)");
+    const ended: AttemptRecord = { ...record, error: "unrecorded", outcome: "terminal", excerpt: undefined, status: "failed", nextAttemptAt: undefined, lastError: "unrecorded" };
+    return (await persist(() => batches.finishes.add(ended))) ? ended : undefined;
   }
 }
 
@@ -317,10 +359,17 @@ async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
     if (err instanceof PolicyRejection) return { error: "security", detail: err.reason };
     throw err;
   }
-  const secrets = [o.secrets.open(d.endpointId, d.secretCiphertext)];
-  // A rotation's overlap: the previous secret signs too, until its expiry as of this attempt.
-  if (d.previousSecretCiphertext && d.previousSecretExpiresAt && d.previousSecretExpiresAt.getTime() > Date.now()) {
-    secrets.push(o.secrets.open(d.endpointId, d.previousSecretCiphertext));
+  let current: string;
+  let previous: string | undefined;
+  try {
+    current = o.secrets.open(d.endpointId, d.secretCiphertext);
+    // A rotation's overlap: the previous secret signs too, until its expiry as of this attempt.
+    const overlap = d.previousSecretCiphertext && d.previousSecretExpiresAt && d.previousSecretExpiresAt.getTime() > Date.now();
+    previous = overlap ? o.secrets.open(d.endpointId, d.previousSecretCiphertext!) : undefined;
+  } catch (err) {
+    if (!(err instanceof SecretUnreadable)) throw err;
+    o.logger.error({ delivery: d.id, endpoint: d.endpointId, reason: err.message }, "the endpoint's signing secret cannot be opened: the delivery ends failed (secret_unreadable)");
+    return { error: "secret_unreadable", detail: err.message };
   }
   const body = Buffer.from(d.payload, "utf8");
   const timestamp = Math.floor(Date.now() / 1000);
@@ -333,7 +382,7 @@ async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
       "user-agent": userAgent,
       "x-service-event-id": d.eventId,
       "x-service-timestamp": String(timestamp),
-      "x-service-signature": signatureHeader(secrets, timestamp, body),
+      ...signatureHeaders(current, previous, timestamp, body),
     },
     timeoutMs: o.timeoutMs,
   });

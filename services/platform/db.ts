@@ -1,6 +1,7 @@
 import { MikroORM, type EntityManager, type Options, type PostgreSqlConnection } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
 import { migrations } from "./migrations/index.ts";
+import { PooledClient } from "./pg-client.ts";
 import { registerPool } from "./prepared.ts";
 
 export type { EntityManager };
@@ -18,7 +19,8 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
     pool: { min: 0, max: poolSize },
     // pg's Pool waits for ever for a connection by default: a database host that drops packets
     // would hold a request for minutes. Past this, the request answers 503 unavailable.
-    driverOptions: { connectionTimeoutMillis: 10_000 },
+    // A connection an outage spent (cut, read-only, refused) is discarded, not handed out again.
+    driverOptions: { connectionTimeoutMillis: 10_000, Client: PooledClient },
     migrations: {
       path: "services/platform/migrations",
       tableName: "mikro_orm_migrations",

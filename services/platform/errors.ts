@@ -89,14 +89,29 @@ export function describeError(err: unknown): ApiErrorView {
 }
 
 /** Socket errors of a database that is down, restarting or unreachable. */
-const unavailableErrnos = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"]);
+const unavailableErrnos = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED", "ENOTFOUND", "EAI_AGAIN"]);
 
 /**
- * SQLSTATEs of a server that cannot serve now: 57P01 admin_shutdown (also what a statement
- * running when the server shuts down gets), 57P02 crash_shutdown, 57P03 cannot_connect_now
- * (starting up, shutting down, in recovery), 53300 too_many_connections. Class 08 is matched apart.
+ * SQLSTATE classes that are about reaching or using the server, not about the statement:
+ * 08 connection exception, 53 insufficient resources (too many connections, disk full, out of
+ * memory), 57 operator intervention (shutdown, crash, starting up, database dropped, statement
+ * timeout or cancel), 58 system error (I/O).
  */
-const unavailableSqlStates = new Set(["57P01", "57P02", "57P03", "53300"]);
+const unavailableSqlClasses = new Set(["08", "53", "57", "58"]);
+
+/**
+ * Single SQLSTATEs of a server that cannot serve this request now: 25006 read_only_sql_transaction
+ * (a standby, or an old primary left read-only by a failover), 3D000 invalid_catalog_name (the
+ * database is gone), 55000 object_not_in_prerequisite_state when it ends the session (FATAL: the
+ * database is not accepting connections); as a statement's error 55000 is a bug of ours.
+ */
+function unavailableSqlState(code: string, severity: unknown): boolean {
+  if (unavailableSqlClasses.has(code.slice(0, 2))) return true;
+  if (code === "25006" || code === "3D000") return true;
+  return code === "55000" && (severity === "FATAL" || severity === "PANIC");
+}
+
+const sqlStatePattern = /^[0-9A-Z]{5}$/;
 
 /** pg's and pg-pool's own messages for a connection that is gone or never came (they carry no code). */
 const unavailableMessages = [
@@ -107,26 +122,39 @@ const unavailableMessages = [
   /^timeout expired$/,
   /^Client has encountered a connection error and is not queryable$/,
   /^timeout exceeded when trying to connect$/,
+  // pg.Client's query_timeout.
+  /^Query read timeout$/,
 ];
 
 /**
- * Whether an error means the database cannot be reached right now (down, restarting,
- * unreachable, out of connections), as opposed to a bug or a bad statement: such a request
- * is worth retrying shortly. Looks through MikroORM's DriverException (which copies the pg
- * error's code onto itself), `cause` chains and AggregateError's `errors`.
+ * Whether an error means the database cannot serve right now (down, restarting, unreachable,
+ * refusing connections, read-only, gone, out of connections or resources, timed out), as
+ * opposed to a bug or a bad statement: such a request is worth retrying shortly, and the
+ * connection it failed on is not to be reused. Looks through MikroORM's DriverException (which
+ * copies the pg error's code onto itself), `cause` chains and AggregateError's `errors`.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
   const seen = new Set<unknown>();
   const visit = (e: unknown, depth: number): boolean => {
     if (e === null || typeof e !== "object" || seen.has(e) || depth > 8) return false;
     seen.add(e);
-    const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    const { code, severity, message, cause, errors } = e as { code?: unknown; severity?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
     if (typeof code === "string") {
-      if (unavailableErrnos.has(code) || unavailableSqlStates.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+      if (unavailableErrnos.has(code)) return true;
+      if (sqlStatePattern.test(code) && unavailableSqlState(code, severity)) return true;
     }
     if (typeof message === "string" && unavailableMessages.some((m) => m.test(message))) return true;
     if (visit(cause, depth + 1)) return true;
     return Array.isArray(errors) && errors.some((x) => visit(x, depth + 1));
   };
   return visit(err, 0);
+}
+
+/**
+ * A statement that lost a race another transaction won (40001 serialization_failure, 40P01
+ * deadlock_detected): the database is fine and the same write succeeds when tried again.
+ */
+export function isTransientConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "40001" || code === "40P01";
 }

@@ -18,6 +18,13 @@ export interface TcpProxy {
    * nothing is relayed, not even a close. Connections made later are relayed as before.
    */
   freeze(): void;
+  /** As freeze(), and connections made later are accepted but go silent too: a database host gone from the network. */
+  blackhole(): void;
+  /**
+   * Relays new connections to 127.0.0.1:port from now on and cuts the open ones, as a virtual IP
+   * or a DNS name moved to another server does (ends a blackhole).
+   */
+  retarget(port: number): void;
 }
 
 /** Listens on 127.0.0.1 (ephemeral port) and relays every connection to 127.0.0.1:targetPort; closed at teardown. */
@@ -30,9 +37,16 @@ export async function startTcpProxy(t: Teardown, targetPort: number): Promise<Tc
   };
   const stats = { connections: 0, bytesFromClients: 0 };
   const pairs = new Set<[net.Socket, net.Socket]>();
+  let target = targetPort;
+  let silent = false;
   const server = net.createServer((client) => {
     stats.connections++;
-    const upstream = net.connect(targetPort, "127.0.0.1");
+    if (silent) {
+      track(client);
+      client.pause();
+      return;
+    }
+    const upstream = net.connect(target, "127.0.0.1");
     track(client);
     track(upstream);
     const pair: [net.Socket, net.Socket] = [client, upstream];
@@ -54,7 +68,7 @@ export async function startTcpProxy(t: Teardown, targetPort: number): Promise<Tc
     await closed;
   });
   const port = (server.address() as net.AddressInfo).port;
-  return {
+  const proxy: TcpProxy = {
     port,
     get connections() {
       return stats.connections;
@@ -72,5 +86,15 @@ export async function startTcpProxy(t: Teardown, targetPort: number): Promise<Tc
       }
       pairs.clear();
     },
+    blackhole() {
+      silent = true;
+      proxy.freeze();
+    },
+    retarget(port: number) {
+      target = port;
+      silent = false;
+      for (const s of sockets) s.destroy();
+    },
   };
+  return proxy;
 }
