@@ -1,13 +1,14 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
 import type { DescService, JsonValue } from "@bufbuild/protobuf";
-import { ConnectError, type Transport } from "@connectrpc/connect";
+import { ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { apiError, describeError, type ApiErrorView } from "../services/platform/errors.ts";
 import { newId } from "../services/platform/ids.ts";
+import { repeatedKey } from "../services/platform/json-keys.ts";
 import type { Logger } from "../services/platform/logger.ts";
 import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
 import { Credential } from "../gen/payments/v1/options_pb.ts";
-import { RateLimiter } from "./rate-limit.ts";
+import { clientAddressKey, type ClientAddresses } from "../services/platform/client-address.ts";
 import { buildRoutes, isCanonicalPath, matchRoute, type RestRoute } from "./routes.ts";
 
 /** Request headers the gateway passes to the RPC server; everything else stays at the edge. */
@@ -34,8 +35,8 @@ export interface GatewayOptions {
   bodyLimitBytes: number;
   /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */
   corsOriginAllowed?: (origin: string) => Promise<boolean>;
-  /** Calls per minute per client address on routes with rate_limited. */
-  rateLimitPerMinute?: number;
+  /** Who a request comes from (the socket's peer, or through trusted proxies X-Forwarded-For), for the routes' per-client limits. */
+  clientAddresses: ClientAddresses;
   /** Pages served beside the API (not under /api/): the first whose handler takes the path answers it. */
   pages?: readonly PageHandler[];
   /**
@@ -95,14 +96,18 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 function parseJsonObject(bytes: Buffer): Record<string, JsonValue> {
   let value: unknown;
+  let text = "";
   try {
-    value = JSON.parse(utf8.decode(bytes));
+    text = utf8.decode(bytes);
+    value = JSON.parse(text);
   } catch {
     fail(apiError("invalid_json", "The request body is not valid UTF-8 JSON."));
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     fail(apiError("invalid_json", "The request body must be a JSON object."));
   }
+  const repeated = repeatedKey(text);
+  if (repeated !== undefined) fail(apiError("invalid_json", `The request body gives the key "${repeated}" more than once.`, repeated));
   return value as Record<string, JsonValue>;
 }
 
@@ -147,7 +152,6 @@ function parseQuery(url: URL): Record<string, JsonValue> {
 export function createGateway(options: GatewayOptions): http.Server {
   const routes = buildRoutes(options.services);
   const { logger, transport } = options;
-  const limiter = new RateLimiter(options.rateLimitPerMinute ?? 60);
 
   /** CORS preflight: only on routes that allow CORS, and only for an origin some site credential allows. */
   async function preflight(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<boolean> {
@@ -197,7 +201,10 @@ export function createGateway(options: GatewayOptions): http.Server {
     req.once("close", () => {
       if (!req.complete) abort.abort();
     });
-    return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, undefined);
+    // The client's address: in this process as a context value, to an rpc process as X-Forwarded-For.
+    const address = options.clientAddresses.of(req.socket.remoteAddress, req.headersDistinct["x-forwarded-for"]?.join(","));
+    header.set("x-forwarded-for", address);
+    return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, createContextValues().set(clientAddressKey, address));
   }
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -208,6 +215,10 @@ export function createGateway(options: GatewayOptions): http.Server {
     let code: string | undefined;
     let routeLabel = "unmatched";
     try {
+      // RFC 9112 3.2: a request carries one Host (HTTP/1.0 may omit it). Node's own check answers
+      // without our envelope and lets two through, so the check is ours.
+      const hosts = hostHeaders(req);
+      if (hosts > 1 || (hosts === 0 && req.httpVersion !== "1.0")) fail(apiError("validation_failed", "The request must carry exactly one Host header.", "Host"));
       // Origin-form only ("/path?query"): an absolute-form target ("http://host/api/…") or "*" names no route of ours.
       const target = req.url ?? "";
       const rawPath = target.split("?", 1)[0] as string;
@@ -238,10 +249,6 @@ export function createGateway(options: GatewayOptions): http.Server {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }
       routeLabel = match.route.template;
-      if (match.route.option.rateLimited) {
-        const wait = limiter.take(req.socket.remoteAddress ?? "unknown");
-        if (wait > 0) fail(apiError("rate_limited", "Too many requests from this address; retry later."), { "Retry-After": String(wait) });
-      }
       if (allowsCors(match.route)) res.setHeader("Vary", "Origin");
       // Node keeps the first of several Authorization headers; which credential is meant is anyone's guess.
       if ((req.headersDistinct.authorization?.length ?? 0) > 1) {
@@ -261,7 +268,8 @@ export function createGateway(options: GatewayOptions): http.Server {
       status = view.status;
       code = view.code;
       if (view.code === "internal_error") logger.error({ err, requestId }, "request failed");
-      const retry: Record<string, string> = (view.status === 429 || view.status === 503) && !headers["Retry-After"] ? { "Retry-After": "1" } : {};
+      const retryAfter = err instanceof ConnectError ? err.metadata.get("retry-after") : null;
+      const retry: Record<string, string> = (view.status === 429 || view.status === 503) && !headers["Retry-After"] ? { "Retry-After": retryAfter ?? "1" } : {};
       const error: Record<string, JsonValue> = { code: view.code, message: view.message };
       if (view.param) error.param = view.param;
       error.request_id = requestId;
@@ -279,7 +287,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     }
   };
 
-  const server = http.createServer(handle);
+  const server = http.createServer({ requireHostHeader: false }, handle);
   // An Expect other than 100-continue may be ignored (RFC 9110 10.1.1); Node's default is a bare 417.
   server.on("checkExpectation", handle);
   // Requests Node's parser refuses never reach `handle`: answer them in the envelope too.
@@ -301,6 +309,12 @@ export function createGateway(options: GatewayOptions): http.Server {
     refuse(socket, 405, "method_not_allowed", "CONNECT is not allowed.", { Allow: "" }, logger, "CONNECT");
   });
   return server;
+}
+
+function hostHeaders(req: http.IncomingMessage): number {
+  let n = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]?.toLowerCase() === "host") n++;
+  return n;
 }
 
 /** A whole HTTP/1.1 error response written to a socket the HTTP server has given up on, then the end of it. */

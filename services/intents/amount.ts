@@ -6,7 +6,12 @@ const decimalPattern = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
 
 export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string; problem: "format" | "decimals" | "zero" | "length" };
 
+/** The longest amount string looked at; anything longer is refused before it is parsed. */
+const maxLength = 60;
+
 export function checkAmount(raw: string, decimals: number): AmountCheck {
+  // First, before any parsing: an amount can arrive as a megabyte of digits.
+  if (raw.length > maxLength) return { ok: false, problem: "length", reason: "is too long" };
   if (!decimalPattern.test(raw)) {
     return { ok: false, problem: "format", reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or leading zeros)' };
   }
@@ -14,8 +19,8 @@ export function checkAmount(raw: string, decimals: number): AmountCheck {
   if (fraction.length > decimals) {
     return { ok: false, problem: "decimals", reason: `has more than ${decimals} decimal places, the most this asset allows` };
   }
-  if (toUnits(raw, decimals) === 0n) return { ok: false, problem: "zero", reason: "must be greater than zero" };
-  if (raw.length > 60) return { ok: false, problem: "length", reason: "is too long" };
+  // A decimal of the pattern above is zero exactly when it has no non-zero digit.
+  if (!/[1-9]/.test(raw)) return { ok: false, problem: "zero", reason: "must be greater than zero" };
   return { ok: true, value: raw };
 }
 

@@ -23,6 +23,8 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { apiError, describeError, errorCodes } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
+import { repeatedKey } from "../platform/json-keys.ts";
+import { clientAddressKey, type ClientAddresses } from "../platform/client-address.ts";
 import { listen } from "../platform/listen.ts";
 import { addReflection, reflectionServices, type ReflectionGate } from "./reflection.ts";
 
@@ -38,6 +40,8 @@ export interface RpcServerOptions {
   idleTimeoutMs?: number;
   /** Serves gRPC server reflection (v1 and v1alpha), answering while the gate allows. Unset: not served. */
   reflection?: ReflectionGate;
+  /** Who a call comes from, for the routes' per-client limits. Unset: the socket's peer. */
+  clientAddresses?: ClientAddresses;
 }
 
 /** Error messages can quote input (an id, a value); HTTP/2 peers refuse header blocks past ~16-64 KB. */
@@ -75,6 +79,12 @@ export async function startRpcServer(
       });
     },
     interceptors: [boundary, ...interceptors],
+    contextValues: (req) => {
+      const forwarded = req.headers["x-forwarded-for"];
+      const peer = req.socket.remoteAddress;
+      const address = options.clientAddresses ? options.clientAddresses.of(peer, Array.isArray(forwarded) ? forwarded.join(",") : forwarded) : (peer ?? "unknown");
+      return createContextValues().set(clientAddressKey, address);
+    },
     acceptCompression: compressions,
     // Connect checks the declared size (Content-Length, or a gRPC envelope's length prefix) before
     // buffering, and stops reading once a body without one passes the limit.
@@ -216,6 +226,8 @@ const jsonBodyDecoder = {
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
       throw apiError("invalid_json", "The request body must be a JSON object.");
     }
+    const repeated = repeatedKey(text);
+    if (repeated !== undefined) throw apiError("invalid_json", `The request body gives the key "${repeated}" more than once.`, repeated);
     return text;
   },
 };

@@ -291,3 +291,40 @@ t.test("a timestamp must be a real calendar date and time", async (t) => {
   refused(t, await call(base, "GET", `${intents}?created_before=2026-00-10T00:00:00Z`, { key: a.key }), 400, "validation_failed", "created_before", "created_before");
   t.equal((await call(base, "GET", `${intents}?created_after=2024-02-29T23:59:59.999%2B05:30`, { key: a.key })).status, 200, "a leap day with an offset");
 });
+
+t.test("a Host header is required once: none or two is 400 in the envelope", async (t) => {
+  const none = await raw(`GET ${intents} HTTP/1.1\r\nAuthorization: Bearer ${a.key}\r\nConnection: close\r\n\r\n`);
+  refused(t, none, 400, "validation_failed", "no Host", "Host");
+  const two = await raw(`GET ${intents} HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: other.example\r\nAuthorization: Bearer ${a.key}\r\nConnection: close\r\n\r\n`);
+  refused(t, two, 400, "validation_failed", "two Host headers", "Host");
+  const http10 = await raw(`GET ${intents} HTTP/1.0\r\nAuthorization: Bearer ${a.key}\r\n\r\n`);
+  t.equal(http10.status, 200, "HTTP/1.0 may omit Host");
+  t.equal((await request(`GET ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`])).status, 200, "one Host still works");
+});
+
+t.test("a JSON body that repeats a key is 400 invalid_json naming it, on REST and on the rpc port, and nothing is created", async (t) => {
+  const before = await count("payment_intents");
+  const bodies: [string, string][] = [
+    ['{"network":"ethereum","asset":"USDC","requested_amount":"1.00","network":"bitcoin"}', "network"],
+    ['{"network":"ethereum","asset":"USDC","requested_amount":"1.00","\\u006eetwork":"bitcoin"}', "network"],
+    ['{"network":"ethereum","asset":"USDC","requested_amount":"1.00","metadata":{"order":"1","order":"2"}}', "metadata.order"],
+  ];
+  for (const [body, key] of bodies) {
+    const res = await request(`POST ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`, `Idempotency-Key: ${idemKey()}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`], body);
+    refused(t, res, 400, "invalid_json", `REST: ${key}`, key);
+    t.match(JSON.parse(res.body).error.message, `"${key}"`, "the message names the key");
+    const rpc = await fetch(`${rpcUrl}/payments.v1.IntentService/CreatePaymentIntent`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${a.key}`, "idempotency-key": idemKey() },
+      body: body.replace("{", `{"merchant":"${a.merchant}",`),
+    });
+    const err = (await rpc.json()) as { code?: string; message?: string };
+    t.equal(rpc.status, 400, `Connect: ${key}: status`);
+    t.equal(err.code, "invalid_argument", `Connect: ${key}: code`);
+    t.match(err.message, `"${key}"`, `Connect: ${key}: the message names the key`);
+  }
+  const distinct = '{"network":"ethereum","asset":"USDC","requested_amount":"1.00","metadata":{"network":"x"}}';
+  const ok = await request(`POST ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`, `Idempotency-Key: ${idemKey()}`, "Content-Type: application/json", `Content-Length: ${distinct.length}`], distinct);
+  t.equal(ok.status, 200, "the same key in a nested object is not a repeat");
+  t.equal(await count("payment_intents"), before + 1, "only that one was created");
+});

@@ -51,6 +51,15 @@ t.test("checkAmount refuses absurdly long amounts", async (t) => {
   t.equal(checkAmount("9".repeat(60), 6).ok, true, "60 digits");
 });
 
+t.test("length is checked before the form, the decimals or the value: a megabyte of digits is refused as too long", async (t) => {
+  const mib = 1 << 20;
+  t.match(checkAmount("1".repeat(mib) + ".0000001", 6), { ok: false, problem: "length" }, "not parsed for its decimals");
+  t.match(checkAmount("0".repeat(mib), 6), { ok: false, problem: "length" }, "not matched against the form");
+  t.match(checkAmount("1".repeat(mib), 6), { ok: false, problem: "length" }, "not converted to a number");
+  t.match(checkAmount("0.000", 6), { ok: false, problem: "zero" });
+  t.match(checkAmount("0.001", 6), { ok: true, value: "0.001" });
+});
+
 t.test("toUnits scales to the asset's smallest unit", async (t) => {
   t.equal(toUnits("1.5", 6), 1_500_000n);
   t.equal(toUnits("1", 6), 1_000_000n);
