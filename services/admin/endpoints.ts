@@ -1,3 +1,4 @@
+import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
@@ -15,8 +16,12 @@ interface LockedEndpoint {
   secret_ciphertext: Buffer;
 }
 
-async function lockEndpoint(em: EntityManager, id: string): Promise<LockedEndpoint> {
-  const [row] = await em.execute<LockedEndpoint[]>(`select id, status, secret_ciphertext from webhook_endpoints where id = ? for update`, [id]);
+/** The endpoint, locked; one outside the credential's environment (when it has one) is not found, like another merchant's to an API key. */
+async function lockEndpoint(em: EntityManager, id: string, environment: Environment | undefined): Promise<LockedEndpoint> {
+  const [row] = await em.execute<LockedEndpoint[]>(`select id, status, secret_ciphertext from webhook_endpoints where id = ? and environment = coalesce(?, environment) for update`, [
+    id,
+    environment ?? null,
+  ]);
   if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
   return row;
 }
@@ -31,8 +36,15 @@ export interface Rotation {
  * (none for 0). A second rotation within an overlap drops the oldest secret: only the two
  * newest ever sign.
  */
-export async function rotateSigningSecret(em: EntityManager, secrets: SecretBox, endpointId: string, overlapSeconds: number, now = new Date()): Promise<Rotation> {
-  const endpoint = await lockEndpoint(em, endpointId);
+export async function rotateSigningSecret(
+  em: EntityManager,
+  secrets: SecretBox,
+  endpointId: string,
+  overlapSeconds: number,
+  environment: Environment | undefined,
+  now = new Date(),
+): Promise<Rotation> {
+  const endpoint = await lockEndpoint(em, endpointId, environment);
   if (endpoint.status !== "enabled") {
     throw apiError("invalid_state", "The endpoint is disabled: its secret can no longer sign anything; create a new endpoint instead.", "endpoint_id");
   }
@@ -51,8 +63,8 @@ export async function rotateSigningSecret(em: EntityManager, secrets: SecretBox,
  * the failed one. Running it again replays only what failed since (replays that failed included).
  * The endpoint's row lock serialises concurrent recoveries, so none is replayed twice.
  */
-export async function recoverFailedDeliveries(em: EntityManager, endpointId: string, since: Date, now = new Date()): Promise<string[]> {
-  const endpoint = await lockEndpoint(em, endpointId);
+export async function recoverFailedDeliveries(em: EntityManager, endpointId: string, since: Date, environment: Environment | undefined, now = new Date()): Promise<string[]> {
+  const endpoint = await lockEndpoint(em, endpointId, environment);
   if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled: nothing can be delivered to it.", "endpoint_id");
   const failed = await em.execute<{ id: string }[]>(
     `select d.id from webhook_deliveries d

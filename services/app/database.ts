@@ -10,7 +10,7 @@ import { PaymentIntentRecord } from "../intents/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
 import { QrConfiguration } from "../qr/entities.ts";
-import { WebhookEndpointRecord } from "../webhooks/entities.ts";
+import { SecretKeyCheck, WebhookEndpointRecord } from "../webhooks/entities.ts";
 
 /** Every entity of every domain, for the ORM and the migration generator. */
 export const entities = [
@@ -30,6 +30,7 @@ export const entities = [
   SiteCredential,
   CashierSession,
   QrConfiguration,
+  SecretKeyCheck,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

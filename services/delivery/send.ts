@@ -1,10 +1,11 @@
 import https from "node:https";
 import type { ErrorClass } from "./classify.ts";
+import { storableExcerpt } from "./excerpt.ts";
 import type { Target } from "./url-policy.ts";
 
 /** At most this much of a response is read; the rest is discarded with the connection. */
 export const maxResponseBytes = 64 * 1024;
-/** The part of the response kept with the attempt. */
+/** The part of the response kept with the attempt (made storable: see storableExcerpt). */
 export const excerptBytes = 1024;
 
 export interface Request {
@@ -56,7 +57,7 @@ export function send(req: Request): Promise<Response> {
       (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
-        const finish = () => done({ statusCode: res.statusCode ?? 0, excerpt: excerptOf(Buffer.concat(chunks)) });
+        const finish = () => done({ statusCode: res.statusCode ?? 0, excerpt: storableExcerpt(Buffer.concat(chunks), excerptBytes) });
         res.on("data", (chunk: Buffer) => {
           if (size < excerptBytes) chunks.push(chunk);
           size += chunk.length;
@@ -78,8 +79,4 @@ export function send(req: Request): Promise<Response> {
     request.on("error", (err: NodeJS.ErrnoException) => done({ error: errorClassOf(err), detail: err.code ?? err.message }));
     request.end(req.body);
   });
-}
-
-function excerptOf(body: Buffer): string {
-  return body.subarray(0, excerptBytes).toString("utf8");
 }

@@ -10,10 +10,16 @@ export function signPayload(secret: string, timestamp: number, body: Buffer | st
 }
 
 /**
- * The header's value: one signature per secret, comma-separated, the current secret's first.
- * During a rotation's overlap a receiver still holding the previous secret finds its match in
- * the list, and one holding the new secret finds it first.
+ * The signature headers of one attempt. X-Service-Signature is always exactly one signature, as
+ * the spec says, made with the secret the receiver is known to hold: during a rotation's overlap
+ * the previous one (the receiver may not have the new secret yet), otherwise the current one.
+ * During the overlap X-Service-Signature-Next carries the new secret's signature, so a receiver
+ * that has already switched keeps verifying too.
  */
-export function signatureHeader(secrets: readonly string[], timestamp: number, body: Buffer | string): string {
-  return secrets.map((s) => signPayload(s, timestamp, body)).join(",");
+export function signatureHeaders(current: string, previous: string | undefined, timestamp: number, body: Buffer | string): Record<string, string> {
+  if (previous === undefined) return { "x-service-signature": signPayload(current, timestamp, body) };
+  return {
+    "x-service-signature": signPayload(previous, timestamp, body),
+    "x-service-signature-next": signPayload(current, timestamp, body),
+  };
 }

@@ -27,3 +27,19 @@ export const WebhookEndpointRecord = defineEntity({
   indexes: [{ properties: ["merchant", "environment", "createdAt", "id"] }, { properties: ["merchant", "environment", "status"] }],
 });
 export type WebhookEndpointRecord = InferEntity<typeof WebhookEndpointRecord>;
+
+/**
+ * The one row saying which key the signing secrets are sealed under: its id and key check value
+ * (an HMAC of a fixed label under the key, never the key). A process given another key refuses to start.
+ */
+export const SecretKeyCheck = defineEntity({
+  name: "SecretKeyCheck",
+  tableName: "secret_key_check",
+  properties: {
+    id: p.smallint().primary().autoincrement(false),
+    keyId: p.string().length(16),
+    checkValue: p.string().length(64),
+    updatedAt: p.datetime().length(3),
+  },
+});
+export type SecretKeyCheck = InferEntity<typeof SecretKeyCheck>;

@@ -2,7 +2,7 @@
 import t from "tap";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 
-const { app, base, databaseUrl } = await startTestApp(t);
+const { app, base, databaseUrl, masterKey } = await startTestApp(t);
 const a = await merchantWithKey(app);
 const path = `/api/v1/merchants/${a.merchant}/payment-intents`;
 
@@ -36,7 +36,7 @@ t.test("a pending intent past its expiry becomes expired, once", async (t) => {
 
 t.test("with three schedulers on one database every due intent expires once, about a second after expires_at", async (t) => {
   // Two more scheduler-only processes' worth of schedulers (apps) on the same database.
-  for (let i = 0; i < 2; i++) await startTestApp(t, { DATABASE_URL: databaseUrl }, ["scheduler"]);
+  for (let i = 0; i < 2; i++) await startTestApp(t, { DATABASE_URL: databaseUrl }, ["scheduler"], masterKey);
   const ids: string[] = [];
   for (let i = 0; i < 30; i++) {
     const res = await call(base, "POST", path, { key: a.key, idempotencyKey: idemKey(), body: { ...sampleIntent, expires_in_seconds: 60 } });

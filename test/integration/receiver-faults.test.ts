@@ -1,12 +1,13 @@
 // A webhook receiver that misbehaves, then recovers: first nothing listens on its port
 // (connection refused), then it answers slower than WEBHOOK_TIMEOUT_MS, then it answers 200.
 // Each attempt is recorded with its classification, the retries keep to the schedule, and the
-// delivery ends delivered. Real PostgreSQL, NATS and HTTPS; the app runs in this process.
+// delivery ends delivered. And a receiver whose answers the database will not store cannot hold
+// up anyone's deliveries. Real PostgreSQL, NATS and HTTPS; the app runs in this process.
 import net from "node:net";
 import t from "tap";
-import { call } from "../helpers/harness.ts";
+import { call, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { freePort } from "../helpers/processes.ts";
-import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
+import { finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -117,4 +118,84 @@ t.test("refused, then too slow, then 200: every attempt classified, on schedule,
             (select count(*)::int from webhook_attempts where outcome is null) as attempts`,
   );
   t.same(open, { deliveries: 0, attempts: 0 }, "nothing stays processing: no delivery, and no attempt without its outcome");
+});
+
+/**
+ * Two merchants on one worker with few slots: `hostile`'s endpoint answers as `reply` says, the
+ * other's answers "ok". Sends `n` webhook.test to each, interleaved, and returns their delivery ids.
+ */
+async function twoMerchants(
+  t: { teardown(fn: () => unknown): void },
+  reply: () => { status: number; body: string | Buffer },
+  n: number,
+  prepare: (s: WebhookSetup) => Promise<unknown> = async () => undefined,
+) {
+  const s = await webhookSetup(t, {
+    env: { WEBHOOK_CONCURRENCY: "4", WEBHOOK_RETRY_DELAYS: "0.2,0.2" },
+    respond: (req) => (req.url.startsWith("/hooks/hostile") ? reply() : { status: 200, body: "ok" }),
+  });
+  const other = await merchantWithKey(s.app);
+  const hostileEp = await s.createEndpoint("/hooks/hostile");
+  const otherEp = await s.createEndpoint("/hooks/other", other);
+  await prepare(s);
+  const sendTest = async (creds: Credentials, endpointId: string): Promise<string> => {
+    const res = await call(s.base, "POST", `/api/v1/merchants/${creds.merchant}/webhook-endpoints/${endpointId}/test`, { key: creds.key });
+    if (res.status !== 200) throw new Error(`test webhook: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.data.id;
+  };
+  const pairs = await Promise.all(
+    Array.from({ length: n }, async () => [await sendTest(s.creds, hostileEp.id), await sendTest(other, otherEp.id)] as const),
+  );
+  return { s, other, hostile: pairs.map((p) => p[0]), others: pairs.map((p) => p[1]), sendOther: () => sendTest(other, otherEp.id) };
+}
+
+/** Every delivery of `ids` once all have ended (within the deadline). */
+async function allEnded(s: WebhookSetup, ids: readonly string[], creds: Credentials): Promise<Json[]> {
+  return until(
+    `${ids.length} deliveries end`,
+    async () => {
+      const res = await call(s.base, "GET", `/api/v1/merchants/${creds.merchant}/webhook-deliveries?limit=200`, { key: creds.key });
+      const found: Json[] = res.body.data.filter((d: Json) => ids.includes(d.id));
+      return found.length === ids.length && found.every(finished) ? found : undefined;
+    },
+    30_000,
+  );
+}
+
+t.test("a receiver answering NUL bytes and invalid UTF-8: its deliveries end, and every other merchant's are delivered", async (t) => {
+  const hostileBody = Buffer.concat([Buffer.from("ok\0\0\u0007"), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.alloc(4000, 0)]);
+  const { s, other, hostile, others, sendOther } = await twoMerchants(t, () => ({ status: 200, body: hostileBody }), 12);
+
+  const ended = await allEnded(s, hostile, s.creds);
+  t.ok(ended.every((d) => d.status === "delivered"), "the hostile endpoint's deliveries end delivered (it answered 200)");
+  const excerpts: string[] = ended.flatMap((d: Json) => d.attempts.filter((a: Json) => a.status_code === 200).map((a: Json) => String(a.response_excerpt)));
+  t.ok(excerpts.length >= hostile.length, `each answer's excerpt kept (${JSON.stringify(excerpts[0]!.slice(0, 12))})`);
+  t.ok(excerpts.every((e) => e.startsWith("ok\uFFFD")), "as sent, up to its first control character");
+  t.notOk(excerpts.some((e) => /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/.test(e)), "without control characters");
+  t.ok(excerpts.every((e) => e.length <= 1024), "and at most 1 KiB of it");
+
+  const delivered = await allEnded(s, others, other);
+  t.ok(delivered.every((d) => d.status === "delivered"), "the other merchant's deliveries of the same period are delivered");
+  // The worker still pulls: a webhook sent after all that is delivered too.
+  const later = await sendOther();
+  t.equal((await waitForDelivery(s, later, finished, 15_000, other)).status, "delivered", "a later webhook is delivered");
+  const [open] = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where status = 'processing'`);
+  t.equal(open!.n, 0, "nothing stays processing");
+});
+
+t.test("an attempt record the database refuses ends that delivery (unrecorded), never the batch or the worker", async (t) => {
+  // Not an outage: the database is up and refuses these rows (as it refused a NUL byte).
+  const refuse = (s: WebhookSetup) =>
+    s.app.db.em.fork().execute(`alter table webhook_attempts add constraint refuse_poison check (response_excerpt is distinct from 'refused-by-db')`);
+  const { s, other, hostile, others, sendOther } = await twoMerchants(t, () => ({ status: 503, body: "refused-by-db" }), 12, refuse);
+
+  const ended = await allEnded(s, hostile, s.creds);
+  for (const d of ended) {
+    t.match(d, { status: "failed", last_error: "unrecorded" }, `${d.id} ended failed: unrecorded`);
+    t.match(d.attempts.at(-1), { error: "unrecorded", outcome: "terminal", response_excerpt: null }, "its attempt says why");
+  }
+  const delivered = await allEnded(s, others, other);
+  t.ok(delivered.every((d) => d.status === "delivered"), "the other merchant's deliveries of the same period are delivered");
+  const later = await sendOther();
+  t.equal((await waitForDelivery(s, later, finished, 15_000, other)).status, "delivered", "a later webhook is delivered");
 });

@@ -106,7 +106,7 @@ t.test("two installations on one NATS cannot take each other's deliveries", asyn
     // The same database (another process of the same installation) shares the prefix. A subtest,
     // so that this process stops before the database goes.
     await t.test("another process of the same installation", async (t) => {
-      const again = await startTestApp(t, { JETSTREAM_PREFIX: first.prefix, DATABASE_URL: first.databaseUrl }, ["worker"]);
+      const again = await startTestApp(t, { JETSTREAM_PREFIX: first.prefix, DATABASE_URL: first.databaseUrl }, ["worker"], first.masterKey);
       t.equal(again.prefix, first.prefix, "starts on the same prefix");
     });
   });

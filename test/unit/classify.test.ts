@@ -39,9 +39,9 @@ t.test("every 3xx/4xx code outside 408/425/429 is terminal, every 5xx retryable"
   t.pass("swept 200..599");
 });
 
-t.test("every error class is covered: only security is terminal", async (t) => {
-  t.same([...errorClasses].sort(), ["connect", "dns", "security", "timeout", "tls", "transport"]);
+t.test("every error class is covered: only security and secret_unreadable are terminal", async (t) => {
+  t.same([...errorClasses].sort(), ["connect", "dns", "secret_unreadable", "security", "timeout", "tls", "transport"]);
   for (const error of errorClasses as readonly ErrorClass[]) {
-    t.equal(classify({ error }), error === "security" ? "terminal" : "retryable", error);
+    t.equal(classify({ error }), error === "security" || error === "secret_unreadable" ? "terminal" : "retryable", error);
   }
 });

@@ -1,6 +1,6 @@
 import t from "tap";
 import { createHmac } from "node:crypto";
-import { signPayload } from "../../services/delivery/signature.ts";
+import { signPayload, signatureHeaders } from "../../services/delivery/signature.ts";
 
 /** Independent reference: HMAC-SHA256 keyed with the UTF-8 secret over ascii(ts) | "." | raw body bytes. */
 function reference(secret: string, ts: number, body: Buffer): string {
@@ -70,4 +70,13 @@ t.test("changing one byte of the body, the timestamp or the secret changes the s
   t.not(signPayload(secret, ts - 1, body), base, "timestamp - 1");
   t.not(signPayload(secret + "x", ts, body), base, "secret with an extra char");
   t.not(signPayload("whsec_test_secreT", ts, body), base, "secret with one char changed");
+});
+
+t.test("headers: one signature in X-Service-Signature; during an overlap the previous secret's, the new one's in -Next", async (t) => {
+  t.same(signatureHeaders("whsec_new", undefined, ts, body), { "x-service-signature": signPayload("whsec_new", ts, body) }, "no overlap: the current secret");
+  t.same(
+    signatureHeaders("whsec_new", "whsec_old", ts, body),
+    { "x-service-signature": signPayload("whsec_old", ts, body), "x-service-signature-next": signPayload("whsec_new", ts, body) },
+    "overlap: the secret the receiver holds signs X-Service-Signature",
+  );
 });
