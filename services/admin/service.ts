@@ -19,13 +19,13 @@ function endpointIdOf(id: string): string {
 export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
     async rotateSigningSecret(req, ctx) {
-      const { em } = internalRequest(ctx);
+      const { em, principal } = internalRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       const overlap = req.overlapSeconds ?? overlapLimits.default;
       if (overlap > overlapLimits.max) {
         throw validationError("overlap_seconds", `"overlap_seconds" must be from 0 to ${overlapLimits.max} (7 days), got ${overlap}.`);
       }
-      const rotation = await inTransaction(em, (tx) => rotateSigningSecret(tx, deps.secrets, endpointId, overlap));
+      const rotation = await inTransaction(em, (tx) => rotateSigningSecret(tx, deps.secrets, endpointId, overlap, principal.environment));
       return {
         endpointId,
         signingSecret: rotation.signingSecret,
@@ -34,14 +34,14 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
     },
 
     async recoverFailedDeliveries(req, ctx) {
-      const { em } = internalRequest(ctx);
+      const { em, principal } = internalRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       if (!req.since) throw validationError("since", `"since" is required.`);
       const since = timestampDate(req.since);
       const now = new Date();
       if (Number.isNaN(since.getTime())) throw validationError("since", `"since" is not a valid time.`);
       if (since.getTime() > now.getTime()) throw validationError("since", `"since" must not be in the future.`);
-      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, now));
+      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, principal.environment, now));
       return { recovered: ids.length, deliveryIds: ids };
     },
   };

@@ -6,7 +6,7 @@
 //   admin address-source set --merchant ID --environment test|live --network NET --xpub KEY
 //   admin address-source show --merchant ID
 //   admin address import --merchant ID --environment test|live --network NET --file FILE
-//   admin internal-credential create --name NAME
+//   admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live
 //   admin internal-credential revoke --id ID
 //   admin internal-credential list
 //   admin site-credential create --merchant ID --environment test|live [--allowed-origin ORIGIN ...]
@@ -18,6 +18,7 @@
 //   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
 //   admin qr disable --id ID
 //   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
+//   admin secrets reseal   (SECRET_ENCRYPTION_KEY new, SECRET_ENCRYPTION_KEY_PREVIOUS old)
 import { readFileSync } from "node:fs";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { adminClient, remoteError, RemoteError } from "../admin/client.ts";
@@ -34,6 +35,8 @@ import {
   revokeInternalCredential,
 } from "../auth/admin.ts";
 import { settleCredentialChanges } from "../auth/credential-cache.ts";
+import { isInternalRole } from "../auth/keys.ts";
+import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../intents/assets.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
@@ -44,6 +47,9 @@ import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { resolveDatabase } from "./resources.ts";
+import { loadOrCreateKey } from "../platform/secret-key.ts";
+import { resealSecrets, SecretKeyMismatch } from "../webhooks/key-check.ts";
+import { SecretBox } from "../webhooks/secrets.ts";
 
 const usage = `usage:
   admin merchant create --name NAME
@@ -54,7 +60,8 @@ const usage = `usage:
   admin address-source show --merchant ID
   admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
       (one address a line; blank lines and lines starting with # are skipped)
-  admin internal-credential create --name NAME
+  admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live
+      (observe: a chain watcher's ObservationService calls; admin: AdminService; in that environment)
   admin internal-credential revoke --id ID
   admin internal-credential list
   admin site-credential create --merchant ID --environment test|live [--allowed-origin https://shop.example ...]
@@ -68,7 +75,10 @@ const usage = `usage:
   admin qr disable --id ID
   admin endpoint rotate-secret --id WEBHOOK_ENDPOINT_ID [--overlap SECONDS (0-604800, default 86400)]
       (calls the running service at RPC_URL with the internal credential in INTERNAL_CREDENTIAL;
-       prints the new signing secret once)`;
+       prints the new signing secret once)
+  admin secrets reseal
+      (re-encrypts every webhook signing secret under SECRET_ENCRYPTION_KEY, opening it with that key
+       or SECRET_ENCRYPTION_KEY_PREVIOUS, and records the new key's check value; safe to run again)`;
 
 const commands = [
   "merchant create",
@@ -90,6 +100,7 @@ const commands = [
   "qr create",
   "qr disable",
   "endpoint rotate-secret",
+  "secrets reseal",
 ];
 
 function required(values: Record<string, string | string[] | undefined>, name: string): string {
@@ -128,6 +139,7 @@ async function main(argv: string[]): Promise<unknown> {
       merchant: { type: "string" },
       environment: { type: "string" },
       scopes: { type: "string" },
+      roles: { type: "string" },
       id: { type: "string" },
       network: { type: "string" },
       xpub: { type: "string" },
@@ -183,7 +195,11 @@ async function main(argv: string[]): Promise<unknown> {
     work = (em) => importAddresses(em, merchant, environment, network, text);
   } else if (command === "internal-credential create") {
     const name = required(values, "name");
-    work = (em) => createInternalCredential(em, name);
+    const roles = required(values, "roles").split(",").map((r) => r.trim());
+    const bad = roles.find((r) => !isInternalRole(r));
+    if (bad !== undefined) throw new AdminError(`--roles takes observe and/or admin, got "${bad}"`);
+    const environment = environmentOf(values);
+    work = (em) => createInternalCredential(em, name, roles as InternalRole[], environment);
   } else if (command === "internal-credential revoke") {
     const id = required(values, "id");
     work = (em) => revokeInternalCredential(em, id);
@@ -223,9 +239,14 @@ async function main(argv: string[]): Promise<unknown> {
     const input = { environment: environmentOf(values), label: required(values, "label"), network: values.network, asset: values.asset, amount: values.amount };
     checkQrInput(input); // a bad label, pair or amount fails here, before the database starts
     work = (em) => createQrConfiguration(em, { merchantId: merchant, ...input });
-  } else {
+  } else if (command === "qr disable") {
     const id = required(values, "id");
     work = (em) => disableQrConfiguration(em, id);
+  } else {
+    const config = loadConfig();
+    if (!config.secretEncryptionKeyPrevious) throw new AdminError("secrets reseal: set SECRET_ENCRYPTION_KEY to the new key and SECRET_ENCRYPTION_KEY_PREVIOUS to the old one");
+    const box = SecretBox.fromMasterKeys(loadOrCreateKey(config.secretEncryptionKey, config.dataDir), config.secretEncryptionKeyPrevious);
+    work = (em) => resealSecrets(em, box);
   }
   const config = loadConfig();
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
@@ -270,7 +291,8 @@ try {
   const result = await main(process.argv.slice(2));
   process.stdout.write(JSON.stringify(result, null, 2) + "\n");
 } catch (err) {
-  const known = err instanceof AdminError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS");
+  const known =
+    err instanceof AdminError || err instanceof ConfigError || err instanceof SecretKeyMismatch || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS");
   process.stderr.write(`admin: ${known || err instanceof RemoteError ? (err as Error).message : `failed: ${(err as Error).message}`}\n`);
   process.exitCode = err instanceof RemoteError ? err.exitCode : known ? 2 : 1;
 }

@@ -1,7 +1,8 @@
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
-import { generateApiKey, generateInternalCredential, hashApiKey, keyHint, type Environment, type Scope } from "./keys.ts";
+import { generateApiKey, generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
+import type { InternalRole } from "./principal.ts";
 
 /** Issuance and revocation of merchants, API keys and internal credentials (admin CLI). */
 
@@ -42,20 +43,24 @@ export async function revokeApiKey(em: EntityManager, id: string) {
 }
 
 /** A credential of an internal service (e.g. the chain watcher); its secret is shown here and never again. */
-export async function createInternalCredential(em: EntityManager, name: string) {
+export async function createInternalCredential(em: EntityManager, name: string, roles: readonly InternalRole[], environment: Environment) {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > 200) throw new AdminError("--name must be 1 to 200 characters");
+  if (roles.length === 0 || roles.some((r) => !isInternalRole(r))) throw new AdminError("--roles takes observe and/or admin");
+  if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
   const secret = generateInternalCredential();
   const credential = {
     id: newId("ic"),
     name: trimmed,
     secretHash: hashApiKey(secret),
     hint: keyHint(secret),
+    roles: [...new Set(roles)].sort(),
+    environment,
     createdAt: new Date(),
     revokedAt: null,
   };
   await em.insert(InternalCredential, credential);
-  return { id: credential.id, name: credential.name, credential: secret, created_at: credential.createdAt.toISOString() };
+  return { id: credential.id, name: credential.name, roles: credential.roles, environment, credential: secret, created_at: credential.createdAt.toISOString() };
 }
 
 export async function revokeInternalCredential(em: EntityManager, id: string) {
@@ -80,5 +85,5 @@ export async function listApiKeys(em: EntityManager, merchantId: string) {
 /** Internal credentials, newest first: hints only. */
 export async function listInternalCredentials(em: EntityManager) {
   const rows = await em.find(InternalCredential, {}, { orderBy: { createdAt: "desc" } });
-  return rows.map((c) => ({ id: c.id, name: c.name, hint: c.hint, created_at: iso(c.createdAt), revoked_at: iso(c.revokedAt ?? null) }));
+  return rows.map((c) => ({ id: c.id, name: c.name, hint: c.hint, roles: c.roles, environment: c.environment ?? null, created_at: iso(c.createdAt), revoked_at: iso(c.revokedAt ?? null) }));
 }

@@ -4,7 +4,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { hashApiKey, parseBearer, parseCashierBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
 import type { CredentialCache, CredentialKind } from "./credential-cache.ts";
-import type { CashierPrincipal, InternalPrincipal, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
+import type { CashierPrincipal, InternalPrincipal, InternalRole, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
 
 /**
  * Resolves and authorizes the caller of a route: the credential kind the route
@@ -94,13 +94,19 @@ async function apiKeyCaller(find: Find, route: Route, authorization: string | nu
 async function internalCaller(find: Find, authorization: string | null): Promise<InternalPrincipal> {
   const bearer = parseInternalBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.INTERNAL);
-  const credential = await find<{ id: string; name: string; revoked_at: unknown }>(
+  const credential = await find<{ id: string; name: string; roles: string[]; environment: string | null; revoked_at: unknown }>(
     "internal",
     hashApiKey(bearer.secret),
-    `select id, name, revoked_at from internal_credentials where secret_hash = ?`,
+    `select id, name, roles, environment, revoked_at from internal_credentials where secret_hash = ?`,
   );
   if (!credential || credential.revoked_at) invalidCredential(Credential.INTERNAL);
-  return { kind: "internal", credentialId: credential.id, name: credential.name };
+  return {
+    kind: "internal",
+    credentialId: credential.id,
+    name: credential.name,
+    roles: new Set(credential.roles.filter((r): r is InternalRole => r === "observe" || r === "admin")),
+    environment: credential.environment === "live" ? "live" : credential.environment === "test" ? "test" : undefined,
+  };
 }
 
 async function siteCaller(find: Find, authorization: string | null): Promise<SitePrincipal> {

@@ -53,6 +53,10 @@ export const InternalCredential = defineEntity({
     name: p.string().length(200),
     secretHash: p.string().length(64).unique(),
     hint: p.string().length(16),
+    /** What it may call, by the route option's internal_role: "observe" (chain facts), "admin" (operator actions). */
+    roles: p.array().columnType("text[]").default([]),
+    /** The environment it acts in; null only for credentials issued before environments (admin calls in either). */
+    environment: p.string().length(8).nullable(),
     createdAt: p.datetime().length(3),
     revokedAt: p.datetime().length(3).nullable(),
   },

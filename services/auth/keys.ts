@@ -119,3 +119,8 @@ export function parseCashierBearer(header: string | null): { ok: true; secret: s
   if (!match || !cashierPattern.test(match[1] as string)) return { ok: false, reason: "malformed" };
   return { ok: true, secret: match[1] as string };
 }
+
+/** The roles an internal credential can hold (the route option's internal_role). */
+export function isInternalRole(value: string): value is "observe" | "admin" {
+  return value === "observe" || value === "admin";
+}

@@ -1,4 +1,4 @@
-import type { Owner } from "./keys.ts";
+import type { Environment, Owner } from "./keys.ts";
 
 /**
  * Who is calling, resolved from the credential and never from the request body.
@@ -13,11 +13,17 @@ export interface MerchantPrincipal extends Owner {
   scopes: ReadonlySet<string>;
 }
 
-/** An internal service (the chain watcher, admin tools): no merchant of its own. */
+/** What an internal credential may do (the route option's internal_role). */
+export type InternalRole = "observe" | "admin";
+
+/** An internal service (the chain watcher, admin tools): no merchant of its own; its roles and environment. */
 export interface InternalPrincipal {
   kind: "internal";
   credentialId: string;
   name: string;
+  roles: ReadonlySet<InternalRole>;
+  /** Undefined only for a credential issued before environments (admin calls in either). */
+  environment: Environment | undefined;
 }
 
 /** A merchant's web shop (Site Gateway): its merchant and environment, and the browser origins it may call from. */

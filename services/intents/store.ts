@@ -197,10 +197,11 @@ export async function updateAmountReceived(em: EntityManager, id: string, amount
   await em.execute(`update payment_intents set amount_received = ?, updated_at = ? where id = ?`, [amount, at, id]);
 }
 
-/** The intent whose deposit address this is, locked for the caller's transaction. */
-export async function lockIntentByAddress(em: EntityManager, network: string, address: string): Promise<IntentRow | undefined> {
-  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.network = ? and i.deposit_address = ? for update`, [
+/** The intent whose deposit address this is on the chain (network and environment), locked for the caller's transaction. */
+export async function lockIntentByAddress(em: EntityManager, network: string, environment: string, address: string): Promise<IntentRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.network = ? and i.environment = ? and i.deposit_address = ? for update`, [
     network,
+    environment,
     address,
   ]);
   return rows[0] && fromDb(rows[0]);

@@ -2,7 +2,8 @@ import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
 
 /**
  * What the chain watcher (or the sandbox) saw: one transaction output to an
- * address, at most one row per (network, tx_hash, output_index). `counted`
+ * address, at most one row per (network, environment, tx_hash, output_index): a chain is a
+ * network in an environment (mainnet for Live, a testnet or dev chain for Test). `counted`
  * and `counted_late` are decided by the intent's settlement, under its row lock.
  */
 export const ChainObservation = defineEntity({
@@ -11,6 +12,7 @@ export const ChainObservation = defineEntity({
   properties: {
     id: p.bigint("number").primary().autoincrement(),
     network: p.string().length(32),
+    environment: p.string().length(8),
     asset: p.string().length(16),
     toAddress: p.string().length(128),
     txHash: p.string().length(128),
@@ -32,10 +34,10 @@ export const ChainObservation = defineEntity({
     updatedAt: p.datetime().length(3),
   },
   indexes: [
-    { properties: ["network", "blockHash"] },
-    { properties: ["network", "toAddress"] },
+    { properties: ["network", "environment", "blockHash"] },
+    { properties: ["network", "environment", "toAddress"] },
     { properties: ["paymentIntentId", "createdAt", "id"] },
   ],
-  uniques: [{ properties: ["network", "txHash", "outputIndex"] }],
+  uniques: [{ properties: ["network", "environment", "txHash", "outputIndex"] }],
 });
 export type ChainObservation = InferEntity<typeof ChainObservation>;

@@ -3,6 +3,7 @@ import { toUnits } from "../intents/amount.ts";
 import { findAsset } from "../intents/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
+import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { validationError } from "../platform/errors.ts";
 import { settle } from "./settle.ts";
@@ -24,8 +25,8 @@ export interface Recorded {
  * on one intent are applied one after another: nothing is lost and nothing emitted twice.
  */
 export async function recordObservation(tx: EntityManager, intents: Intents, o: ObservationInput, simulated: boolean, now = new Date()): Promise<Recorded> {
-  const intent = await lockIntentByAddress(tx, o.network, o.toAddress);
-  const known = await findObservation(tx, o.network, o.txHash, o.outputIndex);
+  const intent = await lockIntentByAddress(tx, o.network, o.environment, o.toAddress);
+  const known = await findObservation(tx, o.network, o.environment, o.txHash, o.outputIndex);
   const decimals = findAsset(o.network, o.asset)?.decimals ?? 0;
   if (known && (known.asset !== o.asset || known.toAddress !== o.toAddress || toUnits(known.amount, decimals) !== toUnits(o.amount, decimals))) {
     throw validationError("tx_hash", `Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.`);
@@ -43,14 +44,15 @@ export async function recordReorg(
   tx: EntityManager,
   intents: Intents,
   network: string,
+  environment: Environment,
   blockHashes: readonly string[],
   txHashes: readonly string[],
   now = new Date(),
 ): Promise<{ orphaned: number; intents: IntentRow[] }> {
   // Lock the intents before touching their outputs, in the order every other path locks them.
-  const ids = await intentsTouchedByReorg(tx, network, blockHashes, txHashes);
+  const ids = await intentsTouchedByReorg(tx, network, environment, blockHashes, txHashes);
   const locked = await lockIntents(tx, ids);
-  const orphaned = await orphan(tx, network, blockHashes, txHashes, now);
+  const orphaned = await orphan(tx, network, environment, blockHashes, txHashes, now);
   const settled: IntentRow[] = [];
   for (const row of locked) settled.push(await settle(tx, intents, row, now));
   return { orphaned, intents: settled };

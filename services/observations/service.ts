@@ -8,7 +8,9 @@ import { assetsOn, findAsset, networks } from "../intents/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { validatePageSize } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { validationError } from "../platform/errors.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+import type { Environment } from "../auth/keys.ts";
+import type { InternalPrincipal } from "../auth/principal.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
 import { listUnmatched, type ObservationInput, type ObservationRow } from "./store.ts";
@@ -34,7 +36,7 @@ function normalizeAddress(network: string, address: string): string {
   throw validationError("to_address", `"to_address" ${live.reason}.`);
 }
 
-export function validateObservation(req: RecordObservationRequest): ObservationInput {
+export function validateObservation(req: RecordObservationRequest, environment: Environment): ObservationInput {
   checkNetwork(req.network);
   const asset = findAsset(req.network, req.asset);
   if (!asset) throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
@@ -48,6 +50,7 @@ export function validateObservation(req: RecordObservationRequest): ObservationI
   if (req.blockHeight > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError("block_height", `"block_height" is too large.`);
   return {
     network: req.network,
+    environment,
     asset: req.asset,
     toAddress,
     txHash: req.txHash,
@@ -78,19 +81,31 @@ export function observationMessage(o: ObservationRow): Observation {
   });
 }
 
+/**
+ * The environment whose chains the caller watches: its credential's, as an API key decides a
+ * merchant's. A Test watcher's outputs never touch a Live intent, even at the same address.
+ */
+function chainEnvironment(principal: InternalPrincipal): Environment {
+  if (!principal.environment) {
+    throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
+  }
+  return principal.environment;
+}
+
 /** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
 export function observationService(deps: ObservationDeps): ServiceImpl<typeof ObservationService> {
   const { intents, cursors } = deps;
   return {
     async recordObservation(req, ctx) {
-      const { em } = internalRequest(ctx);
-      const input = validateObservation(req);
+      const { em, principal } = internalRequest(ctx);
+      const input = validateObservation(req, chainEnvironment(principal));
       const recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
       return { data: observationMessage(recorded.observation), paymentIntentStatus: recorded.intent?.status };
     },
 
     async recordReorg(req, ctx) {
-      const { em } = internalRequest(ctx);
+      const { em, principal } = internalRequest(ctx);
+      const environment = chainEnvironment(principal);
       checkNetwork(req.network);
       const hashes = [...req.orphanedBlockHashes, ...req.txHashes];
       if (hashes.length === 0) throw validationError("orphaned_block_hashes", "Give orphaned_block_hashes or tx_hashes.");
@@ -98,15 +113,16 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       if (bad >= 0) throw validationError("orphaned_block_hashes", `orphaned_block_hashes[${bad}] is not a block hash.`);
       const badTx = req.txHashes.findIndex((h) => !hashPattern.test(h));
       if (badTx >= 0) throw validationError("tx_hashes", `tx_hashes[${badTx}] is not a transaction hash.`);
-      const result = await inTransaction(em, (tx) => recordReorg(tx, intents, req.network, req.orphanedBlockHashes, req.txHashes));
+      const result = await inTransaction(em, (tx) => recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes, req.txHashes));
       return { orphaned: result.orphaned, paymentIntentIds: result.intents.map((i) => i.id) };
     },
 
     async listUnmatchedObservations(req, ctx) {
-      const { em } = internalRequest(ctx);
+      const { em, principal } = internalRequest(ctx);
+      const environment = chainEnvironment(principal);
       if (req.network !== undefined) checkNetwork(req.network);
       const limit = validatePageSize(req.limit);
-      const page = await listUnmatched(em, cursors, { network: req.network, cursor: req.cursor, limit });
+      const page = await listUnmatched(em, cursors, { environment, network: req.network, cursor: req.cursor, limit });
       return { data: page.rows.map(observationMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
   };

@@ -1,11 +1,14 @@
 import type { EntityManager } from "../platform/db.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { TransactionFact } from "../intents/store.ts";
+import type { Environment } from "../auth/keys.ts";
 
 /** Reads and writes of chain_observations: the one owner of the table. */
 
 export interface ObservationInput {
   network: string;
+  /** The chain is the network in this environment: Live's mainnet, Test's testnet or dev chain. */
+  environment: Environment;
   asset: string;
   toAddress: string;
   txHash: string;
@@ -27,12 +30,13 @@ export interface ObservationRow extends ObservationInput {
   createdAt: Date;
 }
 
-const columns = `id, network, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
+const columns = `id, network, environment, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
   block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, created_at`;
 
 interface DbRow {
   id: string | number;
   network: string;
+  environment: string;
   asset: string;
   to_address: string;
   tx_hash: string;
@@ -54,6 +58,7 @@ function fromDb(r: DbRow): ObservationRow {
   return {
     id: Number(r.id),
     network: r.network,
+    environment: r.environment === "live" ? "live" : "test",
     asset: r.asset,
     toAddress: r.to_address,
     txHash: r.tx_hash,
@@ -72,9 +77,10 @@ function fromDb(r: DbRow): ObservationRow {
   };
 }
 
-export async function findObservation(em: EntityManager, network: string, txHash: string, outputIndex: number): Promise<ObservationRow | undefined> {
-  const rows = await em.execute<DbRow[]>(`select ${columns} from chain_observations where network = ? and tx_hash = ? and output_index = ?`, [
+export async function findObservation(em: EntityManager, network: string, environment: Environment, txHash: string, outputIndex: number): Promise<ObservationRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from chain_observations where network = ? and environment = ? and tx_hash = ? and output_index = ?`, [
     network,
+    environment,
     txHash,
     outputIndex,
   ]);
@@ -87,16 +93,16 @@ export async function findObservation(em: EntityManager, network: string, txHash
  */
 export async function upsertObservation(em: EntityManager, o: ObservationInput, intentId: string | null, simulated: boolean, at: Date): Promise<ObservationRow> {
   const rows = await em.execute<DbRow[]>(
-    `insert into chain_observations (network, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
+    `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
        observed_at, payment_intent_id, simulated, created_at, updated_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     on conflict (network, tx_hash, output_index) do update set
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict (network, environment, tx_hash, output_index) do update set
        confirmations = excluded.confirmations, block_height = excluded.block_height, block_hash = excluded.block_hash,
        observed_at = excluded.observed_at,
        orphaned = chain_observations.orphaned and excluded.block_hash is not distinct from chain_observations.block_hash,
        updated_at = excluded.updated_at
      returning ${columns}`,
-    [o.network, o.asset, o.toAddress, o.txHash, o.outputIndex, o.amount, o.confirmations, o.blockHeight, o.blockHash, o.observedAt, intentId, simulated, at, at],
+    [o.network, o.environment, o.asset, o.toAddress, o.txHash, o.outputIndex, o.amount, o.confirmations, o.blockHeight, o.blockHash, o.observedAt, intentId, simulated, at, at],
   );
   return fromDb(rows[0] as DbRow);
 }
@@ -118,21 +124,21 @@ export async function setCounted(em: EntityManager, changes: readonly { id: numb
 }
 
 /** The intents with live outputs in the given blocks or transactions (to lock before orphaning). */
-export async function intentsTouchedByReorg(em: EntityManager, network: string, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
+export async function intentsTouchedByReorg(em: EntityManager, network: string, environment: Environment, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
   const rows = await em.execute<{ payment_intent_id: string }[]>(
     `select distinct payment_intent_id from chain_observations
-      where network = ? and not orphaned and payment_intent_id is not null and (block_hash = any(?::text[]) or tx_hash = any(?::text[]))`,
-    [network, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
+      where network = ? and environment = ? and not orphaned and payment_intent_id is not null and (block_hash = any(?::text[]) or tx_hash = any(?::text[]))`,
+    [network, environment, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
   );
   return rows.map((r) => r.payment_intent_id);
 }
 
 /** Orphans the outputs of the given blocks or transactions; returns how many were live. */
-export async function orphan(em: EntityManager, network: string, blockHashes: readonly string[], txHashes: readonly string[], at: Date): Promise<number> {
+export async function orphan(em: EntityManager, network: string, environment: Environment, blockHashes: readonly string[], txHashes: readonly string[], at: Date): Promise<number> {
   const rows = await em.execute<{ id: string }[]>(
     `update chain_observations set orphaned = true, updated_at = ?
-      where network = ? and not orphaned and (block_hash = any(?::text[]) or tx_hash = any(?::text[])) returning id`,
-    [at, network, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
+      where network = ? and environment = ? and not orphaned and (block_hash = any(?::text[]) or tx_hash = any(?::text[])) returning id`,
+    [at, network, environment, `{${blockHashes.join(",")}}`, `{${txHashes.join(",")}}`],
   );
   return rows.length;
 }
@@ -169,12 +175,12 @@ export function toFact(r: ObservationRow): TransactionFact {
 export async function listUnmatched(
   em: EntityManager,
   cursors: CursorCodec,
-  q: { network: string | undefined; cursor: string | undefined; limit: number },
+  q: { environment: Environment; network: string | undefined; cursor: string | undefined; limit: number },
 ): Promise<{ rows: ObservationRow[]; hasMore: boolean; nextCursor: string | undefined }> {
-  const binding = JSON.stringify(["unmatched-observations", q.network ?? null]);
+  const binding = JSON.stringify(["unmatched-observations", q.environment, q.network ?? null]);
   const after = cursors.start(binding, q.cursor);
-  const where = ["payment_intent_id is null"];
-  const params: unknown[] = [];
+  const where = ["payment_intent_id is null", "environment = ?"];
+  const params: unknown[] = [q.environment];
   if (q.network !== undefined) {
     where.push("network = ?");
     params.push(q.network);

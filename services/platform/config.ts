@@ -1,5 +1,6 @@
 import path from "node:path";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
+import { checkTrustedProxy } from "./client-address.ts";
 
 /** Runtime configuration, read once from the environment. See README "Configuration". */
 export interface Config {
@@ -36,16 +37,31 @@ export interface Config {
   webhookAutoDisableAfterSeconds: number;
   /** 32 bytes; unset: generated once under DATA_DIR. */
   secretEncryptionKey: Buffer | undefined;
+  /** During an encryption-key rotation: the key being replaced, until "admin secrets reseal" has run. */
+  secretEncryptionKeyPrevious: Buffer | undefined;
   dataDir: string;
   logLevel: string;
   bodyLimitBytes: number;
   dbPoolSize: number;
   /** Calls per minute per client address on rate-limited public routes (the QR configuration). */
   publicRateLimitPerMinute: number;
+  /** Calls per minute per credential on rate-limited credentialed routes (the Site Gateway). */
+  credentialRateLimitPerMinute: number;
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges). */
+  trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
   apiKeyMaxAgeDays: number;
   /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
   grpcReflection: "on" | "off" | "auto";
+}
+
+function trustedProxies(raw: string): string[] {
+  const entries = raw.split(",").map((e) => e.trim()).filter((e) => e !== "");
+  for (const e of entries) {
+    const reason = checkTrustedProxy(e);
+    if (reason) throw new ConfigError(`TRUSTED_PROXIES: ${reason}`);
+  }
+  return entries;
 }
 
 /** Bad configuration: main prints the message as one line and exits non-zero. */
@@ -124,11 +140,11 @@ export function parseNatsUrl(raw: string): string {
   return entries.join(",");
 }
 
-function encryptionKey(raw: string | undefined): Buffer | undefined {
+function encryptionKey(raw: string | undefined, name = "SECRET_ENCRYPTION_KEY"): Buffer | undefined {
   if (raw === undefined) return undefined;
   const key = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, "hex") : Buffer.from(raw, "base64");
   if (key.length !== 32) {
-    throw new ConfigError("SECRET_ENCRYPTION_KEY must be 32 bytes, as 64 hex digits or base64");
+    throw new ConfigError(`${name} must be 32 bytes, as 64 hex digits or base64`);
   }
   return key;
 }
@@ -174,11 +190,14 @@ export function loadConfig(env: Env = process.env): Config {
     webhookConcurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
+    secretEncryptionKeyPrevious: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY_PREVIOUS"), "SECRET_ENCRYPTION_KEY_PREVIOUS"),
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+    credentialRateLimitPerMinute: integer(env, "SITE_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
+    trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? "127.0.0.1,::1"),
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
     grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
   };

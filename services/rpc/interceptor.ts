@@ -1,6 +1,6 @@
 import { getOption, hasOption, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
-import { route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
+import { InternalRole, route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import type { CredentialCache } from "../auth/credential-cache.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
@@ -12,6 +12,9 @@ import { apiError, describeError, isDatabaseUnavailable } from "../platform/erro
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { OutageLog } from "../platform/outage.ts";
+import type { RateLimiter } from "../platform/rate-limit.ts";
+import type { InternalPrincipal, InternalRole as RoleName, Principal } from "../auth/principal.ts";
+import { clientAddressKey } from "../platform/client-address.ts";
 import { claimKey, emKey, principalKey } from "./context.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -26,10 +29,29 @@ export interface ServiceInterceptorOptions {
   credentials?: CredentialCache;
   /** Idempotent methods whose handler writes in one statement with its key's claim (claimKey). */
   oneStatement?: ReadonlySet<DescMethod>;
+  /**
+   * Limits of the routes whose option says rate_limited: a public route's calls per client
+   * address, a credentialed route's per credential. On every transport, since all pass here.
+   */
+  limits?: { perAddress: RateLimiter; perCredential: RateLimiter };
+}
+
+/** Who a rate-limited call counts against: its credential, or for a public route its address. */
+function limitKey(principal: Principal, address: string): string {
+  switch (principal.kind) {
+    case "public":
+      return `address ${address}`;
+    case "api_key":
+      return `api_key ${principal.keyId}`;
+    case "cashier":
+      return `cashier ${principal.sessionId}`;
+    default:
+      return `${principal.kind} ${principal.credentialId}`;
+  }
 }
 
 export function createServiceInterceptor(db: Database, logger: Logger, o: ServiceInterceptorOptions = {}): Interceptor {
-  const { credentials, oneStatement = new Set() } = o;
+  const { credentials, oneStatement = new Set(), limits } = o;
   const databaseOutage = new OutageLog(logger, "database");
   // Keys this process answered lately: a repeat is a replay, which the transactional path answers
   // without the one-statement attempt's work (an address derived for nothing).
@@ -45,8 +67,18 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       if (!route) throw apiError("route_not_found", "This method is not callable.");
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"), credentials);
+      if (route.rateLimited && limits) {
+        const limiter = principal.kind === "public" ? limits.perAddress : limits.perCredential;
+        const wait = limiter.take(limitKey(principal, req.contextValues.get(clientAddressKey)));
+        if (wait > 0) {
+          const err = apiError("rate_limited", principal.kind === "public" ? "Too many requests from this address; retry later." : "Too many requests with this credential; retry later.");
+          err.metadata.set("retry-after", String(wait));
+          throw err;
+        }
+      }
       if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
-      if (principal.kind === "site") allowOrigin = allowedOrigin(principal.allowedOrigins, req.header.get("origin"));
+      if (principal.kind === "internal") checkInternalRole(principal, route.internalRole);
+      if (principal.kind === "site") allowOrigin = checkSiteOrigin(principal.allowedOrigins, req.header.get("origin"));
       req.contextValues.set(principalKey, principal);
       let res: UnaryResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {
@@ -139,8 +171,26 @@ function checkMerchant(req: UnaryRequest<DescMessage, DescMessage>, merchantId: 
   }
 }
 
-/** The request's Origin, when the site credential allows it. */
-function allowedOrigin(allowed: readonly string[], origin: string | null): string | undefined {
-  const canonical = origin === null ? undefined : canonicalOrigin(origin);
-  return canonical !== undefined && allowed.includes(canonical) ? canonical : undefined;
+/** The proto option's roles by the names credentials carry. */
+const internalRoles: Partial<Record<InternalRole, RoleName>> = { [InternalRole.OBSERVE]: "observe", [InternalRole.ADMIN]: "admin" };
+
+/** An internal credential calls only the RPCs of its roles: a chain watcher's cannot rotate a merchant's signing secret. */
+function checkInternalRole(principal: InternalPrincipal, required: InternalRole): void {
+  const role = internalRoles[required];
+  if (role === undefined) throw apiError("insufficient_scope", "No internal credential may call this method.");
+  if (!principal.roles.has(role)) throw apiError("insufficient_scope", `This internal credential lacks the "${role}" role this method requires.`);
+}
+
+/**
+ * A site credential lives in a shop's pages, so anyone can copy it: a browser request (one with
+ * an Origin) from an origin not on its list is refused, whatever CORS would let the page read.
+ * A request without an Origin is a server's, where the credential is the merchant's own to use.
+ */
+function checkSiteOrigin(allowed: readonly string[], origin: string | null): string | undefined {
+  if (origin === null) return undefined;
+  const canonical = canonicalOrigin(origin);
+  if (canonical === undefined || !allowed.includes(canonical)) {
+    throw apiError("insufficient_scope", "This site credential may not be used from this page's origin; add the origin to the credential's allowed origins.");
+  }
+  return canonical;
 }

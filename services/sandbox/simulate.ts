@@ -58,7 +58,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     const counted = (await observationsOf(tx, row.id)).filter((o) => o.counted);
     const latest = counted[counted.length - 1];
     if (!latest) throw apiError("invalid_state", `Payment intent ${id} has no counted funds to reorg.`);
-    const result = await recordReorg(tx, intents, row.network, [], [latest.txHash], now);
+    const result = await recordReorg(tx, intents, row.network, "test", [], [latest.txHash], now);
     return result.intents[0] ?? row;
   }
 
@@ -79,6 +79,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     intents,
     {
       network: row.network,
+      environment: "test",
       asset: row.asset,
       toAddress: depositAddress,
       txHash: simulatedTxHash(),

@@ -202,7 +202,7 @@ t.test("address sources and pools", async (t) => {
   });
 
   t.test("internal credentials: only the hash is stored; revoking twice keeps the first time", async (t) => {
-    const created = await createInternalCredential(em(), "  chain watcher ");
+    const created = await createInternalCredential(em(), "  chain watcher ", ["observe"], "test");
     t.match(created, { id: /^ic_[0-9A-Za-z]{24}$/, name: "chain watcher", credential: /^int_[0-9A-Za-z]{40}$/, created_at: String });
     const rows = await em().execute<Record<string, unknown>[]>(`select * from internal_credentials where id = ?`, [created.id]);
     t.equal(rows.length, 1);
@@ -210,7 +210,7 @@ t.test("address sources and pools", async (t) => {
     t.equal(row.secret_hash, hashApiKey(created.credential), "the SHA-256 of the secret");
     t.equal(row.hint, `${created.credential.slice(0, 12)}…`);
     t.notOk(JSON.stringify(row).includes(created.credential), "the secret itself is nowhere in the row");
-    await refused(t, createInternalCredential(em(), "  "), /--name must be 1 to 200/, "an empty name");
+    await refused(t, createInternalCredential(em(), "  ", ["observe"], "test"), /--name must be 1 to 200/, "an empty name");
 
     const revoked = await revokeInternalCredential(em(), created.id);
     t.match(revoked, { id: created.id, name: "chain watcher", revoked_at: String });
@@ -238,7 +238,7 @@ t.test("the admin CLI", async (t) => {
   const [row] = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from address_pool`);
   t.equal(row?.n, 0, "nothing imported");
 
-  const created = await admin(env, "internal-credential", "create", "--name", "watcher");
+  const created = await admin(env, "internal-credential", "create", "--name", "watcher", "--roles", "observe", "--environment", "test");
   t.equal(created.code, 0, created.stderr);
   const credential = JSON.parse(created.stdout);
   t.match(credential, { id: /^ic_/, name: "watcher", credential: /^int_[0-9A-Za-z]{40}$/ });

@@ -16,45 +16,43 @@ import { createLogger } from "../../services/platform/logger.ts";
 import { call, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import type { RecordedRequest, Reply } from "../helpers/receiver.ts";
-import { waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
+import { finished, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
 // ---- receivers' verification ----
 
-/** The README receiver's check (README "Receiving webhooks"), as a receiver copies it. */
-function readmeVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
-  const expected = createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest();
-  return String(header ?? "")
-    .split(",")
-    .some((signature) => {
-      const given = Buffer.from(signature.trim().toLowerCase(), "hex");
-      return given.length === expected.length && timingSafeEqual(given, expected);
-    });
-}
-
-/** The README's earlier example, which read the header as one signature: receivers that never updated it. */
-function singleSignatureVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
-  const expected = createHmac("sha256", secret).update(`${timestamp}.`).update(body).digest();
-  const given = Buffer.from(String(header ?? "").toLowerCase(), "hex");
+/** The spec's rule (Signature, 3), and nothing more: X-Service-Signature is one lowercase hex HMAC. */
+function specVerify(secret: string, r: RecordedRequest): boolean {
+  const expected = createHmac("sha256", secret).update(`${tsOf(r)}.`).update(r.body).digest();
+  const given = Buffer.from(String(sigOf(r) ?? "").toLowerCase(), "hex");
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** Stripe-style: the header is a list of hex signatures; any one matching the expected hex is enough. */
-function stripeStyleVerify(secret: string, timestamp: string, body: Buffer, header: string | undefined): boolean {
-  const expected = createHmac("sha256", secret).update(timestamp + "." + body.toString("utf8")).digest("hex");
-  const list = (header ?? "").split(",");
-  return list.some((s) => s.length === expected.length && timingSafeEqual(Buffer.from(s), Buffer.from(expected)));
+/** The README receiver's check (README "Receiving webhooks"), as a receiver copies it: either header may match. */
+function readmeVerify(secret: string, r: RecordedRequest): boolean {
+  const expected = createHmac("sha256", secret).update(`${tsOf(r)}.`).update(r.body).digest();
+  return ["x-service-signature", "x-service-signature-next"].some((name) => {
+    const given = Buffer.from(String(r.headers[name] ?? "").toLowerCase(), "hex");
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
 }
 
-const verifiers = { readme: readmeVerify, "stripe-style": stripeStyleVerify };
+const verifiers = { spec: specVerify, readme: readmeVerify };
 const sigOf = (r: RecordedRequest) => r.headers["x-service-signature"] as string | undefined;
+const nextSigOf = (r: RecordedRequest) => r.headers["x-service-signature-next"] as string | undefined;
 const tsOf = (r: RecordedRequest) => String(r.headers["x-service-timestamp"] ?? "");
 
 // ---- the system ----
 
-/** Paths choose the answer: /ok/* 200, /fail/* 500, /switch/* whatever `switched` says now. */
+/**
+ * Paths choose the answer: /ok/* 200, /fail/* 500, /switch/* whatever `switched` says now,
+ * /spec/* 200 when the spec's rule verifies X-Service-Signature with the secret `held` says the
+ * receiver holds, else 400 (as a receiver built to the spec answers).
+ */
 const switched = new Map<string, number>();
+const held = new Map<string, string>();
 function respond(req: RecordedRequest): Reply {
   if (req.url.startsWith("/fail/")) return { status: 500, body: "down" };
+  if (req.url.startsWith("/spec/")) return specVerify(held.get(req.url) ?? "", req) ? { status: 200, body: "ok" } : { status: 400, body: "bad signature" };
   if (req.url.startsWith("/switch/")) return { status: switched.get(req.url) ?? 500 };
   return { status: 200, body: "ok" };
 }
@@ -62,7 +60,7 @@ function respond(req: RecordedRequest): Reply {
 // No scheduler role: the auto-disable test runs its own schedulers, with a shortened period,
 // only once the other tests (whose endpoints fail on purpose) are done.
 const s = await webhookSetup(t, { respond, roles: ["rpc", "gateway", "worker"], env: { WEBHOOK_MAX_ATTEMPTS: "2" } });
-const { credential } = await createInternalCredential(s.app.db.em.fork(), "admin-service test");
+const { credential } = await createInternalCredential(s.app.db.em.fork(), "admin-service test", ["admin"], "test");
 const internal = { headers: { authorization: `Bearer ${credential}` } };
 const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
 const cliEnv = { RPC_URL: s.rpcUrl, INTERNAL_CREDENTIAL: credential };
@@ -89,7 +87,7 @@ async function grpcError(p: Promise<unknown>): Promise<ConnectError> {
 
 const detailOf = (err: ConnectError) => err.findDetails(ErrorDetailSchema)[0];
 
-t.test("rotation: during the overlap both signatures, new first; either secret verifies", async (t) => {
+t.test("rotation: during the overlap X-Service-Signature is the previous secret's, X-Service-Signature-Next the new one's", async (t) => {
   const endpoint = await s.createEndpoint("/ok/rotate-overlap");
   const rotated = await admin.rotateSigningSecret({ endpointId: endpoint.id }, internal);
   t.match(rotated.signingSecret, /^whsec_[A-Za-z0-9_-]{43}$/, "a new whsec_ secret");
@@ -99,17 +97,42 @@ t.test("rotation: during the overlap both signatures, new first; either secret v
 
   const delivery = await sendTest(endpoint.id);
   const req = await requestFor("/ok/rotate-overlap", delivery.event_id);
-  const header = sigOf(req)!;
-  const parts = header.split(",");
-  t.equal(parts.length, 2, "two signatures");
-  t.ok(parts.every((p) => /^[0-9a-f]{64}$/.test(p)), "each lowercase hex, no spaces");
+  t.match(sigOf(req), /^[0-9a-f]{64}$/, "X-Service-Signature: one lowercase hex signature, as the spec says");
+  t.match(nextSigOf(req), /^[0-9a-f]{64}$/, "X-Service-Signature-Next: one too");
+  t.ok(specVerify(endpoint.secret, req), "the spec's rule verifies with the previous secret, the one the receiver holds");
+  t.notOk(specVerify(rotated.signingSecret, req), "not yet with the new one");
+  t.ok(readmeVerify(rotated.signingSecret, req), "the README's check accepts the new secret (X-Service-Signature-Next)");
+  t.ok(readmeVerify(endpoint.secret, req), "and the previous one");
   for (const [name, verify] of Object.entries(verifiers)) {
-    t.ok(verify(rotated.signingSecret, tsOf(req), req.body, header), `${name} verifier accepts the new secret`);
-    t.ok(verify(endpoint.secret, tsOf(req), req.body, header), `${name} verifier accepts the previous secret`);
-    t.notOk(verify(`whsec_${"x".repeat(43)}`, tsOf(req), req.body, header), `${name} verifier refuses another secret`);
+    t.notOk(verify(`whsec_${"x".repeat(43)}`, req), `${name} verifier refuses another secret`);
   }
-  t.ok(singleSignatureVerify(rotated.signingSecret, tsOf(req), req.body, header), "the new signature comes first: a one-signature receiver on the new secret still verifies");
   await waitForDelivery(s, delivery.id, (d) => d.status === "delivered");
+});
+
+t.test("rotation: a receiver that implements only the spec's rule accepts every webhook during the overlap, and the new secret after it", async (t) => {
+  const path = "/spec/rotate";
+  const endpoint = await s.createEndpoint(path);
+  held.set(path, endpoint.secret);
+  const before = await sendTest(endpoint.id);
+  t.equal((await waitForDelivery(s, before.id, finished)).status, "delivered", "before the rotation");
+
+  const rotated = await admin.rotateSigningSecret({ endpointId: endpoint.id, overlapSeconds: 4 }, internal);
+  const expires = timestampDate(rotated.previousSecretExpiresAt!).getTime();
+  const during = await Promise.all([sendTest(endpoint.id), sendTest(endpoint.id), sendTest(endpoint.id)]);
+  for (const d of during) {
+    const req = await requestFor(path, d.event_id);
+    t.ok(Number(tsOf(req)) * 1000 <= expires, "sent during the overlap");
+    t.match(await waitForDelivery(s, d.id, finished), { status: "delivered", attempt_count: 1 }, "accepted at once by a receiver still on the previous secret");
+  }
+
+  // The overlap ends; the receiver has moved to the new secret (which it was given at the rotation).
+  await until("the overlap's end has passed", async () => Date.now() > expires + 50, 10_000);
+  held.set(path, rotated.signingSecret);
+  const after = await sendTest(endpoint.id);
+  const req = await requestFor(path, after.event_id);
+  t.equal(nextSigOf(req), undefined, "no X-Service-Signature-Next after the overlap");
+  t.ok(specVerify(rotated.signingSecret, req), "the new secret signs X-Service-Signature");
+  t.equal((await waitForDelivery(s, after.id, finished)).status, "delivered", "and the receiver accepts it");
 });
 
 t.test("rotation: once the overlap has passed only the new signature (admin CLI)", async (t) => {
@@ -126,10 +149,11 @@ t.test("rotation: once the overlap has passed only the new signature (admin CLI)
   await until("the overlap's end has passed", async () => Date.now() > expires + 50, 10_000);
   const delivery = await sendTest(endpoint.id);
   const req = await requestFor("/ok/rotate-short", delivery.event_id);
-  t.notOk(sigOf(req)!.includes(","), "one signature");
+  t.match(sigOf(req), /^[0-9a-f]{64}$/, "one signature");
+  t.equal(nextSigOf(req), undefined, "and no X-Service-Signature-Next");
   for (const [name, verify] of Object.entries(verifiers)) {
-    t.ok(verify(out.signing_secret, tsOf(req), req.body, sigOf(req)), `${name}: the new secret verifies`);
-    t.notOk(verify(endpoint.secret, tsOf(req), req.body, sigOf(req)), `${name}: the previous secret no longer does`);
+    t.ok(verify(out.signing_secret, req), `${name}: the new secret verifies`);
+    t.notOk(verify(endpoint.secret, req), `${name}: the previous secret no longer does`);
   }
 
   const immediate = await s.createEndpoint("/ok/rotate-zero");
@@ -137,8 +161,8 @@ t.test("rotation: once the overlap has passed only the new signature (admin CLI)
   t.equal(zero.previousSecretExpiresAt, undefined, "overlap 0: no previous secret");
   const d0 = await sendTest(immediate.id);
   const r0 = await requestFor("/ok/rotate-zero", d0.event_id);
-  t.ok(readmeVerify(zero.signingSecret, tsOf(r0), r0.body, sigOf(r0)) && !sigOf(r0)!.includes(","), "only the new secret signs");
-  t.notOk(readmeVerify(immediate.secret, tsOf(r0), r0.body, sigOf(r0)), "the old one is gone at once");
+  t.ok(specVerify(zero.signingSecret, r0) && nextSigOf(r0) === undefined, "only the new secret signs");
+  t.notOk(readmeVerify(immediate.secret, r0), "the old one is gone at once");
 });
 
 t.test("bad input is refused with a clear error", async (t) => {
@@ -263,7 +287,7 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   t.equal(event.data.webhook_endpoint.id, failing.id);
   t.equal(event.data.webhook_endpoint.status, "disabled");
   t.equal(event.data.webhook_endpoint.last_error, "auto_disabled");
-  t.ok(readmeVerify(other.secret, tsOf(announced), announced.body, sigOf(announced)), "signed with the other endpoint's secret");
+  t.ok(readmeVerify(other.secret, announced), "signed with the other endpoint's secret");
   const stored = await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-events/${event.id}`, { key: m.key });
   t.equal(stored.body.data.type, "webhook_endpoint.disabled", "recorded like every event");
 

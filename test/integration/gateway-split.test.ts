@@ -145,7 +145,8 @@ t.test("site gateway: CORS headers survive the hop, on answers and on errors", a
   t.equal(created.headers.get("access-control-allow-origin"), shop);
   t.match(created.headers.get("access-control-expose-headers") ?? "", /X-Request-Id/);
   const other = await call(base, "POST", "/api/v1/site-payment-intents", { key: site.credential, idempotencyKey: idemKey(), body: sampleIntent, headers: { origin: "https://evil.example" } });
-  t.equal(other.status, 200);
+  // Issue 29: another origin is refused outright now (it was 200, only without CORS headers).
+  t.equal(other.status, 403);
   t.equal(other.headers.get("access-control-allow-origin"), null, "another origin gets no CORS header");
   const missing = await call(base, "GET", "/api/v1/site-payment-intents/pi_unknown", { key: site.credential, headers: { origin: shop } });
   isEnvelope(t, missing, 404, "not_found", "public_id");

@@ -48,7 +48,7 @@ const actors: Actor[] = [];
 const fullKeys = new Map<string, string>();
 const disabledQr = new Set<string>();
 const ownerKey = (o: Owner) => `${o.merchant}/${o.environment}`;
-const internal = await createInternalCredential(em(), "isolation test");
+const internal = await createInternalCredential(em(), "isolation test", ["observe", "admin"], "test");
 actors.push({ name: "internal", kind: "internal", credential: internal.credential, owner: undefined });
 actors.push({ name: "public", kind: "public", credential: undefined, owner: undefined });
 

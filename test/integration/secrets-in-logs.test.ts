@@ -56,7 +56,7 @@ t.test("no issued secret nor SECRET_ENCRYPTION_KEY appears in the logs, the CLI'
     admin("api-key", "create", "--merchant", merchant, "--environment", "live", "--scopes", "payment_intents:read"),
     admin("site-credential", "create", "--merchant", merchant, "--environment", "test", "--allowed-origin", "https://shop.example"),
     admin("cashier-session", "create", "--merchant", merchant, "--environment", "test", "--cashier", "Ana", "--terminal", "Till 2"),
-    admin("internal-credential", "create", "--name", "chain watcher"),
+    admin("internal-credential", "create", "--name", "chain watcher", "--roles", "observe,admin", "--environment", "test"),
   ]);
   const issuedByCli: Record<string, string> = {
     "test API key": testKey.api_key,

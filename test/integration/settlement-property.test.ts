@@ -142,6 +142,7 @@ async function apply(m: Model, id: string, address: string, c: Cmd): Promise<Ste
         intents,
         {
           network: "ethereum",
+          environment: "test",
           asset: "USDC",
           toAddress: address,
           txHash: o.txHash,
@@ -172,7 +173,7 @@ async function apply(m: Model, id: string, address: string, c: Cmd): Promise<Ste
     case "reorg": {
       const o = pick(c.k);
       if (!o) return [];
-      await app.db.em.fork().transactional((tx) => recordReorg(tx, intents, "ethereum", [o.blockHash], []));
+      await app.db.em.fork().transactional((tx) => recordReorg(tx, intents, "ethereum", "test", [o.blockHash], []));
       settles = !o.orphaned; // a block already orphaned touches no intent
       o.orphaned = true;
       break;

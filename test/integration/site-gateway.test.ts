@@ -102,7 +102,9 @@ t.test("CORS: only the credential's allowed origins", async (t) => {
   t.match(allowed.headers.get("vary") ?? "", /Origin/);
   t.match(allowed.headers.get("access-control-expose-headers") ?? "", /X-Request-Id/);
   const refused = await create(site.credential, sampleIntent, { origin: "https://evil.example" });
-  t.equal(refused.status, 200, "the request itself is authenticated by its credential");
+  // Issue 29: a copied site credential is refused from any page but the shop's own (it was 200 before).
+  t.equal(refused.status, 403, "a browser request from another origin is refused");
+  t.equal(refused.body.error?.code, "insufficient_scope");
   t.equal(refused.headers.get("access-control-allow-origin"), null, "another origin gets no CORS headers");
   const error = await read(site.credential, "pi_unknown", { origin: shop });
   t.equal(error.status, 404);

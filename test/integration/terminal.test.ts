@@ -167,7 +167,7 @@ t.test("the admin CLI issues, lists and revokes every credential type", async (t
   const sites = await cli("site-credential", "list", "--merchant", a.merchant);
   t.ok(sites.some((s: { id: string }) => s.id === site.id), "site-credential list");
   t.notOk(JSON.stringify(sites).includes(site.credential));
-  const internal = await cli("internal-credential", "create", "--name", "watcher");
+  const internal = await cli("internal-credential", "create", "--name", "watcher", "--roles", "observe", "--environment", "test");
   const internals = await cli("internal-credential", "list");
   t.ok(internals.some((c: { id: string }) => c.id === internal.id), "internal-credential list");
   t.notOk(JSON.stringify(internals).includes(internal.credential));

@@ -1,5 +1,5 @@
 import t from "tap";
-import { RateLimiter } from "../../gateway/rate-limit.ts";
+import { RateLimiter } from "../../services/platform/rate-limit.ts";
 
 t.test("a fixed window per client address", async (t) => {
   const limiter = new RateLimiter(3);

@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file payments/v1/options.proto.
  */
 export const file_payments_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSKnAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIIioKC0Vycm9yRGV0YWlsEgwKBGNvZGUYASABKAkSDQoFcGFyYW0YAiABKAkqsgEKCkNyZWRlbnRpYWwSGgoWQ1JFREVOVElBTF9VTlNQRUNJRklFRBAAEhsKF0NSRURFTlRJQUxfVEVTVF9BUElfS0VZEAESGwoXQ1JFREVOVElBTF9TSVRFX0dBVEVXQVkQAhIeChpDUkVERU5USUFMX0NBU0hJRVJfU0VTU0lPThADEhUKEUNSRURFTlRJQUxfUFVCTElDEAQSFwoTQ1JFREVOVElBTF9JTlRFUk5BTBAFOkoKBXJvdXRlEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtIcDIAEoCzISLnBheW1lbnRzLnYxLlJvdXRlUgVyb3V0ZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLZAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSphCgxJbnRlcm5hbFJvbGUSHQoZSU5URVJOQUxfUk9MRV9VTlNQRUNJRklFRBAAEhkKFUlOVEVSTkFMX1JPTEVfT0JTRVJWRRABEhcKE0lOVEVSTkFMX1JPTEVfQURNSU4QAiqyAQoKQ3JlZGVudGlhbBIaChZDUkVERU5USUFMX1VOU1BFQ0lGSUVEEAASGwoXQ1JFREVOVElBTF9URVNUX0FQSV9LRVkQARIbChdDUkVERU5USUFMX1NJVEVfR0FURVdBWRACEh4KGkNSRURFTlRJQUxfQ0FTSElFUl9TRVNTSU9OEAMSFQoRQ1JFREVOVElBTF9QVUJMSUMQBBIXChNDUkVERU5USUFMX0lOVEVSTkFMEAU6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Route is the one place an RPC's public surface is defined: the REST gateway
@@ -67,12 +67,22 @@ export type Route = Message<"payments.v1.Route"> & {
   credential: Credential;
 
   /**
-   * Whether the gateway limits calls per client address (PUBLIC_RATE_LIMIT_PER_MINUTE);
-   * over the limit: 429 rate_limited with Retry-After.
+   * Whether calls are limited, on every transport (REST, gRPC, Connect): a public
+   * route per client address (PUBLIC_RATE_LIMIT_PER_MINUTE; behind TRUSTED_PROXIES,
+   * the address X-Forwarded-For names), a credentialed route per credential
+   * (SITE_RATE_LIMIT_PER_MINUTE). Over the limit: 429 rate_limited with
+   * Retry-After (gRPC: RESOURCE_EXHAUSTED with a retry-after header).
    *
    * @generated from field: bool rate_limited = 7;
    */
   rateLimited: boolean;
+
+  /**
+   * The role an internal credential must hold (credential CREDENTIAL_INTERNAL only).
+   *
+   * @generated from field: payments.v1.InternalRole internal_role = 8;
+   */
+  internalRole: InternalRole;
 };
 
 /**
@@ -110,6 +120,47 @@ export type ErrorDetail = Message<"payments.v1.ErrorDetail"> & {
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
   messageDesc(file_payments_v1_options, 1);
+
+/**
+ * InternalRole names what an internal credential may do.
+ *
+ * @generated from enum payments.v1.InternalRole
+ */
+export const InternalRole = {
+  /**
+   * No internal role: refused for every internal credential.
+   *
+   * @generated from enum value: INTERNAL_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED: 0,
+
+  /**
+   * Report chain facts (a chain watcher), in the credential's environment.
+   *
+   * @generated from enum value: INTERNAL_ROLE_OBSERVE = 1;
+   */
+  OBSERVE: 1,
+
+  /**
+   * Operator actions on merchants' objects (signing-secret rotation, delivery recovery).
+   *
+   * @generated from enum value: INTERNAL_ROLE_ADMIN = 2;
+   */
+  ADMIN: 2,
+} as const;
+
+/**
+ * InternalRole names what an internal credential may do.
+ *
+ * @generated from enum payments.v1.InternalRole
+ */
+export type InternalRole = (typeof InternalRole)[keyof typeof InternalRole] | UnknownEnum;
+
+/**
+ * Describes the enum payments.v1.InternalRole.
+ */
+export const InternalRoleSchema: GenEnum<InternalRole> = /*@__PURE__*/
+  enumDesc(file_payments_v1_options, 0);
 
 /**
  * Credential names the kind of caller a method accepts.
@@ -171,7 +222,7 @@ export type Credential = (typeof Credential)[keyof typeof Credential] | UnknownE
  * Describes the enum payments.v1.Credential.
  */
 export const CredentialSchema: GenEnum<Credential> = /*@__PURE__*/
-  enumDesc(file_payments_v1_options, 0);
+  enumDesc(file_payments_v1_options, 1);
 
 /**
  * @generated from extension: payments.v1.Route route = 50100;

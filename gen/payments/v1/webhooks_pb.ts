@@ -106,7 +106,10 @@ export type WebhookAttempt = Message<"payments.v1.WebhookAttempt"> & {
 
   /**
    * Error class when there was no usable response: timeout, dns, connect, tls,
-   * transport, security, or worker_lost (the worker stopped mid-attempt).
+   * transport, security, worker_lost (the worker stopped mid-attempt), unrecorded
+   * (the database refused the attempt's record) or secret_unreadable (the endpoint's
+   * signing secret cannot be opened with the server's encryption key); the last two
+   * end the delivery failed.
    *
    * @generated from field: optional string error = 5;
    */

@@ -9,6 +9,8 @@ import { Migration20261123091322_qr_configurations } from "./Migration2026112309
 import { Migration20261123092813_terminal } from "./Migration20261123092813_terminal.ts";
 import { Migration20261123142521_RotateSigningSecret } from "./Migration20261123142521_RotateSigningSecret.ts";
 import { Migration20261123170137_CredentialChangedNotify } from "./Migration20261123170137_CredentialChangedNotify.ts";
+import { Migration20261124150204_SecretKeyCheck } from "./Migration20261124150204_SecretKeyCheck.ts";
+import { Migration20261124152937_ChainEnvironmentInternalRoles } from "./Migration20261124152937_ChainEnvironmentInternalRoles.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -22,4 +24,6 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261123092813_terminal", class: Migration20261123092813_terminal },
   { name: "Migration20261123142521_RotateSigningSecret", class: Migration20261123142521_RotateSigningSecret },
   { name: "Migration20261123170137_CredentialChangedNotify", class: Migration20261123170137_CredentialChangedNotify },
+  { name: "Migration20261124150204_SecretKeyCheck", class: Migration20261124150204_SecretKeyCheck },
+  { name: "Migration20261124152937_ChainEnvironmentInternalRoles", class: Migration20261124152937_ChainEnvironmentInternalRoles },
 ];

@@ -1,6 +1,6 @@
 /**
- * A fixed-window limit per client address: at most `perMinute` calls in each minute.
- * In memory, per gateway process; windows of idle clients are dropped as they pass.
+ * A fixed-window limit per client (an address or a credential): at most `perMinute` calls in
+ * each minute. In memory, per process; windows of idle clients are dropped as they pass.
  */
 export class RateLimiter {
   private readonly perMinute: number;
