@@ -3,7 +3,7 @@ import { AdminError } from "../auth/admin.ts";
 import { Merchant } from "../auth/entities.ts";
 import { isEnvironment, type Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { networks } from "../intents/assets.ts";
+import { networks } from "../vocabulary/assets.ts";
 import { checkAddress } from "./formats.ts";
 import { parseAccountKey, SourceKeyError, testAccountKeys } from "./keys.ts";
 

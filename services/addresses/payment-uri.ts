@@ -3,8 +3,8 @@
  * EIP-681, Solana Pay, or the tron: form wallets such as TronLink read.
  * Amounts go from decimal string to string or integer units, never a float.
  */
-import { checkAmount, toUnits } from "../intents/amount.ts";
-import { evmChainIds, findAsset } from "../intents/assets.ts";
+import { checkAmount, toUnits } from "../vocabulary/amount.ts";
+import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { checkAddress, type Environment } from "./formats.ts";
 

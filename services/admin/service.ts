@@ -4,7 +4,7 @@ import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { validationError } from "../platform/errors.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
-import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "./endpoints.ts";
+import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
 
 export interface AdminDeps {
   secrets: SecretBox;

@@ -38,7 +38,7 @@ import { settleCredentialChanges } from "../auth/credential-cache.ts";
 import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
-import { networks } from "../intents/assets.ts";
+import { networks } from "../vocabulary/assets.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration } from "../qr/admin.ts";

@@ -17,7 +17,7 @@ import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor } from "../rpc/interceptor.ts";
 import { CredentialCache } from "../auth/credential-cache.ts";
 import { createInputGuard } from "../rpc/input-guard.ts";
-import { oneStatementMethods, routes, services } from "../rpc/routes.ts";
+import { oneStatementMethods, routes, services } from "./routes.ts";
 import { reflectionGate } from "../rpc/reflection.ts";
 import { startRpcServer } from "../rpc/server.ts";
 import { createLocalTransport } from "../rpc/local-transport.ts";

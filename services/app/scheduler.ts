@@ -1,5 +1,5 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
-import { autoDisableFailing } from "../admin/endpoints.ts";
+import { autoDisableFailing } from "../webhooks/operations.ts";
 import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";

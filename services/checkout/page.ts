@@ -8,8 +8,8 @@ import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import QRCode from "qrcode";
 import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
-import { fromUnits, toUnits } from "../intents/amount.ts";
-import { findAsset } from "../intents/assets.ts";
+import { fromUnits, toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 
 /** The statuses after which nothing changes for the shopper: the page stops refreshing. */
 export const finalStatuses: readonly string[] = ["confirmed", "overpaid", "late", "expired", "cancelled"];

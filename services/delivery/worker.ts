@@ -26,7 +26,7 @@ import {
   type ClaimResult,
 } from "./store.ts";
 import type { ConnectTo } from "../platform/connect-to.ts";
-import { PolicyRejection, UnresolvedHost, resolveTarget } from "./url-policy.ts";
+import { PolicyRejection, UnresolvedHost, resolveTarget } from "../webhooks/url-policy.ts";
 
 export interface WorkerOptions {
   db: Database;

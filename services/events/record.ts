@@ -3,8 +3,8 @@ import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId, newIds } from "../platform/ids.ts";
-import type { EventType } from "../intents/status.ts";
-import { maxEnabledEndpoints } from "../webhooks/limits.ts";
+import type { EventType } from "../vocabulary/event-types.ts";
+import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
 /**
  * Event types beyond the payment events: ours, not part of the spec's list. An endpoint turned

@@ -4,7 +4,7 @@ import { canonicalJson, sha256Hex } from "../platform/canonical-json.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import type { Owner } from "../auth/keys.ts";
-import { replayKey } from "../rpc/context.ts";
+import { replayKey } from "./context-keys.ts";
 
 /** How long a key's result is kept for replay. */
 export const retentionHours = 24;

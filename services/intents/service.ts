@@ -5,22 +5,26 @@ import { CreatePaymentIntentResponseSchema, IntentService, type CreatePaymentInt
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { validationError } from "../platform/errors.ts";
-import { transactionsOf } from "../observations/store.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { claimKey, inTransaction, merchantRequest } from "../rpc/context.ts";
+import { claimKey } from "../idempotency/context-keys.ts";
+import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
 import { isStatus, statuses } from "./status.ts";
-import { listIntents, type IntentRow, type ListFilters } from "./store.ts";
+import { listIntents, type IntentRow, type ListFilters, type TransactionFact } from "./store.ts";
 import { validateCreate, validatePageSize } from "./validate.ts";
 
 export interface IntentDeps {
   intents: Intents;
   cursors: CursorCodec;
+  /** The chain outputs of the given intents (the observations domain records them, above this one). */
+  transactionsOf: TransactionsOf;
 }
+
+export type TransactionsOf = (em: EntityManager, intentIds: readonly string[]) => Promise<Map<string, TransactionFact[]>>;
 
 /** IntentService's handlers: request in, domain call, view out. */
 export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentService> {
-  const { intents, cursors } = deps;
+  const { intents, cursors, transactionsOf } = deps;
   const { views } = intents;
 
   return {
@@ -42,7 +46,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 
     async getPaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const [row] = await withTransactions(em, [await intents.get(em, principal, req.publicId)]);
+      const [row] = await withTransactions(em, transactionsOf, [await intents.get(em, principal, req.publicId)]);
       return { data: views.message(row as IntentRow) };
     },
 
@@ -62,7 +66,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       // A cursor is valid only for the merchant, environment and filters it was made for.
       const binding = canonicalJson([principal.merchantId, principal.environment, filters]);
       const page = await listIntents(em, cursors, principal, filters, { cursor: req.cursor, limit, binding });
-      const rows = await withTransactions(em, page.rows);
+      const rows = await withTransactions(em, transactionsOf, page.rows);
       return { data: rows.map((r) => views.message(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 
@@ -75,7 +79,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 }
 
 /** The intents with their transactions: one query, and none for intents that never saw one. */
-async function withTransactions(em: EntityManager, rows: IntentRow[]): Promise<IntentRow[]> {
+async function withTransactions(em: EntityManager, transactionsOf: TransactionsOf, rows: IntentRow[]): Promise<IntentRow[]> {
   const seen = rows.filter((r) => r.amountReceived !== null).map((r) => r.id);
   if (seen.length === 0) return rows;
   const byIntent = await transactionsOf(em, seen);

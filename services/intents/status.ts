@@ -1,3 +1,5 @@
+import type { EventType } from "../vocabulary/event-types.ts";
+
 /**
  * The Payment Intent status machine (DESIGN.md, "Payment Intent"). Every
  * transition emits the event named here, in the transaction that made it.
@@ -24,19 +26,6 @@ const transitions: Record<Status, readonly Status[]> = {
 export function canTransition(from: Status, to: Status): boolean {
   return transitions[from].includes(to);
 }
-
-export const eventTypes = [
-  "payment.intent.created",
-  "payment.confirmed",
-  "payment.reorged",
-  "payment.cancelled",
-  "payment.expired",
-  "payment.underpaid",
-  "payment.overpaid",
-  "payment.late",
-  "webhook.test",
-] as const;
-export type EventType = (typeof eventTypes)[number];
 
 /** The event a transition into `to` emits; a move back after a reorg is payment.reorged. */
 export function eventFor(from: Status, to: Status): EventType {

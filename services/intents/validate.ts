@@ -1,7 +1,7 @@
 import type { CreatePaymentIntentRequest } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { validationError } from "../platform/errors.ts";
-import { checkAmount, exampleAmount } from "./amount.ts";
-import { assetsOn, findAsset, networks } from "./assets.ts";
+import { checkAmount, exampleAmount } from "../vocabulary/amount.ts";
+import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 
 export const limits = {
   merchantReference: 128,

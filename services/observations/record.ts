@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { toUnits } from "../intents/amount.ts";
-import { findAsset } from "../intents/assets.ts";
+import { toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";

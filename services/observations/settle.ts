@@ -1,5 +1,5 @@
-import { fromUnits, toUnits } from "../intents/amount.ts";
-import { findAsset } from "../intents/assets.ts";
+import { fromUnits, toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { impliedStatus, statusByFunds, type Funds } from "../intents/settle.ts";
 import { isStatus } from "../intents/status.ts";

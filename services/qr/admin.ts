@@ -1,8 +1,8 @@
 import { AdminError } from "../auth/admin.ts";
 import { Merchant } from "../auth/entities.ts";
 import { isEnvironment, type Environment } from "../auth/keys.ts";
-import { checkAmount } from "../intents/amount.ts";
-import { assetsOn, findAsset, networks } from "../intents/assets.ts";
+import { checkAmount } from "../vocabulary/amount.ts";
+import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import { QrConfiguration } from "./entities.ts";

@@ -1,5 +1,5 @@
 import type { EntityManager } from "../platform/db.ts";
-import { assets } from "../intents/assets.ts";
+import { assets } from "../vocabulary/assets.ts";
 
 /** Reads of QR configurations, and what their stored network/asset columns mean. */
 

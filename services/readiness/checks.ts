@@ -1,6 +1,6 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
-import { networks } from "../intents/assets.ts";
+import { networks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 
 /**

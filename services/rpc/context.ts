@@ -1,17 +1,11 @@
-import type { Message } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { InternalPrincipal, MerchantPrincipal, Principal } from "../auth/principal.ts";
 import type { EntityManager } from "../platform/db.ts";
-import type { IdempotencyClaim } from "../idempotency/idempotent.ts";
 import { apiError } from "../platform/errors.ts";
 
 export const principalKey = createContextKey<Principal | undefined>(undefined);
 /** The request's EntityManager: a fork, or the transaction of an idempotent request. */
 export const emKey = createContextKey<EntityManager | undefined>(undefined);
-/** An idempotent request's claim on its key, for a handler that writes in one statement (oneStatementMethods). */
-export const claimKey = createContextKey<IdempotencyClaim | undefined>(undefined);
-/** Set when an idempotent request is a repeat: the stored response to send instead of running the handler. */
-export const replayKey = createContextKey<Message | undefined>(undefined);
 
 /** What a handler works with: the caller, of the kind its route takes, and the request's EntityManager. */
 export function requestOf<K extends Principal["kind"]>(ctx: HandlerContext, kind: K): { principal: Extract<Principal, { kind: K }>; em: EntityManager } {

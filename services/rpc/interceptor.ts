@@ -15,7 +15,8 @@ import { OutageLog } from "../platform/outage.ts";
 import type { RateLimiter } from "../platform/rate-limit.ts";
 import type { InternalPrincipal, InternalRole as RoleName, Principal } from "../auth/principal.ts";
 import { clientAddressKey } from "../platform/client-address.ts";
-import { claimKey, emKey, principalKey } from "./context.ts";
+import { claimKey } from "../idempotency/context-keys.ts";
+import { emKey, principalKey } from "./context.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
 

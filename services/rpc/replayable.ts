@@ -1,6 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { replayKey } from "./context.ts";
+import { replayKey } from "../idempotency/context-keys.ts";
 
 type Handler = (req: unknown, ctx: HandlerContext) => unknown;
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Owner } from "../auth/keys.ts";
-import { checkAmount, fromUnits, toUnits } from "../intents/amount.ts";
-import { findAsset } from "../intents/assets.ts";
+import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { IntentRow } from "../intents/store.ts";
 import { recordObservation, recordReorg, simulatedTxHash } from "../observations/record.ts";

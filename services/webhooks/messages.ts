@@ -7,7 +7,7 @@ import {
   type WebhookDelivery,
   type WebhookEndpoint,
 } from "../../gen/payments/v1/webhooks_pb.ts";
-import type { AttemptRow, DeliveryRow } from "../delivery/store.ts";
+import type { AttemptRow, DeliveryRow } from "./deliveries.ts";
 
 export interface EndpointRow {
   id: string;

@@ -9,7 +9,7 @@ import t from "tap";
 import { importAddresses, setAccountKey } from "../../services/addresses/admin.ts";
 import { deriveAddress } from "../../services/addresses/keys.ts";
 import { newId } from "../../services/platform/ids.ts";
-import { maxEnabledEndpoints } from "../../services/webhooks/limits.ts";
+import { maxEnabledEndpoints } from "../../services/vocabulary/limits.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, type Credentials } from "../helpers/harness.ts";
 
 const s = await startTestApp(t, {}, ["rpc", "gateway"]);

@@ -12,7 +12,7 @@ import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import { readErrorCodes } from "../../scripts/protoc-gen-openapi.ts";
 import { createQrConfiguration } from "../../services/qr/admin.ts";
 import { errorCodes } from "../../services/platform/errors.ts";
-import { services } from "../../services/rpc/routes.ts";
+import { services } from "../../services/app/routes.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { createCashierSession } from "../../services/terminal/sessions.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, type ApiResponse } from "../helpers/harness.ts";

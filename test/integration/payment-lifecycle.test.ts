@@ -11,7 +11,7 @@ import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { importAddresses } from "../../services/addresses/admin.ts";
 import { checkAddress } from "../../services/addresses/formats.ts";
-import { assets } from "../../services/intents/assets.ts";
+import { assets } from "../../services/vocabulary/assets.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import t from "tap";
 import { createMerchant } from "../../services/auth/admin.ts";
-import { assets } from "../../services/intents/assets.ts";
+import { assets } from "../../services/vocabulary/assets.ts";
 import { newId } from "../../services/platform/ids.ts";
 import { createQrConfiguration, disableQrConfiguration } from "../../services/qr/admin.ts";
 import { call, merchantWithKey, startTestApp } from "../helpers/harness.ts";

@@ -14,7 +14,7 @@ import pg from "pg";
 import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
-import { services } from "../../services/rpc/routes.ts";
+import { services } from "../../services/app/routes.ts";
 import { errorCodes } from "../../services/platform/errors.ts";
 import { merchantWithKey, startTestApp } from "../helpers/harness.ts";
 

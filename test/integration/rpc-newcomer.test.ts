@@ -17,7 +17,7 @@ import * as v1 from "../../gen/grpc/reflection/v1/reflection_pb.ts";
 import * as v1alpha from "../../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
-import { services } from "../../services/rpc/routes.ts";
+import { services } from "../../services/app/routes.ts";
 import { startRpcServer } from "../../services/rpc/server.ts";
 import { idemKey, merchantWithKey, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 

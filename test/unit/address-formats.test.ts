@@ -5,7 +5,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { hexToBytes } from "@noble/hashes/utils.js";
 import { checkAddress, toEip55 } from "../../services/addresses/formats.ts";
 import { deriveAddress, testAccountKeys } from "../../services/addresses/keys.ts";
-import { assets } from "../../services/intents/assets.ts";
+import { assets } from "../../services/vocabulary/assets.ts";
 
 const b58c = createBase58check(sha256);
 const environments = ["test", "live"] as const;

@@ -1,5 +1,5 @@
 import t from "tap";
-import { checkAmount, toUnits } from "../../services/intents/amount.ts";
+import { checkAmount, toUnits } from "../../services/vocabulary/amount.ts";
 
 t.test("checkAmount accepts plain positive decimal strings", async (t) => {
   for (const [raw, decimals] of [

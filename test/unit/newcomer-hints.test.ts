@@ -3,7 +3,7 @@
 import fc from "fast-check";
 import t from "tap";
 import { numberForStringMessage, suggestFieldName } from "../../services/platform/api-json.ts";
-import { checkAmount, exampleAmount } from "../../services/intents/amount.ts";
+import { checkAmount, exampleAmount } from "../../services/vocabulary/amount.ts";
 
 const createFields = ["network", "asset", "requested_amount", "merchant_reference", "expires_in_seconds", "metadata"];
 

@@ -1,6 +1,6 @@
 import t from "tap";
 import { paymentUri } from "../../services/addresses/payment-uri.ts";
-import { assets, evmChainIds } from "../../services/intents/assets.ts";
+import { assets, evmChainIds } from "../../services/vocabulary/assets.ts";
 
 const btcLive = "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu";
 const btcTest = "tb1q6rz28mcfaxtmd6v789l9rrlrusdprr9pqcpvkl";

@@ -5,7 +5,7 @@ import { Code, ConnectError, createContextValues, createHandlerContext } from "@
 import t from "tap";
 import { GetQrConfigurationRequestSchema, QrService } from "../../gen/payments/v1/qr_pb.ts";
 import { AdminError } from "../../services/auth/admin.ts";
-import { assets } from "../../services/intents/assets.ts";
+import { assets } from "../../services/vocabulary/assets.ts";
 import type { EntityManager } from "../../services/platform/db.ts";
 import { describeError } from "../../services/platform/errors.ts";
 import { newId } from "../../services/platform/ids.ts";

@@ -1,6 +1,6 @@
 import t from "tap";
 import { buildRoutes, isCanonicalPath, matchRoute } from "../../gateway/routes.ts";
-import { services } from "../../services/rpc/routes.ts";
+import { services } from "../../services/app/routes.ts";
 
 const routes = buildRoutes(services);
 const base = "/api/v1/merchants/m1/payment-intents";

@@ -1,7 +1,7 @@
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
 import { Merchant } from "../auth/entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
-import { WebhookEndpointRecord } from "../webhooks/entities.ts";
+import { WebhookEndpointRecord } from "./entities.ts";
 
 /**
  * One attempt chain of one event to one endpoint; also the outbox row the

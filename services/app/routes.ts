@@ -12,13 +12,15 @@ import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { adminService } from "../admin/service.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
 import { observationService } from "../observations/service.ts";
+import { transactionsOf } from "../observations/store.ts";
 import { qrService } from "../qr/service.ts";
 import { readinessService, type ReadinessDeps } from "../readiness/service.ts";
 import { sandboxService } from "../sandbox/service.ts";
-import { checkoutService, siteService } from "../site/service.ts";
+import { checkoutService } from "../checkout/service.ts";
+import { siteService } from "../site/service.ts";
 import { terminalService } from "../terminal/service.ts";
 import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
-import { replayable } from "./replayable.ts";
+import { replayable } from "../rpc/replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
 export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService];
@@ -26,9 +28,9 @@ export const services: readonly DescService[] = [IntentService, WebhookService, 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
-export function routes(deps: IntentDeps & WebhookDeps & ReadinessDeps) {
+export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps) {
   return (router: ConnectRouter) => {
-    router.service(IntentService, replayable(intentService(deps)));
+    router.service(IntentService, replayable(intentService({ ...deps, transactionsOf })));
     router.service(WebhookService, replayable(webhookService(deps)));
     router.service(SandboxService, replayable(sandboxService(deps)));
     router.service(ObservationService, replayable(observationService(deps)));

@@ -1,10 +1,9 @@
 import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { newId } from "../platform/ids.ts";
 import { recordEvent } from "../events/record.ts";
-import { failPendingOfEndpoint } from "../delivery/store.ts";
-import { generateSigningSecret, type SecretBox } from "../webhooks/secrets.ts";
+import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
+import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 
 /** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
 
@@ -73,18 +72,7 @@ export async function recoverFailedDeliveries(em: EntityManager, endpointId: str
       order by d.created_at, d.id`,
     [endpointId, since],
   );
-  const ids: string[] = [];
-  for (let i = 0; i < failed.length; i += 1000) {
-    const input = failed.slice(i, i + 1000).map((f) => ({ id: newId("wd"), original: f.id }));
-    await em.execute(
-      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
-       select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
-         from json_to_recordset(?::json) as i(id text, original text) join webhook_deliveries d on d.id = i.original`,
-      [now, now, JSON.stringify(input)],
-    );
-    ids.push(...input.map((x) => x.id));
-  }
-  return ids;
+  return insertReplays(em, failed.map((f) => f.id), now);
 }
 
 interface FailingEndpoint {

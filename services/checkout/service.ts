@@ -1,0 +1,21 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { CheckoutService } from "../../gen/payments/v1/shopper_pb.ts";
+import type { Intents } from "../intents/intents.ts";
+import { apiError } from "../platform/errors.ts";
+import { requestOf } from "../rpc/context.ts";
+
+/** The id shape newId("pi") makes: anything else cannot be an intent, and is not looked up. */
+const intentIdPattern = /^pi_[0-9A-Za-z]{24}$/;
+
+/** CheckoutService: the hosted checkout page's data, public by the intent's id. */
+export function checkoutService(deps: { intents: Intents }): ServiceImpl<typeof CheckoutService> {
+  const { intents } = deps;
+  return {
+    async getCheckout(req, ctx) {
+      const { em } = requestOf(ctx, "public");
+      const row = intentIdPattern.test(req.publicId) ? await intents.find(em, req.publicId) : undefined;
+      if (!row) throw apiError("not_found", "No such payment.", "public_id");
+      return { data: intents.views.shopper(row), testMode: row.environment === "test" };
+    },
+  };
+}

@@ -1,0 +1,128 @@
+import type { Owner } from "../auth/keys.ts";
+import type { CursorCodec } from "../platform/cursor.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform/owned.ts";
+import { newId } from "../platform/ids.ts";
+import { WebhookDeliveryRecord } from "./delivery-entities.ts";
+import type { DeliveryStatus } from "./delivery-status.ts";
+
+/** Deliveries and their attempts as merchants and ops read them, replays, and an endpoint's pending deliveries ended on its disable. */
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: Date | string | null;
+  last_attempt_at: Date | string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  replay_of: string | null;
+  created_at: Date | string;
+}
+
+export interface AttemptRow {
+  delivery_id: string;
+  number: number;
+  started_at: Date | string;
+  duration_ms: number | null;
+  status_code: number | null;
+  error: string | null;
+  outcome: string | null;
+  response_excerpt: string | null;
+}
+
+const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.attempt_count,
+  d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
+
+const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`;
+
+export async function findDelivery(em: EntityManager, owner: Owner, id: string): Promise<DeliveryRow | undefined> {
+  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where d.id = ?`, id, owner);
+  if (!row) return undefined;
+  const { merchant_id: _, environment: __, ...delivery } = row;
+  return delivery;
+}
+
+export interface DeliveryFilters {
+  endpointId?: string;
+  eventId?: string;
+  status?: string;
+}
+
+/** A page of the owner's deliveries, newest first; a cursor is bound to the owner and the filters. */
+export async function listDeliveries(
+  em: EntityManager,
+  cursors: CursorCodec,
+  owner: Owner,
+  f: DeliveryFilters,
+  page: { cursor: string | undefined; limit: number; binding: string },
+): Promise<OwnedPage<DeliveryRow>> {
+  const filters: [string, unknown][] = [];
+  if (f.endpointId !== undefined) filters.push(["d.endpoint_id = ?", f.endpointId]);
+  if (f.eventId !== undefined) filters.push(["d.event_id = ?", f.eventId]);
+  if (f.status !== undefined) filters.push(["d.status = ?", f.status]);
+  return pageOwned<DeliveryRow>(em, cursors, { select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`, alias: "d", owner, filters, ...page });
+}
+
+/**
+ * The newest deliveries of every merchant, for ops (the ops CLI). Only delivery and event
+ * columns: nothing of the endpoint (its signing secret) is read.
+ */
+export async function listDeliveriesForOps(em: EntityManager, f: { status?: string; merchant?: string; limit: number }): Promise<Record<string, unknown>[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  for (const [column, value] of [["d.status", f.status], ["d.merchant_id", f.merchant]] as const) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  return em.execute<Record<string, unknown>[]>(
+    `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempt_count,
+            d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at
+       from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+      ${where.length ? `where ${where.join(" and ")}` : ""}
+      order by d.created_at desc, d.id desc limit ?`,
+    [...params, f.limit],
+  );
+}
+
+export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
+  if (deliveryIds.length === 0) return [];
+  return em.execute<AttemptRow[]>(
+    `select delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt
+       from webhook_attempts where delivery_id in (?) order by delivery_id, number`,
+    [deliveryIds],
+  );
+}
+
+/** Ends the endpoint's deliveries that have not started an attempt; returns how many. */
+export async function failPendingOfEndpoint(em: EntityManager, endpointId: string, at: Date): Promise<number> {
+  return em.nativeUpdate(
+    WebhookDeliveryRecord,
+    { endpoint: endpointId, status: "pending" },
+    { status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, updatedAt: at },
+  );
+}
+
+/**
+ * A new pending delivery of the same event (the same bytes) to the same endpoint for each
+ * original, replay_of it, with the original's merchant and environment; returns their ids in
+ * the originals' order. The replay route and the operator's recovery both insert through here.
+ */
+export async function insertReplays(em: EntityManager, originalIds: readonly string[], at: Date): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < originalIds.length; i += 1000) {
+    const input = originalIds.slice(i, i + 1000).map((original) => ({ id: newId("wd"), original }));
+    await em.execute(
+      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
+       select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
+         from json_to_recordset(?::json) as i(id text, original text) join webhook_deliveries d on d.id = i.original`,
+      [at, at, JSON.stringify(input)],
+    );
+    ids.push(...input.map((x) => x.id));
+  }
+  return ids;
+}
