@@ -28,8 +28,13 @@ import { IntentViews } from "../intents/views.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
 import { startScheduler } from "./scheduler.ts";
+import { ConfigError } from "../platform/config.ts";
+import { evmChainIds } from "../vocabulary/assets.ts";
+import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
+import { issueInProcessWatcherCredential } from "../auth/admin.ts";
 
-export const allRoles = ["rpc", "gateway", "worker", "scheduler"] as const;
+/** The roles a process can run; `npm start` with none runs them all (the watcher only when a chain endpoint is configured). */
+export const allRoles = ["rpc", "gateway", "worker", "scheduler", "watcher"] as const;
 export type Role = (typeof allRoles)[number];
 
 export interface AppOptions {
@@ -92,13 +97,14 @@ export async function startApp(o: AppOptions): Promise<App> {
     throw err;
   }
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl));
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl), undefined, config.confirmationOverrides);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
+    latePaymentWindowSeconds: config.latePaymentWindowSeconds,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];
@@ -149,6 +155,35 @@ export async function startApp(o: AppOptions): Promise<App> {
       jetstreamPrefix = worker.prefix;
       metrics.watchConsumer(worker.prefix);
       stops.push({ step: "delivery worker", stop: worker.stop });
+    }
+    if (roles.includes("watcher")) {
+      if (config.chainEndpoints.length === 0) {
+        throw new ConfigError("the watcher role follows no chain: set an endpoint such as ETHEREUM_TEST_RPC_URL (<NETWORK>_<ENVIRONMENT>_RPC_URL)");
+      }
+      const wrong = await checkEndpoints(config.chainEndpoints, { ethereum: evmChainIds.ethereum.live, polygon: evmChainIds.polygon.live }, logger);
+      if (wrong) throw new ConfigError(wrong);
+      // Beside the rpc role the watcher calls the handlers in-process, with a credential issued
+      // for this process; alone, it reaches RPC_URL with the operator's.
+      const local = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
+      const credentials: { test?: string; live?: string } = {};
+      for (const environment of new Set(config.chainEndpoints.map((e) => e.environment))) {
+        credentials[environment] = local
+          ? await db.em.fork().transactional((tx) => issueInProcessWatcherCredential(tx, environment))
+          : config.watcherCredentials[environment];
+        if (!credentials[environment]) {
+          throw new ConfigError(`a watcher without the rpc role needs WATCHER_CREDENTIAL_${environment.toUpperCase()} (admin internal-credential create --roles observe --environment ${environment})`);
+        }
+      }
+      const transport = local ?? createGrpcTransport({ baseUrl: config.rpcUrl });
+      const watcher = startWatcherRole({
+        endpoints: config.chainEndpoints,
+        pollMs: config.watcherPollMs,
+        leaseSeconds: config.watcherLeaseSeconds,
+        coreFor: (environment) => ({ transport, credential: credentials[environment] as string }),
+        logger,
+        registry: metrics.registry,
+      });
+      stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });

@@ -6,6 +6,7 @@ import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../webhooks/deliver
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
 import { ChainObservation } from "../observations/entities.ts";
+import { ChainWatcher } from "../chains/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
@@ -31,6 +32,7 @@ export const entities = [
   CashierSession,
   QrConfiguration,
   SecretKeyCheck,
+  ChainWatcher,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

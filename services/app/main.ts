@@ -41,7 +41,8 @@ if (args[0] === "migrate") {
 
 const unknown = args.filter((a) => !(allRoles as readonly string[]).includes(a));
 if (unknown.length > 0) fatal(`unknown role ${unknown.join(", ")}; roles are ${allRoles.join(", ")}, or "migrate"`);
-const roles: Role[] = args.length > 0 ? (args as Role[]) : [...allRoles];
+// All in one: the watcher too, when a chain endpoint is configured.
+const roles: Role[] = args.length > 0 ? (args as Role[]) : allRoles.filter((r) => r !== "watcher" || config.chainEndpoints.length > 0);
 
 let resources: Awaited<ReturnType<typeof resolveDatabase>>;
 let nats: Awaited<ReturnType<typeof resolveNats>>;

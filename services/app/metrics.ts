@@ -7,7 +7,7 @@ import type { Database } from "../platform/db.ts";
 import { describeError } from "../platform/errors.ts";
 import type { Nats } from "../platform/nats.ts";
 
-type Role = "rpc" | "gateway" | "worker" | "scheduler";
+type Role = "rpc" | "gateway" | "worker" | "scheduler" | "watcher";
 
 /** What the gateway reports of each request (GatewayOptions.observe). */
 export interface HttpObservation {

@@ -1,6 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { QrService } from "../../gen/payments/v1/qr_pb.ts";
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
@@ -10,6 +11,7 @@ import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.t
 import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { adminService } from "../admin/service.ts";
+import { chainService, type ChainDeps } from "../chains/service.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
 import { observationService } from "../observations/service.ts";
 import { transactionsOf } from "../observations/store.ts";
@@ -23,12 +25,12 @@ import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "../rpc/replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
-export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService];
+export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService, ChainService];
 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
-export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps) {
+export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps) {
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService({ ...deps, transactionsOf })));
     router.service(WebhookService, replayable(webhookService(deps)));
@@ -40,5 +42,6 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(ReadinessService, replayable(readinessService(deps)));
     router.service(TerminalService, replayable(terminalService(deps)));
     router.service(AdminService, replayable(adminService(deps)));
+    router.service(ChainService, replayable(chainService(deps)));
   };
 }

@@ -87,3 +87,13 @@ export async function listInternalCredentials(em: EntityManager) {
   const rows = await em.find(InternalCredential, {}, { orderBy: { createdAt: "desc" } });
   return rows.map((c) => ({ id: c.id, name: c.name, hint: c.hint, roles: c.roles, environment: c.environment ?? null, created_at: iso(c.createdAt), revoked_at: iso(c.revokedAt ?? null) }));
 }
+
+/**
+ * The credential a watcher running beside the rpc role sends in-process: issued at each start,
+ * the one the previous start issued revoked, so no secret outlives its process for long.
+ */
+export async function issueInProcessWatcherCredential(em: EntityManager, environment: Environment): Promise<string> {
+  const name = `in-process chain watcher (${environment})`;
+  await em.nativeUpdate(InternalCredential, { name, revokedAt: null }, { revokedAt: new Date() });
+  return (await createInternalCredential(em, name, ["observe"], environment)).credential;
+}

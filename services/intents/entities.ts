@@ -41,6 +41,8 @@ export const PaymentIntentRecord = defineEntity({
     { properties: ["merchant", "environment", "status", "createdAt", "id"] },
     { properties: ["merchant", "environment", "merchantReference", "createdAt", "id"] },
     { properties: ["status", "expiresAt"] },
+    // The chain watchers' list of addresses to watch, and what was created since (services/chains).
+    { properties: ["network", "environment", "createdAt", "id"] },
   ],
   uniques: [{ properties: ["network", "depositAddress"] }],
 });

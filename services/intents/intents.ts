@@ -13,6 +13,7 @@ import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
 import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
+import type { AssetInfo } from "../vocabulary/assets.ts";
 
 /** Where an intent was created, and for a terminal, by whom. */
 export interface IntentOrigin {
@@ -54,9 +55,18 @@ export class Intents {
   readonly views: IntentViews;
   readonly #addresses: AddressReserve;
 
-  constructor(views: IntentViews, addresses = new AddressReserve()) {
+  readonly #confirmations: Readonly<Record<string, number>>;
+
+  /** `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS). */
+  constructor(views: IntentViews, addresses = new AddressReserve(), confirmations: Readonly<Record<string, number>> = {}) {
     this.views = views;
     this.#addresses = addresses;
+    this.#confirmations = confirmations;
+  }
+
+  /** Confirmations an output of the asset needs to count. */
+  requiredConfirmations(asset: AssetInfo): number {
+    return this.#confirmations[asset.network] ?? asset.confirmations;
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */

@@ -224,3 +224,32 @@ export async function claimDueIntents(em: EntityManager, batch: number): Promise
   );
   return rows.map(fromDb);
 }
+
+/** A deposit address to watch, with its intent's place in creation order (the watcher's cursor). */
+export interface WatchedAddress {
+  address: string;
+  createdAt: Date;
+  id: string;
+}
+
+/**
+ * Deposit addresses on a chain whose intents can still receive a payment that counts: not
+ * cancelled, and not expired for longer than `lateWindowSeconds`; oldest first, after `after`.
+ */
+export async function watchedAddresses(
+  em: EntityManager,
+  chain: { network: string; environment: string },
+  lateWindowSeconds: number,
+  after: { createdAt: Date; id: string } | undefined,
+  limit: number,
+): Promise<WatchedAddress[]> {
+  const rows = await em.execute<{ deposit_address: string; created_at: Date; id: string }[]>(
+    `select deposit_address, created_at, id from payment_intents
+      where network = ? and environment = ? and deposit_address is not null and status <> 'cancelled'
+        and expires_at > now() - make_interval(secs => ?)
+        and (created_at, id) > (?::timestamptz, ?)
+      order by created_at, id limit ?`,
+    [chain.network, chain.environment, lateWindowSeconds, after?.createdAt ?? new Date(0), after?.id ?? "", limit],
+  );
+  return rows.map((r) => ({ address: r.deposit_address, createdAt: new Date(r.created_at), id: r.id }));
+}

@@ -17,6 +17,7 @@ import { observationsOf, setCounted, toFact } from "./store.ts";
 export async function settle(tx: EntityManager, intents: Intents, locked: IntentRow, now: Date): Promise<IntentRow> {
   const asset = findAsset(locked.network, locked.asset);
   if (!asset) throw new Error(`intent ${locked.id} has an unknown asset`);
+  const required = intents.requiredConfirmations(asset);
   let row = locked;
   const expired = now.getTime() >= row.expiresAt.getTime();
   // Past its expiry an unpaid intent is expired, whether or not the scheduler got there first:
@@ -28,7 +29,7 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
   const changes: { id: number; counted: boolean; countedLate: boolean }[] = [];
   const funds: Funds = { counted: 0n, countedLate: 0n };
   for (const o of outputs) {
-    const counts = !o.orphaned && o.asset === row.asset && o.confirmations >= asset.confirmations;
+    const counts = !o.orphaned && o.asset === row.asset && o.confirmations >= required;
     const late = counts && (o.counted ? o.countedLate : lateFromNow);
     if (counts !== o.counted || late !== o.countedLate) {
       changes.push({ id: o.id, counted: counts, countedLate: late });

@@ -53,6 +53,60 @@ export interface Config {
   apiKeyMaxAgeDays: number;
   /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
   grpcReflection: "on" | "off" | "auto";
+  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the Ethereum JSON-RPC endpoints the watcher role follows (http(s) or ws(s)). */
+  chainEndpoints: ChainEndpoint[];
+  /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
+  watcherPollMs: number;
+  /** WATCHER_LEASE_SECONDS: how long a dead watcher's chain stays unfollowed before another takes over. */
+  watcherLeaseSeconds: number;
+  /** <NETWORK>_CONFIRMATIONS: confirmations an output needs to count on that network, instead of the asset table's. */
+  confirmationOverrides: Record<string, number>;
+  /** LATE_PAYMENT_WINDOW_SECONDS: how long after expiry an intent's address is still watched, so a late payment is seen. */
+  latePaymentWindowSeconds: number;
+  /** WATCHER_CREDENTIAL_TEST / _LIVE: the internal credential a watcher in its own process sends, per environment. */
+  watcherCredentials: { test?: string; live?: string };
+}
+
+/** A chain the watcher role follows: a network in an environment, through one JSON-RPC endpoint. */
+export interface ChainEndpoint {
+  network: "ethereum" | "polygon";
+  environment: "test" | "live";
+  url: string;
+}
+
+/** The networks the EVM watcher follows, and the ones whose confirmations can be overridden. */
+export const watchedNetworks = ["ethereum", "polygon"] as const;
+const confirmedNetworks = ["bitcoin", "ethereum", "polygon", "tron", "solana"] as const;
+
+function chainEndpoints(env: Env): ChainEndpoint[] {
+  const out: ChainEndpoint[] = [];
+  for (const network of watchedNetworks) {
+    for (const environment of ["test", "live"] as const) {
+      const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
+      const raw = optional(env, name);
+      if (raw === undefined) continue;
+      let parsed: URL;
+      try {
+        parsed = new URL(raw);
+      } catch {
+        throw new ConfigError(`${name} must be an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint`);
+      }
+      if (!["http:", "https:", "ws:", "wss:"].includes(parsed.protocol)) {
+        throw new ConfigError(`${name} must be an http(s) or ws(s) URL, got the scheme ${parsed.protocol.slice(0, -1)}`);
+      }
+      out.push({ network, environment, url: raw });
+    }
+  }
+  return out;
+}
+
+function confirmationOverrides(env: Env): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const network of confirmedNetworks) {
+    const name = `${network.toUpperCase()}_CONFIRMATIONS`;
+    if (optional(env, name) !== undefined) out[network] = integer(env, name, 1, 1, 10_000);
+  }
+  return out;
 }
 
 function trustedProxies(raw: string): string[] {
@@ -198,6 +252,12 @@ export function loadConfig(env: Env = process.env): Config {
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
     credentialRateLimitPerMinute: integer(env, "SITE_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? "127.0.0.1,::1"),
+    chainEndpoints: chainEndpoints(env),
+    watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
+    watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),
+    confirmationOverrides: confirmationOverrides(env),
+    latePaymentWindowSeconds: integer(env, "LATE_PAYMENT_WINDOW_SECONDS", 86_400, 0, 365 * 86_400),
+    watcherCredentials: { test: optional(env, "WATCHER_CREDENTIAL_TEST"), live: optional(env, "WATCHER_CREDENTIAL_LIVE") },
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
     grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
   };

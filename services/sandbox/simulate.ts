@@ -85,7 +85,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
       txHash: simulatedTxHash(),
       outputIndex: 0,
       amount: fromUnits(pay, asset.decimals),
-      confirmations: asset.confirmations,
+      confirmations: intents.requiredConfirmations(asset),
       blockHeight: null,
       blockHash: randomBytes(32).toString("hex"),
       observedAt: now,

@@ -75,10 +75,12 @@ export interface TestApp {
 export async function startTestApp(
   t: Teardown,
   env: Record<string, string> = {},
-  roles: readonly Role[] = allRoles,
+  /** Unset: every role, the watcher only when `env` configures a chain endpoint (as `npm start`). */
+  roles?: readonly Role[],
   /** The master key (SECRET_ENCRYPTION_KEY); give the same one to other processes of the same system. */
   masterKey: Buffer = randomBytes(32),
 ): Promise<TestApp> {
+  roles ??= allRoles.filter((r) => r !== "watcher" || Object.keys(env).some((k) => k.endsWith("_RPC_URL") && k !== "RPC_URL"));
   // TEST_SPLIT=1 runs the same tests against a gateway that reaches the services over gRPC.
   if (process.env.TEST_SPLIT === "1" && roles.includes("gateway") && roles.includes("rpc")) {
     return startSplitTestApp(t, env, roles.filter((r) => r !== "gateway"), masterKey);

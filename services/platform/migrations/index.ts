@@ -10,6 +10,7 @@ import { Migration20261123092813_terminal } from "./Migration20261123092813_term
 import { Migration20261123142521_RotateSigningSecret } from "./Migration20261123142521_RotateSigningSecret.ts";
 import { Migration20261123170137_CredentialChangedNotify } from "./Migration20261123170137_CredentialChangedNotify.ts";
 import { Migration20261124150204_SecretKeyCheck } from "./Migration20261124150204_SecretKeyCheck.ts";
+import { Migration20261124203005_ChainWatchers } from "./Migration20261124203005_ChainWatchers.ts";
 import { Migration20261124152937_ChainEnvironmentInternalRoles } from "./Migration20261124152937_ChainEnvironmentInternalRoles.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -26,4 +27,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261123170137_CredentialChangedNotify", class: Migration20261123170137_CredentialChangedNotify },
   { name: "Migration20261124150204_SecretKeyCheck", class: Migration20261124150204_SecretKeyCheck },
   { name: "Migration20261124152937_ChainEnvironmentInternalRoles", class: Migration20261124152937_ChainEnvironmentInternalRoles },
+  { name: "Migration20261124203005_ChainWatchers", class: Migration20261124203005_ChainWatchers },
 ];

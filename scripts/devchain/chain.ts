@@ -1,0 +1,163 @@
+// A local EVM dev chain on Foundry's anvil: the Test token contracts of the asset table placed at
+// their addresses, a funded payer, and payments made with real signed transactions. Used by
+// `npm run devchain`, `npm run pay`, the watcher's tests and its bench.
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import solc from "solc";
+import {
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  encodeFunctionData,
+  http,
+  parseUnits,
+  type Hex,
+  type PublicClient,
+  type TestClient,
+  type WalletClient,
+} from "viem";
+import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { assets } from "../../services/vocabulary/assets.ts";
+
+/** anvil's first default account (its well-known test mnemonic): never a real key. */
+export const payerKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+export const tokenAbi = [
+  { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] },
+  { type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] },
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
+] as const;
+
+let runtimeCode: Hex | undefined;
+
+/** The test token's runtime bytecode, compiled from TestToken.sol with solc (once per process). */
+export function testTokenCode(): Hex {
+  if (runtimeCode) return runtimeCode;
+  const source = readFileSync(path.join(import.meta.dirname, "TestToken.sol"), "utf8");
+  const input = {
+    language: "Solidity",
+    sources: { "TestToken.sol": { content: source } },
+    settings: { optimizer: { enabled: true, runs: 200 }, outputSelection: { "*": { TestToken: ["evm.deployedBytecode.object"] } } },
+  };
+  const out = JSON.parse(solc.compile(JSON.stringify(input))) as {
+    errors?: { severity: string; formattedMessage: string }[];
+    contracts?: Record<string, Record<string, { evm: { deployedBytecode: { object: string } } }>>;
+  };
+  const errors = (out.errors ?? []).filter((e) => e.severity === "error");
+  if (errors.length > 0) throw new Error(`TestToken.sol: ${errors.map((e) => e.formattedMessage).join("\n")}`);
+  runtimeCode = `0x${out.contracts?.["TestToken.sol"]?.TestToken?.evm.deployedBytecode.object}` as Hex;
+  return runtimeCode;
+}
+
+/** The anvil binary of the platform package (a devDependency). */
+export function anvilPath(): string {
+  const require = createRequire(import.meta.url);
+  return path.join(path.dirname(require.resolve("@foundry-rs/anvil-linux-amd64/package.json")), "bin", "anvil");
+}
+
+export interface DevChain {
+  url: string;
+  port: number;
+  chainId: number;
+  public: PublicClient;
+  test: TestClient;
+  wallet: WalletClient;
+  payer: PrivateKeyAccount;
+  /** The Test contract of each token of `network` in the asset table, by asset. */
+  tokens: Record<string, Hex>;
+  stop(): Promise<void>;
+  /** Kills anvil without a chance to save anything (its state is in memory: the chain is gone). */
+  process: ChildProcess;
+}
+
+export interface DevChainOptions {
+  /** 0: a free port. */
+  port?: number;
+  chainId?: number;
+  /** Unset: no mining until asked (evm_mine); else a block every this many seconds. */
+  blockTimeSeconds?: number;
+  network?: "ethereum" | "polygon";
+  host?: string;
+}
+
+/** Starts anvil, places the Test tokens of `network` at their asset-table addresses, and mints the payer 1,000,000 of each. */
+export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> {
+  const network = o.network ?? "ethereum";
+  const chainId = o.chainId ?? (network === "ethereum" ? 11155111 : 80002);
+  const args = ["--port", String(o.port ?? 0), "--host", o.host ?? "127.0.0.1", "--chain-id", String(chainId)];
+  args.push(...(o.blockTimeSeconds ? ["--block-time", String(o.blockTimeSeconds)] : ["--no-mining"]));
+  const child = spawn(anvilPath(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`anvil did not start: ${out.slice(-500)}`)), 20_000);
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      const m = /Listening on [^\s:]+:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`anvil exited (${code}): ${out.slice(-500)}`));
+    });
+  });
+  child.stdout.resume();
+  const url = `http://${o.host ?? "127.0.0.1"}:${port}`;
+  const transport = http(url, { retryCount: 0 });
+  const payer = privateKeyToAccount(payerKey);
+  const chain = { id: chainId, name: `dev ${network}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [url] } } };
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: 100 });
+  const test = createTestClient({ chain, mode: "anvil", transport });
+  const wallet = createWalletClient({ chain, transport, account: payer });
+  const tokens: Record<string, Hex> = {};
+  const code = testTokenCode();
+  for (const a of assets.filter((a) => a.network === network && a.contract)) {
+    const address = a.contract?.test as Hex;
+    tokens[a.asset] = address;
+    await test.setCode({ address, bytecode: code });
+    await wallet.sendTransaction({ to: address, data: encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [payer.address, parseUnits("1000000", a.decimals)] }) });
+  }
+  if (!o.blockTimeSeconds) await test.mine({ blocks: 1 });
+  let stopped: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    chainId,
+    public: publicClient as PublicClient,
+    test,
+    wallet,
+    payer,
+    tokens,
+    process: child,
+    stop: () =>
+      (stopped ??= new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      })),
+  };
+}
+
+/**
+ * A signed payment from the payer: `amount` of `asset` (the native coin, or a token of the asset
+ * table) to `to`. Returns the raw transaction (to send again after a reorg: the same hash) and its hash.
+ */
+export async function signPayment(dev: DevChain, to: Hex, amount: string, asset: string, decimals: number, nonce?: number): Promise<{ raw: Hex; hash: Hex }> {
+  const token = dev.tokens[asset];
+  const request = await dev.wallet.prepareTransactionRequest({
+    account: dev.payer,
+    chain: dev.wallet.chain,
+    ...(nonce === undefined ? {} : { nonce }),
+    ...(token
+      ? { to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: "transfer", args: [to, parseUnits(amount, decimals)] }) }
+      : { to, value: parseUnits(amount, decimals) }),
+  });
+  const raw = await dev.wallet.signTransaction({ ...request, account: dev.payer, chain: dev.wallet.chain } as Parameters<WalletClient["signTransaction"]>[0]);
+  const hash = await dev.public.sendRawTransaction({ serializedTransaction: raw });
+  return { raw, hash };
+}

@@ -1,0 +1,107 @@
+import { createPublicClient, http, parseAbiItem, webSocket, type PublicClient } from "viem";
+
+/** A block as the watcher needs it: where it sits, and (when asked for) its top-level transactions that carry value. */
+export interface EvmBlock {
+  height: number;
+  hash: string;
+  parentHash: string;
+  /** Seconds since the epoch. */
+  timestamp: number;
+  /** Top-level transactions with a recipient and a value above zero. */
+  valueTransfers: { txHash: string; to: string; value: bigint }[];
+}
+
+/** An ERC-20 Transfer log of a watched token contract. */
+export interface TokenTransfer {
+  blockHash: string;
+  height: number;
+  txHash: string;
+  logIndex: number;
+  contract: string;
+  to: string;
+  value: bigint;
+}
+
+/** What the watcher asks of an Ethereum JSON-RPC node. */
+export interface EvmNode {
+  chainId(): Promise<number>;
+  headHeight(): Promise<number>;
+  /** The canonical block at `height`, or undefined past the head; with its value transfers only when `withTransactions`. */
+  block(height: number, withTransactions: boolean): Promise<EvmBlock | undefined>;
+  /** Transfer logs of `contracts` in blocks from..to (inclusive), fetched by contract and topic, not by recipient. */
+  tokenTransfers(contracts: readonly string[], from: number, to: number): Promise<TokenTransfer[]>;
+  close(): Promise<void>;
+}
+
+const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+
+/** A viem public client over http(s) or ws(s); requests made together are batched into one round trip (http). */
+export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
+  const ws = url.startsWith("ws:") || url.startsWith("wss:");
+  // viem's own retries would hide an outage from the watcher's backoff and its metrics.
+  const transport = ws ? webSocket(url, { retryCount: 0, timeout: timeoutMs }) : http(url, { retryCount: 0, timeout: timeoutMs, batch: { batchSize: 100, wait: 0 } });
+  const client: PublicClient = createPublicClient({ transport });
+  return {
+    async chainId() {
+      return client.getChainId();
+    },
+
+    async headHeight() {
+      return Number(await client.getBlockNumber({ cacheTime: 0 }));
+    },
+
+    async block(height, withTransactions) {
+      try {
+        const b = await client.getBlock({ blockNumber: BigInt(height), includeTransactions: withTransactions });
+        const valueTransfers: EvmBlock["valueTransfers"] = [];
+        if (withTransactions) {
+          for (const tx of b.transactions) {
+            if (typeof tx === "string" || !tx.to || tx.value === 0n) continue;
+            valueTransfers.push({ txHash: tx.hash, to: tx.to, value: tx.value });
+          }
+        }
+        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), valueTransfers };
+      } catch (err) {
+        if ((err as Error).name === "BlockNotFoundError") return undefined;
+        throw err;
+      }
+    },
+
+    async tokenTransfers(contracts, from, to) {
+      if (contracts.length === 0) return [];
+      const logs = await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, fromBlock: BigInt(from), toBlock: BigInt(to) });
+      const out: TokenTransfer[] = [];
+      for (const log of logs) {
+        // A log of the same signature that is not an ERC-20 Transfer (ERC-721 indexes its third argument) has no value.
+        if (log.removed || !log.args.to || typeof log.args.value !== "bigint" || log.blockHash === null || log.transactionHash === null) continue;
+        out.push({
+          blockHash: log.blockHash,
+          height: Number(log.blockNumber),
+          txHash: log.transactionHash,
+          logIndex: Number(log.logIndex),
+          contract: log.address,
+          to: log.args.to,
+          value: log.args.value,
+        });
+      }
+      return out;
+    },
+
+    async close() {
+      if (ws) {
+        const socket = await (transport({}).value as { getRpcClient?: () => Promise<{ close(): void }> } | undefined)?.getRpcClient?.();
+        socket?.close();
+      }
+    },
+  };
+}
+
+/** A node URL as logs may show it: scheme, host and port only (providers put their API keys in the path or userinfo). */
+export function redactNodeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return "(unparseable URL)";
+  }
+}

@@ -1,0 +1,204 @@
+import { formatUnits } from "viem";
+import type { AssetInfo } from "../vocabulary/assets.ts";
+import type { EvmBlock, EvmNode } from "./evm-node.ts";
+
+/** A block the watcher processed. */
+export interface BlockRef {
+  height: number;
+  hash: string;
+}
+
+/** One output to a watched address, as reported to ObservationService. */
+export interface Output {
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  /** 0 for a transaction's own value; 1 + the log's index for a token Transfer (so the two never share a key). */
+  outputIndex: number;
+  amount: string;
+  blockHeight: number;
+  blockHash: string;
+  blockTime: number;
+}
+
+interface Pending {
+  output: Output;
+  confirmations: number;
+}
+
+/** What the follower asks of the core (ChainService and ObservationService, over gRPC or in-process). */
+export interface Core {
+  record(output: Output, confirmations: number): Promise<void>;
+  reorg(orphanedBlockHashes: readonly string[]): Promise<void>;
+  save(position: { height: number; recentBlocks: BlockRef[] }, head: { height: number; time: number | undefined }): Promise<void>;
+}
+
+export interface FollowerOptions {
+  node: EvmNode;
+  core: Core;
+  /** The network's assets for this environment: the native coin (no contract) and tokens by contract. */
+  assets: readonly { info: AssetInfo; contract: string | undefined }[];
+  /** Confirmations each asset needs to count (from ClaimChain). */
+  required: Readonly<Record<string, number>>;
+  /** The addresses to look for, lowercase. */
+  watched: ReadonlySet<string>;
+  /** Blocks fetched per round trip while catching up. */
+  batchBlocks?: number;
+  /** Told of each block processed and each output reported. */
+  onBlock?: (block: BlockRef, head: number) => void;
+  onOutput?: (output: Output) => void;
+  onReorg?: (orphaned: BlockRef[]) => void;
+}
+
+/**
+ * Follows one chain from a saved position: each new block's value transfers and token
+ * Transfer logs to watched addresses are reported, and reported again as their confirmations
+ * grow until their asset's threshold; a block that leaves the best chain (told by block and
+ * parent hashes, not by the node's removed logs) is reported as a reorg and its height
+ * processed again. The caller saves the position after each step, so a restart repeats at
+ * most one step: the core records an output once however often it is reported.
+ */
+export class Follower {
+  readonly #o: FollowerOptions;
+  readonly #tokens: Map<string, AssetInfo>;
+  readonly #native: AssetInfo | undefined;
+  readonly #keep: number;
+  #height: number;
+  #recent: BlockRef[];
+  /** Outputs below their threshold, by block: reported again as the head moves. */
+  #pending: Pending[] = [];
+
+  constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
+    this.#o = o;
+    this.#tokens = new Map(o.assets.filter((a) => a.contract).map((a) => [(a.contract as string).toLowerCase(), a.info]));
+    this.#native = o.assets.find((a) => !a.contract)?.info;
+    // Enough history to find where a reorg as deep as the deepest threshold forked, and some.
+    this.#keep = Math.min(1024, 2 * Math.max(1, ...Object.values(o.required)) + 16);
+    this.#height = position.height;
+    this.#recent = [...position.recentBlocks];
+  }
+
+  get position(): { height: number; recentBlocks: BlockRef[] } {
+    return { height: this.#height, recentBlocks: [...this.#recent] };
+  }
+
+  /**
+   * After taking over (a restart, or another watcher's lease): checks the saved blocks are
+   * still the best chain, then reports again the outputs of the blocks still below a threshold,
+   * so their confirmations keep being reported.
+   */
+  async resume(head: number): Promise<void> {
+    await this.#checkCanonical();
+    const maxRequired = Math.max(1, ...Object.values(this.#o.required));
+    const from = Math.max(this.#height - maxRequired + 1, this.#recent[0]?.height ?? this.#height + 1, 0);
+    if (from <= this.#height) await this.#scan(from, this.#height, head, false);
+  }
+
+  /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
+  async step(head: number): Promise<boolean> {
+    if (await this.#checkCanonical()) return true;
+    if (head <= this.#height) {
+      await this.#reportPending(head);
+      return false;
+    }
+    const to = Math.min(head, this.#height + (this.#o.batchBlocks ?? 20));
+    await this.#scan(this.#height + 1, to, head, true);
+    return true;
+  }
+
+  /** Whether the last processed block left the best chain (then it was handled: the position moved back). */
+  async #checkCanonical(): Promise<boolean> {
+    const top = this.#recent.at(-1);
+    if (!top) return false;
+    const now = await this.#o.node.block(top.height, false);
+    if (now?.hash.toLowerCase() === top.hash) return false;
+    await this.#rewind();
+    return true;
+  }
+
+  /** Back to the newest saved block still on the best chain; the ones above it are reported orphaned. */
+  async #rewind(): Promise<void> {
+    const orphaned: BlockRef[] = [];
+    while (this.#recent.length > 0) {
+      const b = this.#recent.at(-1) as BlockRef;
+      const now = await this.#o.node.block(b.height, false);
+      if (now?.hash.toLowerCase() === b.hash) break;
+      orphaned.push(b);
+      this.#recent.pop();
+    }
+    // Deeper than the history kept: everything kept is gone; go on from below it.
+    const base = this.#recent.at(-1);
+    this.#height = base ? base.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
+    if (orphaned.length > 0) {
+      const gone = new Set(orphaned.map((b) => b.hash));
+      await this.#o.core.reorg(orphaned.map((b) => b.hash));
+      this.#pending = this.#pending.filter((p) => !gone.has(p.output.blockHash));
+      this.#o.onReorg?.(orphaned);
+    }
+    await this.#o.core.save(this.position, { height: this.#height, time: undefined });
+  }
+
+  async #scan(from: number, to: number, head: number, advance: boolean): Promise<void> {
+    const heights = Array.from({ length: to - from + 1 }, (_, i) => from + i);
+    const withTransactions = this.#native !== undefined;
+    const blocks = await Promise.all(heights.map((h) => this.#o.node.block(h, withTransactions)));
+    const transfers = await this.#o.node.tokenTransfers([...this.#tokens.keys()], from, to);
+    const byHash = new Map<string, EvmBlock>();
+    let parent = advance ? this.#recent.at(-1) : undefined;
+    for (const b of blocks) {
+      // The head moved back, or the chain changed under the batch: the next step sorts it out.
+      if (!b || (parent && b.parentHash.toLowerCase() !== parent.hash)) return;
+      byHash.set(b.hash.toLowerCase(), b);
+      parent = { height: b.height, hash: b.hash.toLowerCase() };
+    }
+    // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
+    if (transfers.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return;
+
+    const found: Output[] = [];
+    for (const b of blocks as EvmBlock[]) {
+      if (!this.#native) break;
+      for (const t of b.valueTransfers) {
+        if (!this.#o.watched.has(t.to.toLowerCase())) continue;
+        found.push({ asset: this.#native.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 0, amount: formatUnits(t.value, this.#native.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
+      }
+    }
+    for (const t of transfers) {
+      const info = this.#tokens.get(t.contract.toLowerCase());
+      if (!info || !this.#o.watched.has(t.to.toLowerCase())) continue;
+      const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;
+      found.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + t.logIndex, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
+    }
+    found.sort((a, b) => a.blockHeight - b.blockHeight || a.outputIndex - b.outputIndex);
+    for (const output of found) {
+      const confirmations = head - output.blockHeight + 1;
+      await this.#o.core.record(output, confirmations);
+      this.#o.onOutput?.(output);
+      if (confirmations < (this.#o.required[output.asset] ?? 1)) this.#pending.push({ output, confirmations });
+    }
+    if (advance) {
+      for (const b of blocks as EvmBlock[]) {
+        this.#recent.push({ height: b.height, hash: b.hash.toLowerCase() });
+        this.#o.onBlock?.({ height: b.height, hash: b.hash }, head);
+      }
+      if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
+      this.#height = to;
+    }
+    await this.#reportPending(head);
+    const last = blocks.at(-1) as EvmBlock;
+    await this.#o.core.save(this.position, { height: head, time: to === head ? last.timestamp : undefined });
+  }
+
+  /** Outputs whose confirmations grew since they were reported, reported again; those at their threshold are done. */
+  async #reportPending(head: number): Promise<void> {
+    const still: Pending[] = [];
+    for (const p of this.#pending) {
+      const confirmations = head - p.output.blockHeight + 1;
+      if (confirmations > p.confirmations) {
+        await this.#o.core.record(p.output, confirmations);
+        p.confirmations = confirmations;
+      }
+      if (confirmations < (this.#o.required[p.output.asset] ?? 1)) still.push(p);
+    }
+    this.#pending = still;
+  }
+}
