@@ -28,9 +28,7 @@ import { IntentViews } from "../intents/views.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
 import { startScheduler } from "./scheduler.ts";
-import { ConfigError } from "../platform/config.ts";
-import { evmChainIds } from "../vocabulary/assets.ts";
-import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
+import { startWatcher } from "./watcher-process.ts";
 import { issueInProcessWatcherCredential } from "../auth/admin.ts";
 
 /** The roles a process can run; `npm start` with none runs them all (the watcher only when a chain endpoint is configured). */
@@ -157,32 +155,13 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.push({ step: "delivery worker", stop: worker.stop });
     }
     if (roles.includes("watcher")) {
-      if (config.chainEndpoints.length === 0) {
-        throw new ConfigError("the watcher role follows no chain: set an endpoint such as ETHEREUM_TEST_RPC_URL (<NETWORK>_<ENVIRONMENT>_RPC_URL)");
-      }
-      const wrong = await checkEndpoints(config.chainEndpoints, { ethereum: evmChainIds.ethereum.live, polygon: evmChainIds.polygon.live }, logger);
-      if (wrong) throw new ConfigError(wrong);
-      // Beside the rpc role the watcher calls the handlers in-process, with a credential issued
-      // for this process; alone, it reaches RPC_URL with the operator's.
-      const local = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
-      const credentials: { test?: string; live?: string } = {};
-      for (const environment of new Set(config.chainEndpoints.map((e) => e.environment))) {
-        credentials[environment] = local
-          ? await db.em.fork().transactional((tx) => issueInProcessWatcherCredential(tx, environment))
-          : config.watcherCredentials[environment];
-        if (!credentials[environment]) {
-          throw new ConfigError(`a watcher without the rpc role needs WATCHER_CREDENTIAL_${environment.toUpperCase()} (admin internal-credential create --roles observe --environment ${environment})`);
-        }
-      }
-      const transport = local ?? createGrpcTransport({ baseUrl: config.rpcUrl });
-      const watcher = startWatcherRole({
-        endpoints: config.chainEndpoints,
-        pollMs: config.watcherPollMs,
-        leaseSeconds: config.watcherLeaseSeconds,
-        coreFor: (environment) => ({ transport, credential: credentials[environment] as string }),
-        logger,
-        registry: metrics.registry,
-      });
+      const local = roles.includes("rpc")
+        ? {
+            transport: createLocalTransport(serviceRoutes, interceptors),
+            issueCredential: (environment: "test" | "live") => db.em.fork().transactional((tx) => issueInProcessWatcherCredential(tx, environment)),
+          }
+        : undefined;
+      const watcher = await startWatcher({ config, logger, registry: metrics.registry, local });
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }
     if (roles.includes("scheduler")) {

@@ -1,12 +1,13 @@
-// The service CLI: `main.ts [rpc] [gateway] [scheduler]` runs those roles (all by default);
-// `main.ts migrate` applies pending migrations and exits.
-import { ConfigError, loadConfig } from "../platform/config.ts";
+// The service CLI: `main.ts [rpc] [gateway] [worker] [scheduler] [watcher]` runs those roles (all by default,
+// the watcher when a chain endpoint is configured); `main.ts migrate` applies pending migrations and exits.
+import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { allRoles, startApp, type Role } from "./app.ts";
 import { resolveDatabase, resolveNats } from "./resources.ts";
+import { startWatcherProcess } from "./watcher-process.ts";
 
 const args = process.argv.slice(2);
 
@@ -16,7 +17,7 @@ function fatal(message: string): never {
   process.exit(1);
 }
 
-let config;
+let config: Config;
 try {
   config = loadConfig();
 } catch (err) {
@@ -44,85 +45,120 @@ if (unknown.length > 0) fatal(`unknown role ${unknown.join(", ")}; roles are ${a
 // All in one: the watcher too, when a chain endpoint is configured.
 const roles: Role[] = args.length > 0 ? (args as Role[]) : allRoles.filter((r) => r !== "watcher" || config.chainEndpoints.length > 0);
 
-let resources: Awaited<ReturnType<typeof resolveDatabase>>;
-let nats: Awaited<ReturnType<typeof resolveNats>>;
-let app: Awaited<ReturnType<typeof startApp>>;
-try {
-  resources = await resolveDatabase(config, logger);
-  nats = await resolveNats(config, logger);
-  if (config.webhookConnectTo.length > 0) {
-    logger.warn({ WEBHOOK_CONNECT_TO: process.env.WEBHOOK_CONNECT_TO }, "WEBHOOK_CONNECT_TO is set: these webhook hosts skip the public-address check (tests only)");
-  }
-  app = await startApp({
-    config,
-    logger,
-    roles,
-    databaseUrl: resources.databaseUrl,
-    natsUrl: nats.url,
-    masterKey: loadOrCreateKey(config.secretEncryptionKey, config.dataDir),
-  });
-} catch (err) {
-  fatal(`could not start: ${(err as Error).message}`);
-}
-
-const { gateway, rpc, ops } = app.ports;
-const lines = [
-  "",
-  `Payment Intent service: ${roles.join(", ")}`,
-  // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
-  gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
-  rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
-  `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
-  app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
-  resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
-  "",
-  "Get an API key (in another terminal):",
-  "  npm run -s admin -- merchant create --name 'My Shop'",
-  "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
-  "",
-];
-process.stdout.write(lines.filter((l) => l !== null).join("\n") + "\n");
-logger.info({ roles, ports: app.ports }, "started");
-
-let stopping = false;
-async function shutdown(signal: string) {
-  if (stopping) return;
-  stopping = true;
-  logger.info({ signal }, "shutting down");
-  // How long each part took, and, if the shutdown hangs, which part did not finish.
-  const took: Record<string, number> = {};
-  let step = "";
-  let stepStarted = Date.now();
-  const begin = (next: string) => {
-    if (step !== "") took[step] = Date.now() - stepStarted;
-    step = next;
-    stepStarted = Date.now();
-  };
-  const force = setTimeout(() => fatal(`shutdown took longer than 20 s (still stopping: ${step}; done: ${JSON.stringify(took)})`), 20_000);
-  force.unref();
-  // Parts that did not stop within their share of the stop's budget (e.g. waiting on a silent database).
-  const gave_up: string[] = [];
+if (roles.length === 1 && roles[0] === "watcher") {
+  // Watching only: no database or broker of its own; the core is reached over gRPC.
+  let watcher: Awaited<ReturnType<typeof startWatcherProcess>>;
   try {
-    await app.stop(begin, (part) => {
-      gave_up.push(part);
-      logger.warn({ part }, "gave up waiting for a part to stop");
-    });
-    begin("embedded NATS server");
-    await nats.stop();
-    begin("embedded database");
-    await resources.stopDatabase();
-    begin("");
+    watcher = await startWatcherProcess(config, logger);
   } catch (err) {
-    logger.error({ err }, "shutdown failed");
-    process.exitCode = 1;
+    fatal(err instanceof ConfigError ? err.message : `could not start: ${(err as Error).message}`);
   }
-  logger.info({ signal, ms: took, ...(gave_up.length > 0 ? { gave_up } : {}) }, "stopped");
-  // The logger writes asynchronously: exiting before it has written would lose the last lines.
-  await new Promise<void>((resolve) => {
-    setTimeout(resolve, 2000).unref();
-    logger.flush(() => resolve());
-  });
-  process.exit();
+  process.stdout.write(
+    [
+      "",
+      "Payment Intent service: watcher",
+      ...config.chainEndpoints.map((e) => `  following    ${e.network} (${e.environment}) for the core at ${config.rpcUrl}`),
+      `  health       http://${config.host}:${watcher.ops}/healthz  metrics: /metrics`,
+      "",
+    ].join("\n") + "\n",
+  );
+  logger.info({ roles, ports: { ops: watcher.ops } }, "started");
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    await watcher.stop();
+    logger.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+} else {
+  await runService(roles);
 }
-process.on("SIGTERM", () => void shutdown("SIGTERM"));
-process.on("SIGINT", () => void shutdown("SIGINT"));
+
+async function runService(roles: Role[]): Promise<void> {
+  let resources: Awaited<ReturnType<typeof resolveDatabase>>;
+  let nats: Awaited<ReturnType<typeof resolveNats>>;
+  let app: Awaited<ReturnType<typeof startApp>>;
+  try {
+    resources = await resolveDatabase(config, logger);
+    nats = await resolveNats(config, logger);
+    if (config.webhookConnectTo.length > 0) {
+      logger.warn({ WEBHOOK_CONNECT_TO: process.env.WEBHOOK_CONNECT_TO }, "WEBHOOK_CONNECT_TO is set: these webhook hosts skip the public-address check (tests only)");
+    }
+    app = await startApp({
+      config,
+      logger,
+      roles,
+      databaseUrl: resources.databaseUrl,
+      natsUrl: nats.url,
+      masterKey: loadOrCreateKey(config.secretEncryptionKey, config.dataDir),
+    });
+  } catch (err) {
+    fatal(`could not start: ${(err as Error).message}`);
+  }
+
+  const { gateway, rpc, ops } = app.ports;
+  const lines = [
+    "",
+    `Payment Intent service: ${roles.join(", ")}`,
+    // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
+    gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
+    rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
+    `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
+    app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
+    resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
+    "",
+    "Get an API key (in another terminal):",
+    "  npm run -s admin -- merchant create --name 'My Shop'",
+    "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
+    "",
+  ];
+  process.stdout.write(lines.filter((l) => l !== null).join("\n") + "\n");
+  logger.info({ roles, ports: app.ports }, "started");
+
+  let stopping = false;
+  async function shutdown(signal: string) {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    // How long each part took, and, if the shutdown hangs, which part did not finish.
+    const took: Record<string, number> = {};
+    let step = "";
+    let stepStarted = Date.now();
+    const begin = (next: string) => {
+      if (step !== "") took[step] = Date.now() - stepStarted;
+      step = next;
+      stepStarted = Date.now();
+    };
+    const force = setTimeout(() => fatal(`shutdown took longer than 20 s (still stopping: ${step}; done: ${JSON.stringify(took)})`), 20_000);
+    force.unref();
+    // Parts that did not stop within their share of the stop's budget (e.g. waiting on a silent database).
+    const gave_up: string[] = [];
+    try {
+      await app.stop(begin, (part) => {
+        gave_up.push(part);
+        logger.warn({ part }, "gave up waiting for a part to stop");
+      });
+      begin("embedded NATS server");
+      await nats.stop();
+      begin("embedded database");
+      await resources.stopDatabase();
+      begin("");
+    } catch (err) {
+      logger.error({ err }, "shutdown failed");
+      process.exitCode = 1;
+    }
+    logger.info({ signal, ms: took, ...(gave_up.length > 0 ? { gave_up } : {}) }, "stopped");
+    // The logger writes asynchronously: exiting before it has written would lose the last lines.
+    await new Promise<void>((resolve) => {
+      setTimeout(resolve, 2000).unref();
+      logger.flush(() => resolve());
+    });
+    process.exit();
+  }
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}

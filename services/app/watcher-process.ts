@@ -1,0 +1,77 @@
+import http from "node:http";
+import type { Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import { ConfigError, type Config } from "../platform/config.ts";
+import { listen } from "../platform/listen.ts";
+import type { Logger } from "../platform/logger.ts";
+import { evmChainIds } from "../vocabulary/assets.ts";
+import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
+
+/**
+ * Starts the watcher role. Beside the rpc role (`local`) it calls the handlers in-process with a
+ * credential issued for this process; alone, it reaches RPC_URL with WATCHER_CREDENTIAL_<ENV>.
+ * Configuration that cannot work is a ConfigError (one line at start).
+ */
+export async function startWatcher(o: {
+  config: Config;
+  logger: Logger;
+  registry: Registry;
+  local?: { transport: Transport; issueCredential(environment: "test" | "live"): Promise<string> };
+}): Promise<{ stop(): Promise<void> }> {
+  const { config } = o;
+  if (config.chainEndpoints.length === 0) {
+    throw new ConfigError("the watcher role follows no chain: set an endpoint such as ETHEREUM_TEST_RPC_URL (<NETWORK>_<ENVIRONMENT>_RPC_URL)");
+  }
+  const credentials: { test?: string; live?: string } = {};
+  for (const environment of new Set(config.chainEndpoints.map((e) => e.environment))) {
+    credentials[environment] = o.local ? await o.local.issueCredential(environment) : config.watcherCredentials[environment];
+    if (!credentials[environment]) {
+      throw new ConfigError(
+        `a watcher without the rpc role needs WATCHER_CREDENTIAL_${environment.toUpperCase()} (npm run -s admin -- internal-credential create --name watcher --roles observe --environment ${environment})`,
+      );
+    }
+  }
+  const wrong = await checkEndpoints(config.chainEndpoints, { ethereum: evmChainIds.ethereum.live, polygon: evmChainIds.polygon.live }, o.logger);
+  if (wrong) throw new ConfigError(wrong);
+  const transport = o.local?.transport ?? createGrpcTransport({ baseUrl: config.rpcUrl });
+  return startWatcherRole({
+    endpoints: config.chainEndpoints,
+    pollMs: config.watcherPollMs,
+    leaseSeconds: config.watcherLeaseSeconds,
+    coreFor: (environment) => ({ transport, credential: credentials[environment] as string }),
+    logger: o.logger,
+    registry: o.registry,
+  });
+}
+
+/**
+ * A process that only watches chains (`npm start -- watcher`): no database and no broker of its
+ * own, so it can run beside the node on another machine; its ops port serves /healthz and /metrics.
+ */
+export async function startWatcherProcess(config: Config, logger: Logger): Promise<{ ops: number; stop(): Promise<void> }> {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const watcher = await startWatcher({ config, logger, registry });
+  const server = http.createServer(async (req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method === "GET" && path === "/healthz") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      return res.end(JSON.stringify({ status: "ok" }));
+    }
+    if (req.method === "GET" && path === "/metrics") {
+      res.writeHead(200, { "Content-Type": registry.contentType, "Cache-Control": "no-store" });
+      return res.end(await registry.metrics());
+    }
+    res.writeHead(404, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ status: "not_found" }));
+  });
+  const ops = await listen(server, config.host, config.opsPort);
+  return {
+    ops: ops.port,
+    async stop() {
+      await watcher.stop();
+      await ops.close();
+    },
+  };
+}

@@ -1,0 +1,32 @@
+// The watcher's configuration: endpoints per network and environment, overrides, and what logs may show of a node's URL.
+import t from "tap";
+import { loadConfig } from "../../services/platform/config.ts";
+import { redactNodeUrl } from "../../services/watcher/evm-node.ts";
+
+t.test("chain endpoints are read per network and environment", async (t) => {
+  const c = loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", POLYGON_LIVE_RPC_URL: "wss://polygon.example/ws/KEY" });
+  t.same(c.chainEndpoints, [
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545" },
+    { network: "polygon", environment: "live", url: "wss://polygon.example/ws/KEY" },
+  ]);
+  t.same(loadConfig({}).chainEndpoints, [], "none by default");
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an http\(s\) or ws\(s\) URL, got the scheme ftp/);
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "not a url" }), /ETHEREUM_LIVE_RPC_URL must be an absolute/);
+});
+
+t.test("confirmation overrides, poll interval, lease and the late-payment window", async (t) => {
+  const c = loadConfig({ ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "250", WATCHER_LEASE_SECONDS: "30", LATE_PAYMENT_WINDOW_SECONDS: "3600" });
+  t.same(c.confirmationOverrides, { ethereum: 3 });
+  t.equal(c.watcherPollMs, 250);
+  t.equal(c.watcherLeaseSeconds, 30);
+  t.equal(c.latePaymentWindowSeconds, 3600);
+  const d = loadConfig({});
+  t.same([d.confirmationOverrides, d.watcherPollMs, d.watcherLeaseSeconds, d.latePaymentWindowSeconds], [{}, 2000, 15, 86_400]);
+  t.throws(() => loadConfig({ POLYGON_CONFIRMATIONS: "0" }), /POLYGON_CONFIRMATIONS must be between 1 and 10000/);
+});
+
+t.test("a node's URL in logs: scheme, host and port, never a path, query or userinfo (where providers put keys)", async (t) => {
+  t.equal(redactNodeUrl("https://eth-mainnet.example/v2/SECRETKEY"), "https://eth-mainnet.example");
+  t.equal(redactNodeUrl("wss://user:pass@node.example:8546/ws?key=SECRET"), "wss://node.example:8546");
+  t.equal(redactNodeUrl("nonsense"), "(unparseable URL)");
+});
