@@ -8,11 +8,9 @@ import { watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { internalRequest } from "../rpc/context.ts";
-import { assets } from "../vocabulary/assets.ts";
+import { assets, followedNetworks } from "../vocabulary/assets.ts";
 import { claimChain, savePosition, type BlockRef, type Chain } from "./store.ts";
 
-/** The networks a watcher follows (ethereum and polygon: Ethereum JSON-RPC). */
-export const followedNetworks: readonly string[] = ["ethereum", "polygon"];
 
 export interface ChainDeps {
   intents: Intents;
@@ -30,7 +28,7 @@ function chainOf(principal: InternalPrincipal, network: string): Chain & { envir
   if (!principal.environment) {
     throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
   }
-  if (!followedNetworks.includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
+  if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
   return { network, environment: principal.environment };
 }
 

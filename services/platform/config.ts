@@ -1,4 +1,5 @@
 import path from "node:path";
+import { followedNetworks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
@@ -74,13 +75,12 @@ export interface ChainEndpoint {
   url: string;
 }
 
-/** The networks the EVM watcher follows, and the ones whose confirmations can be overridden. */
-export const watchedNetworks = ["ethereum", "polygon"] as const;
+/** The networks whose confirmations can be overridden. */
 const confirmedNetworks = ["bitcoin", "ethereum", "polygon", "tron", "solana"] as const;
 
 function chainEndpoints(env: Env): ChainEndpoint[] {
   const out: ChainEndpoint[] = [];
-  for (const network of watchedNetworks) {
+  for (const network of followedNetworks) {
     for (const environment of ["test", "live"] as const) {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);

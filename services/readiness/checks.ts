@@ -1,6 +1,6 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
-import { networks } from "../vocabulary/assets.ts";
+import { followedNetworks, networks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 
 /**
@@ -10,7 +10,7 @@ import type { EntityManager } from "../platform/db.ts";
  * carry a token), a secret or a key hint.
  */
 
-export const checkIds = ["webhook_endpoint", "webhook_test_delivered", "deposit_addresses", "endpoint_health", "api_key_age"] as const;
+export const checkIds = ["webhook_endpoint", "webhook_test_delivered", "deposit_addresses", "chain_watcher", "endpoint_health", "api_key_age"] as const;
 export type CheckId = (typeof checkIds)[number];
 export type Severity = "required" | "recommended";
 
@@ -64,8 +64,19 @@ export interface ApiKeyFacts {
   scopes: string[];
 }
 
+/** A chain (a network in the owner's environment) a watcher has followed: when it last saved its position. */
+export interface ChainFacts {
+  network: string;
+  savedAt: Date | null;
+}
+
+/** A watcher that saved its position within this long is following its chain. */
+export const followingWithinMs = 120_000;
+
 export interface ReadinessFacts {
   owner: Owner;
+  /** The chains of the owner's environment with a watcher position. */
+  chains: ChainFacts[];
   /** Enabled endpoints, oldest first. */
   endpoints: EndpointFacts[];
   addresses: AddressFacts;
@@ -261,9 +272,57 @@ export function apiKeyAgeCheck(facts: ReadinessFacts, s: ReadinessSettings): Che
   };
 }
 
+/**
+ * Live: every network the merchant accepts (a deposit-address source, or intents created on it)
+ * that the built-in watcher follows has a watcher following its mainnet now; else no payment
+ * on it is ever seen. Test: recommended, a Test chain followed (else only the sandbox pays).
+ */
+export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): Check {
+  const { owner, addresses } = facts;
+  const following = (n: string) => facts.chains.some((c) => c.network === n && c.savedAt !== null && s.now.getTime() - c.savedAt.getTime() <= followingWithinMs);
+  const followed = followedNetworks.filter(following);
+  if (owner.environment === "test") {
+    const base = { id: "chain_watcher", severity: "recommended" } as const;
+    if (followed.length > 0) return { ...base, passed: true, message: `A watcher follows the Test chain of ${list(followed)}: Test intents there can be paid with real transactions.` };
+    return {
+      ...base,
+      passed: false,
+      message:
+        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL) or at the local dev chain (npm run devchain).",
+    };
+  }
+  const base = { id: "chain_watcher", severity: "required" } as const;
+  const accepted = [...new Set([...addresses.usedNetworks, ...addresses.accountKeys, ...addresses.pools.filter((p) => p.imported > 0).map((p) => p.network)])].sort(byNetworkOrder);
+  const own = accepted.filter((n) => !(followedNetworks as readonly string[]).includes(n));
+  const ownNote = own.length > 0 ? ` Payments on ${list(own)} are seen only through a watcher of your operator's own (ObservationService).` : "";
+  const missing = accepted.filter((n) => (followedNetworks as readonly string[]).includes(n) && !following(n));
+  if (missing.length > 0) {
+    return {
+      ...base,
+      passed: false,
+      message:
+        `No watcher has followed the Live chain of ${list(missing)} in the last ${followingWithinMs / 60_000} minutes, so no payment there would be seen. ` +
+        `The operator sets ${missing.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher).${ownNote}`,
+    };
+  }
+  const watched = accepted.filter((n) => (followedNetworks as readonly string[]).includes(n));
+  return {
+    ...base,
+    passed: true,
+    message: watched.length > 0 ? `A watcher follows the Live chain of ${list(watched)}.${ownNote}` : `No Live network with a built-in watcher is accepted yet.${ownNote}`,
+  };
+}
+
 /** Every check, in the documented order; ready when every required check passes. */
 export function evaluate(facts: ReadinessFacts, s: ReadinessSettings): Readiness {
-  const checks = [webhookEndpointCheck(facts, s), webhookTestCheck(facts, s), depositAddressCheck(facts), endpointHealthCheck(facts, s), apiKeyAgeCheck(facts, s)];
+  const checks = [
+    webhookEndpointCheck(facts, s),
+    webhookTestCheck(facts, s),
+    depositAddressCheck(facts),
+    chainWatcherCheck(facts, s),
+    endpointHealthCheck(facts, s),
+    apiKeyAgeCheck(facts, s),
+  ];
   return { ready: checks.every((c) => c.severity !== "required" || c.passed), environment: facts.owner.environment, checks };
 }
 
@@ -330,8 +389,10 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     `select id, created_at, scopes from api_keys where merchant_id = ? and environment = ? and revoked_at is null order by created_at, id`,
     scope,
   );
+  const chains = await em.execute<{ network: string; saved_at: Date | string | null }[]>(`select network, saved_at from chain_watchers where environment = ?`, [owner.environment]);
   return {
     owner,
+    chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at) })),
     endpoints,
     addresses: { usedNetworks: used.map((r) => r.network), accountKeys: keys.map((r) => r.network), pools },
     apiKeys: apiKeys.map((k) => ({ id: k.id, createdAt: new Date(k.created_at), scopes: k.scopes })),

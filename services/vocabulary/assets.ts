@@ -67,6 +67,9 @@ export const evmChainIds: Readonly<Record<"ethereum" | "polygon", { live: number
   polygon: { live: 137, test: 80002 },
 };
 
+/** The networks the built-in chain watcher follows (Ethereum JSON-RPC); payments on the others come from an ObservationService client of the operator's own. */
+export const followedNetworks = ["ethereum", "polygon"] as const;
+
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];
 
 export function findAsset(network: string, asset: string): AssetInfo | undefined {

@@ -25,6 +25,8 @@ export interface WatcherRoleOptions {
 /** A full re-read of the watched addresses this often drops those of intents that can no longer be paid. */
 const resyncMs = 10 * 60_000;
 const maxBackoffMs = 30_000;
+/** A watcher with nothing new to save still saves this often. */
+const heartbeatMs = 15_000;
 
 /** Follows each configured chain while this process holds its lease; stop() ends every loop. */
 export function startWatcherRole(o: WatcherRoleOptions): { stop(): Promise<void> } {
@@ -75,6 +77,7 @@ class ChainWatch {
   #leaseRenewAt = 0;
   #failing: string | undefined;
   #standingBy: string | undefined;
+  #savedAt = 0;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -173,6 +176,8 @@ class ChainWatch {
     let busy = true;
     while (busy && Date.now() < deadline && !this.#signal.aborted) busy = await follower.step(head);
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
+    // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
+    if (Date.now() - this.#savedAt > heartbeatMs) await this.#core().save(follower.position, { height: head, time: undefined });
     return busy;
   }
 
@@ -272,6 +277,7 @@ class ChainWatch {
           },
           { headers },
         );
+        this.#savedAt = Date.now();
         if (head.time !== undefined) this.#m.lagSeconds.set(this.#labels, Math.max(0, Date.now() / 1000 - head.time));
       },
     };

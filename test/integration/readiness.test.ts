@@ -11,12 +11,25 @@ import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { importAddresses, setAccountKey } from "../../services/addresses/admin.ts";
 import { createApiKey, createMerchant, revokeApiKey } from "../../services/auth/admin.ts";
 import { scopes, type Environment } from "../../services/auth/keys.ts";
-import { call, idemKey, merchantWithKey, type Credentials } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
+import { startDevChain } from "../../scripts/devchain/chain.ts";
 import type { Reply } from "../helpers/receiver.ts";
 import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
 // Paths under /fail answer 410 (terminal: the delivery fails at its first attempt); the rest 200.
-const s = await webhookSetup(t, { respond: (req): Reply => (req.url.startsWith("/fail") ? { status: 410, body: "gone" } : { status: 200, body: "ok" }) });
+// A watcher follows a Live ethereum (a dev chain with mainnet's chain id) and a Test one: chain_watcher passes.
+const mainnet = await startDevChain({ chainId: 1 });
+const sepolia = await startDevChain();
+t.teardown(() => Promise.all([mainnet.stop(), sepolia.stop()]));
+const s = await webhookSetup(t, {
+  respond: (req): Reply => (req.url.startsWith("/fail") ? { status: 410, body: "gone" } : { status: 200, body: "ok" }),
+  env: { ETHEREUM_LIVE_RPC_URL: mainnet.url, ETHEREUM_TEST_RPC_URL: sepolia.url, WATCHER_POLL_MS: "100" },
+});
+await until(
+  "both chains followed",
+  async () => (await s.app.db.em.fork().execute(`select 1 from chain_watchers where saved_at is not null`)).length === 2,
+  20_000,
+);
 const { base } = s;
 const em = () => s.app.db.em.fork();
 
@@ -64,6 +77,7 @@ t.test("Live: not ready until each required check is met, in order; not ready ag
     ["webhook_endpoint", "required"],
     ["webhook_test_delivered", "required"],
     ["deposit_addresses", "required"],
+    ["chain_watcher", "required"],
     ["endpoint_health", "recommended"],
     ["api_key_age", "recommended"],
   ]);
@@ -94,6 +108,7 @@ t.test("Live: not ready until each required check is met, in order; not ready ag
   t.equal(ready.ready, true, "every required check passes");
   t.same(failing(ready), []);
   t.match(check(ready, "deposit_addresses").message, /ethereum \(account key\)/);
+  t.equal(check(ready, "chain_watcher").message, "A watcher follows the Live chain of ethereum.", "the in-process watcher follows Live ethereum");
   t.notMatch(JSON.stringify(ready), xpub, "the account key is not echoed");
 
   const disabled = await call(base, "POST", `/api/v1/merchants/${live.merchant}/webhook-endpoints/${ep.id}/disable`, { key: live.key });
@@ -240,6 +255,7 @@ t.test("over gRPC with the Connect client", async (t) => {
     ["webhook_endpoint", true, "required"],
     ["webhook_test_delivered", true, "required"],
     ["deposit_addresses", true, "required"],
+    ["chain_watcher", true, "recommended"],
     ["endpoint_health", true, "recommended"],
     ["api_key_age", true, "recommended"],
   ]);
@@ -252,4 +268,16 @@ t.test("over gRPC with the Connect client", async (t) => {
   const other = await bareKey("test");
   t.equal(codeOf(await client.getGoLiveReadiness({ merchant: c.merchant }, { headers: { authorization: `Bearer ${other.key}` } }).catch((e) => e)), "merchant_mismatch");
   t.equal(codeOf(await client.getGoLiveReadiness({ merchant: c.merchant }).catch((e) => e)), "unauthenticated");
+});
+
+t.test("Live: a network the watcher could follow but no watcher follows fails chain_watcher", async (t) => {
+  const live = await bareKey("live");
+  const ep = await s.createEndpoint("/live/chains", live);
+  await waitForDelivery(s, await sendTest(live, ep.id), (d) => d.status === "delivered", 15_000, live);
+  await setAccountKey(em(), live.merchant, "live", "polygon", HDKey.fromMasterSeed(randomBytes(32)).derive("m/44'/60'/0'").publicExtendedKey);
+  const r = await readiness(live);
+  t.equal(r.ready, false);
+  t.same(failing(r), ["chain_watcher"]);
+  t.match(check(r, "chain_watcher").message, "No watcher has followed the Live chain of polygon");
+  t.match(check(r, "chain_watcher").message, "POLYGON_LIVE_RPC_URL");
 });

@@ -2,6 +2,7 @@
 import t from "tap";
 import {
   addressCommand,
+  chainWatcherCheck,
   apiKeyAgeCheck,
   checkIds,
   depositAddressCheck,
@@ -26,6 +27,10 @@ function endpoint(id: string, over: Partial<EndpointFacts> = {}): EndpointFacts 
 function facts(over: Partial<ReadinessFacts> = {}, environment: "test" | "live" = "live"): ReadinessFacts {
   return {
     owner: { merchantId: "mer_1", environment },
+    chains: [
+      { network: "ethereum", savedAt: now },
+      { network: "polygon", savedAt: now },
+    ],
     endpoints: [],
     addresses: { usedNetworks: [], accountKeys: [], pools: [] },
     apiKeys: [{ id: "key_1", createdAt: daysAgo(10), scopes: ["merchant:readiness"] }],
@@ -41,6 +46,7 @@ t.test("the checks, in order, with their severities; ready only when every requi
       ["webhook_endpoint", "required"],
       ["webhook_test_delivered", "required"],
       ["deposit_addresses", "required"],
+      ["chain_watcher", "required"],
       ["endpoint_health", "recommended"],
       ["api_key_age", "recommended"],
     ],
@@ -176,4 +182,32 @@ t.test("api_key_age", async (t) => {
   t.notMatch(old.message, "&&", "the revoke is not chained to the create: the integration moves first");
   const shorter = apiKeyAgeCheck(facts({ apiKeys: [{ id: "key_b", createdAt: daysAgo(3), scopes: [] }] }), { ...settings, apiKeyMaxAgeDays: 2 });
   t.equal(shorter.passed, false, "the limit is configurable");
+});
+
+t.test("chain_watcher: each accepted Live network the built-in watcher follows is followed now", async (t) => {
+  const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin"], pools: [] };
+  const ok = chainWatcherCheck(facts({ addresses: accepts }), settings);
+  t.same([ok.passed, ok.severity], [true, "required"]);
+  t.match(ok.message, "A watcher follows the Live chain of ethereum and polygon.");
+  t.match(ok.message, "Payments on bitcoin are seen only through a watcher of your operator's own (ObservationService).");
+
+  const minute = 60_000;
+  const stale = chainWatcherCheck(
+    facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }] }),
+    settings,
+  );
+  t.equal(stale.passed, false, "a watcher that stopped saving 3 minutes ago is not following");
+  t.match(stale.message, "No watcher has followed the Live chain of ethereum in the last 2 minutes");
+  t.match(stale.message, "sets ETHEREUM_LIVE_RPC_URL to a mainnet node and runs the watcher role");
+  const none = chainWatcherCheck(facts({ addresses: { usedNetworks: ["polygon"], accountKeys: [], pools: [] }, chains: [] }), settings);
+  t.match(none.message, "Live chain of polygon");
+  t.equal(evaluate(facts({ chains: [], addresses: { usedNetworks: ["ethereum"], accountKeys: ["ethereum"], pools: [] } }), settings).ready, false, "required in Live");
+
+  const nothing = chainWatcherCheck(facts({ chains: [] }), settings);
+  t.same([nothing.passed, nothing.message], [true, "No Live network with a built-in watcher is accepted yet."]);
+
+  const test = chainWatcherCheck(facts({ chains: [] }, "test"), settings);
+  t.same([test.passed, test.severity], [false, "recommended"]);
+  t.match(test.message, "npm run devchain");
+  t.equal(chainWatcherCheck(facts({}, "test"), settings).passed, true);
 });
