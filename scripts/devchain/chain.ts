@@ -116,13 +116,15 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
   const wallet = createWalletClient({ chain, transport, account: payer });
   const tokens: Record<string, Hex> = {};
   const code = testTokenCode();
+  const mints: Hex[] = [];
   for (const a of assets.filter((a) => a.network === network && a.contract)) {
     const address = a.contract?.test as Hex;
     tokens[a.asset] = address;
     await test.setCode({ address, bytecode: code });
-    await wallet.sendTransaction({ to: address, data: encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [payer.address, parseUnits("1000000", a.decimals)] }) });
+    mints.push(await wallet.sendTransaction({ to: address, data: encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [payer.address, parseUnits("1000000", a.decimals)] }) }));
   }
   if (!o.blockTimeSeconds) await test.mine({ blocks: 1 });
+  for (const hash of mints) await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 100 });
   let stopped: Promise<void> | undefined;
   return {
     url,
@@ -143,11 +145,31 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
   };
 }
 
+/** Clients on a running dev chain (one `npm run devchain` started): the payer's wallet and the Test tokens' addresses. */
+export async function connectDevChain(url: string, network: "ethereum" | "polygon" = "ethereum"): Promise<Omit<DevChain, "stop" | "process" | "port">> {
+  const transport = http(url, { retryCount: 0 });
+  const probe = createPublicClient({ transport });
+  const chainId = await probe.getChainId();
+  const chain = { id: chainId, name: `dev ${network}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [url] } } };
+  const payer = privateKeyToAccount(payerKey);
+  const tokens: Record<string, Hex> = {};
+  for (const a of assets.filter((a) => a.network === network && a.contract)) tokens[a.asset] = a.contract?.test as Hex;
+  return {
+    url,
+    chainId,
+    public: createPublicClient({ chain, transport, pollingInterval: 100 }) as PublicClient,
+    test: createTestClient({ chain, mode: "anvil", transport }),
+    wallet: createWalletClient({ chain, transport, account: payer }),
+    payer,
+    tokens,
+  };
+}
+
 /**
  * A signed payment from the payer: `amount` of `asset` (the native coin, or a token of the asset
  * table) to `to`. Returns the raw transaction (to send again after a reorg: the same hash) and its hash.
  */
-export async function signPayment(dev: DevChain, to: Hex, amount: string, asset: string, decimals: number, nonce?: number): Promise<{ raw: Hex; hash: Hex }> {
+export async function signPayment(dev: Pick<DevChain, "tokens" | "wallet" | "payer" | "public">, to: Hex, amount: string, asset: string, decimals: number, nonce?: number): Promise<{ raw: Hex; hash: Hex }> {
   const token = dev.tokens[asset];
   const request = await dev.wallet.prepareTransactionRequest({
     account: dev.payer,

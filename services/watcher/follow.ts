@@ -24,6 +24,8 @@ export interface Output {
 interface Pending {
   output: Output;
   confirmations: number;
+  /** When it was last reported (ms since the epoch). */
+  reportedAt: number;
 }
 
 /** What the follower asks of the core (ChainService and ObservationService, over gRPC or in-process). */
@@ -44,6 +46,10 @@ export interface FollowerOptions {
   watched: ReadonlySet<string>;
   /** Blocks fetched per round trip while catching up. */
   batchBlocks?: number;
+  /** Outputs recorded at once. */
+  concurrency?: number;
+  /** Outputs short of their threshold whose growing confirmations are reported per step (default 100). */
+  progressPerStep?: number;
   /** Told of each block processed and each output reported. */
   onBlock?: (block: BlockRef, head: number) => void;
   onOutput?: (output: Output) => void;
@@ -169,12 +175,14 @@ export class Follower {
       found.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + t.logIndex, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
     }
     found.sort((a, b) => a.blockHeight - b.blockHeight || a.outputIndex - b.outputIndex);
-    for (const output of found) {
+    // Outputs are independent (the core serialises those of one intent on its row lock), so
+    // several are recorded at once; the position is saved only once all of them are.
+    await inParallel(found, this.#o.concurrency ?? 16, async (output) => {
       const confirmations = head - output.blockHeight + 1;
       await this.#o.core.record(output, confirmations);
       this.#o.onOutput?.(output);
-      if (confirmations < (this.#o.required[output.asset] ?? 1)) this.#pending.push({ output, confirmations });
-    }
+      if (confirmations < (this.#o.required[output.asset] ?? 1)) this.#pending.push({ output, confirmations, reportedAt: Date.now() });
+    });
     if (advance) {
       for (const b of blocks as EvmBlock[]) {
         this.#recent.push({ height: b.height, hash: b.hash.toLowerCase() });
@@ -188,17 +196,43 @@ export class Follower {
     await this.#o.core.save(this.position, { height: head, time: to === head ? last.timestamp : undefined });
   }
 
-  /** Outputs whose confirmations grew since they were reported, reported again; those at their threshold are done. */
+  /**
+   * Outputs whose confirmations grew since they were reported, reported again; those at their
+   * threshold are done. Reaching the threshold is always reported (that is when an output counts);
+   * growth short of it at most for `progressPerStep` outputs a step, those reported longest ago
+   * first, so a backlog of pending outputs cannot hold up the next block.
+   */
   async #reportPending(head: number): Promise<void> {
-    const still: Pending[] = [];
-    for (const p of this.#pending) {
+    const grown = this.#pending.filter((p) => head - p.output.blockHeight + 1 > p.confirmations);
+    const reaching = grown.filter((p) => head - p.output.blockHeight + 1 >= (this.#o.required[p.output.asset] ?? 1));
+    const progress = grown
+      .filter((p) => !reaching.includes(p))
+      .sort((a, b) => a.reportedAt - b.reportedAt)
+      .slice(0, this.#o.progressPerStep ?? 100);
+    await inParallel([...reaching, ...progress], this.#o.concurrency ?? 16, async (p) => {
       const confirmations = head - p.output.blockHeight + 1;
-      if (confirmations > p.confirmations) {
-        await this.#o.core.record(p.output, confirmations);
-        p.confirmations = confirmations;
-      }
-      if (confirmations < (this.#o.required[p.output.asset] ?? 1)) still.push(p);
-    }
-    this.#pending = still;
+      await this.#o.core.record(p.output, confirmations);
+      p.confirmations = confirmations;
+      p.reportedAt = Date.now();
+    });
+    this.#pending = this.#pending.filter((p) => p.confirmations < (this.#o.required[p.output.asset] ?? 1));
   }
+}
+
+/** Runs `fn` on every item, at most `limit` at a time; the first failure is thrown once all have settled. */
+async function inParallel<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const lane = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      try {
+        await fn(item);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  if (failure !== undefined) throw failure;
 }

@@ -99,13 +99,15 @@ class ChainWatch {
     this.#log.info({ watcher: this.#id }, "chain watcher started");
     while (!this.#signal.aborted) {
       try {
+        const started = Date.now();
         const busy = await this.#tick();
         if (this.#failing) {
           this.#log.info({ after: this.#failing }, "chain watcher resumed");
           this.#failing = undefined;
         }
         backoff = this.#o.pollMs;
-        if (!busy) await sleep(this.#o.pollMs, this.#signal);
+        // Polls start every pollMs, whatever a round took (a slow round is followed at once).
+        if (!busy) await sleep(Math.max(0, this.#o.pollMs - (Date.now() - started)), this.#signal);
       } catch (err) {
         if (this.#signal.aborted) break;
         const side = err instanceof NodeFailure ? "node" : "core";
@@ -267,6 +269,11 @@ class ChainWatch {
         await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes] }, { headers });
       },
       save: async (position, head) => {
+        // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew first,
+        // so the save is not refused for a lease that merely ran out while this watcher worked.
+        if (Date.now() >= this.#leaseRenewAt && !(await this.#claim()).active) {
+          throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
+        }
         await this.#chains.saveChainPosition(
           {
             network,

@@ -14,6 +14,7 @@ import { deliveryScenario } from "./scenarios/delivery.ts";
 import { listScenario } from "./scenarios/list.ts";
 import { replayScenario } from "./scenarios/replay.ts";
 import { retryScenarios } from "./scenarios/retry.ts";
+import { watcherScenario } from "./scenarios/watcher.ts";
 import { spread } from "./stats.ts";
 import { Cleanup, startSystem } from "./system.ts";
 import type { BenchContext, RunResult, Scenario } from "./types.ts";
@@ -24,7 +25,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios];
+const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios, watcherScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {
