@@ -11,6 +11,7 @@ import path from "node:path";
 import t from "tap";
 import { call, startTestApp, until } from "../helpers/harness.ts";
 import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
+import { startDevChain } from "../../scripts/devchain/chain.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const readme = readFileSync(path.join(root, "README.md"), "utf8");
@@ -67,9 +68,15 @@ const hookName = "hooks.local.test";
 const ca = await makeTestCa(t, [hookName]);
 trustTestCa(ca.caPem);
 const receiver = await startReceiver(t, { key: ca.key, cert: ca.cert });
+// The local dev chain as `npm run devchain` runs it (a block every second), on a port of its own;
+// the app stands in for the server that step 2 of "Pay a Test intent" restarts, following it.
+const dev = await startDevChain({ blockTimeSeconds: 1 });
+t.teardown(() => dev.stop());
 const { base, databaseUrl } = await startTestApp(t, {
   WEBHOOK_CONNECT_TO: `${hookName}:443:127.0.0.1:${receiver.port}`,
   WEBHOOK_RETRY_DELAYS: "0.2,0.2,0.2,0.2,0.2",
+  ETHEREUM_TEST_RPC_URL: dev.url,
+  ETHEREUM_CONFIRMATIONS: "2",
 });
 
 // A working directory of its own (the walk-through writes hook.key and hook.crt) that is still
@@ -86,7 +93,7 @@ for (const [k, v] of Object.entries(process.env)) {
   if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
   env[k] = v;
 }
-Object.assign(env, { DATABASE_URL: databaseUrl, DATA_DIR: path.join(dir, "data"), LOG_LEVEL: "warn" });
+Object.assign(env, { DATABASE_URL: databaseUrl, DATA_DIR: path.join(dir, "data"), LOG_LEVEL: "warn", DEVCHAIN_PORT: String(dev.port) });
 const bash = spawn("bash", [], { cwd: dir, env, stdio: ["pipe", "pipe", "pipe"] });
 t.teardown(() => {
   if (bash.exitCode === null) bash.kill("SIGKILL");
@@ -204,6 +211,38 @@ t.test("the walk-through, step by step", async (t) => {
 
     const six = await paste(hook(6));
     t.match(jsonObjects(six.out)[0]?.error, { code: "validation_failed", param: "url", message: /not allowed: 10\.0\.0\.5 is a private address/ }, "6: refused");
+  });
+
+  t.test("pay a Test intent with a real transaction", async (t) => {
+    const pay = steps(shellBlock("### Pay a Test intent with a real transaction"));
+    t.same(pay.map((s) => s.number), [1, 2, 3, 4, 5], "five steps");
+    const step = (n: number) => pay.find((s) => s.number === n)!.lines;
+    // Steps 1 and 2 run in other terminals: the test's dev chain and app stand in for them.
+    t.ok(step(1).includes("npm run devchain"), "1: the dev chain");
+    const restart = step(2).find((l) => /npm start$/.test(l)) ?? "";
+    t.match(restart, "ETHEREUM_TEST_RPC_URL=http://127.0.0.1:8545", "2: the server follows the dev chain's default port");
+    t.match(restart, `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:`, "2: and keeps the webhook override of the section above");
+
+    const three = await paste(step(3));
+    t.equal(three.status, 0, `3: exit 0 (${three.out})`);
+    const paid = await variable("PAID");
+    t.match(paid, /^pi_/, "3: PAID holds the new intent's id");
+    t.match(await variable("DEPOSIT"), /^0x[0-9a-fA-F]{40}$/, "3: DEPOSIT its address");
+
+    const four = await paste(step(4));
+    t.equal(four.status, 0, `4: exit 0 (${four.out})`);
+    t.match(four.out, new RegExp(`sent 5 USDC to ${await variable("DEPOSIT")} in 0x[0-9a-f]{64}`), "4: the payment was sent");
+
+    // Step 5 as written (it sleeps 3 s), again until the watcher has seen two blocks on a slow machine.
+    let shown: { status?: string } | undefined;
+    for (let i = 0; i < 10 && shown?.status !== "confirmed"; i++) shown = jsonObjects((await paste(step(5))).out)[0]?.data;
+    t.match(shown, { public_id: paid, status: "confirmed", amount_received: "5", transactions: [{ amount: "5", confirmations: 2, counted: true, simulated: false }] }, "5: confirmed by the real transaction");
+    const confirmed = await until("payment.confirmed at the receiver", async () =>
+      receiver.requests.find((r) => {
+        const event = JSON.parse(r.body.toString());
+        return event.type === "payment.confirmed" && event.data.payment_intent?.public_id === paid;
+      }), 20_000);
+    t.ok(confirmed, "5: the receiver got payment.confirmed");
   });
 });
 
