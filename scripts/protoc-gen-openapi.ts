@@ -24,7 +24,7 @@ import {
   type CodeGeneratorRequest,
 } from "@bufbuild/protobuf/wkt";
 import { getComments, runNodeJs, type Plugin } from "@bufbuild/protoplugin";
-import ts from "typescript";
+import { errorTable } from "../services/platform/error-codes.ts";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Schema = { [key: string]: Json };
@@ -43,34 +43,9 @@ interface RouteOption {
   rateLimited: boolean;
 }
 
-/**
- * The documented error codes and their statuses, read from errorCodes in services/platform/errors.ts
- * without importing it: that module imports gen/, which `clean: true` may have deleted by now.
- */
-export function readErrorCodes(file = path.join(root, "services/platform/errors.ts")): Map<string, number> {
-  const source = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true);
-  const codes = new Map<string, number>();
-  const visit = (node: ts.Node): void => {
-    if (ts.isVariableDeclaration(node) && ts.isIdentifier(node.name) && node.name.text === "errorCodes" && node.initializer) {
-      let init: ts.Expression = node.initializer;
-      while (ts.isAsExpression(init) || ts.isSatisfiesExpression(init) || ts.isParenthesizedExpression(init)) init = init.expression;
-      if (!ts.isObjectLiteralExpression(init)) throw new Error(`${file}: errorCodes is not an object literal`);
-      for (const prop of init.properties) {
-        if (!ts.isPropertyAssignment(prop) || !ts.isObjectLiteralExpression(prop.initializer)) throw new Error(`${file}: errorCodes has an entry this plugin cannot read`);
-        const name = ts.isIdentifier(prop.name) || ts.isStringLiteral(prop.name) ? prop.name.text : undefined;
-        const status = prop.initializer.properties.find((p) => p.name && ts.isIdentifier(p.name) && p.name.text === "status");
-        if (!name || !status || !ts.isPropertyAssignment(status) || !ts.isNumericLiteral(status.initializer)) {
-          throw new Error(`${file}: errorCodes entry ${name ?? "?"} has no literal status`);
-        }
-        codes.set(name, Number(status.initializer.text));
-      }
-      return;
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  if (codes.size === 0) throw new Error(`${file}: no errorCodes found`);
-  return codes;
+/** The documented error codes and their statuses, from the error table (a module with no imports: gen/ may be cleaned away while this runs). */
+export function readErrorCodes(): Map<string, number> {
+  return new Map(Object.entries(errorTable).map(([code, e]) => [code, e.status]));
 }
 
 function comment(desc: Exclude<AnyDesc, DescFile>): string | undefined {

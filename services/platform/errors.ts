@@ -1,38 +1,19 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { errorTable, type ErrorCode } from "./error-codes.ts";
+
+export type { ErrorCode };
 
 /**
- * The documented error codes, each with its HTTP status and the Connect/gRPC
+ * The documented error codes (error-codes.ts), each with its HTTP status and the Connect/gRPC
  * code it travels as. The stable `code` itself rides along as an ErrorDetail.
  */
-export const errorCodes = {
-  validation_failed: { status: 400, connect: Code.InvalidArgument },
-  invalid_json: { status: 400, connect: Code.InvalidArgument },
-  idempotency_key_required: { status: 400, connect: Code.InvalidArgument },
-  invalid_idempotency_key: { status: 400, connect: Code.InvalidArgument },
-  invalid_cursor: { status: 400, connect: Code.InvalidArgument },
-  unauthenticated: { status: 401, connect: Code.Unauthenticated },
-  invalid_api_key: { status: 401, connect: Code.Unauthenticated },
-  session_expired: { status: 401, connect: Code.Unauthenticated },
-  insufficient_scope: { status: 403, connect: Code.PermissionDenied },
-  merchant_mismatch: { status: 403, connect: Code.PermissionDenied },
-  test_mode_only: { status: 403, connect: Code.PermissionDenied },
-  not_found: { status: 404, connect: Code.NotFound },
-  route_not_found: { status: 404, connect: Code.NotFound },
-  method_not_allowed: { status: 405, connect: Code.Unimplemented },
-  idempotency_conflict: { status: 409, connect: Code.AlreadyExists },
-  idempotency_in_progress: { status: 409, connect: Code.Aborted },
-  invalid_state: { status: 409, connect: Code.FailedPrecondition },
-  deposit_address_unavailable: { status: 409, connect: Code.FailedPrecondition },
-  payload_too_large: { status: 413, connect: Code.ResourceExhausted },
-  unsupported_media_type: { status: 415, connect: Code.InvalidArgument },
-  rate_limited: { status: 429, connect: Code.ResourceExhausted },
-  internal_error: { status: 500, connect: Code.Internal },
-  unavailable: { status: 503, connect: Code.Unavailable },
-} as const;
+export const errorCodes = Object.fromEntries(
+  Object.entries(errorTable).map(([code, e]) => [code, { status: e.status, connect: Code[e.grpc] }]),
+) as { readonly [K in ErrorCode]: { readonly status: (typeof errorTable)[K]["status"]; readonly connect: Code } };
 
-export type ErrorCode = keyof typeof errorCodes;
+
 
 /** An error a client should see: a documented code, a message safe to show, and the field at fault. */
 export function apiError(code: ErrorCode, message: string, param?: string): ConnectError {

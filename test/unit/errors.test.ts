@@ -338,3 +338,11 @@ t.test("isTransientConflict: a lost deadlock or serialization race, worth trying
   t.notOk(isTransientConflict(statementError("23505", "ERROR", "duplicate key")));
   t.notOk(isTransientConflict(undefined));
 });
+
+t.test("the error table is one module with no imports, the one the OpenAPI plugin reads", async (t) => {
+  const { readFileSync } = await import("node:fs");
+  const source = readFileSync(new URL("../../services/platform/error-codes.ts", import.meta.url), "utf8");
+  t.notMatch(source, /^\s*import\s/m, "error-codes.ts imports nothing");
+  const { readErrorCodes } = await import("../../scripts/protoc-gen-openapi.ts");
+  t.same(Object.fromEntries(readErrorCodes()), Object.fromEntries(Object.entries(errorCodes).map(([c, e]) => [c, e.status])));
+});
