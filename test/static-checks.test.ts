@@ -35,3 +35,8 @@ t.test("gen/ is what buf generate makes from proto/", async (t) => {
     t.equal(readFileSync(path.join(root, "gen", f), "utf8"), readFileSync(path.join(out, "gen", f), "utf8"), `${f} is fresh`);
   }
 });
+
+t.test("the checkout page's browser script type-checks as the browser runs it (DOM, ES5)", async (t) => {
+  const r = run(bin("tsc"), ["--noEmit", "-p", "services/checkout/browser"]);
+  t.equal(r.status, 0, r.stdout + r.stderr);
+});

@@ -205,3 +205,11 @@ t.test("assets: the JS carries the same status texts; the CSS shows focus", asyn
   t.equal(checkoutAssets["checkout.css"]?.contentType, "text/css; charset=utf-8");
   t.equal(checkoutAssets["checkout.js"]?.contentType, "text/javascript; charset=utf-8");
 });
+
+t.test("the served script is the browser file with the status texts in place of its placeholders", async (t) => {
+  const js = checkoutAssets["checkout.js"]?.body.toString("utf8") ?? "";
+  t.notMatch(js, /\/\*(TEXTS|FINAL|PAYABLE)\*\//, "no placeholder left");
+  t.match(js, /var TEXTS = \{"pending":\{"title":"Waiting for payment"/);
+  t.match(js, /var FINAL = \["confirmed","overpaid","late","expired","cancelled"\];/);
+  t.match(checkoutAssets["checkout.css"]?.body.toString("utf8") ?? "", /^:root \{/, "the stylesheet is the browser file");
+});

@@ -1,0 +1,170 @@
+// @ts-check
+// The checkout page's script: live status (polls status.json every 3 s until a final status), the
+// countdown and the copy button. The page says everything without it; this only keeps it current.
+// Served as a file (the page's Content-Security-Policy allows no inline code), ES5 so that any
+// phone's browser runs it, and type-checked (tsconfig.json beside it). The server replaces the
+// three /*…*/ placeholders with the status texts of services/checkout/page.ts when it loads this file.
+(function () {
+  "use strict";
+  /** @type {Record<string, { title: string, detail: string }>} */
+  var TEXTS = /*TEXTS*/ {};
+  /** @type {string[]} */
+  var FINAL = /*FINAL*/ [];
+  /** @type {string[]} */
+  var PAYABLE = /*PAYABLE*/ [];
+  var POLL_MS = 3000;
+
+  // Checked just below; the cast keeps the check in force inside the functions that follow.
+  var root = /** @type {HTMLElement} */ (document.getElementById("checkout"));
+  if (!root) return;
+  function $(id) { return document.getElementById(id); }
+  function attr(name) { return root.getAttribute(name) || ""; }
+  function setText(el, text) { if (el && el.textContent !== text) el.textContent = text; }
+
+  var state = {
+    status: attr("data-status"),
+    requested: attr("data-requested"),
+    asset: attr("data-asset"),
+    received: attr("data-received") || "0",
+    due: attr("data-due") || "0",
+    expiresAt: Date.parse(attr("data-expires-at"))
+  };
+  // The server's clock at render time: the countdown follows it, not a wrong phone clock.
+  var serverNow = Date.parse(attr("data-now"));
+  var skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
+
+  function fill(template) {
+    var values = { requested: state.requested, due: state.due, received: state.received, asset: state.asset };
+    return template.replace(/\{(\w+)\}/g, function (m, name) {
+      return Object.prototype.hasOwnProperty.call(values, name) ? values[name] : m;
+    });
+  }
+  function isFinal() { return FINAL.indexOf(state.status) >= 0; }
+
+  function render() {
+    var text = Object.prototype.hasOwnProperty.call(TEXTS, state.status) ? TEXTS[state.status] : { title: state.status, detail: "" };
+    root.setAttribute("data-status", state.status);
+    var box = $("status");
+    if (box) box.setAttribute("data-status", state.status);
+    setText($("status-title"), text.title);
+    setText($("status-detail"), fill(text.detail));
+    var pay = $("pay");
+    if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0;
+    document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
+    refreshQr();
+  }
+
+  // The QR code and wallet link ask for what is left to pay: once that changes (underpaid), the
+  // stale ones hide and the page's own HTML, fetched again, supplies new ones. No reload.
+  var pageUrl = attr("data-page-url");
+  var refreshing = false;
+  function amountToPay() { return state.status === "underpaid" ? state.due : state.requested; }
+  function refreshQr() {
+    var qr = $("qr");
+    if (!qr || !pageUrl || refreshing || PAYABLE.indexOf(state.status) < 0 || qr.getAttribute("data-amount") === amountToPay()) return;
+    var wallet = $("wallet");
+    qr.hidden = true;
+    if (wallet) wallet.hidden = true;
+    refreshing = true;
+    fetch(pageUrl, { cache: "no-store", credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (res) {
+        if (!res.ok) throw new Error("status " + res.status);
+        return res.text();
+      })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        ["qr", "wallet"].forEach(function (id) {
+          var next = fresh.getElementById(id);
+          var old = $(id);
+          if (old && next) old.replaceWith(document.importNode(next, true));
+        });
+      })
+      .then(function () { refreshing = false; }, function () { refreshing = false; });
+  }
+
+  // Countdown to expires_at.
+  var countdown = $("countdown");
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function remaining(ms) {
+    var total = Math.max(0, Math.floor(ms / 1000));
+    var h = Math.floor(total / 3600), m = Math.floor((total % 3600) / 60), s = total % 60;
+    return h > 0 ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
+  }
+  function tick() {
+    if (!countdown || isNaN(state.expiresAt)) return;
+    setText(countdown, remaining(state.expiresAt - (Date.now() + skew)));
+  }
+  tick();
+  var ticker = setInterval(tick, 1000);
+
+  // Live status.
+  var url = attr("data-status-url");
+  var delay = POLL_MS;
+  var timer = null;
+  function schedule(ms) {
+    if (timer !== null) clearTimeout(timer);
+    timer = isFinal() ? null : setTimeout(poll, ms);
+  }
+  function poll() {
+    timer = null;
+    if (!url || isFinal()) return;
+    fetch(url, { cache: "no-store", credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (res) {
+        if (res.status === 404) return null;
+        if (!res.ok) throw new Error("status " + res.status);
+        return res.json();
+      })
+      .then(function (s) {
+        if (s === null) return;
+        if (s && typeof s.status === "string") {
+          state.status = s.status;
+          state.received = typeof s.amount_received === "string" ? s.amount_received : "0";
+          state.due = typeof s.amount_due === "string" ? s.amount_due : "0";
+          var expires = Date.parse(s.expires_at || "");
+          if (!isNaN(expires)) state.expiresAt = expires;
+          render();
+          tick();
+        }
+        if (isFinal()) clearInterval(ticker);
+        delay = POLL_MS;
+        schedule(delay);
+      }, function () {
+        delay = Math.min(delay * 2, 30000);
+        schedule(delay);
+      });
+  }
+  schedule(POLL_MS);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && timer !== null) schedule(0);
+  });
+
+  // Copy button: shown only where it can work; the address stays selectable without it.
+  var copy = $("copy");
+  var copyStatus = $("copy-status");
+  function selectAddress() {
+    var el = $("address");
+    if (!el || !window.getSelection) return false;
+    var range = document.createRange();
+    range.selectNodeContents(el);
+    var selection = window.getSelection();
+    if (!selection) return false;
+    selection.removeAllRanges();
+    selection.addRange(range);
+    try { return document.execCommand("copy"); } catch (e) { return false; }
+  }
+  function copied(ok) {
+    setText(copyStatus, ok ? "Address copied." : "Could not copy: select the address above and copy it.");
+    if (ok) setTimeout(function () { setText(copyStatus, ""); }, 5000);
+  }
+  if (copy) {
+    copy.hidden = false;
+    copy.addEventListener("click", function () {
+      var text = /** @type {HTMLElement} */ (copy).getAttribute("data-copy") || "";
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(text).then(function () { copied(true); }, function () { copied(selectAddress()); });
+      } else {
+        copied(selectAddress());
+      }
+    });
+  }
+})();
