@@ -1,5 +1,8 @@
 import type { Role } from "../../services/app/app.ts";
-import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, type Credentials, type TestApp } from "./harness.ts";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { streamNames } from "../../services/delivery/jetstream.ts";
+import { call, idemKey, merchantWithKey, natsUrl, sampleIntent, startTestApp, until, type Credentials, type TestApp } from "./harness.ts";
 import { makeTestCa, startReceiver, trustTestCa, type RecordedRequest, type Receiver, type Responder, type TestCa } from "./receiver.ts";
 
 interface Teardown {
@@ -105,3 +108,29 @@ export async function createIntents(s: WebhookSetup, n: number, parallel = 10): 
 
 /** The event a webhook request carries. */
 export const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);
+
+/**
+ * Waits until the app's delivery consumer holds no message: none waiting, none delivered and
+ * unacknowledged (a retry waiting on its backoff is one). From then on no attempt can be made
+ * until a new delivery is published: the proof of absence a sleep cannot give.
+ */
+export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, timeoutMs = 20_000): Promise<void> {
+  const names = streamNames(app.prefix);
+  const nc = await connect({ servers: (app.config.natsUrl ?? natsUrl).split(",") });
+  try {
+    const jsm = await jetstreamManager(nc);
+    let last = "";
+    await until(
+      `${names.consumer} drained`,
+      async () => {
+        const info = await jsm.consumers.info(names.stream, names.consumer);
+        last = `num_pending ${info.num_pending}, num_ack_pending ${info.num_ack_pending}`;
+        return info.num_pending === 0 && info.num_ack_pending === 0;
+      },
+      timeoutMs,
+      () => last,
+    );
+  } finally {
+    await nc.close();
+  }
+}

@@ -16,7 +16,7 @@ import { call, natsUrl, until } from "../helpers/harness.ts";
 import { spawnService, startNatsServer, type ServiceProcess } from "../helpers/processes.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
-import { deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup, createIntents, eventIdOf } from "../helpers/webhooks.ts";
+import { consumerDrained, deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup, createIntents, eventIdOf } from "../helpers/webhooks.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -123,7 +123,8 @@ t.test("two worker processes share one consumer: every event reaches the endpoin
     () => `requests ${s.receiver.requests.length}; workers: ${workers.map((w) => w.output().slice(-800)).join(" || ")}`,
   );
   t.comment(`all ${count} delivered ${Date.now() - createdAt} ms after the last intent was created`);
-  await sleep(500); // a late duplicate would show up here
+  // A late duplicate could only come from a message JetStream still holds: none is left.
+  await consumerDrained(s);
 
   const events = await s.app.db.em.fork().execute<{ id: string; type: string; payload: string }[]>(
     `select id, type, payload from webhook_events where merchant_id = ?`,
@@ -187,6 +188,8 @@ t.test("a worker SIGKILLed mid-attempt loses nothing: another worker delivers th
   // The attempt is in flight (the worker's heartbeat keeps its deadline from passing).
   const during = await deliveryById(s, deliveryId);
   t.match(during, { status: "processing", attempt_count: 1 }, "the delivery shows the attempt in progress");
+  // The property is about a deadline passing, so this waits for the clock (not for something to
+  // not happen): past the 1 s ack deadline, JetStream has redelivered nothing.
   await sleep(1500);
   t.equal(s.receiver.requests.length, 1, "no second attempt while the first is in flight, past the 1 s ack deadline");
 
@@ -211,7 +214,8 @@ t.test("a worker SIGKILLed mid-attempt loses nothing: another worker delivers th
   t.equal(requests.length, 2, "the receiver saw the event twice (at least once)");
   t.equal(eventIdOf(requests[1]!), eventIdOf(requests[0]!), "the same event id");
   t.ok(requests[1]!.body.equals(requests[0]!.body), "the same bytes");
-  await sleep(1500);
+  // Once the consumer holds no message, no further attempt can be made.
+  await consumerDrained(s);
   t.equal(s.receiver.requests.length, 2, "no further attempt once delivered");
   t.equal(second.child.exitCode, null, "the second worker still runs");
 });
@@ -235,7 +239,7 @@ t.test("NATS down while events are recorded: the API keeps working, and every ev
   t.equal(intents.length, count, `${count} payment intents created while NATS is down`);
   const ready = await fetch(`http://127.0.0.1:${s.app.ports.ops}/readyz`);
   t.not(ready.status, 200, "readiness reports NATS down");
-  await sleep(3000);
+  // With the broker down no worker can receive a delivery; the outbox holds them (below).
   t.equal(s.receiver.requests.length, 1, "nothing is delivered while NATS is down");
   t.same(await deliveryCounts(s), { delivered: 1, pending: count }, "the new deliveries wait, pending");
 
@@ -249,7 +253,8 @@ t.test("NATS down while events are recorded: the API keeps working, and every ev
     () => `requests ${s.receiver.requests.length}, deliveries ${JSON.stringify(counts)}`,
   );
   t.comment(`all delivered ${Date.now() - restarted} ms after nats-server was started again`);
-  await sleep(1000); // a late duplicate would show up here
+  // A late duplicate could only come from a message JetStream still holds: none is left.
+  await consumerDrained(s);
 
   const events = await s.app.db.em.fork().execute<{ id: string }[]>(`select id from webhook_events where merchant_id = ?`, [s.creds.merchant]);
   t.equal(events.length, count + 1, "every event was recorded");
@@ -275,7 +280,8 @@ t.test("a backlog larger than the worker's concurrency is sent once per event", 
   const worker = spawnService(t, ["worker"], workerEnv(t, s, { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "8000", WEBHOOK_CONCURRENCY: "2" }));
   await worker.started;
   await until("every delivery delivered", async () => (await deliveryCounts(s)).delivered === count, 30_000, () => worker.output().slice(-1000));
-  await sleep(2000); // copies still in the worker's buffer
+  // Copies in the worker's buffer would be messages delivered and not acknowledged: none is left.
+  await consumerDrained(s);
   const got = arrivals(s.receiver.requests);
   t.equal(got.size, count, "every event arrived");
   t.equal(s.receiver.requests.length, count, `one request per event (got ${s.receiver.requests.length})`);

@@ -378,11 +378,10 @@ t.test("resolveTarget: DNS failures and timeouts are refusals", async (t) => {
     t.equal(e?.reason, "host x.test could not be resolved", code);
     t.match((e?.cause as { code?: string } | undefined)?.code, code, "the DNS error is kept as the cause");
   }
+  // A lookup that never answers: only the timeout can end the wait, so a refusal proves it fired.
   const never: Lookup = () => new Promise(() => {});
-  const started = Date.now();
   const e = await asyncRejection(t, resolveTarget("https://slow.test/", [], never, { timeoutMs: 50 }));
   t.equal(e?.reason, "host slow.test could not be resolved", "timeout");
-  t.ok(Date.now() - started < 2000, "gave up promptly");
 });
 
 t.test("resolveTarget: real lookup of a .invalid name is refused", async (t) => {
