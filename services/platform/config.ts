@@ -3,7 +3,7 @@ import { followedNetworks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
-/** Runtime configuration, read once from the environment. See README "Configuration". */
+/** Runtime configuration, read once from the environment. See docs/operations.md, "Configuration". */
 export interface Config {
   /** Unset: the embedded PostgreSQL under DATA_DIR. */
   databaseUrl: string | undefined;

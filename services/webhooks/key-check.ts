@@ -6,7 +6,7 @@ export class SecretKeyMismatch extends Error {
   constructor(problem: string) {
     super(
       `${problem}. Start every process with the key the database was set up with (SECRET_ENCRYPTION_KEY, or DATA_DIR/secret.key of the first host); ` +
-        `to change keys, give the new one as SECRET_ENCRYPTION_KEY and the old one as SECRET_ENCRYPTION_KEY_PREVIOUS, then run "admin secrets reseal" (README: Rotating the encryption key)`,
+        `to change keys, give the new one as SECRET_ENCRYPTION_KEY and the old one as SECRET_ENCRYPTION_KEY_PREVIOUS, then run "admin secrets reseal" (docs/operations.md: rotating the encryption key)`,
     );
     this.name = "SecretKeyMismatch";
   }
