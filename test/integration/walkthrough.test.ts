@@ -101,17 +101,19 @@ t.teardown(() => {
 let output = "";
 bash.stdout.on("data", (d: Buffer) => (output += d.toString()));
 bash.stderr.on("data", (d: Buffer) => (output += d.toString()));
-bash.stdin.write("exec 2>&1\n");
+// A command that fails anywhere in a paste (not only the last) is reported; pipes fail as a whole.
+bash.stdin.write("exec 2>&1\nset -o pipefail\ntrap 'echo \"@@failed: $BASH_COMMAND\"' ERR\n");
 let marker = 0;
 
 /** Pastes lines into the shell; resolves with what they printed and the last command's exit status. */
 async function paste(lines: string[]): Promise<{ out: string; status: number }> {
   const id = ++marker;
   const from = output.length;
-  bash.stdin.write(`${lines.join("\n")}\necho; echo "@@end ${id} $?"\n`);
+  bash.stdin.write(`${lines.join("\n")}\n__status=$?; echo; echo "@@end ${id} $__status"\n`);
   const end = new RegExp(`\\n@@end ${id} (\\d+)\\n`);
   const m = await until(`the shell to finish paste ${id}`, async () => end.exec(output.slice(from)) ?? undefined, 60_000, () => output.slice(from));
-  return { out: output.slice(from, from + m.index), status: Number(m[1]) };
+  const out = output.slice(from, from + m.index);
+  return { out, status: /@@failed: /.test(out) ? Math.max(1, Number(m[1])) : Number(m[1]) };
 }
 
 async function variable(name: string): Promise<string> {
