@@ -287,8 +287,14 @@ async function rotateSecret(endpointId: string, overlapRaw: string | undefined) 
   }
 }
 
+const args = process.argv.slice(2);
+if (args.includes("--help") || args.includes("-h") || args[0] === "help") {
+  // Asked for: the usage on stdout, exit 0 (not a complaint about an unknown option).
+  process.stdout.write(`${usage}\n`);
+  process.exit(0);
+}
 try {
-  const result = await main(process.argv.slice(2));
+  const result = await main(args);
   process.stdout.write(JSON.stringify(result, null, 2) + "\n");
 } catch (err) {
   const known =

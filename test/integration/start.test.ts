@@ -63,6 +63,16 @@ t.test("admin CLI refuses bad input with one line and a non-zero exit", async (t
   }
 });
 
+t.test("admin --help prints the usage on stdout and exits 0", async (t) => {
+  for (const flag of ["--help", "-h"]) {
+    const r = admin(flag);
+    t.equal(r.status, 0, flag);
+    t.match(r.stdout, /^usage:\n  admin merchant create --name NAME/, `${flag}: the usage`);
+    t.equal(r.stderr, "", `${flag}: no complaint about an unknown option`);
+  }
+  t.match(admin("api-key", "create", "--help").stdout, /^usage:/, "after a command too");
+});
+
 t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on SIGTERM", async (t) => {
   const { child, output, exited, base, elapsed } = await startService(t, root, env);
   const out = output.out + output.err;
