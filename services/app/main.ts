@@ -8,6 +8,7 @@ import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { allRoles, startApp, type Role } from "./app.ts";
 import { resolveDatabase, resolveNats } from "./resources.ts";
 import { startWatcherProcess } from "./watcher-process.ts";
+import { redactNodeUrl } from "../watcher/evm-node.ts";
 
 const args = process.argv.slice(2);
 
@@ -57,7 +58,7 @@ if (roles.length === 1 && roles[0] === "watcher") {
     [
       "",
       "Payment Intent service: watcher",
-      ...config.chainEndpoints.map((e) => `  following    ${e.network} (${e.environment}) for the core at ${config.rpcUrl}`),
+      ...config.chainEndpoints.map((e) => `  chain        ${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}, for the core at ${config.rpcUrl}`),
       `  health       http://${config.host}:${watcher.ops}/healthz  metrics: /metrics`,
       "",
     ].join("\n") + "\n",
@@ -110,6 +111,7 @@ async function runService(roles: Role[]): Promise<void> {
     `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
     app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
+    ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}`) : []),
     "",
     "Get an API key (in another terminal):",
     "  npm run -s admin -- merchant create --name 'My Shop'",

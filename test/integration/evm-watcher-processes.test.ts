@@ -132,6 +132,7 @@ t.test("the node goes away and comes back: logged once, then followed again", as
   const proxy = await startTcpProxy(t, dev.port);
   const w = startWatcher(`http://127.0.0.1:${proxy.port}`);
   await until("following", async () => /following the chain/.test(w.output()), 30_000, w.output);
+  t.match(w.output(), `chain        ethereum (test) followed at http://127.0.0.1:${proxy.port}, for the core at ${core.rpcUrl}`, "the banner names the chain and the node");
   proxy.blackhole();
   const pi = await createIntent("4");
   await signPayment(dev, pi.deposit_address, "4", "USDC", 6);
