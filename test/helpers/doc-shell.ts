@@ -65,7 +65,8 @@ export function startShell(t: { teardown(fn: () => unknown): void }, env: Record
   const dir = mkdtempSync(path.join(tmpdir(), "docs-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const entry of readdirSync(root)) {
-    if (entry === ".git" || entry === ".data") continue;
+    // Not the files a reader's earlier run left in the checkout (hook.key and the like): the paste makes its own.
+    if (entry === ".git" || entry === ".data" || entry.startsWith("hook.") || entry === "receiver.mjs" || entry === "addresses.txt") continue;
     symlinkSync(path.join(root, entry), path.join(dir, entry));
   }
   const full: Record<string, string> = {};
