@@ -1,6 +1,6 @@
 import type { CreatePaymentIntentRequest } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { validationError } from "../platform/errors.ts";
-import { checkAmount, exampleAmount } from "../vocabulary/amount.ts";
+import { checkRequestedAmount, exampleAmount } from "../vocabulary/amount.ts";
 import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 
 export const limits = {
@@ -33,7 +33,7 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
     throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
   }
   if (req.requestedAmount === "") throw validationError("requested_amount", '"requested_amount" is required.');
-  const amount = checkAmount(req.requestedAmount, asset.decimals);
+  const amount = checkRequestedAmount(req.requestedAmount, asset.decimals);
   if (!amount.ok) {
     // The reason alone says what is wrong; a newcomer also needs to see what right looks like.
     const example = amount.problem === "decimals" ? `: send a decimal string such as "${exampleAmount(asset.decimals)}"` : "";

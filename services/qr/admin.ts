@@ -1,7 +1,7 @@
 import { AdminError } from "../auth/admin.ts";
 import { Merchant } from "../auth/entities.ts";
 import { isEnvironment, type Environment } from "../auth/keys.ts";
-import { checkAmount } from "../vocabulary/amount.ts";
+import { checkRequestedAmount } from "../vocabulary/amount.ts";
 import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
@@ -49,7 +49,7 @@ export function checkQrInput(input: Omit<QrInput, "merchantId">): CheckedQrInput
     const info = findAsset(network, asset);
     if (!info) throw new AdminError(`unknown asset "${asset}" on ${network}; one of: ${assetsOn(network).join(", ")}`);
     if (amount !== null) {
-      const check = checkAmount(amount, info.decimals);
+      const check = checkRequestedAmount(amount, info.decimals);
       if (!check.ok) throw new AdminError(`--amount ${check.reason}`);
     }
   }

@@ -4,7 +4,7 @@
  */
 const decimalPattern = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
 
-export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string; problem: "format" | "decimals" | "zero" | "length" };
+export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string; problem: "format" | "decimals" | "zero" | "length" | "range" };
 
 /** The longest amount string looked at; anything longer is refused before it is parsed. */
 const maxLength = 60;
@@ -22,6 +22,22 @@ export function checkAmount(raw: string, decimals: number): AmountCheck {
   // A decimal of the pattern above is zero exactly when it has no non-zero digit.
   if (!/[1-9]/.test(raw)) return { ok: false, problem: "zero", reason: "must be greater than zero" };
   return { ok: true, value: raw };
+}
+
+/**
+ * The most digits before the point an amount asked for may have: below 10^15 of any asset, more
+ * than the whole supply of every asset we accept (USDT, the largest, is about 10^11). An amount
+ * observed on a chain is what it is and is not bounded.
+ */
+export const maxRequestedWholeDigits = 15;
+
+/** checkAmount, and the bound on what a merchant may ask for. */
+export function checkRequestedAmount(raw: string, decimals: number): AmountCheck {
+  const checked = checkAmount(raw, decimals);
+  if (checked.ok && (raw.split(".")[0] ?? "").length > maxRequestedWholeDigits) {
+    return { ok: false, problem: "range", reason: `must be less than 1${"0".repeat(maxRequestedWholeDigits)}` };
+  }
+  return checked;
 }
 
 /** An amount in the form an asset takes, to show in error messages: "12.50", or "12.5" / "12" for coarser assets. */

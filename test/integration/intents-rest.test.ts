@@ -146,6 +146,7 @@ t.test("bad input: 4xx with param, nothing stored", async (t) => {
     ["zero", { ...sampleIntent, requested_amount: "0" }, "requested_amount"],
     ["leading zero", { ...sampleIntent, requested_amount: "01.5" }, "requested_amount"],
     ["too many decimals", { ...sampleIntent, requested_amount: "1.1234567" }, "requested_amount"],
+    ["beyond what the asset can be", { ...sampleIntent, requested_amount: "99999999999999999999999999999999999999.00" }, "requested_amount"],
     ["unsupported pair", { ...sampleIntent, network: "bitcoin", asset: "USDC" }, "asset"],
     ["unknown network", { ...sampleIntent, network: "dogechain" }, "network"],
     ["missing amount", { network: "ethereum", asset: "USDC" }, "requested_amount"],

@@ -1,5 +1,5 @@
 import t from "tap";
-import { checkAmount, toUnits } from "../../services/vocabulary/amount.ts";
+import { checkAmount, checkRequestedAmount, toUnits } from "../../services/vocabulary/amount.ts";
 
 t.test("checkAmount accepts plain positive decimal strings", async (t) => {
   for (const [raw, decimals] of [
@@ -72,4 +72,13 @@ t.test("toUnits scales to the asset's smallest unit", async (t) => {
     123456789012345678901234567890123456789012345678n,
     "no float precision loss",
   );
+});
+
+t.test("a requested amount is less than 10^15 of the asset; an observed one is not bounded", async (t) => {
+  t.same(checkRequestedAmount("999999999999999.99", 2), { ok: true, value: "999999999999999.99" }, "15 digits before the point");
+  const big = checkRequestedAmount("1000000000000000", 6);
+  t.same(big, { ok: false, problem: "range", reason: "must be less than 1000000000000000" });
+  t.match(checkRequestedAmount("99999999999999999999999999999999999999.00", 6), { ok: false, problem: "range" }, "the issue's 38 nines");
+  t.match(checkRequestedAmount("12.5000001", 6), { ok: false, problem: "decimals" }, "the other rules first");
+  t.same(checkAmount("1000000000000000", 6), { ok: true, value: "1000000000000000" }, "chain facts are what they are");
 });

@@ -252,7 +252,9 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
   asset: string;
 
   /**
-   * Decimal string, greater than zero, at most the asset's decimals.
+   * Decimal string, greater than zero, at most the asset's decimals, and less
+   * than 10^15 (at most 15 digits before the point: more than any accepted
+   * asset's whole supply).
    *
    * @generated from field: string requested_amount = 4;
    */

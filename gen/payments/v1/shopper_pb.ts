@@ -103,7 +103,8 @@ export type CreateSitePaymentIntentRequest = Message<"payments.v1.CreateSitePaym
   asset: string;
 
   /**
-   * Decimal string, greater than zero, at most the asset's decimals.
+   * Decimal string, greater than zero, at most the asset's decimals, and less
+   * than 10^15, as for CreatePaymentIntent.
    *
    * @generated from field: string requested_amount = 3;
    */

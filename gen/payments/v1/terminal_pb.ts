@@ -30,7 +30,8 @@ export type CreatePosPaymentRequest = Message<"payments.v1.CreatePosPaymentReque
   asset: string;
 
   /**
-   * Decimal string, greater than zero, at most the asset's decimals.
+   * Decimal string, greater than zero, at most the asset's decimals, and less
+   * than 10^15, as for CreatePaymentIntent.
    *
    * @generated from field: string requested_amount = 3;
    */
