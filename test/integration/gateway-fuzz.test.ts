@@ -56,7 +56,13 @@ function decodeChunked(data: Buffer): Buffer {
 function send(r: Sent): Promise<Answer> {
   const head = [`${r.method} ${r.target} HTTP/1.1`, "Host: 127.0.0.1", ...r.headers.map(([n, v]) => `${n}: ${v}`)];
   head.push(r.chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${r.body.length}`, "Connection: close");
-  const body = r.chunked ? Buffer.concat([Buffer.from(`${r.body.length.toString(16)}\r\n`), r.body, Buffer.from("\r\n0\r\n\r\n")]) : r.body;
+  // An empty chunked body is the last chunk alone: a zero-length chunk before it would end the body,
+  // and the bytes after would be read as a second request (whose 400 hid the first one's answer).
+  const body = !r.chunked
+    ? r.body
+    : r.body.length === 0
+      ? Buffer.from("0\r\n\r\n")
+      : Buffer.concat([Buffer.from(`${r.body.length.toString(16)}\r\n`), r.body, Buffer.from("\r\n0\r\n\r\n")]);
   const bytes = Buffer.concat([Buffer.from(`${head.join("\r\n")}\r\n\r\n`, "latin1"), body]);
   return new Promise((resolve, reject) => {
     // write, not end: Node's server drops a request whose client half-closes before the answer.
