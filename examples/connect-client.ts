@@ -1,7 +1,7 @@
 // A Connect client of the rpc port over plain HTTP/1.1, as a browser or any fetch would call it.
 // Creates a Test payment intent and reads it back:
 //
-//   RPC_URL=http://127.0.0.1:8081 API_KEY=sk_test_... MERCHANT=mer_... node examples/connect-client.ts
+//   RPC_URL=http://127.0.0.1:8081 API_KEY=sk_test_... MERCHANT=mer_... npm run -s example:connect
 //
 // createGrpcTransport (HTTP/2) or createGrpcWebTransport work the same way on the same port.
 import { randomUUID } from "node:crypto";

@@ -77,6 +77,7 @@ const expectations: Record<string, (t: Tap, json: any[], out: string) => void> =
   },
   "Go-live readiness": (t, json) => t.match(json[0]?.data, { ready: Boolean, environment: "test", checks: Array }),
   "Public QR configurations": (t, json) => t.match(json[0]?.data, { label: "Counter 1", environment: "live", accepted: [{ network: "ethereum", asset: "USDC" }], amount: "12.50" }),
+  "A Connect client": (t, json) => t.match(json[0], { public_id: /^pi_/, status: "pending", requested_amount: "12.50" }, "the example created an intent"),
   gRPC: (t, json, out) => t.ok(json.some((j) => j.data?.status === "underpaid") || /payments\.v1\.IntentService/.test(out), "the intent, or the service list"),
   "Delivery pipeline and operations": (t, json, out) => t.match(out, /webhook-worker|"id"/),
   "Rotating a signing secret": (t, json) => {
