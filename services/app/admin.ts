@@ -46,7 +46,7 @@ import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
-import { resolveDatabase } from "./resources.ts";
+import { cliDatabase, resolveDatabase } from "./resources.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { resealSecrets, SecretKeyMismatch } from "../webhooks/key-check.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
@@ -248,9 +248,11 @@ async function main(argv: string[]): Promise<unknown> {
     const box = SecretBox.fromMasterKeys(loadOrCreateKey(config.secretEncryptionKey, config.dataDir), config.secretEncryptionKeyPrevious);
     work = (em) => resealSecrets(em, box);
   }
-  const config = loadConfig();
+  const database = cliDatabase(loadConfig());
+  const config = database.config;
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
   const resources = await resolveDatabase(config, logger);
+  usedDatabase = database.describe(resources.embeddedDatabase);
   const db = await openDatabase(resources.databaseUrl, 2);
   try {
     await migrate(db);
@@ -293,9 +295,12 @@ if (args.includes("--help") || args.includes("-h") || args[0] === "help") {
   process.stdout.write(`${usage}\n`);
   process.exit(0);
 }
+/** Which database a command used, said on stderr once it succeeded (a key made in another database is no use to the server). */
+let usedDatabase: string | undefined;
 try {
   const result = await main(args);
   process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+  if (usedDatabase) process.stderr.write(`admin: database ${usedDatabase}\n`);
 } catch (err) {
   const known =
     err instanceof AdminError || err instanceof ConfigError || err instanceof SecretKeyMismatch || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS");

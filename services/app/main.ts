@@ -6,7 +6,7 @@ import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { allRoles, startApp, type Role } from "./app.ts";
-import { resolveDatabase, resolveNats } from "./resources.ts";
+import { recordServerDatabase, resolveDatabase, resolveNats } from "./resources.ts";
 import { startWatcherProcess } from "./watcher-process.ts";
 import { redactNodeUrl } from "../watcher/evm-node.ts";
 
@@ -85,6 +85,7 @@ async function runService(roles: Role[]): Promise<void> {
   let app: Awaited<ReturnType<typeof startApp>>;
   try {
     resources = await resolveDatabase(config, logger);
+    recordServerDatabase(config);
     nats = await resolveNats(config, logger);
     if (config.webhookConnectTo.length > 0) {
       logger.warn({ WEBHOOK_CONNECT_TO: process.env.WEBHOOK_CONNECT_TO }, "WEBHOOK_CONNECT_TO is set: these webhook hosts skip the public-address check (tests only)");

@@ -16,7 +16,7 @@ import { natsServers } from "../platform/nats.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { installationId } from "../platform/settings.ts";
-import { locateNats, resolveDatabase } from "./resources.ts";
+import { cliDatabase, locateNats, resolveDatabase } from "./resources.ts";
 
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
@@ -61,7 +61,7 @@ const notFound = (err: unknown, code: number) => err instanceof JetStreamApiErro
 async function prefixOf(config: Config): Promise<string> {
   if (config.jetstreamPrefix !== undefined) return config.jetstreamPrefix;
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
-  const resources = await resolveDatabase(config, logger);
+  const resources = await resolveDatabase(cliDatabase(config).config, logger);
   const db = await openDatabase(resources.databaseUrl, 1);
   try {
     return deliveryPrefix(undefined, await installationId(db.em.fork()));
@@ -170,7 +170,7 @@ interface DeliveryView {
 
 async function deliveries(config: Config, o: DeliveryOptions): Promise<DeliveryView[]> {
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
-  const resources = await resolveDatabase(config, logger);
+  const resources = await resolveDatabase(cliDatabase(config).config, logger);
   const db = await openDatabase(resources.databaseUrl, 1);
   try {
     const rows = await listDeliveriesForOps(db.em.fork(), o)

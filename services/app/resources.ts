@@ -1,6 +1,6 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import type { Config } from "../platform/config.ts";
+import { redactUserinfo, type Config } from "../platform/config.ts";
 import { freePort } from "../platform/listen.ts";
 import { randomBase62 } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -46,6 +46,35 @@ function clusterDir(dataDir: string, s: EmbeddedSettings): string {
   if (!elsewhere) return path.join(dataDir, "pg");
   writeSettings(dataDir, { ...s, pgDataDir: elsewhere });
   return elsewhere;
+}
+
+/** Where a server started from this checkout with DATABASE_URL records it, for the CLIs beside it. */
+const serverDatabaseFile = (dataDir: string) => path.join(dataDir, "server-database.json");
+
+/**
+ * A server records the database it uses (DATABASE_URL, or none for the embedded one) under DATA_DIR,
+ * so that the admin and ops CLIs run beside it without DATABASE_URL find the same database rather
+ * than starting the embedded one. The file holds the URL as given (credentials included), 0600.
+ */
+export function recordServerDatabase(config: Config): void {
+  const file = serverDatabaseFile(config.dataDir);
+  if (!config.databaseUrl) {
+    rmSync(file, { force: true });
+    return;
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  writeFileSync(file, JSON.stringify({ databaseUrl: config.databaseUrl }), { mode: 0o600 });
+}
+
+/** The database a CLI uses: DATABASE_URL; else the one the server beside it recorded; else the embedded one. */
+export function cliDatabase(config: Config): { config: Config; describe(embedded: string | undefined): string } {
+  if (config.databaseUrl) return { config, describe: () => `${redactUserinfo(config.databaseUrl as string)} (DATABASE_URL)` };
+  const file = serverDatabaseFile(config.dataDir);
+  if (existsSync(file)) {
+    const recorded = (JSON.parse(readFileSync(file, "utf8")) as { databaseUrl?: string }).databaseUrl;
+    if (recorded) return { config: { ...config, databaseUrl: recorded }, describe: () => `${redactUserinfo(recorded)} (the server's, recorded in ${file}; set DATABASE_URL to use another)` };
+  }
+  return { config, describe: (embedded) => `embedded PostgreSQL under ${embedded ?? config.dataDir} (no DATABASE_URL, and no server started here with one)` };
 }
 
 export interface Resources {

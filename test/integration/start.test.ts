@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
-import { call, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -162,4 +162,24 @@ t.test("as root, npm start works from a private (0700) checkout", { skip: proces
   t.equal(created.status, 200, JSON.stringify(created.body));
   child.kill("SIGTERM");
   t.equal(await exited, 0, "exits 0 on SIGTERM");
+});
+
+t.test("the admin CLI beside a server started with DATABASE_URL uses that database, and says so", async (t) => {
+  const own = mkdtempSync(path.join(tmpdir(), "payments-dburl-"));
+  t.teardown(() => rmSync(own, { recursive: true, force: true }));
+  const databaseUrl = await createTestDatabase(t);
+  const serverEnv = { ...env, DATA_DIR: own, DATABASE_URL: databaseUrl };
+  const { child, exited, base } = await startService(t, root, serverEnv);
+  t.match(base, /^http:/, "the server started");
+  // As the banner shows the commands: in another terminal, without DATABASE_URL.
+  const cliEnv = { ...env, DATA_DIR: own, DATABASE_URL: undefined };
+  const merchant = adminIn(root, cliEnv, "merchant", "create", "--name", "Beside");
+  t.equal(merchant.status, 0, merchant.stderr);
+  t.match(merchant.stderr, /^admin: database postgres:\/\/[^\n]* \(the server's, recorded in [^\n]*server-database\.json; set DATABASE_URL to use another\)\n$/, "it names the database it used");
+  const id = JSON.parse(merchant.stdout).id as string;
+  const key = JSON.parse(adminIn(root, cliEnv, "api-key", "create", "--merchant", id, "--environment", "test", "--scopes", "payment_intents:read").stdout).api_key as string;
+  const list = await call(base, "GET", `/api/v1/merchants/${id}/payment-intents`, { key });
+  t.equal(list.status, 200, "the key it printed works on the server (it was 401 invalid_api_key)");
+  child.kill("SIGTERM");
+  await exited;
 });
