@@ -110,6 +110,7 @@ async function runService(roles: Role[]): Promise<void> {
     gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
     rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
     `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
+    `  OpenAPI      http://${config.host}:${ops}/openapi.json  (the REST API's document)`,
     app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
     ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}`) : []),

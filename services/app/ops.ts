@@ -1,9 +1,17 @@
+import { readFileSync } from "node:fs";
 import http from "node:http";
+import { join } from "node:path";
 import type { Database } from "../platform/db.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { Registry } from "prom-client";
 
-/** Health, readiness and Prometheus metrics, apart from the merchant API so that it has only the documented routes. */
+/** The OpenAPI document of the REST API, as generated into gen/ (read once). */
+const openapi = readFileSync(join(import.meta.dirname, "../../gen/openapi.json"));
+
+/**
+ * Health, readiness, Prometheus metrics and the OpenAPI document, apart from the merchant API so
+ * that it has only the documented routes.
+ */
 export function createOpsServer(db: Database, nats: Nats, metrics?: Registry): http.Server {
   return http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
@@ -13,6 +21,10 @@ export function createOpsServer(db: Database, nats: Nats, metrics?: Registry): h
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET") return reply(405, { status: "method_not_allowed" });
     if (path === "/healthz") return reply(200, { status: "ok" });
+    if (path === "/openapi.json") {
+      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": openapi.length, "Cache-Control": "no-cache" });
+      return res.end(openapi);
+    }
     if (path === "/metrics" && metrics) {
       // A gauge whose source is down is left out (and counted in payments_scrape_errors_total): the scrape itself answers.
       let text: string;

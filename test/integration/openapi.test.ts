@@ -340,3 +340,13 @@ t.test("contract: real responses of every documented route match the document", 
   const notFound = validatorOf(resolve<Response>(doc.components.responses.NotFound as Response).content!["application/json"].schema);
   t.notOk(notFound({ error: { code: "invalid_state", message: "x", request_id: "req_x" } }), "a 409 code under 404 fails");
 });
+
+t.test("the running service serves the document on its ops port, the same bytes as gen/openapi.json", async (t) => {
+  const s = await webhookSetup(t);
+  const res = await fetch(`http://127.0.0.1:${s.app.ports.ops}/openapi.json`);
+  t.equal(res.status, 200);
+  t.match(res.headers.get("content-type"), /^application\/json/);
+  t.ok(Buffer.from(await res.arrayBuffer()).equals(readFileSync(documentPath)), "byte for byte");
+  const api = await fetch(`${s.base}/openapi.json`);
+  t.equal(api.status, 404, "not on the merchant API's port, which has only the documented routes");
+});
