@@ -185,7 +185,8 @@ export function createGateway(options: GatewayOptions): http.Server {
         if (!isJson(req.headers["content-type"])) {
           fail(apiError("unsupported_media_type", "Content-Type must be application/json."));
         }
-        input = parseJsonObject(body.length > 0 ? body : Buffer.from("{}"));
+        // No body, or only JSON whitespace, is an empty object: the fields it lacks are named by the validators.
+        input = parseJsonObject(/^[ \t\r\n]*$/.test(body.toString("latin1")) ? Buffer.from("{}") : body);
         if (!route.takesBody && Object.keys(input).length > 0) {
           fail(apiError("validation_failed", `Unknown field "${Object.keys(input)[0]}".`, Object.keys(input)[0]));
         }

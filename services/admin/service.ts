@@ -11,7 +11,7 @@ export interface AdminDeps {
 }
 
 function endpointIdOf(id: string): string {
-  if (id.trim() === "") throw validationError("endpoint_id", `"endpoint_id" is required.`);
+  if (id.trim() === "") throw validationError("endpoint_id", `"endpoint_id" is missing or empty.`);
   return id;
 }
 

@@ -23,16 +23,16 @@ export interface CreateInput {
 
 /** Checks a create request field by field; the first fault is reported with its param. */
 export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
-  if (req.network === "") throw validationError("network", '"network" is required.');
+  if (req.network === "") throw validationError("network", '"network" is missing or empty.');
   if (!networks.includes(req.network)) {
     throw validationError("network", `Unsupported network "${req.network}"; supported: ${networks.join(", ")}.`);
   }
-  if (req.asset === "") throw validationError("asset", '"asset" is required.');
+  if (req.asset === "") throw validationError("asset", '"asset" is missing or empty.');
   const asset = findAsset(req.network, req.asset);
   if (!asset) {
     throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
   }
-  if (req.requestedAmount === "") throw validationError("requested_amount", '"requested_amount" is required.');
+  if (req.requestedAmount === "") throw validationError("requested_amount", '"requested_amount" is missing or empty: send a decimal string such as "12.50".');
   const amount = checkRequestedAmount(req.requestedAmount, asset.decimals);
   if (!amount.ok) {
     // The reason alone says what is wrong; a newcomer also needs to see what right looks like.

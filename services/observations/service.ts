@@ -40,7 +40,7 @@ export function validateObservation(req: RecordObservationRequest, environment: 
   checkNetwork(req.network);
   const asset = findAsset(req.network, req.asset);
   if (!asset) throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
-  if (req.toAddress === "") throw validationError("to_address", `"to_address" is required.`);
+  if (req.toAddress === "") throw validationError("to_address", `"to_address" is missing or empty.`);
   const toAddress = normalizeAddress(req.network, req.toAddress);
   if (!hashPattern.test(req.txHash)) throw validationError("tx_hash", `"tx_hash" must be the transaction's hash (16 to 128 letters or digits).`);
   const amount = checkAmount(req.amount, asset.decimals);

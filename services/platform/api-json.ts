@@ -35,8 +35,19 @@ function describeType(field: DescField): string {
         case 1:
         case 2:
           return "a number";
+        // The field's whole range: a number outside it is refused by decoding, before any validator.
+        case 13:
+        case 7:
+          return "a whole number from 0 to 4294967295";
+        case 4:
+        case 6:
+          return "a whole number from 0 to 18446744073709551615";
+        case 3:
+        case 16:
+        case 18:
+          return "a whole number from -9223372036854775808 to 9223372036854775807";
         default:
-          return "an integer";
+          return "a whole number from -2147483648 to 2147483647";
       }
   }
 }

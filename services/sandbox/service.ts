@@ -11,7 +11,7 @@ export function sandboxService(deps: { intents: Intents }): ServiceImpl<typeof S
   return {
     async simulatePaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      if (req.outcome === "") throw validationError("outcome", `"outcome" is required: one of ${outcomes.join(", ")}.`);
+      if (req.outcome === "") throw validationError("outcome", `"outcome" is missing or empty: one of ${outcomes.join(", ")}.`);
       if (!isOutcome(req.outcome)) throw validationError("outcome", `"outcome" must be one of ${outcomes.join(", ")}.`);
       const outcome = req.outcome;
       const row = await inTransaction(em, (tx) => simulate(tx, intents, principal, req.publicId, outcome, req.amount));

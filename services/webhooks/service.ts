@@ -46,7 +46,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
   return {
     async createWebhookEndpoint(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      if (req.url === "") throw validationError("url", `"url" is required.`);
+      if (req.url === "") throw validationError("url", `"url" is missing or empty.`);
       let url: string;
       try {
         await resolveTarget(req.url, connectTo);

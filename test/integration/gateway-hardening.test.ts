@@ -328,3 +328,26 @@ t.test("a JSON body that repeats a key is 400 invalid_json naming it, on REST an
   t.equal(ok.status, 200, "the same key in a nested object is not a repeat");
   t.equal(await count("payment_intents"), before + 1, "only that one was created");
 });
+
+t.test("messages say what was wrong: an empty or whitespace body alike, an empty string, a number out of the field's range", async (t) => {
+  const before = await count("payment_intents");
+  const post = (body: string) =>
+    request(`POST ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`, `Idempotency-Key: ${idemKey()}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`], body);
+  for (const [body, name] of [
+    ["", "an empty body"],
+    ["  \r\n\t ", "a body of whitespace"],
+  ] as const) {
+    const res = await post(body);
+    refused(t, res, 400, "validation_failed", name, "network");
+    t.equal(JSON.parse(res.body).error.message, '"network" is missing or empty.', `${name}: the same answer`);
+  }
+  const empty = await post('{"network":"","asset":"USDC","requested_amount":"1.00"}');
+  refused(t, empty, 400, "validation_failed", "an empty string", "network");
+  t.equal(JSON.parse(empty.body).error.message, '"network" is missing or empty.', "sent but empty: not called absent");
+  const far = await post('{"network":"ethereum","asset":"USDC","requested_amount":"1.00","expires_in_seconds":99999999999}');
+  refused(t, far, 400, "validation_failed", "an integer beyond int32", "expires_in_seconds");
+  t.equal(JSON.parse(far.body).error.message, '"expires_in_seconds" must be a whole number from -2147483648 to 2147483647.', "the range, not just 'an integer'");
+  const nbsp = await post("\u00a0");
+  t.equal(JSON.parse(nbsp.body).error?.code, "invalid_json", "a non-breaking space is not JSON whitespace");
+  t.equal(await count("payment_intents"), before, "nothing was created");
+});
