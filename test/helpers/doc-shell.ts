@@ -1,30 +1,14 @@
 // Runs a doc's shell blocks as a reader pastes them: one bash, fed line by line, in a working
 // directory of its own that is still this checkout to npm (every top-level entry linked).
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { until } from "./harness.ts";
 
 export const root = path.resolve(import.meta.dirname, "../..");
 
-export interface ShBlock {
-  /** The nearest heading above the block. */
-  heading: string;
-  body: string;
-}
-
-/** Every ```sh block of a markdown file, with the heading it sits under. */
-export function shBlocks(file: string): ShBlock[] {
-  const text = readFileSync(path.join(root, file), "utf8");
-  const out: ShBlock[] = [];
-  let heading = "";
-  for (const m of text.matchAll(/^(#{1,6} .+)$|^```sh\n([\s\S]*?)^```$/gm)) {
-    if (m[1]) heading = m[1];
-    else out.push({ heading, body: (m[2] ?? "").replace(/\n$/, "") });
-  }
-  return out;
-}
+export { shBlocks, type ShBlock } from "./doc-blocks.ts";
 
 /** The JSON objects in a text, in order (curl prints responses without a newline, so they may touch). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

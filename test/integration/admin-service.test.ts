@@ -27,7 +27,7 @@ function specVerify(secret: string, r: RecordedRequest): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** The README receiver's check (README "Receiving webhooks"), as a receiver copies it: either header may match. */
+/** The documented receiver's check (docs/webhooks.md, "Receiving webhooks"), as a receiver copies it: either header may match. */
 function readmeVerify(secret: string, r: RecordedRequest): boolean {
   const expected = createHmac("sha256", secret).update(`${tsOf(r)}.`).update(r.body).digest();
   return ["x-service-signature", "x-service-signature-next"].some((name) => {
@@ -101,7 +101,7 @@ t.test("rotation: during the overlap X-Service-Signature is the previous secret'
   t.match(nextSigOf(req), /^[0-9a-f]{64}$/, "X-Service-Signature-Next: one too");
   t.ok(specVerify(endpoint.secret, req), "the spec's rule verifies with the previous secret, the one the receiver holds");
   t.notOk(specVerify(rotated.signingSecret, req), "not yet with the new one");
-  t.ok(readmeVerify(rotated.signingSecret, req), "the README's check accepts the new secret (X-Service-Signature-Next)");
+  t.ok(readmeVerify(rotated.signingSecret, req), "the check in docs/webhooks.md accepts the new secret (X-Service-Signature-Next)");
   t.ok(readmeVerify(endpoint.secret, req), "and the previous one");
   for (const [name, verify] of Object.entries(verifiers)) {
     t.notOk(verify(`whsec_${"x".repeat(43)}`, req), `${name} verifier refuses another secret`);

@@ -278,7 +278,7 @@ t.test("deposit addresses: 50 concurrent creates on one xpub get 50 addresses; n
   t.equal(tron.payment_uri, `tron:${tron.deposit_address}?amount=5&token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t`);
 });
 
-t.test("the README's example chain watcher confirms an intent over gRPC", async (t) => {
+t.test("the example chain watcher of docs/payments.md confirms an intent over gRPC", async (t) => {
   const live = await merchantWithKey(s.app, "live");
   const pi = await createIntent(live, { ...sampleIntent, requested_amount: "2.5" });
   const run = (confirmations: string) =>

@@ -1,6 +1,6 @@
 // The rpc port as a newcomer meets it: Connect and gRPC-Web over plain HTTP/1.1 (fetch, curl,
 // browsers) beside gRPC over h2c on the same port, gRPC server reflection for `buf curl`
-// without the proto files (GRPC_REFLECTION), and the README's runnable examples.
+// without the proto files (GRPC_REFLECTION), and the runnable examples of docs/api.md ("gRPC").
 import { execFile } from "node:child_process";
 import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,7 +41,7 @@ function run(file: string, args: string[], env: Record<string, string> = {}, cwd
   });
 }
 
-/** `npx buf curl …`, as the README shows it (npx runs node_modules/.bin/buf). */
+/** `npx buf curl …`, as docs/api.md shows it (npx runs node_modules/.bin/buf). */
 const bufCurl = (...args: string[]) => run(buf, ["curl", ...args]);
 
 const { app, rpcUrl } = await startTestApp(t, {}, ["rpc"]);
@@ -128,7 +128,7 @@ t.test("Connect, gRPC-Web and gRPC clients on the same port", async (t) => {
   }
 });
 
-t.test("README: plain curl calls a method over HTTP/1.1", async (t) => {
+t.test("docs/api.md: plain curl calls a method over HTTP/1.1", async (t) => {
   // curl http://… speaks HTTP/1.1; before, the h2c-only port answered it with bytes curl took for HTTP/0.9.
   const curl = ["/usr/bin/curl", "/usr/local/bin/curl"].find((p) => {
     try {
@@ -156,7 +156,7 @@ t.test("README: plain curl calls a method over HTTP/1.1", async (t) => {
   t.equal((JSON.parse(out.stdout) as { data?: { publicId?: string } }).data?.publicId, publicId);
 });
 
-t.test("README: buf curl lists the services and calls one, with reflection only", async (t) => {
+t.test("docs/api.md: buf curl lists the services and calls one, with reflection only", async (t) => {
   const listed = await bufCurl("--protocol", "grpc", "--http2-prior-knowledge", "--list-services", rpcUrl);
   t.equal(listed.code, 0, listed.stderr);
   const names = listed.stdout.trim().split("\n");
@@ -259,7 +259,7 @@ function routeOptionNumber(): number {
   return route.number;
 }
 
-t.test("README: the Connect client example runs", async (t) => {
+t.test("docs/api.md: the Connect client example runs", async (t) => {
   const out = await run(process.execPath, ["examples/connect-client.ts"], { RPC_URL: rpcUrl, API_KEY: a.key, MERCHANT: a.merchant });
   t.equal(out.code, 0, out.stderr);
   const printed = JSON.parse(out.stdout) as { public_id?: string; status?: string; requested_amount?: string };

@@ -10,6 +10,7 @@ import t from "tap";
 import { call, startTestApp, until } from "../helpers/harness.ts";
 import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
+import { walkthroughHeadings } from "../helpers/doc-blocks.ts";
 import { jsonObjects, root, startShell } from "../helpers/doc-shell.ts";
 
 const readme = readFileSync(path.join(root, "README.md"), "utf8");
@@ -59,7 +60,7 @@ const { base, databaseUrl } = await startTestApp(t, {
 const { dir, paste, variable } = startShell(t, { DATABASE_URL: databaseUrl, DEVCHAIN_PORT: String(dev.port) });
 
 t.test("the walk-through, step by step", async (t) => {
-  const walk = steps(shellBlock("## Walk-through with curl"));
+  const walk = steps(shellBlock(walkthroughHeadings.walkthrough));
   t.same(walk.map((s) => s.number), [1, 2, 3, 4, 5, 6, 7], "seven steps");
   const step = (n: number) => walk.find((s) => s.number === n)!.lines;
 
@@ -104,7 +105,7 @@ t.test("the walk-through, step by step", async (t) => {
   t.not(cancelled?.public_id, intent, "7: not the first one");
 
   t.test("webhooks on your machine", async (t) => {
-    const hooks = steps(shellBlock("### Webhooks on your machine"));
+    const hooks = steps(shellBlock(walkthroughHeadings.webhooks));
     t.same(hooks.map((s) => s.number), [1, 2, 3, 4, 5, 6], "six steps");
     const hook = (n: number) => hooks.find((s) => s.number === n)!.lines;
     // Lines that start a process in another terminal: the server restart and the receiver.
@@ -154,7 +155,7 @@ t.test("the walk-through, step by step", async (t) => {
   });
 
   t.test("pay a Test intent with a real transaction", async (t) => {
-    const pay = steps(shellBlock("### Pay a Test intent with a real transaction"));
+    const pay = steps(shellBlock(walkthroughHeadings.pay));
     t.same(pay.map((s) => s.number), [1, 2, 3, 4, 5], "five steps");
     const step = (n: number) => pay.find((s) => s.number === n)!.lines;
     // Steps 1 and 2 run in other terminals: the test's dev chain and app stand in for them.
