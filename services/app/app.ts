@@ -112,6 +112,8 @@ export async function startApp(o: AppOptions): Promise<App> {
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   const limits = { perAddress: new RateLimiter(config.publicRateLimitPerMinute), perCredential: new RateLimiter(config.credentialRateLimitPerMinute) };
   const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
+  // Beside the rpc role, the gateway and the watcher call the handlers directly (no encoding).
+  const inProcess = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;
   try {
@@ -126,10 +128,8 @@ export async function startApp(o: AppOptions): Promise<App> {
       if (credentialListener) stops.push({ step: "credential listener", stop: credentialListener.stop });
     }
     if (roles.includes("gateway")) {
-      // In one process the gateway calls the handlers directly (no encoding); alone, over gRPC.
-      const transport = roles.includes("rpc")
-        ? createLocalTransport(serviceRoutes, interceptors)
-        : createGrpcTransport({ baseUrl: config.rpcUrl });
+      // Alone, the gateway reaches the rpc role over gRPC.
+      const transport = inProcess ?? createGrpcTransport({ baseUrl: config.rpcUrl });
       const siteClient = createClient(SiteService, transport);
       const gateway = await listen(
         createGateway({
@@ -155,9 +155,9 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.push({ step: "delivery worker", stop: worker.stop });
     }
     if (roles.includes("watcher")) {
-      const local = roles.includes("rpc")
+      const local = inProcess
         ? {
-            transport: createLocalTransport(serviceRoutes, interceptors),
+            transport: inProcess,
             issueCredential: (environment: "test" | "live") => db.em.fork().transactional((tx) => issueInProcessWatcherCredential(tx, environment)),
           }
         : undefined;

@@ -2,12 +2,11 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ChainService, type ChainPosition } from "../../gen/payments/v1/chains_pb.ts";
 import type { Environment } from "../auth/keys.ts";
-import type { InternalPrincipal } from "../auth/principal.ts";
 import type { Intents } from "../intents/intents.ts";
 import { watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { internalRequest } from "../rpc/context.ts";
+import { chainRequest } from "../rpc/context.ts";
 import { assets, followedNetworks } from "../vocabulary/assets.ts";
 import { claimChain, savePosition, type BlockRef, type Chain } from "./store.ts";
 
@@ -24,12 +23,9 @@ const commitLagMs = 10_000;
 const maxRecentBlocks = 1024;
 const blockHashPattern = /^0x[0-9a-fA-F]{64}$/;
 
-function chainOf(principal: InternalPrincipal, network: string): Chain & { environment: Environment } {
-  if (!principal.environment) {
-    throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
-  }
+function chainOf(environment: Environment, network: string): Chain & { environment: Environment } {
   if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
-  return { network, environment: principal.environment };
+  return { network, environment };
 }
 
 function checkWatcherId(id: string): void {
@@ -51,8 +47,8 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
   const { intents, cursors } = deps;
   return {
     async claimChain(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const chain = chainOf(principal, req.network);
+      const { em, environment } = chainRequest(ctx);
+      const chain = chainOf(environment, req.network);
       checkWatcherId(req.watcherId);
       if (req.leaseSeconds < 5 || req.leaseSeconds > 300) throw validationError("lease_seconds", `"lease_seconds" must be 5 to 300.`);
       const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
@@ -69,8 +65,8 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
     },
 
     async saveChainPosition(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const chain = chainOf(principal, req.network);
+      const { em, environment } = chainRequest(ctx);
+      const chain = chainOf(environment, req.network);
       checkWatcherId(req.watcherId);
       const position = positionOf(req.position);
       const saved = await savePosition(em, chain, req.watcherId, position, {
@@ -84,8 +80,8 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
     },
 
     async listWatchedAddresses(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const chain = chainOf(principal, req.network);
+      const { em, environment } = chainRequest(ctx);
+      const chain = chainOf(environment, req.network);
       const limit = req.limit ?? 5000;
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw validationError("limit", `"limit" must be 1 to 10000.`);
       const binding = `watched:${chain.network}:${chain.environment}`;

@@ -8,10 +8,9 @@ import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { validatePageSize } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { apiError, validationError } from "../platform/errors.ts";
+import { validationError } from "../platform/errors.ts";
 import type { Environment } from "../auth/keys.ts";
-import type { InternalPrincipal } from "../auth/principal.ts";
-import { inTransaction, internalRequest } from "../rpc/context.ts";
+import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
 import { listUnmatched, type ObservationInput, type ObservationRow } from "./store.ts";
 
@@ -81,31 +80,19 @@ export function observationMessage(o: ObservationRow): Observation {
   });
 }
 
-/**
- * The environment whose chains the caller watches: its credential's, as an API key decides a
- * merchant's. A Test watcher's outputs never touch a Live intent, even at the same address.
- */
-function chainEnvironment(principal: InternalPrincipal): Environment {
-  if (!principal.environment) {
-    throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
-  }
-  return principal.environment;
-}
-
 /** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
 export function observationService(deps: ObservationDeps): ServiceImpl<typeof ObservationService> {
   const { intents, cursors } = deps;
   return {
     async recordObservation(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const input = validateObservation(req, chainEnvironment(principal));
+      const { em, environment } = chainRequest(ctx);
+      const input = validateObservation(req, environment);
       const recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
       return { data: observationMessage(recorded.observation), paymentIntentStatus: recorded.intent?.status };
     },
 
     async recordReorg(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const environment = chainEnvironment(principal);
+      const { em, environment } = chainRequest(ctx);
       checkNetwork(req.network);
       const hashes = [...req.orphanedBlockHashes, ...req.txHashes];
       if (hashes.length === 0) throw validationError("orphaned_block_hashes", "Give orphaned_block_hashes or tx_hashes.");
@@ -118,8 +105,7 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
     },
 
     async listUnmatchedObservations(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const environment = chainEnvironment(principal);
+      const { em, environment } = chainRequest(ctx);
       if (req.network !== undefined) checkNetwork(req.network);
       const limit = validatePageSize(req.limit);
       const page = await listUnmatched(em, cursors, { environment, network: req.network, cursor: req.cursor, limit });

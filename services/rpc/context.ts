@@ -1,4 +1,5 @@
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { Environment } from "../auth/keys.ts";
 import type { InternalPrincipal, MerchantPrincipal, Principal } from "../auth/principal.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
@@ -24,6 +25,18 @@ export function merchantRequest(ctx: HandlerContext): { principal: MerchantPrinc
 /** What an internal handler works with. */
 export function internalRequest(ctx: HandlerContext): { principal: InternalPrincipal; em: EntityManager } {
   return requestOf(ctx, "internal");
+}
+
+/**
+ * What a chain watcher's handler works with: an internal caller and its chain's environment. A
+ * chain is a network in an environment; a credential issued before credentials had one has none.
+ */
+export function chainRequest(ctx: HandlerContext): { principal: InternalPrincipal; em: EntityManager; environment: Environment } {
+  const { principal, em } = internalRequest(ctx);
+  if (!principal.environment) {
+    throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
+  }
+  return { principal, em, environment: principal.environment };
 }
 
 /** Runs `work` in the caller's transaction when there is one, else in a new one. */

@@ -214,7 +214,7 @@ class ChainWatch {
     let cursor = full ? undefined : this.#cursor;
     const fresh = full ? new Set<string>() : this.#watched;
     for (;;) {
-      const page = await this.#observationsList(cursor);
+      const page = await this.#listWatched(cursor);
       for (const a of page.addresses) fresh.add(a.toLowerCase());
       cursor = page.nextCursor;
       if (!page.hasMore) break;
@@ -228,7 +228,7 @@ class ChainWatch {
     this.#m.watched.set(this.#labels, this.#watched.size);
   }
 
-  #observationsList(cursor: string | undefined) {
+  #listWatched(cursor: string | undefined) {
     return this.#chains.listWatchedAddresses({ network: this.#e.network, cursor, limit: 10_000 }, { headers: this.#headers });
   }
 
