@@ -115,7 +115,9 @@ t.test("two watchers: one follows the chain, the other takes over when it is kil
   await dev.test.mine({ blocks: 2 });
   await confirmedAll([pi.public_id]);
   const standby = active === w1 ? w2 : w1;
-  t.match(standby.output(), /another watcher follows the chain; standing by/, "the other stands by");
+  // It says so at its first claim refused, which a loaded machine may not have reached yet.
+  await until("the other watcher says it stands by", async () => /another watcher follows the chain; standing by/.test(standby.output()), 30_000, () => standby.output());
+  t.pass("the other stands by");
   active.child.kill("SIGKILL");
   await active.exited;
   const next = await createIntent("3");
