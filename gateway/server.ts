@@ -9,6 +9,7 @@ import type { Logger } from "../services/platform/logger.ts";
 import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
 import { Credential } from "../gen/payments/v1/options_pb.ts";
 import { clientAddressKey, type ClientAddresses } from "../services/platform/client-address.ts";
+import { canDefer, deferredRefusalHeader, encodeRefusal } from "../services/platform/deferred-refusal.ts";
 import { buildRoutes, isCanonicalPath, matchRoute, type RestRoute } from "./routes.ts";
 
 /** Request headers the gateway passes to the RPC server; everything else stays at the edge. */
@@ -152,6 +153,8 @@ function parseQuery(url: URL): Record<string, JsonValue> {
 export function createGateway(options: GatewayOptions): http.Server {
   const routes = buildRoutes(options.services);
   const { logger, transport } = options;
+  /** Requests whose refusal must close the connection (a body left unread), deferred to the RPC server. */
+  const closeAfter = new WeakSet<http.IncomingMessage>();
 
   /** CORS preflight: only on routes that allow CORS, and only for an origin some site credential allows. */
   async function preflight(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<boolean> {
@@ -171,7 +174,8 @@ export function createGateway(options: GatewayOptions): http.Server {
     return true;
   }
 
-  async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
+  /** The request message of a REST call, from its path, query and body. */
+  async function decode(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>) {
     let input: Record<string, JsonValue> = {};
     if (hasContentEncoding(req)) {
       fail(apiError("unsupported_media_type", "Content-Encoding is not supported: send the body uncompressed (identity)."), { Connection: "close" });
@@ -192,8 +196,24 @@ export function createGateway(options: GatewayOptions): http.Server {
         }
       }
     }
-    const message = decodeRequest(route.rpc.input, params, input, route.takesBody ? "body" : "query");
+    return decodeRequest(route.rpc.input, params, input, route.takesBody ? "body" : "query");
+  }
+
+  async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
     const header = new Headers({ "x-request-id": requestId });
+    let message;
+    try {
+      message = await decode(route, req, url, params);
+    } catch (err) {
+      // Authenticate, authorize, then validate: what was sent is refused by the RPC server, after
+      // it has checked the caller, with an empty request in place of the unreadable one. Only a
+      // body over the limit is refused first: reading it is already the cost the limit caps.
+      const view = err instanceof RequestError ? err.view : describeError(err);
+      if (!canDefer(view)) throw err;
+      header.set(deferredRefusalHeader, encodeRefusal(view));
+      message = decodeRequest(route.rpc.input, params, {}, "query");
+      if (err instanceof RequestError && err.headers.Connection === "close") closeAfter.add(req);
+    }
     for (const name of forwardedHeaders) {
       const value = req.headers[name];
       if (typeof value === "string") header.set(name, value);
@@ -265,7 +285,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       status = 200;
       send(res, status, encodeResponse(match.route.rpc.output, response.message), headers);
     } catch (err) {
-      const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err), corsOf(err));
+      const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err), { ...corsOf(err), ...(closeAfter.has(req) ? { Connection: "close" } : {}) });
       status = view.status;
       code = view.code;
       if (view.code === "internal_error") logger.error({ err, requestId }, "request failed");

@@ -24,7 +24,12 @@ import {
   type CodeGeneratorRequest,
 } from "@bufbuild/protobuf/wkt";
 import { getComments, runNodeJs, type Plugin } from "@bufbuild/protoplugin";
+import { idempotencyKeyPattern } from "../services/idempotency/key.ts";
 import { errorTable } from "../services/platform/error-codes.ts";
+import { maxAmountLength } from "../services/vocabulary/amount.ts";
+import { assets } from "../services/vocabulary/assets.ts";
+import { amountPattern, httpsUrlPattern, timestampPattern } from "../services/vocabulary/formats.ts";
+import { valueSets } from "../services/vocabulary/value-sets.ts";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Schema = { [key: string]: Json };
@@ -42,6 +47,24 @@ interface RouteOption {
   credential: number;
   rateLimited: boolean;
 }
+
+/** The (payments.v1.field) rules as read through the request's own descriptors (services/rpc/field-rules.ts enforces them). */
+interface FieldRules {
+  minLen?: number;
+  maxLen?: number;
+  min?: bigint;
+  max?: bigint;
+  oneOf: string;
+  amount: number;
+  maxPairs?: number;
+  keyMinLen?: number;
+  keyMaxLen?: number;
+  valueMaxLen?: number;
+  httpsUrl: boolean;
+}
+
+/** AmountRule's values (options.proto). */
+const amountRule = { unspecified: 0, requested: 1, observed: 2 } as const;
 
 /** The documented error codes and their statuses, from the error table (a module with no imports: gen/ may be cleaned away while this runs). */
 export function readErrorCodes(): Map<string, number> {
@@ -77,9 +100,17 @@ class Schemas {
   private readonly names = new Map<string, string>();
 
   private readonly registry: FileRegistry;
+  private readonly rulesExt: DescExtension;
 
   constructor(registry: FileRegistry) {
     this.registry = registry;
+    const ext = registry.getExtension("payments.v1.field");
+    if (!ext) throw new Error("payments.v1.field is not among the request's files");
+    this.rulesExt = ext;
+  }
+
+  rules(field: DescField): FieldRules | undefined {
+    return hasOption(field, this.rulesExt) ? (getOption(field, this.rulesExt) as unknown as FieldRules) : undefined;
   }
 
   private componentName(message: DescMessage, suffix = ""): string {
@@ -128,10 +159,17 @@ class Schemas {
     const fields = message.fields.filter((f) => !pathParams.includes(f.name));
     const properties: Record<string, Json> = {};
     for (const field of fields) properties[field.name] = withDescription(this.field(field, "request"), comment(field));
+    const dependent = this.dependentRules(fields);
     this.components.set(
       name,
       withDescription(
-        { type: "object", properties, required: fields.filter(isRequired).map((f) => f.name), additionalProperties: false },
+        {
+          type: "object",
+          properties,
+          required: fields.filter(isRequired).map((f) => f.name),
+          additionalProperties: false,
+          ...(dependent.length > 0 ? { allOf: dependent } : {}),
+        },
         comment(message),
       ),
     );
@@ -139,6 +177,12 @@ class Schemas {
   }
 
   field(field: DescField, direction: Direction): Schema {
+    const schema = this.plainField(field, direction);
+    const rules = direction === "request" ? this.rules(field) : undefined;
+    return rules ? withRules(schema, rules, field) : schema;
+  }
+
+  private plainField(field: DescField, direction: Direction): Schema {
     switch (field.fieldKind) {
       case "scalar": {
         const schema = this.scalar(field.scalar, direction);
@@ -173,6 +217,41 @@ class Schemas {
     }
   }
 
+  /**
+   * Rules that depend on another field of the same body, as if/then pairs: the assets of the
+   * request's network, and an amount's decimal places by the request's asset.
+   */
+  private dependentRules(fields: readonly DescField[]): Json[] {
+    const bySet = (set: string) => fields.find((f) => this.rules(f)?.oneOf === set);
+    const out: Json[] = [];
+    for (const field of fields) {
+      const rules = this.rules(field);
+      const dependsOn = rules?.oneOf ? valueSets[rules.oneOf]?.dependsOn : undefined;
+      const given = dependsOn ? bySet(dependsOn.set) : undefined;
+      if (dependsOn && given) {
+        for (const value of valueSets[dependsOn.set]?.values ?? []) {
+          out.push({
+            if: { properties: { [given.name]: { const: value } }, required: [given.name] },
+            then: { properties: { [field.name]: { type: "string", enum: [...dependsOn.valuesFor(value)] } } },
+          });
+        }
+      }
+    }
+    const network = bySet("network");
+    const asset = bySet("asset");
+    for (const field of fields) {
+      const rule = this.rules(field)?.amount ?? amountRule.unspecified;
+      if (rule === amountRule.unspecified || !network || !asset) continue;
+      for (const a of assets) {
+        out.push({
+          if: { properties: { [network.name]: { const: a.network }, [asset.name]: { const: a.asset } }, required: [network.name, asset.name] },
+          then: { properties: { [field.name]: { type: "string", pattern: amountPattern(rule === amountRule.requested, a.decimals) } } },
+        });
+      }
+    }
+    return out;
+  }
+
   private scalar(scalar: ScalarType, direction: Direction): Schema {
     switch (scalar) {
       case ScalarType.STRING:
@@ -204,7 +283,7 @@ class Schemas {
   private message(message: DescMessage, direction: Direction): Schema {
     switch (message.typeName) {
       case "google.protobuf.Timestamp":
-        return { type: "string", format: "date-time" };
+        return direction === "request" ? { type: "string", format: "date-time", pattern: timestampPattern } : { type: "string", format: "date-time" };
       case "google.protobuf.Duration":
         return { type: "string", pattern: "^-?[0-9]+(\\.[0-9]+)?s$" };
       case "google.protobuf.Struct":
@@ -227,6 +306,37 @@ class Schemas {
     if (!found) throw new Error(`${typeName} has no value ${value}`);
     return found.name;
   }
+}
+
+/** A field's schema with its (payments.v1.field) rules, as services/rpc/field-rules.ts checks them. */
+function withRules(schema: Schema, rules: FieldRules, field: DescField): Schema {
+  const out: Schema = { ...schema };
+  if (rules.minLen !== undefined) out.minLength = rules.minLen;
+  if (rules.maxLen !== undefined) out.maxLength = rules.maxLen;
+  if (rules.min !== undefined) out.minimum = Number(rules.min);
+  if (rules.max !== undefined) out.maximum = Number(rules.max);
+  if (rules.oneOf !== "") {
+    const set = valueSets[rules.oneOf];
+    if (!set) throw new Error(`${field.parent.typeName}.${field.name}: no value set "${rules.oneOf}"`);
+    out.enum = [...set.values];
+  }
+  if (rules.amount !== amountRule.unspecified) {
+    out.pattern = amountPattern(rules.amount === amountRule.requested);
+    out.maxLength = Math.min(maxAmountLength, rules.maxLen ?? maxAmountLength);
+  }
+  if (rules.httpsUrl) {
+    out.format = "uri";
+    out.pattern = httpsUrlPattern;
+  }
+  if (field.fieldKind === "map") {
+    if (rules.maxPairs !== undefined) out.maxProperties = rules.maxPairs;
+    const names: Schema = {};
+    if (rules.keyMinLen !== undefined) names.minLength = rules.keyMinLen;
+    if (rules.keyMaxLen !== undefined) names.maxLength = rules.keyMaxLen;
+    if (Object.keys(names).length > 0) out.propertyNames = names;
+    if (rules.valueMaxLen !== undefined) out.additionalProperties = { ...(out.additionalProperties as Schema), maxLength: rules.valueMaxLen };
+  }
+  return out;
 }
 
 /** A proto3 field without `optional` that a client must send (lists, maps and messages may be left out). */
@@ -486,7 +596,7 @@ function buildDocument(request: CodeGeneratorRequest): Json {
           in: "header",
           required: true,
           description: "8 to 128 characters from A-Z a-z 0-9 . _ : - (surrounding whitespace is trimmed). Scoped by merchant and environment; results are kept 24 h.",
-          schema: { type: "string", pattern: "^\\s*[A-Za-z0-9._:-]{8,128}\\s*$" },
+          schema: { type: "string", pattern: idempotencyKeyPattern },
         },
       },
       headers: {

@@ -83,7 +83,6 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       const { em, environment } = chainRequest(ctx);
       const chain = chainOf(environment, req.network);
       const limit = req.limit ?? 5000;
-      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw validationError("limit", `"limit" must be 1 to 10000.`);
       const binding = `watched:${chain.network}:${chain.environment}`;
       const after = cursors.start(binding, req.cursor);
       const rows = await watchedAddresses(em, chain, deps.latePaymentWindowSeconds, after, limit + 1);

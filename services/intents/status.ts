@@ -1,10 +1,11 @@
 import type { EventType } from "../vocabulary/event-types.ts";
+import { intentStatuses } from "../vocabulary/value-sets.ts";
 
 /**
  * The Payment Intent status machine (DESIGN.md, "Payment Intent"). Every
  * transition emits the event named here, in the transaction that made it.
  */
-export const statuses = ["pending", "underpaid", "confirmed", "overpaid", "cancelled", "expired", "late"] as const;
+export const statuses = intentStatuses;
 export type Status = (typeof statuses)[number];
 
 export function isStatus(value: string): value is Status {

@@ -9,6 +9,7 @@ import {
 } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { validationError } from "./errors.ts";
+import { timestampPattern } from "../vocabulary/formats.ts";
 
 /**
  * JSON <-> proto for the REST gateway: proto field names only, unknown or
@@ -68,7 +69,7 @@ function hasJsonType(field: DescField, value: JsonValue): boolean {
 
 type Source = "body" | "query";
 
-const rfc3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]{1,9})?(?:Z|[+-]([0-9]{2}):([0-9]{2}))$/;
+const rfc3339 = new RegExp(timestampPattern);
 
 /**
  * Whether a string is an RFC 3339 timestamp (the proto JSON form: "T", "Z" or an offset) of a real

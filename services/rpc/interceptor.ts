@@ -16,13 +16,16 @@ import type { RateLimiter } from "../platform/rate-limit.ts";
 import type { InternalPrincipal, InternalRole as RoleName, Principal } from "../auth/principal.ts";
 import { clientAddressKey } from "../platform/client-address.ts";
 import { claimKey } from "../idempotency/context-keys.ts";
+import { deferredRefusalHeader, decodeRefusal } from "../platform/deferred-refusal.ts";
 import { emKey, principalKey } from "./context.ts";
+import { checkFieldRules } from "./field-rules.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 /**
  * Every RPC passes here: request id, then the route's credential and scope,
- * then the merchant in the request against the key's, then idempotency.
+ * then the merchant in the request against the key's, then what was sent (the
+ * request's field rules), then idempotency.
  * All of it is read from the method's (payments.v1.route) option.
  */
 export interface ServiceInterceptorOptions {
@@ -80,6 +83,10 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
       if (principal.kind === "internal") checkInternalRole(principal, route.internalRole);
       if (principal.kind === "site") allowOrigin = checkSiteOrigin(principal.allowedOrigins, req.header.get("origin"));
+      // Only now what was sent: a caller who may not make this call learns nothing about its input.
+      const refusal = req.header.get(deferredRefusalHeader);
+      if (refusal !== null) throw decodeRefusal(refusal);
+      checkFieldRules(req.method.input, req.message);
       req.contextValues.set(principalKey, principal);
       let res: UnaryResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Owner } from "../auth/keys.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
+import { simulateOutcomes } from "../vocabulary/value-sets.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { IntentRow } from "../intents/store.ts";
 import { recordObservation, recordReorg, simulatedTxHash } from "../observations/record.ts";
@@ -9,7 +10,7 @@ import { observationsOf } from "../observations/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 
-export const outcomes = ["confirmed", "underpaid", "overpaid", "expired", "late", "reorged"] as const;
+export const outcomes = simulateOutcomes;
 export type Outcome = (typeof outcomes)[number];
 
 export function isOutcome(value: string): value is Outcome {

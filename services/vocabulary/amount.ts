@@ -7,11 +7,11 @@ const decimalPattern = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
 export type AmountCheck = { ok: true; value: string } | { ok: false; reason: string; problem: "format" | "decimals" | "zero" | "length" | "range" };
 
 /** The longest amount string looked at; anything longer is refused before it is parsed. */
-const maxLength = 60;
+export const maxAmountLength = 60;
 
 export function checkAmount(raw: string, decimals: number): AmountCheck {
   // First, before any parsing: an amount can arrive as a megabyte of digits.
-  if (raw.length > maxLength) return { ok: false, problem: "length", reason: "is too long" };
+  if (raw.length > maxAmountLength) return { ok: false, problem: "length", reason: "is too long" };
   if (!decimalPattern.test(raw)) {
     return { ok: false, problem: "format", reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or leading zeros)' };
   }

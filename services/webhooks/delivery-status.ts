@@ -1,3 +1,5 @@
+import { deliveryStatuses } from "../vocabulary/value-sets.ts";
+
 /**
  * Delivery states (spec: pending, processing, delivered, failed) and the moves
  * between them:
@@ -8,7 +10,7 @@
  * delivered and failed are final; a replay is a new delivery. The statements of
  * store.ts make these moves, each guarded by the status it moves from.
  */
-export const deliveryStatuses = ["pending", "processing", "delivered", "failed"] as const;
+export { deliveryStatuses };
 export type DeliveryStatus = (typeof deliveryStatuses)[number];
 
 export function isDeliveryStatus(value: string): value is DeliveryStatus {

@@ -26,8 +26,6 @@ export interface WebhookDeps {
   connectTo: readonly ConnectTo[];
 }
 
-const maxDescriptionLength = 256;
-
 async function endpointOf(em: EntityManager, owner: Owner, id: string, lock = false): Promise<EndpointRow> {
   const row = await findEndpoint(em, owner, id, lock);
   if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
@@ -55,10 +53,8 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         if (err instanceof PolicyRejection) throw validationError("url", `The URL is not allowed: ${err.reason}.`);
         throw err;
       }
+      // Its length was checked as sent (the field rules); blank is no description.
       const description = req.description?.trim() || undefined;
-      if (description !== undefined && description.length > maxDescriptionLength) {
-        throw validationError("description", `"description" must be at most ${maxDescriptionLength} characters.`);
-      }
       const signingSecret = generateSigningSecret();
       const row: EndpointRow = {
         id: newId("we"),

@@ -10,6 +10,7 @@ import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { createCashierSession } from "../../services/terminal/sessions.ts";
+import { networks } from "../../services/vocabulary/assets.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, type ApiResponse } from "../helpers/harness.ts";
 
 // Checkout pages under /checkout, so that everything else is the API's to answer.
@@ -331,6 +332,7 @@ t.test("a JSON body that repeats a key is 400 invalid_json naming it, on REST an
 
 t.test("messages say what was wrong: an empty or whitespace body alike, an empty string, a number out of the field's range", async (t) => {
   const before = await count("payment_intents");
+  const missingNetwork = `"network" is missing or empty: one of ${networks.join(", ")}.`;
   const post = (body: string) =>
     request(`POST ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`, `Idempotency-Key: ${idemKey()}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`], body);
   for (const [body, name] of [
@@ -339,11 +341,11 @@ t.test("messages say what was wrong: an empty or whitespace body alike, an empty
   ] as const) {
     const res = await post(body);
     refused(t, res, 400, "validation_failed", name, "network");
-    t.equal(JSON.parse(res.body).error.message, '"network" is missing or empty.', `${name}: the same answer`);
+    t.equal(JSON.parse(res.body).error.message, missingNetwork, `${name}: the same answer`);
   }
   const empty = await post('{"network":"","asset":"USDC","requested_amount":"1.00"}');
   refused(t, empty, 400, "validation_failed", "an empty string", "network");
-  t.equal(JSON.parse(empty.body).error.message, '"network" is missing or empty.', "sent but empty: not called absent");
+  t.equal(JSON.parse(empty.body).error.message, missingNetwork, "sent but empty: not called absent");
   const far = await post('{"network":"ethereum","asset":"USDC","requested_amount":"1.00","expires_in_seconds":99999999999}');
   refused(t, far, 400, "validation_failed", "an integer beyond int32", "expires_in_seconds");
   t.equal(JSON.parse(far.body).error.message, '"expires_in_seconds" must be a whole number from -2147483648 to 2147483647.', "the range, not just 'an integer'");

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message, UnknownEnum } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file payments/v1/options.proto.
  */
 export const file_payments_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLZAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSphCgxJbnRlcm5hbFJvbGUSHQoZSU5URVJOQUxfUk9MRV9VTlNQRUNJRklFRBAAEhkKFUlOVEVSTkFMX1JPTEVfT0JTRVJWRRABEhcKE0lOVEVSTkFMX1JPTEVfQURNSU4QAiqyAQoKQ3JlZGVudGlhbBIaChZDUkVERU5USUFMX1VOU1BFQ0lGSUVEEAASGwoXQ1JFREVOVElBTF9URVNUX0FQSV9LRVkQARIbChdDUkVERU5USUFMX1NJVEVfR0FURVdBWRACEh4KGkNSRURFTlRJQUxfQ0FTSElFUl9TRVNTSU9OEAMSFQoRQ1JFREVOVElBTF9QVUJMSUMQBBIXChNDUkVERU5USUFMX0lOVEVSTkFMEAU6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLZAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSL4AgoKRmllbGRSdWxlcxIUCgdtaW5fbGVuGAEgASgNSACIAQESFAoHbWF4X2xlbhgCIAEoDUgBiAEBEhAKA21pbhgDIAEoA0gCiAEBEhAKA21heBgEIAEoA0gDiAEBEg4KBm9uZV9vZhgFIAEoCRInCgZhbW91bnQYBiABKA4yFy5wYXltZW50cy52MS5BbW91bnRSdWxlEhYKCW1heF9wYWlycxgHIAEoDUgEiAEBEhgKC2tleV9taW5fbGVuGAggASgNSAWIAQESGAoLa2V5X21heF9sZW4YCSABKA1IBogBARIaCg12YWx1ZV9tYXhfbGVuGAogASgNSAeIAQESEQoJaHR0cHNfdXJsGAsgASgIQgoKCF9taW5fbGVuQgoKCF9tYXhfbGVuQgYKBF9taW5CBgoEX21heEIMCgpfbWF4X3BhaXJzQg4KDF9rZXlfbWluX2xlbkIOCgxfa2V5X21heF9sZW5CEAoOX3ZhbHVlX21heF9sZW4qYQoMSW50ZXJuYWxSb2xlEh0KGUlOVEVSTkFMX1JPTEVfVU5TUEVDSUZJRUQQABIZChVJTlRFUk5BTF9ST0xFX09CU0VSVkUQARIXChNJTlRFUk5BTF9ST0xFX0FETUlOEAIqsgEKCkNyZWRlbnRpYWwSGgoWQ1JFREVOVElBTF9VTlNQRUNJRklFRBAAEhsKF0NSRURFTlRJQUxfVEVTVF9BUElfS0VZEAESGwoXQ1JFREVOVElBTF9TSVRFX0dBVEVXQVkQAhIeChpDUkVERU5USUFMX0NBU0hJRVJfU0VTU0lPThADEhUKEUNSRURFTlRJQUxfUFVCTElDEAQSFwoTQ1JFREVOVElBTF9JTlRFUk5BTBAFKl4KCkFtb3VudFJ1bGUSGwoXQU1PVU5UX1JVTEVfVU5TUEVDSUZJRUQQABIZChVBTU9VTlRfUlVMRV9SRVFVRVNURUQQARIYChRBTU9VTlRfUlVMRV9PQlNFUlZFRBACOkoKBXJvdXRlEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtIcDIAEoCzISLnBheW1lbnRzLnYxLlJvdXRlUgVyb3V0ZTpOCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMYtYcDIAEoCzIXLnBheW1lbnRzLnYxLkZpZWxkUnVsZXNSBWZpZWxkYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Route is the one place an RPC's public surface is defined: the REST gateway
@@ -122,6 +122,93 @@ export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
   messageDesc(file_payments_v1_options, 1);
 
 /**
+ * FieldRules is the one source of a request field's constraints: the RPC server enforces them
+ * on every transport, after the caller is authenticated and authorized
+ * (services/rpc/field-rules.ts), and gen/openapi.json states them (scripts/protoc-gen-openapi.ts);
+ * test/integration/openapi-rules.test.ts holds the two to each other, both ways.
+ *
+ * @generated from message payments.v1.FieldRules
+ */
+export type FieldRules = Message<"payments.v1.FieldRules"> & {
+  /**
+   * A string's shortest and longest length in characters (Unicode code points), inclusive.
+   * min_len 1 on a field without `optional`: sent empty is refused like not sent.
+   *
+   * @generated from field: optional uint32 min_len = 1;
+   */
+  minLen?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 max_len = 2;
+   */
+  maxLen?: number | undefined;
+
+  /**
+   * An integer's smallest and largest value, inclusive.
+   *
+   * @generated from field: optional int64 min = 3;
+   */
+  min?: bigint | undefined;
+
+  /**
+   * @generated from field: optional int64 max = 4;
+   */
+  max?: bigint | undefined;
+
+  /**
+   * The value is one of a named set of services/vocabulary/value-sets.ts ("network",
+   * "asset", "intent_status", ...). A set may depend on another field of the request (the
+   * assets of the request's network).
+   *
+   * @generated from field: string one_of = 5;
+   */
+  oneOf: string;
+
+  /**
+   * A decimal amount of the request's asset.
+   *
+   * @generated from field: payments.v1.AmountRule amount = 6;
+   */
+  amount: AmountRule;
+
+  /**
+   * A map's most pairs, its keys' length range and its values' longest length.
+   *
+   * @generated from field: optional uint32 max_pairs = 7;
+   */
+  maxPairs?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 key_min_len = 8;
+   */
+  keyMinLen?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 key_max_len = 9;
+   */
+  keyMaxLen?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 value_max_len = 10;
+   */
+  valueMaxLen?: number | undefined;
+
+  /**
+   * An absolute https URL; where it points is checked by the URL policy when it is used.
+   *
+   * @generated from field: bool https_url = 11;
+   */
+  httpsUrl: boolean;
+};
+
+/**
+ * Describes the message payments.v1.FieldRules.
+ * Use `create(FieldRulesSchema)` to create a new message.
+ */
+export const FieldRulesSchema: GenMessage<FieldRules> = /*@__PURE__*/
+  messageDesc(file_payments_v1_options, 2);
+
+/**
  * InternalRole names what an internal credential may do.
  *
  * @generated from enum payments.v1.InternalRole
@@ -225,8 +312,59 @@ export const CredentialSchema: GenEnum<Credential> = /*@__PURE__*/
   enumDesc(file_payments_v1_options, 1);
 
 /**
+ * AmountRule says which decimal amounts a field takes (services/vocabulary/amount.ts): a plain
+ * decimal string, no sign, exponent or leading zeros, greater than zero, at most 60 characters,
+ * with no more decimal places than the asset has.
+ *
+ * @generated from enum payments.v1.AmountRule
+ */
+export const AmountRule = {
+  /**
+   * Not an amount.
+   *
+   * @generated from enum value: AMOUNT_RULE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED: 0,
+
+  /**
+   * An amount a merchant asks for: also below 10^15 (15 digits before the point at most).
+   *
+   * @generated from enum value: AMOUNT_RULE_REQUESTED = 1;
+   */
+  REQUESTED: 1,
+
+  /**
+   * An amount seen on a chain (a simulation's): the asset's decimals are the intent's.
+   *
+   * @generated from enum value: AMOUNT_RULE_OBSERVED = 2;
+   */
+  OBSERVED: 2,
+} as const;
+
+/**
+ * AmountRule says which decimal amounts a field takes (services/vocabulary/amount.ts): a plain
+ * decimal string, no sign, exponent or leading zeros, greater than zero, at most 60 characters,
+ * with no more decimal places than the asset has.
+ *
+ * @generated from enum payments.v1.AmountRule
+ */
+export type AmountRule = (typeof AmountRule)[keyof typeof AmountRule] | UnknownEnum;
+
+/**
+ * Describes the enum payments.v1.AmountRule.
+ */
+export const AmountRuleSchema: GenEnum<AmountRule> = /*@__PURE__*/
+  enumDesc(file_payments_v1_options, 2);
+
+/**
  * @generated from extension: payments.v1.Route route = 50100;
  */
 export const route: GenExtension<MethodOptions, Route> = /*@__PURE__*/
   extDesc(file_payments_v1_options, 0);
+
+/**
+ * @generated from extension: payments.v1.FieldRules field = 50101;
+ */
+export const field: GenExtension<FieldOptions, FieldRules> = /*@__PURE__*/
+  extDesc(file_payments_v1_options, 1);
 

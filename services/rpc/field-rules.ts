@@ -1,0 +1,148 @@
+import { getOption, hasOption, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { AmountRule, field as fieldOption, type FieldRules } from "../../gen/payments/v1/options_pb.ts";
+import { validationError } from "../platform/errors.ts";
+import { checkAmount, checkRequestedAmount, exampleAmount } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
+import { httpsUrlFault, httpsUrlPattern } from "../vocabulary/formats.ts";
+import { valueSets, type ValueSet } from "../vocabulary/value-sets.ts";
+
+/**
+ * The (payments.v1.field) rules of a request, enforced for every RPC after its caller is
+ * authenticated and authorized: the same rules gen/openapi.json states, read from the same
+ * options, so the document cannot promise what the server refuses, or the other way round.
+ * Fields are checked in their declaration order; the first fault is the answer, naming its field.
+ */
+export function checkFieldRules(desc: DescMessage, message: Message): void {
+  const values = message as unknown as Record<string, unknown>;
+  for (const { field, rules } of rulesOf(desc)) {
+    const value = values[field.localName];
+    switch (field.fieldKind) {
+      case "scalar":
+        if (typeof value === "string") checkString(desc, values, field, rules, value);
+        else if (typeof value === "number" || typeof value === "bigint") checkInteger(field, rules, value);
+        break;
+      case "map":
+        checkMap(field, rules, (value ?? {}) as Record<string, string>);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+const cache = new WeakMap<DescMessage, readonly { field: DescField; rules: FieldRules }[]>();
+
+/** A message's fields with rules, read once; a rule naming no known set fails at the first call, not silently. */
+export function rulesOf(desc: DescMessage): readonly { field: DescField; rules: FieldRules }[] {
+  let found = cache.get(desc);
+  if (!found) {
+    found = desc.fields.filter((f) => hasOption(f, fieldOption)).map((f) => ({ field: f, rules: getOption(f, fieldOption) }));
+    for (const { field, rules } of found) {
+      if (rules.oneOf !== "" && !valueSets[rules.oneOf]) throw new Error(`${field.parent.typeName}.${field.name}: no value set "${rules.oneOf}"`);
+    }
+    cache.set(desc, found);
+  }
+  return found;
+}
+
+const httpsUrl = new RegExp(httpsUrlPattern);
+const length = (s: string) => [...s].length;
+
+/** At most this much of a refused value is repeated in a message. */
+const shown = (s: string) => JSON.stringify(length(s) > 40 ? `${[...s].slice(0, 40).join("")}…` : s);
+
+function checkString(desc: DescMessage, values: Record<string, unknown>, field: DescField, rules: FieldRules, value: string): void {
+  const name = field.name;
+  const set = rules.oneOf ? (valueSets[rules.oneOf] as ValueSet) : undefined;
+  // A field without `optional` cannot tell "sent empty" from "not sent": both are "missing or empty".
+  if (value === "" && !field.proto.proto3Optional) {
+    if ((rules.minLen ?? 0) > 0) throw validationError(name, `"${name}" is missing or empty${hint(rules, set)}.`);
+    return;
+  }
+  const n = length(value);
+  const { minLen, maxLen } = rules;
+  if (n === 0 && (minLen ?? 0) > 0) throw validationError(name, `"${name}" must not be empty${hint(rules, set)}.`);
+  if ((minLen !== undefined && n < minLen) || (maxLen !== undefined && n > maxLen)) {
+    throw validationError(
+      name,
+      minLen !== undefined && maxLen !== undefined
+        ? `"${name}" must be ${minLen} to ${maxLen} characters.`
+        : maxLen !== undefined
+          ? `"${name}" must be at most ${maxLen} characters.`
+          : `"${name}" must be at least ${minLen} characters.`,
+    );
+  }
+  if (set) checkOneOf(desc, values, name, set, value);
+  if (rules.httpsUrl && !httpsUrl.test(value)) {
+    throw validationError(name, `The URL is not allowed: ${httpsUrlFault(value)}.`);
+  }
+  if (rules.amount !== AmountRule.UNSPECIFIED) {
+    const decimals = assetOf(desc, values)?.decimals;
+    const checked = rules.amount === AmountRule.REQUESTED ? checkRequestedAmount(value, decimals ?? Infinity) : checkAmount(value, decimals ?? Infinity);
+    if (!checked.ok) {
+      // The reason says what is wrong; a newcomer also needs to see what right looks like.
+      const example = checked.problem === "decimals" && decimals !== undefined ? `: send a decimal string such as "${exampleAmount(decimals)}"` : "";
+      throw validationError(name, `"${name}" ${checked.reason}${example}.`);
+    }
+  }
+}
+
+function hint(rules: FieldRules, set: ValueSet | undefined): string {
+  if (rules.amount !== AmountRule.UNSPECIFIED) return ': send a decimal string such as "12.50"';
+  if (set && !set.dependsOn) return `: one of ${set.values.join(", ")}`;
+  return "";
+}
+
+function checkOneOf(desc: DescMessage, values: Record<string, unknown>, name: string, set: ValueSet, value: string): void {
+  if (set.dependsOn) {
+    const given = valueOfSet(desc, values, set.dependsOn.set);
+    if (given !== undefined) {
+      const allowed = set.dependsOn.valuesFor(given);
+      if (!allowed.includes(value)) throw validationError(name, `"${name}" ${shown(value)} is not supported on ${given}; supported: ${allowed.join(", ")}.`);
+      return;
+    }
+  }
+  if (!set.values.includes(value)) throw validationError(name, `"${name}" must be one of ${set.values.join(", ")}; got ${shown(value)}.`);
+}
+
+/** The value of the request's field checked against `setName`, when it is one of that set. */
+function valueOfSet(desc: DescMessage, values: Record<string, unknown>, setName: string): string | undefined {
+  const owner = rulesOf(desc).find((r) => r.rules.oneOf === setName);
+  const value = owner ? values[owner.field.localName] : undefined;
+  return typeof value === "string" && valueSets[setName]?.values.includes(value) ? value : undefined;
+}
+
+/** The asset a request names by its network and asset fields, if it names one we accept. */
+function assetOf(desc: DescMessage, values: Record<string, unknown>) {
+  const network = valueOfSet(desc, values, "network");
+  const asset = valueOfSet(desc, values, "asset");
+  return network !== undefined && asset !== undefined ? findAsset(network, asset) : undefined;
+}
+
+function checkInteger(field: DescField, rules: FieldRules, value: number | bigint): void {
+  const { min, max } = rules;
+  const v = BigInt(value);
+  if ((min !== undefined && v < min) || (max !== undefined && v > max)) {
+    const name = field.name;
+    throw validationError(
+      name,
+      min !== undefined && max !== undefined ? `"${name}" must be between ${min} and ${max}.` : min !== undefined ? `"${name}" must be at least ${min}.` : `"${name}" must be at most ${max}.`,
+    );
+  }
+}
+
+function checkMap(field: DescField, rules: FieldRules, value: Record<string, string>): void {
+  const name = field.name;
+  const pairs = Object.entries(value);
+  if (rules.maxPairs !== undefined && pairs.length > rules.maxPairs) throw validationError(name, `"${name}" may hold at most ${rules.maxPairs} pairs.`);
+  const { keyMinLen = 0, keyMaxLen, valueMaxLen } = rules;
+  for (const [k, v] of pairs) {
+    const n = length(k);
+    if (n < keyMinLen || (keyMaxLen !== undefined && n > keyMaxLen)) {
+      throw validationError(name, `"${name}" keys must be ${keyMinLen} to ${keyMaxLen ?? "any number of"} characters; ${shown(k)} is not.`);
+    }
+    if (valueMaxLen !== undefined && length(v) > valueMaxLen) {
+      throw validationError(name, `"${name}" values must be at most ${valueMaxLen} characters; the value of ${shown(k)} is not.`);
+    }
+  }
+}
