@@ -51,7 +51,13 @@ t.test("errors keep their code as an ErrorDetail", async (t) => {
       "validation_failed",
       "requested_amount",
     ],
-    [() => client.createPaymentIntent({ merchant: a.merchant, ...sampleIntent }, { headers: { authorization: `Bearer ${a.key}` } }), Code.InvalidArgument, "idempotency_key_required", ""],
+    // A valid request but for the key (sampleIntent's requested_amount is the REST name: spelled out).
+    [
+      () => client.createPaymentIntent({ merchant: a.merchant, ...sampleIntent, requestedAmount: "12.50" }, { headers: { authorization: `Bearer ${a.key}` } }),
+      Code.InvalidArgument,
+      "idempotency_key_required",
+      "",
+    ],
     [() => client.listPaymentIntents({ merchant: a.merchant, limit: 0 }, { headers: { authorization: `Bearer ${a.key}` } }), Code.InvalidArgument, "validation_failed", "limit"],
   ];
   for (const [run, code, errorCode, param] of cases) {
