@@ -1,5 +1,7 @@
 // Admin CLI: JSON on stdout, logs on stderr, one line and a non-zero exit on bad input.
 //   admin merchant create --name NAME
+//   admin merchant list
+//   admin merchant show --id ID
 //   admin api-key create --merchant ID --environment test|live --scopes s1,s2
 //   admin api-key revoke --id ID
 //   admin api-key list --merchant ID
@@ -17,10 +19,14 @@
 //   admin cashier-session list --merchant ID
 //   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
 //   admin qr disable --id ID
+//   admin qr list --merchant ID
+//   admin endpoint enable --id ID
+//   admin endpoint delete --id ID
 //   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   admin secrets reseal   (SECRET_ENCRYPTION_KEY new, SECRET_ENCRYPTION_KEY_PREVIOUS old)
 import { readFileSync } from "node:fs";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
 import { adminClient, remoteError, RemoteError } from "../admin/client.ts";
 import { parseArgs } from "node:util";
 import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showSources } from "../addresses/admin.ts";
@@ -31,6 +37,8 @@ import {
   createMerchant,
   listApiKeys,
   listInternalCredentials,
+  listMerchants,
+  showMerchant,
   revokeApiKey,
   revokeInternalCredential,
 } from "../auth/admin.ts";
@@ -41,7 +49,9 @@ import { isEnvironment, isScope, scopes as allScopes, type Environment, type Sco
 import { networks } from "../vocabulary/assets.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
-import { checkQrInput, createQrConfiguration, disableQrConfiguration } from "../qr/admin.ts";
+import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
+import { deleteEndpoint, enableEndpoint } from "../webhooks/operations.ts";
+import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -53,6 +63,8 @@ import { SecretBox } from "../webhooks/secrets.ts";
 
 const usage = `usage:
   admin merchant create --name NAME
+  admin merchant list
+  admin merchant show --id ID
   admin api-key create --merchant ID --environment test|live --scopes ${allScopes.join(",")}
   admin api-key revoke --id ID
   admin api-key list --merchant ID
@@ -73,6 +85,12 @@ const usage = `usage:
   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
       (no --network: every supported pair; --amount fixes the amount in the one --asset)
   admin qr disable --id ID
+  admin qr list --merchant ID
+  admin endpoint enable --id WEBHOOK_ENDPOINT_ID
+      (a disabled endpoint, by the merchant or after failing: enabled again within the cap of
+       enabled endpoints; deliveries that failed meanwhile stay failed, to be replayed)
+  admin endpoint delete --id WEBHOOK_ENDPOINT_ID
+      (a disabled endpoint, with its deliveries and their attempts; the events stay)
   admin endpoint rotate-secret --id WEBHOOK_ENDPOINT_ID [--overlap SECONDS (0-604800, default 86400)]
       (calls the running service at RPC_URL with the internal credential in INTERNAL_CREDENTIAL;
        prints the new signing secret once)
@@ -80,8 +98,15 @@ const usage = `usage:
       (re-encrypts every webhook signing secret under SECRET_ENCRYPTION_KEY, opening it with that key
        or SECRET_ENCRYPTION_KEY_PREVIOUS, and records the new key's check value; safe to run again)`;
 
+/** The endpoint operations speak the API's errors (not found, over the cap, wrong state); the CLI prints one line. */
+function oneLine(err: unknown): never {
+  throw err instanceof ConnectError ? new AdminError(err.rawMessage) : err;
+}
+
 const commands = [
   "merchant create",
+  "merchant list",
+  "merchant show",
   "api-key create",
   "api-key revoke",
   "api-key list",
@@ -98,6 +123,9 @@ const commands = [
   "cashier-session revoke",
   "cashier-session list",
   "qr create",
+  "qr list",
+  "endpoint enable",
+  "endpoint delete",
   "qr disable",
   "endpoint rotate-secret",
   "secrets reseal",
@@ -164,6 +192,20 @@ async function main(argv: string[]): Promise<unknown> {
   if (command === "merchant create") {
     const name = required(values, "name");
     work = (em) => createMerchant(em, name);
+  } else if (command === "merchant list") {
+    work = (em) => listMerchants(em);
+  } else if (command === "merchant show") {
+    const id = required(values, "id");
+    work = (em) => showMerchant(em, id);
+  } else if (command === "qr list") {
+    const merchant = required(values, "merchant");
+    work = (em) => listQrConfigurations(em, merchant);
+  } else if (command === "endpoint enable") {
+    const id = required(values, "id");
+    work = (em) => enableEndpoint(em, id, maxEnabledEndpoints).catch(oneLine);
+  } else if (command === "endpoint delete") {
+    const id = required(values, "id");
+    work = (em) => deleteEndpoint(em, id).catch(oneLine);
   } else if (command === "api-key create") {
     const merchant = required(values, "merchant");
     const environment = environmentOf(values);

@@ -75,6 +75,27 @@ export async function revokeInternalCredential(em: EntityManager, id: string) {
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
 /** A merchant's API keys, newest first: hints only, never a secret. */
+/** Every merchant, oldest first. */
+export async function listMerchants(em: EntityManager) {
+  const rows = await em.find(Merchant, {}, { orderBy: { createdAt: "asc", id: "asc" } });
+  return rows.map((m) => ({ id: m.id, name: m.name, created_at: iso(m.createdAt) }));
+}
+
+/** One merchant, with what an operator looks for first: its active API keys and webhook endpoints per environment. */
+export async function showMerchant(em: EntityManager, merchantId: string) {
+  const merchant = await em.findOne(Merchant, { id: merchantId });
+  if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
+  const counts = await em.execute<{ what: string; environment: string; n: string }[]>(
+    `select 'active_api_keys' as what, environment, count(*) as n from api_keys where merchant_id = ? and revoked_at is null group by environment
+     union all
+     select status || '_webhook_endpoints', environment, count(*) from webhook_endpoints where merchant_id = ? group by status, environment`,
+    [merchantId, merchantId],
+  );
+  const environments: Record<string, Record<string, number>> = { test: {}, live: {} };
+  for (const c of counts) (environments[c.environment] ??= {})[c.what] = Number(c.n);
+  return { id: merchant.id, name: merchant.name, created_at: iso(merchant.createdAt), environments };
+}
+
 export async function listApiKeys(em: EntityManager, merchantId: string) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);

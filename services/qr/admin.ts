@@ -87,3 +87,19 @@ export async function disableQrConfiguration(em: EntityManager, id: string) {
   if (!row.disabledAt) await em.nativeUpdate(QrConfiguration, { id }, { disabledAt });
   return { qr_public_id: id, disabled_at: disabledAt.toISOString() };
 }
+
+/** A merchant's QR configurations, newest first, disabled ones too. */
+export async function listQrConfigurations(em: EntityManager, merchantId: string) {
+  const merchant = await em.findOne(Merchant, { id: merchantId });
+  if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
+  const rows = await em.find(QrConfiguration, { merchant: merchantId }, { orderBy: { createdAt: "desc", id: "desc" } });
+  return rows.map((row) => ({
+    qr_public_id: row.id,
+    environment: row.environment,
+    label: row.label,
+    accepted: acceptedPairs(row.network ?? null, row.asset ?? null),
+    amount: row.amount ?? null,
+    created_at: row.createdAt.toISOString(),
+    disabled_at: row.disabledAt ? row.disabledAt.toISOString() : null,
+  }));
+}

@@ -23,6 +23,8 @@ export const WebhookEndpointRecord = defineEntity({
     lastError: p.string().length(64).nullable(),
     createdAt: p.datetime().length(3),
     disabledAt: p.datetime().length(3).nullable(),
+    // When an operator last enabled it again (admin endpoint enable): failures before it no longer count towards auto-disable.
+    enabledAt: p.datetime().length(3).nullable(),
   },
   indexes: [{ properties: ["merchant", "environment", "createdAt", "id"] }, { properties: ["merchant", "environment", "status"] }],
 });

@@ -100,7 +100,8 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
       `select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at from webhook_endpoints e
         where e.status = 'enabled'
           and (select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                where d.endpoint_id = e.id and a.outcome in ('retryable', 'terminal') and a.started_at <= ?)
+                where d.endpoint_id = e.id and a.outcome in ('retryable', 'terminal') and a.started_at <= ?
+                  and a.started_at > coalesce(e.enabled_at, '-infinity'))
             > coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
                          where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')
         order by e.id limit ?
@@ -129,5 +130,48 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
       });
     }
     return rows.map((r) => r.id);
+  });
+}
+
+/**
+ * Enables a disabled endpoint again (the admin CLI): the merchant's cap of enabled endpoints holds,
+ * under the same lock as a create, and failures from before count no more towards auto-disable.
+ * Deliveries that failed while it was disabled stay failed: replay them, or recover them with
+ * AdminService.RecoverFailedDeliveries. Enabling an enabled endpoint changes nothing.
+ */
+export async function enableEndpoint(em: EntityManager, id: string, maxEnabled: number, now = new Date()): Promise<{ id: string; status: string; enabled_at: string | null }> {
+  return em.transactional(async (tx) => {
+    const [row] = await tx.execute<{ merchant_id: string; environment: string; status: string; enabled_at: Date | null }[]>(
+      `select merchant_id, environment, status, enabled_at from webhook_endpoints where id = ?`,
+      [id],
+    );
+    if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
+    if (row.status === "enabled") return { id, status: "enabled", enabled_at: row.enabled_at ? new Date(row.enabled_at).toISOString() : null };
+    await tx.execute(`select id from merchants where id = ? for no key update`, [row.merchant_id]);
+    const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(
+      `select count(*) as n from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled'`,
+      [row.merchant_id, row.environment],
+    );
+    if (Number(n) >= maxEnabled) throw apiError("invalid_state", `At most ${maxEnabled} endpoints can be enabled; disable one first.`);
+    await tx.execute(`update webhook_endpoints set status = 'enabled', disabled_at = null, last_error = null, enabled_at = ? where id = ? and status = 'disabled'`, [now, id]);
+    return { id, status: "enabled", enabled_at: now.toISOString() };
+  });
+}
+
+/**
+ * Deletes a disabled endpoint and its deliveries with their attempts (the admin CLI), as deleting
+ * an endpoint does at Stripe; the events stay, readable and replayable to other endpoints. An
+ * enabled endpoint is refused: disabling first fails what it still had pending, so nothing is lost
+ * in flight.
+ */
+export async function deleteEndpoint(em: EntityManager, id: string): Promise<{ id: string; deleted: true; deliveries_deleted: number }> {
+  return em.transactional(async (tx) => {
+    const [row] = await tx.execute<{ status: string }[]>(`select status from webhook_endpoints where id = ? for update`, [id]);
+    if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
+    if (row.status !== "disabled") throw apiError("invalid_state", `Webhook endpoint ${id} is ${row.status}: disable it first.`, "endpoint_id");
+    const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(`select count(*) as n from webhook_deliveries where endpoint_id = ?`, [id]);
+    // Deliveries and attempts go with it (on delete cascade).
+    await tx.execute(`delete from webhook_endpoints where id = ?`, [id]);
+    return { id, deleted: true, deliveries_deleted: Number(n) };
   });
 }

@@ -13,6 +13,8 @@ import { startScheduler } from "../../services/app/scheduler.ts";
 import { Intents } from "../../services/intents/intents.ts";
 import { IntentViews } from "../../services/intents/views.ts";
 import { createLogger } from "../../services/platform/logger.ts";
+import { maxEnabledEndpoints } from "../../services/vocabulary/limits.ts";
+import { enableEndpoint } from "../../services/webhooks/operations.ts";
 import { call, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import type { RecordedRequest, Reply } from "../helpers/receiver.ts";
@@ -299,4 +301,16 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   );
   t.equal(events[0]?.n, 1, "one announcement with two schedulers running");
   t.notOk(s.receiver.requests.some((r) => r.url === "/fail/auto" && r.headers["x-service-event-id"] === event.id), "the disabled endpoint is not told");
+
+  // Enabled again by an operator (admin endpoint enable): its old failures count no more. Proved
+  // with a sentinel: an endpoint that fails after the re-enable is disabled by a later pass, and
+  // the re-enabled one is still enabled then.
+  t.match(await enableEndpoint(s.app.db.em.fork(), failing.id, maxEnabledEndpoints), { id: failing.id, status: "enabled" });
+  const sentinel = await s.createEndpoint("/fail/auto-sentinel", m);
+  const lost = await sendTest(sentinel.id, m);
+  await waitForDelivery(s, lost.id, (d) => d.status === "failed", 15_000, m);
+  await until("the sentinel endpoint disabled", async () => (await endpointOf(sentinel.id)).status === "disabled", 20_000);
+  const back = await endpointOf(failing.id);
+  t.equal(back.status, "enabled", "the re-enabled endpoint stays enabled");
+  t.equal(back.disabled_at, null);
 });

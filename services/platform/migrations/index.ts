@@ -12,6 +12,7 @@ import { Migration20261123170137_CredentialChangedNotify } from "./Migration2026
 import { Migration20261124150204_SecretKeyCheck } from "./Migration20261124150204_SecretKeyCheck.ts";
 import { Migration20261124203005_ChainWatchers } from "./Migration20261124203005_ChainWatchers.ts";
 import { Migration20261124152937_ChainEnvironmentInternalRoles } from "./Migration20261124152937_ChainEnvironmentInternalRoles.ts";
+import { Migration20261125054905_EndpointEnabledAt } from "./Migration20261125054905_EndpointEnabledAt.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -28,4 +29,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261124150204_SecretKeyCheck", class: Migration20261124150204_SecretKeyCheck },
   { name: "Migration20261124152937_ChainEnvironmentInternalRoles", class: Migration20261124152937_ChainEnvironmentInternalRoles },
   { name: "Migration20261124203005_ChainWatchers", class: Migration20261124203005_ChainWatchers },
+  { name: "Migration20261125054905_EndpointEnabledAt", class: Migration20261125054905_EndpointEnabledAt },
 ];
