@@ -12,6 +12,7 @@ import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
 import { walkthroughHeadings } from "../helpers/doc-blocks.ts";
 import { jsonObjects, root, startShell } from "../helpers/doc-shell.ts";
+import { sampleProblems, samplesOf } from "../helpers/doc-samples.ts";
 
 const readme = readFileSync(path.join(root, "README.md"), "utf8");
 
@@ -22,6 +23,13 @@ function shellBlock(heading: string): string {
   const m = /\n```sh\n([\s\S]*?)\n```\n/.exec(readme.slice(at));
   if (!m) throw new Error(`no sh block under "${heading}"`);
   return m[1]!;
+}
+
+/** Each sample output a step shows ("# {...}") against the JSON it printed, in order: the docs cannot go stale. */
+function samplesHold(t: { same(a: unknown, b: unknown, m: string): void; ok(v: unknown, m: string): void }, label: string, lines: readonly string[], printed: readonly unknown[]): void {
+  const samples = samplesOf(lines);
+  t.ok(samples.length > 0, `${label}: shows a sample output`);
+  for (const [i, sample] of samples.entries()) t.same(sampleProblems(sample, printed[i]), [], `${label}: sample ${i + 1} is what it prints (${sample.slice(0, 60)}…)`);
 }
 
 interface Step {
@@ -57,17 +65,17 @@ const { base, databaseUrl } = await startTestApp(t, {
 
 // A working directory of its own (the walk-through writes hook.key and hook.crt) that is still
 // this checkout to npm; one bash, as a newcomer pastes the blocks into one terminal.
-const { dir, paste, variable } = startShell(t, { DATABASE_URL: databaseUrl, DEVCHAIN_PORT: String(dev.port) });
+// The ports as a newcomer whose defaults are taken sets them: exported, read by the commands as written.
+const { dir, paste, variable } = startShell(t, { DATABASE_URL: databaseUrl, DEVCHAIN_PORT: String(dev.port), PORT: new URL(base).port, HOOK_PORT: String(receiver.port) });
 
 t.test("the walk-through, step by step", async (t) => {
   const walk = steps(shellBlock(walkthroughHeadings.walkthrough));
   t.same(walk.map((s) => s.number), [1, 2, 3, 4, 5, 6, 7], "seven steps");
   const step = (n: number) => walk.find((s) => s.number === n)!.lines;
 
-  // The README's server is on 8080; this test's is on a port of its own.
-  const apiLine = /^API=http:\/\/127\.0\.0\.1:8080\/api\/v1$/;
-  t.equal(step(1).filter((l) => apiLine.test(l)).length, 1, "step 1 sets API to the local server");
-  const one = await paste(step(1).map((l) => (apiLine.test(l) ? `API=${base}/api/v1` : l)));
+  // This test's server is on a port of its own, in PORT as a newcomer would export it.
+  t.ok(step(1).includes("API=http://127.0.0.1:${PORT:-8080}/api/v1"), "step 1 sets API to the local server, on PORT");
+  const one = await paste(step(1));
   t.equal(one.status, 0, `1: exit 0 (${one.out})`);
   const merchant = await variable("MERCHANT");
   const key = await variable("KEY");
@@ -79,6 +87,7 @@ t.test("the walk-through, step by step", async (t) => {
   t.equal(two.status, 0, "2: exit 0");
   const created = jsonObjects(two.out)[0]?.data;
   t.match(created, { status: "pending", requested_amount: "12.50", merchant_reference: "order-1001", network: "ethereum", asset: "USDC" }, "2: the intent is shown");
+  samplesHold(t, "2", step(2), jsonObjects(two.out));
   const intent = await variable("INTENT");
   t.equal(intent, created?.public_id, "2: INTENT holds its id");
   t.match(intent, /^pi_/);
@@ -91,18 +100,21 @@ t.test("the walk-through, step by step", async (t) => {
   const list = jsonObjects(four.out)[0];
   t.same(list?.data.map((i: { public_id: string }) => i.public_id), [intent], "4: the list holds the intent");
   t.equal(list?.has_more, false, "4: has_more false");
+  samplesHold(t, "4", step(4), jsonObjects(four.out));
 
   const five = await paste(step(5));
   t.equal(jsonObjects(five.out)[0]?.data.public_id, intent, "5: reads the intent");
 
   const six = await paste(step(6));
   t.match(jsonObjects(six.out)[0]?.data, { public_id: intent, status: "underpaid", amount_received: "6.25" }, "6: the simulator paid part of it");
+  samplesHold(t, "6", step(6), jsonObjects(six.out));
 
   const seven = await paste(step(7));
   const cancelled = jsonObjects(seven.out)[0]?.data;
   t.equal(cancelled?.status, "cancelled", "7: a second intent, cancelled");
   t.equal(cancelled?.public_id, await variable("OTHER"), "7: OTHER holds its id");
   t.not(cancelled?.public_id, intent, "7: not the first one");
+  samplesHold(t, "7", step(7), jsonObjects(seven.out));
 
   t.test("webhooks on your machine", async (t) => {
     const hooks = steps(shellBlock(walkthroughHeadings.webhooks));
@@ -112,7 +124,7 @@ t.test("the walk-through, step by step", async (t) => {
     const elsewhere = (l: string) => /npm start$/.test(l) || /node receiver\.mjs/.test(l);
     const skipped = hooks.flatMap((s) => s.lines.filter(elsewhere));
     t.equal(skipped.length, 2, `only the restart and the receiver are left to other terminals: ${skipped.join(" | ")}`);
-    t.match(skipped[0], `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:`, "the restart maps the name the endpoint uses");
+    t.match(skipped[0], `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:\${HOOK_PORT:-8443}`, "the restart maps the name the endpoint uses to the receiver's port");
 
     const one = await paste(hook(1));
     t.equal(one.status, 0, `1: openssl made the certificate (${one.out})`);
@@ -125,6 +137,7 @@ t.test("the walk-through, step by step", async (t) => {
     const endpoint = jsonObjects(three.out)[0]?.data;
     t.match(endpoint, { url: `https://${hookName}/webhooks`, status: "enabled", signing_secret: /^whsec_/ }, "3: the endpoint, with its secret");
     t.equal(await variable("ENDPOINT"), endpoint?.id, "3: ENDPOINT holds its id");
+    samplesHold(t, "webhooks 3", hook(3), jsonObjects(three.out));
 
     const four = await paste(hook(4));
     const sent = jsonObjects(four.out)[0]?.data;
@@ -152,6 +165,7 @@ t.test("the walk-through, step by step", async (t) => {
 
     const six = await paste(hook(6));
     t.match(jsonObjects(six.out)[0]?.error, { code: "validation_failed", param: "url", message: /not allowed: 10\.0\.0\.5 is a private address/ }, "6: refused");
+    samplesHold(t, "webhooks 6", hook(6), jsonObjects(six.out));
   });
 
   t.test("pay a Test intent with a real transaction", async (t) => {
@@ -161,7 +175,7 @@ t.test("the walk-through, step by step", async (t) => {
     // Steps 1 and 2 run in other terminals: the test's dev chain and app stand in for them.
     t.ok(step(1).includes("npm run devchain"), "1: the dev chain");
     const restart = step(2).find((l) => /npm start$/.test(l)) ?? "";
-    t.match(restart, "ETHEREUM_TEST_RPC_URL=http://127.0.0.1:8545", "2: the server follows the dev chain's default port");
+    t.match(restart, "ETHEREUM_TEST_RPC_URL=http://127.0.0.1:${DEVCHAIN_PORT:-8545}", "2: the server follows the dev chain's port");
     t.match(restart, `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:`, "2: and keeps the webhook override of the section above");
 
     const three = await paste(step(3));
@@ -180,6 +194,7 @@ t.test("the walk-through, step by step", async (t) => {
     t.match(shown, { public_id: paid, status: "confirmed", amount_received: "5", transactions: [{ amount: "5", confirmations: Number, counted: true, simulated: false }] }, "5: confirmed by the real transaction");
     // At least the 2 the server was started with: a watcher that first sees it a block late reports 3.
     t.ok((shown as { transactions?: { confirmations: number }[] })?.transactions?.[0]!.confirmations! >= 2, "5: at 2 confirmations or more");
+    samplesHold(t, "pay 5", step(5), [{ data: shown }]);
     const confirmed = await until("payment.confirmed at the receiver", async () =>
       receiver.requests.find((r) => {
         const event = JSON.parse(r.body.toString());
