@@ -40,6 +40,21 @@ export class EventProducer {
     return { ids, committedAt: nowMs() };
   }
 
+  /**
+   * When each event's first attempt passed the pipeline's stages, as the service recorded them:
+   * picked up (published_at is the start of the relay's transaction that published it: now()) and
+   * the attempt's start (its worker claimed it and is about to send). Wall-clock ms, as nowMs.
+   */
+  async stages(ids: readonly string[]): Promise<Map<string, { pickedUp: number; started: number }>> {
+    const { rows } = await this.pool.query<{ event_id: string; picked_up: string; started: string }>(
+      `select d.event_id, extract(epoch from d.published_at) * 1000 as picked_up, extract(epoch from a.started_at) * 1000 as started
+         from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id and a.number = 1
+        where d.event_id = any($1::text[])`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.event_id, { pickedUp: Number(r.picked_up), started: Number(r.started) }]));
+  }
+
   close(): Promise<void> {
     return this.pool.end();
   }
