@@ -51,7 +51,7 @@ import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCred
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
 import { deleteEndpoint, enableEndpoint } from "../webhooks/operations.ts";
-import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
+import { endpointCounts } from "../webhooks/store.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -196,13 +196,18 @@ async function main(argv: string[]): Promise<unknown> {
     work = (em) => listMerchants(em);
   } else if (command === "merchant show") {
     const id = required(values, "id");
-    work = (em) => showMerchant(em, id);
+    // What an operator looks for first: its keys (auth) and its webhook endpoints (webhooks).
+    work = async (em) => {
+      const merchant = await showMerchant(em, id);
+      for (const c of await endpointCounts(em, id)) (merchant.environments[c.environment] ??= {})[c.what] = c.n;
+      return merchant;
+    };
   } else if (command === "qr list") {
     const merchant = required(values, "merchant");
     work = (em) => listQrConfigurations(em, merchant);
   } else if (command === "endpoint enable") {
     const id = required(values, "id");
-    work = (em) => enableEndpoint(em, id, maxEnabledEndpoints).catch(oneLine);
+    work = (em) => enableEndpoint(em, id).catch(oneLine);
   } else if (command === "endpoint delete") {
     const id = required(values, "id");
     work = (em) => deleteEndpoint(em, id).catch(oneLine);

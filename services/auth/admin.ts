@@ -81,18 +81,16 @@ export async function listMerchants(em: EntityManager) {
   return rows.map((m) => ({ id: m.id, name: m.name, created_at: iso(m.createdAt) }));
 }
 
-/** One merchant, with what an operator looks for first: its active API keys and webhook endpoints per environment. */
+/** One merchant, with its active API keys per environment. */
 export async function showMerchant(em: EntityManager, merchantId: string) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
-  const counts = await em.execute<{ what: string; environment: string; n: string }[]>(
-    `select 'active_api_keys' as what, environment, count(*) as n from api_keys where merchant_id = ? and revoked_at is null group by environment
-     union all
-     select status || '_webhook_endpoints', environment, count(*) from webhook_endpoints where merchant_id = ? group by status, environment`,
-    [merchantId, merchantId],
+  const counts = await em.execute<{ environment: string; n: string }[]>(
+    `select environment, count(*) as n from api_keys where merchant_id = ? and revoked_at is null group by environment`,
+    [merchantId],
   );
   const environments: Record<string, Record<string, number>> = { test: {}, live: {} };
-  for (const c of counts) (environments[c.environment] ??= {})[c.what] = Number(c.n);
+  for (const c of counts) (environments[c.environment] ??= {}).active_api_keys = Number(c.n);
   return { id: merchant.id, name: merchant.name, created_at: iso(merchant.createdAt), environments };
 }
 

@@ -2,8 +2,9 @@
  * Idempotency-Key rules from the spec: trimmed, then 8 to 128 of A-Z a-z 0-9 . _ : -, as the
  * header's pattern in gen/openapi.json (scripts/protoc-gen-openapi.ts reads it from here).
  */
-export const idempotencyKeyPattern = "^\\s*[A-Za-z0-9._:-]{8,128}\\s*$";
-const keyPattern = /^[A-Za-z0-9._:-]{8,128}$/;
+const keyChars = "[A-Za-z0-9._:-]{8,128}";
+export const idempotencyKeyPattern = `^\\s*${keyChars}\\s*$`;
+const keyPattern = new RegExp(`^${keyChars}$`);
 
 export type KeyCheck = { ok: true; key: string } | { ok: false; reason: "missing" | "invalid" };
 

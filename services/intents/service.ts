@@ -4,14 +4,13 @@ import { create } from "@bufbuild/protobuf";
 import { CreatePaymentIntentResponseSchema, IntentService, type CreatePaymentIntentResponse } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { validationError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { claimKey } from "../idempotency/context-keys.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
-import { isStatus, statuses } from "./status.ts";
+import type { Status } from "./status.ts";
 import { listIntents, type IntentRow, type ListFilters, type TransactionFact } from "./store.ts";
-import { validateCreate, validatePageSize } from "./validate.ts";
+import { validateCreate, pageSizeOf } from "./validate.ts";
 
 export interface IntentDeps {
   intents: Intents;
@@ -52,12 +51,10 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 
     async listPaymentIntents(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const limit = validatePageSize(req.limit);
-      if (req.status !== undefined && !isStatus(req.status)) {
-        throw validationError("status", `"status" must be one of ${statuses.join(", ")}.`);
-      }
+      const limit = pageSizeOf(req.limit);
       const filters: ListFilters = {
-        status: req.status,
+        // One of the statuses, or absent: its field rules (one_of) were checked before this handler.
+        status: req.status as Status | undefined,
         createdAfter: req.createdAfter && timestampDate(req.createdAfter),
         createdBefore: req.createdBefore && timestampDate(req.createdBefore),
         publicId: req.publicId,

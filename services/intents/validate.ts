@@ -36,6 +36,6 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
 }
 
 /** The page size of a list request, its range checked by the field rules. */
-export function validatePageSize(limit: number | undefined): number {
+export function pageSizeOf(limit: number | undefined): number {
   return limit ?? defaults.pageSize;
 }

@@ -6,7 +6,7 @@ import { checkAddress } from "../addresses/formats.ts";
 import { checkAmount } from "../vocabulary/amount.ts";
 import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
-import { validatePageSize } from "../intents/validate.ts";
+import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { validationError } from "../platform/errors.ts";
 import type { Environment } from "../auth/keys.ts";
@@ -107,7 +107,7 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
     async listUnmatchedObservations(req, ctx) {
       const { em, environment } = chainRequest(ctx);
       if (req.network !== undefined) checkNetwork(req.network);
-      const limit = validatePageSize(req.limit);
+      const limit = pageSizeOf(req.limit);
       const page = await listUnmatched(em, cursors, { environment, network: req.network, cursor: req.cursor, limit });
       return { data: page.rows.map(observationMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },

@@ -14,7 +14,7 @@ export const deferredRefusalHeader = "x-gateway-refusal";
 const deferrable = new Set<ErrorCode>(["invalid_json", "validation_failed", "unsupported_media_type"]);
 
 export function canDefer(view: ApiErrorView): boolean {
-  return deferrable.has(view.code as ErrorCode);
+  return deferrable.has(view.code);
 }
 
 export function encodeRefusal(view: ApiErrorView): string {

@@ -1,9 +1,8 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { SandboxService } from "../../gen/payments/v1/sandbox_pb.ts";
 import type { Intents } from "../intents/intents.ts";
-import { validationError } from "../platform/errors.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
-import { isOutcome, outcomes, simulate } from "./simulate.ts";
+import { simulate, type Outcome } from "./simulate.ts";
 
 /** SandboxService's handler (Test API keys only: the route option says so, the interceptor checks it). */
 export function sandboxService(deps: { intents: Intents }): ServiceImpl<typeof SandboxService> {
@@ -11,9 +10,8 @@ export function sandboxService(deps: { intents: Intents }): ServiceImpl<typeof S
   return {
     async simulatePaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      if (req.outcome === "") throw validationError("outcome", `"outcome" is missing or empty: one of ${outcomes.join(", ")}.`);
-      if (!isOutcome(req.outcome)) throw validationError("outcome", `"outcome" must be one of ${outcomes.join(", ")}.`);
-      const outcome = req.outcome;
+      // One of simulateOutcomes: its field rules (one_of) were checked before this handler.
+      const outcome = req.outcome as Outcome;
       const row = await inTransaction(em, (tx) => simulate(tx, intents, principal, req.publicId, outcome, req.amount));
       return { data: intents.views.message(row) };
     },

@@ -10,12 +10,7 @@ import { observationsOf } from "../observations/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 
-export const outcomes = simulateOutcomes;
-export type Outcome = (typeof outcomes)[number];
-
-export function isOutcome(value: string): value is Outcome {
-  return (outcomes as readonly string[]).includes(value);
-}
+export type Outcome = (typeof simulateOutcomes)[number];
 
 /** The statuses each outcome can be simulated from. */
 const from: Record<Outcome, readonly string[]> = {

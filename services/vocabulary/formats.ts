@@ -18,21 +18,23 @@ export const httpsUrlPattern = "^https://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#@:\\[\\]\
  */
 export const timestampPattern = "^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\\.[0-9]{1,9})?(?:Z|[+-]([0-9]{2}):([0-9]{2}))$";
 
-/** Why a URL does not match httpsUrlPattern, in the URL policy's words. */
-export function httpsUrlFault(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    return "the URL is not a valid absolute URL";
-  }
+/** What is wrong with a parsed URL's scheme, user name or port for a webhook, if anything (the URL policy's words). */
+export function webhookUrlFault(url: URL): string | undefined {
   if (url.protocol !== "https:") {
     const scheme = url.protocol.slice(0, -1);
     return `the URL must use https, not ${scheme.length <= 20 ? scheme : "another scheme"}`;
   }
   if (url.username !== "" || url.password !== "") return "the URL must not contain a user name or password";
+  // `URL` drops the default port, so an explicit :443 reads as "".
   if (url.port !== "") return `port ${url.port} is not allowed; webhooks are sent to port 443 only`;
-  return 'the URL must be written as https://host/path, such as "https://shop.example/hooks", with no spaces or backslashes';
+  return undefined;
+}
+
+/** Why a URL does not match httpsUrlPattern. */
+export function httpsUrlFault(raw: string): string {
+  const url = URL.parse(raw);
+  if (!url) return "the URL is not a valid absolute URL";
+  return webhookUrlFault(url) ?? 'the URL must be written as https://host/path, such as "https://shop.example/hooks", with no spaces or backslashes';
 }
 
 /**

@@ -4,6 +4,7 @@ import { apiError } from "../platform/errors.ts";
 import { recordEvent } from "../events/record.ts";
 import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
+import { checkEnabledCap } from "./store.ts";
 
 /** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
 
@@ -139,7 +140,7 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
  * Deliveries that failed while it was disabled stay failed: replay them, or recover them with
  * AdminService.RecoverFailedDeliveries. Enabling an enabled endpoint changes nothing.
  */
-export async function enableEndpoint(em: EntityManager, id: string, maxEnabled: number, now = new Date()): Promise<{ id: string; status: string; enabled_at: string | null }> {
+export async function enableEndpoint(em: EntityManager, id: string, now = new Date()): Promise<{ id: string; status: string; enabled_at: string | null }> {
   return em.transactional(async (tx) => {
     const [row] = await tx.execute<{ merchant_id: string; environment: string; status: string; enabled_at: Date | null }[]>(
       `select merchant_id, environment, status, enabled_at from webhook_endpoints where id = ?`,
@@ -147,12 +148,7 @@ export async function enableEndpoint(em: EntityManager, id: string, maxEnabled: 
     );
     if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
     if (row.status === "enabled") return { id, status: "enabled", enabled_at: row.enabled_at ? new Date(row.enabled_at).toISOString() : null };
-    await tx.execute(`select id from merchants where id = ? for no key update`, [row.merchant_id]);
-    const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(
-      `select count(*) as n from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled'`,
-      [row.merchant_id, row.environment],
-    );
-    if (Number(n) >= maxEnabled) throw apiError("invalid_state", `At most ${maxEnabled} endpoints can be enabled; disable one first.`);
+    await checkEnabledCap(tx, row.merchant_id, row.environment);
     await tx.execute(`update webhook_endpoints set status = 'enabled', disabled_at = null, last_error = null, enabled_at = ? where id = ? and status = 'disabled'`, [now, id]);
     return { id, status: "enabled", enabled_at: now.toISOString() };
   });

@@ -3,10 +3,10 @@ import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { findEventPayload, recordEvent } from "../events/record.ts";
 import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplays, listDeliveries, type AttemptRow } from "./deliveries.ts";
-import { deliveryStatuses, isDeliveryStatus } from "./delivery-status.ts";
+import type { DeliveryStatus } from "./delivery-status.ts";
 import { PolicyRejection, resolveTarget } from "./url-policy.ts";
 import type { ConnectTo } from "../platform/connect-to.ts";
-import { validatePageSize } from "../intents/validate.ts";
+import { pageSizeOf } from "../intents/validate.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -15,9 +15,8 @@ import { newId } from "../platform/ids.ts";
 import type { Owner } from "../auth/keys.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
-import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
-import { findEndpoint, listEndpoints } from "./store.ts";
+import { checkEnabledCap, findEndpoint, listEndpoints } from "./store.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 
 export interface WebhookDeps {
@@ -44,7 +43,6 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
   return {
     async createWebhookEndpoint(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      if (req.url === "") throw validationError("url", `"url" is missing or empty.`);
       let url: string;
       try {
         await resolveTarget(req.url, connectTo);
@@ -66,14 +64,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         disabledAt: null,
       };
       await inTransaction(em, async (tx) => {
-        // Serialises concurrent creates of one merchant, so the count below sees every committed
-        // create and the limit holds; "no key update" leaves inserts that reference the merchant
-        // (intents, events) free to run meanwhile.
-        await tx.execute(`select id from merchants where id = ? for no key update`, [principal.merchantId]);
-        const enabled = await tx.count(WebhookEndpointRecord, { merchant: principal.merchantId, environment: principal.environment, status: "enabled" });
-        if (enabled >= maxEnabledEndpoints) {
-          throw apiError("invalid_state", `At most ${maxEnabledEndpoints} endpoints can be enabled; disable one first.`);
-        }
+        await checkEnabledCap(tx, principal.merchantId, principal.environment);
         await tx.insert(WebhookEndpointRecord, {
           ...row,
           merchant: principal.merchantId,
@@ -86,7 +77,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
 
     async listWebhookEndpoints(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const limit = validatePageSize(req.limit);
+      const limit = pageSizeOf(req.limit);
       const binding = canonicalJson(["webhook-endpoints", principal.merchantId, principal.environment]);
       const page = await listEndpoints(em, cursors, principal, { cursor: req.cursor, limit, binding });
       return { data: page.rows.map(endpointMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
@@ -129,11 +120,9 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
 
     async listWebhookDeliveries(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const limit = validatePageSize(req.limit);
-      if (req.status !== undefined && !isDeliveryStatus(req.status)) {
-        throw validationError("status", `"status" must be one of ${deliveryStatuses.join(", ")}.`);
-      }
-      const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status };
+      const limit = pageSizeOf(req.limit);
+      // One of the delivery statuses, or absent: its field rules (one_of) were checked before this handler.
+      const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status as DeliveryStatus | undefined };
       const binding = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
       const page = await listDeliveries(em, cursors, principal, query, { cursor: req.cursor, limit, binding });
       const attempts = await attemptsOf(em, page.rows.map((r) => r.id));

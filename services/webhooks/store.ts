@@ -1,7 +1,9 @@
 import type { Owner } from "../auth/keys.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { apiError } from "../platform/errors.ts";
 import { findOwned, pageOwned, type OwnedPage } from "../platform/owned.ts";
+import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 import type { EndpointRow } from "./messages.ts";
 
 /** Reads of webhook_endpoints (never its secret column). */
@@ -44,4 +46,28 @@ export async function listEndpoints(
 ): Promise<OwnedPage<EndpointRow>> {
   const result = await pageOwned<DbRow>(em, cursors, { select: `select ${endpointColumns} from webhook_endpoints e`, alias: "e", owner, filters: [], ...page });
   return { ...result, rows: result.rows.map(fromDb) };
+}
+
+/**
+ * Refuses one more enabled endpoint of a merchant and environment over the cap (a create, or an
+ * operator enabling one again). It locks the merchant's row first, which serialises these for one
+ * merchant so the count sees every committed one and the cap holds; "no key update" leaves inserts
+ * that reference the merchant (intents, events) free to run meanwhile.
+ */
+export async function checkEnabledCap(tx: EntityManager, merchantId: string, environment: string): Promise<void> {
+  await tx.execute(`select id from merchants where id = ? for no key update`, [merchantId]);
+  const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(
+    `select count(*) as n from webhook_endpoints where merchant_id = ? and environment = ? and status = 'enabled'`,
+    [merchantId, environment],
+  );
+  if (Number(n) >= maxEnabledEndpoints) throw apiError("invalid_state", `At most ${maxEnabledEndpoints} endpoints can be enabled; disable one first.`);
+}
+
+/** A merchant's webhook endpoints counted by environment and status, as "<status>_webhook_endpoints" (the admin CLI's merchant show). */
+export async function endpointCounts(em: EntityManager, merchantId: string): Promise<{ environment: string; what: string; n: number }[]> {
+  const rows = await em.execute<{ environment: string; status: string; n: string }[]>(
+    `select environment, status, count(*) as n from webhook_endpoints where merchant_id = ? group by environment, status`,
+    [merchantId],
+  );
+  return rows.map((r) => ({ environment: r.environment, what: `${r.status}_webhook_endpoints`, n: Number(r.n) }));
 }

@@ -11,8 +11,17 @@
 import { promises as dns } from "node:dns";
 import { isIP } from "node:net";
 import { unbracket, type ConnectTo } from "../platform/connect-to.ts";
+import { webhookUrlFault } from "../vocabulary/formats.ts";
+import { getOption } from "@bufbuild/protobuf";
+import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
+import { CreateWebhookEndpointRequestSchema } from "../../gen/payments/v1/webhooks_pb.ts";
 
-export const maxUrlLength = 2048;
+export const maxUrlLength = (() => {
+  // The create request's rule (proto) is the one source; a stored URL is held to it at every attempt too.
+  const rules = getOption(CreateWebhookEndpointRequestSchema.field.url, fieldRules);
+  if (rules.maxLen === undefined) throw new Error("CreateWebhookEndpointRequest.url has no max_len rule");
+  return rules.maxLen;
+})();
 
 /** How long a DNS lookup may take before the host counts as unresolvable. */
 export const lookupTimeoutMs = 5_000;
@@ -237,17 +246,8 @@ export function checkUrlSyntax(raw: string): URL {
   } catch {
     throw new PolicyRejection("the URL is not a valid absolute URL");
   }
-  if (url.protocol !== "https:") {
-    const scheme = url.protocol.slice(0, -1);
-    throw new PolicyRejection(`the URL must use https, not ${scheme.length <= 20 ? scheme : "another scheme"}`);
-  }
-  if (url.username !== "" || url.password !== "") {
-    throw new PolicyRejection("the URL must not contain a user name or password");
-  }
-  // `URL` drops the default port, so an explicit :443 reads as "".
-  if (url.port !== "") {
-    throw new PolicyRejection(`port ${url.port} is not allowed; webhooks are sent to port 443 only`);
-  }
+  const fault = webhookUrlFault(url);
+  if (fault) throw new PolicyRejection(fault);
   if (url.href.length > maxUrlLength) throw new PolicyRejection(tooLong);
   const host = unbracket(url.hostname);
   if (isIP(host) !== 0) {

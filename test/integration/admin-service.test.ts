@@ -13,7 +13,6 @@ import { startScheduler } from "../../services/app/scheduler.ts";
 import { Intents } from "../../services/intents/intents.ts";
 import { IntentViews } from "../../services/intents/views.ts";
 import { createLogger } from "../../services/platform/logger.ts";
-import { maxEnabledEndpoints } from "../../services/vocabulary/limits.ts";
 import { enableEndpoint } from "../../services/webhooks/operations.ts";
 import { call, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
@@ -305,7 +304,7 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   // Enabled again by an operator (admin endpoint enable): its old failures count no more. Proved
   // with a sentinel: an endpoint that fails after the re-enable is disabled by a later pass, and
   // the re-enabled one is still enabled then.
-  t.match(await enableEndpoint(s.app.db.em.fork(), failing.id, maxEnabledEndpoints), { id: failing.id, status: "enabled" });
+  t.match(await enableEndpoint(s.app.db.em.fork(), failing.id), { id: failing.id, status: "enabled" });
   const sentinel = await s.createEndpoint("/fail/auto-sentinel", m);
   const lost = await sendTest(sentinel.id, m);
   await waitForDelivery(s, lost.id, (d) => d.status === "failed", 15_000, m);
