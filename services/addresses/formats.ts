@@ -67,11 +67,35 @@ function checkBitcoin(environment: Environment, address: string): AddressCheck {
 }
 
 /**
+ * The output script (scriptPubKey) an address stands for, in hex; undefined for anything that is
+ * not a valid bitcoin address of either environment. A chain watcher matches outputs by it: the
+ * same script is written bc1…, tb1… or bcrt1… depending on the network, and a script is not.
+ */
+export function bitcoinScript(address: string): string | undefined {
+  const separator = address.lastIndexOf("1");
+  const hrp = address.slice(0, Math.max(separator, 0)).toLowerCase();
+  if (hrp === bitcoinParams.live.hrp || hrp === bitcoinParams.test.hrp) {
+    const decoded = decodeSegwit(address);
+    if (decoded === undefined) return undefined;
+    // OP_0 or OP_1, then a push of the program.
+    const opVersion = decoded.version === 0 ? "00" : "51";
+    return opVersion + decoded.program.length.toString(16).padStart(2, "0") + bytesToHex(decoded.program);
+  }
+  const payload = tryDecode(() => base58check.decode(address));
+  if (payload === undefined || payload.length !== 21) return undefined;
+  const hash = bytesToHex(payload.subarray(1));
+  const version = payload[0];
+  if (version === bitcoinParams.live.p2pkh || version === bitcoinParams.test.p2pkh) return `76a914${hash}88ac`;
+  if (version === bitcoinParams.live.p2sh || version === bitcoinParams.test.p2sh) return `a914${hash}87`;
+  return undefined;
+}
+
+/**
  * BIP 173/350: v0 is bech32 with a 20- or 32-byte program, v1 is bech32m with
  * a 32-byte (taproot) program. Versions 2–16 are refused on purpose: nothing
  * can spend from them yet, so coins sent there are anyone's.
  */
-function decodeSegwit(address: string): Uint8Array | undefined {
+function decodeSegwit(address: string): { version: number; program: Uint8Array } | undefined {
   for (const coder of [bech32, bech32m]) {
     const decoded = tryDecode(() => coder.decode(address as `${string}1${string}`, 90));
     const version = decoded?.words[0];
@@ -79,8 +103,8 @@ function decodeSegwit(address: string): Uint8Array | undefined {
     if ((version === 0) !== (coder === bech32)) return undefined;
     const program = tryDecode(() => coder.fromWords(decoded.words.slice(1)));
     if (program === undefined) return undefined;
-    if (version === 0 && (program.length === 20 || program.length === 32)) return program;
-    if (version === 1 && program.length === 32) return program;
+    if (version === 0 && (program.length === 20 || program.length === 32)) return { version, program };
+    if (version === 1 && program.length === 32) return { version, program };
     return undefined;
   }
   return undefined;

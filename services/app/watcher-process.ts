@@ -5,7 +5,6 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import { ConfigError, type Config } from "../platform/config.ts";
 import { listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
-import { evmChainIds } from "../vocabulary/assets.ts";
 import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
 
 /**
@@ -32,7 +31,7 @@ export async function startWatcher(o: {
       );
     }
   }
-  const wrong = await checkEndpoints(config.chainEndpoints, { ethereum: evmChainIds.ethereum.live, polygon: evmChainIds.polygon.live }, o.logger);
+  const wrong = await checkEndpoints(config.chainEndpoints, o.logger);
   if (wrong) throw new ConfigError(wrong);
   const transport = o.local?.transport ?? createGrpcTransport({ baseUrl: config.rpcUrl });
   return startWatcherRole({

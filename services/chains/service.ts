@@ -21,7 +21,8 @@ export interface ChainDeps {
 /** A transaction that commits this long after its intent's created_at is still handed to the watchers. */
 const commitLagMs = 10_000;
 const maxRecentBlocks = 1024;
-const blockHashPattern = /^0x[0-9a-fA-F]{64}$/;
+/** 32 bytes in hex: 0x-prefixed on EVM chains, bare on bitcoin. */
+const blockHashPattern = /^(0x)?[0-9a-fA-F]{64}$/;
 
 function chainOf(environment: Environment, network: string): Chain & { environment: Environment } {
   if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
@@ -36,7 +37,7 @@ function positionOf(p: ChainPosition | undefined): { height: number; recentBlock
   if (!p) throw validationError("position", `"position" is required.`);
   if (p.recentBlocks.length > maxRecentBlocks) throw validationError("position.recent_blocks", `At most ${maxRecentBlocks} recent blocks.`);
   const recentBlocks = p.recentBlocks.map((b, i) => {
-    if (!blockHashPattern.test(b.hash)) throw validationError(`position.recent_blocks[${i}].hash`, "Not a block hash (0x and 64 hex digits).");
+    if (!blockHashPattern.test(b.hash)) throw validationError(`position.recent_blocks[${i}].hash`, "Not a block hash (64 hex digits, 0x optional).");
     return { height: Number(b.height), hash: b.hash.toLowerCase() };
   });
   return { height: Number(p.height), recentBlocks };

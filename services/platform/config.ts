@@ -54,7 +54,7 @@ export interface Config {
   apiKeyMaxAgeDays: number;
   /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
   grpcReflection: "on" | "off" | "auto";
-  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the Ethereum JSON-RPC endpoints the watcher role follows (http(s) or ws(s)). */
+  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows (Bitcoin Core's RPC over http(s); Ethereum JSON-RPC over http(s) or ws(s)). */
   chainEndpoints: ChainEndpoint[];
   /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
   watcherPollMs: number;
@@ -70,7 +70,7 @@ export interface Config {
 
 /** A chain the watcher role follows: a network in an environment, through one JSON-RPC endpoint. */
 export interface ChainEndpoint {
-  network: "ethereum" | "polygon";
+  network: (typeof followedNetworks)[number];
   environment: "test" | "live";
   url: string;
 }
@@ -85,14 +85,17 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);
       if (raw === undefined) continue;
+      // bitcoind's RPC is HTTP only; Ethereum nodes also speak WebSocket.
+      const bitcoin = network === "bitcoin";
+      const what = bitcoin ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)" : "an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint";
       let parsed: URL;
       try {
         parsed = new URL(raw);
       } catch {
-        throw new ConfigError(`${name} must be an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint`);
+        throw new ConfigError(`${name} must be ${what}`);
       }
-      if (!["http:", "https:", "ws:", "wss:"].includes(parsed.protocol)) {
-        throw new ConfigError(`${name} must be an http(s) or ws(s) URL, got the scheme ${parsed.protocol.slice(0, -1)}`);
+      if (!(bitcoin ? ["http:", "https:"] : ["http:", "https:", "ws:", "wss:"]).includes(parsed.protocol)) {
+        throw new ConfigError(`${name} must be ${what}, got the scheme ${parsed.protocol.slice(0, -1)}`);
       }
       out.push({ network, environment, url: raw });
     }

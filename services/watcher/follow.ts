@@ -1,7 +1,3 @@
-import { formatUnits } from "viem";
-import type { AssetInfo } from "../vocabulary/assets.ts";
-import type { EvmBlock, EvmNode } from "./evm-node.ts";
-
 /** A block the watcher processed. */
 export interface BlockRef {
   height: number;
@@ -11,9 +7,10 @@ export interface BlockRef {
 /** One output to a watched address, as reported to ObservationService. */
 export interface Output {
   asset: string;
+  /** The watched address as the core handed it out. */
   toAddress: string;
   txHash: string;
-  /** 0 for a transaction's own value; 1 + the log's index for a token Transfer (so the two never share a key). */
+  /** Unique within the transaction: a bitcoin output's index; on EVM chains 0 for the transaction's own value, 1 + the log's index for a token Transfer. */
   outputIndex: number;
   amount: string;
   blockHeight: number;
@@ -35,17 +32,38 @@ export interface Core {
   save(position: { height: number; recentBlocks: BlockRef[] }, head: { height: number; time: number | undefined }): Promise<void>;
 }
 
+/** A block as a source read it. */
+export interface SourceBlock {
+  height: number;
+  hash: string;
+  parentHash: string;
+  /** Seconds since the epoch. */
+  time: number;
+}
+
+/**
+ * What the follower reads of one chain, whatever its kind (EVM, bitcoin): the best chain's
+ * hashes, and blocks with their outputs to the watched addresses. Hashes are lowercase.
+ */
+export interface ChainSource {
+  headHeight(): Promise<number>;
+  /** The best chain's block hash at `height`, or undefined past the head. */
+  hashAt(height: number): Promise<string | undefined>;
+  /**
+   * Blocks from..to of the best chain, in order, and their outputs to watched addresses; undefined
+   * when the chain changed under the read (the next step sorts it out). The follower checks the
+   * blocks link up by parent hash.
+   */
+  read(from: number, to: number): Promise<{ blocks: SourceBlock[]; outputs: Output[] } | undefined>;
+  /** Blocks read per step while catching up. */
+  readonly batchBlocks: number;
+}
+
 export interface FollowerOptions {
-  node: EvmNode;
+  source: ChainSource;
   core: Core;
-  /** The network's assets for this environment: the native coin (no contract) and tokens by contract. */
-  assets: readonly { info: AssetInfo; contract: string | undefined }[];
   /** Confirmations each asset needs to count (from ClaimChain). */
   required: Readonly<Record<string, number>>;
-  /** The addresses to look for, lowercase. */
-  watched: ReadonlySet<string>;
-  /** Blocks fetched per round trip while catching up. */
-  batchBlocks?: number;
   /** Outputs recorded at once. */
   concurrency?: number;
   /** Outputs short of their threshold whose growing confirmations are reported per step (default 100). */
@@ -57,8 +75,8 @@ export interface FollowerOptions {
 }
 
 /**
- * Follows one chain from a saved position: each new block's value transfers and token
- * Transfer logs to watched addresses are reported, and reported again as their confirmations
+ * Follows one chain from a saved position: each new block's outputs to watched addresses
+ * (as its source finds them) are reported, and reported again as their confirmations
  * grow until their asset's threshold; a block that leaves the best chain (told by block and
  * parent hashes, not by the node's removed logs) is reported as a reorg and its height
  * processed again. The caller saves the position after each step, so a restart repeats at
@@ -66,8 +84,6 @@ export interface FollowerOptions {
  */
 export class Follower {
   readonly #o: FollowerOptions;
-  readonly #tokens: Map<string, AssetInfo>;
-  readonly #native: AssetInfo | undefined;
   readonly #keep: number;
   #height: number;
   #recent: BlockRef[];
@@ -76,8 +92,6 @@ export class Follower {
 
   constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
     this.#o = o;
-    this.#tokens = new Map(o.assets.filter((a) => a.contract).map((a) => [(a.contract as string).toLowerCase(), a.info]));
-    this.#native = o.assets.find((a) => !a.contract)?.info;
     // Enough history to find where a reorg as deep as the deepest threshold forked, and some.
     this.#keep = Math.min(1024, 2 * Math.max(1, ...Object.values(o.required)) + 16);
     this.#height = position.height;
@@ -107,7 +121,7 @@ export class Follower {
       await this.#reportPending(head);
       return false;
     }
-    const to = Math.min(head, this.#height + (this.#o.batchBlocks ?? 20));
+    const to = Math.min(head, this.#height + this.#o.source.batchBlocks);
     await this.#scan(this.#height + 1, to, head, true);
     return true;
   }
@@ -116,8 +130,7 @@ export class Follower {
   async #checkCanonical(): Promise<boolean> {
     const top = this.#recent.at(-1);
     if (!top) return false;
-    const now = await this.#o.node.block(top.height, false);
-    if (now?.hash.toLowerCase() === top.hash) return false;
+    if ((await this.#o.source.hashAt(top.height)) === top.hash) return false;
     await this.#rewind();
     return true;
   }
@@ -127,8 +140,7 @@ export class Follower {
     const orphaned: BlockRef[] = [];
     while (this.#recent.length > 0) {
       const b = this.#recent.at(-1) as BlockRef;
-      const now = await this.#o.node.block(b.height, false);
-      if (now?.hash.toLowerCase() === b.hash) break;
+      if ((await this.#o.source.hashAt(b.height)) === b.hash) break;
       orphaned.push(b);
       this.#recent.pop();
     }
@@ -145,35 +157,16 @@ export class Follower {
   }
 
   async #scan(from: number, to: number, head: number, advance: boolean): Promise<void> {
-    const heights = Array.from({ length: to - from + 1 }, (_, i) => from + i);
-    const withTransactions = this.#native !== undefined;
-    const blocks = await Promise.all(heights.map((h) => this.#o.node.block(h, withTransactions)));
-    const transfers = await this.#o.node.tokenTransfers([...this.#tokens.keys()], from, to);
-    const byHash = new Map<string, EvmBlock>();
+    const read = await this.#o.source.read(from, to);
+    if (!read || read.blocks.length !== to - from + 1) return;
+    const { blocks } = read;
     let parent = advance ? this.#recent.at(-1) : undefined;
     for (const b of blocks) {
       // The head moved back, or the chain changed under the batch: the next step sorts it out.
-      if (!b || (parent && b.parentHash.toLowerCase() !== parent.hash)) return;
-      byHash.set(b.hash.toLowerCase(), b);
-      parent = { height: b.height, hash: b.hash.toLowerCase() };
+      if (parent && b.parentHash !== parent.hash) return;
+      parent = b;
     }
-    // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
-    if (transfers.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return;
-
-    const found: Output[] = [];
-    for (const b of blocks as EvmBlock[]) {
-      if (!this.#native) break;
-      for (const t of b.valueTransfers) {
-        if (!this.#o.watched.has(t.to.toLowerCase())) continue;
-        found.push({ asset: this.#native.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 0, amount: formatUnits(t.value, this.#native.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
-      }
-    }
-    for (const t of transfers) {
-      const info = this.#tokens.get(t.contract.toLowerCase());
-      if (!info || !this.#o.watched.has(t.to.toLowerCase())) continue;
-      const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;
-      found.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + t.logIndex, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
-    }
+    const found = [...read.outputs];
     found.sort((a, b) => a.blockHeight - b.blockHeight || a.outputIndex - b.outputIndex);
     // Outputs are independent (the core serialises those of one intent on its row lock), so
     // several are recorded at once; the position is saved only once all of them are.
@@ -184,16 +177,16 @@ export class Follower {
       if (confirmations < (this.#o.required[output.asset] ?? 1)) this.#pending.push({ output, confirmations, reportedAt: Date.now() });
     });
     if (advance) {
-      for (const b of blocks as EvmBlock[]) {
-        this.#recent.push({ height: b.height, hash: b.hash.toLowerCase() });
+      for (const b of blocks) {
+        this.#recent.push({ height: b.height, hash: b.hash });
         this.#o.onBlock?.({ height: b.height, hash: b.hash }, head);
       }
       if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
       this.#height = to;
     }
     await this.#reportPending(head);
-    const last = blocks.at(-1) as EvmBlock;
-    await this.#o.core.save(this.position, { height: head, time: to === head ? last.timestamp : undefined });
+    const last = blocks.at(-1) as SourceBlock;
+    await this.#o.core.save(this.position, { height: head, time: to === head ? last.time : undefined });
   }
 
   /**

@@ -7,10 +7,14 @@ import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
-import { assets } from "../vocabulary/assets.ts";
-import { evmNode, redactNodeUrl, type EvmNode } from "./evm-node.ts";
-import { Follower, type BlockRef, type Core } from "./follow.ts";
+import { assets, evmChainIds, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { bitcoinNode } from "./bitcoin-node.ts";
+import { bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
+import { evmNode, redactNodeUrl } from "./evm-node.ts";
+import { evmSource, EvmWatched } from "./evm-source.ts";
+import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
+import type { WatchedAddresses } from "./watched.ts";
 
 export interface WatcherRoleOptions {
   endpoints: readonly ChainEndpoint[];
@@ -27,6 +31,19 @@ const resyncMs = 10 * 60_000;
 const maxBackoffMs = 30_000;
 /** A watcher with nothing new to save still saves this often. */
 const heartbeatMs = 15_000;
+
+/** The node of an endpoint, the source that reads it for the follower, and the watched set it matches against. */
+function chainReader(e: ChainEndpoint): { source: ChainSource; watched: WatchedAddresses; close(): Promise<void> } {
+  if (e.network === "bitcoin") {
+    const node = bitcoinNode(e.url);
+    const watched = new BitcoinWatched();
+    return { source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched), watched, close: () => node.close() };
+  }
+  const node = evmNode(e.url);
+  const watched = new EvmWatched();
+  const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
+  return { source: evmSource(node, chainAssets, watched), watched, close: () => node.close() };
+}
 
 /** Follows each configured chain while this process holds its lease; stop() ends every loop. */
 export function startWatcherRole(o: WatcherRoleOptions): { stop(): Promise<void> } {
@@ -65,12 +82,13 @@ class ChainWatch {
   readonly #m: WatcherMetrics;
   readonly #signal: AbortSignal;
   readonly #labels: { network: string; environment: string };
-  readonly #node: EvmNode;
+  readonly #source: ChainSource;
+  readonly #closeNode: () => Promise<void>;
   readonly #chains;
   readonly #observations;
   readonly #headers: Record<string, string>;
   readonly #log: Logger;
-  readonly #watched = new Set<string>();
+  readonly #watched: WatchedAddresses;
   #cursor: string | undefined;
   #resyncAt = 0;
   #follower: Follower | undefined;
@@ -86,7 +104,10 @@ class ChainWatch {
     this.#m = m;
     this.#signal = signal;
     this.#labels = { network: e.network, environment: e.environment };
-    this.#node = evmNode(e.url);
+    const reader = chainReader(e);
+    this.#source = this.#guarded(reader.source);
+    this.#watched = reader.watched;
+    this.#closeNode = reader.close;
     const core = o.coreFor(e.environment);
     this.#chains = createClient(ChainService, core.transport);
     this.#observations = createClient(ObservationService, core.transport);
@@ -122,7 +143,7 @@ class ChainWatch {
       }
     }
     this.#m.active.set(this.#labels, 0);
-    await this.#node.close().catch(() => undefined);
+    await this.#closeNode().catch(() => undefined);
     this.#log.info("chain watcher stopped");
   }
 
@@ -142,7 +163,7 @@ class ChainWatch {
   /** One round: hold the lease, learn the head and the new addresses, process what is new. True when more is waiting. */
   async #tick(): Promise<boolean> {
     if (!(await this.#holdLease())) return false;
-    const head = await this.#nodeCall(() => this.#node.headHeight());
+    const head = await this.#source.headHeight();
     this.#m.head.set(this.#labels, head);
     // Addresses after the head: a payment in a block up to it was made to an address handed out before.
     await this.#refreshWatched();
@@ -151,11 +172,9 @@ class ChainWatch {
       const position = claim.position ?? { height: Math.max(0, head - 1), recentBlocks: [] };
       const follower = new Follower(
         {
-          node: this.#guardedNode(),
+          source: this.#source,
           core: this.#core(),
-          assets: assets.filter((a) => a.network === this.#e.network).map((info) => ({ info, contract: info.contract?.[this.#e.environment] })),
           required: claim.required,
-          watched: this.#watched,
           onBlock: (b, h) => {
             this.#m.processed.set(this.#labels, b.height);
             this.#m.lagBlocks.set(this.#labels, Math.max(0, h - b.height));
@@ -212,10 +231,12 @@ class ChainWatch {
   async #refreshWatched(): Promise<void> {
     const full = Date.now() >= this.#resyncAt;
     let cursor = full ? undefined : this.#cursor;
-    const fresh = full ? new Set<string>() : this.#watched;
+    // A full re-read replaces the set only once it is complete: a failure halfway keeps the old one.
+    const fresh: string[] = [];
     for (;;) {
       const page = await this.#listWatched(cursor);
-      for (const a of page.addresses) fresh.add(a.toLowerCase());
+      if (full) fresh.push(...page.addresses);
+      else for (const a of page.addresses) this.#watched.add(a);
       cursor = page.nextCursor;
       if (!page.hasMore) break;
     }
@@ -232,15 +253,13 @@ class ChainWatch {
     return this.#chains.listWatchedAddresses({ network: this.#e.network, cursor, limit: 10_000 }, { headers: this.#headers });
   }
 
-  /** The node, its failures marked as the node's (for the backoff's log line and the RPC error count). */
-  #guardedNode(): EvmNode {
-    const node = this.#node;
+  /** The source, its failures marked as the node's (for the backoff's log line and the RPC error count). */
+  #guarded(source: ChainSource): ChainSource {
     return {
-      chainId: () => this.#nodeCall(() => node.chainId()),
-      headHeight: () => this.#nodeCall(() => node.headHeight()),
-      block: (h, t) => this.#nodeCall(() => node.block(h, t)),
-      tokenTransfers: (c, f, t) => this.#nodeCall(() => node.tokenTransfers(c, f, t)),
-      close: () => node.close(),
+      batchBlocks: source.batchBlocks,
+      headHeight: () => this.#nodeCall(() => source.headHeight()),
+      hashAt: (h) => this.#nodeCall(() => source.hashAt(h)),
+      read: (f, t) => this.#nodeCall(() => source.read(f, t)),
     };
   }
 
@@ -291,27 +310,39 @@ class ChainWatch {
   }
 }
 
+/** Which chain a node follows, as it says itself: an EVM node's chain id, a bitcoind's `chain`. */
+async function chainOf(e: ChainEndpoint): Promise<{ mainnet: boolean; name: string }> {
+  if (e.network === "bitcoin") {
+    const node = bitcoinNode(e.url, 5000);
+    const chain = await node.chain();
+    return { mainnet: chain === "main", name: `bitcoin's ${chain} chain` };
+  }
+  const node = evmNode(e.url, 5000);
+  try {
+    const chainId = await node.chainId();
+    return { mainnet: chainId === evmChainIds[e.network].live, name: `chain id ${chainId}` };
+  } finally {
+    await node.close().catch(() => undefined);
+  }
+}
+
 /**
  * Start-time check of each endpoint: one that answers with the wrong chain is bad configuration
  * (a Live watcher must follow mainnet; a Test one never does). One that does not answer is not:
  * the watcher retries it, and says so once.
  */
-export async function checkEndpoints(endpoints: readonly ChainEndpoint[], mainnetIds: Readonly<Record<string, number>>, logger: Logger): Promise<string | undefined> {
+export async function checkEndpoints(endpoints: readonly ChainEndpoint[], logger: Logger): Promise<string | undefined> {
   for (const e of endpoints) {
     const name = `${e.network.toUpperCase()}_${e.environment.toUpperCase()}_RPC_URL`;
-    const node = evmNode(e.url, 5000);
-    let chainId: number;
+    let chain: { mainnet: boolean; name: string };
     try {
-      chainId = await node.chainId();
+      chain = await chainOf(e);
     } catch (err) {
       logger.warn({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url), reason: (err as Error).message.split("\n")[0] }, `${name} does not answer; the watcher will keep trying`);
       continue;
-    } finally {
-      await node.close().catch(() => undefined);
     }
-    const mainnet = mainnetIds[e.network];
-    if (e.environment === "live" && chainId !== mainnet) return `${name} follows chain id ${chainId}, not ${e.network} mainnet (${mainnet}): Live payments are only watched on mainnet`;
-    if (e.environment === "test" && chainId === mainnet) return `${name} follows ${e.network} mainnet (chain id ${chainId}): Test intents are paid on a testnet or a local dev chain`;
+    if (e.environment === "live" && !chain.mainnet) return `${name} follows ${chain.name}, not ${e.network} mainnet: Live payments are only watched on mainnet`;
+    if (e.environment === "test" && chain.mainnet) return `${name} follows ${e.network} mainnet (${chain.name}): Test intents are paid on a testnet or a local dev chain`;
   }
   return undefined;
 }

@@ -43,6 +43,8 @@ export const notRun: Record<string, string> = {
   "docs/operations.md: nats stream info <prefix>-webhook-deliveries": "the nats CLI is a separate tool, not a dependency; `npm run ops -- consumers` (run above) shows the same",
   "docs/operations.md: # 1. Every process: the new key, the old one beside it. They open secrets of either key and keep":
     "steps across restarts of every process; test/integration/encryption-key.test.ts runs the same reseal and restarts",
+  "README.md: # bitcoin.conf of a testnet4 node: server=1, testnet4=1, and under [testnet4] rpcbind, rpcallowip and":
+    "needs a Bitcoin Core node, which is not installable here; test/integration/bitcoin-watcher-processes.test.ts runs the watcher with BITCOIN_TEST_RPC_URL against a regtest node behind Bitcoin Core's RPC",
   "docs/payments.md: npm run -s admin -- internal-credential create --name watcher --roles observe --environment live":
     "a watcher of a Live mainnet node on another machine; test/integration/evm-watcher-processes.test.ts runs `main.ts watcher` the same way against anvil",
 };

@@ -2,8 +2,6 @@
 // credential) against anvil: SIGKILLed while catching up and restarted, it misses nothing and
 // counts nothing twice; two of them follow the chain one at a time and the second takes over when
 // the first is killed; a node that goes away and comes back is followed again.
-import { spawn, type ChildProcess } from "node:child_process";
-import path from "node:path";
 import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
@@ -11,8 +9,8 @@ import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, startTestApp, until } from "../helpers/harness.ts";
 import { merchantWithKey } from "../helpers/harness.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
+import { spawnWatcher } from "../helpers/watcher-process.ts";
 
-const root = path.resolve(import.meta.dirname, "../..");
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
 // The core decides what counts: 2 confirmations here.
@@ -20,38 +18,7 @@ const core = await startTestApp(t, { ETHEREUM_CONFIRMATIONS: "2" }, ["rpc", "gat
 const a = await merchantWithKey(core.app);
 const { credential } = await createInternalCredential(core.app.db.em.fork(), "watcher processes", ["observe"], "test");
 
-interface Watcher {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-function startWatcher(nodeUrl: string): Watcher {
-  const child = spawn(process.execPath, [path.join(root, "services/app/main.ts"), "watcher"], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH,
-      RPC_URL: core.rpcUrl,
-      WATCHER_CREDENTIAL_TEST: credential,
-      ETHEREUM_TEST_RPC_URL: nodeUrl,
-      WATCHER_POLL_MS: "100",
-      WATCHER_LEASE_SECONDS: "5",
-      OPS_PORT: "0",
-      LOG_LEVEL: "info",
-      DATA_DIR: path.join(root, ".data-test-watcher"),
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-    return exited;
-  });
-  return { child, output: () => out, exited };
-}
+const startWatcher = (nodeUrl: string) => spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_TEST: credential, ETHEREUM_TEST_RPC_URL: nodeUrl });
 
 const intents = `/api/v1/merchants/${a.merchant}/payment-intents`;
 async function createIntent(amount: string) {

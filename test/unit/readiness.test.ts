@@ -185,15 +185,15 @@ t.test("api_key_age", async (t) => {
 });
 
 t.test("chain_watcher: each accepted Live network the built-in watcher follows is followed now", async (t) => {
-  const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin"], pools: [] };
-  const ok = chainWatcherCheck(facts({ addresses: accepts }), settings);
+  const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin", "tron"], pools: [] };
+  const ok = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }] }), settings);
   t.same([ok.passed, ok.severity], [true, "required"]);
-  t.match(ok.message, "A watcher follows the Live chain of ethereum and polygon.");
-  t.match(ok.message, "Payments on bitcoin are seen only through a watcher of your operator's own (ObservationService).");
+  t.match(ok.message, "A watcher follows the Live chain of bitcoin, ethereum and polygon.");
+  t.match(ok.message, "Payments on tron are seen only through a watcher of your operator's own (ObservationService).");
 
   const minute = 60_000;
   const stale = chainWatcherCheck(
-    facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }] }),
+    facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }, { network: "bitcoin", savedAt: now }] }),
     settings,
   );
   t.equal(stale.passed, false, "a watcher that stopped saving 3 minutes ago is not following");

@@ -10,8 +10,18 @@ t.test("chain endpoints are read per network and environment", async (t) => {
     { network: "polygon", environment: "live", url: "wss://polygon.example/ws/KEY" },
   ]);
   t.same(loadConfig({}).chainEndpoints, [], "none by default");
-  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an http\(s\) or ws\(s\) URL, got the scheme ftp/);
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an absolute http\(s\) or ws\(s\) URL of an Ethereum JSON-RPC endpoint, got the scheme ftp/);
   t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "not a url" }), /ETHEREUM_LIVE_RPC_URL must be an absolute/);
+});
+
+t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the URL", async (t) => {
+  const c = loadConfig({ BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332", ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545" });
+  t.same(c.chainEndpoints, [
+    { network: "bitcoin", environment: "live", url: "http://watcher:secret@10.0.0.5:8332" },
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545" },
+  ]);
+  t.throws(() => loadConfig({ BITCOIN_TEST_RPC_URL: "ws://127.0.0.1:18443" }), /BITCOIN_TEST_RPC_URL must be an absolute http\(s\) URL of a Bitcoin Core RPC endpoint .*got the scheme ws/);
+  t.equal(redactNodeUrl("http://watcher:secret@10.0.0.5:8332/wallet/x"), "http://10.0.0.5:8332", "the password never reaches a log");
 });
 
 t.test("confirmation overrides, poll interval, lease and the late-payment window", async (t) => {

@@ -1,0 +1,108 @@
+/** What the watcher asks of a Bitcoin Core node, through its documented JSON-RPC (bitcoind's `-server`). */
+export interface BitcoinNode {
+  /** `getblockchaininfo`'s chain: main, test, testnet4, signet or regtest. */
+  chain(): Promise<string>;
+  headHeight(): Promise<number>;
+  /** The best chain's block hash at `height`, or undefined past the head. */
+  hashAt(height: number): Promise<string | undefined>;
+  /** The block with every transaction decoded (`getblock <hash> 2`), or undefined if the node does not know the hash. */
+  block(hash: string): Promise<BitcoinBlock | undefined>;
+  close(): Promise<void>;
+}
+
+/** A block as `getblock <hash> 2` writes it, reduced to what the watcher reads. */
+export interface BitcoinBlock {
+  hash: string;
+  height: number;
+  /** Absent for the genesis block. */
+  previousblockhash?: string;
+  time: number;
+  tx: { txid: string; vout: { value: number; n: number; scriptPubKey: { hex: string } }[] }[];
+}
+
+/** An error object from the node (Bitcoin Core's RPC error codes). */
+export class RpcError extends Error {
+  readonly code: number;
+  constructor(method: string, code: number, message: string) {
+    super(`${method}: ${message} (code ${code})`);
+    this.code = code;
+  }
+}
+
+/** RPC_INVALID_PARAMETER: getblockhash past the head. */
+const invalidParameter = -8;
+/** RPC_INVALID_ADDRESS_OR_KEY: getblock of a hash the node does not know. */
+const unknownBlock = -5;
+
+/**
+ * A JSON-RPC client of Bitcoin Core over http(s). The URL's user and password (an `rpcauth` user)
+ * go in the Authorization header, never in a log: callers log the URL through redactNodeUrl.
+ */
+export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
+  const parsed = new URL(url);
+  const authorization =
+    parsed.username === "" ? undefined : `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString("base64")}`;
+  parsed.username = "";
+  parsed.password = "";
+  const endpoint = parsed.toString();
+  let id = 0;
+
+  async function call<T>(method: string, params: unknown[]): Promise<T> {
+    const res = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+      body: JSON.stringify({ jsonrpc: "1.0", id: ++id, method, params }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    // bitcoind answers an RPC error with a 404 or 500 and the error in the body; 401 and 403 have no body.
+    if (res.status === 401 || res.status === 403) throw new Error(`${method}: the node refused the credentials (HTTP ${res.status}); check the URL's rpcauth user and password`);
+    const text = await res.text();
+    let body: { result?: T; error?: { code: number; message: string } | null };
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new Error(`${method}: the node answered HTTP ${res.status} with no JSON-RPC body`);
+    }
+    if (body.error) throw new RpcError(method, body.error.code, body.error.message);
+    return body.result as T;
+  }
+
+  return {
+    async chain() {
+      return (await call<{ chain: string }>("getblockchaininfo", [])).chain;
+    },
+    async headHeight() {
+      return call<number>("getblockcount", []);
+    },
+    async hashAt(height) {
+      try {
+        return await call<string>("getblockhash", [height]);
+      } catch (err) {
+        if (err instanceof RpcError && err.code === invalidParameter) return undefined;
+        throw err;
+      }
+    },
+    async block(hash) {
+      try {
+        return await call<BitcoinBlock>("getblock", [hash, 2]);
+      } catch (err) {
+        if (err instanceof RpcError && err.code === unknownBlock) return undefined;
+        throw err;
+      }
+    },
+    async close() {},
+  };
+}
+
+const satoshisPerCoin = 100_000_000;
+
+/**
+ * An output's value as bitcoind writes it (a JSON number of BTC with 8 decimals) in exact
+ * satoshis. Exact for every amount that can exist: below 21 million BTC a double is within
+ * 0.19 satoshi of the decimal it was parsed from, and the product within 0.13 more, so rounding
+ * lands on the integer.
+ */
+export function satoshis(value: number): bigint {
+  if (!Number.isFinite(value) || value < 0 || value > 21_000_000) throw new RangeError(`not an output value: ${value}`);
+  return BigInt(Math.round(value * satoshisPerCoin));
+}

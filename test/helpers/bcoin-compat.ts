@@ -1,0 +1,80 @@
+// bcoin speaks a bitcoind-style RPC, not quite Bitcoin Core's. Every difference the watcher would
+// meet is handled here, in an HTTP relay in front of the node, so the watcher speaks Bitcoin
+// Core's documented RPC and is tested through it unchanged:
+//
+//   Bitcoin Core                              bcoin 1.0                                here
+//   getblock <hash> 0 | 1 | 2 (verbosity)     getblock <hash> <verbose> <details>     0 → false, 1 → true, 2 → true true
+//   getblock of an unknown hash: code -5      code -1 "Block not found"              code -5
+//
+// Not relayed differences the watcher never meets: regtest bech32 addresses begin rb1 (Core:
+// bcrt1); script types are named PUBKEYHASH, WITNESSPUBKEYHASH… (Core: pubkeyhash,
+// witness_v0_keyhash…); invalidateblock leaves bcoin's mempool out of step with its tip without
+// peers (reorgs in the tests come from a longer competing chain through submitblock instead);
+// segwit activates after 432 regtest blocks (nothing here spends a segwit output).
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+
+interface RpcRequest {
+  method: string;
+  params?: unknown[];
+  id?: unknown;
+  jsonrpc?: string;
+}
+
+function translate(req: RpcRequest): RpcRequest {
+  if (req.method === "getblock" && typeof req.params?.[1] === "number") {
+    const [hash, verbosity] = req.params as [string, number];
+    return { ...req, params: verbosity === 0 ? [hash, false] : verbosity === 1 ? [hash, true] : [hash, true, true] };
+  }
+  return req;
+}
+
+interface RpcReply {
+  result: unknown;
+  error: { code: number; message: string } | null;
+  id: unknown;
+}
+
+function translateReply(req: RpcRequest, reply: RpcReply): RpcReply {
+  if (req.method === "getblock" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) return { ...reply, error: { code: -5, message: "Block not found" } };
+  return reply;
+}
+
+/** Listens on 127.0.0.1 (ephemeral port) and relays Bitcoin Core RPC calls to bcoin's RPC at `target`, translated. */
+export async function startBcoinCompat(target: number): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    let call: RpcRequest;
+    try {
+      call = JSON.parse(Buffer.concat(chunks).toString());
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    try {
+      const upstream = await fetch(`http://127.0.0.1:${target}/`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) },
+        body: JSON.stringify(translate(call)),
+      });
+      if (upstream.status === 401 || upstream.status === 403) {
+        res.writeHead(upstream.status).end();
+        return;
+      }
+      const reply = translateReply(call, (await upstream.json()) as RpcReply);
+      res.writeHead(reply.error ? 500 : 200, { "content-type": "application/json" }).end(JSON.stringify(reply));
+    } catch {
+      res.writeHead(502).end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
