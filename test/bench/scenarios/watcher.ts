@@ -1,74 +1,25 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import path from "node:path";
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
-import { from as copyFrom } from "pg-copy-streams";
 import { encodeFunctionData, getAddress, type Hex } from "viem";
 import { startDevChain, tokenAbi, type DevChain } from "../../../scripts/devchain/chain.ts";
 import { createInternalCredential } from "../../../services/auth/admin.ts";
-import { newIds } from "../../../services/platform/ids.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
+import { loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
 
 /**
  * The EVM watcher on anvil, as its own process against the main system's rpc role:
  * catch-up over a backlog of blocks full of token transfers with 100,000 watched addresses,
  * then the time from a block being mined to its observation being recorded while following the head.
  */
-const root = path.resolve(import.meta.dirname, "../../..");
 const watchedCount = 100_000;
 const pollMs = 500;
 let dev: DevChain;
 let credential = "";
 let addresses: Hex[] = [];
-let watcher: { child: ChildProcess; output: () => string } | undefined;
-
-function startWatcher(ctx: BenchContext) {
-  const child = spawn(process.execPath, [path.join(root, "services/app/main.ts"), "watcher"], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH,
-      RPC_URL: ctx.rpcUrl,
-      WATCHER_CREDENTIAL_TEST: credential,
-      ETHEREUM_TEST_RPC_URL: dev.url,
-      WATCHER_POLL_MS: String(pollMs),
-      WATCHER_LEASE_SECONDS: "5",
-      OPS_PORT: "0",
-      LOG_LEVEL: "info",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
-  return { child, output: () => out };
-}
-
-async function stopWatcher(): Promise<void> {
-  const w = watcher;
-  watcher = undefined;
-  if (!w || w.child.exitCode !== null) return;
-  await new Promise<void>((resolve) => {
-    w.child.once("exit", () => resolve());
-    w.child.kill("SIGTERM");
-  });
-}
-
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, stepMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`watcher: ${what} did not happen within ${timeoutMs} ms${watcher ? `; watcher output: ${watcher.output().slice(-800)}` : ""}`);
-    await sleep(stepMs);
-  }
-}
-
-async function recorded(ctx: BenchContext): Promise<number> {
-  const [row] = await ctx.db.em.fork().execute<{ n: string }[]>(`select count(*) as n from chain_observations where network = 'ethereum' and environment = 'test' and not simulated`);
-  return Number(row?.n ?? 0);
-}
+const watcher = new WatcherProcess("watcher");
+const startWatcher = (ctx: BenchContext) => watcher.start(ctx, credential, { ETHEREUM_TEST_RPC_URL: dev.url, WATCHER_POLL_MS: String(pollMs) });
+const until = watcher.until.bind(watcher);
 
 /** `count` USDC transfers from anvil's unlocked payer (anvil signs them; numbered here, as they go out at once) to watched addresses. */
 async function sendTransfers(count: number, offset: number): Promise<void> {
@@ -103,42 +54,18 @@ export const watcherScenario: Scenario = {
     dev = await startDevChain();
     credential = (await createInternalCredential(ctx.db.em.fork(), "bench watcher", ["observe"], "test")).credential;
     // 100,000 open Test intents on ethereum, each with a deposit address of its own.
-    const client = new pg.Client({ connectionString: ctx.databaseUrl });
-    await client.connect();
-    try {
-      const t0 = performance.now();
-      const ids = newIds("pi", watchedCount);
-      addresses = ids.map(() => getAddress(`0x${randomBytes(20).toString("hex")}`));
-      const now = new Date().toISOString();
-      const until = new Date(Date.now() + 86_400_000).toISOString();
-      const copy = client.query(
-        copyFrom(
-          `COPY payment_intents (id, merchant_id, environment, status, network, asset, requested_amount, metadata, deposit_address, created_at, expires_at, updated_at) FROM STDIN`,
-        ),
-      );
-      const rows = function* () {
-        for (let i = 0; i < ids.length; i += 1000) {
-          let chunk = "";
-          for (let j = i; j < Math.min(ids.length, i + 1000); j++) chunk += `${ids[j]}\t${ctx.merchant.id}\ttest\tpending\tethereum\tUSDC\t1000000\t{}\t${addresses[j]}\t${now}\t${until}\t${now}\n`;
-          yield chunk;
-        }
-      };
-      await pipeline(Readable.from(rows(), { objectMode: false }), copy);
-      await client.query("VACUUM (ANALYZE) payment_intents");
-      ctx.log(`watcher: ${watchedCount} watched intents loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    } finally {
-      await client.end();
-    }
+    addresses = Array.from({ length: watchedCount }, () => getAddress(`0x${randomBytes(20).toString("hex")}`));
+    await loadWatchedIntents(ctx, { network: "ethereum", asset: "USDC", amount: "1000000" }, addresses);
   },
 
   async run(ctx) {
     const blocks = ctx.quick ? 10 : 50;
     const perBlock = 100;
     // The watcher takes its position at the head, then stops: the backlog is mined while none runs.
-    watcher = startWatcher(ctx);
-    await until("the watcher follows the chain", () => /following the chain/.test(watcher?.output() ?? ""), 60_000);
-    await stopWatcher();
-    const before = await recorded(ctx);
+    startWatcher(ctx);
+    await until("the watcher follows the chain", () => watcher.following(), 60_000);
+    await watcher.stop();
+    const before = await recorded(ctx, "ethereum");
     const offset = Math.floor(Math.random() * addresses.length);
     const t0 = performance.now();
     for (let b = 0; b < blocks; b++) {
@@ -146,19 +73,16 @@ export const watcherScenario: Scenario = {
       await dev.test.mine({ blocks: 1 });
     }
     ctx.log(`watcher: backlog of ${blocks} blocks × ${perBlock} transfers mined in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    watcher = startWatcher(ctx);
-    await until("the watcher follows the chain again", () => /following the chain/.test(watcher?.output() ?? ""), 60_000);
+    startWatcher(ctx);
+    await until("the watcher follows the chain again", () => watcher.following(), 60_000);
     const c0 = performance.now();
     const total = before + blocks * perBlock;
-    await until(`${blocks * perBlock} transfers recorded`, async () => (await recorded(ctx)) >= total, 300_000, 50);
+    await until(`${blocks * perBlock} transfers recorded`, async () => (await recorded(ctx, "ethereum")) >= total, 300_000, 50);
     const catchupSeconds = (performance.now() - c0) / 1000;
     // The backlog's outputs reach their threshold (the main system's: 12 on ethereum) before the head is timed.
     const required = 12;
     await dev.test.mine({ blocks: required });
-    await until("the backlog counted", async () => {
-      const [row] = await ctx.db.em.fork().execute<{ n: string }[]>(`select count(*) as n from chain_observations where not counted and not simulated and network = 'ethereum'`);
-      return Number(row?.n) === 0;
-    }, 120_000, 100);
+    await until("the backlog counted", async () => (await uncounted(ctx, "ethereum")) === 0, 120_000, 100);
 
     // Following the head: one transfer per block, mined at random moments of the poll cycle.
     const latencies: number[] = [];
@@ -173,14 +97,10 @@ export const watcherScenario: Scenario = {
       await dev.test.mine({ blocks: 1 });
       const minedAt = Date.now();
       let createdAt: number | undefined;
-      await until(`round ${i} recorded`, async () => {
-        const [row] = await ctx.db.em.fork().execute<{ created_at: Date }[]>(`select created_at from chain_observations where tx_hash = ?`, [hash]);
-        createdAt = row && new Date(row.created_at).getTime();
-        return createdAt !== undefined;
-      }, 30_000, 5);
+      await until(`round ${i} recorded`, async () => (createdAt = await recordedAt(ctx, hash)) !== undefined, 30_000, 5);
       latencies.push(Math.max(0, (createdAt as number) - minedAt));
     }
-    await stopWatcher();
+    await watcher.stop();
     return {
       catchup_transfers_per_s: (blocks * perBlock) / catchupSeconds,
       catchup_blocks_per_s: blocks / catchupSeconds,
@@ -190,7 +110,7 @@ export const watcherScenario: Scenario = {
   },
 
   async teardown() {
-    await stopWatcher();
+    await watcher.stop();
     await dev?.stop();
   },
 };
