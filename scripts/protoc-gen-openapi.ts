@@ -61,6 +61,7 @@ interface FieldRules {
   keyMaxLen?: number;
   valueMaxLen?: number;
   httpsUrl: boolean;
+  maxItems?: number;
 }
 
 /** AmountRule's values (options.proto). */
@@ -318,8 +319,10 @@ function withRules(schema: Schema, rules: FieldRules, field: DescField): Schema 
   if (rules.oneOf !== "") {
     const set = valueSets[rules.oneOf];
     if (!set) throw new Error(`${field.parent.typeName}.${field.name}: no value set "${rules.oneOf}"`);
-    out.enum = [...set.values];
+    if (field.fieldKind === "list") out.items = { ...(out.items as Schema), enum: [...set.values] };
+    else out.enum = [...set.values];
   }
+  if (rules.maxItems !== undefined) out.maxItems = rules.maxItems;
   if (rules.amount !== amountRule.unspecified) {
     out.pattern = amountPattern(rules.amount === amountRule.requested);
     out.maxLength = Math.min(maxAmountLength, rules.maxLen ?? maxAmountLength);

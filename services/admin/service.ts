@@ -1,10 +1,33 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
-import { validationError } from "../platform/errors.ts";
+import type { Environment, Owner } from "../auth/keys.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+import { anyAsset, applyConfirmationRule, applyTolerance, showPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
+
+/** A merchant's policy is per environment: the credential's. */
+function ownerOf(merchantId: string, environment: Environment | undefined): Owner {
+  if (!environment) throw apiError("invalid_state", "This internal credential predates environments: issue one for test or live (admin internal-credential create --environment).");
+  return { merchantId, environment };
+}
+
+function policyMessage(owner: Owner, policy: Awaited<ReturnType<typeof showPolicy>>) {
+  return {
+    merchant: owner.merchantId,
+    environment: owner.environment,
+    confirmationRules: policy.confirmations.map((r) => ({
+      network: r.network,
+      asset: r.asset,
+      confirmations: r.confirmations,
+      belowAmount: r.belowAmount ?? undefined,
+      belowConfirmations: r.belowConfirmations ?? undefined,
+    })),
+    underpaymentToleranceBps: policy.underpaymentToleranceBps,
+  };
+}
 
 export interface AdminDeps {
   secrets: SecretBox;
@@ -31,6 +54,33 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
         signingSecret: rotation.signingSecret,
         previousSecretExpiresAt: rotation.previousSecretExpiresAt ? timestampFromDate(rotation.previousSecretExpiresAt) : undefined,
       };
+    },
+
+    async setConfirmationPolicy(req, ctx) {
+      const { em, principal } = internalRequest(ctx);
+      const owner = ownerOf(req.merchant, principal.environment);
+      const input = {
+        network: req.network,
+        asset: req.asset ?? anyAsset,
+        confirmations: req.confirmations,
+        belowAmount: req.belowAmount,
+        belowConfirmations: req.belowConfirmations,
+        allowUnconfirmed: req.allowUnconfirmed,
+        remove: req.remove,
+      };
+      return { policy: policyMessage(owner, await inTransaction(em, (tx) => applyConfirmationRule(tx, owner, input))) };
+    },
+
+    async setUnderpaymentTolerance(req, ctx) {
+      const { em, principal } = internalRequest(ctx);
+      const owner = ownerOf(req.merchant, principal.environment);
+      return { policy: policyMessage(owner, await inTransaction(em, (tx) => applyTolerance(tx, owner, req.underpaymentToleranceBps))) };
+    },
+
+    async getMerchantPolicy(req, ctx) {
+      const { em, principal } = internalRequest(ctx);
+      const owner = ownerOf(req.merchant, principal.environment);
+      return { policy: policyMessage(owner, await showPolicy(em, owner)) };
     },
 
     async recoverFailedDeliveries(req, ctx) {

@@ -47,6 +47,7 @@ import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../vocabulary/assets.ts";
+import { anyAsset, applyConfirmationRule, applyTolerance, showPolicy } from "../policy/policy.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
@@ -86,6 +87,13 @@ const usage = `usage:
       (no --network: every supported pair; --amount fixes the amount in the one --asset)
   admin qr disable --id ID
   admin qr list --merchant ID
+  admin policy show --merchant ID --environment test|live
+  admin policy confirmations --merchant ID --environment test|live --network NET [--asset ASSET|*] --confirmations N
+        [--below AMOUNT --below-confirmations N] [--allow-unconfirmed] [--remove]
+      (what a payment needs to count, for the network's every asset (*, the default) or one asset; below an
+       amount of that asset, fewer; 0 only with --allow-unconfirmed; fixed on each intent when it is created)
+  admin policy tolerance --merchant ID --environment test|live --bps N
+      (0-1000: funds this many basis points below the requested amount still confirm an intent; 50 = 0.5 %)
   admin endpoint enable --id WEBHOOK_ENDPOINT_ID
       (a disabled endpoint, by the merchant or after failing: enabled again within the cap of
        enabled endpoints; deliveries that failed meanwhile stay failed, to be replayed)
@@ -126,27 +134,39 @@ const commands = [
   "qr list",
   "endpoint enable",
   "endpoint delete",
+  "policy show",
+  "policy confirmations",
+  "policy tolerance",
   "qr disable",
   "endpoint rotate-secret",
   "secrets reseal",
 ];
 
-function required(values: Record<string, string | string[] | undefined>, name: string): string {
+type Args = Record<string, string | boolean | string[] | undefined>;
+
+function required(values: Args, name: string): string {
   const value = values[name];
   if (typeof value !== "string" || value.trim() === "") throw new AdminError(`--${name} is required\n${usage}`);
   return value.trim();
 }
 
-function environmentOf(values: Record<string, string | string[] | undefined>): Environment {
+function environmentOf(values: Args): Environment {
   const environment = required(values, "environment");
   if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
   return environment;
 }
 
-function networkOf(values: Record<string, string | string[] | undefined>): string {
+function networkOf(values: Args): string {
   const network = required(values, "network");
   if (!networks.includes(network)) throw new AdminError(`unknown network "${network}"; one of: ${networks.join(", ")}`);
   return network;
+}
+
+/** A whole number given as --name (the policy checks its range). */
+function count(values: Args, name: string): number {
+  const value = values[name];
+  if (typeof value !== "string" || !/^[0-9]{1,9}$/.test(value.trim())) throw new AdminError(`--${name} must be a whole number\n${usage}`);
+  return Number(value.trim());
 }
 
 function readList(file: string): string {
@@ -180,6 +200,12 @@ async function main(argv: string[]): Promise<unknown> {
       terminal: { type: "string" },
       "ttl-minutes": { type: "string" },
       overlap: { type: "string" },
+      confirmations: { type: "string" },
+      below: { type: "string" },
+      "below-confirmations": { type: "string" },
+      "allow-unconfirmed": { type: "boolean" },
+      remove: { type: "boolean" },
+      bps: { type: "string" },
     },
   });
   const command = positionals.join(" ");
@@ -205,6 +231,26 @@ async function main(argv: string[]): Promise<unknown> {
   } else if (command === "qr list") {
     const merchant = required(values, "merchant");
     work = (em) => listQrConfigurations(em, merchant);
+  } else if (command === "policy show") {
+    const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
+    work = (em) => showPolicy(em, owner);
+  } else if (command === "policy confirmations") {
+    const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
+    const remove = values.remove === true;
+    const input = {
+      network: networkOf(values),
+      asset: values.asset?.trim() || anyAsset,
+      confirmations: remove ? 1 : count(values, "confirmations"),
+      belowAmount: values.below?.trim(),
+      belowConfirmations: values["below-confirmations"] === undefined ? undefined : count(values, "below-confirmations"),
+      allowUnconfirmed: values["allow-unconfirmed"] === true,
+      remove,
+    };
+    work = (em) => applyConfirmationRule(em, owner, input).catch(oneLine);
+  } else if (command === "policy tolerance") {
+    const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
+    const bps = count(values, "bps");
+    work = (em) => applyTolerance(em, owner, bps).catch(oneLine);
   } else if (command === "endpoint enable") {
     const id = required(values, "id");
     work = (em) => enableEndpoint(em, id).catch(oneLine);

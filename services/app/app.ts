@@ -95,7 +95,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     throw err;
   }
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl), undefined, config.confirmationOverrides);
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides));
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),

@@ -8,6 +8,7 @@ import { IdempotencyRecord } from "../idempotency/entities.ts";
 import { ChainObservation } from "../observations/entities.ts";
 import { ChainWatcher } from "../chains/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
+import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
 import { QrConfiguration } from "../qr/entities.ts";
@@ -33,6 +34,8 @@ export const entities = [
   QrConfiguration,
   SecretKeyCheck,
   ChainWatcher,
+  ConfirmationPolicy,
+  MerchantPolicy,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

@@ -8,6 +8,7 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { chainRequest } from "../rpc/context.ts";
 import { assets, followedNetworks } from "../vocabulary/assets.ts";
+import { highestConfirmations } from "../policy/policy.ts";
 import { claimChain, savePosition, type BlockRef, type Chain } from "./store.ts";
 
 
@@ -53,8 +54,10 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       checkWatcherId(req.watcherId);
       if (req.leaseSeconds < 5 || req.leaseSeconds > 300) throw validationError("lease_seconds", `"lease_seconds" must be 5 to 300.`);
       const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
+      // The most any intent on the chain can need: merchants' policies may ask for more than the default.
+      const highest = await highestConfirmations(em, chain.environment, chain.network);
       const requiredConfirmations: Record<string, number> = {};
-      for (const a of assets.filter((a) => a.network === chain.network)) requiredConfirmations[a.asset] = intents.requiredConfirmations(a);
+      for (const a of assets.filter((a) => a.network === chain.network)) requiredConfirmations[a.asset] = Math.max(intents.requiredConfirmations(a), highest);
       return {
         active,
         holder: row.holder,

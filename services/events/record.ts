@@ -3,14 +3,8 @@ import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId, newIds } from "../platform/ids.ts";
-import type { EventType } from "../vocabulary/event-types.ts";
+import { allEvents, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
-
-/**
- * Event types beyond the payment events: ours, not part of the spec's list. An endpoint turned
- * off by the service (auto-disable) is announced to the merchant's other enabled endpoints.
- */
-export type ExtensionEventType = "webhook_endpoint.disabled";
 
 export interface NewEvent {
   merchantId: string;
@@ -20,7 +14,7 @@ export interface NewEvent {
   data: Record<string, JsonValue>;
   paymentIntentId?: string;
   createdAt?: Date;
-  /** Deliver to this endpoint only (webhook.test); default: every enabled endpoint. */
+  /** Deliver to this endpoint only, whatever its enabled_events (webhook.test); default: every enabled endpoint that takes the type. */
   endpointId?: string;
 }
 
@@ -38,8 +32,7 @@ export interface RecordedEvent {
  * same transaction, so an event is never recorded without them.
  */
 export async function recordEvent(em: EntityManager, event: NewEvent): Promise<RecordedEvent> {
-  const only = event.endpointId ? " and e.id = ?" : "";
-  const onlyParams = event.endpointId ? [event.endpointId] : [];
+  const { sql: only, params: onlyParams } = endpointsFor(event);
   // One statement for the event and its deliveries in the usual case (eventCtes). It also
   // counts the enabled endpoints, because more can exist than it makes deliveries for (rows
   // written directly, or a limit lowered since): those get theirs below.
@@ -57,7 +50,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
     const more = await em.execute<{ id: string; remaining: number }[]>(
       `with endpoint as (
          select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
-          where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
+          where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only}
             and not exists (select 1 from webhook_deliveries d where d.event_id = ? and d.endpoint_id = e.id)
        ), delivery as (
          insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
@@ -85,7 +78,7 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
   const id = newId("evt");
   const createdAt = event.createdAt ?? new Date();
   const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
-  const only = event.endpointId ? " and e.id = ?" : "";
+  const only = endpointsFor(event);
   const ids = newIds("wd", maxEnabledEndpoints);
   return {
     id,
@@ -97,7 +90,7 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
        returning id
      ), endpoint as (
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
-        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled'${only}
+        where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only.sql}
      ), delivery as (
        insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
        select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
@@ -114,7 +107,7 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
       createdAt,
       event.merchantId,
       event.environment,
-      ...(event.endpointId ? [event.endpointId] : []),
+      ...only.params,
       `{${ids.join(",")}}`,
       event.merchantId,
       event.environment,
@@ -123,6 +116,12 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
       ids.length,
     ],
   };
+}
+
+/** Which enabled endpoints get a delivery of the event: the one named, or those whose enabled_events take its type (as vocabulary/event-types.ts receives()). */
+function endpointsFor(event: NewEvent): { sql: string; params: unknown[] } {
+  if (event.endpointId) return { sql: "and e.id = ?", params: [event.endpointId] };
+  return { sql: `and (? = any(e.enabled_events) or ? = any(e.enabled_events))`, params: [allEvents, event.type] };
 }
 
 /** A condition that eventCtes makes a delivery for every enabled endpoint of the merchant. */

@@ -35,6 +35,12 @@ export const PaymentIntentRecord = defineEntity({
     /** The cashier and terminal of a pos intent. */
     cashier: p.string().length(100).nullable(),
     terminal: p.string().length(100).nullable(),
+    /** Grows by one with each status change (each event about the intent): receivers order events by it. */
+    sequence: p.integer().default(1),
+    /** The confirmation policy in force when it was created: what an output needs to count. Null on intents from before policies (the network's then). */
+    requiredConfirmations: p.integer().nullable(),
+    /** How far below the requested amount counted funds still confirm it, in basis points, fixed at creation. */
+    underpaymentToleranceBps: p.integer().default(0),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },

@@ -13,7 +13,8 @@ import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
 import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
-import type { AssetInfo } from "../vocabulary/assets.ts";
+import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { confirmationsFor, policyOf, type IntentPolicy } from "../policy/policy.ts";
 
 /** Where an intent was created, and for a terminal, by whom. */
 export interface IntentOrigin {
@@ -22,7 +23,7 @@ export interface IntentOrigin {
   terminal?: string | null;
 }
 
-function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: IntentOrigin, now: Date, depositAddress: string): IntentRow {
+function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy): IntentRow {
   return {
     id,
     merchantId: owner.merchantId,
@@ -43,6 +44,9 @@ function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: Inte
     source: origin.source,
     cashier: origin.cashier ?? null,
     terminal: origin.terminal ?? null,
+    sequence: 1,
+    requiredConfirmations: policy.requiredConfirmations,
+    underpaymentToleranceBps: input.underpaymentToleranceBps ?? policy.underpaymentToleranceBps,
   };
 }
 
@@ -55,18 +59,26 @@ export class Intents {
   readonly views: IntentViews;
   readonly #addresses: AddressReserve;
 
-  readonly #confirmations: Readonly<Record<string, number>>;
-
-  /** `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS). */
-  constructor(views: IntentViews, addresses = new AddressReserve(), confirmations: Readonly<Record<string, number>> = {}) {
+  constructor(views: IntentViews, addresses = new AddressReserve()) {
     this.views = views;
     this.#addresses = addresses;
-    this.#confirmations = confirmations;
   }
 
-  /** Confirmations an output of the asset needs to count. */
+  /** Confirmations an output of the asset needs to count when no merchant policy says otherwise. */
   requiredConfirmations(asset: AssetInfo): number {
-    return this.#confirmations[asset.network] ?? asset.confirmations;
+    return this.views.defaultConfirmations(asset);
+  }
+
+  /** What an output of this intent needs to count: fixed on it when it was created. */
+  confirmationsOf(row: Pick<IntentRow, "network" | "asset" | "requiredConfirmations">): number {
+    return this.views.confirmationsOf(row);
+  }
+
+  /** The owner's policy in force for a new intent: its confirmations and tolerance, fixed on it. */
+  async #policyFor(em: EntityManager, owner: Owner, input: CreateInput): Promise<IntentPolicy> {
+    const asset = findAsset(input.network, input.asset) as AssetInfo;
+    const { rules, toleranceBps } = await policyOf(em, owner, input.network);
+    return { requiredConfirmations: confirmationsFor(rules, asset, input.requestedAmount, this.requiredConfirmations(asset)), underpaymentToleranceBps: toleranceBps };
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
@@ -75,7 +87,7 @@ export class Intents {
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     // The next create for this merchant's network may reserve its address ahead (createClaimed).
     this.#addresses.learn(owner, input.network, address.kind);
-    const row = newIntentRow(id, owner, input, origin, now, address.address);
+    const row = newIntentRow(id, owner, input, origin, now, address.address, await this.#policyFor(tx, owner, input));
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));
     return row;
@@ -98,9 +110,10 @@ export class Intents {
     respond: (intent: PaymentIntent) => Message,
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     const now = new Date();
+    const policy = await this.#policyFor(em, owner, input);
     const address = await this.#addresses.take(em, owner, input.network);
     if (!address) throw new NeedsTransaction();
-    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address);
+    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address, policy);
     // Built once, for the response and for the event's data.
     const view = this.views.message(row);
     const message = respond(view);
@@ -180,7 +193,7 @@ export class Intents {
     if (!(await updateStatus(tx, row, to, times, at))) {
       throw apiError("invalid_state", `Payment intent ${row.id} changed while this request ran; read it again.`);
     }
-    const next = { ...row, ...times, status: to };
+    const next = { ...row, ...times, status: to, sequence: row.sequence + 1 };
     await recordEvent(tx, {
       merchantId: row.merchantId,
       environment: row.environment === "live" ? "live" : "test",

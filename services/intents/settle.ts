@@ -8,11 +8,14 @@ export interface Funds {
   countedLate: bigint;
 }
 
-/** Status by counted funds alone, while the intent is payable. */
-export function statusByFunds(requested: bigint, counted: bigint): Status {
+/**
+ * Status by counted funds alone, while the intent is payable. Funds short of the requested amount
+ * by at most `toleranceBps` basis points of it (rounded down to the asset's unit) confirm it.
+ */
+export function statusByFunds(requested: bigint, counted: bigint, toleranceBps = 0): Status {
   if (counted === 0n) return "pending";
-  if (counted < requested) return "underpaid";
-  return counted === requested ? "confirmed" : "overpaid";
+  if (counted > requested) return "overpaid";
+  return counted >= requested - (requested * BigInt(toleranceBps)) / 10_000n ? "confirmed" : "underpaid";
 }
 
 /**
@@ -26,10 +29,10 @@ export function statusByFunds(requested: bigint, counted: bigint): Status {
  * intent past its expiry is expired by the caller before new funds are weighed (see
  * observations/settle.ts), so funds arriving then are late rather than paying it.
  */
-export function impliedStatus(status: Status, requested: bigint, funds: Funds, expired: boolean): Status {
+export function impliedStatus(status: Status, requested: bigint, funds: Funds, expired: boolean, toleranceBps = 0): Status {
   if (status === "cancelled") return "cancelled";
   if (status === "expired" || status === "late") return funds.countedLate > 0n ? "late" : "expired";
-  const byFunds = statusByFunds(requested, funds.counted);
+  const byFunds = statusByFunds(requested, funds.counted, toleranceBps);
   if (expired && (byFunds === "pending" || byFunds === "underpaid")) return "expired";
   return byFunds;
 }

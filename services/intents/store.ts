@@ -29,6 +29,12 @@ export interface IntentRow {
   source: IntentSource;
   cashier: string | null;
   terminal: string | null;
+  /** 1 at creation, one more with each status change. */
+  sequence: number;
+  /** What an output needs to count, fixed at creation; null on intents from before policies (the network's setting). */
+  requiredConfirmations: number | null;
+  /** How far below the requested amount counted funds still confirm it, in basis points. */
+  underpaymentToleranceBps: number;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
 }
@@ -48,7 +54,8 @@ export interface TransactionFact {
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
-  i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal`;
+  i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
+  i.sequence, i.required_confirmations, i.underpayment_tolerance_bps`;
 
 interface DbRow {
   id: string;
@@ -70,6 +77,9 @@ interface DbRow {
   source: string;
   cashier: string | null;
   terminal: string | null;
+  sequence: number;
+  required_confirmations: number | null;
+  underpayment_tolerance_bps: number;
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -95,11 +105,15 @@ function fromDb(r: DbRow): IntentRow {
     source: r.source === "site" || r.source === "pos" ? r.source : "api",
     cashier: r.cashier,
     terminal: r.terminal,
+    sequence: r.sequence,
+    requiredConfirmations: r.required_confirmations,
+    underpaymentToleranceBps: r.underpayment_tolerance_bps,
   };
 }
 
 const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
-  requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal`;
+  requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal,
+  sequence, required_confirmations, underpayment_tolerance_bps`;
 
 function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
   return [
@@ -120,12 +134,15 @@ function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
     row.source,
     row.cashier,
     row.terminal,
+    row.sequence,
+    row.requiredConfirmations,
+    row.underpaymentToleranceBps,
   ];
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
 }
 
 /** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
@@ -133,7 +150,7 @@ export function insertIntentCte(row: IntentRow, addressIndex: number | null, fro
   return {
     sql: `intent as (
        insert into payment_intents (${insertColumns})
-       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
        returning id
      )`,
     params: insertParams(row, addressIndex),
@@ -187,9 +204,10 @@ export function statusTimes(row: Pick<IntentRow, "paidAt" | "expiredAt" | "cance
   };
 }
 
-/** Moves an intent from `from` to `to` unless it changed meanwhile; returns whether it moved. */
+/** Moves an intent from `from` to `to`, one more in its sequence, unless it changed meanwhile; returns whether it moved. */
 export async function updateStatus(em: EntityManager, row: IntentRow, to: string, times: ReturnType<typeof statusTimes>, at: Date): Promise<boolean> {
-  const changed = await em.nativeUpdate(PaymentIntentRecord, { id: row.id, status: row.status }, { status: to, updatedAt: at, ...times });
+  // Guarded by status and sequence both: a status that left and came back (confirmed, reorged, confirmed) still moved.
+  const changed = await em.nativeUpdate(PaymentIntentRecord, { id: row.id, status: row.status, sequence: row.sequence }, { status: to, updatedAt: at, sequence: row.sequence + 1, ...times });
   return changed === 1;
 }
 

@@ -19,6 +19,8 @@ export interface CreateInput {
   merchantReference: string | null;
   expiresInSeconds: number;
   metadata: Record<string, string>;
+  /** The merchant's tolerance when absent. */
+  underpaymentToleranceBps: number | undefined;
 }
 
 /** A create request that passed its field rules, with its defaults filled in. */
@@ -32,6 +34,7 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
     merchantReference: req.merchantReference ?? null,
     expiresInSeconds: req.expiresInSeconds ?? defaults.expiresInSeconds,
     metadata: req.metadata,
+    underpaymentToleranceBps: req.underpaymentToleranceBps,
   };
 }
 

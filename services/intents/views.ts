@@ -4,6 +4,7 @@ import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } fro
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
+import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow } from "./store.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
@@ -14,9 +15,25 @@ const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
  */
 export class IntentViews {
   readonly checkoutBaseUrl: string;
+  readonly #confirmations: Readonly<Record<string, number>>;
 
-  constructor(checkoutBaseUrl: string) {
+  /** `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS). */
+  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}) {
     this.checkoutBaseUrl = checkoutBaseUrl;
+    this.#confirmations = confirmations;
+  }
+
+  /** Confirmations an output of the asset needs when no merchant policy says otherwise (and on intents from before policies). */
+  defaultConfirmations(asset: AssetInfo): number {
+    return this.#confirmations[asset.network] ?? asset.confirmations;
+  }
+
+  /** What an output of this intent needs to count: fixed on it when it was created. */
+  confirmationsOf(row: Pick<IntentRow, "network" | "asset" | "requiredConfirmations">): number {
+    if (row.requiredConfirmations !== null) return row.requiredConfirmations;
+    const asset = findAsset(row.network, row.asset);
+    if (!asset) throw new Error(`an intent of an unknown asset ${row.network}/${row.asset}`);
+    return this.defaultConfirmations(asset);
   }
 
   message(row: IntentRow): PaymentIntent {
@@ -56,6 +73,9 @@ export class IntentViews {
       source: row.source,
       cashier: row.cashier ?? undefined,
       terminal: row.terminal ?? undefined,
+      requiredConfirmations: this.confirmationsOf(row),
+      underpaymentToleranceBps: row.underpaymentToleranceBps,
+      sequence: row.sequence,
     });
   }
 

@@ -88,7 +88,11 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       const { em, environment } = chainRequest(ctx);
       const input = validateObservation(req, environment);
       const recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
-      return { data: observationMessage(recorded.observation), paymentIntentStatus: recorded.intent?.status };
+      return {
+        data: observationMessage(recorded.observation),
+        paymentIntentStatus: recorded.intent?.status,
+        requiredConfirmations: recorded.intent ? intents.confirmationsOf(recorded.intent) : 0,
+      };
     },
 
     async recordReorg(req, ctx) {

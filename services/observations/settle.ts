@@ -17,7 +17,7 @@ import { observationsOf, setCounted, toFact } from "./store.ts";
 export async function settle(tx: EntityManager, intents: Intents, locked: IntentRow, now: Date): Promise<IntentRow> {
   const asset = findAsset(locked.network, locked.asset);
   if (!asset) throw new Error(`intent ${locked.id} has an unknown asset`);
-  const required = intents.requiredConfirmations(asset);
+  const required = intents.confirmationsOf(locked);
   let row = locked;
   const expired = now.getTime() >= row.expiresAt.getTime();
   // Past its expiry an unpaid intent is expired, whether or not the scheduler got there first:
@@ -53,12 +53,13 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
   if (expireFirst) row = await intents.expire(tx, row, at());
   if (!isStatus(row.status)) return row;
   const requested = toUnits(row.requestedAmount, asset.decimals);
-  const target = impliedStatus(row.status, requested, funds, expired);
+  const tolerance = row.underpaymentToleranceBps;
+  const target = impliedStatus(row.status, requested, funds, expired, tolerance);
   if (target === row.status) return row;
   if (target === "expired" && row.status !== "late") {
     // A reorg took funds from an intent past its expiry: first back to what the funds say
     // (payment.reorged), then expired like any unpaid intent (payment.expired).
-    const byFunds = statusByFunds(requested, funds.counted);
+    const byFunds = statusByFunds(requested, funds.counted, tolerance);
     if (byFunds !== row.status) row = await intents.transition(tx, row, byFunds, at());
   }
   return intents.transition(tx, row, target, at());

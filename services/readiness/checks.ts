@@ -1,6 +1,7 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
 import { followedNetworks, networks } from "../vocabulary/assets.ts";
+import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
 
 /**
@@ -27,6 +28,9 @@ export interface Readiness {
   checks: Check[];
 }
 
+/** The events a merchant acts on: an endpoint that takes none of them hears nothing of its payments. */
+const paymentEventTypes = eventTypes.filter((t) => t.startsWith("payment."));
+
 /** Finished deliveries per endpoint the health check looks at (newest first). */
 export const healthWindow = 20;
 
@@ -41,6 +45,8 @@ export interface EndpointFacts {
   /** Of its last `healthWindow` finished (delivered or failed) deliveries: how many, and how many failed. */
   finished: number;
   failed: number;
+  /** Its enabled_events: ["*"] or the types it takes. */
+  enabledEvents: string[];
 }
 
 export interface PoolFacts {
@@ -117,8 +123,16 @@ function byNetworkOrder(a: string, b: string): number {
 export function webhookEndpointCheck(facts: ReadinessFacts, s: ReadinessSettings): Check {
   const { owner, endpoints } = facts;
   const base = { id: "webhook_endpoint", severity: "required" } as const;
+  const deaf = endpoints.filter((e) => !paymentEventTypes.some((type) => receives(e.enabledEvents, type)));
+  const deafNote =
+    deaf.length > 0
+      ? ` ${list(deaf.map((e) => `${e.id} (enabled_events: ${e.enabledEvents.join(", ")})`))} ${deaf.length === 1 ? "receives" : "receive"} no payment event: create an endpoint whose enabled_events include the payment events you act on, or "*".`
+      : "";
+  if (endpoints.length > deaf.length) {
+    return { ...base, passed: true, message: `${plural(endpoints.length, "enabled webhook endpoint")} in ${owner.environment}: ${list(endpoints.map((e) => e.id))}.${deafNote}` };
+  }
   if (endpoints.length > 0) {
-    return { ...base, passed: true, message: `${plural(endpoints.length, "enabled webhook endpoint")} in ${owner.environment}: ${list(endpoints.map((e) => e.id))}.` };
+    return { ...base, passed: false, message: `No enabled webhook endpoint in ${owner.environment} receives payment events.${deafNote}` };
   }
   return {
     ...base,
@@ -329,6 +343,7 @@ export function evaluate(facts: ReadinessFacts, s: ReadinessSettings): Readiness
 interface EndpointRow {
   id: string;
   created_at: Date | string;
+  enabled_events: string[];
   test_delivered_at: Date | string | null;
   last_test_id: string | null;
   last_test_status: string | null;
@@ -344,7 +359,7 @@ interface EndpointRow {
 export async function readFacts(em: EntityManager, owner: Owner): Promise<ReadinessFacts> {
   const scope = [owner.merchantId, owner.environment];
   const endpointRows = await em.execute<EndpointRow[]>(
-    `select w.id, w.created_at,
+    `select w.id, w.created_at, w.enabled_events,
             (select d.last_attempt_at from webhook_deliveries d join webhook_events e on e.id = d.event_id
               where d.endpoint_id = w.id and d.status = 'delivered' and e.type = 'webhook.test'
               order by d.created_at desc, d.id desc limit 1) as test_delivered_at,
@@ -372,6 +387,7 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
       lastTest: r.last_test_id === null ? null : { deliveryId: r.last_test_id, status: r.last_test_status ?? "", lastStatusCode: r.last_test_status_code },
       finished: r.finished,
       failed: r.failed,
+      enabledEvents: r.enabled_events,
     }),
   );
   // Test needs no source of its own (the built-in test keys), so only Live reads the networks used.

@@ -24,6 +24,9 @@ export function checkFieldRules(desc: DescMessage, message: Message): void {
       case "map":
         checkMap(field, rules, (value ?? {}) as Record<string, string>);
         break;
+      case "list":
+        checkList(field, rules, (value ?? []) as unknown[]);
+        break;
       default:
         break;
     }
@@ -83,6 +86,19 @@ function checkString(desc: DescMessage, values: Record<string, unknown>, field: 
       // The reason says what is wrong; a newcomer also needs to see what right looks like.
       const example = checked.problem === "decimals" && decimals !== undefined ? `: send a decimal string such as "${exampleAmount(decimals)}"` : "";
       throw validationError(name, `"${name}" ${checked.reason}${example}.`);
+    }
+  }
+}
+
+/** A list's length, and each item against the field's set. */
+function checkList(field: DescField, rules: FieldRules, items: readonly unknown[]): void {
+  const name = field.name;
+  if (rules.maxItems !== undefined && items.length > rules.maxItems) throw validationError(name, `"${name}" takes at most ${rules.maxItems} items; got ${items.length}.`);
+  const set = rules.oneOf ? (valueSets[rules.oneOf] as ValueSet) : undefined;
+  if (!set) return;
+  for (const item of items) {
+    if (typeof item !== "string" || !set.values.includes(item)) {
+      throw validationError(name, `"${name}" takes items from ${set.values.join(", ")}; got ${shown(String(item))}.`);
     }
   }
 }

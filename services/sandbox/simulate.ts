@@ -81,7 +81,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
       txHash: simulatedTxHash(),
       outputIndex: 0,
       amount: fromUnits(pay, asset.decimals),
-      confirmations: intents.requiredConfirmations(asset),
+      confirmations: intents.confirmationsOf(row),
       blockHeight: null,
       blockHash: randomBytes(32).toString("hex"),
       observedAt: now,

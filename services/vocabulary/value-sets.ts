@@ -5,6 +5,7 @@
  * both from here.
  */
 import { assets, assetsOn, networks } from "./assets.ts";
+import { allEvents, eventTypes, extensionEventTypes } from "./event-types.ts";
 
 /** The Payment Intent statuses (the status machine is services/intents/status.ts). */
 export const intentStatuses = ["pending", "underpaid", "confirmed", "overpaid", "cancelled", "expired", "late"] as const;
@@ -31,4 +32,5 @@ export const valueSets: Readonly<Record<string, ValueSet>> = {
   intent_status: { values: intentStatuses },
   delivery_status: { values: deliveryStatuses },
   simulate_outcome: { values: simulateOutcomes },
+  event_filter: { values: [allEvents, ...eventTypes, ...extensionEventTypes] },
 };

@@ -21,13 +21,16 @@ export interface Output {
 interface Pending {
   output: Output;
   confirmations: number;
+  /** What the core said it needs to count (its intent's policy). */
+  required: number;
   /** When it was last reported (ms since the epoch). */
   reportedAt: number;
 }
 
 /** What the follower asks of the core (ChainService and ObservationService, over gRPC or in-process). */
 export interface Core {
-  record(output: Output, confirmations: number): Promise<void>;
+  /** Reports an output; the core answers with the confirmations it needs to count (0: it matched no intent, nothing more to report). */
+  record(output: Output, confirmations: number): Promise<number>;
   reorg(orphanedBlockHashes: readonly string[]): Promise<void>;
   save(position: { height: number; recentBlocks: BlockRef[] }, head: { height: number; time: number | undefined }): Promise<void>;
 }
@@ -62,7 +65,7 @@ export interface ChainSource {
 export interface FollowerOptions {
   source: ChainSource;
   core: Core;
-  /** Confirmations each asset needs to count (from ClaimChain). */
+  /** The most confirmations an output of each asset can need (from ClaimChain): how far back a restart reports again and a reorg is looked for. */
   required: Readonly<Record<string, number>>;
   /** Outputs recorded at once. */
   concurrency?: number;
@@ -172,9 +175,9 @@ export class Follower {
     // several are recorded at once; the position is saved only once all of them are.
     await inParallel(found, this.#o.concurrency ?? 16, async (output) => {
       const confirmations = head - output.blockHeight + 1;
-      await this.#o.core.record(output, confirmations);
+      const required = await this.#o.core.record(output, confirmations);
       this.#o.onOutput?.(output);
-      if (confirmations < (this.#o.required[output.asset] ?? 1)) this.#pending.push({ output, confirmations, reportedAt: Date.now() });
+      if (confirmations < required) this.#pending.push({ output, confirmations, required, reportedAt: Date.now() });
     });
     if (advance) {
       for (const b of blocks) {
@@ -197,18 +200,18 @@ export class Follower {
    */
   async #reportPending(head: number): Promise<void> {
     const grown = this.#pending.filter((p) => head - p.output.blockHeight + 1 > p.confirmations);
-    const reaching = grown.filter((p) => head - p.output.blockHeight + 1 >= (this.#o.required[p.output.asset] ?? 1));
+    const reaching = grown.filter((p) => head - p.output.blockHeight + 1 >= p.required);
     const progress = grown
       .filter((p) => !reaching.includes(p))
       .sort((a, b) => a.reportedAt - b.reportedAt)
       .slice(0, this.#o.progressPerStep ?? 100);
     await inParallel([...reaching, ...progress], this.#o.concurrency ?? 16, async (p) => {
       const confirmations = head - p.output.blockHeight + 1;
-      await this.#o.core.record(p.output, confirmations);
+      p.required = await this.#o.core.record(p.output, confirmations);
       p.confirmations = confirmations;
       p.reportedAt = Date.now();
     });
-    this.#pending = this.#pending.filter((p) => p.confirmations < (this.#o.required[p.output.asset] ?? 1));
+    this.#pending = this.#pending.filter((p) => p.confirmations < p.required);
   }
 }
 

@@ -268,7 +268,7 @@ class ChainWatch {
     const headers = this.#headers;
     return {
       record: async (o, confirmations) => {
-        await this.#observations.recordObservation(
+        const res = await this.#observations.recordObservation(
           {
             network,
             asset: o.asset,
@@ -283,6 +283,7 @@ class ChainWatch {
           },
           { headers },
         );
+        return res.requiredConfirmations;
       },
       reorg: async (hashes) => {
         await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes] }, { headers });

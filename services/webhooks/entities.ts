@@ -25,6 +25,8 @@ export const WebhookEndpointRecord = defineEntity({
     disabledAt: p.datetime().length(3).nullable(),
     // When an operator last enabled it again (admin endpoint enable): failures before it no longer count towards auto-disable.
     enabledAt: p.datetime().length(3).nullable(),
+    /** The event types it receives (Stripe's enabled_events): "*" for every type. */
+    enabledEvents: p.array<string>().defaultRaw("'{*}'"),
   },
   indexes: [{ properties: ["merchant", "environment", "createdAt", "id"] }, { properties: ["merchant", "environment", "status"] }],
 });

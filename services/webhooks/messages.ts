@@ -17,6 +17,8 @@ export interface EndpointRow {
   status: string;
   createdAt: Date;
   disabledAt: Date | null;
+  /** ["*"], or the event types it takes. */
+  enabledEvents: string[];
 }
 
 /** An endpoint as the API shows it: never any secret material. */
@@ -29,6 +31,7 @@ export function endpointMessage(row: EndpointRow): WebhookEndpoint {
     environment: row.environment,
     createdAt: timestampFromDate(row.createdAt),
     disabledAt: row.disabledAt ? timestampFromDate(row.disabledAt) : undefined,
+    enabledEvents: row.enabledEvents,
   });
 }
 

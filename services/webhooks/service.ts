@@ -1,4 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import { allEvents } from "../vocabulary/event-types.ts";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { findEventPayload, recordEvent } from "../events/record.ts";
@@ -37,6 +38,12 @@ async function deliveryView(em: EntityManager, owner: Owner, id: string) {
   return deliveryMessage(row, await attemptsOf(em, [id]));
 }
 
+/** The event types an endpoint is created with: the field rules checked each; none, or "*" among them, is every type. */
+function enabledEventsOf(requested: readonly string[]): string[] {
+  if (requested.length === 0 || requested.includes(allEvents)) return [allEvents];
+  return [...new Set(requested)];
+}
+
 export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
   const { secrets, cursors, connectTo } = deps;
 
@@ -62,6 +69,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         status: "enabled",
         createdAt: new Date(),
         disabledAt: null,
+        enabledEvents: enabledEventsOf(req.enabledEvents),
       };
       await inTransaction(em, async (tx) => {
         await checkEnabledCap(tx, principal.merchantId, principal.environment);

@@ -8,7 +8,7 @@ import type { EndpointRow } from "./messages.ts";
 
 /** Reads of webhook_endpoints (never its secret column). */
 
-const endpointColumns = `e.id, e.merchant_id, e.environment, e.url, e.description, e.status, e.created_at, e.disabled_at`;
+const endpointColumns = `e.id, e.merchant_id, e.environment, e.url, e.description, e.status, e.created_at, e.disabled_at, e.enabled_events`;
 
 interface DbRow {
   id: string;
@@ -19,6 +19,7 @@ interface DbRow {
   status: string;
   created_at: Date | string;
   disabled_at: Date | string | null;
+  enabled_events: string[];
 }
 
 function fromDb(r: DbRow): EndpointRow {
@@ -30,6 +31,7 @@ function fromDb(r: DbRow): EndpointRow {
     status: r.status,
     createdAt: new Date(r.created_at),
     disabledAt: r.disabled_at ? new Date(r.disabled_at) : null,
+    enabledEvents: r.enabled_events,
   };
 }
 

@@ -48,6 +48,9 @@ t.test("create returns the intent in the data envelope and records payment.inten
       source: "api",
       cashier: null,
       terminal: null,
+      required_confirmations: 12,
+      underpayment_tolerance_bps: 0,
+      sequence: 1,
     },
   );
   // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.

@@ -43,9 +43,11 @@ addFormats.default(ajv);
 const rewrite = (schema: unknown): Schema => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', '"rules.json#/$defs/')) as Schema;
 ajv.addSchema({ $id: "rules.json", $defs: rewrite(doc.components.schemas) });
 
-const constraintKeywords = ["minLength", "maxLength", "minimum", "maximum", "enum", "pattern", "format", "maxProperties", "propertyNames"];
+const constraintKeywords = ["minLength", "maxLength", "minimum", "maximum", "enum", "pattern", "format", "maxProperties", "propertyNames", "maxItems"];
 const isConstrained = (schema: Schema) =>
-  constraintKeywords.some((k) => k in schema) || (typeof schema.additionalProperties === "object" && "maxLength" in (schema.additionalProperties as Schema));
+  constraintKeywords.some((k) => k in schema) ||
+  (typeof schema.additionalProperties === "object" && "maxLength" in (schema.additionalProperties as Schema)) ||
+  (typeof schema.items === "object" && "enum" in (schema.items as Schema));
 
 /** Not sent at all. */
 const absent = Symbol("absent");
@@ -61,6 +63,13 @@ function candidatesFor(schema: Schema): Candidate[] {
     const max = schema.maximum as number | undefined;
     for (const v of [min, max]) if (v !== undefined) out.push(v - 1, v, v + 1);
     out.push(0, -1, 1.5);
+    return out;
+  }
+  if (schema.type === "array") {
+    const values = ((schema.items as Schema).enum ?? []) as string[];
+    const maxItems = schema.maxItems as number;
+    out.push([], ...values.map((v) => [v]), values.slice(0, 3), [values[0], values[0]], ["x"], [values[1]?.toUpperCase()], [` ${values[1]}`], [1], [null], "x", {});
+    out.push(Array.from({ length: maxItems }, (_, i) => values[i % values.length]), Array.from({ length: maxItems + 1 }, (_, i) => values[i % values.length]));
     return out;
   }
   if (schema.type === "object") {

@@ -32,6 +32,7 @@ t.test("create returns the endpoint and its signing secret, once", async (t) => 
     created_at: undefined,
     disabled_at: null,
     signing_secret: undefined,
+    enabled_events: ["*"],
   });
   t.same(Object.keys(res.body), ["data"], "the secret is inside data, nothing beside it");
   const secret: string = ep.signing_secret;

@@ -177,6 +177,9 @@ t.test("encodeResponse", async (t) => {
     source: "",
     cashier: null,
     terminal: null,
+    required_confirmations: 0,
+    underpayment_tolerance_bps: 0,
+    sequence: 0,
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

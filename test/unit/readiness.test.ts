@@ -21,7 +21,7 @@ const settings: ReadinessSettings = { publicBaseUrl: "https://api.example.test",
 const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
 
 function endpoint(id: string, over: Partial<EndpointFacts> = {}): EndpointFacts {
-  return { id, createdAt: daysAgo(1), testDeliveredAt: null, lastTest: null, finished: 0, failed: 0, ...over };
+  return { id, createdAt: daysAgo(1), testDeliveredAt: null, lastTest: null, finished: 0, failed: 0, enabledEvents: ["*"], ...over };
 }
 
 function facts(over: Partial<ReadinessFacts> = {}, environment: "test" | "live" = "live"): ReadinessFacts {
@@ -80,6 +80,15 @@ t.test("webhook_endpoint", async (t) => {
   const pass = webhookEndpointCheck(facts({ endpoints: [endpoint("we_a"), endpoint("we_b")] }), settings);
   t.equal(pass.passed, true);
   t.match(pass.message, /2 enabled webhook endpoints in live: we_a and we_b/);
+
+  const deaf = endpoint("we_t", { enabledEvents: ["webhook.test", "webhook_endpoint.disabled"] });
+  const none = webhookEndpointCheck(facts({ endpoints: [deaf] }), settings);
+  t.equal(none.passed, false, "an endpoint filtered to no payment event does not count");
+  t.match(none.message, "No enabled webhook endpoint in live receives payment events.");
+  t.match(none.message, "we_t (enabled_events: webhook.test, webhook_endpoint.disabled) receives no payment event");
+  const one = webhookEndpointCheck(facts({ endpoints: [deaf, endpoint("we_c", { enabledEvents: ["payment.confirmed"] })] }), settings);
+  t.equal(one.passed, true, "one that takes payment.confirmed does");
+  t.match(one.message, "we_t (enabled_events: webhook.test, webhook_endpoint.disabled) receives no payment event");
 });
 
 t.test("webhook_test_delivered", async (t) => {

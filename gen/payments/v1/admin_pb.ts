@@ -13,7 +13,232 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/admin.proto.
  */
 export const file_payments_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiYwoaUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSHAoPb3ZlcmxhcF9zZWNvbmRzGAIgASgNSACIAQFCEgoQX292ZXJsYXBfc2Vjb25kcyKuAQobUm90YXRlU2lnbmluZ1NlY3JldFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEhYKDnNpZ25pbmdfc2VjcmV0GAIgASgJEkMKGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBQh0KG19wcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdCJgCh5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKH1JlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2USEQoJcmVjb3ZlcmVkGAEgASgNEhQKDGRlbGl2ZXJ5X2lkcxgCIAMoCTKCAgoMQWRtaW5TZXJ2aWNlEnIKE1JvdGF0ZVNpZ25pbmdTZWNyZXQSJy5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBooLnBheW1lbnRzLnYxLlJvdGF0ZVNpZ25pbmdTZWNyZXRSZXNwb25zZSIIorsYBDAFQAISfgoXUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXMSKy5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QaLC5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlIgiiuxgEMAVAAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEitgIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIVCg1jb25maXJtYXRpb25zGAQgASgNEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIgChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImEKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNIjYKGEdldE1lcmNoYW50UG9saWN5UmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEAirwEKEENvbmZpcm1hdGlvblJ1bGUSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCRIVCg1jb25maXJtYXRpb25zGAMgASgNEhkKDGJlbG93X2Ftb3VudBgEIAEoCUgAiAEBEiAKE2JlbG93X2NvbmZpcm1hdGlvbnMYBSABKA1IAYgBAUIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zIpYBCg5NZXJjaGFudFBvbGljeRIQCghtZXJjaGFudBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRI5ChJjb25maXJtYXRpb25fcnVsZXMYAyADKAsyHS5wYXltZW50cy52MS5Db25maXJtYXRpb25SdWxlEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAQgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkgKGUdldE1lcmNoYW50UG9saWN5UmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiYwoaUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSHAoPb3ZlcmxhcF9zZWNvbmRzGAIgASgNSACIAQFCEgoQX292ZXJsYXBfc2Vjb25kcyKuAQobUm90YXRlU2lnbmluZ1NlY3JldFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEhYKDnNpZ25pbmdfc2VjcmV0GAIgASgJEkMKGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBQh0KG19wcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdCJgCh5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKH1JlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2USEQoJcmVjb3ZlcmVkGAEgASgNEhQKDGRlbGl2ZXJ5X2lkcxgCIAMoCTLxBAoMQWRtaW5TZXJ2aWNlEnIKE1JvdGF0ZVNpZ25pbmdTZWNyZXQSJy5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBooLnBheW1lbnRzLnYxLlJvdGF0ZVNpZ25pbmdTZWNyZXRSZXNwb25zZSIIorsYBDAFQAISfgoXUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXMSKy5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QaLC5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlIgiiuxgEMAVAAhJ4ChVTZXRDb25maXJtYXRpb25Qb2xpY3kSKS5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXF1ZXN0GioucGF5bWVudHMudjEuU2V0Q29uZmlybWF0aW9uUG9saWN5UmVzcG9uc2UiCKK7GAQwBUACEoEBChhTZXRVbmRlcnBheW1lbnRUb2xlcmFuY2USLC5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXF1ZXN0Gi0ucGF5bWVudHMudjEuU2V0VW5kZXJwYXltZW50VG9sZXJhbmNlUmVzcG9uc2UiCKK7GAQwBUACEm8KEUdldE1lcmNoYW50UG9saWN5EiUucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0GiYucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZSILkAIBorsYBDAFQAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+
+/**
+ * @generated from message payments.v1.SetConfirmationPolicyRequest
+ */
+export type SetConfirmationPolicyRequest = Message<"payments.v1.SetConfirmationPolicyRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string network = 2;
+   */
+  network: string;
+
+  /**
+   * "*" (every asset of the network; the default) or one of its assets.
+   *
+   * @generated from field: optional string asset = 3;
+   */
+  asset?: string | undefined;
+
+  /**
+   * 1 to 10000; 0 only with allow_unconfirmed.
+   *
+   * @generated from field: uint32 confirmations = 4;
+   */
+  confirmations: number;
+
+  /**
+   * Intents of the asset requesting less than this need below_confirmations instead.
+   *
+   * @generated from field: optional string below_amount = 5;
+   */
+  belowAmount?: string | undefined;
+
+  /**
+   * @generated from field: optional uint32 below_confirmations = 6;
+   */
+  belowConfirmations?: number | undefined;
+
+  /**
+   * Says yes to a count of 0: payments counted before a block holds them.
+   *
+   * @generated from field: bool allow_unconfirmed = 7;
+   */
+  allowUnconfirmed: boolean;
+
+  /**
+   * Removes the rule (the network's setting applies again to new intents).
+   *
+   * @generated from field: bool remove = 8;
+   */
+  remove: boolean;
+};
+
+/**
+ * Describes the message payments.v1.SetConfirmationPolicyRequest.
+ * Use `create(SetConfirmationPolicyRequestSchema)` to create a new message.
+ */
+export const SetConfirmationPolicyRequestSchema: GenMessage<SetConfirmationPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 0);
+
+/**
+ * @generated from message payments.v1.SetUnderpaymentToleranceRequest
+ */
+export type SetUnderpaymentToleranceRequest = Message<"payments.v1.SetUnderpaymentToleranceRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * 0 to 1000 basis points (10 %).
+   *
+   * @generated from field: uint32 underpayment_tolerance_bps = 2;
+   */
+  underpaymentToleranceBps: number;
+};
+
+/**
+ * Describes the message payments.v1.SetUnderpaymentToleranceRequest.
+ * Use `create(SetUnderpaymentToleranceRequestSchema)` to create a new message.
+ */
+export const SetUnderpaymentToleranceRequestSchema: GenMessage<SetUnderpaymentToleranceRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 1);
+
+/**
+ * @generated from message payments.v1.GetMerchantPolicyRequest
+ */
+export type GetMerchantPolicyRequest = Message<"payments.v1.GetMerchantPolicyRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+};
+
+/**
+ * Describes the message payments.v1.GetMerchantPolicyRequest.
+ * Use `create(GetMerchantPolicyRequestSchema)` to create a new message.
+ */
+export const GetMerchantPolicyRequestSchema: GenMessage<GetMerchantPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 2);
+
+/**
+ * @generated from message payments.v1.ConfirmationRule
+ */
+export type ConfirmationRule = Message<"payments.v1.ConfirmationRule"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * @generated from field: string asset = 2;
+   */
+  asset: string;
+
+  /**
+   * @generated from field: uint32 confirmations = 3;
+   */
+  confirmations: number;
+
+  /**
+   * @generated from field: optional string below_amount = 4;
+   */
+  belowAmount?: string | undefined;
+
+  /**
+   * @generated from field: optional uint32 below_confirmations = 5;
+   */
+  belowConfirmations?: number | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ConfirmationRule.
+ * Use `create(ConfirmationRuleSchema)` to create a new message.
+ */
+export const ConfirmationRuleSchema: GenMessage<ConfirmationRule> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 3);
+
+/**
+ * MerchantPolicy is what a merchant has set in one environment.
+ *
+ * @generated from message payments.v1.MerchantPolicy
+ */
+export type MerchantPolicy = Message<"payments.v1.MerchantPolicy"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string environment = 2;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: repeated payments.v1.ConfirmationRule confirmation_rules = 3;
+   */
+  confirmationRules: ConfirmationRule[];
+
+  /**
+   * @generated from field: uint32 underpayment_tolerance_bps = 4;
+   */
+  underpaymentToleranceBps: number;
+};
+
+/**
+ * Describes the message payments.v1.MerchantPolicy.
+ * Use `create(MerchantPolicySchema)` to create a new message.
+ */
+export const MerchantPolicySchema: GenMessage<MerchantPolicy> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 4);
+
+/**
+ * @generated from message payments.v1.SetConfirmationPolicyResponse
+ */
+export type SetConfirmationPolicyResponse = Message<"payments.v1.SetConfirmationPolicyResponse"> & {
+  /**
+   * @generated from field: payments.v1.MerchantPolicy policy = 1;
+   */
+  policy?: MerchantPolicy | undefined;
+};
+
+/**
+ * Describes the message payments.v1.SetConfirmationPolicyResponse.
+ * Use `create(SetConfirmationPolicyResponseSchema)` to create a new message.
+ */
+export const SetConfirmationPolicyResponseSchema: GenMessage<SetConfirmationPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 5);
+
+/**
+ * @generated from message payments.v1.SetUnderpaymentToleranceResponse
+ */
+export type SetUnderpaymentToleranceResponse = Message<"payments.v1.SetUnderpaymentToleranceResponse"> & {
+  /**
+   * @generated from field: payments.v1.MerchantPolicy policy = 1;
+   */
+  policy?: MerchantPolicy | undefined;
+};
+
+/**
+ * Describes the message payments.v1.SetUnderpaymentToleranceResponse.
+ * Use `create(SetUnderpaymentToleranceResponseSchema)` to create a new message.
+ */
+export const SetUnderpaymentToleranceResponseSchema: GenMessage<SetUnderpaymentToleranceResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 6);
+
+/**
+ * @generated from message payments.v1.GetMerchantPolicyResponse
+ */
+export type GetMerchantPolicyResponse = Message<"payments.v1.GetMerchantPolicyResponse"> & {
+  /**
+   * @generated from field: payments.v1.MerchantPolicy policy = 1;
+   */
+  policy?: MerchantPolicy | undefined;
+};
+
+/**
+ * Describes the message payments.v1.GetMerchantPolicyResponse.
+ * Use `create(GetMerchantPolicyResponseSchema)` to create a new message.
+ */
+export const GetMerchantPolicyResponseSchema: GenMessage<GetMerchantPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 7);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretRequest
@@ -38,7 +263,7 @@ export type RotateSigningSecretRequest = Message<"payments.v1.RotateSigningSecre
  * Use `create(RotateSigningSecretRequestSchema)` to create a new message.
  */
 export const RotateSigningSecretRequestSchema: GenMessage<RotateSigningSecretRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 0);
+  messageDesc(file_payments_v1_admin, 8);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretResponse
@@ -69,7 +294,7 @@ export type RotateSigningSecretResponse = Message<"payments.v1.RotateSigningSecr
  * Use `create(RotateSigningSecretResponseSchema)` to create a new message.
  */
 export const RotateSigningSecretResponseSchema: GenMessage<RotateSigningSecretResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 1);
+  messageDesc(file_payments_v1_admin, 9);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesRequest
@@ -93,7 +318,7 @@ export type RecoverFailedDeliveriesRequest = Message<"payments.v1.RecoverFailedD
  * Use `create(RecoverFailedDeliveriesRequestSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesRequestSchema: GenMessage<RecoverFailedDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 2);
+  messageDesc(file_payments_v1_admin, 10);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesResponse
@@ -119,7 +344,7 @@ export type RecoverFailedDeliveriesResponse = Message<"payments.v1.RecoverFailed
  * Use `create(RecoverFailedDeliveriesResponseSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesResponseSchema: GenMessage<RecoverFailedDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 3);
+  messageDesc(file_payments_v1_admin, 11);
 
 /**
  * AdminService is for operators (the admin and ops CLIs): it acts on any merchant's
@@ -151,6 +376,38 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RecoverFailedDeliveriesRequestSchema;
     output: typeof RecoverFailedDeliveriesResponseSchema;
+  },
+  /**
+   * Sets (or removes) a merchant's confirmation rule on a network, in the credential's
+   * environment: for every asset of it ("*") or one asset, optionally with fewer
+   * confirmations below an amount of that asset. Intents already created keep theirs.
+   *
+   * @generated from rpc payments.v1.AdminService.SetConfirmationPolicy
+   */
+  setConfirmationPolicy: {
+    methodKind: "unary";
+    input: typeof SetConfirmationPolicyRequestSchema;
+    output: typeof SetConfirmationPolicyResponseSchema;
+  },
+  /**
+   * Sets a merchant's underpayment tolerance in the credential's environment.
+   *
+   * @generated from rpc payments.v1.AdminService.SetUnderpaymentTolerance
+   */
+  setUnderpaymentTolerance: {
+    methodKind: "unary";
+    input: typeof SetUnderpaymentToleranceRequestSchema;
+    output: typeof SetUnderpaymentToleranceResponseSchema;
+  },
+  /**
+   * A merchant's policy in the credential's environment.
+   *
+   * @generated from rpc payments.v1.AdminService.GetMerchantPolicy
+   */
+  getMerchantPolicy: {
+    methodKind: "unary";
+    input: typeof GetMerchantPolicyRequestSchema;
+    output: typeof GetMerchantPolicyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_payments_v1_admin, 0);

@@ -1,0 +1,167 @@
+import type { Owner } from "../auth/keys.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+import { checkAmount, toUnits } from "../vocabulary/amount.ts";
+import { assetsOn, findAsset, networks, type AssetInfo } from "../vocabulary/assets.ts";
+
+/** The bounds a merchant's policy is held to. */
+export const policyLimits = {
+  /** Basis points: 10 %. */
+  maxToleranceBps: 1000,
+  maxConfirmations: 10_000,
+} as const;
+
+/** A confirmation rule as stored: for one asset of the network, or "*" for all of them. */
+export interface ConfirmationRule {
+  asset: string;
+  confirmations: number;
+  belowAmount: string | null;
+  belowConfirmations: number | null;
+}
+
+/** What is fixed on an intent when it is created. */
+export interface IntentPolicy {
+  requiredConfirmations: number;
+  underpaymentToleranceBps: number;
+}
+
+/** Every asset of the network. */
+export const anyAsset = "*";
+
+/**
+ * The confirmations an intent for `requested` of `asset` needs: the asset's own rule before the
+ * network's, its lower count when the request is below the rule's amount, else `fallback` (the
+ * network's setting).
+ */
+export function confirmationsFor(rules: readonly ConfirmationRule[], asset: AssetInfo, requested: string, fallback: number): number {
+  const rule = rules.find((r) => r.asset === asset.asset) ?? rules.find((r) => r.asset === anyAsset);
+  if (!rule) return fallback;
+  if (rule.belowAmount !== null && rule.belowConfirmations !== null && toUnits(requested, asset.decimals) < toUnits(rule.belowAmount, asset.decimals)) {
+    return rule.belowConfirmations;
+  }
+  return rule.confirmations;
+}
+
+/** The owner's rules on a network and its tolerance, in one round trip (read on every create). */
+export async function policyOf(em: EntityManager, owner: Owner, network: string): Promise<{ rules: ConfirmationRule[]; toleranceBps: number }> {
+  const [row] = await em.execute<{ rules: ConfirmationRule[] | null; tolerance: number | null }[]>(
+    `select (select json_agg(json_build_object('asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations))
+               from confirmation_policies where merchant_id = ? and environment = ? and network = ?) as rules,
+            (select underpayment_tolerance_bps from merchant_policies where merchant_id = ? and environment = ?) as tolerance`,
+    [owner.merchantId, owner.environment, network, owner.merchantId, owner.environment],
+  );
+  return { rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0 };
+}
+
+/** The highest confirmation count any merchant's rule sets on the chain: how far back a watcher keeps reporting and looks for reorgs. */
+export async function highestConfirmations(em: EntityManager, environment: string, network: string): Promise<number> {
+  const [row] = await em.execute<{ n: number | null }[]>(
+    `select max(greatest(confirmations, coalesce(below_confirmations, 0))) as n from confirmation_policies where environment = ? and network = ?`,
+    [environment, network],
+  );
+  return row?.n ?? 0;
+}
+
+export interface ConfirmationRuleInput {
+  network: string;
+  /** "*" or one asset of the network. */
+  asset: string;
+  confirmations: number;
+  belowAmount?: string;
+  belowConfirmations?: number;
+  /** Says yes to a count of 0: payments counted before any block holds them, which a reorg or a double spend can take back. */
+  allowUnconfirmed?: boolean;
+}
+
+/** A rule as a merchant's operator asks for it, checked: what is refused is a 400 naming the field. */
+export function checkRule(input: ConfirmationRuleInput): ConfirmationRule {
+  if (!networks.includes(input.network)) throw validationError("network", `Unsupported network "${input.network}"; supported: ${networks.join(", ")}.`);
+  const asset = input.asset === anyAsset ? undefined : findAsset(input.network, input.asset);
+  if (input.asset !== anyAsset && !asset) {
+    throw validationError("asset", `Asset "${input.asset}" is not supported on ${input.network}; supported: ${anyAsset} (all), ${assetsOn(input.network).join(", ")}.`);
+  }
+  const count = (param: string, n: number) => {
+    if (!Number.isInteger(n) || n < 0 || n > policyLimits.maxConfirmations) throw validationError(param, `"${param}" must be an integer from 1 to ${policyLimits.maxConfirmations}.`);
+    // Every chain we accept can reorganize: counting at 0 must be asked for in so many words.
+    if (n === 0 && !input.allowUnconfirmed) {
+      throw validationError(param, `"${param}" of 0 counts payments no block holds yet, which a reorg or a double spend takes back; set allow_unconfirmed to mean it.`);
+    }
+  };
+  count("confirmations", input.confirmations);
+  if ((input.belowAmount === undefined) !== (input.belowConfirmations === undefined)) {
+    throw validationError(input.belowAmount === undefined ? "below_amount" : "below_confirmations", `"below_amount" and "below_confirmations" go together.`);
+  }
+  if (input.belowAmount === undefined || input.belowConfirmations === undefined) return { asset: input.asset, confirmations: input.confirmations, belowAmount: null, belowConfirmations: null };
+  if (!asset) throw validationError("below_amount", `An amount is in one asset: name the asset ("${anyAsset}" stands for all of them).`);
+  const amount = checkAmount(input.belowAmount, asset.decimals);
+  if (!amount.ok) throw validationError("below_amount", `"below_amount" ${amount.reason}.`);
+  count("below_confirmations", input.belowConfirmations);
+  if (input.belowConfirmations > input.confirmations) throw validationError("below_confirmations", `"below_confirmations" is for small payments: at most "confirmations" (${input.confirmations}).`);
+  return { asset: input.asset, confirmations: input.confirmations, belowAmount: amount.value, belowConfirmations: input.belowConfirmations };
+}
+
+export function checkTolerance(bps: number): number {
+  if (!Number.isInteger(bps) || bps < 0 || bps > policyLimits.maxToleranceBps) {
+    throw validationError("underpayment_tolerance_bps", `"underpayment_tolerance_bps" must be an integer from 0 to ${policyLimits.maxToleranceBps} (10 %).`);
+  }
+  return bps;
+}
+
+/** Sets (or with `rule` undefined, removes) the owner's rule for a network's asset ("*": all); intents already created keep theirs. */
+export async function setConfirmationRule(em: EntityManager, owner: Owner, network: string, asset: string, rule: ConfirmationRule | undefined, now = new Date()): Promise<void> {
+  if (!rule) {
+    await em.execute(`delete from confirmation_policies where merchant_id = ? and environment = ? and network = ? and asset = ?`, [owner.merchantId, owner.environment, network, asset]);
+    return;
+  }
+  await em.execute(
+    `insert into confirmation_policies (merchant_id, environment, network, asset, confirmations, below_amount, below_confirmations, updated_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict (merchant_id, environment, network, asset) do update
+       set confirmations = excluded.confirmations, below_amount = excluded.below_amount, below_confirmations = excluded.below_confirmations, updated_at = excluded.updated_at`,
+    [owner.merchantId, owner.environment, network, rule.asset, rule.confirmations, rule.belowAmount, rule.belowConfirmations, now],
+  );
+}
+
+export async function setTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()): Promise<void> {
+  await em.execute(
+    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, updated_at) values (?, ?, ?, ?)
+     on conflict (merchant_id, environment) do update set underpayment_tolerance_bps = excluded.underpayment_tolerance_bps, updated_at = excluded.updated_at`,
+    [owner.merchantId, owner.environment, bps, now],
+  );
+}
+
+/** Everything the owner has set: every network's rules and the tolerance. */
+export async function showPolicy(em: EntityManager, owner: Owner): Promise<{ confirmations: (ConfirmationRule & { network: string })[]; underpaymentToleranceBps: number }> {
+  const rules = await em.execute<{ network: string; asset: string; confirmations: number; below_amount: string | null; below_confirmations: number | null }[]>(
+    `select network, asset, confirmations, below_amount::text as below_amount, below_confirmations from confirmation_policies
+      where merchant_id = ? and environment = ? order by network, asset`,
+    [owner.merchantId, owner.environment],
+  );
+  const [tolerance] = await em.execute<{ bps: number }[]>(`select underpayment_tolerance_bps as bps from merchant_policies where merchant_id = ? and environment = ?`, [owner.merchantId, owner.environment]);
+  return {
+    confirmations: rules.map((r) => ({ network: r.network, asset: r.asset, confirmations: r.confirmations, belowAmount: r.below_amount, belowConfirmations: r.below_confirmations })),
+    underpaymentToleranceBps: tolerance?.bps ?? 0,
+  };
+}
+
+async function merchantExists(em: EntityManager, merchantId: string): Promise<void> {
+  const [row] = await em.execute<{ id: string }[]>(`select id from merchants where id = ?`, [merchantId]);
+  if (!row) throw apiError("not_found", `No merchant ${merchantId}.`, "merchant");
+}
+
+/** Sets or (remove) drops a confirmation rule of the owner, and answers with its whole policy: the admin CLI's and AdminService's one way in. */
+export async function applyConfirmationRule(em: EntityManager, owner: Owner, input: ConfirmationRuleInput & { remove?: boolean }, now = new Date()) {
+  const rule = input.remove ? undefined : checkRule(input);
+  if (input.remove) checkRule({ ...input, confirmations: 1, belowAmount: undefined, belowConfirmations: undefined });
+  await merchantExists(em, owner.merchantId);
+  await setConfirmationRule(em, owner, input.network, input.asset, rule, now);
+  return showPolicy(em, owner);
+}
+
+/** Sets the owner's underpayment tolerance, and answers with its whole policy. */
+export async function applyTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()) {
+  checkTolerance(bps);
+  await merchantExists(em, owner.merchantId);
+  await setTolerance(em, owner, bps, now);
+  return showPolicy(em, owner);
+}
