@@ -3,7 +3,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { anyAsset, applyConfirmationRule, applyTolerance, showPolicy } from "../policy/policy.ts";
+import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy, type showPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
@@ -80,7 +80,7 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
     async getMerchantPolicy(req, ctx) {
       const { em, principal } = internalRequest(ctx);
       const owner = ownerOf(req.merchant, principal.environment);
-      return { policy: policyMessage(owner, await showPolicy(em, owner)) };
+      return { policy: policyMessage(owner, await readPolicy(em, owner)) };
     },
 
     async recoverFailedDeliveries(req, ctx) {

@@ -47,7 +47,7 @@ import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { networks } from "../vocabulary/assets.ts";
-import { anyAsset, applyConfirmationRule, applyTolerance, showPolicy } from "../policy/policy.ts";
+import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
@@ -90,8 +90,8 @@ const usage = `usage:
   admin policy show --merchant ID --environment test|live
   admin policy confirmations --merchant ID --environment test|live --network NET [--asset ASSET|*] --confirmations N
         [--below AMOUNT --below-confirmations N] [--allow-unconfirmed] [--remove]
-      (what a payment needs to count, for the network's every asset (*, the default) or one asset; below an
-       amount of that asset, fewer; 0 only with --allow-unconfirmed; fixed on each intent when it is created)
+      (what a payment needs to count, 1-500, for the network's every asset (*, the default) or one asset; below
+       an amount of that asset, fewer; 0 only with --allow-unconfirmed; fixed on each intent when it is created)
   admin policy tolerance --merchant ID --environment test|live --bps N
       (0-1000: funds this many basis points below the requested amount still confirm an intent; 50 = 0.5 %)
   admin endpoint enable --id WEBHOOK_ENDPOINT_ID
@@ -233,7 +233,7 @@ async function main(argv: string[]): Promise<unknown> {
     work = (em) => listQrConfigurations(em, merchant);
   } else if (command === "policy show") {
     const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
-    work = (em) => showPolicy(em, owner);
+    work = (em) => readPolicy(em, owner).catch(oneLine);
   } else if (command === "policy confirmations") {
     const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
     const remove = values.remove === true;

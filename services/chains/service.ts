@@ -3,7 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ChainService, type ChainPosition } from "../../gen/payments/v1/chains_pb.ts";
 import type { Environment } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
-import { watchedAddresses } from "../intents/store.ts";
+import { highestFixedConfirmations, watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { chainRequest } from "../rpc/context.ts";
@@ -54,8 +54,12 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       checkWatcherId(req.watcherId);
       if (req.leaseSeconds < 5 || req.leaseSeconds > 300) throw validationError("lease_seconds", `"lease_seconds" must be 5 to 300.`);
       const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
-      // The most any intent on the chain can need: merchants' policies may ask for more than the default.
-      const highest = await highestConfirmations(em, chain.environment, chain.network);
+      // The most any output on the chain can need: merchants' rules now, and the counts open intents
+      // were created with (a rule lowered or removed since does not lower theirs).
+      const highest = Math.max(
+        await highestConfirmations(em, chain.environment, chain.network),
+        await highestFixedConfirmations(em, chain, deps.latePaymentWindowSeconds),
+      );
       const requiredConfirmations: Record<string, number> = {};
       for (const a of assets.filter((a) => a.network === chain.network)) requiredConfirmations[a.asset] = Math.max(intents.requiredConfirmations(a), highest);
       return {

@@ -15,7 +15,12 @@ export interface Funds {
 export function statusByFunds(requested: bigint, counted: bigint, toleranceBps = 0): Status {
   if (counted === 0n) return "pending";
   if (counted > requested) return "overpaid";
-  return counted >= requested - (requested * BigInt(toleranceBps)) / 10_000n ? "confirmed" : "underpaid";
+  return counted >= confirmingFloor(requested, toleranceBps) ? "confirmed" : "underpaid";
+}
+
+/** The least counted funds that confirm an intent: the requested amount less its tolerance, in the asset's smallest units. */
+export function confirmingFloor(requested: bigint, toleranceBps: number): bigint {
+  return requested - (requested * BigInt(toleranceBps)) / 10_000n;
 }
 
 /**

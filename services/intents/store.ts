@@ -271,3 +271,21 @@ export async function watchedAddresses(
   );
   return rows.map((r) => ({ address: r.deposit_address, createdAt: new Date(r.created_at), id: r.id }));
 }
+
+/** The intents' longest lifetime (expires_in_seconds' maximum): bounds how far back a watched intent was created. */
+const longestLifetimeSeconds = 86_400;
+
+/**
+ * The most confirmations a watched intent of the chain has fixed on it: an intent keeps the count
+ * it was created with, whatever the merchant's rules say now. Read by created_at (indexed), since
+ * an intent still watched was created within its lifetime and the late-payment window.
+ */
+export async function highestFixedConfirmations(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<number> {
+  const [row] = await em.execute<{ n: number | null }[]>(
+    `select max(required_confirmations) as n from payment_intents
+      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
+        and status <> 'cancelled' and expires_at > now() - make_interval(secs => ?)`,
+    [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
+  );
+  return row?.n ?? 0;
+}

@@ -8,7 +8,8 @@ import { assetsOn, findAsset, networks, type AssetInfo } from "../vocabulary/ass
 export const policyLimits = {
   /** Basis points: 10 %. */
   maxToleranceBps: 1000,
-  maxConfirmations: 10_000,
+  /** Within the block history a watcher keeps (1 024) to find a reorg and to report again after a restart. */
+  maxConfirmations: 500,
 } as const;
 
 /** A confirmation rule as stored: for one asset of the network, or "*" for all of them. */
@@ -81,7 +82,9 @@ export function checkRule(input: ConfirmationRuleInput): ConfirmationRule {
     throw validationError("asset", `Asset "${input.asset}" is not supported on ${input.network}; supported: ${anyAsset} (all), ${assetsOn(input.network).join(", ")}.`);
   }
   const count = (param: string, n: number) => {
-    if (!Number.isInteger(n) || n < 0 || n > policyLimits.maxConfirmations) throw validationError(param, `"${param}" must be an integer from 1 to ${policyLimits.maxConfirmations}.`);
+    if (!Number.isInteger(n) || n < 0 || n > policyLimits.maxConfirmations) {
+      throw validationError(param, `"${param}" must be an integer from 1 to ${policyLimits.maxConfirmations} (the block history a watcher keeps).`);
+    }
     // Every chain we accept can reorganize: counting at 0 must be asked for in so many words.
     if (n === 0 && !input.allowUnconfirmed) {
       throw validationError(param, `"${param}" of 0 counts payments no block holds yet, which a reorg or a double spend takes back; set allow_unconfirmed to mean it.`);
@@ -155,6 +158,12 @@ export async function applyConfirmationRule(em: EntityManager, owner: Owner, inp
   if (input.remove) checkRule({ ...input, confirmations: 1, belowAmount: undefined, belowConfirmations: undefined });
   await merchantExists(em, owner.merchantId);
   await setConfirmationRule(em, owner, input.network, input.asset, rule, now);
+  return showPolicy(em, owner);
+}
+
+/** The owner's whole policy, or 404 for a merchant that does not exist. */
+export async function readPolicy(em: EntityManager, owner: Owner) {
+  await merchantExists(em, owner.merchantId);
   return showPolicy(em, owner);
 }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { confirmingFloor } from "../intents/settle.ts";
 import type { Owner } from "../auth/keys.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
@@ -64,7 +65,8 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
   } else {
     pay = {
       confirmed: requested - received,
-      underpaid: row.status === "underpaid" ? (requested - received) / 2n : requested / 2n,
+      // Half of what is still short of confirming it (its tolerance counts).
+      underpaid: (confirmingFloor(requested, row.underpaymentToleranceBps) - received) / 2n,
       overpaid: (requested * 11n + 9n) / 10n - received,
       late: requested,
     }[outcome];
@@ -97,7 +99,8 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
   return settled;
 }
 
+/** What the intent is still short of confirming, in units: an underpaid one this close cannot stay underpaid by a default amount. */
 function remaining(row: IntentRow): bigint {
   const decimals = findAsset(row.network, row.asset)?.decimals ?? 0;
-  return toUnits(row.requestedAmount, decimals) - (row.amountReceived === null ? 0n : toUnits(row.amountReceived, decimals));
+  return confirmingFloor(toUnits(row.requestedAmount, decimals), row.underpaymentToleranceBps) - (row.amountReceived === null ? 0n : toUnits(row.amountReceived, decimals));
 }

@@ -87,7 +87,8 @@ export interface FollowerOptions {
  */
 export class Follower {
   readonly #o: FollowerOptions;
-  readonly #keep: number;
+  #required: Readonly<Record<string, number>>;
+  #keep: number;
   #height: number;
   #recent: BlockRef[];
   /** Outputs below their threshold, by block: reported again as the head moves. */
@@ -95,10 +96,16 @@ export class Follower {
 
   constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
     this.#o = o;
-    // Enough history to find where a reorg as deep as the deepest threshold forked, and some.
-    this.#keep = Math.min(1024, 2 * Math.max(1, ...Object.values(o.required)) + 16);
+    this.#required = o.required;
+    this.#keep = keepFor(o.required);
     this.#height = position.height;
     this.#recent = [...position.recentBlocks];
+  }
+
+  /** The core's newest word on the most confirmations an output can need (a merchant raised a rule): history is kept that deep from now on. */
+  setRequired(required: Readonly<Record<string, number>>): void {
+    this.#required = required;
+    this.#keep = keepFor(required);
   }
 
   get position(): { height: number; recentBlocks: BlockRef[] } {
@@ -112,9 +119,12 @@ export class Follower {
    */
   async resume(head: number): Promise<void> {
     await this.#checkCanonical();
-    const maxRequired = Math.max(1, ...Object.values(this.#o.required));
+    const maxRequired = Math.max(1, ...Object.values(this.#required));
     const from = Math.max(this.#height - maxRequired + 1, this.#recent[0]?.height ?? this.#height + 1, 0);
-    if (from <= this.#height) await this.#scan(from, this.#height, head, false);
+    // A batch at a time: a deep count (a merchant's rule) must not become one huge read.
+    for (let start = from; start <= this.#height; start += this.#o.source.batchBlocks) {
+      await this.#scan(start, Math.min(this.#height, start + this.#o.source.batchBlocks - 1), head, false);
+    }
   }
 
   /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
@@ -213,6 +223,11 @@ export class Follower {
     });
     this.#pending = this.#pending.filter((p) => p.confirmations < p.required);
   }
+}
+
+/** Enough history to find where a reorg as deep as the deepest count forked, and some (ChainService keeps at most 1 024). */
+function keepFor(required: Readonly<Record<string, number>>): number {
+  return Math.min(1024, 2 * Math.max(1, ...Object.values(required)) + 16);
 }
 
 /** Runs `fn` on every item, at most `limit` at a time; the first failure is thrown once all have settled. */

@@ -219,6 +219,7 @@ class ChainWatch {
     const claim = await this.#claim();
     if (claim.active) {
       this.#standingBy = undefined;
+      this.#follower?.setRequired(claim.required);
       return true;
     }
     if (this.#follower) this.#log.warn({ holder: claim.holder }, "lost the lease on the chain; standing by");

@@ -8,6 +8,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
 import type { Hex } from "viem";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
@@ -225,4 +226,40 @@ t.test("AdminService sets and reads the same policy, in its credential's environ
   t.same([read.policy?.confirmationRules.length, read.policy?.underpaymentToleranceBps], [1, 25], "the refused call changed nothing");
   const noKey = await adminRpc.getMerchantPolicy({ merchant: a.merchant }, { headers: { authorization: `Bearer ${a.key}` } }).catch((e: unknown) => e);
   t.ok(noKey instanceof ConnectError && noKey.code === Code.Unauthenticated, "an API key cannot");
+  const nobody = await adminRpc.getMerchantPolicy({ merchant: "mer_nobody" }, { headers }).catch((e: unknown) => e);
+  t.ok(nobody instanceof ConnectError && nobody.code === Code.NotFound, "an unknown merchant: not found");
+  const tooMany = await adminRpc.setConfirmationPolicy({ merchant: a.merchant, network: "bitcoin", confirmations: 501 }, { headers }).catch((e: unknown) => e);
+  t.ok(tooMany instanceof ConnectError && tooMany.code === Code.InvalidArgument, "more than the 500 a watcher's history covers");
+  await adminRpc.setUnderpaymentTolerance({ merchant: a.merchant, underpaymentToleranceBps: 0 }, { headers });
+  await adminRpc.setConfirmationPolicy({ merchant: a.merchant, network: "bitcoin", confirmations: 1, remove: true }, { headers });
+  await call(base, "POST", `${intentsPath}/${btc.public_id}/cancel`, { key: a.key });
+});
+
+t.test("a rule removed while an intent is open: watchers are still told that intent's count", async (t) => {
+  const { credential } = await createInternalCredential(s.app.db.em.fork(), "policy admin 2", ["admin"], "test");
+  const { credential: observe } = await createInternalCredential(s.app.db.em.fork(), "a watcher", ["observe"], "test");
+  const transport = createGrpcTransport({ baseUrl: s.rpcUrl });
+  const adminRpc = createClient(AdminService, transport);
+  const chains = createClient(ChainService, transport);
+  const claim = async () =>
+    (await chains.claimChain({ network: "bitcoin", watcherId: "policy-test", leaseSeconds: 5 }, { headers: { authorization: `Bearer ${observe}` } })).requiredConfirmations.BTC;
+  t.equal(await claim(), 2, "bitcoin's own count");
+  await adminRpc.setConfirmationPolicy({ merchant: a.merchant, network: "bitcoin", confirmations: 30 }, { headers: { authorization: `Bearer ${credential}` } });
+  t.equal(await claim(), 30, "a merchant's rule asks for more");
+  const open = (await call(base, "POST", intentsPath, { key: a.key, idempotencyKey: idemKey(), body: { network: "bitcoin", asset: "BTC", requested_amount: "0.5" } })).body.data;
+  t.equal(open.required_confirmations, 30);
+  await adminRpc.setConfirmationPolicy({ merchant: a.merchant, network: "bitcoin", confirmations: 1, remove: true }, { headers: { authorization: `Bearer ${credential}` } });
+  t.equal(await claim(), 30, "removed, but the open intent keeps 30: a watcher restarting still looks that far back");
+  await call(base, "POST", `${intentsPath}/${open.public_id}/cancel`, { key: a.key });
+  t.equal(await claim(), 2, "once no watched intent needs it, the chain's own again");
+});
+
+t.test("the sandbox counts the tolerance: underpaid stays underpaid", async (t) => {
+  const pi = await createIntent({ requested_amount: "100", underpayment_tolerance_bps: 50 });
+  const simulate = (body: Record<string, unknown>) => call(base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/payment-intents/${pi.public_id}/simulate`, { key: a.key, body });
+  t.equal((await simulate({ outcome: "underpaid", amount: "99" })).body.data?.status, "underpaid", "99 of 100: 1 % short");
+  const again = await simulate({ outcome: "underpaid" });
+  t.same([again.status, again.body.data?.status], [200, "underpaid"], "its default amount leaves it short of the 99.5 that confirms it");
+  const confirmed = await simulate({ outcome: "confirmed" });
+  t.same([confirmed.body.data?.status, confirmed.body.data?.required_confirmations], ["confirmed", 12]);
 });

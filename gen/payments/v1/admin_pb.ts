@@ -37,7 +37,7 @@ export type SetConfirmationPolicyRequest = Message<"payments.v1.SetConfirmationP
   asset?: string | undefined;
 
   /**
-   * 1 to 10000; 0 only with allow_unconfirmed.
+   * 1 to 500 (within the block history a watcher keeps); 0 only with allow_unconfirmed.
    *
    * @generated from field: uint32 confirmations = 4;
    */

@@ -190,8 +190,9 @@ export type RecordObservationResponse = Message<"payments.v1.RecordObservationRe
 
   /**
    * The confirmations this output needs to count: its intent's (fixed when the intent was
-   * created); 0 when it matched no intent. A watcher reports the output again as its
-   * confirmations grow, up to this.
+   * created); 0 when it matched no intent (an output reported with confirmations is never
+   * short of a count of 0, so 0 also means "nothing more to report"). A watcher reports the
+   * output again as its confirmations grow, up to this.
    *
    * @generated from field: uint32 required_confirmations = 3;
    */

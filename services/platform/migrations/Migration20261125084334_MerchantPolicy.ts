@@ -11,6 +11,9 @@ export class Migration20261125084334_MerchantPolicy extends Migration {
 
     this.addSql(`alter table "payment_intents" add "sequence" int not null default 1, add "required_confirmations" int null, add "underpayment_tolerance_bps" int not null default 0;`);
 
+    // An existing intent's sequence is the number of its payment events so far (created, then one per status change).
+    this.addSql(`update "payment_intents" i set "sequence" = e.n from (select "payment_intent_id", count(*)::int as n from "webhook_events" where "payment_intent_id" is not null and "type" like 'payment.%' group by "payment_intent_id") e where e."payment_intent_id" = i."id";`);
+
     this.addSql(`alter table "webhook_endpoints" add "enabled_events" text[] not null default '{*}';`);
 
     this.addSql(`alter table "confirmation_policies" add constraint "confirmation_policies_merchant_id_foreign" foreign key ("merchant_id") references "merchants" ("id") on delete cascade;`);
