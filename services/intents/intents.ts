@@ -14,7 +14,11 @@ import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntent
 import type { CreateInput } from "./validate.ts";
 import type { IntentViews } from "./views.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
-import { confirmationsFor, policyOf, type IntentPolicy } from "../policy/policy.ts";
+import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
+import { setBounded } from "../platform/bounded.ts";
+
+/** Merchants whose policy a process keeps a copy of (the rest read theirs again). */
+const maxCachedPolicies = 10_000;
 
 /** Where an intent was created, and for a terminal, by whom. */
 export interface IntentOrigin {
@@ -58,6 +62,12 @@ function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: Inte
 export class Intents {
   readonly views: IntentViews;
   readonly #addresses: AddressReserve;
+  /**
+   * Merchants' policies as last read, by merchant and environment: the one-statement create
+   * writes with this copy only if its version is still the policy's (else it writes nothing, and
+   * the transactional create reads the policy again), so a create costs no extra round trip.
+   */
+  readonly #policies = new Map<string, PolicySnapshot>();
 
   constructor(views: IntentViews, addresses = new AddressReserve()) {
     this.views = views;
@@ -74,11 +84,17 @@ export class Intents {
     return this.views.confirmationsOf(row);
   }
 
-  /** The owner's policy in force for a new intent: its confirmations and tolerance, fixed on it. */
-  async #policyFor(em: EntityManager, owner: Owner, input: CreateInput): Promise<IntentPolicy> {
+  /** The owner's policy as read now (and remembered for the one-statement create). */
+  async #readPolicy(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
+    const snapshot = await policySnapshot(em, owner);
+    setBounded(this.#policies, `${owner.merchantId}:${owner.environment}`, snapshot, maxCachedPolicies);
+    return snapshot;
+  }
+
+  /** What the owner's policy fixes on a new intent: its confirmations and tolerance. */
+  #policyFor(snapshot: PolicySnapshot, input: CreateInput): IntentPolicy {
     const asset = findAsset(input.network, input.asset) as AssetInfo;
-    const { rules, toleranceBps } = await policyOf(em, owner, input.network);
-    return { requiredConfirmations: confirmationsFor(rules, asset, input.requestedAmount, this.requiredConfirmations(asset)), underpaymentToleranceBps: toleranceBps };
+    return intentPolicy(snapshot, asset, input.requestedAmount, this.requiredConfirmations(asset));
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
@@ -87,7 +103,7 @@ export class Intents {
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     // The next create for this merchant's network may reserve its address ahead (createClaimed).
     this.#addresses.learn(owner, input.network, address.kind);
-    const row = newIntentRow(id, owner, input, origin, now, address.address, await this.#policyFor(tx, owner, input));
+    const row = newIntentRow(id, owner, input, origin, now, address.address, this.#policyFor(await this.#readPolicy(tx, owner), input));
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));
     return row;
@@ -110,30 +126,41 @@ export class Intents {
     respond: (intent: PaymentIntent) => Message,
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     const now = new Date();
-    const policy = await this.#policyFor(em, owner, input);
+    const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
     const address = await this.#addresses.take(em, owner, input.network);
     if (!address) throw new NeedsTransaction();
-    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address, policy);
+    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address, this.#policyFor(snapshot, input));
     // Built once, for the response and for the event's data.
     const view = this.views.message(row);
     const message = respond(view);
     const fits = deliveriesFit(owner.merchantId, owner.environment);
+    const current = policyIsCurrent(owner, snapshot.version);
     const key = claimCtes(claim, claim.encode(message), "gate");
     const intent = insertIntentCte(row, address.index, "claimed");
     const event = eventCtes(this.#createdEvent(row, now, view), "intent");
     claim.sent = true;
-    const [result] = await executePrepared<{ fresh: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null }>(
+    const [result] = await executePrepared<{
+      fresh: boolean;
+      policy_current: boolean;
+      claimed: boolean;
+      rpc: string | null;
+      fingerprint: string | null;
+      response: Buffer | null;
+    }>(
       em,
-      `with gate as (select (${address.guard.sql}) and ${fits.sql} as ok),
+      `with policy as (select ${current.sql} as current),
+       gate as (select (${address.guard.sql}) and ${fits.sql} and policy.current as ok from policy),
        ${key.sql}, ${intent.sql}, ${event.sql}
-       select gate.ok as fresh, exists (select 1 from claimed) as claimed, existing.rpc, existing.fingerprint, existing.response
-         from gate left join existing on true`,
-      [...address.guard.params, ...fits.params, ...key.params, ...intent.params, ...event.params],
+       select gate.ok as fresh, policy.current as policy_current, exists (select 1 from claimed) as claimed, existing.rpc, existing.fingerprint, existing.response
+         from gate cross join policy left join existing on true`,
+      [...current.params, ...address.guard.params, ...fits.params, ...key.params, ...intent.params, ...event.params],
     );
     if (result?.claimed) return { row, message };
-    // Nothing was written: the address goes back, and a stale guess of where addresses come from is dropped.
+    // Nothing was written: the address goes back, and a stale guess (of the policy, or of where
+    // addresses come from) is dropped.
     address.release();
-    if (!result?.fresh) this.#addresses.forget(owner, input.network);
+    if (!result?.policy_current) this.#policies.delete(`${owner.merchantId}:${owner.environment}`);
+    else if (!result?.fresh) this.#addresses.forget(owner, input.network);
     return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
   }
 

@@ -43,15 +43,37 @@ export function confirmationsFor(rules: readonly ConfirmationRule[], asset: Asse
   return rule.confirmations;
 }
 
-/** The owner's rules on a network and its tolerance, in one round trip (read on every create). */
-export async function policyOf(em: EntityManager, owner: Owner, network: string): Promise<{ rules: ConfirmationRule[]; toleranceBps: number }> {
-  const [row] = await em.execute<{ rules: ConfirmationRule[] | null; tolerance: number | null }[]>(
-    `select (select json_agg(json_build_object('asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations))
-               from confirmation_policies where merchant_id = ? and environment = ? and network = ?) as rules,
-            (select underpayment_tolerance_bps from merchant_policies where merchant_id = ? and environment = ?) as tolerance`,
-    [owner.merchantId, owner.environment, network, owner.merchantId, owner.environment],
+/** A merchant's whole policy in one environment, as of its version. */
+export interface PolicySnapshot {
+  version: number;
+  rules: (ConfirmationRule & { network: string })[];
+  toleranceBps: number;
+}
+
+/** The owner's policy, in one round trip. */
+export async function policySnapshot(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
+  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; version: string | number | null }[]>(
+    `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations))
+               from confirmation_policies where merchant_id = ? and environment = ?) as rules,
+            p.underpayment_tolerance_bps as tolerance, p.version
+       from (select 1) one left join merchant_policies p on p.merchant_id = ? and p.environment = ?`,
+    [owner.merchantId, owner.environment, owner.merchantId, owner.environment],
   );
-  return { rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0 };
+  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0 };
+}
+
+/** A condition, for a statement that writes an intent with a snapshot's values, that the snapshot is still the owner's policy. */
+export function policyIsCurrent(owner: Owner, version: number): { sql: string; params: unknown[] } {
+  return {
+    sql: `coalesce((select version from merchant_policies where merchant_id = ? and environment = ?), 0) = ?`,
+    params: [owner.merchantId, owner.environment, version],
+  };
+}
+
+/** What a snapshot fixes on a new intent of `asset` for `requested`; `fallback` is the network's count. */
+export function intentPolicy(snapshot: PolicySnapshot, asset: AssetInfo, requested: string, fallback: number): IntentPolicy {
+  const rules = snapshot.rules.filter((r) => r.network === asset.network);
+  return { requiredConfirmations: confirmationsFor(rules, asset, requested, fallback), underpaymentToleranceBps: snapshot.toleranceBps };
 }
 
 /** The highest confirmation count any merchant's rule sets on the chain: how far back a watcher keeps reporting and looks for reorgs. */
@@ -114,23 +136,30 @@ export function checkTolerance(bps: number): number {
 export async function setConfirmationRule(em: EntityManager, owner: Owner, network: string, asset: string, rule: ConfirmationRule | undefined, now = new Date()): Promise<void> {
   if (!rule) {
     await em.execute(`delete from confirmation_policies where merchant_id = ? and environment = ? and network = ? and asset = ?`, [owner.merchantId, owner.environment, network, asset]);
-    return;
+  } else {
+    await em.execute(
+      `insert into confirmation_policies (merchant_id, environment, network, asset, confirmations, below_amount, below_confirmations, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?)
+       on conflict (merchant_id, environment, network, asset) do update
+         set confirmations = excluded.confirmations, below_amount = excluded.below_amount, below_confirmations = excluded.below_confirmations, updated_at = excluded.updated_at`,
+      [owner.merchantId, owner.environment, network, rule.asset, rule.confirmations, rule.belowAmount, rule.belowConfirmations, now],
+    );
   }
+  await bumpVersion(em, owner, now);
+}
+
+/** Every change moves the version, so a create holding an older copy of the policy writes nothing and reads it again. */
+async function bumpVersion(em: EntityManager, owner: Owner, now: Date, toleranceBps?: number): Promise<void> {
   await em.execute(
-    `insert into confirmation_policies (merchant_id, environment, network, asset, confirmations, below_amount, below_confirmations, updated_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?)
-     on conflict (merchant_id, environment, network, asset) do update
-       set confirmations = excluded.confirmations, below_amount = excluded.below_amount, below_confirmations = excluded.below_confirmations, updated_at = excluded.updated_at`,
-    [owner.merchantId, owner.environment, network, rule.asset, rule.confirmations, rule.belowAmount, rule.belowConfirmations, now],
+    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, version, updated_at) values (?, ?, ?, 1, ?)
+     on conflict (merchant_id, environment) do update
+       set underpayment_tolerance_bps = coalesce(?, merchant_policies.underpayment_tolerance_bps), version = merchant_policies.version + 1, updated_at = excluded.updated_at`,
+    [owner.merchantId, owner.environment, toleranceBps ?? 0, now, toleranceBps ?? null],
   );
 }
 
 export async function setTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()): Promise<void> {
-  await em.execute(
-    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, updated_at) values (?, ?, ?, ?)
-     on conflict (merchant_id, environment) do update set underpayment_tolerance_bps = excluded.underpayment_tolerance_bps, updated_at = excluded.updated_at`,
-    [owner.merchantId, owner.environment, bps, now],
-  );
+  await bumpVersion(em, owner, now, bps);
 }
 
 /** Everything the owner has set: every network's rules and the tolerance. */

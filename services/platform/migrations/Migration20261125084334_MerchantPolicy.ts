@@ -7,7 +7,7 @@ export class Migration20261125084334_MerchantPolicy extends Migration {
   override up(): void | Promise<void> {
     this.addSql(`create table "confirmation_policies" ("merchant_id" varchar(255) not null, "environment" varchar(4) not null, "network" varchar(32) not null, "asset" varchar(16) not null, "confirmations" int not null, "below_amount" numeric null, "below_confirmations" int null, "updated_at" timestamptz(3) not null, primary key ("merchant_id", "environment", "network", "asset"));`);
 
-    this.addSql(`create table "merchant_policies" ("merchant_id" varchar(255) not null, "environment" varchar(4) not null, "underpayment_tolerance_bps" int not null default 0, "updated_at" timestamptz(3) not null, primary key ("merchant_id", "environment"));`);
+    this.addSql(`create table "merchant_policies" ("merchant_id" varchar(255) not null, "environment" varchar(4) not null, "underpayment_tolerance_bps" int not null default 0, "version" bigint not null default 0, "updated_at" timestamptz(3) not null, primary key ("merchant_id", "environment"));`);
 
     this.addSql(`alter table "payment_intents" add "sequence" int not null default 1, add "required_confirmations" int null, add "underpayment_tolerance_bps" int not null default 0;`);
 
