@@ -18,14 +18,14 @@ function policyMessage(owner: Owner, policy: Awaited<ReturnType<typeof showPolic
   return {
     merchant: owner.merchantId,
     environment: owner.environment,
-    confirmationRules: policy.confirmations.map((r) => ({
+    confirmationRules: policy.confirmation_rules.map((r) => ({
       network: r.network,
       asset: r.asset,
       confirmations: r.confirmations,
-      belowAmount: r.belowAmount ?? undefined,
-      belowConfirmations: r.belowConfirmations ?? undefined,
+      belowAmount: r.below_amount ?? undefined,
+      belowConfirmations: r.below_confirmations ?? undefined,
     })),
-    underpaymentToleranceBps: policy.underpaymentToleranceBps,
+    underpaymentToleranceBps: policy.underpayment_tolerance_bps,
   };
 }
 

@@ -53,7 +53,7 @@ export interface PolicySnapshot {
 /** The owner's policy, in one round trip. */
 export async function policySnapshot(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
   const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; version: string | number | null }[]>(
-    `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations))
+    `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations) order by network, asset)
                from confirmation_policies where merchant_id = ? and environment = ?) as rules,
             p.underpayment_tolerance_bps as tolerance, p.version
        from (select 1) one left join merchant_policies p on p.merchant_id = ? and p.environment = ?`,
@@ -109,7 +109,7 @@ export function checkRule(input: ConfirmationRuleInput): ConfirmationRule {
     }
     // Every chain we accept can reorganize: counting at 0 must be asked for in so many words.
     if (n === 0 && !input.allowUnconfirmed) {
-      throw validationError(param, `"${param}" of 0 counts payments no block holds yet, which a reorg or a double spend takes back; set allow_unconfirmed to mean it.`);
+      throw validationError(param, `"${param}" of 0 counts payments no block holds yet, which a reorg or a double spend takes back; set allow_unconfirmed (the admin CLI's --allow-unconfirmed) to mean it.`);
     }
   };
   count("confirmations", input.confirmations);
@@ -162,17 +162,20 @@ export async function setTolerance(em: EntityManager, owner: Owner, bps: number,
   await bumpVersion(em, owner, now, bps);
 }
 
-/** Everything the owner has set: every network's rules and the tolerance. */
-export async function showPolicy(em: EntityManager, owner: Owner): Promise<{ confirmations: (ConfirmationRule & { network: string })[]; underpaymentToleranceBps: number }> {
-  const rules = await em.execute<{ network: string; asset: string; confirmations: number; below_amount: string | null; below_confirmations: number | null }[]>(
-    `select network, asset, confirmations, below_amount::text as below_amount, below_confirmations from confirmation_policies
-      where merchant_id = ? and environment = ? order by network, asset`,
-    [owner.merchantId, owner.environment],
-  );
-  const [tolerance] = await em.execute<{ bps: number }[]>(`select underpayment_tolerance_bps as bps from merchant_policies where merchant_id = ? and environment = ?`, [owner.merchantId, owner.environment]);
+/** Everything the owner has set, as the admin CLI prints it: every network's rules and the tolerance. */
+export async function showPolicy(em: EntityManager, owner: Owner) {
+  const snapshot = await policySnapshot(em, owner);
   return {
-    confirmations: rules.map((r) => ({ network: r.network, asset: r.asset, confirmations: r.confirmations, belowAmount: r.below_amount, belowConfirmations: r.below_confirmations })),
-    underpaymentToleranceBps: tolerance?.bps ?? 0,
+    merchant: owner.merchantId,
+    environment: owner.environment,
+    confirmation_rules: snapshot.rules.map((r) => ({
+      network: r.network,
+      asset: r.asset,
+      confirmations: r.confirmations,
+      below_amount: r.belowAmount,
+      below_confirmations: r.belowConfirmations,
+    })),
+    underpayment_tolerance_bps: snapshot.toleranceBps,
   };
 }
 

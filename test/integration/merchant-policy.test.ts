@@ -96,7 +96,7 @@ t.test("an endpoint filtered to payment.confirmed receives only that, and webhoo
 t.test("confirmation rules from the admin CLI: a small payment counts at its lower count; a policy changed while an intent is open does not move it", async (t) => {
   const set = await admin("policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--asset", "USDC", "--confirmations", "4", "--below", "50", "--below-confirmations", "1");
   t.equal(set.code, 0, set.stderr);
-  t.same(set.json.confirmations, [{ network: "ethereum", asset: "USDC", confirmations: 4, belowAmount: "50", belowConfirmations: 1 }]);
+  t.same(set.json.confirmation_rules, [{ network: "ethereum", asset: "USDC", confirmations: 4, below_amount: "50", below_confirmations: 1 }]);
 
   const coffee = await createIntent({ requested_amount: "3" });
   const car = await createIntent({ requested_amount: "5000" });
@@ -137,7 +137,7 @@ t.test("confirmation rules from the admin CLI: a small payment counts at its low
   const zero = await admin("policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--confirmations", "0", "--allow-unconfirmed");
   t.equal(zero.code, 0, "0 when the merchant says so in so many words");
   const shown = await admin("policy", "show", "--merchant", a.merchant, "--environment", "test");
-  t.same(shown.json.confirmations.map((r: { asset: string; confirmations: number }) => [r.asset, r.confirmations]), [["*", 0], ["USDC", 2]], "the refused ones changed nothing");
+  t.same(shown.json.confirmation_rules.map((r: { asset: string; confirmations: number }) => [r.asset, r.confirmations]), [["*", 0], ["USDC", 2]], "the refused ones changed nothing");
   t.equal((await admin("policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--remove")).code, 0);
   t.equal((await admin("policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--asset", "USDC", "--remove")).code, 0);
 });
@@ -145,7 +145,7 @@ t.test("confirmation rules from the admin CLI: a small payment counts at its low
 t.test("underpayment tolerance: 0.1 % short within 0.5 % is confirmed; a per-intent override; the bounds", async (t) => {
   const set = await admin("policy", "tolerance", "--merchant", a.merchant, "--environment", "test", "--bps", "50");
   t.equal(set.code, 0, set.stderr);
-  t.equal(set.json.underpaymentToleranceBps, 50);
+  t.equal(set.json.underpayment_tolerance_bps, 50);
   await admin("policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--confirmations", "1");
 
   const within = await createIntent({ requested_amount: "100" });
