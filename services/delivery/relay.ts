@@ -6,7 +6,7 @@ import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { StreamNames } from "./jetstream.ts";
-import { claimUnpublished, markPublished } from "./store.ts";
+import { takeUnpublished } from "./store.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -69,10 +69,9 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     await o.streamReady(failures > 0);
     const js = jetstream(nc);
     return o.db.em.fork().transactional(async (tx) => {
-      const rows = await claimUnpublished(tx, batch);
+      const rows = await takeUnpublished(tx, batch);
       if (rows.length === 0) return 0;
       await Promise.all(rows.map(({ id, msgId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000 })));
-      await markPublished(tx, rows.map((r) => r.id));
       return rows.length;
     });
   };

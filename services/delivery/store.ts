@@ -7,20 +7,26 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
 // ---- the relay ----
 
 /**
- * Up to `batch` unpublished deliveries, locked so that concurrent relays take different rows,
- * each with the Nats-Msg-Id of its publication: the delivery id, and for a delivery published
- * again (requeue) the id and a count, so that JetStream's duplicate window does not drop it.
+ * Up to `batch` unpublished deliveries, oldest first, locked so that concurrent relays take
+ * different rows, each with the Nats-Msg-Id of its publication: the delivery id, and for a
+ * delivery published again (requeue) the id and a count, so that JetStream's duplicate window
+ * does not drop it. They are marked published in the same statement of the caller's
+ * transaction: the mark holds only if that transaction commits, which the relay does once
+ * JetStream has acknowledged every publish (a failed or crashed pass leaves them unpublished).
+ * One statement where there were two, because a worker handed a message waits for this
+ * transaction's commit.
  */
-export async function claimUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
-  const rows = await em.execute<{ id: string; republished: number }[]>(
-    `select id, republished from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked`,
+export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string }[]>(
+    `update webhook_deliveries d set published_at = now()
+       from (select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
+      where d.id = due.id
+      returning d.id, d.republished, d.created_at`,
     [batch],
   );
+  // RETURNING keeps no order: published oldest first, as they were taken.
+  rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
   return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id }));
-}
-
-export async function markPublished(em: EntityManager, ids: readonly string[]): Promise<void> {
-  await em.execute(`update webhook_deliveries set published_at = now() where id in (?)`, [ids]);
 }
 
 // ---- the worker ----
