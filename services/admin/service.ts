@@ -1,9 +1,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { fromJson } from "@bufbuild/protobuf";
+import { AdminService, MerchantPolicySchema } from "../../gen/payments/v1/admin_pb.ts";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy, type showPolicy } from "../policy/policy.ts";
+import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
@@ -12,21 +13,6 @@ import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../
 function ownerOf(merchantId: string, environment: Environment | undefined): Owner {
   if (!environment) throw apiError("invalid_state", "This internal credential predates environments: issue one for test or live (admin internal-credential create --environment).");
   return { merchantId, environment };
-}
-
-function policyMessage(owner: Owner, policy: Awaited<ReturnType<typeof showPolicy>>) {
-  return {
-    merchant: owner.merchantId,
-    environment: owner.environment,
-    confirmationRules: policy.confirmation_rules.map((r) => ({
-      network: r.network,
-      asset: r.asset,
-      confirmations: r.confirmations,
-      belowAmount: r.below_amount ?? undefined,
-      belowConfirmations: r.below_confirmations ?? undefined,
-    })),
-    underpaymentToleranceBps: policy.underpayment_tolerance_bps,
-  };
 }
 
 export interface AdminDeps {
@@ -68,19 +54,19 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
         allowUnconfirmed: req.allowUnconfirmed,
         remove: req.remove,
       };
-      return { policy: policyMessage(owner, await inTransaction(em, (tx) => applyConfirmationRule(tx, owner, input))) };
+      return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyConfirmationRule(tx, owner, input))) };
     },
 
     async setUnderpaymentTolerance(req, ctx) {
       const { em, principal } = internalRequest(ctx);
       const owner = ownerOf(req.merchant, principal.environment);
-      return { policy: policyMessage(owner, await inTransaction(em, (tx) => applyTolerance(tx, owner, req.underpaymentToleranceBps))) };
+      return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyTolerance(tx, owner, req.underpaymentToleranceBps))) };
     },
 
     async getMerchantPolicy(req, ctx) {
       const { em, principal } = internalRequest(ctx);
       const owner = ownerOf(req.merchant, principal.environment);
-      return { policy: policyMessage(owner, await readPolicy(em, owner)) };
+      return { policy: fromJson(MerchantPolicySchema, await readPolicy(em, owner)) };
     },
 
     async recoverFailedDeliveries(req, ctx) {

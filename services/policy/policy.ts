@@ -1,16 +1,26 @@
+import { getOption, type DescField } from "@bufbuild/protobuf";
+import { SetConfirmationPolicyRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
+import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { checkAmount, toUnits } from "../vocabulary/amount.ts";
 import { assetsOn, findAsset, networks, type AssetInfo } from "../vocabulary/assets.ts";
 
+/** A bound of AdminService's policy requests: the proto's rule is the one source; the admin CLI is held to it too. */
+function maxOf(field: DescField): number {
+  const max = getOption(field, fieldRules).max;
+  if (max === undefined) throw new Error(`${field.parent.typeName}.${field.name} has no max rule`);
+  return Number(max);
+}
+
 /** The bounds a merchant's policy is held to. */
-export const policyLimits = {
+const policyLimits = {
   /** Basis points: 10 %. */
-  maxToleranceBps: 1000,
+  maxToleranceBps: maxOf(SetUnderpaymentToleranceRequestSchema.field.underpaymentToleranceBps),
   /** Within the block history a watcher keeps (1 024) to find a reorg and to report again after a restart. */
-  maxConfirmations: 500,
-} as const;
+  maxConfirmations: maxOf(SetConfirmationPolicyRequestSchema.field.confirmations),
+};
 
 /** A confirmation rule as stored: for one asset of the network, or "*" for all of them. */
 export interface ConfirmationRule {
@@ -133,7 +143,7 @@ export function checkTolerance(bps: number): number {
 }
 
 /** Sets (or with `rule` undefined, removes) the owner's rule for a network's asset ("*": all); intents already created keep theirs. */
-export async function setConfirmationRule(em: EntityManager, owner: Owner, network: string, asset: string, rule: ConfirmationRule | undefined, now = new Date()): Promise<void> {
+async function setConfirmationRule(em: EntityManager, owner: Owner, network: string, asset: string, rule: ConfirmationRule | undefined, now = new Date()): Promise<void> {
   if (!rule) {
     await em.execute(`delete from confirmation_policies where merchant_id = ? and environment = ? and network = ? and asset = ?`, [owner.merchantId, owner.environment, network, asset]);
   } else {
@@ -158,12 +168,12 @@ async function bumpVersion(em: EntityManager, owner: Owner, now: Date, tolerance
   );
 }
 
-export async function setTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()): Promise<void> {
+async function setTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()): Promise<void> {
   await bumpVersion(em, owner, now, bps);
 }
 
-/** Everything the owner has set, as the admin CLI prints it: every network's rules and the tolerance. */
-export async function showPolicy(em: EntityManager, owner: Owner) {
+/** Everything the owner has set: every network's rules and the tolerance, as AdminService's MerchantPolicy in JSON (the admin CLI prints it). */
+async function showPolicy(em: EntityManager, owner: Owner) {
   const snapshot = await policySnapshot(em, owner);
   return {
     merchant: owner.merchantId,

@@ -7,7 +7,6 @@ export interface BitcoinNode {
   hashAt(height: number): Promise<string | undefined>;
   /** The block with every transaction decoded (`getblock <hash> 2`), or undefined if the node does not know the hash. */
   block(hash: string): Promise<BitcoinBlock | undefined>;
-  close(): Promise<void>;
 }
 
 /** A block as `getblock <hash> 2` writes it, reduced to what the watcher reads. */
@@ -90,7 +89,6 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
         throw err;
       }
     },
-    async close() {},
   };
 }
 

@@ -37,7 +37,8 @@ function chainReader(e: ChainEndpoint): { source: ChainSource; watched: WatchedA
   if (e.network === "bitcoin") {
     const node = bitcoinNode(e.url);
     const watched = new BitcoinWatched();
-    return { source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched), watched, close: () => node.close() };
+    // Plain HTTP requests: nothing to close.
+    return { source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched), watched, close: async () => {} };
   }
   const node = evmNode(e.url);
   const watched = new EvmWatched();

@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import type { Role } from "../../services/app/app.ts";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -133,4 +134,25 @@ export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, t
   } finally {
     await nc.close();
   }
+}
+
+/** An event as a receiver parses it: the envelope, with the embedded intent of payment events. */
+export interface ReceivedEvent {
+  id: string;
+  type: string;
+  data: { payment_intent?: { public_id: string; sequence: number; status: string } };
+}
+
+/**
+ * The events the receiver got (at `path` only, when given), each signature checked with the
+ * endpoint's secret as a receiver would, independently of the service's own signing code.
+ */
+export function signedEvents(receiver: Receiver, secret: string, path?: string): ReceivedEvent[] {
+  return receiver.requests
+    .filter((r) => path === undefined || r.url === path)
+    .map((r) => {
+      const ts = String(r.headers["x-service-timestamp"]);
+      if (createHmac("sha256", secret).update(`${ts}.`).update(r.body).digest("hex") !== r.headers["x-service-signature"]) throw new Error("a webhook with a bad signature");
+      return JSON.parse(r.body.toString()) as ReceivedEvent;
+    });
 }

@@ -3,12 +3,11 @@
 // signed transactions to the BIP84 deposit addresses the service hands out (tb1…, the node
 // writes them rb1…: matched by script), followed by the watcher role in the app's process and
 // counted through the real REST API, each event delivered once as a signed webhook.
-import { createHmac } from "node:crypto";
 import t from "tap";
 import { setAccountKey } from "../../services/addresses/admin.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
-import { webhookSetup } from "../helpers/webhooks.ts";
+import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 
 const chain = await startRegtest();
 t.teardown(() => chain.stop());
@@ -38,17 +37,7 @@ async function seen(id: string, txid: string, confirmations: number) {
 }
 
 /** The event types the receiver got for an intent (signatures checked), in any order. */
-function eventsOf(id: string): string[] {
-  const out: string[] = [];
-  for (const r of s.receiver.requests) {
-    const ts = String(r.headers["x-service-timestamp"]);
-    const expected = createHmac("sha256", endpoint.secret).update(`${ts}.`).update(r.body).digest("hex");
-    if (expected !== r.headers["x-service-signature"]) throw new Error("a webhook with a bad signature");
-    const event = JSON.parse(r.body.toString());
-    if (event.data.payment_intent?.public_id === id) out.push(event.type);
-  }
-  return out.sort();
-}
+const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 const events = (id: string, count: number) =>
   until(`events of ${id}`, async () => (eventsOf(id).length >= count ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 

@@ -2,12 +2,11 @@
 // token contracts placed at the asset table's addresses, payments made with real signed
 // transactions, followed by the watcher role in the app's process and counted through the real
 // REST API, with each event delivered once as a signed webhook.
-import { createHmac } from "node:crypto";
 import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain, testTokenCode, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
-import { webhookSetup } from "../helpers/webhooks.ts";
+import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 import { encodeFunctionData, parseUnits } from "viem";
 
 const dev = await startDevChain();
@@ -41,17 +40,7 @@ async function seen(id: string, tx: string, confirmations: number) {
 }
 
 /** The event types the receiver got for an intent (signatures checked), in any order. */
-function eventsOf(id: string): string[] {
-  const out: string[] = [];
-  for (const r of s.receiver.requests) {
-    const ts = String(r.headers["x-service-timestamp"]);
-    const expected = createHmac("sha256", endpoint.secret).update(`${ts}.`).update(r.body).digest("hex");
-    if (expected !== r.headers["x-service-signature"]) throw new Error("a webhook with a bad signature");
-    const event = JSON.parse(r.body.toString());
-    if (event.data.payment_intent?.public_id === id) out.push(event.type);
-  }
-  return out.sort();
-}
+const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 const events = (id: string, expected: string[]) =>
   until(`events of ${id}`, async () => (eventsOf(id).length >= expected.length ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 

@@ -2,7 +2,6 @@
 // rules and an underpayment tolerance set with the admin CLI and AdminService and fixed on each
 // intent when it is created, and the sequence number a receiver orders events by. Payments are
 // real token transfers on anvil, followed by the watcher role; events come through the receiver.
-import { createHmac } from "node:crypto";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
@@ -13,7 +12,7 @@ import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
-import { hookHost, webhookSetup } from "../helpers/webhooks.ts";
+import { hookHost, signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
@@ -43,16 +42,7 @@ async function seen(id: string, tx: string, confirmations: number) {
   return get(id);
 }
 
-/** Events the receiver got at `path`, signatures checked with the endpoint's secret. */
-function received(path: string, secret: string): { type: string; data: { payment_intent?: { public_id: string; sequence: number; status: string } } }[] {
-  return s.receiver.requests
-    .filter((r) => r.url === path)
-    .map((r) => {
-      const ts = String(r.headers["x-service-timestamp"]);
-      if (createHmac("sha256", secret).update(`${ts}.`).update(r.body).digest("hex") !== r.headers["x-service-signature"]) throw new Error("a bad signature");
-      return JSON.parse(r.body.toString());
-    });
-}
+const received = (path: string, secret: string) => signedEvents(s.receiver, secret, path);
 
 t.test("an endpoint filtered to payment.confirmed receives only that, and webhook.test when tested", async (t) => {
   const all = await s.createEndpoint("/hooks/all");
