@@ -15,15 +15,24 @@ export interface Request {
   body: Buffer;
   headers: Record<string, string>;
   timeoutMs: number;
+  /** The worker's connections (deliveryAgent). */
+  agent: https.Agent;
 }
 
 export type Response =
   | { statusCode: number; excerpt: string }
   | { error: ErrorClass; detail: string };
 
-// Connections are keyed by address, port and server name, so a kept-alive
-// connection is only ever reused for the address that was checked.
-const agent = new https.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, scheduling: "lifo" });
+/**
+ * A worker's connections. The agent keys them by address, port and server name, so a kept-alive
+ * connection is only ever reused for the address that was checked. It keeps as many idle
+ * connections per endpoint as the worker runs attempts: with fewer, every attempt past that number
+ * would close its connection after the response and the next would open one again (a TCP and TLS
+ * handshake per attempt under load).
+ */
+export function deliveryAgent(concurrency: number): https.Agent {
+  return new https.Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency, scheduling: "lifo" });
+}
 
 /** Why a request failed, from Node's error codes. */
 export function errorClassOf(err: NodeJS.ErrnoException): ErrorClass {
@@ -52,7 +61,7 @@ export function send(req: Request): Promise<Response> {
         path: req.url.pathname + req.url.search,
         method: "POST",
         headers: { ...req.headers, host: req.url.host, "content-length": String(req.body.length) },
-        agent,
+        agent: req.agent,
       },
       (res) => {
         const chunks: Buffer[] = [];

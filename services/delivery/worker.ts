@@ -1,3 +1,4 @@
+import type https from "node:https";
 import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Database } from "../platform/db.ts";
 import { isDatabaseUnavailable, isTransientConflict } from "../platform/errors.ts";
@@ -10,7 +11,7 @@ import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
-import { send, type Response } from "./send.ts";
+import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
 import {
   claimDeliveries,
@@ -109,7 +110,8 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
       }
     }
   };
-  const ctx: HandleContext = { o, batches, persist };
+  const agent = deliveryAgent(o.concurrency);
+  const ctx: HandleContext = { o, batches, persist, agent };
 
   // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
   // that can start now are pulled (see below). A fetch ends by itself when its pull request expires,
@@ -204,6 +206,7 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
       await loop;
       // Attempts in flight finish and record their outcome.
       await Promise.allSettled(inflight);
+      agent.destroy();
     },
   };
 }
@@ -217,6 +220,7 @@ interface HandleContext {
   o: WorkerOptions;
   batches: Batches;
   persist: <T>(write: () => Promise<T>) => Promise<T>;
+  agent: https.Agent;
 }
 
 function shortestDeadlineMs(s: Schedule): number {
@@ -233,7 +237,7 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
   return Math.min(Math.max(2 * shortestDeadlineMs(s), 10_000), 300_000) + timeoutMs;
 }
 
-async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promise<void> {
+async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg): Promise<void> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -277,7 +281,7 @@ async function handle({ o, batches, persist }: HandleContext, msg: JsMsg): Promi
       await persist(() => failClaimed(o.db.em.fork(), d.id, "endpoint_disabled"));
       return msg.term();
     }
-    const response = await attempt(o, d);
+    const response = await attempt(o, agent, d);
     const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
     const outcome = classify(result);
     const last = d.attempt >= o.schedule.maxAttempts;
@@ -350,7 +354,7 @@ async function finish(o: WorkerOptions, batches: Batches, persist: HandleContext
 }
 
 /** The security policy again (DNS may have changed since the endpoint was created), then the signed POST. */
-async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
+async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promise<Response> {
   let target;
   try {
     target = await resolveTarget(d.endpointUrl, o.connectTo);
@@ -385,5 +389,6 @@ async function attempt(o: WorkerOptions, d: Claimed): Promise<Response> {
       ...signatureHeaders(current, previous, timestamp, body),
     },
     timeoutMs: o.timeoutMs,
+    agent,
   });
 }
