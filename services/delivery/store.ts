@@ -31,6 +31,16 @@ export async function takeUnpublished(em: EntityManager, batch: number): Promise
 
 // ---- the worker ----
 
+/**
+ * A delivery's status in the worker's statements, written so that no index on status can drive
+ * them: they find their rows by id. The planner's idea of how many deliveries are pending or
+ * processing comes from the last ANALYZE, and a backlog (an outage, a burst) builds up long before
+ * the next one: it would then read every pending or processing delivery through the status index
+ * for each batch of 50, so a drain slowed down as the backlog it drains grew (100 000 queued
+ * deliveries: 1 273/s against 2 834/s, PostgreSQL's CPU per delivery three times as high).
+ */
+const statusOf = (alias: string) => `coalesce(${alias}.status, '')`;
+
 export interface Claimed {
   id: string;
   attempt: number;
@@ -95,8 +105,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
      ), old as (
        select d.id, d.status, d.last_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
         where (d.stream_seq is null or d.stream_seq = input.seq)
-          and ((d.status = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
-               or (d.status = 'processing' and d.last_attempt_at <= ?))
+          and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
+               or (${statusOf("d")} = 'processing' and d.last_attempt_at <= ?))
         order by d.id
         for update of d
      ), claimed as (
@@ -205,7 +215,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
        update webhook_deliveries d
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
               last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
-         from input where d.id = input.id and d.status = 'processing' and d.attempt_count = input.number
+         from input where d.id = input.id and ${statusOf("d")} = 'processing' and d.attempt_count = input.number
        returning d.id, input.number
      )
      insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
