@@ -36,7 +36,10 @@ export class Nats {
       let failures = 0;
       while (!this.closed) {
         try {
-          const nc = await connect({ servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+          // noAsyncTraces: the client would otherwise build two Error objects (stack traces) for every
+          // request, i.e. every JetStream publish and pull, whether it fails or not; our logs name
+          // the operation that failed themselves.
+          const nc = await connect({ servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500, noAsyncTraces: true });
           if (this.closed) {
             await nc.close();
             return;
