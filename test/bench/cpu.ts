@@ -100,3 +100,51 @@ export function meterCpu(subject: CpuSubject): { stop(requests: number): CpuPerR
     },
   };
 }
+
+/** The pids of processes whose command (comm) is `name`, e.g. nats-server. */
+export function processesNamed(name: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === name) pids.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+/**
+ * Starts counting the CPU of named groups of processes (each group's pids are listed again at the
+ * end, so a process that started meanwhile counts whole); `stop(items)` gives each group's
+ * milliseconds of CPU per item, or undefined where /proc is not there.
+ */
+export function meterGroups<K extends string>(groups: Record<K, () => number[]>): { stop(items: number): Record<K, number> | undefined } {
+  const ticksOf = () => {
+    const out = new Map<K, Map<number, number>>();
+    for (const [name, pids] of Object.entries(groups) as [K, () => number[]][]) {
+      const m = new Map<number, number>();
+      for (const pid of pids()) {
+        const t = statTicks(String(pid));
+        if (t !== undefined) m.set(pid, t);
+      }
+      out.set(name, m);
+    }
+    return out;
+  };
+  const start = ticksOf();
+  return {
+    stop(items) {
+      if (statTicks("self") === undefined || items <= 0) return undefined;
+      const end = ticksOf();
+      const result = {} as Record<K, number>;
+      for (const [name, pids] of end) {
+        let ticks = 0;
+        for (const [pid, t] of pids) ticks += t - (start.get(name)?.get(pid) ?? 0);
+        result[name] = (ticks * msPerTick) / items;
+      }
+      return result;
+    },
+  };
+}

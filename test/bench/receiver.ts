@@ -9,6 +9,8 @@ export const benchHost = "hooks.bench.test";
 
 export interface BenchReceiver {
   port: number;
+  /** The receiver's process, for its CPU time. */
+  pid: number;
   ca: TestCa;
   /** The system's environment that points hooks.bench.test at this receiver. */
   env: Record<string, string>;
@@ -45,6 +47,7 @@ export async function startBenchReceiver(cleanup: Cleanup, failFirst = 0): Promi
   await ask(child, "noop", "listening");
   return {
     port,
+    pid: child.pid as number,
     ca,
     env: { WEBHOOK_CONNECT_TO: `${benchHost}:443:127.0.0.1:${port}`, NODE_EXTRA_CA_CERTS: ca.caFile },
     arrivals: async () => new Map(await ask<[string, number[]][]>(child, "arrivals", "arrivals")),

@@ -2,6 +2,7 @@ import https from "node:https";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { signPayload } from "../../../services/delivery/signature.ts";
+import { backendsOf, meterGroups, processesNamed } from "../cpu.ts";
 import type { EventProducer } from "../events.ts";
 import { benchHost, startWebhookSystem, type BenchReceiver } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
@@ -28,10 +29,21 @@ async function waitForArrivals(ids: readonly string[], timeoutMs: number): Promi
   }
 }
 
-/** N events recorded at once (1000 per transaction): deliveries/s from the first commit to the last arrival. */
-async function sustained(ctx: BenchContext, n: number): Promise<number> {
+/** Who spends the CPU of a delivery: every process it passes through, on this machine. */
+const pipelineGroups = () => ({
+  service: () => system.processes.map((p) => p.child.pid as number),
+  postgres: () => backendsOf(system.database),
+  nats: () => processesNamed("nats-server"),
+  receiver: () => [receiver.pid],
+  producer: () => [process.pid],
+});
+type PipelineCpu = Record<keyof ReturnType<typeof pipelineGroups>, number>;
+
+/** N events recorded at once (1000 per transaction): deliveries/s from the first commit to the last arrival, and the CPU per delivery. */
+async function sustained(ctx: BenchContext, n: number): Promise<{ rate: number; cpu: PipelineCpu | undefined }> {
   await receiver.reset();
   const ids: string[] = [];
+  const meter = meterGroups(pipelineGroups());
   const t0 = nowMs();
   let next = 0;
   while (next < n) {
@@ -40,9 +52,10 @@ async function sustained(ctx: BenchContext, n: number): Promise<number> {
     ids.push(...(await producer.record(count)).ids);
   }
   const arrivals = await waitForArrivals(ids, 120_000);
+  const cpu = meter.stop(n);
   const last = Math.max(...ids.map((id) => arrivals.get(id)![0]!));
   ctx.log(`delivery: ${n} events recorded in ${Math.round(nowMs() - t0)} ms`);
-  return n / ((last - t0) / 1000);
+  return { rate: n / ((last - t0) / 1000), cpu };
 }
 
 interface Latency {
@@ -91,8 +104,8 @@ async function latencyAt(rate: number, seconds: number): Promise<Latency> {
   };
 }
 
-/** The baseline: a raw loop POSTing signed bodies to the same receiver (64 at a time, keep-alive). */
-async function rawLoop(seconds: number): Promise<number> {
+/** The baseline: a raw loop POSTing signed bodies to the same receiver (64 at a time, keep-alive), and its CPU per request. */
+async function rawLoop(seconds: number): Promise<{ rate: number; cpu: { client: number; receiver: number } | undefined }> {
   const agent = new https.Agent({ keepAlive: true, maxSockets: 64, ca: receiver.ca.caPem });
   const body = Buffer.from(JSON.stringify({ id: "evt_raw", type: "webhook.test", created_at: new Date().toISOString(), data: { test: { synthetic: true } } }));
   let sent = 0;
@@ -124,6 +137,7 @@ async function rawLoop(seconds: number): Promise<number> {
       req.on("error", reject);
       req.end(body);
     });
+  const meter = meterGroups({ client: () => [process.pid], receiver: () => [receiver.pid] });
   const t0 = nowMs();
   await Promise.all(
     Array.from({ length: 64 }, async () => {
@@ -133,9 +147,11 @@ async function rawLoop(seconds: number): Promise<number> {
       }
     }),
   );
+  const rate = sent / ((nowMs() - t0) / 1000);
+  const cpu = meter.stop(sent);
   agent.destroy();
   await receiver.reset();
-  return sent / ((nowMs() - t0) / 1000);
+  return { rate, cpu };
 }
 
 const stageLabels = {
@@ -150,6 +166,20 @@ const stageMetrics = Object.fromEntries(
     [`stage_${stage}_p99`, { label: `300/s stage: ${label} p99`, unit: "ms" }],
   ]),
 );
+
+const cpuLabels = {
+  service: "the service's processes (relay, workers: publish, pull, claim, sign, POST, record, ack)",
+  postgres: "PostgreSQL backends of the system's database (the outbox, claim and attempt writes; the producer's inserts)",
+  nats: "nats-server (publish, store, deliver, ack)",
+  receiver: "the receiver process (TLS, HTTP, signature check)",
+  producer: "the bench's producer (building and sending the events' inserts)",
+} as const;
+/** Where a delivery's CPU goes in the drain, beside the raw loop's per request: what the ratio is made of. */
+const cpuMetrics = {
+  ...Object.fromEntries(Object.entries(cpuLabels).map(([k, label]) => [`cpu_${k}_ms`, { label: `drain CPU per delivery: ${label}`, unit: "ms" }])),
+  cpu_total_ms: { label: "drain CPU per delivery: all of the above", unit: "ms" },
+  baseline_cpu_ms: { label: "baseline CPU per request: the raw loop's client and the receiver", unit: "ms" },
+};
 
 /** Event → outbox → relay → JetStream → worker → HTTPS receiver, on a system of its own. */
 export const deliveryScenario: Scenario = {
@@ -166,6 +196,7 @@ export const deliveryScenario: Scenario = {
     steady_p50: { label: "300/s: commit → first attempt p50", unit: "ms", target: { op: "<=", value: 25 } },
     steady_p99: { label: "300/s: commit → first attempt p99", unit: "ms", target: { op: "<=", value: 150 } },
     ...stageMetrics,
+    ...cpuMetrics,
   },
   async setup(ctx) {
     ({ system, receiver, secret, producer } = await startWebhookSystem(cleanup));
@@ -179,7 +210,7 @@ export const deliveryScenario: Scenario = {
     const n = ctx.quick ? 2000 : 20_000;
     const seconds = ctx.quick ? 3 : 10;
     await vacuumIfNoAutovacuum(ctx);
-    const deliveries = await sustained(ctx, n);
+    const drain = await sustained(ctx, n);
     // The drain left three dead versions of each delivery row (published, processing, delivered).
     await vacuumIfNoAutovacuum(ctx);
     const baseline = await rawLoop(seconds);
@@ -194,9 +225,16 @@ export const deliveryScenario: Scenario = {
           [`stage_${stage}_p99`, v.p99],
         ]),
       ),
-      deliveries_per_s: deliveries,
-      baseline_per_s: baseline,
-      ratio: deliveries / baseline,
+      deliveries_per_s: drain.rate,
+      baseline_per_s: baseline.rate,
+      ratio: drain.rate / baseline.rate,
+      ...(drain.cpu
+        ? {
+            ...Object.fromEntries(Object.entries(drain.cpu).map(([k, v]) => [`cpu_${k}_ms`, v])),
+            cpu_total_ms: Object.values(drain.cpu).reduce((a, b) => a + b, 0),
+          }
+        : {}),
+      ...(baseline.cpu ? { baseline_cpu_ms: baseline.cpu.client + baseline.cpu.receiver } : {}),
       offered_rate: latency.achieved,
       first_attempt_p50: latency.p50,
       first_attempt_p99: latency.p99,
