@@ -23,8 +23,8 @@ export interface AttemptObservation {
   startedAt: Date;
   result: AttemptResult;
   outcome: Outcome;
-  /** The event's envelope: its created_at starts the commit → first-attempt clock. */
-  payload: string;
+  /** The event's created_at: it starts the commit → first-attempt clock. */
+  eventCreatedAt: Date;
 }
 
 /** A gauge read from the database or NATS fails within this long, so a scrape answers in time. */
@@ -52,19 +52,6 @@ export function idempotencyOutcome(replayedHeader: string | null, errorCode: str
   if (errorCode === "idempotency_in_progress") return "in_progress";
   if (errorCode === undefined && replayedHeader === "true") return "replayed";
   return undefined;
-}
-
-/** Seconds from the event's created_at (in its envelope) to an attempt's start; undefined if the envelope has none. */
-export function secondsSinceCreated(payload: string, startedAt: Date): number | undefined {
-  let created: unknown;
-  try {
-    created = (JSON.parse(payload) as { created_at?: unknown }).created_at;
-  } catch {
-    return undefined;
-  }
-  const at = typeof created === "string" ? Date.parse(created) : Number.NaN;
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, (startedAt.getTime() - at) / 1000);
 }
 
 /**
@@ -246,10 +233,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     rpcInterceptor,
     onAttempt(a) {
       attempts.inc({ outcome: a.outcome, classification: attemptClassification(a.result) });
-      if (a.number === 1) {
-        const seconds = secondsSinceCreated(a.payload, a.startedAt);
-        if (seconds !== undefined) firstAttempt.observe(seconds);
-      }
+      if (a.number === 1) firstAttempt.observe(Math.max(0, (a.startedAt.getTime() - a.eventCreatedAt.getTime()) / 1000));
     },
     watchConsumer(prefix) {
       const names = streamNames(prefix);

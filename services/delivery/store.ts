@@ -1,4 +1,5 @@
 import type { EntityManager } from "../platform/db.ts";
+import { executePrepared } from "../platform/prepared.ts";
 import type { Outcome } from "./classify.ts";
 import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
 
@@ -56,6 +57,8 @@ export interface Claimed {
   previousSecretCiphertext: Buffer | undefined;
   previousSecretExpiresAt: Date | undefined;
   payload: string;
+  /** The event's created_at (the one in its payload). */
+  eventCreatedAt: Date;
 }
 
 export type ClaimResult =
@@ -84,7 +87,7 @@ export interface ClaimRequest {
  * (some servers can hand out a queued redelivery twice) is the same attempt.
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
-  const rows = await em.execute<
+  const rows = await executePrepared<
     {
       id: string;
       attempt_count: number;
@@ -98,8 +101,10 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
       previous_secret_ciphertext: Buffer | null;
       previous_secret_expires_at: Date | string | null;
       payload: string;
-    }[]
+      event_created_at: Date | string;
+    }
   >(
+    em,
     `with input as (
        select distinct on (id) id, seq from json_to_recordset(?::json) as i(id text, seq bigint)
      ), old as (
@@ -116,7 +121,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
          from old where d.id = old.id
        returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, d.event_id, d.endpoint_id
      )
-     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ev.payload
+     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ev.payload,
+            ev.created_at as event_created_at
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
     [JSON.stringify(batch), new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at],
   );
@@ -151,6 +157,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
           previousSecretCiphertext: r.previous_secret_ciphertext ?? undefined,
           previousSecretExpiresAt: r.previous_secret_expires_at ? new Date(r.previous_secret_expires_at) : undefined,
           payload: r.payload,
+          eventCreatedAt: new Date(r.event_created_at),
         },
       };
     }
@@ -207,7 +214,8 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
     next_attempt_at: a.nextAttemptAt?.toISOString() ?? null,
     last_error: a.lastError ?? null,
   }));
-  const rows = await em.execute<{ delivery_id: string; number: number }[]>(
+  const rows = await executePrepared<{ delivery_id: string; number: number }>(
+    em,
     `with input as (
        select * from json_to_recordset(?::json) as i(id text, number int, status text, started_at timestamptz, duration_ms int,
          status_code int, error text, outcome text, excerpt text, next_attempt_at timestamptz, last_error text)

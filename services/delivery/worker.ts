@@ -41,8 +41,8 @@ export interface WorkerOptions {
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
-  /** Told of each attempt whose outcome this worker recorded (metrics); `payload` is the event's envelope. */
-  onAttempt?: (a: { number: number; startedAt: Date; result: AttemptResult; outcome: Outcome; payload: string }) => void;
+  /** Told of each attempt whose outcome this worker recorded (metrics). */
+  onAttempt?: (a: { number: number; startedAt: Date; result: AttemptResult; outcome: Outcome; eventCreatedAt: Date }) => void;
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
@@ -318,7 +318,7 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
     clearInterval(heartbeat);
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
     if (!written) return;
-    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, payload: d.payload });
+    o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
     else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
