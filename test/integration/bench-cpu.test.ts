@@ -3,7 +3,7 @@
 import { existsSync } from "node:fs";
 import pg from "pg";
 import t from "tap";
-import { backendsOf, eventLoopMs, meterCpu, statTicks } from "../bench/cpu.ts";
+import { backendsOf, eventLoopMs, meterCpu, meterGroups, processesNamed, statTicks } from "../bench/cpu.ts";
 import { createTestDatabase } from "../helpers/harness.ts";
 
 /** Spins until this thread has used `ms` more of CPU (not of wall time, which a busy machine stretches). */
@@ -37,6 +37,18 @@ t.test("the meter", { skip: existsSync("/proc/self/stat") ? false : "needs Linux
     t.ok(cpu.loadGenerator >= 2.5, "this process is the load generator too");
     t.equal(cpu.total, cpu.eventLoop + cpu.otherThreads + cpu.postgres + cpu.loadGenerator);
     t.equal(meter.stop(0), undefined, "no requests, no figure");
+  });
+
+  t.test("CPU of named groups of processes, per item", async (t) => {
+    t.ok(processesNamed("node").includes(process.pid), "this process, by its command");
+    t.same(processesNamed("no-such-command"), []);
+    const meter = meterGroups({ self: () => [process.pid], nobody: () => [] });
+    burn(300);
+    const cpu = meter.stop(100);
+    if (!cpu) return t.fail("no reading");
+    t.ok(cpu.self >= 2.5 && cpu.self <= 4, `this process ${cpu.self} ms per item`);
+    t.equal(cpu.nobody, 0, "a group with no process");
+    t.equal(meter.stop(0), undefined, "no items, no figure");
   });
 
   t.test("PostgreSQL's backends of the database, by their title", async (t) => {
