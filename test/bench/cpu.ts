@@ -44,14 +44,19 @@ export function eventLoopMs(pid: number): number | undefined {
   return ticks === undefined ? undefined : ticks * msPerTick;
 }
 
-/** The pids of the PostgreSQL backends connected to the database (their title names it). */
-export function backendsOf(database: string): number[] {
+/**
+ * The pids of the PostgreSQL backends connected to the database (their title names it), or only
+ * those whose client's port (the title's "host(port)") `clientPort` accepts.
+ */
+export function backendsOf(database: string, clientPort: (port: number) => boolean = () => true): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const title = readFileSync(`/proc/${entry}/cmdline`, "utf8");
-      if (title.startsWith("postgres: ") && title.split(" ").includes(database)) pids.push(Number(entry));
+      if (!title.startsWith("postgres: ") || !title.split(" ").includes(database)) continue;
+      const port = /\((\d+)\)/.exec(title)?.[1];
+      if (clientPort(port === undefined ? 0 : Number(port))) pids.push(Number(entry));
     } catch {
       // Gone meanwhile.
     }

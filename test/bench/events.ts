@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import pg from "pg";
 import { newId } from "../../services/platform/ids.ts";
 import { nowMs } from "./stats.ts";
@@ -14,8 +15,15 @@ export class EventProducer {
   private readonly merchantId: string;
   private readonly endpointId: string;
 
+  /** The local ports of the pool's connections, which name its PostgreSQL backends (backendsOf). */
+  readonly ports = new Set<number>();
+
   constructor(databaseUrl: string, merchantId: string, endpointId: string) {
     this.pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    this.pool.on("connect", (client) => {
+      const port = (client as unknown as { connection: { stream: Socket } }).connection.stream.localPort;
+      if (port !== undefined) this.ports.add(port);
+    });
     this.merchantId = merchantId;
     this.endpointId = endpointId;
   }

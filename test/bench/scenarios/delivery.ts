@@ -32,7 +32,8 @@ async function waitForArrivals(ids: readonly string[], timeoutMs: number): Promi
 /** Who spends the CPU of a delivery: every process it passes through, on this machine. */
 const pipelineGroups = () => ({
   service: () => system.processes.map((p) => p.child.pid as number),
-  postgres: () => backendsOf(system.database),
+  postgres: () => backendsOf(system.database, (port) => !producer.ports.has(port)),
+  postgres_producer: () => backendsOf(system.database, (port) => producer.ports.has(port)),
   nats: () => processesNamed("nats-server"),
   receiver: () => [receiver.pid],
   producer: () => [process.pid],
@@ -169,7 +170,8 @@ const stageMetrics = Object.fromEntries(
 
 const cpuLabels = {
   service: "the service's processes (relay, workers: publish, pull, claim, sign, POST, record, ack)",
-  postgres: "PostgreSQL backends of the system's database (the outbox, claim and attempt writes; the producer's inserts)",
+  postgres: "PostgreSQL backends of the service's connections (the relay's, claim and attempt statements)",
+  postgres_producer: "PostgreSQL backends of the producer's connections (inserting the events and their deliveries)",
   nats: "nats-server (publish, store, deliver, ack)",
   receiver: "the receiver process (TLS, HTTP, signature check)",
   producer: "the bench's producer (building and sending the events' inserts)",
