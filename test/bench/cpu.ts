@@ -44,24 +44,35 @@ export function eventLoopMs(pid: number): number | undefined {
   return ticks === undefined ? undefined : ticks * msPerTick;
 }
 
-/**
- * The pids of the PostgreSQL backends connected to the database (their title names it), or only
- * those whose client's port (the title's "host(port)") `clientPort` accepts.
- */
-export function backendsOf(database: string, clientPort: (port: number) => boolean = () => true): number[] {
+/** The pids of the processes for which `test` holds, given the /proc/<pid> file it reads. */
+function processesWhere(file: string, test: (content: string) => boolean): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8");
-      if (!title.startsWith("postgres: ") || !title.split(" ").includes(database)) continue;
-      const port = /\((\d+)\)/.exec(title)?.[1];
-      if (clientPort(port === undefined ? 0 : Number(port))) pids.push(Number(entry));
+      if (test(readFileSync(`/proc/${entry}/${file}`, "utf8"))) pids.push(Number(entry));
     } catch {
       // Gone meanwhile.
     }
   }
   return pids;
+}
+
+/**
+ * The pids of the PostgreSQL backends connected to the database (their title names it), or only
+ * those whose client's port (the title's "host(port)") `clientPort` accepts.
+ */
+export function backendsOf(database: string, clientPort: (port: number) => boolean = () => true): number[] {
+  return processesWhere("cmdline", (title) => {
+    if (!title.startsWith("postgres: ") || !title.split(" ").includes(database)) return false;
+    const port = /\((\d+)\)/.exec(title)?.[1];
+    return clientPort(port === undefined ? 0 : Number(port));
+  });
+}
+
+/** The pids of processes whose command (comm) is `name`, e.g. nats-server. */
+export function processesNamed(name: string): number[] {
+  return processesWhere("comm", (comm) => comm.trim() === name);
 }
 
 interface Reading {
@@ -104,20 +115,6 @@ export function meterCpu(subject: CpuSubject): { stop(requests: number): CpuPerR
       return { eventLoop, otherThreads, postgres: per(postgres), loadGenerator, total: eventLoop + otherThreads + per(postgres) + loadGenerator };
     },
   };
-}
-
-/** The pids of processes whose command (comm) is `name`, e.g. nats-server. */
-export function processesNamed(name: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === name) pids.push(Number(entry));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return pids;
 }
 
 /**
