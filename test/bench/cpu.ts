@@ -75,61 +75,43 @@ export function processesNamed(name: string): number[] {
   return processesWhere("comm", (comm) => comm.trim() === name);
 }
 
-interface Reading {
-  process: number;
-  eventLoop: number;
-  backends: Map<number, number>;
-  self: number;
-}
-
-function read(subject: CpuSubject): Reading | undefined {
-  const whole = statTicks(String(subject.pid));
-  const eventLoop = statTicks(mainThread(subject.pid));
-  const self = statTicks("self");
-  if (whole === undefined || eventLoop === undefined || self === undefined) return undefined;
-  const backends = new Map<number, number>();
-  for (const pid of backendsOf(subject.database)) {
-    const ticks = statTicks(String(pid));
-    if (ticks !== undefined) backends.set(pid, ticks);
-  }
-  return { process: whole, eventLoop, backends, self };
-}
-
 /**
  * Starts counting; `stop(requests)` gives the CPU per request since, or undefined where /proc
  * is not there. A backend that connected during the load counts whole (a pool may have closed
  * its idle connections before and open new ones under the load); one that exited is left out.
  */
 export function meterCpu(subject: CpuSubject): { stop(requests: number): CpuPerRequest | undefined } {
-  const start = read(subject);
+  const meter = meterGroups({
+    process: () => [subject.pid],
+    eventLoop: () => [mainThread(subject.pid)],
+    postgres: () => backendsOf(subject.database),
+    loadGenerator: () => ["self"],
+  });
   return {
     stop(requests) {
-      const end = read(subject);
-      if (!start || !end || requests <= 0) return undefined;
-      const per = (ticks: number) => (ticks * msPerTick) / requests;
-      let postgres = 0;
-      for (const [pid, ticks] of end.backends) postgres += ticks - (start.backends.get(pid) ?? 0);
-      const eventLoop = per(end.eventLoop - start.eventLoop);
-      const otherThreads = per(end.process - start.process) - eventLoop;
-      const loadGenerator = per(end.self - start.self);
-      return { eventLoop, otherThreads, postgres: per(postgres), loadGenerator, total: eventLoop + otherThreads + per(postgres) + loadGenerator };
+      const cpu = meter.stop(requests);
+      if (!cpu) return undefined;
+      const { eventLoop, postgres, loadGenerator } = cpu;
+      const otherThreads = cpu.process - eventLoop;
+      return { eventLoop, otherThreads, postgres, loadGenerator, total: eventLoop + otherThreads + postgres + loadGenerator };
     },
   };
 }
 
 /**
- * Starts counting the CPU of named groups of processes (each group's pids are listed again at the
- * end, so a process that started meanwhile counts whole); `stop(items)` gives each group's
- * milliseconds of CPU per item, or undefined where /proc is not there.
+ * Starts counting the CPU of named groups of processes or threads, each given by its /proc paths
+ * (a pid, "<pid>/task/<tid>", "self"), listed again at the end, so that one that started meanwhile
+ * counts whole and one that ended is left out; `stop(items)` gives each group's milliseconds of
+ * CPU per item, or undefined where /proc is not there.
  */
-export function meterGroups<K extends string>(groups: Record<K, () => number[]>): { stop(items: number): Record<K, number> | undefined } {
+export function meterGroups<K extends string>(groups: Record<K, () => readonly (number | string)[]>): { stop(items: number): Record<K, number> | undefined } {
   const ticksOf = () => {
-    const out = new Map<K, Map<number, number>>();
-    for (const [name, pids] of Object.entries(groups) as [K, () => number[]][]) {
-      const m = new Map<number, number>();
-      for (const pid of pids()) {
-        const t = statTicks(String(pid));
-        if (t !== undefined) m.set(pid, t);
+    const out = new Map<K, Map<string, number>>();
+    for (const [name, paths] of Object.entries(groups) as [K, () => readonly (number | string)[]][]) {
+      const m = new Map<string, number>();
+      for (const path of paths()) {
+        const t = statTicks(String(path));
+        if (t !== undefined) m.set(String(path), t);
       }
       out.set(name, m);
     }
@@ -141,9 +123,9 @@ export function meterGroups<K extends string>(groups: Record<K, () => number[]>)
       if (statTicks("self") === undefined || items <= 0) return undefined;
       const end = ticksOf();
       const result = {} as Record<K, number>;
-      for (const [name, pids] of end) {
+      for (const [name, paths] of end) {
         let ticks = 0;
-        for (const [pid, t] of pids) ticks += t - (start.get(name)?.get(pid) ?? 0);
+        for (const [path, t] of paths) ticks += t - (start.get(name)?.get(path) ?? 0);
         result[name] = (ticks * msPerTick) / items;
       }
       return result;
