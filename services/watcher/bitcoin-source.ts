@@ -3,6 +3,7 @@ import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
 import { satoshis, type BitcoinBlock, type BitcoinNode } from "./bitcoin-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
+import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 /**
@@ -45,10 +46,15 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
       const heights = Array.from({ length: to - from + 1 }, (_, i) => from + i);
       const hashes = await Promise.all(heights.map((h) => node.hashAt(h)));
       if (hashes.some((h) => h === undefined)) return undefined;
-      const blocks = await Promise.all((hashes as string[]).map((h) => node.block(h)));
-      if (blocks.some((b) => b === undefined)) return undefined;
+      // A failed read of several blocks (a timeout, the node's work queue full) is tried again in
+      // halves, down to one block at a time; a block that cannot be read on its own is named.
+      const blocks = await readInParts(from, to, async (f, t) => {
+        const part = await allSettled((hashes as string[]).slice(f - from, t - from + 1).map((h) => node.block(h)));
+        return part.some((b) => b === undefined) ? undefined : (part as BitcoinBlock[]);
+      }, () => true);
+      if (!blocks) return undefined;
       const outputs: Output[] = [];
-      for (const b of blocks as BitcoinBlock[]) {
+      for (const b of blocks) {
         const blockHash = b.hash.toLowerCase();
         for (const tx of b.tx) {
           for (const out of tx.vout) {
@@ -68,7 +74,7 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
         }
       }
       return {
-        blocks: (blocks as BitcoinBlock[]).map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: (b.previousblockhash ?? "").toLowerCase(), time: b.time })),
+        blocks: blocks.map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: (b.previousblockhash ?? "").toLowerCase(), time: b.time })),
         outputs,
       };
     },

@@ -2,6 +2,7 @@ import { formatUnits } from "viem";
 import type { AssetInfo } from "../vocabulary/assets.ts";
 import type { EvmBlock, EvmNode } from "./evm-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
+import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 /** Addresses compared lowercase: a node writes them checksummed or not. */
@@ -36,16 +37,22 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       return (await node.block(height, false))?.hash.toLowerCase();
     },
     async read(from, to) {
-      const heights = Array.from({ length: to - from + 1 }, (_, i) => from + i);
-      const blocks = await Promise.all(heights.map((h) => node.block(h, native !== undefined)));
-      const transfers = await node.tokenTransfers([...tokens.keys()], from, to);
-      if (blocks.some((b) => b === undefined)) return undefined;
-      const byHash = new Map((blocks as EvmBlock[]).map((b) => [b.hash.toLowerCase(), b]));
+      // Blocks with their transactions, and logs over a range, can be more than one answer may
+      // carry (a mainnet or Polygon block is 1 MB and more): each is read in parts that fit.
+      const blocks = await readInParts(from, to, async (f, t) => {
+        const part = await allSettled(Array.from({ length: t - f + 1 }, (_, i) => node.block(f + i, native !== undefined)));
+        return part.some((b) => b === undefined) ? undefined : (part as EvmBlock[]);
+      }, tooLarge);
+      if (!blocks) return undefined;
+      const contracts = [...tokens.keys()];
+      const transfers = contracts.length === 0 ? [] : await readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
+      if (!transfers) return undefined;
+      const byHash = new Map(blocks.map((b) => [b.hash.toLowerCase(), b]));
       // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
       if (transfers.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return undefined;
 
       const outputs: Output[] = [];
-      for (const b of blocks as EvmBlock[]) {
+      for (const b of blocks) {
         if (!native) break;
         for (const t of b.valueTransfers) {
           if (!watched.has(t.to)) continue;
@@ -59,9 +66,30 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
         outputs.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + t.logIndex, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
       }
       return {
-        blocks: (blocks as EvmBlock[]).map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), time: b.timestamp })),
+        blocks: blocks.map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), time: b.timestamp })),
         outputs,
       };
     },
   };
+}
+
+/**
+ * Whether a read failed for its size, so that smaller parts may succeed: an answer over the
+ * client's cap (viem's ResponseBodyTooLargeError, 10 MiB), one the node or provider refused as over
+ * its limits (JSON-RPC -32005, viem's LimitExceededRpcError: e.g. "query returned more than 10000
+ * results"), or one that took too long to come (a part is asked for only after the node answered
+ * for its head, so a timeout here is the size of the answer more than an outage). Providers that
+ * answer an eth_getLogs range too wide with another code are known by their words; a rate limit
+ * is not a size.
+ */
+export function tooLarge(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    // viem's message goes on with the URL and the request; its short message and details are the node's words.
+    const { shortMessage, details, status } = e as { shortMessage?: string; details?: string; status?: number };
+    const words = shortMessage === undefined ? e.message : `${shortMessage} ${details ?? ""}`;
+    if (status === 429 || /\brate\b|too many requests|quota|credits|capacity/i.test(words)) return false;
+    if (e.name === "ResponseBodyTooLargeError" || e.name === "LimitExceededRpcError" || e.name === "TimeoutError") return true;
+    if (/too large|too big|too wide|size limit|response size|more than \d+ (results|logs)|block range|exceeds? (the )?max(imum)? (block )?range|is limited to/i.test(words)) return true;
+  }
+  return false;
 }

@@ -16,6 +16,7 @@ import { replayScenario } from "./scenarios/replay.ts";
 import { retryScenarios } from "./scenarios/retry.ts";
 import { watcherScenario } from "./scenarios/watcher.ts";
 import { bitcoinWatcherScenario } from "./scenarios/bitcoin-watcher.ts";
+import { evmBigBlocksScenario } from "./scenarios/evm-big-blocks.ts";
 import { spread } from "./stats.ts";
 import { Cleanup, startSystem } from "./system.ts";
 import type { BenchContext, RunResult, Scenario } from "./types.ts";
@@ -26,7 +27,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios, watcherScenario, bitcoinWatcherScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {
