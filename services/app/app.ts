@@ -29,7 +29,7 @@ import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
 import { startScheduler } from "./scheduler.ts";
 import { startWatcher } from "./watcher-process.ts";
-import { issueInProcessWatcherCredential } from "../auth/admin.ts";
+import { InProcessWatcherCredentials } from "../auth/watcher-credentials.ts";
 
 /** The roles a process can run; `npm start` with none runs them all (the watcher only when a chain endpoint is configured). */
 export const allRoles = ["rpc", "gateway", "worker", "scheduler", "watcher"] as const;
@@ -155,12 +155,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.push({ step: "delivery worker", stop: worker.stop });
     }
     if (roles.includes("watcher")) {
-      const local = inProcess
-        ? {
-            transport: inProcess,
-            issueCredential: (environment: "test" | "live") => db.em.fork().transactional((tx) => issueInProcessWatcherCredential(tx, environment)),
-          }
-        : undefined;
+      // Beside the rpc role, the watcher's credentials are this process's own: short-lived, renewed
+      // while it runs, revoked once the watcher has stopped (before the database pool closes).
+      const watcherCredentials = inProcess ? new InProcessWatcherCredentials(() => db.em.fork(), logger) : undefined;
+      if (watcherCredentials) stops.push({ step: "watcher credentials", stop: () => watcherCredentials.revoke() });
+      const local =
+        inProcess && watcherCredentials ? { transport: inProcess, issueCredential: (environment: "test" | "live") => watcherCredentials.issue(environment) } : undefined;
       const watcher = await startWatcher({ config, logger, registry: metrics.registry, local });
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }

@@ -42,8 +42,11 @@ export async function revokeApiKey(em: EntityManager, id: string) {
   return { id, hint: key.hint, revoked_at: revokedAt.toISOString() };
 }
 
-/** A credential of an internal service (e.g. the chain watcher); its secret is shown here and never again. */
-export async function createInternalCredential(em: EntityManager, name: string, roles: readonly InternalRole[], environment: Environment) {
+/**
+ * A credential of an internal service (e.g. the chain watcher); its secret is shown here and never
+ * again. Without `expiresAt` (an operator's, from the admin CLI) it is valid until revoked.
+ */
+export async function createInternalCredential(em: EntityManager, name: string, roles: readonly InternalRole[], environment: Environment, o: { expiresAt?: Date } = {}) {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > 200) throw new AdminError("--name must be 1 to 200 characters");
   if (roles.length === 0 || roles.some((r) => !isInternalRole(r))) throw new AdminError("--roles takes observe and/or admin");
@@ -58,9 +61,18 @@ export async function createInternalCredential(em: EntityManager, name: string, 
     environment,
     createdAt: new Date(),
     revokedAt: null,
+    expiresAt: o.expiresAt ?? null,
   };
   await em.insert(InternalCredential, credential);
-  return { id: credential.id, name: credential.name, roles: credential.roles, environment, credential: secret, created_at: credential.createdAt.toISOString() };
+  return {
+    id: credential.id,
+    name: credential.name,
+    roles: credential.roles,
+    environment,
+    credential: secret,
+    created_at: credential.createdAt.toISOString(),
+    ...(o.expiresAt ? { expires_at: o.expiresAt.toISOString() } : {}),
+  };
 }
 
 export async function revokeInternalCredential(em: EntityManager, id: string) {
@@ -101,18 +113,55 @@ export async function listApiKeys(em: EntityManager, merchantId: string) {
   return rows.map((k) => ({ id: k.id, environment: k.environment, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt ?? null) }));
 }
 
-/** Internal credentials, newest first: hints only. */
+/** Internal credentials, newest first: hints only. expires_at is null for one that never expires. */
 export async function listInternalCredentials(em: EntityManager) {
   const rows = await em.find(InternalCredential, {}, { orderBy: { createdAt: "desc" } });
-  return rows.map((c) => ({ id: c.id, name: c.name, hint: c.hint, roles: c.roles, environment: c.environment ?? null, created_at: iso(c.createdAt), revoked_at: iso(c.revokedAt ?? null) }));
+  return rows.map((c) => ({
+    id: c.id,
+    name: c.name,
+    hint: c.hint,
+    roles: c.roles,
+    environment: c.environment ?? null,
+    created_at: iso(c.createdAt),
+    revoked_at: iso(c.revokedAt ?? null),
+    expires_at: iso(c.expiresAt ?? null),
+  }));
+}
+
+/** What the credentials of watchers beside the rpc role are named: one per process and environment. */
+const inProcessWatcherPrefix = "in-process chain watcher";
+
+/** `in-process chain watcher (test) <host>-<pid>`: an operator can tell which process holds it. */
+export function inProcessWatcherName(environment: Environment, processName: string): string {
+  return `${inProcessWatcherPrefix} (${environment}) ${processName}`.slice(0, 200);
 }
 
 /**
- * The credential a watcher running beside the rpc role sends in-process: issued at each start,
- * the one the previous start issued revoked, so no secret outlives its process for long.
+ * The credential a watcher running beside the rpc role sends in-process: its process's own (no
+ * start revokes another process's), expiring at `expiresAt` unless renewed, revoked at a clean
+ * stop (services/auth/watcher-credentials.ts).
  */
-export async function issueInProcessWatcherCredential(em: EntityManager, environment: Environment): Promise<string> {
-  const name = `in-process chain watcher (${environment})`;
-  await em.nativeUpdate(InternalCredential, { name, revokedAt: null }, { revokedAt: new Date() });
-  return (await createInternalCredential(em, name, ["observe"], environment)).credential;
+export async function issueInProcessWatcherCredential(em: EntityManager, environment: Environment, processName: string, expiresAt: Date) {
+  const { id, name, credential } = await createInternalCredential(em, inProcessWatcherName(environment, processName), ["observe"], environment, { expiresAt });
+  return { id, name, credential, expiresAt };
+}
+
+/** Moves an unrevoked credential's expiry to `expiresAt`; false when it is revoked or gone. */
+export async function renewInternalCredential(em: EntityManager, id: string, expiresAt: Date): Promise<boolean> {
+  return (await em.nativeUpdate(InternalCredential, { id, revokedAt: null }, { expiresAt })) > 0;
+}
+
+/** Revokes the given credentials (those not revoked yet). */
+export async function revokeInternalCredentials(em: EntityManager, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await em.nativeUpdate(InternalCredential, { id: { $in: [...ids] }, revokedAt: null }, { revokedAt: new Date() });
+}
+
+/**
+ * Deletes in-process watchers' credentials that expired before `before` (revoked at a clean stop,
+ * or left by a process that died): they can no longer be used. An unexpired one, another running
+ * process's, is never touched; nor is an operator's (no expiry).
+ */
+export async function removeExpiredInProcessWatcherCredentials(em: EntityManager, before: Date): Promise<number> {
+  return em.nativeDelete(InternalCredential, { name: { $like: `${inProcessWatcherPrefix} (%` }, expiresAt: { $ne: null, $lt: before } });
 }

@@ -14,15 +14,16 @@ import type { CashierPrincipal, InternalPrincipal, InternalRole, MerchantPrincip
  * One rule for every credential kind, so that the answer says nothing about what a
  * token looks like: no Authorization header, or one that is not "Bearer <token>", is
  * unauthenticated; any bearer token that is not an active credential of the kind this
- * route takes (malformed, of another kind, unknown or revoked) is invalid_api_key. Only
- * the holder of a real cashier session can learn that it expired (session_expired).
+ * route takes (malformed, of another kind, unknown, revoked, or an internal credential past its
+ * expiry) is invalid_api_key. Only the holder of a real cashier session can learn that it expired
+ * (session_expired).
  */
 export async function authenticate(em: EntityManager, route: Route, authorization: string | null, cache?: CredentialCache): Promise<Principal> {
   if (route.credential !== Credential.PUBLIC) requireBearer(authorization, route.credential);
-  // Plain SQL on the secret hash's unique index, no ORM hydration; a verified row is cached.
-  const find = <T>(kind: CredentialKind, secretHash: string, sql: string): Promise<T | undefined> => {
+  // Plain SQL on the secret hash's unique index, no ORM hydration; a verified row is cached, never past its own expiry.
+  const find = <T>(kind: CredentialKind, secretHash: string, sql: string, expiresAt?: (row: T) => number | null): Promise<T | undefined> => {
     const load = async () => (await em.execute<T[]>(sql, [secretHash]))[0];
-    return cache ? cache.lookup(kind, secretHash, load) : load();
+    return cache ? cache.lookup(kind, secretHash, load, expiresAt) : load();
   };
   switch (route.credential) {
     case Credential.UNSPECIFIED:
@@ -65,7 +66,10 @@ function invalidCredential(credential: Credential): never {
   throw apiError("invalid_api_key", `This route takes ${kindOf(credential)}; the one sent is unknown, revoked, or of another kind.`);
 }
 
-type Find = <T>(kind: CredentialKind, secretHash: string, sql: string) => Promise<T | undefined>;
+type Find = <T>(kind: CredentialKind, secretHash: string, sql: string, expiresAt?: (row: T) => number | null) => Promise<T | undefined>;
+
+/** A timestamp column's value (a Date, or text from a driver that does not parse it) in ms; null stays null. */
+const msOf = (v: Date | string | null): number | null => (v === null ? null : new Date(v).getTime());
 
 async function apiKeyCaller(find: Find, route: Route, authorization: string | null): Promise<MerchantPrincipal> {
   const bearer = parseBearer(authorization);
@@ -94,12 +98,16 @@ async function apiKeyCaller(find: Find, route: Route, authorization: string | nu
 async function internalCaller(find: Find, authorization: string | null): Promise<InternalPrincipal> {
   const bearer = parseInternalBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.INTERNAL);
-  const credential = await find<{ id: string; name: string; roles: string[]; environment: string | null; revoked_at: unknown }>(
+  // An expiring credential (a watcher's beside the rpc role) is refused from its expiry on, cached or not.
+  const credential = await find<{ id: string; name: string; roles: string[]; environment: string | null; revoked_at: unknown; expires_at: Date | string | null }>(
     "internal",
     hashApiKey(bearer.secret),
-    `select id, name, roles, environment, revoked_at from internal_credentials where secret_hash = ?`,
+    `select id, name, roles, environment, revoked_at, expires_at from internal_credentials where secret_hash = ?`,
+    (row) => msOf(row.expires_at),
   );
   if (!credential || credential.revoked_at) invalidCredential(Credential.INTERNAL);
+  const expiresAt = msOf(credential.expires_at);
+  if (expiresAt !== null && expiresAt <= Date.now()) invalidCredential(Credential.INTERNAL);
   return {
     kind: "internal",
     credentialId: credential.id,

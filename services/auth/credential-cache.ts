@@ -20,6 +20,8 @@ export type CredentialKind = "api_key" | "internal" | "site" | "cashier";
 interface Entry {
   row: unknown;
   at: number;
+  /** The row's own expiry (wall clock, ms; Infinity: none): a cached row never outlives it. */
+  expiresAt: number;
 }
 
 export interface CredentialCacheOptions {
@@ -28,6 +30,8 @@ export interface CredentialCacheOptions {
   maxEntries?: number;
   /** The clock of ttlMs and of the listener's confirmations (performance.now()). */
   now?: () => number;
+  /** The clock of the rows' own expiries (Date.now()). */
+  wallNow?: () => number;
 }
 
 /**
@@ -58,11 +62,13 @@ export class CredentialCache {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #now: () => number;
+  readonly #wallNow: () => number;
 
   constructor(o: CredentialCacheOptions = {}) {
     this.#ttlMs = o.ttlMs ?? 300_000;
     this.#maxEntries = o.maxEntries ?? 10_000;
     this.#now = o.now ?? (() => performance.now());
+    this.#wallNow = o.wallNow ?? (() => Date.now());
   }
 
   /** Listening, and confirmed current within trustMs. */
@@ -70,16 +76,21 @@ export class CredentialCache {
     return this.#listening && this.#now() - this.#confirmedAt < trustMs;
   }
 
-  /** The cached row, or `load()`'s (undefined: no such credential, never cached). */
-  async lookup<T>(kind: CredentialKind, secretHash: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+  /**
+   * The cached row, or `load()`'s (undefined: no such credential, never cached). `expiresAt` gives
+   * a row's own expiry (wall clock, ms; null: none): a row is not served from the cache from then
+   * on, but read again (and an expired row is not cached at all).
+   */
+  async lookup<T>(kind: CredentialKind, secretHash: string, load: () => Promise<T | undefined>, expiresAt?: (row: T) => number | null): Promise<T | undefined> {
     const key = `${kind}:${secretHash}`;
     const entry = this.#entries.get(key);
-    if (entry !== undefined && this.#usable() && this.#now() - entry.at < this.#ttlMs) return entry.row as T;
+    if (entry !== undefined && this.#usable() && this.#now() - entry.at < this.#ttlMs && this.#wallNow() < entry.expiresAt) return entry.row as T;
     if (entry !== undefined) this.#entries.delete(key);
     const generation = this.#generation;
     const row = await load();
-    if (row !== undefined && this.#usable() && generation === this.#generation) {
-      setBounded(this.#entries, key, { row, at: this.#now() }, this.#maxEntries);
+    const rowExpiresAt = row === undefined ? Infinity : (expiresAt?.(row) ?? Infinity);
+    if (row !== undefined && this.#usable() && generation === this.#generation && this.#wallNow() < rowExpiresAt) {
+      setBounded(this.#entries, key, { row, at: this.#now(), expiresAt: rowExpiresAt }, this.#maxEntries);
     }
     return row;
   }

@@ -59,6 +59,11 @@ export const InternalCredential = defineEntity({
     environment: p.string().length(8).nullable(),
     createdAt: p.datetime().length(3),
     revokedAt: p.datetime().length(3).nullable(),
+    /**
+     * Refused from this moment on; null: never (those an operator creates). A watcher beside the
+     * rpc role gets one of its own that expires within minutes and is renewed while its process runs.
+     */
+    expiresAt: p.datetime().length(3).nullable(),
   },
 });
 export type InternalCredential = InferEntity<typeof InternalCredential>;

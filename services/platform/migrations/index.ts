@@ -14,6 +14,7 @@ import { Migration20261124203005_ChainWatchers } from "./Migration20261124203005
 import { Migration20261124152937_ChainEnvironmentInternalRoles } from "./Migration20261124152937_ChainEnvironmentInternalRoles.ts";
 import { Migration20261125054905_EndpointEnabledAt } from "./Migration20261125054905_EndpointEnabledAt.ts";
 import { Migration20261125084334_MerchantPolicy } from "./Migration20261125084334_MerchantPolicy.ts";
+import { Migration20261126090100_InternalCredentialExpiry } from "./Migration20261126090100_InternalCredentialExpiry.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -32,4 +33,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261124203005_ChainWatchers", class: Migration20261124203005_ChainWatchers },
   { name: "Migration20261125054905_EndpointEnabledAt", class: Migration20261125054905_EndpointEnabledAt },
   { name: "Migration20261125084334_MerchantPolicy", class: Migration20261125084334_MerchantPolicy },
+  { name: "Migration20261126090100_InternalCredentialExpiry", class: Migration20261126090100_InternalCredentialExpiry },
 ];
