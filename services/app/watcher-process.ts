@@ -9,7 +9,8 @@ import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
 
 /**
  * Starts the watcher role. Beside the rpc role (`local`) it calls the handlers in-process with a
- * credential issued for this process; alone, it reaches RPC_URL with WATCHER_CREDENTIAL_<ENV>.
+ * credential of this process's own (short-lived and renewed, see services/auth/watcher-credentials.ts);
+ * alone, it reaches RPC_URL with WATCHER_CREDENTIAL_<ENV>.
  * Configuration that cannot work is a ConfigError (one line at start).
  */
 export async function startWatcher(o: {
@@ -38,6 +39,7 @@ export async function startWatcher(o: {
     endpoints: config.chainEndpoints,
     pollMs: config.watcherPollMs,
     leaseSeconds: config.watcherLeaseSeconds,
+    nodeProofSeconds: config.watcherNodeProofSeconds,
     coreFor: (environment) => ({ transport, credential: credentials[environment] as string }),
     logger: o.logger,
     registry: o.registry,

@@ -18,6 +18,22 @@ export const ChainWatcher = defineEntity({
     headHeight: p.bigint("number").nullable(),
     headTime: p.datetime().length(3).nullable(),
     savedAt: p.datetime().length(3).nullable(),
+    genesisHash: p.string().length(66).nullable(),
   },
 });
 export type ChainWatcher = InferEntity<typeof ChainWatcher>;
+
+/** What each watcher last said of its node: which node, and why it does not follow it (null: it does). */
+export const ChainNodeReport = defineEntity({
+  name: "ChainNodeReport",
+  tableName: "chain_node_reports",
+  properties: {
+    network: p.string().length(32).primary(),
+    environment: p.string().length(8).primary(),
+    watcherId: p.string().length(100).primary(),
+    node: p.string().length(200),
+    problem: p.string().length(500).nullable(),
+    reportedAt: p.datetime().length(3),
+  },
+});
+export type ChainNodeReport = InferEntity<typeof ChainNodeReport>;

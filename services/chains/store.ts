@@ -19,6 +19,7 @@ export interface WatcherRow {
   headHeight: number | null;
   headTime: Date | null;
   savedAt: Date | null;
+  genesisHash: string | null;
 }
 
 interface DbRow {
@@ -29,9 +30,10 @@ interface DbRow {
   head_height: string | number | null;
   head_time: Date | null;
   saved_at: Date | null;
+  genesis_hash: string | null;
 }
 
-const columns = "holder, lease_expires_at, height, recent_blocks, head_height, head_time, saved_at";
+const columns = "holder, lease_expires_at, height, recent_blocks, head_height, head_time, saved_at, genesis_hash";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
@@ -42,6 +44,7 @@ function fromDb(r: DbRow): WatcherRow {
     headHeight: r.head_height === null ? null : Number(r.head_height),
     headTime: r.head_time && new Date(r.head_time),
     savedAt: r.saved_at && new Date(r.saved_at),
+    genesisHash: r.genesis_hash,
   };
 }
 
@@ -69,16 +72,40 @@ export async function savePosition(
   em: EntityManager,
   chain: Chain,
   watcherId: string,
-  position: { height: number; recentBlocks: BlockRef[] },
+  position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined },
   head: { height: number; time: Date | undefined },
 ): Promise<boolean> {
+  // A watcher that does not know the genesis (an older one) keeps the one saved.
   const rows = await em.execute<{ holder: string }[]>(
-    `update chain_watchers set height = ?, recent_blocks = ?::jsonb, head_height = ?, head_time = ?, saved_at = now()
+    `update chain_watchers set height = ?, recent_blocks = ?::jsonb, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash)
       where network = ? and environment = ? and holder = ? and lease_expires_at > now()
       returning holder`,
-    [position.height, JSON.stringify(position.recentBlocks), head.height, head.time ?? null, chain.network, chain.environment, watcherId],
+    [position.height, JSON.stringify(position.recentBlocks), head.height, head.time ?? null, position.genesisHash ?? null, chain.network, chain.environment, watcherId],
   );
   return rows.length === 1;
+}
+
+/** How long a watcher's word on its node is kept: a process gone for a day says nothing more. */
+const reportKeptSeconds = 86_400;
+
+/** Records what a watcher says of its node (problem null: it follows it), and forgets reports long gone stale. */
+export async function reportNode(em: EntityManager, chain: Chain, watcherId: string, node: string, problem: string | null): Promise<void> {
+  await em.execute(
+    `insert into chain_node_reports (network, environment, watcher_id, node, problem, reported_at) values (?, ?, ?, ?, ?, now())
+     on conflict (network, environment, watcher_id) do update set node = excluded.node, problem = excluded.problem, reported_at = excluded.reported_at`,
+    [chain.network, chain.environment, watcherId, node, problem],
+  );
+  await em.execute(`delete from chain_node_reports where reported_at < now() - make_interval(secs => ?)`, [reportKeptSeconds]);
+}
+
+/** The problems watchers of an environment reported within `withinSeconds`, newest first. */
+export async function recentNodeProblems(em: EntityManager, environment: string, withinSeconds: number): Promise<{ network: string; node: string; problem: string }[]> {
+  return em.execute<{ network: string; node: string; problem: string }[]>(
+    `select network, node, problem from chain_node_reports
+      where environment = ? and problem is not null and reported_at > now() - make_interval(secs => ?)
+      order by reported_at desc`,
+    [environment, withinSeconds],
+  );
 }
 
 /** Every chain's watcher row, for metrics and readiness. */

@@ -41,14 +41,22 @@ export const PaymentIntentRecord = defineEntity({
     requiredConfirmations: p.integer().nullable(),
     /** How far below the requested amount counted funds still confirm it, in basis points, fixed at creation. */
     underpaymentToleranceBps: p.integer().default(0),
+    /**
+     * The id of the transaction that created it (set by the database): the chain watchers read the
+     * addresses added since their last read by it, in the order of commits rather than of a clock
+     * (services/chains/watched-cursor.ts). 0 on intents from before it.
+     */
+    watchXid: p.string().columnType("xid8").defaultRaw("pg_current_xact_id()"),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },
     { properties: ["merchant", "environment", "status", "createdAt", "id"] },
     { properties: ["merchant", "environment", "merchantReference", "createdAt", "id"] },
     { properties: ["status", "expiresAt"] },
-    // The chain watchers' list of addresses to watch, and what was created since (services/chains).
+    // What the chain watchers' confirmations and catch-up read by creation time (services/chains).
     { properties: ["network", "environment", "createdAt", "id"] },
+    // The chain watchers' list of addresses to watch, and what was added since (services/chains).
+    { properties: ["network", "environment", "watchXid", "id"] },
   ],
   uniques: [{ properties: ["network", "depositAddress"] }],
 });

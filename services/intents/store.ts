@@ -243,33 +243,45 @@ export async function claimDueIntents(em: EntityManager, batch: number): Promise
   return rows.map(fromDb);
 }
 
-/** A deposit address to watch, with its intent's place in creation order (the watcher's cursor). */
+/** A deposit address to watch, with its intent's place in the order of the creating transactions (the watcher's cursor). */
 export interface WatchedAddress {
   address: string;
-  createdAt: Date;
+  /** watch_xid: the id of the transaction that created the intent, as a decimal string. */
+  xid: string;
   id: string;
 }
 
 /**
  * Deposit addresses on a chain whose intents can still receive a payment that counts: not
- * cancelled, and not expired for longer than `lateWindowSeconds`; oldest first, after `after`.
+ * cancelled, and not expired for longer than `lateWindowSeconds`; after `after` in the order of
+ * (watch_xid, id). With them, in the same statement and so of the same snapshot, that snapshot's
+ * xmin (`horizon`): every transaction below it had ended when the rows were read, so the rows of
+ * those that committed are among them (if after `after`); one at or above it may commit later.
  */
 export async function watchedAddresses(
   em: EntityManager,
   chain: { network: string; environment: string },
   lateWindowSeconds: number,
-  after: { createdAt: Date; id: string } | undefined,
+  after: { xid: string; id: string },
   limit: number,
-): Promise<WatchedAddress[]> {
-  const rows = await em.execute<{ deposit_address: string; created_at: Date; id: string }[]>(
-    `select deposit_address, created_at, id from payment_intents
-      where network = ? and environment = ? and deposit_address is not null and status <> 'cancelled'
-        and expires_at > now() - make_interval(secs => ?)
-        and (created_at, id) > (?::timestamptz, ?)
-      order by created_at, id limit ?`,
-    [chain.network, chain.environment, lateWindowSeconds, after?.createdAt ?? new Date(0), after?.id ?? "", limit],
+): Promise<{ rows: WatchedAddress[]; horizon: string }> {
+  // The xid goes out as text under another name: `order by watch_xid` must sort the xid8 column, not its text.
+  const rows = await em.execute<{ horizon: string; deposit_address: string | null; xid: string | null; id: string | null }[]>(
+    `select s.horizon, w.deposit_address, w.xid, w.id
+       from (select pg_snapshot_xmin(pg_current_snapshot())::text as horizon) s
+       left join lateral (
+         select deposit_address, watch_xid::text as xid, id from payment_intents
+          where network = ? and environment = ? and deposit_address is not null and status <> 'cancelled'
+            and expires_at > now() - make_interval(secs => ?)
+            and (watch_xid, id) > (?::xid8, ?)
+          order by watch_xid, id limit ?
+       ) w on true`,
+    [chain.network, chain.environment, lateWindowSeconds, after.xid, after.id, limit],
   );
-  return rows.map((r) => ({ address: r.deposit_address, createdAt: new Date(r.created_at), id: r.id }));
+  const horizon = rows[0]?.horizon;
+  if (horizon === undefined) throw new Error("watchedAddresses: no snapshot horizon");
+  const listed = rows.filter((r) => r.deposit_address !== null && r.xid !== null && r.id !== null);
+  return { rows: listed.map((r) => ({ address: r.deposit_address as string, xid: r.xid as string, id: r.id as string })), horizon };
 }
 
 /** The intents' longest lifetime (expires_in_seconds' maximum): bounds how far back a watched intent was created. */
@@ -288,4 +300,15 @@ export async function highestFixedConfirmations(em: EntityManager, chain: { netw
     [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
   );
   return row?.n ?? 0;
+}
+
+/** When the oldest intent whose address is still watched on the chain was created (as watchedAddresses counts them); undefined when none is. */
+export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<Date | undefined> {
+  const [row] = await em.execute<{ at: Date | string | null }[]>(
+    `select min(created_at) as at from payment_intents
+      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
+        and deposit_address is not null and status <> 'cancelled' and expires_at > now() - make_interval(secs => ?)`,
+    [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
+  );
+  return row?.at ? new Date(row.at) : undefined;
 }

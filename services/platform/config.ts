@@ -60,6 +60,8 @@ export interface Config {
   watcherPollMs: number;
   /** WATCHER_LEASE_SECONDS: how long a dead watcher's chain stays unfollowed before another takes over. */
   watcherLeaseSeconds: number;
+  /** WATCHER_NODE_PROOF_SECONDS: how often a followed node proves again which chain it serves (it also does after every failure). */
+  watcherNodeProofSeconds: number;
   /** <NETWORK>_CONFIRMATIONS: confirmations an output needs to count on that network, instead of the asset table's. */
   confirmationOverrides: Record<string, number>;
   /** LATE_PAYMENT_WINDOW_SECONDS: how long after expiry an intent's address is still watched, so a late payment is seen. */
@@ -258,6 +260,7 @@ export function loadConfig(env: Env = process.env): Config {
     chainEndpoints: chainEndpoints(env),
     watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),
+    watcherNodeProofSeconds: integer(env, "WATCHER_NODE_PROOF_SECONDS", 60, 1, 3600),
     confirmationOverrides: confirmationOverrides(env),
     latePaymentWindowSeconds: integer(env, "LATE_PAYMENT_WINDOW_SECONDS", 86_400, 0, 365 * 86_400),
     watcherCredentials: { test: optional(env, "WATCHER_CREDENTIAL_TEST"), live: optional(env, "WATCHER_CREDENTIAL_LIVE") },

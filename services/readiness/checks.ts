@@ -3,6 +3,7 @@ import { supportsAccountKey } from "../addresses/keys.ts";
 import { followedNetworks, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { recentNodeProblems } from "../chains/store.ts";
 
 /**
  * Go-live readiness: what the database shows of a merchant in one environment (readFacts,
@@ -79,10 +80,20 @@ export interface ChainFacts {
 /** A watcher that saved its position within this long is following its chain. */
 export const followingWithinMs = 120_000;
 
+/** A watcher's recent word that it does not follow its node, and why. */
+export interface NodeProblemFacts {
+  network: string;
+  /** Scheme, host and port. */
+  node: string;
+  problem: string;
+}
+
 export interface ReadinessFacts {
   owner: Owner;
   /** The chains of the owner's environment with a watcher position. */
   chains: ChainFacts[];
+  /** What watchers of the owner's environment said of their nodes within followingWithinMs, newest first. */
+  nodeProblems?: NodeProblemFacts[];
   /** Enabled endpoints, oldest first. */
   endpoints: EndpointFacts[];
   addresses: AddressFacts;
@@ -295,6 +306,17 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
   const { owner, addresses } = facts;
   const following = (n: string) => facts.chains.some((c) => c.network === n && c.savedAt !== null && s.now.getTime() - c.savedAt.getTime() <= followingWithinMs);
   const followed = followedNetworks.filter(following);
+  // Why the watchers of chains not followed do not follow their nodes, each node once (its newest word).
+  const said = (networks: readonly string[]) => {
+    const seen = new Set<string>();
+    const words: string[] = [];
+    for (const p of facts.nodeProblems ?? []) {
+      if (!networks.includes(p.network) || seen.has(`${p.network} ${p.node}`)) continue;
+      seen.add(`${p.network} ${p.node}`);
+      words.push(` The ${p.network} watcher does not follow its node ${p.node}: ${p.problem}.`);
+    }
+    return words.join("");
+  };
   if (owner.environment === "test") {
     const base = { id: "chain_watcher", severity: "recommended" } as const;
     if (followed.length > 0) return { ...base, passed: true, message: `A watcher follows the Test chain of ${list(followed)}: Test intents there can be paid with real transactions.` };
@@ -302,7 +324,8 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
       ...base,
       passed: false,
       message:
-        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL) or at the local dev chain (npm run devchain).",
+        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
+        said(followedNetworks),
     };
   }
   const base = { id: "chain_watcher", severity: "required" } as const;
@@ -316,7 +339,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
       passed: false,
       message:
         `No watcher has followed the Live chain of ${list(missing)} in the last ${followingWithinMs / 60_000} minutes, so no payment there would be seen. ` +
-        `The operator sets ${missing.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher).${ownNote}`,
+        `The operator sets ${missing.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher).${said(missing)}${ownNote}`,
     };
   }
   const watched = accepted.filter((n) => (followedNetworks as readonly string[]).includes(n));
@@ -406,8 +429,10 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     scope,
   );
   const chains = await em.execute<{ network: string; saved_at: Date | string | null }[]>(`select network, saved_at from chain_watchers where environment = ?`, [owner.environment]);
+  const nodeProblems = await recentNodeProblems(em, owner.environment, followingWithinMs / 1000);
   return {
     owner,
+    nodeProblems,
     chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at) })),
     endpoints,
     addresses: { usedNetworks: used.map((r) => r.network), accountKeys: keys.map((r) => r.network), pools },

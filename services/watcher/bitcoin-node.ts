@@ -1,7 +1,7 @@
 /** What the watcher asks of a Bitcoin Core node, through its documented JSON-RPC (bitcoind's `-server`). */
 export interface BitcoinNode {
-  /** `getblockchaininfo`'s chain: main, test, testnet4, signet or regtest. */
-  chain(): Promise<string>;
+  /** `getblockchaininfo`'s chain (main, test, testnet4, signet or regtest) and whether the node is still in its initial block download. */
+  info(): Promise<{ chain: string; initialBlockDownload: boolean }>;
   headHeight(): Promise<number>;
   /** The best chain's block hash at `height`, or undefined past the head. */
   hashAt(height: number): Promise<string | undefined>;
@@ -67,8 +67,9 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
   }
 
   return {
-    async chain() {
-      return (await call<{ chain: string }>("getblockchaininfo", [])).chain;
+    async info() {
+      const r = await call<{ chain: string; initialblockdownload?: boolean }>("getblockchaininfo", []);
+      return { chain: r.chain, initialBlockDownload: r.initialblockdownload === true };
     },
     async headHeight() {
       return call<number>("getblockcount", []);

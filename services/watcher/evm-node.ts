@@ -25,6 +25,10 @@ export interface TokenTransfer {
 /** What the watcher asks of an Ethereum JSON-RPC node. */
 export interface EvmNode {
   chainId(): Promise<number>;
+  /** The hash of block 0: with the chain id, which chain the node serves (a reset dev chain keeps its id). */
+  genesisHash(): Promise<string>;
+  /** Whether the node says it is still syncing (`eth_syncing` answers an object rather than false). */
+  syncing(): Promise<boolean>;
   headHeight(): Promise<number>;
   /** The canonical block at `height`, or undefined past the head; with its value transfers only when `withTransactions`. */
   block(height: number, withTransactions: boolean): Promise<EvmBlock | undefined>;
@@ -41,9 +45,23 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
   // viem's own retries would hide an outage from the watcher's backoff and its metrics.
   const transport = ws ? webSocket(url, { retryCount: 0, timeout: timeoutMs }) : http(url, { retryCount: 0, timeout: timeoutMs, batch: { batchSize: 100, wait: 0 } });
   const client: PublicClient = createPublicClient({ transport });
+  // A block with its transactions is about 1 KB a transaction (1 MB and more on mainnet or Polygon):
+  // each is a request of its own, on kept-alive connections, so that blocks read together are not
+  // one response over viem's cap on a response (10 MiB) however big they are.
+  const fullBlocks: PublicClient = ws ? client : createPublicClient({ transport: http(url, { retryCount: 0, timeout: timeoutMs }) });
   return {
     async chainId() {
       return client.getChainId();
+    },
+
+    async genesisHash() {
+      return (await client.getBlock({ blockNumber: 0n })).hash.toLowerCase();
+    },
+
+    async syncing() {
+      // viem's public schema has no eth_syncing (every node serves it): a request of our own.
+      const request = client.request as (args: { method: string; params?: unknown[] }) => Promise<unknown>;
+      return (await request({ method: "eth_syncing", params: [] })) !== false;
     },
 
     async headHeight() {
@@ -52,7 +70,7 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
 
     async block(height, withTransactions) {
       try {
-        const b = await client.getBlock({ blockNumber: BigInt(height), includeTransactions: withTransactions });
+        const b = await (withTransactions ? fullBlocks : client).getBlock({ blockNumber: BigInt(height), includeTransactions: withTransactions });
         const valueTransfers: EvmBlock["valueTransfers"] = [];
         if (withTransactions) {
           for (const tx of b.transactions) {

@@ -72,9 +72,14 @@ export interface FollowerOptions {
   /** Outputs short of their threshold whose growing confirmations are reported per step (default 100). */
   progressPerStep?: number;
   /** Told of each block processed and each output reported. */
-  onBlock?: (block: BlockRef, head: number) => void;
+  onBlock?: (block: SourceBlock, head: number) => void;
   onOutput?: (output: Output) => void;
   onReorg?: (orphaned: BlockRef[]) => void;
+  /**
+   * Called before blocks are reported as having left the best chain: throws when the node no
+   * longer serves the chain they were read from (reset, replaced), which is no reorg.
+   */
+  confirmFork?: () => Promise<void>;
 }
 
 /**
@@ -129,6 +134,8 @@ export class Follower {
 
   /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
   async step(head: number): Promise<boolean> {
+    // A node behind what was processed has nothing new to tell, and no say on what it has not seen.
+    if (head < this.#height) return false;
     if (await this.#checkCanonical()) return true;
     if (head <= this.#height) {
       await this.#reportPending(head);
@@ -143,20 +150,27 @@ export class Follower {
   async #checkCanonical(): Promise<boolean> {
     const top = this.#recent.at(-1);
     if (!top) return false;
-    if ((await this.#o.source.hashAt(top.height)) === top.hash) return false;
-    await this.#rewind();
-    return true;
+    const hash = await this.#o.source.hashAt(top.height);
+    // No block at that height: the node is behind, which is not another block.
+    if (hash === undefined || hash === top.hash) return false;
+    return this.#rewind();
   }
 
-  /** Back to the newest saved block still on the best chain; the ones above it are reported orphaned. */
-  async #rewind(): Promise<void> {
+  /**
+   * Back to the newest saved block still on the best chain; the ones above it are reported
+   * orphaned. Nothing changes (false) when the node stops knowing a height on the way down.
+   */
+  async #rewind(): Promise<boolean> {
+    await this.#o.confirmFork?.();
     const orphaned: BlockRef[] = [];
-    while (this.#recent.length > 0) {
-      const b = this.#recent.at(-1) as BlockRef;
-      if ((await this.#o.source.hashAt(b.height)) === b.hash) break;
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const b = this.#recent[i] as BlockRef;
+      const hash = await this.#o.source.hashAt(b.height);
+      if (hash === undefined) return false;
+      if (hash === b.hash) break;
       orphaned.push(b);
-      this.#recent.pop();
     }
+    this.#recent.splice(this.#recent.length - orphaned.length);
     // Deeper than the history kept: everything kept is gone; go on from below it.
     const base = this.#recent.at(-1);
     this.#height = base ? base.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
@@ -167,6 +181,7 @@ export class Follower {
       this.#o.onReorg?.(orphaned);
     }
     await this.#o.core.save(this.position, { height: this.#height, time: undefined });
+    return true;
   }
 
   async #scan(from: number, to: number, head: number, advance: boolean): Promise<void> {
@@ -192,7 +207,7 @@ export class Follower {
     if (advance) {
       for (const b of blocks) {
         this.#recent.push({ height: b.height, hash: b.hash });
-        this.#o.onBlock?.({ height: b.height, hash: b.hash }, head);
+        this.#o.onBlock?.(b, head);
       }
       if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
       this.#height = to;

@@ -1,19 +1,37 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 
+type Labels = { network: string; environment: string };
+
 /** The watcher role's series, per chain (network and environment). */
 export function watcherMetrics(registry: Registry) {
   const labelNames = ["network", "environment"] as const;
   const registers = [registry];
+  /** When each chain's last processed block was mined (seconds): the lag is read from it at each scrape, so it grows while nothing is processed. */
+  const processedBlockTimes = new Map<string, { labels: Labels; time: number }>();
   return {
     head: new Gauge({ name: "chain_head_height", help: "The chain's head as the watcher last saw it.", labelNames, registers }),
     processed: new Gauge({ name: "chain_processed_height", help: "The highest block the watcher has processed.", labelNames, registers }),
     lagBlocks: new Gauge({ name: "chain_lag_blocks", help: "Blocks between the head and the last processed block.", labelNames, registers }),
-    lagSeconds: new Gauge({ name: "chain_lag_seconds", help: "Seconds since the last processed block was mined.", labelNames, registers }),
+    lagSeconds: new Gauge({
+      name: "chain_lag_seconds",
+      help: "Seconds since the last processed block was mined, at the time of the scrape: it keeps growing while the node does not answer.",
+      labelNames,
+      registers,
+      collect() {
+        for (const { labels, time } of processedBlockTimes.values()) this.set(labels, Math.max(0, Date.now() / 1000 - time));
+      },
+    }),
     active: new Gauge({ name: "chain_watcher_active", help: "1 while this process holds the chain's lease and follows it.", labelNames, registers }),
+    nodeRefused: new Gauge({ name: "chain_node_refused", help: "1 while the watcher refuses its node: another chain than the one it must follow, or still syncing.", labelNames, registers }),
+    nodeBehind: new Gauge({ name: "chain_node_behind_blocks", help: "How far the node's head is below the height already processed (0: not behind); the watcher waits while it is.", labelNames, registers }),
     watched: new Gauge({ name: "chain_watched_addresses", help: "Deposit addresses the watcher looks for.", labelNames, registers }),
     rpcErrors: new Counter({ name: "chain_rpc_errors_total", help: "Failed calls to the chain's node.", labelNames, registers }),
     outputs: new Counter({ name: "chain_observations_reported_total", help: "Outputs to watched addresses reported to the core (first sight, not confirmation updates).", labelNames, registers }),
     reorgs: new Counter({ name: "chain_reorged_blocks_total", help: "Blocks that left the best chain after the watcher processed them.", labelNames, registers }),
+    /** Records when the chain's newest processed block was mined. */
+    blockProcessed(labels: Labels, time: number): void {
+      processedBlockTimes.set(`${labels.network}/${labels.environment}`, { labels, time });
+    },
   };
 }
 export type WatcherMetrics = ReturnType<typeof watcherMetrics>;

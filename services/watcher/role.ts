@@ -1,25 +1,28 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
 import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
-import { assets, evmChainIds, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { bitcoinNode } from "./bitcoin-node.ts";
 import { bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
 import { evmNode, redactNodeUrl } from "./evm-node.ts";
 import { evmSource, EvmWatched } from "./evm-source.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
+import { bitcoinFacts, evmFacts, firstBlockAtOrAfter, refusal, type NodeFacts } from "./node-check.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 export interface WatcherRoleOptions {
   endpoints: readonly ChainEndpoint[];
   pollMs: number;
   leaseSeconds: number;
+  /** How often a followed node proves again which chain it serves. */
+  nodeProofSeconds: number;
   /** How the watcher reaches the core in an environment: a transport and the internal credential it sends. */
   coreFor(environment: "test" | "live"): { transport: Transport; credential: string };
   logger: Logger;
@@ -31,19 +34,55 @@ const resyncMs = 10 * 60_000;
 const maxBackoffMs = 30_000;
 /** A watcher with nothing new to save still saves this often. */
 const heartbeatMs = 15_000;
+/** What a watcher says of its node is said again this often while it stays the same (readiness reads recent words only). */
+const reportEveryMs = 30_000;
+/** How much older than the oldest watched intent a block may be and still be read on a new chain: block clocks drift (bitcoin allows two hours). */
+const blockTimeSlackSeconds = 2 * 3600;
+
+interface ChainReader {
+  source: ChainSource;
+  watched: WatchedAddresses;
+  /** Which chain the node serves, as it says itself. */
+  facts(): Promise<NodeFacts>;
+  /** The time (seconds) of the best chain's block at `height`. */
+  timeAt(height: number): Promise<number>;
+  close(): Promise<void>;
+}
 
 /** The node of an endpoint, the source that reads it for the follower, and the watched set it matches against. */
-function chainReader(e: ChainEndpoint): { source: ChainSource; watched: WatchedAddresses; close(): Promise<void> } {
+function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   if (e.network === "bitcoin") {
-    const node = bitcoinNode(e.url);
+    const node = bitcoinNode(e.url, timeoutMs);
     const watched = new BitcoinWatched();
-    // Plain HTTP requests: nothing to close.
-    return { source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched), watched, close: async () => {} };
+    return {
+      source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched),
+      watched,
+      facts: () => bitcoinFacts(node),
+      async timeAt(height) {
+        const hash = await node.hashAt(height);
+        const block = hash === undefined ? undefined : await node.block(hash);
+        if (!block) throw new Error(`block ${height} is not on the node's best chain`);
+        return block.time;
+      },
+      // Plain HTTP requests: nothing to close.
+      close: async () => {},
+    };
   }
-  const node = evmNode(e.url);
+  const node = evmNode(e.url, timeoutMs);
   const watched = new EvmWatched();
   const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
-  return { source: evmSource(node, chainAssets, watched), watched, close: () => node.close() };
+  const network = e.network;
+  return {
+    source: evmSource(node, chainAssets, watched),
+    watched,
+    facts: () => evmFacts(node, network),
+    async timeAt(height) {
+      const block = await node.block(height, false);
+      if (!block) throw new Error(`block ${height} is not on the node's best chain`);
+      return block.timestamp;
+    },
+    close: () => node.close(),
+  };
 }
 
 /** Follows each configured chain while this process holds its lease; stop() ends every loop. */
@@ -75,6 +114,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 /** Which side failed: a call to the node, or to the core. */
 class NodeFailure extends Error {}
+/** The node answers, but must not be followed (another chain, still syncing). */
+class NodeRefused extends Error {}
+/** The node serves another chain than the blocks in hand were read from (a reset dev chain): start over on it. */
+class ChainReplaced extends Error {}
 
 class ChainWatch {
   readonly #e: ChainEndpoint;
@@ -84,6 +127,7 @@ class ChainWatch {
   readonly #signal: AbortSignal;
   readonly #labels: { network: string; environment: string };
   readonly #source: ChainSource;
+  readonly #reader: ChainReader;
   readonly #closeNode: () => Promise<void>;
   readonly #chains;
   readonly #observations;
@@ -97,6 +141,15 @@ class ChainWatch {
   #failing: string | undefined;
   #standingBy: string | undefined;
   #savedAt = 0;
+  /** The chain the node proved it serves when this process first asked (its name), and its block 0 now. */
+  #pinnedChain: string | undefined;
+  #genesis: string | undefined;
+  /** When the node last proved which chain it serves; 0: prove it before reading anything more. */
+  #provenAt = 0;
+  /** Why the node is not followed now (undefined: it is), as last logged and reported. */
+  #problem: string | undefined;
+  #reported: { problem: string | undefined; at: number } | undefined;
+  #behind = 0;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -106,6 +159,7 @@ class ChainWatch {
     this.#signal = signal;
     this.#labels = { network: e.network, environment: e.environment };
     const reader = chainReader(e);
+    this.#reader = reader;
     this.#source = this.#guarded(reader.source);
     this.#watched = reader.watched;
     this.#closeNode = reader.close;
@@ -132,13 +186,32 @@ class ChainWatch {
         if (!busy) await sleep(Math.max(0, this.#o.pollMs - (Date.now() - started)), this.#signal);
       } catch (err) {
         if (this.#signal.aborted) break;
+        if (err instanceof ChainReplaced) {
+          // Nothing read from the old chain is reported; the next round starts on the new one.
+          this.#drop();
+          continue;
+        }
+        if (err instanceof NodeRefused) {
+          this.#drop();
+          this.#m.nodeRefused.set(this.#labels, 1);
+          await this.#problemIs(err.message, "warn", "chain watcher refuses its node: nothing it serves is read until it proves itself again");
+          await sleep(backoff, this.#signal);
+          backoff = Math.min(maxBackoffMs, backoff * 2);
+          continue;
+        }
         const side = err instanceof NodeFailure ? "node" : "core";
-        if (side === "node") this.#m.rpcErrors.inc(this.#labels);
         const reason = `${side}: ${(err as Error).message.split("\n")[0]}`;
+        if (side === "node") {
+          this.#m.rpcErrors.inc(this.#labels);
+          // Whatever answers next, after a reconnection, proves which chain it serves first.
+          this.#provenAt = 0;
+          await this.#report(`the node does not answer: ${(err as Error).message.split("\n")[0]}`);
+        }
         // Once per outage, not once per retry.
         if (this.#failing === undefined) this.#log.warn({ reason, retry_ms: backoff }, "chain watcher cannot go on; retrying with backoff");
         this.#failing = reason;
-        if (err instanceof ConnectError && err.code === Code.FailedPrecondition) this.#drop();
+        // Lost the lease, or the core no longer takes this watcher's credential: not following, whatever comes next.
+        if (err instanceof ConnectError && [Code.FailedPrecondition, Code.Unauthenticated, Code.PermissionDenied].includes(err.code)) this.#drop();
         await sleep(backoff, this.#signal);
         backoff = Math.min(maxBackoffMs, backoff * 2);
       }
@@ -161,8 +234,28 @@ class ChainWatch {
     }
   }
 
-  /** One round: hold the lease, learn the head and the new addresses, process what is new. True when more is waiting. */
+  /**
+   * Asks the node which chain it serves, when due: before its first block, after any failure
+   * (a reconnection may reach another node), every nodeProofSeconds, and before anything is orphaned.
+   * Throws NodeRefused when it must not be followed. A Test node whose block 0 changed (a reset
+   * dev chain or testnet) serves a new chain: true, and the caller starts over on it.
+   */
+  async #prove(force = false): Promise<boolean> {
+    if (!force && this.#provenAt !== 0 && Date.now() - this.#provenAt < this.#o.nodeProofSeconds * 1000) return false;
+    const facts = await this.#nodeCall(() => this.#reader.facts());
+    const refused = refusal(this.#e, facts, this.#pinnedChain);
+    if (refused) throw new NodeRefused(refused);
+    this.#pinnedChain ??= facts.chain;
+    this.#m.nodeRefused.set(this.#labels, 0);
+    this.#provenAt = Date.now();
+    const replaced = this.#genesis !== undefined && this.#genesis !== facts.genesisHash;
+    this.#genesis = facts.genesisHash;
+    return replaced;
+  }
+
+  /** One round: prove the node, hold the lease, learn the head and the new addresses, process what is new. True when more is waiting. */
   async #tick(): Promise<boolean> {
+    if (await this.#prove()) this.#drop();
     if (!(await this.#holdLease())) return false;
     const head = await this.#source.headHeight();
     this.#m.head.set(this.#labels, head);
@@ -170,15 +263,20 @@ class ChainWatch {
     await this.#refreshWatched();
     if (!this.#follower) {
       const claim = await this.#claim();
-      const position = claim.position ?? { height: Math.max(0, head - 1), recentBlocks: [] };
+      const position = await this.#startingPosition(claim, head);
+      if (this.#isBehind(head, position.height)) return false;
       const follower = new Follower(
         {
           source: this.#source,
           core: this.#core(),
           required: claim.required,
+          confirmFork: async () => {
+            if (await this.#prove(true)) throw new ChainReplaced();
+          },
           onBlock: (b, h) => {
             this.#m.processed.set(this.#labels, b.height);
             this.#m.lagBlocks.set(this.#labels, Math.max(0, h - b.height));
+            this.#m.blockProcessed(this.#labels, b.time);
           },
           onOutput: () => this.#m.outputs.inc(this.#labels),
           onReorg: (blocks) => {
@@ -194,23 +292,94 @@ class ChainWatch {
       this.#log.info({ from: position.height + 1, head }, "following the chain");
     }
     const follower = this.#follower;
+    // A lagging node (a load-balanced provider, a standby's own node, a rewound geth) is waited for, never followed back.
+    if (this.#isBehind(head, follower.position.height)) return false;
     const deadline = Date.now() + Math.max(1000, (this.#o.leaseSeconds * 1000) / 3);
     let busy = true;
     while (busy && Date.now() < deadline && !this.#signal.aborted) busy = await follower.step(head);
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
     // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
     if (Date.now() - this.#savedAt > heartbeatMs) await this.#core().save(follower.position, { height: head, time: undefined });
+    await this.#problemIs(undefined);
     return busy;
   }
 
-  async #claim(): Promise<{ active: boolean; holder: string; position: { height: number; recentBlocks: BlockRef[] } | undefined; required: Record<string, number> }> {
+  /**
+   * Where following starts: the saved position, or just below the head the first time. When
+   * the node serves another chain than the saved position's (another block 0), on Test that is a
+   * new chain, read from the first block that could pay an intent still watched (the old chain's
+   * outputs keep what was recorded of them); on Live it is refused (a Live node serves mainnet).
+   */
+  async #startingPosition(claim: Claim, head: number): Promise<{ height: number; recentBlocks: BlockRef[] }> {
+    const saved = claim.position;
+    if (!saved) return { height: Math.max(0, head - 1), recentBlocks: [] };
+    if (saved.genesisHash === undefined || saved.genesisHash === this.#genesis) return saved;
+    if (this.#e.environment === "live") throw new NodeRefused(`the node serves a chain whose block 0 is ${this.#genesis}, not the one followed so far (${saved.genesisHash})`);
+    let from = head + 1;
+    if (claim.oldestWatched !== undefined) {
+      const since = claim.oldestWatched.getTime() / 1000 - blockTimeSlackSeconds;
+      from = await this.#nodeCall(() => firstBlockAtOrAfter((h) => this.#reader.timeAt(h), head, since));
+    }
+    // Block 0 holds no payment, and a position is never below it.
+    from = Math.max(1, from);
+    this.#log.warn(
+      { genesis: this.#genesis, previous_genesis: saved.genesisHash, from, head, previous_height: saved.height },
+      "the node serves a new chain (another block 0): following it from the first block that could pay a watched intent; what was recorded on the old chain keeps its state",
+    );
+    const position = { height: from - 1, recentBlocks: [] };
+    await this.#core().save(position, { height: head, time: undefined });
+    return position;
+  }
+
+  /** Whether the node's head is below what was already processed: then nothing is read, and it is said once. */
+  #isBehind(head: number, processed: number): boolean {
+    const behind = Math.max(0, processed - head);
+    this.#m.nodeBehind.set(this.#labels, behind);
+    if (behind > 0 && this.#behind === 0) {
+      this.#log.warn({ head, processed, behind }, "the node is behind the height already processed; waiting for it to catch up");
+    } else if (behind === 0 && this.#behind > 0) {
+      this.#log.info({ head }, "the node caught up");
+    }
+    this.#behind = behind;
+    if (behind > 0) void this.#report(`the node's head ${head} is ${behind} blocks behind the height already processed (${processed}); waiting for it to catch up`);
+    return behind > 0;
+  }
+
+  /** The node's problem now (undefined: none): logged when it changes, and reported to the core for readiness. */
+  async #problemIs(problem: string | undefined, level: "warn" | "info" = "info", message?: string): Promise<void> {
+    if (problem !== this.#problem) {
+      if (problem !== undefined) this.#log[level]({ reason: problem }, message ?? "chain watcher does not follow its node");
+      else if (this.#problem !== undefined) this.#log.info({ after: this.#problem }, "the node is followed again");
+      this.#problem = problem;
+    }
+    await this.#report(problem);
+  }
+
+  /** Tells the core what this watcher found about its node: when it changes, and again every reportEveryMs. Best effort: the core may be the one down. */
+  async #report(problem: string | undefined): Promise<void> {
+    const last = this.#reported;
+    if (last && last.problem === problem && Date.now() - last.at < reportEveryMs) return;
+    this.#reported = { problem, at: Date.now() };
+    try {
+      await this.#chains.reportChainNode({ network: this.#e.network, watcherId: this.#id, node: redactNodeUrl(this.#e.url), problem: (problem ?? "").slice(0, 500) }, { headers: this.#headers });
+    } catch {
+      this.#reported = undefined;
+    }
+  }
+
+  async #claim(): Promise<Claim> {
     const res = await this.#chains.claimChain({ network: this.#e.network, watcherId: this.#id, leaseSeconds: this.#o.leaseSeconds }, { headers: this.#headers });
     this.#leaseRenewAt = Date.now() + (this.#o.leaseSeconds * 1000) / 3;
     return {
       active: res.active,
       holder: res.holder,
-      position: res.position && { height: Number(res.position.height), recentBlocks: res.position.recentBlocks.map((b) => ({ height: Number(b.height), hash: b.hash })) },
+      position: res.position && {
+        height: Number(res.position.height),
+        recentBlocks: res.position.recentBlocks.map((b) => ({ height: Number(b.height), hash: b.hash })),
+        genesisHash: res.position.genesisHash === "" ? undefined : res.position.genesisHash,
+      },
       required: res.requiredConfirmations,
+      oldestWatched: res.oldestWatchedCreatedAt && timestampDate(res.oldestWatchedCreatedAt),
     };
   }
 
@@ -231,6 +400,17 @@ class ChainWatch {
   }
 
   async #refreshWatched(): Promise<void> {
+    try {
+      await this.#readWatched();
+    } catch (err) {
+      // A cursor the core can no longer read (its key changed, a core of another version): read the whole set again, now.
+      if (!(err instanceof ConnectError && err.code === Code.InvalidArgument) || Date.now() >= this.#resyncAt) throw err;
+      this.#resyncAt = 0;
+      await this.#readWatched();
+    }
+  }
+
+  async #readWatched(): Promise<void> {
     const full = Date.now() >= this.#resyncAt;
     let cursor = full ? undefined : this.#cursor;
     // A full re-read replaces the set only once it is complete: a failure halfway keeps the old one.
@@ -300,52 +480,50 @@ class ChainWatch {
           {
             network,
             watcherId: this.#id,
-            position: { height: BigInt(position.height), recentBlocks: position.recentBlocks.map((b) => ({ height: BigInt(b.height), hash: b.hash })) },
+            position: {
+              height: BigInt(position.height),
+              recentBlocks: position.recentBlocks.map((b) => ({ height: BigInt(b.height), hash: b.hash })),
+              genesisHash: this.#genesis ?? "",
+            },
             headHeight: BigInt(head.height),
             headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
           },
           { headers },
         );
         this.#savedAt = Date.now();
-        if (head.time !== undefined) this.#m.lagSeconds.set(this.#labels, Math.max(0, Date.now() / 1000 - head.time));
       },
     };
   }
 }
 
-/** Which chain a node follows, as it says itself: an EVM node's chain id, a bitcoind's `chain`. */
-async function chainOf(e: ChainEndpoint): Promise<{ mainnet: boolean; name: string }> {
-  if (e.network === "bitcoin") {
-    const node = bitcoinNode(e.url, 5000);
-    const chain = await node.chain();
-    return { mainnet: chain === "main", name: `bitcoin's ${chain} chain` };
-  }
-  const node = evmNode(e.url, 5000);
-  try {
-    const chainId = await node.chainId();
-    return { mainnet: chainId === evmChainIds[e.network].live, name: `chain id ${chainId}` };
-  } finally {
-    await node.close().catch(() => undefined);
-  }
-}
-
 /**
- * Start-time check of each endpoint: one that answers with the wrong chain is bad configuration
- * (a Live watcher must follow mainnet; a Test one never does). One that does not answer is not:
- * the watcher retries it, and says so once.
+ * Start-time check of each endpoint: one that answers for the wrong chain is bad configuration
+ * (a Live watcher must follow mainnet; a Test one never does). One that does not answer, or is
+ * still syncing, is not: the watcher proves the node again before it reads anything, and says so once.
  */
 export async function checkEndpoints(endpoints: readonly ChainEndpoint[], logger: Logger): Promise<string | undefined> {
   for (const e of endpoints) {
     const name = `${e.network.toUpperCase()}_${e.environment.toUpperCase()}_RPC_URL`;
-    let chain: { mainnet: boolean; name: string };
+    const reader = chainReader(e, 5000);
+    let facts: NodeFacts;
     try {
-      chain = await chainOf(e);
+      facts = await reader.facts();
     } catch (err) {
       logger.warn({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url), reason: (err as Error).message.split("\n")[0] }, `${name} does not answer; the watcher will keep trying`);
       continue;
+    } finally {
+      await reader.close().catch(() => undefined);
     }
-    if (e.environment === "live" && !chain.mainnet) return `${name} follows ${chain.name}, not ${e.network} mainnet: Live payments are only watched on mainnet`;
-    if (e.environment === "test" && chain.mainnet) return `${name} follows ${e.network} mainnet (${chain.name}): Test intents are paid on a testnet or a local dev chain`;
+    const wrong = refusal(e, { ...facts, syncing: false }, undefined);
+    if (wrong) return `${name}: ${wrong}`;
   }
   return undefined;
+}
+
+interface Claim {
+  active: boolean;
+  holder: string;
+  position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined } | undefined;
+  required: Record<string, number>;
+  oldestWatched: Date | undefined;
 }

@@ -86,5 +86,5 @@ t.test("a Live URL on a node that is not mainnet: the start stops with one line"
   const { credential: live } = await createInternalCredential(core.app.db.em.fork(), "live watcher", ["observe"], "live");
   const w = spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_LIVE: live, BITCOIN_LIVE_RPC_URL: chain.url });
   t.not(await w.exited, 0);
-  t.match(w.output(), "BITCOIN_LIVE_RPC_URL follows bitcoin's regtest chain, not bitcoin mainnet: Live payments are only watched on mainnet");
+  t.match(w.output(), "BITCOIN_LIVE_RPC_URL: the node follows bitcoin's regtest chain, not bitcoin mainnet: Live payments are only watched on mainnet");
 });

@@ -13,17 +13,22 @@ import { createApiKey, createMerchant, revokeApiKey } from "../../services/auth/
 import { scopes, type Environment } from "../../services/auth/keys.ts";
 import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
+import { mainnetGenesis } from "../../services/watcher/node-check.ts";
+import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 import type { Reply } from "../helpers/receiver.ts";
 import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
 // Paths under /fail answer 410 (terminal: the delivery fails at its first attempt); the rest 200.
-// A watcher follows a Live ethereum (a dev chain with mainnet's chain id) and a Test one: chain_watcher passes.
+// A watcher follows a Live ethereum (a dev chain with mainnet's chain id, passing for mainnet
+// through a proxy that answers mainnet's block 0) and a Test one: chain_watcher passes.
 const mainnet = await startDevChain({ chainId: 1 });
 const sepolia = await startDevChain();
 t.teardown(() => Promise.all([mainnet.stop(), sepolia.stop()]));
+const mainnetNode = await startRpcProxy(t, mainnet.url);
+mainnetNode.genesisHash = mainnetGenesis.ethereum;
 const s = await webhookSetup(t, {
   respond: (req): Reply => (req.url.startsWith("/fail") ? { status: 410, body: "gone" } : { status: 200, body: "ok" }),
-  env: { ETHEREUM_LIVE_RPC_URL: mainnet.url, ETHEREUM_TEST_RPC_URL: sepolia.url, WATCHER_POLL_MS: "100" },
+  env: { ETHEREUM_LIVE_RPC_URL: mainnetNode.url, ETHEREUM_TEST_RPC_URL: sepolia.url, WATCHER_POLL_MS: "100" },
 });
 await until(
   "both chains followed",

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/chains.proto.
  */
 export const file_payments_v1_chains: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJIk0KDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZiLEAgoSQ2xhaW1DaGFpblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBIOCgZob2xkZXIYAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoIcG9zaXRpb24YBCABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uSACIAQESWgoWcmVxdWlyZWRfY29uZmlybWF0aW9ucxgFIAMoCzI6LnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZS5SZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRo8ChpSZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBQgsKCV9wb3NpdGlvbiKxAQoYU2F2ZUNoYWluUG9zaXRpb25SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIsCghwb3NpdGlvbhgDIAEoCzIaLnBheW1lbnRzLnYxLkNoYWluUG9zaXRpb24SEwoLaGVhZF9oZWlnaHQYBCABKAQSLQoJaGVhZF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbChlTYXZlQ2hhaW5Qb3NpdGlvblJlc3BvbnNlIncKG0xpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhMKBmN1cnNvchgCIAEoCUgAiAEBEh0KBWxpbWl0GAMgASgFQgmquxgFGAEgkE5IAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCJYChxMaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlEhEKCWFkZHJlc3NlcxgBIAMoCRIQCghoYXNfbW9yZRgCIAEoCBITCgtuZXh0X2N1cnNvchgDIAEoCTLPAgoMQ2hhaW5TZXJ2aWNlElcKCkNsYWltQ2hhaW4SHi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVxdWVzdBofLnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZSIIorsYBDAFQAESbAoRU2F2ZUNoYWluUG9zaXRpb24SJS5wYXltZW50cy52MS5TYXZlQ2hhaW5Qb3NpdGlvblJlcXVlc3QaJi5wYXltZW50cy52MS5TYXZlQ2hhaW5Qb3NpdGlvblJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAkigwMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UisQEKGFNhdmVDaGFpblBvc2l0aW9uUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSLAoIcG9zaXRpb24YAyABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uEhMKC2hlYWRfaGVpZ2h0GAQgASgEEi0KCWhlYWRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiGwoZU2F2ZUNoYWluUG9zaXRpb25SZXNwb25zZSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAkytwMKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEmwKEVNhdmVDaGFpblBvc2l0aW9uEiUucGF5bWVudHMudjEuU2F2ZUNoYWluUG9zaXRpb25SZXF1ZXN0GiYucGF5bWVudHMudjEuU2F2ZUNoYWluUG9zaXRpb25SZXNwb25zZSIIorsYBDAFQAESZgoPUmVwb3J0Q2hhaW5Ob2RlEiMucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBokLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.ClaimChainRequest
@@ -88,6 +88,14 @@ export type ChainPosition = Message<"payments.v1.ChainPosition"> & {
    * @generated from field: repeated payments.v1.BlockRef recent_blocks = 2;
    */
   recentBlocks: BlockRef[];
+
+  /**
+   * The hash of the chain's block 0: a node that answers with another one
+   * serves another chain (a reset dev chain or testnet). Empty: not known yet.
+   *
+   * @generated from field: string genesis_hash = 3;
+   */
+  genesisHash: string;
 };
 
 /**
@@ -133,6 +141,15 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
    * @generated from field: map<string, uint32> required_confirmations = 5;
    */
   requiredConfirmations: { [key: string]: number };
+
+  /**
+   * When the oldest intent whose address is still watched was created (unset
+   * when none is): a watcher that finds a new chain reads it from the first
+   * block that could hold a payment to one of them.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest_watched_created_at = 6;
+   */
+  oldestWatchedCreatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -141,6 +158,55 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
  */
 export const ClaimChainResponseSchema: GenMessage<ClaimChainResponse> = /*@__PURE__*/
   messageDesc(file_payments_v1_chains, 3);
+
+/**
+ * @generated from message payments.v1.ReportChainNodeRequest
+ */
+export type ReportChainNodeRequest = Message<"payments.v1.ReportChainNodeRequest"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * @generated from field: string watcher_id = 2;
+   */
+  watcherId: string;
+
+  /**
+   * The node as logs may show it: scheme, host and port.
+   *
+   * @generated from field: string node = 3;
+   */
+  node: string;
+
+  /**
+   * Why the watcher does not follow the node; empty when it does.
+   *
+   * @generated from field: string problem = 4;
+   */
+  problem: string;
+};
+
+/**
+ * Describes the message payments.v1.ReportChainNodeRequest.
+ * Use `create(ReportChainNodeRequestSchema)` to create a new message.
+ */
+export const ReportChainNodeRequestSchema: GenMessage<ReportChainNodeRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 4);
+
+/**
+ * @generated from message payments.v1.ReportChainNodeResponse
+ */
+export type ReportChainNodeResponse = Message<"payments.v1.ReportChainNodeResponse"> & {
+};
+
+/**
+ * Describes the message payments.v1.ReportChainNodeResponse.
+ * Use `create(ReportChainNodeResponseSchema)` to create a new message.
+ */
+export const ReportChainNodeResponseSchema: GenMessage<ReportChainNodeResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 5);
 
 /**
  * @generated from message payments.v1.SaveChainPositionRequest
@@ -179,7 +245,7 @@ export type SaveChainPositionRequest = Message<"payments.v1.SaveChainPositionReq
  * Use `create(SaveChainPositionRequestSchema)` to create a new message.
  */
 export const SaveChainPositionRequestSchema: GenMessage<SaveChainPositionRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 4);
+  messageDesc(file_payments_v1_chains, 6);
 
 /**
  * @generated from message payments.v1.SaveChainPositionResponse
@@ -192,7 +258,7 @@ export type SaveChainPositionResponse = Message<"payments.v1.SaveChainPositionRe
  * Use `create(SaveChainPositionResponseSchema)` to create a new message.
  */
 export const SaveChainPositionResponseSchema: GenMessage<SaveChainPositionResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 5);
+  messageDesc(file_payments_v1_chains, 7);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesRequest
@@ -221,7 +287,7 @@ export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddres
  * Use `create(ListWatchedAddressesRequestSchema)` to create a new message.
  */
 export const ListWatchedAddressesRequestSchema: GenMessage<ListWatchedAddressesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 6);
+  messageDesc(file_payments_v1_chains, 8);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesResponse
@@ -248,7 +314,7 @@ export type ListWatchedAddressesResponse = Message<"payments.v1.ListWatchedAddre
  * Use `create(ListWatchedAddressesResponseSchema)` to create a new message.
  */
 export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddressesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 7);
+  messageDesc(file_payments_v1_chains, 9);
 
 /**
  * ChainService is what a chain watcher needs besides ObservationService: which
@@ -287,11 +353,29 @@ export const ChainService: GenService<{
     output: typeof SaveChainPositionResponseSchema;
   },
   /**
+   * What a watcher found about its node: which node it reads (scheme, host and
+   * port only) and, when it does not follow it, why (another chain, still
+   * syncing, behind the processed height, not answering); an empty problem
+   * says the node is followed. Any watcher of the chain may report, holding
+   * the lease or not; readiness names a recent problem while the chain is not
+   * followed.
+   *
+   * @generated from rpc payments.v1.ChainService.ReportChainNode
+   */
+  reportChainNode: {
+    methodKind: "unary";
+    input: typeof ReportChainNodeRequestSchema;
+    output: typeof ReportChainNodeResponseSchema;
+  },
+  /**
    * The deposit addresses to watch on `network`: those of intents that can
    * still receive a payment that counts (not cancelled, and not expired for
-   * longer than the late-payment window), oldest first. Page through with
-   * next_cursor; once has_more is false, keep calling with next_cursor to get
-   * the intents created since (an address can come again: callers keep a set).
+   * longer than the late-payment window), in the order their creating
+   * transactions began. Page through with next_cursor; once has_more is false,
+   * keep calling with next_cursor to get the intents committed since, however
+   * late their transactions commit (an address can come again: callers keep a
+   * set). A cursor the server can no longer read is invalid_cursor: start over
+   * without one.
    *
    * @generated from rpc payments.v1.ChainService.ListWatchedAddresses
    */

@@ -10,11 +10,13 @@ import { Migration20261123092813_terminal } from "./Migration20261123092813_term
 import { Migration20261123142521_RotateSigningSecret } from "./Migration20261123142521_RotateSigningSecret.ts";
 import { Migration20261123170137_CredentialChangedNotify } from "./Migration20261123170137_CredentialChangedNotify.ts";
 import { Migration20261124150204_SecretKeyCheck } from "./Migration20261124150204_SecretKeyCheck.ts";
-import { Migration20261124203005_ChainWatchers } from "./Migration20261124203005_ChainWatchers.ts";
 import { Migration20261124152937_ChainEnvironmentInternalRoles } from "./Migration20261124152937_ChainEnvironmentInternalRoles.ts";
+import { Migration20261124203005_ChainWatchers } from "./Migration20261124203005_ChainWatchers.ts";
 import { Migration20261125054905_EndpointEnabledAt } from "./Migration20261125054905_EndpointEnabledAt.ts";
 import { Migration20261125084334_MerchantPolicy } from "./Migration20261125084334_MerchantPolicy.ts";
+import { Migration20261126090000_WatchedCommitOrder } from "./Migration20261126090000_WatchedCommitOrder.ts";
 import { Migration20261126090100_InternalCredentialExpiry } from "./Migration20261126090100_InternalCredentialExpiry.ts";
+import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -33,5 +35,7 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261124203005_ChainWatchers", class: Migration20261124203005_ChainWatchers },
   { name: "Migration20261125054905_EndpointEnabledAt", class: Migration20261125054905_EndpointEnabledAt },
   { name: "Migration20261125084334_MerchantPolicy", class: Migration20261125084334_MerchantPolicy },
+  { name: "Migration20261126090000_WatchedCommitOrder", class: Migration20261126090000_WatchedCommitOrder },
   { name: "Migration20261126090100_InternalCredentialExpiry", class: Migration20261126090100_InternalCredentialExpiry },
+  { name: "Migration20261126091000_ChainNodeIdentity", class: Migration20261126091000_ChainNodeIdentity },
 ];

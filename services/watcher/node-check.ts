@@ -1,0 +1,72 @@
+import type { ChainEndpoint } from "../platform/config.ts";
+import { evmChainIds } from "../vocabulary/assets.ts";
+import type { BitcoinNode } from "./bitcoin-node.ts";
+import type { EvmNode } from "./evm-node.ts";
+
+/** Block 0 of each mainnet: a Live node must serve it, whatever chain id or name it claims. */
+export const mainnetGenesis: Readonly<Record<ChainEndpoint["network"], string>> = {
+  bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
+  ethereum: "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3",
+  polygon: "0xa9c28ce2141b56c474f1dc504bee9b01eb1bd7d1a507580d5519d4437a97de1b",
+};
+
+/** What a node says of the chain it serves. */
+export interface NodeFacts {
+  /** How the node names its chain: `chain id 11155111`, `bitcoin's regtest chain`. */
+  chain: string;
+  /** Whether that name is the network's mainnet (chain id, or bitcoind's `main`). */
+  mainnet: boolean;
+  /** Block 0's hash, lowercase. */
+  genesisHash: string;
+  /** Still syncing (`eth_syncing`, bitcoind's initial block download): its head is not the chain's. */
+  syncing: boolean;
+}
+
+/** Asks an EVM node which chain it serves, in one round trip (viem batches the three). */
+export async function evmFacts(node: EvmNode, network: "ethereum" | "polygon"): Promise<NodeFacts> {
+  const [chainId, genesisHash, syncing] = await Promise.all([node.chainId(), node.genesisHash(), node.syncing()]);
+  return { chain: `chain id ${chainId}`, mainnet: chainId === evmChainIds[network].live, genesisHash: genesisHash.toLowerCase(), syncing };
+}
+
+/** Asks a Bitcoin Core node which chain it serves (`getblockchaininfo`, `getblockhash 0`). */
+export async function bitcoinFacts(node: BitcoinNode): Promise<NodeFacts> {
+  const [info, genesis] = await Promise.all([node.info(), node.hashAt(0)]);
+  if (genesis === undefined) throw new Error("getblockhash 0: the node has no block 0");
+  return { chain: `bitcoin's ${info.chain} chain`, mainnet: info.chain === "main", genesisHash: genesis.toLowerCase(), syncing: info.initialBlockDownload };
+}
+
+/**
+ * Why a watcher must not follow a node, or undefined when it may. A Live watcher follows only
+ * mainnet, by name and by block 0; a Test one never does. `pinned` is the chain this process
+ * proved the node served first: a node that names another chain since (a load balancer or
+ * provider URL moved) is refused until it serves that chain again. A node still syncing is
+ * refused too: its head is not the chain's, and what it has not seen is not absent.
+ */
+export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts: NodeFacts, pinned: string | undefined): string | undefined {
+  // Either sign of mainnet keeps a Test watcher off it; a Live one needs both.
+  const isMainnet = facts.mainnet || facts.genesisHash === mainnetGenesis[e.network];
+  if (e.environment === "live" && !facts.mainnet) return `the node follows ${facts.chain}, not ${e.network} mainnet: Live payments are only watched on mainnet`;
+  if (e.environment === "live" && facts.genesisHash !== mainnetGenesis[e.network]) {
+    return `the node names ${facts.chain} but its block 0 is ${facts.genesisHash}, not ${e.network} mainnet's`;
+  }
+  if (e.environment === "test" && isMainnet) return `the node follows ${e.network} mainnet (${facts.chain}): Test intents are paid on a testnet or a local dev chain`;
+  if (pinned !== undefined && facts.chain !== pinned) return `the node changed chains while followed: it served ${pinned} and now names ${facts.chain}`;
+  if (facts.syncing) return "the node is still syncing: it is followed once it has caught up";
+  return undefined;
+}
+
+/**
+ * The lowest height in 0..head whose block time is at or after `time` (seconds), head + 1 when
+ * none is: block times grow along a chain but for small steps back (bitcoin allows a block to
+ * be older than its parent), so callers pass a time with some slack taken off.
+ */
+export async function firstBlockAtOrAfter(timeAt: (height: number) => Promise<number>, head: number, time: number): Promise<number> {
+  let low = 0;
+  let high = head + 1;
+  while (low < high) {
+    const mid = Math.floor((low + high) / 2);
+    if ((await timeAt(mid)) >= time) high = mid;
+    else low = mid + 1;
+  }
+  return low;
+}

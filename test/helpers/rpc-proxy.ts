@@ -1,0 +1,215 @@
+// A JSON-RPC proxy between a chain watcher and its node (anvil, or bcoin behind its Bitcoin Core
+// relay with `bitcoin: true`), misbehaving on demand as real
+// nodes do: down (connections refused), answering for another chain, lagging some blocks behind,
+// still syncing, or serving blocks padded with a thousand transactions. Requests it does not
+// change pass through untouched; batches are answered as batches.
+import http from "node:http";
+import type net from "node:net";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+type Json = Record<string, unknown>;
+
+export interface RpcProxy {
+  readonly url: string;
+  readonly port: number;
+  /** eth_chainId (and net_version) answered with this id instead of the node's. */
+  chainId: number | undefined;
+  /** Block 0 read by number answered with this hash (a dev chain passing for mainnet, with chainId). */
+  genesisHash: string | undefined;
+  /** Answers as a node this many blocks behind: a lower head, blocks and logs above it unknown. */
+  behind: number;
+  /** eth_syncing answers a sync in progress instead of false; getblockchaininfo says initialblockdownload. */
+  syncing: boolean;
+  /** getblockchaininfo's chain answered with this name (bitcoin: main, test, regtest…). */
+  chainName: string | undefined;
+  /** Transactions (to no watched address) added to every block read with its transactions. */
+  padTransactions: number;
+  /** Requests relayed, by method. */
+  readonly calls: Map<string, number>;
+  /** Stops listening and cuts open connections: the node's port refuses connections. */
+  down(): Promise<void>;
+  /** Listens again on the same port. */
+  up(): Promise<void>;
+  /** Relays to another node from now on (a node replaced behind a load balancer). */
+  retarget(upstreamUrl: string): void;
+}
+
+const hex = (n: number) => `0x${n.toString(16)}`;
+
+/** A syntactically valid legacy transaction of about 1 KB (its input is filler), as a node writes it in a full block. */
+function fillerTransaction(block: Json, index: number): Json {
+  const n = Number.parseInt(String(block.number), 16) || 0;
+  const tag = `${n.toString(16).padStart(8, "0")}${index.toString(16).padStart(8, "0")}`;
+  return {
+    blockHash: block.hash,
+    blockNumber: block.number,
+    chainId: "0x1",
+    from: "0x00000000000000000000000000000000000f1115",
+    gas: "0x5208",
+    gasPrice: "0x3b9aca00",
+    hash: `0x${"f1".repeat(24)}${tag}`,
+    input: `0x${"ab".repeat(400)}`,
+    nonce: hex(index),
+    r: `0x${"11".repeat(32)}`,
+    s: `0x${"22".repeat(32)}`,
+    to: "0x00000000000000000000000000000000000f1117",
+    transactionIndex: hex(1_000_000 + index),
+    type: "0x0",
+    v: "0x25",
+    value: "0x1",
+  };
+}
+
+/** Listens on 127.0.0.1 (ephemeral port) and relays to `upstreamUrl`; closed at teardown. */
+export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitcoin?: boolean } = {}): Promise<RpcProxy> {
+  let upstream = upstreamUrl;
+  // Bitcoin Core's RPC takes Basic auth: the watcher's header is passed on.
+  let authorization: string | undefined;
+  const sockets = new Set<net.Socket>();
+  const calls = new Map<string, number>();
+
+  async function relay(body: unknown): Promise<unknown> {
+    const res = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) }, body: JSON.stringify(body) });
+    return res.json();
+  }
+
+  /** The node's own head, asked once per incoming request. */
+  async function realHead(): Promise<number> {
+    if (o.bitcoin) return ((await relay({ jsonrpc: "1.0", id: 1, method: "getblockcount", params: [] })) as { result: number }).result;
+    const r = (await relay({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })) as { result: string };
+    return Number.parseInt(r.result, 16);
+  }
+
+  /** Bitcoin Core's methods, misbehaving as set; undefined: relay as they are. */
+  async function answerBitcoin(req: Json, method: string, params: unknown[], limit: () => Promise<number>): Promise<Json | undefined> {
+    const reply = (result: unknown) => ({ result, error: null, id: req.id });
+    const error = (code: number, message: string) => ({ result: null, error: { code, message }, id: req.id });
+    if (method === "getblockchaininfo") {
+      const res = (await relay(req)) as Json;
+      const info = { ...(res.result as Json) };
+      if (proxy.chainName !== undefined) info.chain = proxy.chainName;
+      if (proxy.syncing) info.initialblockdownload = true;
+      if (proxy.behind > 0) info.blocks = await limit();
+      return { ...res, result: info };
+    }
+    if (proxy.behind === 0) return undefined;
+    const top = await limit();
+    if (method === "getblockcount") return reply(top);
+    if (method === "getblockhash" && Number(params[0]) > top) return error(-8, "Block height out of range");
+    if (method === "getblock") {
+      const res = (await relay(req)) as Json;
+      if (res.result && Number((res.result as Json).height) > top) return error(-5, "Block not found");
+      return res;
+    }
+    return undefined;
+  }
+
+  async function answer(req: Json, limit: () => Promise<number>): Promise<Json> {
+    const method = String(req.method);
+    calls.set(method, (calls.get(method) ?? 0) + 1);
+    const params = (req.params ?? []) as unknown[];
+    const reply = (result: unknown) => ({ jsonrpc: "2.0", id: req.id, result });
+    if (o.bitcoin) return (await answerBitcoin(req, method, params, limit)) ?? ((await relay(req)) as Json);
+    if ((method === "eth_chainId" || method === "net_version") && proxy.chainId !== undefined) {
+      return reply(method === "eth_chainId" ? hex(proxy.chainId) : String(proxy.chainId));
+    }
+    if (method === "eth_syncing" && proxy.syncing) return reply({ startingBlock: "0x0", currentBlock: "0x1", highestBlock: "0xffffff" });
+    if (proxy.behind > 0) {
+      const top = await limit();
+      if (method === "eth_blockNumber") return reply(hex(top));
+      if (method === "eth_getBlockByNumber") {
+        const tag = params[0];
+        const n = tag === "latest" || tag === "pending" || tag === "safe" || tag === "finalized" ? top : Number.parseInt(String(tag), 16);
+        if (n > top) return reply(null);
+        req = { ...req, params: [hex(n), ...params.slice(1)] };
+      }
+      if (method === "eth_getLogs") {
+        const filter = { ...(params[0] as Json) };
+        const to = filter.toBlock === undefined || filter.toBlock === "latest" ? top : Number.parseInt(String(filter.toBlock), 16);
+        const from = filter.fromBlock === undefined || filter.fromBlock === "latest" ? top : Number.parseInt(String(filter.fromBlock), 16);
+        if (from > top) return reply([]);
+        req = { ...req, params: [{ ...filter, fromBlock: hex(from), toBlock: hex(Math.min(to, top)) }] };
+      }
+    }
+    const res = (await relay(req)) as Json;
+    const result = res.result as Json | null | undefined;
+    if (method === "eth_getBlockByNumber" && result && proxy.genesisHash !== undefined && Number.parseInt(String(result.number), 16) === 0) {
+      return { ...res, result: { ...result, hash: proxy.genesisHash } };
+    }
+    if ((method === "eth_getBlockByNumber" || method === "eth_getBlockByHash") && result) {
+      if (proxy.behind > 0 && Number.parseInt(String(result.number), 16) > (await limit())) return reply(null);
+      if (params[1] === true && proxy.padTransactions > 0) {
+        const txs = [...(result.transactions as unknown[])];
+        for (let i = 0; i < proxy.padTransactions; i++) txs.push(fillerTransaction(result, i));
+        return { ...res, result: { ...result, transactions: txs } };
+      }
+    }
+    return res;
+  }
+
+  const server = http.createServer((req, res) => {
+    authorization = req.headers.authorization;
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString()) as Json | Json[];
+        let head: Promise<number> | undefined;
+        const limit = async () => (await (head ??= realHead())) - proxy.behind;
+        const out = Array.isArray(body) ? await Promise.all(body.map((r) => answer(r, limit))) : await answer(body, limit);
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify(out));
+      } catch (err) {
+        // The node itself is unreachable: as a dead upstream behind a proxy answers.
+        res.writeHead(502, { "content-type": "text/plain" });
+        res.end(`bad gateway: ${(err as Error).message}`);
+      }
+    });
+  });
+  server.on("connection", (s: net.Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  const listen = (port: number) => new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  await listen(0);
+  const port = (server.address() as net.AddressInfo).port;
+  let listening = true;
+
+  const proxy: RpcProxy = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    chainId: undefined,
+    genesisHash: undefined,
+    chainName: undefined,
+    behind: 0,
+    syncing: false,
+    padTransactions: 0,
+    calls,
+    async down() {
+      if (!listening) return;
+      listening = false;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+    async up() {
+      if (listening) return;
+      await listen(port);
+      listening = true;
+    },
+    retarget(url) {
+      upstream = url;
+    },
+  };
+  t.teardown(() => proxy.down());
+  return proxy;
+}

@@ -1,0 +1,48 @@
+// A dead node shows: a Live watcher's node (a dev chain passing for mainnet through a proxy of
+// ours) stops answering for three minutes. chain_lag_seconds keeps growing past 150 while
+// nothing is processed, and go-live readiness reports the chain as not followed, naming the
+// node by scheme, host and port; once the node is back, both recover.
+import t from "tap";
+import { startDevChain } from "../../scripts/devchain/chain.ts";
+import { mainnetGenesis } from "../../services/watcher/node-check.ts";
+import { call, merchantWithKey, until } from "../helpers/harness.ts";
+import { startRpcProxy } from "../helpers/rpc-proxy.ts";
+import { webhookSetup } from "../helpers/webhooks.ts";
+
+t.setTimeout(400_000);
+const mainnet = await startDevChain({ chainId: 1 });
+t.teardown(() => mainnet.stop());
+const node = await startRpcProxy(t, mainnet.url);
+node.genesisHash = mainnetGenesis.ethereum;
+const s = await webhookSetup(t, { env: { ETHEREUM_LIVE_RPC_URL: node.url, WATCHER_POLL_MS: "200" } });
+const live = await merchantWithKey(s.app, "live");
+const metrics = async () => (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
+const lagSeconds = async () => Number(/^chain_lag_seconds\{network="ethereum",environment="live"\} (\S+)$/m.exec(await metrics())?.[1]);
+async function chainCheck(): Promise<{ passed: boolean; message: string }> {
+  const res = await call(s.base, "GET", `/api/v1/merchants/${live.merchant}/go-live/readiness`, { key: live.key });
+  return res.body.data.checks.find((c: { id: string }) => c.id === "chain_watcher");
+}
+
+t.test("three minutes without an answer: lag above 150 s, readiness names the node; then both recover", { timeout: 330_000 }, async (t) => {
+  await mainnet.test.mine({ blocks: 1 });
+  await until("the Live chain followed", async () => (await chainCheck()).passed, 30_000);
+  await until("a block processed", async () => (await lagSeconds()) >= 0, 30_000);
+
+  await node.down();
+  const down = await until("readiness: not followed", async () => {
+    const c = await chainCheck();
+    return c.passed ? undefined : c;
+  }, 200_000);
+  t.match(down.message, "No watcher has followed the Live chain of ethereum");
+  t.match(down.message, `The ethereum watcher does not follow its node http://127.0.0.1:${node.port}: the node does not answer`);
+  const lag = await until("lag above 150 s", async () => {
+    const v = await lagSeconds();
+    return v > 150 ? v : undefined;
+  }, 60_000);
+  t.ok(lag > 150, `chain_lag_seconds ${lag.toFixed(0)} while the node is down`);
+
+  await node.up();
+  await mainnet.test.mine({ blocks: 1 });
+  await until("followed again", async () => (await chainCheck()).passed, 60_000);
+  await until("lag back to seconds", async () => (await lagSeconds()) < 60, 30_000);
+});
