@@ -6,7 +6,7 @@ import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { claimKey } from "../idempotency/context-keys.ts";
-import { inTransaction, merchantRequest } from "../rpc/context.ts";
+import { inTransaction, merchantRequest, oneSnapshot } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
 import type { Status } from "./status.ts";
 import { listIntents, type IntentRow, type ListFilters, type TransactionFact } from "./store.ts";
@@ -45,7 +45,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 
     async getPaymentIntent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const [row] = await withTransactions(em, transactionsOf, [await intents.get(em, principal, req.publicId)]);
+      const [row] = await oneSnapshot(em, async (tx) => withTransactions(tx, transactionsOf, [await intents.get(tx, principal, req.publicId)]));
       return { data: views.message(row as IntentRow) };
     },
 
@@ -62,8 +62,10 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
       };
       // A cursor is valid only for the merchant, environment and filters it was made for.
       const binding = canonicalJson([principal.merchantId, principal.environment, filters]);
-      const page = await listIntents(em, cursors, principal, filters, { cursor: req.cursor, limit, binding });
-      const rows = await withTransactions(em, transactionsOf, page.rows);
+      const { page, rows } = await oneSnapshot(em, async (tx) => {
+        const page = await listIntents(tx, cursors, principal, filters, { cursor: req.cursor, limit, binding });
+        return { page, rows: await withTransactions(tx, transactionsOf, page.rows) };
+      });
       return { data: rows.map((r) => views.message(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
 

@@ -1,6 +1,7 @@
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Environment } from "../auth/keys.ts";
 import type { InternalPrincipal, MerchantPrincipal, Principal } from "../auth/principal.ts";
+import { IsolationLevel } from "@mikro-orm/core";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 
@@ -37,6 +38,15 @@ export function chainRequest(ctx: HandlerContext): { principal: InternalPrincipa
     throw apiError("insufficient_scope", "This internal credential has no environment; issue a watcher's credential with --roles observe --environment test|live.");
   }
   return { principal, em, environment: principal.environment };
+}
+
+/**
+ * Runs reads on one snapshot (a read-only REPEATABLE READ transaction): a commit between them
+ * cannot show part of itself, so a row and what belongs to it (an intent and its transactions)
+ * agree. In the caller's transaction when there is one.
+ */
+export async function oneSnapshot<T>(em: EntityManager, reads: (em: EntityManager) => Promise<T>): Promise<T> {
+  return em.isInTransaction() ? reads(em) : em.transactional(reads, { isolationLevel: IsolationLevel.REPEATABLE_READ, readOnly: true });
 }
 
 /** Runs `work` in the caller's transaction when there is one, else in a new one. */

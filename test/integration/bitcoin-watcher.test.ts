@@ -26,14 +26,13 @@ const get = async (id: string, c = a) => (await call(base, "GET", `${intentsPath
 const pay = (pi: { deposit_address: string }, ...btc: string[]) => chain.pay(btc.map((amount) => ({ address: pi.deposit_address, btc: amount })));
 type Tx = { tx_hash: string; output_index: number; confirmations: number; counted: boolean; amount: string };
 
-/** Waits until the intent shows every output of `txid` at `confirmations`, then reads it again (a GET reads the row and its transactions in two queries). */
-async function seen(id: string, txid: string, confirmations: number) {
-  await until(`${id} shows ${txid} at ${confirmations} confirmations`, async () => {
+/** Waits until the intent shows every output of `txid` at `confirmations` (a GET is one snapshot: its status goes with them). */
+function seen(id: string, txid: string, confirmations: number) {
+  return until(`${id} shows ${txid} at ${confirmations} confirmations`, async () => {
     const pi = await get(id);
     const outputs = (pi.transactions ?? []).filter((x: Tx) => x.tx_hash === txid);
     return outputs.length > 0 && outputs.every((x: Tx) => x.confirmations === confirmations) ? pi : undefined;
   }, 20_000, () => "");
-  return get(id);
 }
 
 /** The event types the receiver got for an intent (signatures checked), in any order. */

@@ -26,17 +26,12 @@ const mine = (blocks = 1) => dev.test.mine({ blocks });
 const decimals = (asset: string) => (asset === "ETH" ? 18 : 6);
 const pay = (pi: { deposit_address: Hex; asset: string }, amount: string, asset = pi.asset) => signPayment(dev, pi.deposit_address, amount, asset, decimals(asset));
 
-/**
- * Waits until the intent shows `tx` with `confirmations`, and returns the intent read again: a GET
- * reads the intent's row and its transactions in two queries, so the read that first shows the
- * output may hold the row from just before the commit that recorded it.
- */
-async function seen(id: string, tx: string, confirmations: number) {
-  await until(`${id} shows ${tx} at ${confirmations} confirmations`, async () => {
+/** Waits until the intent shows `tx` with `confirmations`: a GET is one snapshot, so that read's status goes with it. */
+function seen(id: string, tx: string, confirmations: number) {
+  return until(`${id} shows ${tx} at ${confirmations} confirmations`, async () => {
     const pi = await get(id);
     return pi.transactions?.some((x: { tx_hash: string; confirmations: number }) => x.tx_hash === tx && x.confirmations === confirmations) ? pi : undefined;
   }, 20_000, () => "");
-  return get(id);
 }
 
 /** The event types the receiver got for an intent (signatures checked), in any order. */
