@@ -88,8 +88,11 @@ export async function findObservation(em: EntityManager, network: string, enviro
 }
 
 /**
- * Records an output, or updates the confirmations and block of one already recorded.
- * A reorged output seen again in another block counts again; in the same block it stays orphaned.
+ * Records an output, or updates the confirmations and block of one already recorded. In the
+ * same block its confirmations never go down (a report from a watcher whose node lags says
+ * nothing new); in another block (mined again after a reorg) they are the new block's. A report
+ * is the watcher saying the block is on the best chain: an orphaned output reported again, in
+ * another block or in its own block come back, counts again.
  */
 export async function upsertObservation(em: EntityManager, o: ObservationInput, intentId: string | null, simulated: boolean, at: Date): Promise<ObservationRow> {
   const rows = await em.execute<DbRow[]>(
@@ -97,9 +100,11 @@ export async function upsertObservation(em: EntityManager, o: ObservationInput, 
        observed_at, payment_intent_id, simulated, created_at, updated_at)
      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      on conflict (network, environment, tx_hash, output_index) do update set
-       confirmations = excluded.confirmations, block_height = excluded.block_height, block_hash = excluded.block_hash,
+       confirmations = case when excluded.block_hash is not distinct from chain_observations.block_hash
+         then greatest(chain_observations.confirmations, excluded.confirmations) else excluded.confirmations end,
+       block_height = excluded.block_height, block_hash = excluded.block_hash,
        observed_at = excluded.observed_at,
-       orphaned = chain_observations.orphaned and excluded.block_hash is not distinct from chain_observations.block_hash,
+       orphaned = false,
        updated_at = excluded.updated_at
      returning ${columns}`,
     [o.network, o.environment, o.asset, o.toAddress, o.txHash, o.outputIndex, o.amount, o.confirmations, o.blockHeight, o.blockHash, o.observedAt, intentId, simulated, at, at],

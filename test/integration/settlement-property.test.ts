@@ -166,7 +166,8 @@ async function apply(m: Model, id: string, address: string, c: Cmd): Promise<Ste
     case "confirm": {
       const o = pick(c.k);
       if (!o) return [];
-      o.confirmations += c.more; // same block: an orphaned output stays orphaned
+      o.confirmations += c.more;
+      o.orphaned = false; // reported again in its block: the block is on the best chain again
       await send(o);
       break;
     }

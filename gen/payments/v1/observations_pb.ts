@@ -332,7 +332,8 @@ export const ObservationService: GenService<{
   /**
    * Records one transaction output to an address. Idempotent per
    * (network, environment, tx_hash, output_index): a later call for the same output updates
-   * its confirmations and block. An address of no intent is stored as unmatched.
+   * its confirmations and block (in the same block, confirmations never go down), and counts
+   * it again if a reorg had orphaned it. An address of no intent is stored as unmatched.
    *
    * @generated from rpc payments.v1.ObservationService.RecordObservation
    */
