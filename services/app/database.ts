@@ -5,7 +5,7 @@ import { ApiKey, CashierSession, InternalCredential, Merchant, SiteCredential } 
 import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../webhooks/delivery-entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
-import { ChainObservation } from "../observations/entities.ts";
+import { ChainObservation, RejectedObservation } from "../observations/entities.ts";
 import { ChainNodeReport, ChainWatcher } from "../chains/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";
@@ -29,6 +29,7 @@ export const entities = [
   AddressSource,
   PooledAddress,
   ChainObservation,
+  RejectedObservation,
   SiteCredential,
   CashierSession,
   QrConfiguration,

@@ -2,6 +2,7 @@
 // exit 1 when what it reads is not there (NATS down, no stream or table yet).
 //   ops consumers [--json]
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
+//   ops rejected-outputs [--limit N] [--json]
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 import { parseArgs } from "node:util";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -11,6 +12,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
+import { listRejections } from "../observations/store.ts";
+import type { EntityManager } from "../platform/db.ts";
 import { ConfigError, loadConfig, redactUserinfo, type Config } from "../platform/config.ts";
 import { natsServers } from "../platform/nats.ts";
 import { openDatabase } from "./database.ts";
@@ -22,6 +25,8 @@ const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
   ops deliveries [--status ${deliveryStatuses.join("|")}] [--merchant ID] [--limit N (1-1000, default 50)] [--json]
                                 webhook deliveries, newest first, with their last error
+  ops rejected-outputs [--limit N] [--json]
+                                outputs watchers reported that the core refused, newest first, with why
   ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL`;
@@ -168,27 +173,32 @@ interface DeliveryView {
   created_at: string;
 }
 
-async function deliveries(config: Config, o: DeliveryOptions): Promise<DeliveryView[]> {
+/** Reads the service's database (as the admin CLI finds it); a missing `table` says to start or migrate the service. */
+async function fromDatabase<T>(config: Config, table: string, read: (em: EntityManager) => Promise<T>): Promise<T> {
   const logger = createLogger(process.env.LOG_LEVEL ? config.logLevel : "warn", 2);
   const resources = await resolveDatabase(cliDatabase(config).config, logger);
   const db = await openDatabase(resources.databaseUrl, 1);
   try {
-    const rows = await listDeliveriesForOps(db.em.fork(), o)
-      .catch((err: { code?: string }) => {
-        if (err.code === "42P01") throw new OpsError("no webhook_deliveries table yet: start the service (npm start) or run npm run migrate", 1);
-        throw err;
-      });
-    const iso = (t: unknown) => (t === null || t === undefined ? null : new Date(t as string).toISOString());
-    return rows.map((r) => ({
-      ...(r as unknown as DeliveryView),
-      last_attempt_at: iso(r.last_attempt_at),
-      next_attempt_at: iso(r.next_attempt_at),
-      created_at: iso(r.created_at)!,
-    }));
+    return await read(db.em.fork()).catch((err: { code?: string }) => {
+      if (err.code === "42P01") throw new OpsError(`no ${table} table yet: start the service (npm start) or run npm run migrate`, 1);
+      throw err;
+    });
   } finally {
     await db.close();
     await resources.stopDatabase();
   }
+}
+
+const iso = (t: unknown) => (t === null || t === undefined ? null : new Date(t as string).toISOString());
+
+async function deliveries(config: Config, o: DeliveryOptions): Promise<DeliveryView[]> {
+  const rows = await fromDatabase(config, "webhook_deliveries", (em) => listDeliveriesForOps(em, o));
+  return rows.map((r) => ({
+    ...(r as unknown as DeliveryView),
+    last_attempt_at: iso(r.last_attempt_at),
+    next_attempt_at: iso(r.next_attempt_at),
+    created_at: iso(r.created_at)!,
+  }));
 }
 
 function deliveriesTable(rows: DeliveryView[], o: DeliveryOptions): string {
@@ -210,6 +220,21 @@ function deliveriesTable(rows: DeliveryView[], o: DeliveryOptions): string {
       time(r.last_attempt_at),
       time(r.next_attempt_at),
     ]),
+  );
+}
+
+// ---- rejected outputs ----
+
+async function rejectedOutputs(config: Config, limit: number) {
+  const rows = await fromDatabase(config, "chain_rejected_observations", (em) => listRejections(em, limit));
+  return rows.map((r) => ({ ...r, first_at: iso(r.first_at), last_at: iso(r.last_at) }));
+}
+
+function rejectedTable(rows: Awaited<ReturnType<typeof rejectedOutputs>>): string {
+  if (rows.length === 0) return "no rejected outputs";
+  return table(
+    ["network", "env", "tx", "output", "asset", "to", "amount", "reports", "last reported", "reason"],
+    rows.map((r) => [cell(r.network), cell(r.environment), cell(r.tx_hash, 20), cell(r.output_index), cell(r.asset), cell(r.to_address, 20), cell(r.amount, 24), cell(r.reports), cell(r.last_at && new Date(r.last_at)), cell(r.reason, 120)]),
   );
 }
 
@@ -245,6 +270,12 @@ async function main(argv: string[]): Promise<string> {
     return values.json ? json(rows) : deliveriesTable(rows, o);
   }
   if (command === "recover") return json(await recover(values.endpoint, values.since));
+  if (command === "rejected-outputs") {
+    const extra = (["status", "merchant"] as const).find((k) => values[k] !== undefined);
+    if (extra) throw new OpsError(`--${extra} applies to deliveries, not rejected-outputs`);
+    const rows = await rejectedOutputs(loadConfig(), deliveryOptions(values).limit);
+    return values.json ? json(rows) : rejectedTable(rows);
+  }
   throw new OpsError(command ? `unknown command "${command}"\n${usage}` : usage);
 }
 

@@ -41,3 +41,28 @@ export const ChainObservation = defineEntity({
   uniques: [{ properties: ["network", "environment", "txHash", "outputIndex"] }],
 });
 export type ChainObservation = InferEntity<typeof ChainObservation>;
+
+/**
+ * An output a watcher reported that the core could not accept (an amount out of range, a
+ * malformed address, an output that changed its address, asset or amount), kept with the reason
+ * so an operator can see it; the rest of the watcher's chain goes on without it.
+ */
+export const RejectedObservation = defineEntity({
+  name: "RejectedObservation",
+  tableName: "chain_rejected_observations",
+  properties: {
+    network: p.string().length(32).primary(),
+    environment: p.string().length(8).primary(),
+    txHash: p.string().length(200).primary(),
+    outputIndex: p.integer().primary(),
+    asset: p.string().length(32),
+    toAddress: p.string().length(200),
+    amount: p.string().length(200),
+    blockHash: p.string().length(200).nullable(),
+    reason: p.string().length(500),
+    firstAt: p.datetime().length(3),
+    lastAt: p.datetime().length(3),
+    reports: p.integer().default(1),
+  },
+});
+export type RejectedObservation = InferEntity<typeof RejectedObservation>;

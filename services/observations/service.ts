@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import { ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { ObservationSchema, ObservationService, type Observation, type RecordObservationRequest } from "../../gen/payments/v1/observations_pb.ts";
 import { checkAddress } from "../addresses/formats.ts";
 import { checkAmount } from "../vocabulary/amount.ts";
@@ -8,11 +8,11 @@ import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { validationError } from "../platform/errors.ts";
+import { describeError, validationError } from "../platform/errors.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
-import { listUnmatched, type ObservationInput, type ObservationRow } from "./store.ts";
+import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "./store.ts";
 
 export interface ObservationDeps {
   intents: Intents;
@@ -80,14 +80,31 @@ export function observationMessage(o: ObservationRow): Observation {
   });
 }
 
+/** Why the core refused an output (validation_failed: its message), or undefined for any other failure (a database outage is no refusal). */
+function refusalOf(err: unknown): string | undefined {
+  if (!(err instanceof ConnectError)) return undefined;
+  const view = describeError(err);
+  return view.code === "validation_failed" ? `${view.param ?? "output"}: ${view.message}` : undefined;
+}
+
 /** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
 export function observationService(deps: ObservationDeps): ServiceImpl<typeof ObservationService> {
   const { intents, cursors } = deps;
   return {
     async recordObservation(req, ctx) {
       const { em, environment } = chainRequest(ctx);
-      const input = validateObservation(req, environment);
-      const recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
+      let recorded: Awaited<ReturnType<typeof recordObservation>>;
+      try {
+        const input = validateObservation(req, environment);
+        recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
+      } catch (err) {
+        // An output the core cannot take is kept for operators, with why; the caller is told as before.
+        const reason = refusalOf(err);
+        if (reason !== undefined && !em.isInTransaction()) {
+          await recordRejection(em, { ...req, environment, blockHash: req.blockHash === "" ? null : req.blockHash, reason });
+        }
+        throw err;
+      }
       return {
         data: observationMessage(recorded.observation),
         paymentIntentStatus: recorded.intent?.status,

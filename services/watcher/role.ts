@@ -450,7 +450,8 @@ class ChainWatch {
     const headers = this.#headers;
     return {
       record: async (o, confirmations) => {
-        const res = await this.#observations.recordObservation(
+        const res = await this.#observations
+          .recordObservation(
           {
             network,
             asset: o.asset,
@@ -464,8 +465,15 @@ class ChainWatch {
             observedAt: timestampFromDate(new Date(o.blockTime * 1000)),
           },
           { headers },
-        );
-        return res.requiredConfirmations;
+        )
+          .catch((err: unknown) => {
+            // The core refused this output (and kept it with the reason): one output never holds up the chain.
+            if (!(err instanceof ConnectError && err.code === Code.InvalidArgument)) throw err;
+            this.#m.rejected.inc(this.#labels);
+            this.#log.warn({ tx: o.txHash, output_index: o.outputIndex, block: o.blockHeight, reason: err.rawMessage }, "the core refused an output; passed over (ops rejected-outputs lists it)");
+            return undefined;
+          });
+        return res?.requiredConfirmations ?? 0;
       },
       reorg: async (hashes) => {
         await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes] }, { headers });

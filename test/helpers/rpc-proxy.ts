@@ -27,6 +27,8 @@ export interface RpcProxy {
   chainName: string | undefined;
   /** Transactions (to no watched address) added to every block read with its transactions. */
   padTransactions: number;
+  /** Rewrites what the node answered to a method (a node that lies); undefined: as it answered. */
+  rewrite: ((method: string, result: unknown) => unknown) | undefined;
   /** Requests relayed, by method. */
   readonly calls: Map<string, number>;
   /** Stops listening and cuts open connections: the node's port refuses connections. */
@@ -134,7 +136,8 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
         req = { ...req, params: [{ ...filter, fromBlock: hex(from), toBlock: hex(Math.min(to, top)) }] };
       }
     }
-    const res = (await relay(req)) as Json;
+    let res = (await relay(req)) as Json;
+    if (proxy.rewrite) res = { ...res, result: proxy.rewrite(method, res.result) };
     const result = res.result as Json | null | undefined;
     if (method === "eth_getBlockByNumber" && result && proxy.genesisHash !== undefined && Number.parseInt(String(result.number), 16) === 0) {
       return { ...res, result: { ...result, hash: proxy.genesisHash } };
@@ -190,6 +193,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     chainId: undefined,
     genesisHash: undefined,
     chainName: undefined,
+    rewrite: undefined,
     behind: 0,
     syncing: false,
     padTransactions: 0,
