@@ -19,6 +19,8 @@ export const ChainWatcher = defineEntity({
     headTime: p.datetime().length(3).nullable(),
     savedAt: p.datetime().length(3).nullable(),
     genesisHash: p.string().length(66).nullable(),
+    /** Grows with each takeover by another watcher: reports carry it, and one from a past epoch is refused. */
+    epoch: p.bigint("number").default(1),
   },
 });
 export type ChainWatcher = InferEntity<typeof ChainWatcher>;

@@ -72,6 +72,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
             ? undefined
             : { height: BigInt(row.height), recentBlocks: (row.recentBlocks ?? []).map((b) => ({ height: BigInt(b.height), hash: b.hash })), genesisHash: row.genesisHash ?? "" },
         requiredConfirmations,
+        epoch: BigInt(row.epoch),
         oldestWatchedCreatedAt: oldest && timestampFromDate(oldest),
       };
     },

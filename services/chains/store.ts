@@ -20,6 +20,7 @@ export interface WatcherRow {
   headTime: Date | null;
   savedAt: Date | null;
   genesisHash: string | null;
+  epoch: number;
 }
 
 interface DbRow {
@@ -31,9 +32,10 @@ interface DbRow {
   head_time: Date | null;
   saved_at: Date | null;
   genesis_hash: string | null;
+  epoch: string | number;
 }
 
-const columns = "holder, lease_expires_at, height, recent_blocks, head_height, head_time, saved_at, genesis_hash";
+const columns = "holder, lease_expires_at, height, recent_blocks, head_height, head_time, saved_at, genesis_hash, epoch";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
@@ -45,6 +47,7 @@ function fromDb(r: DbRow): WatcherRow {
     headTime: r.head_time && new Date(r.head_time),
     savedAt: r.saved_at && new Date(r.saved_at),
     genesisHash: r.genesis_hash,
+    epoch: Number(r.epoch),
   };
 }
 
@@ -57,7 +60,8 @@ export async function claimChain(em: EntityManager, chain: Chain, watcherId: str
   const [won] = await em.execute<DbRow[]>(
     `insert into chain_watchers (network, environment, holder, lease_expires_at)
      values (?, ?, ?, now() + make_interval(secs => ?))
-     on conflict (network, environment) do update set holder = excluded.holder, lease_expires_at = excluded.lease_expires_at
+     on conflict (network, environment) do update set holder = excluded.holder, lease_expires_at = excluded.lease_expires_at,
+       epoch = chain_watchers.epoch + (chain_watchers.holder <> excluded.holder)::int
        where chain_watchers.holder = excluded.holder or chain_watchers.lease_expires_at < now()
      returning ${columns}`,
     [chain.network, chain.environment, watcherId, leaseSeconds],
@@ -112,4 +116,16 @@ export async function recentNodeProblems(em: EntityManager, environment: string,
 export async function listWatchers(em: EntityManager): Promise<(Chain & WatcherRow)[]> {
   const rows = await em.execute<(DbRow & Chain)[]>(`select network, environment, ${columns} from chain_watchers order by network, environment`);
   return rows.map((r) => ({ network: r.network, environment: r.environment, ...fromDb(r) }));
+}
+
+/**
+ * Refuses a report from a watcher whose lease epoch has passed (another watcher took the chain
+ * over), inside the report's transaction: the chain's row is read FOR SHARE, so a takeover
+ * waits for the report to commit, or the report sees the new epoch. Reports without an epoch
+ * (a watcher of a chain with no built-in one) are not fenced.
+ */
+export async function fenceReport(em: EntityManager, chain: Chain, epoch: number | undefined): Promise<boolean> {
+  if (epoch === undefined) return true;
+  const [row] = await em.execute<{ epoch: string | number }[]>(`select epoch from chain_watchers where network = ? and environment = ? for share`, [chain.network, chain.environment]);
+  return row !== undefined && Number(row.epoch) === epoch;
 }

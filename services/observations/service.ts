@@ -8,7 +8,9 @@ import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { describeError, validationError } from "../platform/errors.ts";
+import { apiError, describeError, validationError } from "../platform/errors.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { fenceReport } from "../chains/store.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
@@ -87,6 +89,12 @@ function refusalOf(err: unknown): string | undefined {
   return view.code === "validation_failed" ? `${view.param ?? "output"}: ${view.message}` : undefined;
 }
 
+/** Refuses, changing nothing, a report whose lease epoch has passed: another watcher follows the chain now. */
+async function fenced(tx: EntityManager, chain: { network: string; environment: Environment }, epoch: bigint | undefined): Promise<void> {
+  if (await fenceReport(tx, chain, epoch === undefined ? undefined : Number(epoch))) return;
+  throw apiError("invalid_state", `Lease epoch ${epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`, "lease_epoch");
+}
+
 /** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
 export function observationService(deps: ObservationDeps): ServiceImpl<typeof ObservationService> {
   const { intents, cursors } = deps;
@@ -96,7 +104,10 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       let recorded: Awaited<ReturnType<typeof recordObservation>>;
       try {
         const input = validateObservation(req, environment);
-        recorded = await inTransaction(em, (tx) => recordObservation(tx, intents, input, false));
+        recorded = await inTransaction(em, async (tx) => {
+          await fenced(tx, { network: input.network, environment }, req.leaseEpoch);
+          return recordObservation(tx, intents, input, false);
+        });
       } catch (err) {
         // An output the core cannot take is kept for operators, with why; the caller is told as before.
         const reason = refusalOf(err);
@@ -121,7 +132,10 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       if (bad >= 0) throw validationError("orphaned_block_hashes", `orphaned_block_hashes[${bad}] is not a block hash.`);
       const badTx = req.txHashes.findIndex((h) => !hashPattern.test(h));
       if (badTx >= 0) throw validationError("tx_hashes", `tx_hashes[${badTx}] is not a transaction hash.`);
-      const result = await inTransaction(em, (tx) => recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes, req.txHashes));
+      const result = await inTransaction(em, async (tx) => {
+        await fenced(tx, { network: req.network, environment }, req.leaseEpoch);
+        return recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes, req.txHashes);
+      });
       return { orphaned: result.orphaned, paymentIntentIds: result.intents.map((i) => i.id) };
     },
 

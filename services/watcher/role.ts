@@ -150,6 +150,8 @@ class ChainWatch {
   #problem: string | undefined;
   #reported: { problem: string | undefined; at: number } | undefined;
   #behind = 0;
+  /** The lease epoch this watcher holds the chain under: sent with every report, so one from before a takeover is refused. */
+  #epoch: bigint | undefined;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -370,6 +372,7 @@ class ChainWatch {
   async #claim(): Promise<Claim> {
     const res = await this.#chains.claimChain({ network: this.#e.network, watcherId: this.#id, leaseSeconds: this.#o.leaseSeconds }, { headers: this.#headers });
     this.#leaseRenewAt = Date.now() + (this.#o.leaseSeconds * 1000) / 3;
+    if (res.active) this.#epoch = res.epoch;
     return {
       active: res.active,
       holder: res.holder,
@@ -463,6 +466,7 @@ class ChainWatch {
             blockHeight: BigInt(o.blockHeight),
             blockHash: o.blockHash,
             observedAt: timestampFromDate(new Date(o.blockTime * 1000)),
+            leaseEpoch: this.#epoch,
           },
           { headers },
         )
@@ -476,7 +480,7 @@ class ChainWatch {
         return res?.requiredConfirmations ?? 0;
       },
       reorg: async (hashes) => {
-        await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes] }, { headers });
+        await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes], leaseEpoch: this.#epoch }, { headers });
       },
       save: async (position, head) => {
         // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew first,

@@ -16,6 +16,7 @@ import { Migration20261125054905_EndpointEnabledAt } from "./Migration2026112505
 import { Migration20261125084334_MerchantPolicy } from "./Migration20261125084334_MerchantPolicy.ts";
 import { Migration20261126090000_WatchedCommitOrder } from "./Migration20261126090000_WatchedCommitOrder.ts";
 import { Migration20261126090100_InternalCredentialExpiry } from "./Migration20261126090100_InternalCredentialExpiry.ts";
+import { Migration20261126095500_LeaseEpoch } from "./Migration20261126095500_LeaseEpoch.ts";
 import { Migration20261126094500_RejectedObservations } from "./Migration20261126094500_RejectedObservations.ts";
 import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
 
@@ -40,4 +41,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126090100_InternalCredentialExpiry", class: Migration20261126090100_InternalCredentialExpiry },
   { name: "Migration20261126091000_ChainNodeIdentity", class: Migration20261126091000_ChainNodeIdentity },
   { name: "Migration20261126094500_RejectedObservations", class: Migration20261126094500_RejectedObservations },
+  { name: "Migration20261126095500_LeaseEpoch", class: Migration20261126095500_LeaseEpoch },
 ];
