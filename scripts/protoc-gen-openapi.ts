@@ -178,6 +178,12 @@ class Schemas {
   }
 
   field(field: DescField, direction: Direction): Schema {
+    const max = this.rules(field)?.max;
+    if (direction === "response" && field.fieldKind === "scalar" && int64Types.has(field.scalar) && max !== undefined && max <= BigInt(Number.MAX_SAFE_INTEGER)) {
+      // The gateway writes it as a JSON number: its declared range fits a double exactly.
+      const schema: Schema = { type: "integer", ...(unsignedTypes.has(field.scalar) ? { minimum: 0 } : {}), maximum: Number(max) };
+      return field.proto.proto3Optional ? nullable(schema) : schema;
+    }
     const schema = this.plainField(field, direction);
     const rules = direction === "request" ? this.rules(field) : undefined;
     return rules ? withRules(schema, rules, field) : schema;

@@ -1,5 +1,7 @@
 import {
   fromJson,
+  getOption,
+  hasOption,
   isFieldSet,
   toJson,
   type DescField,
@@ -8,6 +10,7 @@ import {
   type Message,
 } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
 import { validationError } from "./errors.ts";
 import { timestampPattern } from "../vocabulary/formats.ts";
 
@@ -208,6 +211,12 @@ function withMillis(ts: Timestamp, protoJson: string): string {
   return new Date(Number(ts.seconds) * 1000 + ts.nanos / 1_000_000).toISOString();
 }
 
+/** A 64-bit integer field whose declared max (its field rules) fits a double exactly: written as a JSON number. */
+function fitsJsonNumber(field: DescField): boolean {
+  const max = hasOption(field, fieldRules) ? getOption(field, fieldRules).max : undefined;
+  return max !== undefined && max <= BigInt(Number.MAX_SAFE_INTEGER);
+}
+
 function addNulls(schema: DescMessage, message: Message, json: JsonValue): void {
   if (typeof json !== "object" || json === null || Array.isArray(json)) return;
   if (schema.typeName.startsWith("google.protobuf.")) return;
@@ -222,6 +231,8 @@ function addNulls(schema: DescMessage, message: Message, json: JsonValue): void 
       if (Array.isArray(items)) (value as Message[]).forEach((m, i) => addNulls(field.message, m, items[i] as JsonValue));
     } else if (field.fieldKind === "scalar" && field.proto.proto3Optional && !isFieldSet(message, field)) {
       json[field.name] = null;
+    } else if (field.fieldKind === "scalar" && typeof value === "bigint" && fitsJsonNumber(field)) {
+      json[field.name] = Number(value);
     }
   }
   // Keys in the order the proto declares them, nulls included, so responses read like the docs.

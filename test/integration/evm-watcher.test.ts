@@ -54,6 +54,7 @@ t.test("a token payment counts exactly at the threshold, as a signed webhook", a
   now = await seen(pi.public_id, hash, 3);
   t.equal(now.status, "confirmed", "at 3 it counts");
   t.equal(now.amount_received, "12.5");
+  t.type(now.transactions[0].block_height, "number", "block_height is a JSON number");
   t.same(await events(pi.public_id, ["payment.confirmed", "payment.intent.created"]), ["payment.confirmed", "payment.intent.created"]);
 });
 

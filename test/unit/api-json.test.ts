@@ -263,3 +263,20 @@ t.test("text that is not Unicode is refused, naming the field; a deep body does 
   refusedWithParam(t, () => createBody({ ...goodBody, metadata: deep }), "metadata", "100000 levels of objects");
   t.equal(createBody({ ...goodBody, merchant_reference: "💳 ok" }).merchantReference, "💳 ok", "a surrogate pair is text");
 });
+
+t.test("a 64-bit integer whose declared max fits a double is a JSON number; unset, null", async (t) => {
+  const json = encodeResponse(
+    PaymentIntentSchema,
+    create(PaymentIntentSchema, {
+      transactions: [
+        { txHash: "ab", outputIndex: 0, amount: "1", confirmations: 3, blockHeight: 21_000_000n, counted: true },
+        { txHash: "cd", outputIndex: 1, amount: "1", confirmations: 0, counted: false },
+        { txHash: "ef", outputIndex: 2, amount: "1", confirmations: 1, blockHeight: BigInt(Number.MAX_SAFE_INTEGER), counted: false },
+      ],
+    }),
+  ) as { transactions: { block_height: JsonValue }[] };
+  t.same(
+    json.transactions.map((x) => x.block_height),
+    [21_000_000, null, Number.MAX_SAFE_INTEGER],
+  );
+});

@@ -144,7 +144,8 @@ export type FieldRules = Message<"payments.v1.FieldRules"> & {
   maxLen?: number | undefined;
 
   /**
-   * An integer's smallest and largest value, inclusive.
+   * An integer's smallest and largest value, inclusive. A 64-bit integer whose max is at most
+   * 2^53 - 1 is a JSON number in REST responses (proto JSON would write a string).
    *
    * @generated from field: optional int64 min = 3;
    */
