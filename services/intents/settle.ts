@@ -8,6 +8,20 @@ export interface Funds {
   countedLate: bigint;
 }
 
+/** Why an output to an intent's address does not count toward it (the documented reasons). */
+export type UncountedReason = "wrong_asset" | "orphaned" | "below_confirmations";
+
+/**
+ * Whether an output counts toward its intent, and if not why: the intent's asset, not on a block
+ * that left the best chain, with the intent's own confirmation count. Undefined: it counts.
+ */
+export function uncountedReason(o: { asset: string; orphaned: boolean; confirmations: number }, intent: { asset: string; requiredConfirmations: number }): UncountedReason | undefined {
+  if (o.asset !== intent.asset) return "wrong_asset";
+  if (o.orphaned) return "orphaned";
+  if (o.confirmations < intent.requiredConfirmations) return "below_confirmations";
+  return undefined;
+}
+
 /**
  * Status by counted funds alone, while the intent is payable. Funds short of the requested amount
  * by at most `toleranceBps` basis points of it (rounded down to the asset's unit) confirm it.

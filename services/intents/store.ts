@@ -50,6 +50,9 @@ export interface TransactionFact {
   blockHeight: number | null;
   counted: boolean;
   simulated: boolean;
+  asset: string;
+  /** On a block that left the best chain. */
+  orphaned: boolean;
 }
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,

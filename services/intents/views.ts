@@ -4,6 +4,7 @@ import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } fro
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
+import { uncountedReason } from "./settle.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow } from "./store.ts";
 
@@ -65,6 +66,8 @@ export class IntentViews {
           blockHeight: t.blockHeight === null ? undefined : BigInt(t.blockHeight),
           counted: t.counted,
           simulated: t.simulated,
+          asset: t.asset,
+          reason: t.counted ? undefined : uncountedReason(t, { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) }),
         }),
       ),
       paidAt: ts(row.paidAt),

@@ -1,7 +1,7 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
-import { impliedStatus, statusByFunds, type Funds } from "../intents/settle.ts";
+import { impliedStatus, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
 import { isStatus } from "../intents/status.ts";
 import { updateAmountReceived, type IntentRow } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -29,7 +29,7 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
   const changes: { id: number; counted: boolean; countedLate: boolean }[] = [];
   const funds: Funds = { counted: 0n, countedLate: 0n };
   for (const o of outputs) {
-    const counts = !o.orphaned && o.asset === row.asset && o.confirmations >= required;
+    const counts = uncountedReason(o, { asset: row.asset, requiredConfirmations: required }) === undefined;
     const late = counts && (o.counted ? o.countedLate : lateFromNow);
     if (counts !== o.counted || late !== o.countedLate) {
       changes.push({ id: o.id, counted: counts, countedLate: late });

@@ -173,6 +173,8 @@ export function toFact(r: ObservationRow): TransactionFact {
     blockHeight: r.blockHeight,
     counted: r.counted,
     simulated: r.simulated,
+    asset: r.asset,
+    orphaned: r.orphaned,
   };
 }
 

@@ -47,6 +47,7 @@ t.test("a token payment counts exactly at the threshold, as a signed webhook", a
   t.equal(now.status, "pending", "1 of 3 confirmations: seen, not counted");
   t.equal(now.transactions[0].counted, false);
   t.equal(now.transactions[0].amount, "12.5");
+  t.same([now.transactions[0].asset, now.transactions[0].reason], ["USDC", "below_confirmations"], "why it does not count yet");
   await mine();
   now = await seen(pi.public_id, hash, 2);
   t.equal(now.status, "pending", "2 of 3: still not counted");
@@ -55,6 +56,7 @@ t.test("a token payment counts exactly at the threshold, as a signed webhook", a
   t.equal(now.status, "confirmed", "at 3 it counts");
   t.equal(now.amount_received, "12.5");
   t.type(now.transactions[0].block_height, "number", "block_height is a JSON number");
+  t.equal(now.transactions[0].reason, null, "counted: no reason");
   t.same(await events(pi.public_id, ["payment.confirmed", "payment.intent.created"]), ["payment.confirmed", "payment.intent.created"]);
 });
 
@@ -123,6 +125,15 @@ t.test("a reorg takes a counted payment away; the transaction mined again counts
   t.equal(back.amount_received, "7");
   const all = await events(pi.public_id, ["a", "b", "c", "d"]);
   t.same(all, ["payment.confirmed", "payment.confirmed", "payment.intent.created", "payment.reorged"]);
+});
+
+t.test("another asset of the network to an intent's address: shown, with its asset and why it does not count", async (t) => {
+  const pi = await createIntent({ asset: "USDC", requested_amount: "5" });
+  const { hash } = await pay(pi, "5", "USDT");
+  await mine(3);
+  const now = await seen(pi.public_id, hash, 3);
+  t.same([now.status, now.amount_received], ["pending", "0"], "it does not count");
+  t.match(now.transactions[0], { tx_hash: hash, asset: "USDT", amount: "5", counted: false, reason: "wrong_asset" });
 });
 
 t.test("another token, a Live intent's address, an address of no intent: nothing counted", async (t) => {
