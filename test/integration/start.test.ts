@@ -1,12 +1,12 @@
 // The service as a new user runs it: `npm start` with no DATABASE_URL (embedded PostgreSQL),
 // the admin CLI against the same data directory, a first request, and a clean SIGTERM.
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
-import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -34,10 +34,10 @@ function adminIn(dir: string, e: Record<string, string | undefined>, ...args: st
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Runs main.ts from `dir` as `npm start` does; resolves once it announces the REST API or exits. */
-async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string | undefined>) {
+/** Runs main.ts from `dir` as `npm start` does (or `npm start` itself); resolves once it announces the REST API or exits. */
+async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string | undefined>, o: { npm?: boolean } = {}) {
   const began = Date.now();
-  const service = spawnService(t, [], e, { dir });
+  const service = spawnService(t, [], e, { dir, npm: o.npm });
   await service.started.catch(() => undefined);
   const base = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(service.stdout())?.[1] ?? "";
   // The installation's own JetStream prefix: its streams go with the test.
@@ -100,6 +100,69 @@ t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on
   const revoke = admin("api-key", "revoke", "--id", JSON.parse(key.stdout).id);
   t.equal(revoke.status, 0, "the admin CLI starts the embedded database itself when the server is down");
   t.match(JSON.parse(revoke.stdout), { revoked_at: String });
+});
+
+/** The process and every process under it (Linux /proc). */
+function processTree(pid: number): number[] {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  const children = tasks.flatMap((tid) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean).map(Number);
+    } catch {
+      return [];
+    }
+  });
+  return [pid, ...children.flatMap(processTree)];
+}
+
+/** Still running: present and not a zombie waiting to be reaped. */
+function running(pid: number): boolean {
+  if (!existsSync(`/proc/${pid}/stat`)) return false;
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether this process can listen on the port: nothing holds it any more. */
+function free(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(port, host, () => probe.close(() => resolve(true)));
+  });
+}
+
+// A supervisor, a container runtime or `kill $!` signals only the PID it started: npm's. Under
+// `sh -c` the shell died of it and left the server running, ports held, with PPID 1.
+t.test("SIGTERM to exactly the PID of npm start stops the server and its embedded database, and frees every port", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "payments-npm-start-"));
+  chmodSync(dir, 0o755);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const { child, output, exited, base } = await startService(t, root, { ...env, DATA_DIR: dir, LOG_LEVEL: "info" }, { npm: true });
+  t.ok(base, `npm start announces the REST API (output: ${(output.out + output.err).slice(-800)})`);
+  const banner = (label: string) => new URL(new RegExp(`${label}\\s+(http://\\S+)`).exec(output.out)?.[1] ?? "http://invalid:1");
+  const listening = [banner("REST API"), banner("gRPC/Connect"), banner("health")].map((u) => ({ host: u.hostname, port: Number(u.port) }));
+  const { pgPort } = JSON.parse(readFileSync(path.join(dir, "embedded.json"), "utf8")) as { pgPort: number };
+  listening.push({ host: "127.0.0.1", port: pgPort });
+  for (const { host, port } of listening) t.notOk(await free(host, port), `${host}:${port} is held while it runs`);
+  const tree = processTree(child.pid!);
+  t.ok(tree.length >= 3, `npm, the server and PostgreSQL run under npm's PID (${tree.length} processes)`);
+  // Should any outlive npm, they must not outlive the test.
+  t.teardown(() => tree.filter(running).forEach((pid) => process.kill(pid, "SIGKILL")));
+
+  child.kill("SIGTERM");
+  t.equal(await exited, 0, "npm exits 0");
+  await until("every process that ran under npm has exited", async () => tree.every((pid) => !running(pid)), 30_000, () => `still running: ${tree.filter(running).join(", ")}`);
+  t.pass("every process that ran under npm has exited");
+  for (const { host, port } of listening) t.ok(await free(host, port), `${host}:${port} is free`);
+  t.match(output.out + output.err, /"signal":"SIGTERM"[^\n]*"msg":"stopped"/, "the server logged its clean stop");
 });
 
 t.test("a failure to start the embedded database is one line on stderr and exit 1", async (t) => {
