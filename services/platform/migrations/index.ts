@@ -17,6 +17,7 @@ import { Migration20261125084334_MerchantPolicy } from "./Migration2026112508433
 import { Migration20261126090000_WatchedCommitOrder } from "./Migration20261126090000_WatchedCommitOrder.ts";
 import { Migration20261126090100_InternalCredentialExpiry } from "./Migration20261126090100_InternalCredentialExpiry.ts";
 import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
+import { Migration20261126093000_IntentReturnUrls } from "./Migration20261126093000_IntentReturnUrls.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -38,4 +39,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126090000_WatchedCommitOrder", class: Migration20261126090000_WatchedCommitOrder },
   { name: "Migration20261126090100_InternalCredentialExpiry", class: Migration20261126090100_InternalCredentialExpiry },
   { name: "Migration20261126091000_ChainNodeIdentity", class: Migration20261126091000_ChainNodeIdentity },
+  { name: "Migration20261126093000_IntentReturnUrls", class: Migration20261126093000_IntentReturnUrls },
 ];
