@@ -225,8 +225,15 @@ t.test("authentication and authorization", async (t) => {
   const missing = await call(base, "GET", path);
   t.equal(missing.status, 401);
   t.equal(missing.body.error.code, "unauthenticated");
-  const malformed = await call(base, "GET", path, { headers: { authorization: "Basic abc" } });
+  const malformed = await call(base, "GET", path, { headers: { authorization: "Bearer a, b" } });
   t.equal(malformed.body.error.code, "unauthenticated");
+  // Stripe's `curl -u "$KEY:"`: refused, with the way that works, and the key is not echoed.
+  const basic = await call(base, "GET", path, { headers: { authorization: `Basic ${Buffer.from(`${a.key}:`).toString("base64")}` } });
+  t.equal(basic.status, 401, "HTTP Basic with the key as user name");
+  t.equal(basic.body.error.code, "unauthenticated");
+  t.match(basic.body.error.message, /^HTTP Basic \(curl -u\) is not accepted, .*Authorization: Bearer <credential>\.$/, "says why and what to send");
+  t.notMatch(JSON.stringify(basic.body), a.key.slice(8, 20), "the key is not echoed");
+  t.notMatch(JSON.stringify(basic.body), Buffer.from(`${a.key}:`).toString("base64").slice(0, 16), "nor its Basic form");
   const unknown = await call(base, "GET", path, { key: "sk_test_" + "A".repeat(32) });
   t.equal(unknown.status, 401);
   t.equal(unknown.body.error.code, "invalid_api_key");
