@@ -69,6 +69,7 @@ t.test("admin --help prints the usage on stdout and exits 0", async (t) => {
     t.equal(r.status, 0, flag);
     t.match(r.stdout, /^usage:\n  admin merchant create --name NAME/, `${flag}: the usage`);
     t.equal(r.stderr, "", `${flag}: no complaint about an unknown option`);
+    t.match(r.stdout, /[^\n]\n$/, `${flag}: ends with one newline, so what the terminal prints next starts on a line of its own`);
   }
   t.match(admin("api-key", "create", "--help").stdout, /^usage:/, "after a command too");
 });
