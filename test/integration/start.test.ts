@@ -5,6 +5,8 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import t from "tap";
 import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
@@ -246,4 +248,61 @@ t.test("the admin CLI beside a server started with DATABASE_URL uses that databa
   t.equal(list.status, 200, "the key it printed works on the server (it was 401 invalid_api_key)");
   child.kill("SIGTERM");
   await exited;
+});
+
+/** The names of the streams on the test NATS that start with `prefix`. */
+async function streamsOf(prefix: string): Promise<string[]> {
+  const nc = await connect({ servers: natsUrl, reconnect: false });
+  try {
+    const names: string[] = [];
+    for await (const name of (await jetstreamManager(nc)).streams.names()) if (name.startsWith(`${prefix}-`)) names.push(name);
+    return names.sort();
+  } finally {
+    await nc.close();
+  }
+}
+
+function ops(e: Record<string, string | undefined>, ...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(root, "services/app/ops-cli.ts"), ...args], { cwd: root, env: e, encoding: "utf8" });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+t.test("ops reset: lists this checkout's embedded data and streams, removes them only with --yes, never under a running server", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "payments-reset-"));
+  chmodSync(dir, 0o755);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const e = { ...env, DATA_DIR: dir };
+  const { child, output, exited, base } = await startService(t, root, e);
+  t.ok(base, `the server started (${(output.out + output.err).slice(-500)})`);
+  const prefix = /JetStream prefix (\S+)/.exec(output.out)?.[1] ?? "none";
+  await until("the installation's streams", async () => (await streamsOf(prefix)).length === 2, 20_000);
+
+  const running = ops(e, "reset", "--yes");
+  t.equal(running.status, 1, "refused while the server runs");
+  t.match(running.stderr, /^ops: the embedded PostgreSQL of .* is running \(port \d+\): stop the server/);
+  t.ok(existsSync(path.join(dir, "embedded.json")), "and nothing removed");
+
+  child.kill("SIGTERM");
+  t.equal(await exited, 0);
+  const listed = ops(e, "reset");
+  t.equal(listed.status, 0, listed.stderr);
+  t.match(listed.stdout, `would remove:\n  ${dir}\n`, "DATA_DIR");
+  t.match(listed.stdout, `stream ${prefix}-webhook-deliveries on nats://`, "the delivery stream");
+  t.match(listed.stdout, `stream ${prefix}-installation on nats://`, "the claim stream");
+  t.match(listed.stdout, /nothing was removed: run npm run -s ops -- reset --yes/, "says how to confirm");
+  t.ok(existsSync(path.join(dir, "embedded.json")), "without --yes nothing is removed");
+  t.equal((await streamsOf(prefix)).length, 2, "the streams are still there");
+
+  const removed = ops(e, "reset", "--yes");
+  t.equal(removed.status, 0, removed.stderr);
+  t.match(removed.stdout, /^removed:\n/);
+  t.notOk(existsSync(dir), "DATA_DIR is gone");
+  t.same(await streamsOf(prefix), [], "and so are its streams");
+  const again = ops(e, "reset", "--yes");
+  t.equal(again.status, 0);
+  t.match(again.stdout, /^nothing to reset: no embedded data under /, "a second reset finds nothing");
+
+  const own = ops({ ...e, DATABASE_URL: "postgres://someone@127.0.0.1:5432/theirs" }, "reset", "--yes");
+  t.equal(own.status, 2, "a database of one's own is not the checkout's to drop");
+  t.match(own.stderr, /^ops: this checkout's server uses the database at postgres:\/\/\*\*\*@127\.0\.0\.1:5432\/theirs: reset removes only/);
 });
