@@ -275,15 +275,17 @@ async function reset(config: Config, yes: boolean): Promise<string> {
   }
   const settingsFile = path.join(dataDir, "embedded.json");
   if (!existsSync(settingsFile) || dataDir === path.parse(dataDir).root) return `nothing to reset: no embedded data under ${dataDir}`;
-  const s = JSON.parse(readFileSync(settingsFile, "utf8")) as { pgPort?: number; pgDataDir?: string };
+  const s = JSON.parse(readFileSync(settingsFile, "utf8")) as { pgPort?: number; natsPort?: number; pgDataDir?: string };
   if (s.pgPort !== undefined && (await reachable("127.0.0.1", s.pgPort))) {
     throw new OpsError(`the embedded PostgreSQL of ${dataDir} is running (port ${s.pgPort}): stop the server (and anything started from this checkout) first`, 1);
   }
   // Only a folder of the kind the embedded default makes: a hand-edited path is not removed.
   const cluster = s.pgDataDir && path.dirname(path.resolve(s.pgDataDir)) === rootDataDir ? path.resolve(s.pgDataDir) : undefined;
   const prefix = await prefixOf(config).catch(() => undefined);
-  const streams = prefix ? [streamNames(prefix).stream, streamNames(prefix).claimStream] : [];
   const nats = await locateNats(config);
+  // The embedded nats-server, stopped with the server, keeps its streams under DATA_DIR/nats: they go with it.
+  const embeddedNats = nats === `nats://127.0.0.1:${s.natsPort}` && !(await reachable("127.0.0.1", s.natsPort ?? 0));
+  const streams = prefix && !embeddedNats ? [streamNames(prefix).stream, streamNames(prefix).claimStream] : [];
   const what = [dataDir, ...(cluster ? [cluster] : []), ...streams.map((name) => `stream ${name} on ${natsServers(nats).map(redactUserinfo).join(",")}`)];
   if (!yes) return [`would remove:`, ...what.map((w) => `  ${w}`), "nothing was removed: run npm run -s ops -- reset --yes to remove them"].join("\n");
 

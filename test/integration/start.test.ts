@@ -292,6 +292,11 @@ t.test("ops reset: lists this checkout's embedded data and streams, removes them
   t.match(listed.stdout, /nothing was removed: run npm run -s ops -- reset --yes/, "says how to confirm");
   t.ok(existsSync(path.join(dir, "embedded.json")), "without --yes nothing is removed");
   t.equal((await streamsOf(prefix)).length, 2, "the streams are still there");
+  // Had it used the embedded nats-server (stopped with it), the streams would be in DATA_DIR/nats.
+  const { natsPort } = JSON.parse(readFileSync(path.join(dir, "embedded.json"), "utf8")) as { natsPort: number };
+  const embedded = ops({ ...e, NATS_URL: `nats://127.0.0.1:${natsPort}` }, "reset");
+  t.equal(embedded.status, 0, embedded.stderr);
+  t.notMatch(embedded.stdout, /stream /, "with the embedded NATS stopped, no stream to remove apart from DATA_DIR");
 
   const removed = ops(e, "reset", "--yes");
   t.equal(removed.status, 0, removed.stderr);
