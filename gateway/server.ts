@@ -265,7 +265,7 @@ export function createGateway(options: GatewayOptions): http.Server {
         return;
       }
       const match = matchRoute(routes, req.method === "HEAD" ? "GET" : (req.method ?? "GET"), rawPath);
-      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${rawPath}.${/^\/api\/v1(\/|$)/.test(rawPath) && !rawPath.startsWith("/api/v1/merchants/") ? " Merchant routes start with /api/v1/merchants/{merchant}/, e.g. GET /api/v1/merchants/{merchant}/payment-intents." : ""}`));
+      if (match.kind === "not_found") fail(apiError("route_not_found", `No route ${req.method} ${rawPath}.${notFoundHint(rawPath)}`));
       if (match.kind === "wrong_method") {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }
@@ -364,4 +364,14 @@ function refuse(socket: Duplex, status: number, code: string, message: string, h
 function corsOf(err: unknown): Record<string, string> {
   const origin = err instanceof ConnectError ? err.metadata.get("access-control-allow-origin") : null;
   return origin ? { "Access-Control-Allow-Origin": origin, "Access-Control-Expose-Headers": corsExposedHeaders } : {};
+}
+
+/** Where a newcomer's wrong guess is: the merchant prefix, or the OpenAPI document on the ops port. */
+function notFoundHint(path: string): string {
+  if (/^\/api\/v1(\/|$)/.test(path) && !path.startsWith("/api/v1/merchants/")) {
+    return " Merchant routes start with /api/v1/merchants/{merchant}/, e.g. GET /api/v1/merchants/{merchant}/payment-intents.";
+  }
+  // Not served here: only the documented routes (and the checkout pages) answer on the API port.
+  if (path === "/openapi.json") return " The OpenAPI document is served at /openapi.json on the ops port (OPS_PORT, default 9464), and is gen/openapi.json in the source.";
+  return "";
 }

@@ -3,6 +3,7 @@
 //                                             second, the Test tokens at the asset table's addresses
 //   npm run -s pay -- <address> <amount> [asset]   pays from the dev chain's funded account (USDC by default)
 import { formatUnits } from "viem";
+import { checkAmount } from "../services/vocabulary/amount.ts";
 import { findAsset } from "../services/vocabulary/assets.ts";
 import { connectDevChain, signPayment, startDevChain, tokenAbi } from "./devchain/chain.ts";
 
@@ -18,6 +19,9 @@ if (command === "pay") {
   if (!to || !/^0x[0-9a-fA-F]{40}$/.test(to) || !amount || !/^\d+(\.\d+)?$/.test(amount)) fail("usage: npm run -s pay -- <0x deposit address> <amount> [ETH|USDC|USDT]");
   const info = findAsset("ethereum", asset);
   if (!info) fail(`unknown asset "${asset}": ETH, USDC or USDT`);
+  // Rounding to the token's units would send another amount than the one printed as sent.
+  const checked = checkAmount(amount as string, info!.decimals);
+  if (!checked.ok) fail(`amount ${amount} ${checked.reason.replace("this asset", asset)}; nothing was sent`);
   let dev;
   try {
     dev = await connectDevChain(url);
@@ -47,7 +51,9 @@ if (command === "pay") {
       ...Object.entries(d.tokens).map(([asset, address]) => `  Test ${asset}  ${address} (the asset table's Test contract)`),
       `  payer      ${d.payer.address}: ${balances.join(", ")}, ${eth} ETH (anvil's well-known test account)`,
       "",
-      "Run the service following it (in another terminal):",
+      "Run the service following it (in another terminal), with the README's local webhook receiver:",
+      `  ETHEREUM_TEST_RPC_URL=${d.url} ETHEREUM_CONFIRMATIONS=2 WEBHOOK_CONNECT_TO=hooks.local.test:443:127.0.0.1:\${HOOK_PORT:-8443} NODE_EXTRA_CA_CERTS=$PWD/hook.crt npm start`,
+      "or without one:",
       `  ETHEREUM_TEST_RPC_URL=${d.url} ETHEREUM_CONFIRMATIONS=2 npm start`,
       "Pay a Test intent's deposit address:",
       "  npm run -s pay -- <deposit_address> <amount> [ETH|USDC|USDT]",

@@ -52,7 +52,7 @@ import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCred
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
 import { deleteEndpoint, enableEndpoint } from "../webhooks/operations.ts";
-import { endpointCounts } from "../webhooks/store.ts";
+import { merchantEndpoints } from "../webhooks/store.ts";
 import { ConfigError, loadConfig } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
@@ -225,7 +225,12 @@ async function main(argv: string[]): Promise<unknown> {
     // What an operator looks for first: its keys (auth) and its webhook endpoints (webhooks).
     work = async (em) => {
       const merchant = await showMerchant(em, id);
-      for (const c of await endpointCounts(em, id)) (merchant.environments[c.environment] ??= {})[c.what] = c.n;
+      const endpoints = await merchantEndpoints(em, id);
+      for (const [environment, shown] of Object.entries(merchant.environments)) {
+        const own = endpoints.filter((e) => e.environment === environment);
+        for (const status of ["enabled", "disabled"]) shown[`${status}_webhook_endpoints`] = own.filter((e) => e.status === status).length;
+        shown.webhook_endpoints = own.map((e) => ({ id: e.id, url: e.url, status: e.status, enabled_events: e.enabledEvents, created_at: e.createdAt.toISOString() }));
+      }
       return merchant;
     };
   } else if (command === "qr list") {

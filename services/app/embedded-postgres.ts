@@ -40,7 +40,7 @@ interface RunAs {
 }
 
 const rootCacheDir = "/var/cache/payments-embedded-postgres";
-const rootDataDir = "/var/lib/payments-embedded-postgres";
+export const rootDataDir = "/var/lib/payments-embedded-postgres";
 
 function binariesPackage(): string {
   const platform = process.platform === "win32" ? "windows" : process.platform;

@@ -4,6 +4,9 @@
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
 //   ops rejected-outputs [--limit N] [--json]
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
+//   ops reset [--yes]                      removes this checkout's embedded data and its JetStream streams
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
 import { parseArgs } from "node:util";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { adminClient, remoteError, type RemoteError } from "../admin/client.ts";
@@ -20,6 +23,8 @@ import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { installationId } from "../platform/settings.ts";
 import { cliDatabase, locateNats, resolveDatabase } from "./resources.ts";
+import { reachable } from "./embedded-nats.ts";
+import { rootDataDir } from "./embedded-postgres.ts";
 
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
@@ -29,7 +34,10 @@ const usage = `usage:
                                 outputs watchers reported that the core refused, newest first, with why
   ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
                                 replays the endpoint's failed deliveries created since then (JSON);
-                                calls the running service at RPC_URL with INTERNAL_CREDENTIAL`;
+                                calls the running service at RPC_URL with INTERNAL_CREDENTIAL
+  ops reset [--yes]             what npm start's embedded default keeps for this checkout (DATA_DIR, the
+                                cluster it names, the JetStream streams of its prefix): listed, and
+                                removed with --yes; the server must be stopped`;
 
 /** A message for one line on stderr; exit 2 for bad input, 1 for something missing. */
 class OpsError extends Error {
@@ -252,6 +260,7 @@ async function main(argv: string[]): Promise<string> {
       limit: { type: "string" },
       endpoint: { type: "string" },
       since: { type: "string" },
+      yes: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -276,7 +285,62 @@ async function main(argv: string[]): Promise<string> {
     const rows = await rejectedOutputs(loadConfig(), deliveryOptions(values).limit);
     return values.json ? json(rows) : rejectedTable(rows);
   }
+  if (command === "reset") return reset(loadConfig(), values.yes === true);
   throw new OpsError(command ? `unknown command "${command}"\n${usage}` : usage);
+}
+
+// ---- reset ----
+
+/**
+ * Removes what `npm start` without DATABASE_URL keeps for this checkout: DATA_DIR (embedded.json,
+ * the cluster, the NATS store, the generated key), the cluster's folder when it lives under
+ * /var/lib, and the delivery and claim streams of the installation's prefix on whatever NATS it
+ * used (a shared one keeps them otherwise). Without --yes it only lists them. Never a database
+ * named by DATABASE_URL: that is not this checkout's to drop.
+ */
+async function reset(config: Config, yes: boolean): Promise<string> {
+  const dataDir = path.resolve(config.dataDir);
+  const recorded = path.join(dataDir, "server-database.json");
+  if (config.databaseUrl || existsSync(recorded)) {
+    throw new OpsError(`this checkout's server uses the database at ${redactUserinfo(config.databaseUrl ?? "recorded in " + recorded)}: reset removes only the embedded default's data; drop that database yourself`);
+  }
+  const settingsFile = path.join(dataDir, "embedded.json");
+  if (!existsSync(settingsFile) || dataDir === path.parse(dataDir).root) return `nothing to reset: no embedded data under ${dataDir}`;
+  const s = JSON.parse(readFileSync(settingsFile, "utf8")) as { pgPort?: number; natsPort?: number; pgDataDir?: string };
+  if (s.pgPort !== undefined && (await reachable("127.0.0.1", s.pgPort))) {
+    throw new OpsError(`the embedded PostgreSQL of ${dataDir} is running (port ${s.pgPort}): stop the server (and anything started from this checkout) first`, 1);
+  }
+  // Only a folder of the kind the embedded default makes: a hand-edited path is not removed.
+  const cluster = s.pgDataDir && path.dirname(path.resolve(s.pgDataDir)) === rootDataDir ? path.resolve(s.pgDataDir) : undefined;
+  const prefix = await prefixOf(config).catch(() => undefined);
+  const nats = await locateNats(config);
+  // The embedded nats-server, stopped with the server, keeps its streams under DATA_DIR/nats: they go with it.
+  const embeddedNats = nats === `nats://127.0.0.1:${s.natsPort}` && !(await reachable("127.0.0.1", s.natsPort ?? 0));
+  const streams = prefix && !embeddedNats ? [streamNames(prefix).stream, streamNames(prefix).claimStream] : [];
+  const what = [dataDir, ...(cluster ? [cluster] : []), ...streams.map((name) => `stream ${name} on ${natsServers(nats).map(redactUserinfo).join(",")}`)];
+  if (!yes) return [`would remove:`, ...what.map((w) => `  ${w}`), "nothing was removed: run npm run -s ops -- reset --yes to remove them"].join("\n");
+
+  const removed: string[] = [];
+  if (streams.length > 0) {
+    const nc = await connect({ servers: natsServers(nats), name: "ops-cli", timeout: 3000, reconnect: false }).catch(() => undefined);
+    if (!nc) throw new OpsError(`NATS is not reachable at ${natsServers(nats).map(redactUserinfo).join(",")}: nothing was removed; start it (or set NATS_URL) and run reset again`, 1);
+    try {
+      const jsm = await jetstreamManager(nc);
+      for (const name of streams) {
+        const gone = await jsm.streams.delete(name).catch((err: unknown) => {
+          if (notFound(err, JetStreamApiCodes.StreamNotFound)) return false;
+          throw err;
+        });
+        if (gone) removed.push(`stream ${name}`);
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+  if (cluster) rmSync(cluster, { recursive: true, force: true });
+  rmSync(dataDir, { recursive: true, force: true });
+  removed.push(...(cluster ? [cluster] : []), dataDir);
+  return ["removed:", ...removed.map((r) => `  ${r}`)].join("\n");
 }
 
 // ---- recover ----

@@ -97,12 +97,13 @@ export async function listMerchants(em: EntityManager) {
 export async function showMerchant(em: EntityManager, merchantId: string) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
-  const counts = await em.execute<{ environment: string; n: string }[]>(
-    `select environment, count(*) as n from api_keys where merchant_id = ? and revoked_at is null group by environment`,
-    [merchantId],
-  );
-  const environments: Record<string, Record<string, number>> = { test: {}, live: {} };
-  for (const c of counts) (environments[c.environment] ??= {}).active_api_keys = Number(c.n);
+  const keys = await em.find(ApiKey, { merchant: merchantId, revokedAt: null }, { orderBy: { createdAt: "desc" } });
+  const environments: Record<string, Record<string, unknown>> = { test: {}, live: {} };
+  for (const environment of ["test", "live"]) {
+    // The hint is the key's prefix as shown at creation: enough to tell keys apart, never the secret.
+    const active = keys.filter((k) => k.environment === environment).map((k) => ({ id: k.id, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt) }));
+    environments[environment] = { active_api_keys: active.length, api_keys: active };
+  }
   return { id: merchant.id, name: merchant.name, created_at: iso(merchant.createdAt), environments };
 }
 

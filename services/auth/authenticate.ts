@@ -56,6 +56,10 @@ const bearerSyntax = /^Bearer +[A-Za-z0-9\-._~+/]+=* *$/i;
 function requireBearer(authorization: string | null, credential: Credential): void {
   if (authorization !== null && bearerSyntax.test(authorization)) return;
   const missing = authorization === null || authorization.trim() === "";
+  // Stripe's `curl -u "$KEY:"` habit: say why it is refused (docs/api.md), never what was sent.
+  if (authorization !== null && /^\s*Basic\b/i.test(authorization)) {
+    throw apiError("unauthenticated", `HTTP Basic (curl -u) is not accepted, so that no browser stores the key and resends it: send ${kindOf(credential)} as: Authorization: Bearer <credential>.`);
+  }
   throw apiError(
     "unauthenticated",
     `${missing ? "Send" : "The Authorization header must carry"} ${kindOf(credential)} as: Authorization: Bearer <credential>.`,

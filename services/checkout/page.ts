@@ -31,6 +31,37 @@ export const statusTexts: Readonly<Record<string, { title: string; detail: strin
   cancelled: { title: "Cancelled", detail: "This payment was cancelled. Do not send funds to this address." },
 };
 
+/**
+ * The way back to the shop the page offers in each status, when the merchant gave that URL at
+ * creation: its redirect_url once paid, its cancel_url while nothing is paid yet or any more due.
+ * None while underpaid: the shopper still owes the rest, and leaving would not undo what was sent.
+ * The label's {host} is the URL's host: the page names no merchant, and the shopper sees where the
+ * link goes. The page's JS gets this same table (assets.ts).
+ */
+export const returnLinks: Readonly<Record<string, { link: "redirect" | "cancel"; label: string }>> = {
+  pending: { link: "cancel", label: "Cancel and return to {host}" },
+  confirmed: { link: "redirect", label: "Back to {host}" },
+  overpaid: { link: "redirect", label: "Back to {host}" },
+  late: { link: "redirect", label: "Back to {host}" },
+  expired: { link: "cancel", label: "Back to {host}" },
+  cancelled: { link: "cancel", label: "Back to {host}" },
+};
+
+/** The links back to the shop, both rendered (the script shows the one the status calls for). */
+function returnLinksHtml(view: ShopperPaymentIntent): string {
+  const urls = { redirect: view.redirectUrl, cancel: view.cancelUrl };
+  const shown = returnLinks[view.status];
+  const links = (["redirect", "cancel"] as const).flatMap((kind) => {
+    const url = urls[kind];
+    if (url === undefined) return [];
+    const host = new URL(url).host;
+    const label = (shown?.link === kind ? shown.label : kind === "redirect" ? "Back to {host}" : "Cancel and return to {host}").replace("{host}", host);
+    const hidden = shown?.link === kind ? "" : " hidden";
+    return [`<a class="button button-secondary" id="return-${kind}" href="${escapeHtml(url)}" data-host="${escapeHtml(host)}"${hidden}>${escapeHtml(label)}</a>`];
+  });
+  return links.length === 0 ? "" : `<nav class="return" aria-label="Back to the shop">\n${links.join("\n")}\n</nav>\n`;
+}
+
 const networkNames: Readonly<Record<string, { live: string; test: string }>> = {
   bitcoin: { live: "Bitcoin", test: "Bitcoin testnet" },
   ethereum: { live: "Ethereum", test: "Ethereum Sepolia testnet" },
@@ -214,7 +245,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   <p class="status-detail" id="status-detail">${e(text.detail)}</p>
 </section>
 ${instructions}
-<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
+${returnLinksHtml(view)}<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
 <footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
 </main>`;
   return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}`, paths, body, script: true });

@@ -3,7 +3,7 @@ import type { Config } from "../platform/config.ts";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
-import { installationId } from "../platform/settings.ts";
+import { installationId, recordOnce } from "../platform/settings.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
@@ -54,13 +54,18 @@ export async function startWorkerRole(o: {
     if (refresh || ensured?.nc !== nc) {
       const version = nc.info?.version ?? "unknown";
       const done = ensureDeliveryStream(nc, names, schedule, { installation, prefix }, config.jetstreamReplicas).then(({ changed }) => {
-        const old = olderThan(version, pendingTimerFixed);
-        logger.info(
-          { natsServer: version, prefix, stream: names.stream, replicas: config.jetstreamReplicas, ...(changed.length > 0 ? { changed } : {}) },
-          old
-            ? `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended`
-            : "delivery stream ready",
-        );
+        const fields = { natsServer: version, prefix, stream: names.stream, replicas: config.jetstreamReplicas, ...(changed.length > 0 ? { changed } : {}) };
+        if (!olderThan(version, pendingTimerFixed)) return logger.info(fields, "delivery stream ready");
+        const note = `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended (docs/operations.md)`;
+        // Said once per installation and server version: at every start it was noise nobody could act on.
+        // Not awaited: the stream is ready whatever the database answers, or however late.
+        void recordOnce(db.em.fork(), "nats_server_6085_noted", version)
+          .catch(() => true)
+          .then((first) => {
+            if (first) return logger.info(fields, note);
+            logger.debug(fields, note);
+            logger.info(fields, "delivery stream ready");
+          });
       });
       ensured = { nc, done };
     }

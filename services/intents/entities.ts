@@ -46,6 +46,9 @@ export const PaymentIntentRecord = defineEntity({
      * addresses added since their last read by it, in the order of commits rather than of a clock
      * (services/chains/watched-cursor.ts). 0 on intents from before it.
      */
+    /** The shop's pages the checkout page links back to (paid; pending, expired or cancelled), as the merchant gave them. */
+    redirectUrl: p.string().length(2048).nullable(),
+    cancelUrl: p.string().length(2048).nullable(),
     watchXid: p.string().columnType("xid8").defaultRaw("pg_current_xact_id()"),
   },
   indexes: [

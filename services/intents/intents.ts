@@ -51,6 +51,8 @@ function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: Inte
     sequence: 1,
     requiredConfirmations: policy.requiredConfirmations,
     underpaymentToleranceBps: input.underpaymentToleranceBps ?? policy.underpaymentToleranceBps,
+    redirectUrl: input.redirectUrl,
+    cancelUrl: input.cancelUrl,
   };
 }
 

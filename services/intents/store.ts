@@ -35,6 +35,9 @@ export interface IntentRow {
   requiredConfirmations: number | null;
   /** How far below the requested amount counted funds still confirm it, in basis points. */
   underpaymentToleranceBps: number;
+  /** The shop's pages the checkout page links back to; null when not given. */
+  redirectUrl: string | null;
+  cancelUrl: string | null;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
 }
@@ -58,7 +61,7 @@ export interface TransactionFact {
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
-  i.sequence, i.required_confirmations, i.underpayment_tolerance_bps`;
+  i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url`;
 
 interface DbRow {
   id: string;
@@ -83,6 +86,8 @@ interface DbRow {
   sequence: number;
   required_confirmations: number | null;
   underpayment_tolerance_bps: number;
+  redirect_url: string | null;
+  cancel_url: string | null;
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -111,12 +116,14 @@ function fromDb(r: DbRow): IntentRow {
     sequence: r.sequence,
     requiredConfirmations: r.required_confirmations,
     underpaymentToleranceBps: r.underpayment_tolerance_bps,
+    redirectUrl: r.redirect_url,
+    cancelUrl: r.cancel_url,
   };
 }
 
 const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
   requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal,
-  sequence, required_confirmations, underpayment_tolerance_bps`;
+  sequence, required_confirmations, underpayment_tolerance_bps, redirect_url, cancel_url`;
 
 function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
   return [
@@ -140,12 +147,14 @@ function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
     row.sequence,
     row.requiredConfirmations,
     row.underpaymentToleranceBps,
+    row.redirectUrl,
+    row.cancelUrl,
   ];
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
 }
 
 /** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
@@ -153,7 +162,7 @@ export function insertIntentCte(row: IntentRow, addressIndex: number | null, fro
   return {
     sql: `intent as (
        insert into payment_intents (${insertColumns})
-       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
        returning id
      )`,
     params: insertParams(row, addressIndex),

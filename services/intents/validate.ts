@@ -21,6 +21,8 @@ export interface CreateInput {
   metadata: Record<string, string>;
   /** The merchant's tolerance when absent. */
   underpaymentToleranceBps: number | undefined;
+  redirectUrl: string | null;
+  cancelUrl: string | null;
 }
 
 /** A create request that passed its field rules, with its defaults filled in. */
@@ -35,6 +37,8 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
     expiresInSeconds: req.expiresInSeconds ?? defaults.expiresInSeconds,
     metadata: req.metadata,
     underpaymentToleranceBps: req.underpaymentToleranceBps,
+    redirectUrl: req.redirectUrl ?? null,
+    cancelUrl: req.cancelUrl ?? null,
   };
 }
 

@@ -79,6 +79,8 @@ export class IntentViews {
       requiredConfirmations: this.confirmationsOf(row),
       underpaymentToleranceBps: row.underpaymentToleranceBps,
       sequence: row.sequence,
+      redirectUrl: row.redirectUrl ?? undefined,
+      cancelUrl: row.cancelUrl ?? undefined,
     });
   }
 
@@ -97,6 +99,8 @@ export class IntentViews {
       checkoutUrl: full.checkoutUrl,
       expiresAt: full.expiresAt,
       createdAt: full.createdAt,
+      redirectUrl: full.redirectUrl,
+      cancelUrl: full.cancelUrl,
     });
   }
 

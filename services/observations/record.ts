@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { toUnits } from "../vocabulary/amount.ts";
-import { findAsset } from "../vocabulary/assets.ts";
+import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";
@@ -58,7 +58,8 @@ export async function recordReorg(
   return { orphaned, intents: settled };
 }
 
-/** A synthetic transaction hash for the sandbox: 64 hex digits, like the chains' own. */
-export function simulatedTxHash(): string {
-  return randomBytes(32).toString("hex");
+/** A synthetic transaction hash for the sandbox, written as the network writes its own: 64 hex digits, with 0x on EVM chains. */
+export function simulatedTxHash(network: string): string {
+  const hex = randomBytes(32).toString("hex");
+  return Object.hasOwn(evmChainIds, network) ? `0x${hex}` : hex;
 }

@@ -34,3 +34,19 @@ export async function installationId(em: EntityManager): Promise<string> {
   if (!made) throw new Error("installation_id is missing after its insert");
   return made.value;
 }
+
+/**
+ * Records `value` under `name` in this installation's database; true the first time it holds that
+ * value (never recorded, or recorded with another), false when it already did. For what is worth
+ * saying once per installation rather than at every start.
+ */
+export async function recordOnce(em: EntityManager, name: string, value: string): Promise<boolean> {
+  const rows = await em.execute<{ name: string }[]>(
+    `insert into platform_settings (name, value, created_at) values (?, ?, now())
+     on conflict (name) do update set value = excluded.value, created_at = excluded.created_at
+       where platform_settings.value is distinct from excluded.value
+     returning name`,
+    [name, value],
+  );
+  return rows.length > 0;
+}

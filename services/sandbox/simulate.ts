@@ -80,7 +80,7 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
       environment: "test",
       asset: row.asset,
       toAddress: depositAddress,
-      txHash: simulatedTxHash(),
+      txHash: simulatedTxHash(row.network),
       outputIndex: 0,
       amount: fromUnits(pay, asset.decimals),
       confirmations: intents.confirmationsOf(row),

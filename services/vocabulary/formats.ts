@@ -34,6 +34,8 @@ export function webhookUrlFault(url: URL): string | undefined {
 export function httpsUrlFault(raw: string): string {
   const url = URL.parse(raw);
   if (!url) return "the URL is not a valid absolute URL";
+  // Not only webhook URLs take this form (an intent's redirect_url does too): the port's words are its own.
+  if (url.protocol === "https:" && url.port !== "") return `port ${url.port} is not allowed; only the default port 443 is`;
   return webhookUrlFault(url) ?? 'the URL must be written as https://host/path, such as "https://shop.example/hooks", with no spaces or backslashes';
 }
 

@@ -66,10 +66,8 @@ export async function checkEnabledCap(tx: EntityManager, merchantId: string, env
 }
 
 /** A merchant's webhook endpoints counted by environment and status, as "<status>_webhook_endpoints" (the admin CLI's merchant show). */
-export async function endpointCounts(em: EntityManager, merchantId: string): Promise<{ environment: string; what: string; n: number }[]> {
-  const rows = await em.execute<{ environment: string; status: string; n: string }[]>(
-    `select environment, status, count(*) as n from webhook_endpoints where merchant_id = ? group by environment, status`,
-    [merchantId],
-  );
-  return rows.map((r) => ({ environment: r.environment, what: `${r.status}_webhook_endpoints`, n: Number(r.n) }));
+/** Every endpoint of a merchant, both environments, newest first: what `admin merchant show` lists. */
+export async function merchantEndpoints(em: EntityManager, merchantId: string): Promise<EndpointRow[]> {
+  const rows = await em.execute<DbRow[]>(`select ${endpointColumns} from webhook_endpoints e where e.merchant_id = ? order by e.created_at desc, e.id desc`, [merchantId]);
+  return rows.map(fromDb);
 }

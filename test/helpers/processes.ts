@@ -54,15 +54,15 @@ export interface ServiceProcess {
 
 /**
  * Runs `node services/app/main.ts <roles>` (of this checkout, or of the copy in `dir`, from that
- * folder) with this process's Node binary, the given environment on top of ours (without
- * NODE_OPTIONS and tap's variables; a variable given as undefined is removed), and SIGKILLs it at
- * teardown if it still runs.
+ * folder) with this process's Node binary, or with `npm: true` `npm start -- <roles>` as a user
+ * types it (npm from PATH), the given environment on top of ours (without NODE_OPTIONS and tap's
+ * variables; a variable given as undefined is removed), and SIGKILLs it at teardown if it still runs.
  */
 export function spawnService(
   t: Teardown,
   roles: readonly string[],
   env: Record<string, string | undefined>,
-  o: { dir?: string } = {},
+  o: { dir?: string; npm?: boolean } = {},
 ): ServiceProcess {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
@@ -70,7 +70,10 @@ export function spawnService(
     base[k] = v;
   }
   const dir = o.dir ?? root;
-  const child = spawn(process.execPath, [path.join(dir, "services/app/main.ts"), ...roles], {
+  const [command, args] = o.npm
+    ? ["npm", ["start", ...(roles.length > 0 ? ["--", ...roles] : [])]]
+    : [process.execPath, [path.join(dir, "services/app/main.ts"), ...roles]];
+  const child = spawn(command, args, {
     cwd: dir,
     env: { ...base, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -39,10 +39,36 @@ t.test("merchant list and show, qr list", async (t) => {
   t.equal(list.status, 0, list.stderr);
   t.ok(list.json.some((m: { id: string; name: string }) => m.id === id && m.name === "Corner Café"), "the new merchant is listed");
 
-  t.equal((await admin("api-key", "create", "--merchant", id, "--environment", "test", "--scopes", "payment_intents:read")).status, 0);
+  const readKey = await admin("api-key", "create", "--merchant", id, "--environment", "test", "--scopes", "payment_intents:read");
+  t.equal(readKey.status, 0);
+  const hookKey = await admin("api-key", "create", "--merchant", id, "--environment", "test", "--scopes", "webhooks:read,webhooks:write");
+  const revoked = await admin("api-key", "create", "--merchant", id, "--environment", "test", "--scopes", "webhooks:read");
+  t.equal((await admin("api-key", "revoke", "--id", revoked.json.id)).status, 0);
+  const hooks = `/api/v1/merchants/${id}/webhook-endpoints`;
+  const endpoint = await call(base, "POST", hooks, { key: hookKey.json.api_key, body: { url: "https://93.184.216.34/hooks/shop", enabled_events: ["payment.confirmed"] } });
+  t.equal(endpoint.status, 200, JSON.stringify(endpoint.body));
+  const off = await call(base, "POST", hooks, { key: hookKey.json.api_key, body: { url: "https://93.184.216.34/hooks/old" } });
+  await call(base, "POST", `${hooks}/${off.body.data.id}/disable`, { key: hookKey.json.api_key });
+
   const shown = await admin("merchant", "show", "--id", id);
   t.equal(shown.status, 0, shown.stderr);
-  t.match(shown.json, { id, name: "Corner Café", environments: { test: { active_api_keys: 1 }, live: {} } }, "what it has, per environment");
+  t.match(shown.json, { id, name: "Corner Café", environments: { test: { active_api_keys: 2, enabled_webhook_endpoints: 1, disabled_webhook_endpoints: 1 }, live: { active_api_keys: 0 } } }, "what it has, per environment");
+  t.same(
+    shown.json.environments.test.api_keys.map((k: { id: string; scopes: string[] }) => [k.id, k.scopes]),
+    [[hookKey.json.id, ["webhooks:read", "webhooks:write"]], [readKey.json.id, ["payment_intents:read"]]],
+    "its active keys, newest first, with their scopes (not the revoked one)",
+  );
+  t.match(shown.json.environments.test.api_keys[0], { hint: `${(hookKey.json.api_key as string).slice(0, 12)}…`, created_at: String }, "each with its prefix and when");
+  t.same(
+    shown.json.environments.test.webhook_endpoints.map((e: { id: string; url: string; status: string; enabled_events: string[] }) => [e.id, e.url, e.status, e.enabled_events]),
+    [
+      [off.body.data.id, "https://93.184.216.34/hooks/old", "disabled", ["*"]],
+      [endpoint.body.data.id, "https://93.184.216.34/hooks/shop", "enabled", ["payment.confirmed"]],
+    ],
+    "its webhook endpoints, newest first, with URL and status",
+  );
+  t.same(shown.json.environments.live.webhook_endpoints, [], "none in live");
+  for (const secret of [readKey.json.api_key, hookKey.json.api_key, endpoint.body.data.signing_secret]) t.notMatch(shown.stdout, secret, "no secret");
   const missing = await admin("merchant", "show", "--id", "mer_nope");
   t.not(missing.status, 0, "an unknown merchant fails");
   t.match(missing.stderr, /no merchant mer_nope/);

@@ -348,3 +348,81 @@ t.test("a phone browser: live status without reloading, keyboard, no CSP violati
   t.notOk(await plain.locator("#copy").isVisible(), "no JS: no copy button that cannot work");
   t.ok(await plain.getByRole("link", { name: "reload it" }).isVisible(), "no JS: how to see the latest status");
 });
+
+t.test("the page offers the way back to the shop: redirect_url and cancel_url, on the HTTP page", async (t) => {
+  const pi = await createIntent(a.key, a.merchant, { ...sampleIntent, redirect_url: "https://shop.example/orders/1001/thanks", cancel_url: "https://shop.example/cart" });
+  const res = await raw("GET", pagePath(pi.public_id));
+  t.match(res.body, '<a class="button button-secondary" id="return-cancel" href="https://shop.example/cart" data-host="shop.example">Cancel and return to shop.example</a>', "pending: the cancel link");
+  t.match(res.body, /<a class="button button-secondary" id="return-redirect" href="https:\/\/shop.example\/orders\/1001\/thanks" data-host="shop.example" hidden>/, "the back link, hidden until paid");
+  const plain = await raw("GET", pagePath((await createIntent()).public_id));
+  t.notMatch(plain.body, /id="return-/, "none given: no link");
+});
+
+// A shop's pages, as the browser reaches them: intercepted, so no name needs to resolve.
+const shopPage = "<!doctype html><title>The shop</title><h1>Thank you for your order</h1>";
+
+t.test("a phone browser: cancel while pending, back to the shop once paid, without a reload", { skip: noBrowser }, async (t) => {
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  t.teardown(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, locale: "en-US" });
+  const shopRequests: { url: string; referer: string | undefined }[] = [];
+  await context.route("https://shop.example/**", async (route) => {
+    shopRequests.push({ url: route.request().url(), referer: (await route.request().allHeaders()).referer });
+    await route.fulfill({ status: 200, contentType: "text/html", body: shopPage });
+  });
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on("pageerror", (err) => pageErrors.push(err.message));
+  const shots = process.env.CHECKOUT_SCREENSHOT_DIR;
+  const shot = async (name: string) => {
+    if (!shots) return;
+    mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: path.join(shots, name), fullPage: true });
+    t.pass(`screenshot ${path.join(shots, name)}`);
+  };
+  const redirect = "https://shop.example/orders/1001/thanks";
+  const cancel = "https://shop.example/cart?order=1001";
+  const pi = await createIntent(a.key, a.merchant, { ...sampleIntent, redirect_url: redirect, cancel_url: cancel });
+  await page.goto(`${base}${pagePath(pi.public_id)}`);
+  await page.evaluate("window.__marker = 'same page'");
+  const cancelLink = page.getByRole("link", { name: "Cancel and return to shop.example" });
+  const backLink = page.getByRole("link", { name: "Back to shop.example" });
+  t.ok(await cancelLink.isVisible(), "pending: Cancel and return to shop.example");
+  t.equal(await cancelLink.getAttribute("href"), cancel, "to the cancel_url");
+  t.equal(await backLink.count(), 0, "no way back as paid yet");
+  await shot("checkout-return-pending.png");
+
+  await simulate(pi.public_id, "confirmed");
+  await until("the page to show paid", async () => ((await page.locator("#status-title").textContent()) ?? "").trim() === "Paid", 10_000);
+  await until("the back link", async () => backLink.isVisible(), 5000);
+  t.pass("paid: Back to shop.example shows, without a reload");
+  t.equal(await backLink.getAttribute("href"), redirect, "to the redirect_url");
+  t.notOk(await cancelLink.isVisible(), "the cancel link is gone");
+  t.equal(await page.evaluate("window.__marker"), "same page", "no reload");
+  await shot("checkout-return-paid.png");
+
+  await backLink.click();
+  await page.waitForURL(redirect);
+  t.equal(await page.title(), "The shop", "the shopper is at the shop");
+  t.same(shopRequests, [{ url: redirect, referer: undefined }], "one request to the shop, with no Referer naming the payment");
+
+  // Cancelled by the merchant while the shopper watches: the cancel_url, now as the way back.
+  const other = await createIntent(a.key, a.merchant, { ...sampleIntent, cancel_url: cancel });
+  await page.goto(`${base}${pagePath(other.public_id)}`);
+  t.ok(await cancelLink.isVisible(), "pending again: the cancel link");
+  const cancelled = await call(base, "POST", `${intentsPath()}/${other.public_id}/cancel`, { key: a.key });
+  t.equal(cancelled.status, 200);
+  await until("the page to show cancelled", async () => backLink.isVisible(), 10_000);
+  t.equal(await backLink.getAttribute("href"), cancel, "cancelled: Back to shop.example, to the cancel_url");
+  t.equal(((await page.locator("#status-title").textContent()) ?? "").trim(), "Cancelled");
+  await shot("checkout-return-cancelled.png");
+
+  // Without JavaScript the page rendered for the status offers the same.
+  const noJs = await browser.newContext({ viewport: { width: 390, height: 844 }, javaScriptEnabled: false });
+  t.teardown(() => noJs.close());
+  const plain = await noJs.newPage();
+  await plain.goto(`${base}${pagePath(pi.public_id)}`);
+  t.ok(await plain.getByRole("link", { name: "Back to shop.example" }).isVisible(), "no JS, paid: the back link");
+  t.equal(await plain.getByRole("link", { name: /Cancel and return/ }).count(), 0, "no JS, paid: no cancel link");
+  t.same(pageErrors, [], "no script errors");
+});

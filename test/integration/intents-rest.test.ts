@@ -51,6 +51,8 @@ t.test("create returns the intent in the data envelope and records payment.inten
       required_confirmations: 12,
       underpayment_tolerance_bps: 0,
       sequence: 1,
+      redirect_url: null,
+      cancel_url: null,
     },
   );
   // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.
@@ -85,6 +87,23 @@ t.test("defaults: expires in 900 s, no reference is null, metadata empty", async
   t.equal(res.body.data.merchant_reference, null);
   t.same(res.body.data.metadata, {});
   t.equal(Date.parse(res.body.data.expires_at) - Date.parse(res.body.data.created_at), 900_000);
+});
+
+t.test("redirect_url and cancel_url: kept as given, shown on reads and in the event, never checked for where they point", async (t) => {
+  const urls = {
+    redirect_url: "https://shop.example/orders/1001/thanks?from=checkout",
+    // Only the shopper's browser follows these: a private address is the shop's business, not refused as a webhook URL would be.
+    cancel_url: "https://10.0.0.5:443/cart",
+  };
+  const res = await call(base, "POST", intents(a), { key: a.key, idempotencyKey: idemKey(), body: { ...sampleIntent, ...urls } });
+  t.equal(res.status, 200, JSON.stringify(res.body));
+  t.match(res.body.data, urls, "in the create response");
+  const got = await call(base, "GET", `${intents(a)}/${res.body.data.public_id}`, { key: a.key });
+  t.match(got.body.data, urls, "on a read");
+  const listed = await call(base, "GET", `${intents(a)}?public_id=${res.body.data.public_id}`, { key: a.key });
+  t.match(listed.body.data, [urls], "in the list");
+  const events = await app.db.em.fork().execute<{ payload: string }[]>("select payload from webhook_events where payment_intent_id = ?", [res.body.data.public_id]);
+  t.match(JSON.parse(events[0]?.payload ?? "{}").data.payment_intent, urls, "in payment.intent.created");
 });
 
 t.test("idempotency", async (t) => {
@@ -160,6 +179,15 @@ t.test("bad input: 4xx with param, nothing stored", async (t) => {
     ["too much metadata", { ...sampleIntent, metadata: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, "v"])) }, "metadata"],
     ["metadata not strings", { ...sampleIntent, metadata: { a: 1 } }, "metadata"],
     ["path field in body", { ...sampleIntent, merchant: b.merchant }, "merchant"],
+    ["redirect_url over http", { ...sampleIntent, redirect_url: "http://shop.example/thanks" }, "redirect_url"],
+    ["redirect_url relative", { ...sampleIntent, redirect_url: "/thanks" }, "redirect_url"],
+    ["redirect_url javascript:", { ...sampleIntent, redirect_url: "javascript:alert(1)" }, "redirect_url"],
+    ["redirect_url with a password", { ...sampleIntent, redirect_url: "https://user:pw@shop.example/" }, "redirect_url"],
+    ["redirect_url on another port", { ...sampleIntent, redirect_url: "https://shop.example:8443/thanks" }, "redirect_url"],
+    ["redirect_url empty", { ...sampleIntent, redirect_url: "" }, "redirect_url"],
+    ["redirect_url too long", { ...sampleIntent, redirect_url: `https://shop.example/${"p".repeat(2030)}` }, "redirect_url"],
+    ["redirect_url not a string", { ...sampleIntent, redirect_url: 42 }, "redirect_url"],
+    ["cancel_url with a space", { ...sampleIntent, cancel_url: "https://shop.example/my cart" }, "cancel_url"],
   ];
   for (const [name, body, param] of cases) {
     const res = await call(base, "POST", intents(a), { key: a.key, idempotencyKey: idemKey(), body });
@@ -197,8 +225,15 @@ t.test("authentication and authorization", async (t) => {
   const missing = await call(base, "GET", path);
   t.equal(missing.status, 401);
   t.equal(missing.body.error.code, "unauthenticated");
-  const malformed = await call(base, "GET", path, { headers: { authorization: "Basic abc" } });
+  const malformed = await call(base, "GET", path, { headers: { authorization: "Bearer a, b" } });
   t.equal(malformed.body.error.code, "unauthenticated");
+  // Stripe's `curl -u "$KEY:"`: refused, with the way that works, and the key is not echoed.
+  const basic = await call(base, "GET", path, { headers: { authorization: `Basic ${Buffer.from(`${a.key}:`).toString("base64")}` } });
+  t.equal(basic.status, 401, "HTTP Basic with the key as user name");
+  t.equal(basic.body.error.code, "unauthenticated");
+  t.match(basic.body.error.message, /^HTTP Basic \(curl -u\) is not accepted, .*Authorization: Bearer <credential>\.$/, "says why and what to send");
+  t.notMatch(JSON.stringify(basic.body), a.key.slice(8, 20), "the key is not echoed");
+  t.notMatch(JSON.stringify(basic.body), Buffer.from(`${a.key}:`).toString("base64").slice(0, 16), "nor its Basic form");
   const unknown = await call(base, "GET", path, { key: "sk_test_" + "A".repeat(32) });
   t.equal(unknown.status, 401);
   t.equal(unknown.body.error.code, "invalid_api_key");

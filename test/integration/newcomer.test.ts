@@ -27,8 +27,9 @@ t.test("every URL the start banner prints answers (none is a 404)", async (t) =>
   t.equal((await fetch(health!)).status, 200, "the health URL answers");
 });
 
-t.test("route_not_found under /api/v1 hints at the merchant prefix", async (t) => {
-  const { app, base } = await startTestApp(t, {}, ["rpc", "gateway"]);
+t.test("route_not_found under /api/v1 hints at the merchant prefix, and /openapi.json at the ops port", async (t) => {
+  // The checkout pages where they are by default, under /checkout: the rest of the root is the API's to answer.
+  const { app, base } = await startTestApp(t, { CHECKOUT_BASE_URL: "http://127.0.0.1:8080/checkout" }, ["rpc", "gateway"]);
   const c = await merchantWithKey(app);
   for (const path of ["/api/v1", "/api/v1/payment-intents", "/api/v1/webhook-endpoints/we_x"]) {
     const res = await call(base, "GET", path, { key: c.key });
@@ -47,6 +48,13 @@ t.test("route_not_found under /api/v1 hints at the merchant prefix", async (t) =
   const other = await call(base, "GET", "/api/v2/payment-intents", { key: c.key });
   t.equal(other.body.error.code, "route_not_found", "another version");
   t.notMatch(other.body.error.message, "Merchant routes start", "is not hinted at /api/v1");
+
+  const openapi = await call(base, "GET", "/openapi.json");
+  t.equal(openapi.status, 404, "the OpenAPI document is not served on the API port, which has only the spec's routes");
+  t.match(openapi.body.error, { code: "route_not_found", message: /served at \/openapi\.json on the ops port \(OPS_PORT, default 9464\)/ }, "the 404 says where it is");
+  const ops = await fetch(`http://127.0.0.1:${app.ports.ops}/openapi.json`);
+  t.equal(ops.status, 200, "and there it is");
+  await ops.arrayBuffer();
 });
 
 t.test("error messages show the expected form", async (t) => {

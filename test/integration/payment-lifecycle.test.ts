@@ -94,6 +94,10 @@ t.test("sandbox: the intent shows its transactions and amounts", async (t) => {
   t.equal(under.body.data.amount_received, "5");
   t.equal(under.body.data.transactions.length, 1);
   t.match(under.body.data.transactions[0], { amount: "5", confirmations: 12, counted: true, simulated: true, output_index: 0 });
+  t.match(under.body.data.transactions[0].tx_hash, /^0x[0-9a-f]{64}$/, "an EVM chain's hash, written as the chain writes it (0x)");
+  const btc = await createIntent(a, { network: "bitcoin", asset: "BTC", requested_amount: "0.001" });
+  const btcPaid = await simulate(btc.public_id, { outcome: "confirmed" });
+  t.match(btcPaid.body.data.transactions[0].tx_hash, /^[0-9a-f]{64}$/, "a bitcoin txid: bare hex");
   const paid = await simulate(pi.public_id, { outcome: "confirmed" });
   t.equal(paid.body.data.amount_received, "10");
   t.ok(paid.body.data.paid_at, "paid_at once paid");

@@ -1,12 +1,14 @@
 // The service as a new user runs it: `npm start` with no DATABASE_URL (embedded PostgreSQL),
 // the admin CLI against the same data directory, a first request, and a clean SIGTERM.
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import t from "tap";
-import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent } from "../helpers/harness.ts";
+import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -34,10 +36,10 @@ function adminIn(dir: string, e: Record<string, string | undefined>, ...args: st
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Runs main.ts from `dir` as `npm start` does; resolves once it announces the REST API or exits. */
-async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string | undefined>) {
+/** Runs main.ts from `dir` as `npm start` does (or `npm start` itself); resolves once it announces the REST API or exits. */
+async function startService(t: { teardown(fn: () => unknown): void }, dir: string, e: Record<string, string | undefined>, o: { npm?: boolean } = {}) {
   const began = Date.now();
-  const service = spawnService(t, [], e, { dir });
+  const service = spawnService(t, [], e, { dir, npm: o.npm });
   await service.started.catch(() => undefined);
   const base = /REST API\s+(http:\/\/\S+?)\/api\/v1/.exec(service.stdout())?.[1] ?? "";
   // The installation's own JetStream prefix: its streams go with the test.
@@ -69,6 +71,7 @@ t.test("admin --help prints the usage on stdout and exits 0", async (t) => {
     t.equal(r.status, 0, flag);
     t.match(r.stdout, /^usage:\n  admin merchant create --name NAME/, `${flag}: the usage`);
     t.equal(r.stderr, "", `${flag}: no complaint about an unknown option`);
+    t.match(r.stdout, /[^\n]\n$/, `${flag}: ends with one newline, so what the terminal prints next starts on a line of its own`);
   }
   t.match(admin("api-key", "create", "--help").stdout, /^usage:/, "after a command too");
 });
@@ -100,6 +103,69 @@ t.test("npm start answers within 30 s without DATABASE_URL, and stops cleanly on
   const revoke = admin("api-key", "revoke", "--id", JSON.parse(key.stdout).id);
   t.equal(revoke.status, 0, "the admin CLI starts the embedded database itself when the server is down");
   t.match(JSON.parse(revoke.stdout), { revoked_at: String });
+});
+
+/** The process and every process under it (Linux /proc). */
+function processTree(pid: number): number[] {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  const children = tasks.flatMap((tid) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean).map(Number);
+    } catch {
+      return [];
+    }
+  });
+  return [pid, ...children.flatMap(processTree)];
+}
+
+/** Still running: present and not a zombie waiting to be reaped. */
+function running(pid: number): boolean {
+  if (!existsSync(`/proc/${pid}/stat`)) return false;
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether this process can listen on the port: nothing holds it any more. */
+function free(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(port, host, () => probe.close(() => resolve(true)));
+  });
+}
+
+// A supervisor, a container runtime or `kill $!` signals only the PID it started: npm's. Under
+// `sh -c` the shell died of it and left the server running, ports held, with PPID 1.
+t.test("SIGTERM to exactly the PID of npm start stops the server and its embedded database, and frees every port", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "payments-npm-start-"));
+  chmodSync(dir, 0o755);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const { child, output, exited, base } = await startService(t, root, { ...env, DATA_DIR: dir, LOG_LEVEL: "info" }, { npm: true });
+  t.ok(base, `npm start announces the REST API (output: ${(output.out + output.err).slice(-800)})`);
+  const banner = (label: string) => new URL(new RegExp(`${label}\\s+(http://\\S+)`).exec(output.out)?.[1] ?? "http://invalid:1");
+  const listening = [banner("REST API"), banner("gRPC/Connect"), banner("health")].map((u) => ({ host: u.hostname, port: Number(u.port) }));
+  const { pgPort } = JSON.parse(readFileSync(path.join(dir, "embedded.json"), "utf8")) as { pgPort: number };
+  listening.push({ host: "127.0.0.1", port: pgPort });
+  for (const { host, port } of listening) t.notOk(await free(host, port), `${host}:${port} is held while it runs`);
+  const tree = processTree(child.pid!);
+  t.ok(tree.length >= 3, `npm, the server and PostgreSQL run under npm's PID (${tree.length} processes)`);
+  // Should any outlive npm, they must not outlive the test.
+  t.teardown(() => tree.filter(running).forEach((pid) => process.kill(pid, "SIGKILL")));
+
+  child.kill("SIGTERM");
+  t.equal(await exited, 0, "npm exits 0");
+  await until("every process that ran under npm has exited", async () => tree.every((pid) => !running(pid)), 30_000, () => `still running: ${tree.filter(running).join(", ")}`);
+  t.pass("every process that ran under npm has exited");
+  for (const { host, port } of listening) t.ok(await free(host, port), `${host}:${port} is free`);
+  t.match(output.out + output.err, /"signal":"SIGTERM"[^\n]*"msg":"stopped"/, "the server logged its clean stop");
 });
 
 t.test("a failure to start the embedded database is one line on stderr and exit 1", async (t) => {
@@ -182,4 +248,66 @@ t.test("the admin CLI beside a server started with DATABASE_URL uses that databa
   t.equal(list.status, 200, "the key it printed works on the server (it was 401 invalid_api_key)");
   child.kill("SIGTERM");
   await exited;
+});
+
+/** The names of the streams on the test NATS that start with `prefix`. */
+async function streamsOf(prefix: string): Promise<string[]> {
+  const nc = await connect({ servers: natsUrl, reconnect: false });
+  try {
+    const names: string[] = [];
+    for await (const name of (await jetstreamManager(nc)).streams.names()) if (name.startsWith(`${prefix}-`)) names.push(name);
+    return names.sort();
+  } finally {
+    await nc.close();
+  }
+}
+
+function ops(e: Record<string, string | undefined>, ...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(root, "services/app/ops-cli.ts"), ...args], { cwd: root, env: e, encoding: "utf8" });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+t.test("ops reset: lists this checkout's embedded data and streams, removes them only with --yes, never under a running server", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "payments-reset-"));
+  chmodSync(dir, 0o755);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const e = { ...env, DATA_DIR: dir };
+  const { child, output, exited, base } = await startService(t, root, e);
+  t.ok(base, `the server started (${(output.out + output.err).slice(-500)})`);
+  const prefix = /JetStream prefix (\S+)/.exec(output.out)?.[1] ?? "none";
+  await until("the installation's streams", async () => (await streamsOf(prefix)).length === 2, 20_000);
+
+  const running = ops(e, "reset", "--yes");
+  t.equal(running.status, 1, "refused while the server runs");
+  t.match(running.stderr, /^ops: the embedded PostgreSQL of .* is running \(port \d+\): stop the server/);
+  t.ok(existsSync(path.join(dir, "embedded.json")), "and nothing removed");
+
+  child.kill("SIGTERM");
+  t.equal(await exited, 0);
+  const listed = ops(e, "reset");
+  t.equal(listed.status, 0, listed.stderr);
+  t.match(listed.stdout, `would remove:\n  ${dir}\n`, "DATA_DIR");
+  t.match(listed.stdout, `stream ${prefix}-webhook-deliveries on nats://`, "the delivery stream");
+  t.match(listed.stdout, `stream ${prefix}-installation on nats://`, "the claim stream");
+  t.match(listed.stdout, /nothing was removed: run npm run -s ops -- reset --yes/, "says how to confirm");
+  t.ok(existsSync(path.join(dir, "embedded.json")), "without --yes nothing is removed");
+  t.equal((await streamsOf(prefix)).length, 2, "the streams are still there");
+  // Had it used the embedded nats-server (stopped with it), the streams would be in DATA_DIR/nats.
+  const { natsPort } = JSON.parse(readFileSync(path.join(dir, "embedded.json"), "utf8")) as { natsPort: number };
+  const embedded = ops({ ...e, NATS_URL: `nats://127.0.0.1:${natsPort}` }, "reset");
+  t.equal(embedded.status, 0, embedded.stderr);
+  t.notMatch(embedded.stdout, /stream /, "with the embedded NATS stopped, no stream to remove apart from DATA_DIR");
+
+  const removed = ops(e, "reset", "--yes");
+  t.equal(removed.status, 0, removed.stderr);
+  t.match(removed.stdout, /^removed:\n/);
+  t.notOk(existsSync(dir), "DATA_DIR is gone");
+  t.same(await streamsOf(prefix), [], "and so are its streams");
+  const again = ops(e, "reset", "--yes");
+  t.equal(again.status, 0);
+  t.match(again.stdout, /^nothing to reset: no embedded data under /, "a second reset finds nothing");
+
+  const own = ops({ ...e, DATABASE_URL: "postgres://someone@127.0.0.1:5432/theirs" }, "reset", "--yes");
+  t.equal(own.status, 2, "a database of one's own is not the checkout's to drop");
+  t.match(own.stderr, /^ops: this checkout's server uses the database at postgres:\/\/\*\*\*@127\.0\.0\.1:5432\/theirs: reset removes only/);
 });

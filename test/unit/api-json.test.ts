@@ -180,6 +180,8 @@ t.test("encodeResponse", async (t) => {
     required_confirmations: 0,
     underpayment_tolerance_bps: 0,
     sequence: 0,
+    redirect_url: null,
+    cancel_url: null,
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

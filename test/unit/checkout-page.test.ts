@@ -13,6 +13,7 @@ import {
   renderCheckoutPage,
   renderErrorPage,
   renderNotFoundPage,
+  returnLinks,
   statusTexts,
 } from "../../services/checkout/page.ts";
 
@@ -159,6 +160,43 @@ t.test("every status's text; payment instructions only while it can be paid", as
   t.match(await renderCheckoutPage(view({ status: "something_new" }), false, now), /id="status-title">something_new</, "an unknown status shows as itself");
 });
 
+t.test("the way back to the shop: redirect_url once paid, cancel_url while pending and after, neither while underpaid", async (t) => {
+  const urls = { redirectUrl: "https://shop.example/orders/1001/thanks", cancelUrl: "https://shop.example/cart?order=1001&from=pay" };
+  const link = (html: string, kind: string) => new RegExp(`<a class="button button-secondary" id="return-${kind}" href="[^"]*" data-host="shop.example"( hidden)?>([^<]*)</a>`).exec(html);
+  const cases: [string, string | undefined, string | undefined][] = [
+    ["pending", "cancel", "Cancel and return to shop.example"],
+    ["underpaid", undefined, undefined],
+    ["confirmed", "redirect", "Back to shop.example"],
+    ["overpaid", "redirect", "Back to shop.example"],
+    ["late", "redirect", "Back to shop.example"],
+    ["expired", "cancel", "Back to shop.example"],
+    ["cancelled", "cancel", "Back to shop.example"],
+  ];
+  t.same(Object.keys(statusTexts).sort(), cases.map(([s]) => s).sort(), "every status is decided");
+  for (const [status, shown, label] of cases) {
+    const html = await renderCheckoutPage(view({ status, ...urls }), false, now);
+    for (const kind of ["redirect", "cancel"]) {
+      const a = link(html, kind);
+      t.ok(a, `${status}: the ${kind} link is on the page for the script`);
+      t.equal(a?.[1] === undefined, kind === shown, `${status}: the ${kind} link ${kind === shown ? "shows" : "is hidden"}`);
+      if (kind === shown) t.equal(a?.[2], label, `${status}: "${label}"`);
+    }
+  }
+  const html = await renderCheckoutPage(view({ status: "pending", ...urls }), false, now);
+  t.match(html, 'href="https://shop.example/cart?order=1001&amp;from=pay"', "the URL as given, escaped for HTML");
+  t.match(html, '<nav class="return" aria-label="Back to the shop">');
+  const none = await renderCheckoutPage(view({ status: "confirmed" }), false, now);
+  t.notMatch(none, /class="return"|id="return-/, "no URL given: no way back offered");
+  const one = await renderCheckoutPage(view({ status: "pending", redirectUrl: urls.redirectUrl }), false, now);
+  t.ok(link(one, "redirect"), "only a redirect_url: that link, hidden while pending");
+  t.notOk(link(one, "cancel"), "and no cancel link");
+
+  const evil = `https://shop.example/"><script>alert(1)</script><img src=x onerror=alert(2)>`;
+  const escaped = await renderCheckoutPage(view({ status: "confirmed", redirectUrl: evil, cancelUrl: evil }), false, now);
+  t.notMatch(escaped, /<script>alert|<img/, "markup in a URL stays inside its attribute");
+  t.equal((escaped.match(/<script\b/g) ?? []).length, 1, "only the page's own script");
+});
+
 t.test("amount still due: requested − received with the asset's decimals", async (t) => {
   t.equal(amountDue(view({ status: "underpaid", amountReceived: "6.25" })), "6.25");
   t.equal(amountDue(view({ status: "underpaid", requestedAmount: "1", asset: "ETH", amountReceived: "0.999999999999999999" })), "0.000000000000000001", "18 decimals, no float");
@@ -208,7 +246,8 @@ t.test("assets: the JS carries the same status texts; the CSS shows focus", asyn
 
 t.test("the served script is the browser file with the status texts in place of its placeholders", async (t) => {
   const js = checkoutAssets["checkout.js"]?.body.toString("utf8") ?? "";
-  t.notMatch(js, /\/\*(TEXTS|FINAL|PAYABLE)\*\//, "no placeholder left");
+  t.notMatch(js, /\/\*(TEXTS|FINAL|PAYABLE|RETURNS)\*\//, "no placeholder left");
+  t.match(js, `var RETURNS = ${JSON.stringify(returnLinks)};`, "the ways back to the shop, as the page renders them");
   t.match(js, /var TEXTS = \{"pending":\{"title":"Waiting for payment"/);
   t.match(js, /var FINAL = \["confirmed","overpaid","late","expired","cancelled"\];/);
   t.match(checkoutAssets["checkout.css"]?.body.toString("utf8") ?? "", /^:root \{/, "the stylesheet is the browser file");

@@ -3,7 +3,7 @@
 // countdown and the copy button. The page says everything without it; this only keeps it current.
 // Served as a file (the page's Content-Security-Policy allows no inline code), ES5 so that any
 // phone's browser runs it, and type-checked (tsconfig.json beside it). The server replaces the
-// three /*…*/ placeholders with the status texts of services/checkout/page.ts when it loads this file.
+// four /*…*/ placeholders with the status texts of services/checkout/page.ts when it loads this file.
 (function () {
   "use strict";
   /** @type {Record<string, { title: string, detail: string }>} */
@@ -12,6 +12,8 @@
   var FINAL = /*FINAL*/ [];
   /** @type {string[]} */
   var PAYABLE = /*PAYABLE*/ [];
+  /** @type {Record<string, { link: string, label: string }>} */
+  var RETURNS = /*RETURNS*/ {};
   var POLL_MS = 3000;
 
   // Checked just below; the cast keeps the check in force inside the functions that follow.
@@ -51,7 +53,20 @@
     var pay = $("pay");
     if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0;
     document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
+    renderReturnLinks();
     refreshQr();
+  }
+
+  // The way back to the shop the status calls for (the server rendered both links it has).
+  function renderReturnLinks() {
+    var shown = Object.prototype.hasOwnProperty.call(RETURNS, state.status) ? RETURNS[state.status] : null;
+    ["redirect", "cancel"].forEach(function (kind) {
+      var a = $("return-" + kind);
+      if (!a) return;
+      var on = shown !== null && shown.link === kind;
+      a.hidden = !on;
+      if (on && shown) setText(a, shown.label.replace("{host}", a.getAttribute("data-host") || ""));
+    });
   }
 
   // The QR code and wallet link ask for what is left to pay: once that changes (underpaid), the

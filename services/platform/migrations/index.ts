@@ -19,6 +19,7 @@ import { Migration20261126090100_InternalCredentialExpiry } from "./Migration202
 import { Migration20261126095500_LeaseEpoch } from "./Migration20261126095500_LeaseEpoch.ts";
 import { Migration20261126094500_RejectedObservations } from "./Migration20261126094500_RejectedObservations.ts";
 import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
+import { Migration20261126093000_IntentReturnUrls } from "./Migration20261126093000_IntentReturnUrls.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -40,6 +41,7 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126090000_WatchedCommitOrder", class: Migration20261126090000_WatchedCommitOrder },
   { name: "Migration20261126090100_InternalCredentialExpiry", class: Migration20261126090100_InternalCredentialExpiry },
   { name: "Migration20261126091000_ChainNodeIdentity", class: Migration20261126091000_ChainNodeIdentity },
+  { name: "Migration20261126093000_IntentReturnUrls", class: Migration20261126093000_IntentReturnUrls },
   { name: "Migration20261126094500_RejectedObservations", class: Migration20261126094500_RejectedObservations },
   { name: "Migration20261126095500_LeaseEpoch", class: Migration20261126095500_LeaseEpoch },
 ];
