@@ -37,7 +37,7 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(SandboxService, replayable(sandboxService(deps)));
     router.service(ObservationService, replayable(observationService(deps)));
     router.service(SiteService, replayable(siteService(deps)));
-    router.service(CheckoutService, replayable(checkoutService(deps)));
+    router.service(CheckoutService, replayable(checkoutService({ ...deps, transactionsOf })));
     router.service(QrService, replayable(qrService()));
     router.service(ReadinessService, replayable(readinessService(deps)));
     router.service(TerminalService, replayable(terminalService(deps)));

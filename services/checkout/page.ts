@@ -110,12 +110,22 @@ function iso(ts: Timestamp | undefined): string | null {
   return ts === undefined ? null : timestampDate(ts).toISOString();
 }
 
-/** The status JSON the page polls: shopper-safe, these four keys and nothing else. */
+/** The status JSON the page polls: shopper-safe, these five keys and nothing else. */
 export interface CheckoutStatus {
   status: string;
   amount_received: string | null;
   amount_due: string;
   expires_at: string | null;
+  /** Other assets received at the address, which do not count. */
+  other_assets_received: string[];
+}
+
+/** What the page says when another asset reached the address: {other} and {asset} filled in. */
+export const otherAssetText = "We also received {other} at this address, which this payment does not take: it does not count toward the {asset} due. Contact the merchant to sort it out.";
+
+function otherAssetNotice(view: ShopperPaymentIntent): string {
+  const text = otherAssetText.replace("{other}", view.otherAssetsReceived.join(", ")).replace("{asset}", view.asset);
+  return `<p class="note note-warning" id="other-assets" role="alert"${view.otherAssetsReceived.length === 0 ? " hidden" : ""}>${escapeHtml(text)}</p>\n`;
 }
 
 export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
@@ -124,6 +134,7 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
     amount_received: view.amountReceived ?? null,
     amount_due: amountDue(view),
     expires_at: iso(view.expiresAt),
+    other_assets_received: [...view.otherAssetsReceived],
   };
 }
 
@@ -244,7 +255,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   <p class="status-title" id="status-title">${e(text.title)}</p>
   <p class="status-detail" id="status-detail">${e(text.detail)}</p>
 </section>
-${instructions}
+${otherAssetNotice(view)}${instructions}
 ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
 <footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
 </main>`;

@@ -1,6 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckoutService } from "../../gen/payments/v1/shopper_pb.ts";
 import type { Intents } from "../intents/intents.ts";
+import type { TransactionsOf } from "../intents/service.ts";
 import { apiError } from "../platform/errors.ts";
 import { requestOf } from "../rpc/context.ts";
 
@@ -8,14 +9,16 @@ import { requestOf } from "../rpc/context.ts";
 const intentIdPattern = /^pi_[0-9A-Za-z]{24}$/;
 
 /** CheckoutService: the hosted checkout page's data, public by the intent's id. */
-export function checkoutService(deps: { intents: Intents }): ServiceImpl<typeof CheckoutService> {
-  const { intents } = deps;
+export function checkoutService(deps: { intents: Intents; transactionsOf: TransactionsOf }): ServiceImpl<typeof CheckoutService> {
+  const { intents, transactionsOf } = deps;
   return {
     async getCheckout(req, ctx) {
       const { em } = requestOf(ctx, "public");
       const row = intentIdPattern.test(req.publicId) ? await intents.find(em, req.publicId) : undefined;
       if (!row) throw apiError("not_found", "No such payment.", "public_id");
-      return { data: intents.views.shopper(row), testMode: row.environment === "test" };
+      // Its outputs too: a payment in another asset is something the shopper must hear of.
+      const transactions = row.amountReceived === null ? [] : ((await transactionsOf(em, [row.id])).get(row.id) ?? []);
+      return { data: intents.views.shopper({ ...row, transactions }), testMode: row.environment === "test" };
     },
   };
 }

@@ -101,6 +101,7 @@ export class IntentViews {
       createdAt: full.createdAt,
       redirectUrl: full.redirectUrl,
       cancelUrl: full.cancelUrl,
+      otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }
 

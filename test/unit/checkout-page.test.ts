@@ -1,6 +1,6 @@
 // The hosted checkout page's rendering: escaping, the Test banner, every status's text, the
 // amount still due, the QR code, and no inline code (the page's CSP forbids it).
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import t from "tap";
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
@@ -20,7 +20,7 @@ import {
 const now = new Date("2026-03-01T12:00:00.000Z");
 const address = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94";
 
-function view(fields: Partial<ShopperPaymentIntent> = {}): ShopperPaymentIntent {
+function view(fields: MessageInitShape<typeof ShopperPaymentIntentSchema> = {}): ShopperPaymentIntent {
   return create(ShopperPaymentIntentSchema, {
     publicId: "pi_0123456789abcdefghijABCD",
     status: "pending",
@@ -139,7 +139,7 @@ t.test("the Test mode banner only for Test intents", async (t) => {
 });
 
 t.test("every status's text; payment instructions only while it can be paid", async (t) => {
-  const cases: [string, string, Partial<ShopperPaymentIntent>, RegExp?][] = [
+  const cases: [string, string, MessageInitShape<typeof ShopperPaymentIntentSchema>, RegExp?][] = [
     ["pending", "Waiting for payment", {}, /Send exactly 12.50 USDC/],
     ["underpaid", "Partly paid", { amountReceived: "6.2" }, /Amount still due: 6.3 USDC/],
     ["confirmed", "Paid", { amountReceived: "12.5" }],
@@ -207,14 +207,15 @@ t.test("amount still due: requested − received with the asset's decimals", asy
   t.equal(amountDue(view({ status: "underpaid", amountReceived: "20" })), "0", "never below zero");
 });
 
-t.test("status JSON: four shopper-safe keys", async (t) => {
+t.test("status JSON: five shopper-safe keys", async (t) => {
   t.same(checkoutStatus(view({ status: "underpaid", amountReceived: "6.25" })), {
     status: "underpaid",
     amount_received: "6.25",
     amount_due: "6.25",
     expires_at: "2026-03-01T12:14:59.000Z",
+    other_assets_received: [],
   });
-  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_received", "expires_at", "status"]);
+  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_received", "expires_at", "other_assets_received", "status"]);
   t.equal(checkoutStatus(view()).amount_received, null, "unset until funds are seen");
 });
 
@@ -251,4 +252,12 @@ t.test("the served script is the browser file with the status texts in place of 
   t.match(js, /var TEXTS = \{"pending":\{"title":"Waiting for payment"/);
   t.match(js, /var FINAL = \["confirmed","overpaid","late","expired","cancelled"\];/);
   t.match(checkoutAssets["checkout.css"]?.body.toString("utf8") ?? "", /^:root \{/, "the stylesheet is the browser file");
+});
+
+t.test("another asset received at the address: the page says it does not count and whom to ask", async (t) => {
+  const html = await renderCheckoutPage(view({ otherAssetsReceived: ["USDT"] }), false, now);
+  t.match(text(html), "We also received USDT at this address, which this payment does not take: it does not count toward the USDC due. Contact the merchant to sort it out.");
+  t.match(html, /<p class="note note-warning" id="other-assets" role="alert">/, "shown");
+  t.match(await renderCheckoutPage(view(), false, now), /id="other-assets" role="alert" hidden>/, "present but hidden when there is none, for the live refresh");
+  t.same(checkoutStatus(view({ otherAssetsReceived: ["USDT"] })).other_assets_received, ["USDT"]);
 });

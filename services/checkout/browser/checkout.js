@@ -3,13 +3,15 @@
 // countdown and the copy button. The page says everything without it; this only keeps it current.
 // Served as a file (the page's Content-Security-Policy allows no inline code), ES5 so that any
 // phone's browser runs it, and type-checked (tsconfig.json beside it). The server replaces the
-// four /*…*/ placeholders with the status texts of services/checkout/page.ts when it loads this file.
+// /*…*/ placeholders with the status texts of services/checkout/page.ts when it loads this file.
 (function () {
   "use strict";
   /** @type {Record<string, { title: string, detail: string }>} */
   var TEXTS = /*TEXTS*/ {};
   /** @type {string[]} */
   var FINAL = /*FINAL*/ [];
+  /** @type {string} */
+  var OTHER_ASSET_TEXT = /*OTHER_ASSET_TEXT*/ "";
   /** @type {string[]} */
   var PAYABLE = /*PAYABLE*/ [];
   /** @type {Record<string, { link: string, label: string }>} */
@@ -55,6 +57,16 @@
     document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
     renderReturnLinks();
     refreshQr();
+  }
+
+  // Another asset received at the address: it does not count, and the shopper is told whom to ask.
+  /** @param {unknown[]} others */
+  function renderOtherAssets(others) {
+    var note = $("other-assets");
+    if (!note) return;
+    var names = others.filter(function (x) { return typeof x === "string"; }).join(", ");
+    note.hidden = names === "";
+    if (names !== "") setText(note, OTHER_ASSET_TEXT.replace("{other}", names).replace("{asset}", state.asset));
   }
 
   // The way back to the shop the status calls for (the server rendered both links it has).
@@ -135,6 +147,7 @@
           state.status = s.status;
           state.received = typeof s.amount_received === "string" ? s.amount_received : "0";
           state.due = typeof s.amount_due === "string" ? s.amount_due : "0";
+          renderOtherAssets(Array.isArray(s.other_assets_received) ? s.other_assets_received : []);
           var expires = Date.parse(s.expires_at || "");
           if (!isNaN(expires)) state.expiresAt = expires;
           render();
