@@ -48,6 +48,13 @@ export interface Config {
   publicRateLimitPerMinute: number;
   /** Calls per minute per credential on rate-limited credentialed routes (the Site Gateway). */
   credentialRateLimitPerMinute: number;
+  /**
+   * API_READ_RATE_LIMIT / API_WRITE_RATE_LIMIT: reads (GET routes) and writes (the rest) an API key
+   * may make per API_RATE_LIMIT_SECONDS, each a token bucket of that size refilled evenly.
+   */
+  apiRateLimit: { reads: number; writes: number; seconds: number };
+  /** SITE_READ_RATE_LIMIT_PER_MINUTE: Site Gateway reads a minute per site credential and client address. */
+  siteReadRateLimitPerMinute: number;
   /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges). */
   trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
@@ -256,6 +263,12 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
     credentialRateLimitPerMinute: integer(env, "SITE_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
+    apiRateLimit: {
+      reads: integer(env, "API_READ_RATE_LIMIT", 100, 1, 1_000_000),
+      writes: integer(env, "API_WRITE_RATE_LIMIT", 100, 1, 1_000_000),
+      seconds: integer(env, "API_RATE_LIMIT_SECONDS", 1, 1, 86_400),
+    },
+    siteReadRateLimitPerMinute: integer(env, "SITE_READ_RATE_LIMIT_PER_MINUTE", 600, 1, 1_000_000),
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? "127.0.0.1,::1"),
     chainEndpoints: chainEndpoints(env),
     watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),

@@ -13,7 +13,7 @@ import { createQrConfiguration } from "../../services/qr/admin.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 
-const s = await startTestApp(t, { PUBLIC_RATE_LIMIT_PER_MINUTE: "3", SITE_RATE_LIMIT_PER_MINUTE: "3" }, ["rpc", "gateway"]);
+const s = await startTestApp(t, { PUBLIC_RATE_LIMIT_PER_MINUTE: "3", SITE_RATE_LIMIT_PER_MINUTE: "3", SITE_READ_RATE_LIMIT_PER_MINUTE: "3" }, ["rpc", "gateway"]);
 const owner = await merchantWithKey(s.app);
 const em = () => s.app.db.em.fork();
 const sessions = new Http2SessionManager(s.rpcUrl);
@@ -78,7 +78,10 @@ t.test("Site Gateway creates are limited per credential, on REST and gRPC", asyn
 t.test("a site credential is refused from a page whose origin is not on its list; a server may use it", async (t) => {
   const shop = "https://shop.example";
   const site = await createSiteCredential(em(), owner.merchant, "test", [shop]);
-  const read = (origin?: string) => call(s.base, "GET", `/api/v1/site-payment-intents/pi_unknown`, { key: site.credential, headers: origin ? { origin } : {} });
+  // Each read from an address of its own: this test is about origins, not the per-address read limit.
+  let n = 0;
+  const read = (origin?: string) =>
+    call(s.base, "GET", `/api/v1/site-payment-intents/pi_unknown`, { key: site.credential, headers: { "x-forwarded-for": `198.51.100.${++n}`, ...(origin ? { origin } : {}) } });
   for (const origin of ["https://evil.example", "null", "https://shop.example.evil.example", "http://shop.example"]) {
     const res = await read(origin);
     t.equal(res.status, 403, `Origin ${origin}: 403`);
@@ -90,4 +93,47 @@ t.test("a site credential is refused from a page whose origin is not on its list
   const grpc = createClient(SiteService, transport);
   const err = await grpcError(grpc.getSitePaymentIntent({ publicId: "pi_unknown" }, { headers: { authorization: `Bearer ${site.credential}`, origin: "https://evil.example" } }));
   t.equal(err?.code, Code.PermissionDenied, "the same rule over gRPC");
+});
+
+t.test("Site Gateway reads are limited per credential and client address, on REST and gRPC", async (t) => {
+  const shop = "https://shop.example";
+  const site = await createSiteCredential(em(), owner.merchant, "test", [shop]);
+  const other = await createSiteCredential(em(), owner.merchant, "test", [shop]);
+  const read = (credential: string, address: string) => call(s.base, "GET", "/api/v1/site-payment-intents/pi_unknown", { key: credential, headers: { "x-forwarded-for": address } });
+  await freshMinute();
+  for (let i = 1; i <= 3; i++) t.equal((await read(site.credential, "203.0.113.20")).status, 404, `read ${i} reaches the route`);
+  const over = await read(site.credential, "203.0.113.20");
+  t.equal(over.status, 429, "the 4th read in the minute from that address");
+  t.equal(over.body.error.code, "rate_limited");
+  t.match(over.headers.get("retry-after") ?? "", /^[1-9][0-9]*$/);
+  const grpc = createClient(SiteService, transport);
+  const overGrpc = await grpcError(grpc.getSitePaymentIntent({ publicId: "pi_unknown" }, { headers: { authorization: `Bearer ${site.credential}`, "x-forwarded-for": "203.0.113.20" } }));
+  t.equal(overGrpc?.code, Code.ResourceExhausted, "and over gRPC");
+  t.same(overGrpc?.findDetails(ErrorDetailSchema).map((d) => d.code), ["rate_limited"]);
+  t.equal((await read(site.credential, "203.0.113.21")).status, 404, "another shopper's address reads with the same credential");
+  t.equal((await read(other.credential, "203.0.113.20")).status, 404, "the same address reads with another credential");
+});
+
+t.test("CheckSiteOrigin (the CORS preflight's question) is limited per client address", async (t) => {
+  const shop = "https://cors-shop.example";
+  await createSiteCredential(em(), owner.merchant, "test", [shop]);
+  const preflight = (address: string) =>
+    fetch(`${s.base}/api/v1/site-payment-intents`, { method: "OPTIONS", headers: { origin: shop, "access-control-request-method": "POST", "x-forwarded-for": address } });
+  await freshMinute();
+  for (let i = 1; i <= 3; i++) {
+    const res = await preflight("203.0.113.30");
+    t.equal(res.status, 204, `preflight ${i}`);
+    t.equal(res.headers.get("access-control-allow-origin"), shop);
+  }
+  const over = await preflight("203.0.113.30");
+  t.equal(over.status, 429, "the 4th preflight in the minute from that address");
+  t.equal(((await over.json()) as { error: { code: string } }).error.code, "rate_limited");
+  t.match(over.headers.get("retry-after") ?? "", /^[1-9][0-9]*$/);
+  t.equal((await preflight("203.0.113.31")).status, 204, "another address is not limited by it");
+  const grpc = createClient(SiteService, transport);
+  const as = { headers: { "x-forwarded-for": "203.0.113.32" } };
+  for (let i = 1; i <= 3; i++) t.equal((await grpc.checkSiteOrigin({ origin: shop }, as)).allowed, true, `gRPC call ${i}`);
+  const overGrpc = await grpcError(grpc.checkSiteOrigin({ origin: shop }, as));
+  t.equal(overGrpc?.code, Code.ResourceExhausted, "the 4th over gRPC");
+  t.same(overGrpc?.findDetails(ErrorDetailSchema).map((d) => d.code), ["rate_limited"]);
 });
