@@ -32,8 +32,9 @@ export interface Config {
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
   /**
-   * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint with no successful attempt since a
-   * failed one at least this long ago is disabled by the scheduler; 0 never disables.
+   * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint is disabled by the scheduler when a
+   * failure ends a delivery after it has had no successful attempt since a failed one at least
+   * this long before; 0 never disables.
    */
   webhookAutoDisableAfterSeconds: number;
   /** 32 bytes; unset: generated once under DATA_DIR. */

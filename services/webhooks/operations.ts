@@ -86,30 +86,50 @@ interface FailingEndpoint {
 }
 
 /**
- * Disables up to `limit` enabled endpoints with no successful attempt since a failed one that
- * started at least `afterSeconds` ago (attempts a worker lost are the service's failure, not the
- * endpoint's, and do not count). Each gets last_error "auto_disabled", its deliveries not yet
- * attempted fail (endpoint_disabled) as on a merchant's disable, and a webhook_endpoint.disabled
- * event goes to the merchant's other enabled endpoints of that environment, all in one
- * transaction. Rows are taken with SKIP LOCKED, so several schedulers share the work and
- * never disable (or announce) one endpoint twice. Returns the endpoints disabled.
+ * Disables up to `limit` enabled endpoints where a failure ended a delivery (the delivery is
+ * `failed` and its last real attempt failed) while the endpoint had been failing, with no success,
+ * for at least `afterSeconds`: that failure came at least `afterSeconds` after the first failed
+ * attempt since its last success (or since it was enabled again). An endpoint that failed once and
+ * then had no traffic is left alone however old the failure (Svix's rule): only a new failure that
+ * ends a delivery can disable it, and the scheduler acts on it at its next pass. Attempts a worker
+ * lost are the service's failure, not the endpoint's, and do not count. Each gets last_error
+ * "auto_disabled", its deliveries not yet attempted fail (endpoint_disabled) as on a merchant's
+ * disable, and a webhook_endpoint.disabled event goes to the merchant's other enabled endpoints
+ * of that environment, all in one transaction. Rows are taken with SKIP LOCKED, so several
+ * schedulers share the work and never disable (or announce) one endpoint twice. Returns the
+ * endpoints disabled.
  */
 export async function autoDisableFailing(em: EntityManager, afterSeconds: number, limit = 100, now = new Date()): Promise<string[]> {
-  const cutoff = new Date(now.getTime() - afterSeconds * 1000);
   return em.transactional(async (tx) => {
     const rows = await tx.execute<FailingEndpoint[]>(
-      `select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at from webhook_endpoints e
-        where e.status = 'enabled'
-          and (select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                where d.endpoint_id = e.id and a.outcome in ('retryable', 'terminal') and a.started_at <= ?
-                  and a.started_at > coalesce(e.enabled_at, '-infinity'))
-            > coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                         where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')
-        order by e.id limit ?
-        for update of e skip locked`,
-      [cutoff, limit],
+      `with streak as (
+         select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at,
+                greatest(coalesce(e.enabled_at, '-infinity'),
+                         coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                                    where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')) as since
+           from webhook_endpoints e
+          where e.status = 'enabled'
+       ), failing as (
+         select s.*, (select min(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                       where d.endpoint_id = s.id and a.outcome in ('retryable', 'terminal') and a.started_at > s.since) as first_failure
+           from streak s
+       )
+       select f.id, f.merchant_id, f.environment, f.url, f.description, f.created_at from failing f
+        where f.first_failure is not null
+          and exists (select 1 from webhook_deliveries d
+                       where d.endpoint_id = f.id and d.status = 'failed'
+                         and (select max(a.started_at) from webhook_attempts a where a.delivery_id = d.id and a.outcome in ('retryable', 'terminal'))
+                             >= f.first_failure + make_interval(secs => ?))
+        order by f.id limit ?`,
+      [afterSeconds, limit],
     );
+    // Locked one by one, skipping any another scheduler holds; still enabled once locked.
+    const locked: FailingEndpoint[] = [];
     for (const e of rows) {
+      const [row] = await tx.execute<{ id: string }[]>(`select id from webhook_endpoints where id = ? and status = 'enabled' for update skip locked`, [e.id]);
+      if (row) locked.push(e);
+    }
+    for (const e of locked) {
       await tx.execute(`update webhook_endpoints set status = 'disabled', disabled_at = ?, last_error = 'auto_disabled' where id = ?`, [now, e.id]);
       await failPendingOfEndpoint(tx, e.id, now);
       await recordEvent(tx, {
@@ -130,7 +150,7 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
         },
       });
     }
-    return rows.map((r) => r.id);
+    return locked.map((r) => r.id);
   });
 }
 

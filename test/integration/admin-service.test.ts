@@ -5,6 +5,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { setTimeout as sleep } from "node:timers/promises";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
@@ -254,24 +255,36 @@ t.test("bulk recovery replays exactly the failed deliveries since the time (ops 
   t.equal(all.recovered, 1, "an earlier since takes the early failure too");
 });
 
-t.test("auto-disable: an endpoint that only failed for the period is disabled and announced", async (t) => {
+t.test("auto-disable: a new failure that ends a delivery after the endpoint failed for the whole period disables it, and it is announced; an idle endpoint with an old failure is not disabled", async (t) => {
   const m = await merchantWithKey(s.app);
+  // The idle endpoint is another merchant's, so the announcement below does not reach it.
+  const idleOwner = await merchantWithKey(s.app);
+  const idle = await s.createEndpoint("/fail/auto-idle", idleOwner);
   const failing = await s.createEndpoint("/fail/auto", m);
   const other = await s.createEndpoint("/ok/auto-other", m);
   const recovered = await s.createEndpoint("/switch/auto-recovered", m);
-  const failed = await sendTest(failing.id, m);
-  await waitForDelivery(s, failed.id, (d) => d.status === "failed", 15_000, m);
+
+  // Two schedulers, as two scheduler processes would run, from the start: the period is 2 s.
+  const intents = new Intents(new IntentViews("https://checkout.example.test"));
+  const logger = createLogger("silent", 2);
+  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
+  t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
+
+  // The idle endpoint fails once and then gets nothing more; the failing one fails too.
+  const idleFailure = await sendTest(idle.id, idleOwner);
+  await waitForDelivery(s, idleFailure.id, (d) => d.status === "failed", 15_000, idleOwner);
+  const early = await sendTest(failing.id, m);
+  await waitForDelivery(s, early.id, (d) => d.status === "failed", 15_000, m);
   const flaky = await sendTest(recovered.id, m);
   await waitForDelivery(s, flaky.id, (d) => d.status === "failed", 15_000, m);
   switched.set("/switch/auto-recovered", 200);
   const fine = await sendTest(recovered.id, m);
   await waitForDelivery(s, fine.id, (d) => d.status === "delivered", 15_000, m);
-
-  // Two schedulers, as two scheduler processes would run.
-  const intents = new Intents(new IntentViews("https://checkout.example.test"));
-  const logger = createLogger("silent", 2);
-  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
-  t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
+  // The period passes: both endpoints have failed, and had no success, for longer than it.
+  await sleep(2_500);
+  // A new failure that ends a delivery of the failing endpoint.
+  const late = await sendTest(failing.id, m);
+  await waitForDelivery(s, late.id, (d) => d.status === "failed", 15_000, m);
 
   const endpointOf = async (id: string) => (await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-endpoints/${id}`, { key: m.key })).body.data;
   const disabled = await until("the failing endpoint disabled", async () => {
@@ -292,6 +305,8 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   const stored = await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-events/${event.id}`, { key: m.key });
   t.equal(stored.body.data.type, "webhook_endpoint.disabled", "recorded like every event");
 
+  const idleNow = (await call(s.base, "GET", `/api/v1/merchants/${idleOwner.merchant}/webhook-endpoints/${idle.id}`, { key: idleOwner.key })).body.data;
+  t.equal(idleNow.status, "enabled", "the idle endpoint, whose only failure is older than the period, stays enabled: no new failure ended a delivery");
   t.equal((await endpointOf(other.id)).status, "enabled", "an endpoint that succeeds stays enabled");
   t.equal((await endpointOf(recovered.id)).status, "enabled", "an endpoint that succeeded after failing stays enabled");
   const events = await s.app.db.em.fork().execute<{ n: number }[]>(
@@ -308,6 +323,9 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   const sentinel = await s.createEndpoint("/fail/auto-sentinel", m);
   const lost = await sendTest(sentinel.id, m);
   await waitForDelivery(s, lost.id, (d) => d.status === "failed", 15_000, m);
+  await sleep(2_500);
+  const lostAgain = await sendTest(sentinel.id, m);
+  await waitForDelivery(s, lostAgain.id, (d) => d.status === "failed", 15_000, m);
   await until("the sentinel endpoint disabled", async () => (await endpointOf(sentinel.id)).status === "disabled", 20_000);
   const back = await endpointOf(failing.id);
   t.equal(back.status, "enabled", "the re-enabled endpoint stays enabled");
