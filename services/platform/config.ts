@@ -56,7 +56,7 @@ export interface Config {
   apiRateLimit: { reads: number; writes: number; seconds: number };
   /** SITE_READ_RATE_LIMIT_PER_MINUTE: Site Gateway reads a minute per site credential and client address. */
   siteReadRateLimitPerMinute: number;
-  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges). */
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges); none by default. */
   trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
   apiKeyMaxAgeDays: number;
@@ -270,7 +270,9 @@ export function loadConfig(env: Env = process.env): Config {
       seconds: integer(env, "API_RATE_LIMIT_SECONDS", 1, 1, 86_400),
     },
     siteReadRateLimitPerMinute: integer(env, "SITE_READ_RATE_LIMIT_PER_MINUTE", 600, 1, 1_000_000),
-    trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? "127.0.0.1,::1"),
+    // None by default: only the connection's peer counts, so nothing on the host that forwards
+    // traffic can let a client pick the address its limits count against.
+    trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),
     chainEndpoints: chainEndpoints(env),
     watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),

@@ -2,7 +2,6 @@
 // client address over REST and over gRPC on the rpc port alike (keyed through trusted proxies,
 // so one client behind a proxy does not lock out the rest), and the Site Gateway's creates per
 // credential. A copied site credential is refused from any page but the shop's own.
-import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import t from "tap";
@@ -11,20 +10,20 @@ import { QrService } from "../../gen/payments/v1/qr_pb.ts";
 import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { createQrConfiguration } from "../../services/qr/admin.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
-import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
+import { call, freshMinute, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 
-const s = await startTestApp(t, { PUBLIC_RATE_LIMIT_PER_MINUTE: "3", SITE_RATE_LIMIT_PER_MINUTE: "3", SITE_READ_RATE_LIMIT_PER_MINUTE: "3" }, ["rpc", "gateway"]);
+// The tests call from loopback as a proxy would, naming each client in X-Forwarded-For: loopback is
+// listed as a trusted proxy (none is by default; forwarded-for.test.ts shows the header ignored then).
+const s = await startTestApp(
+  t,
+  { PUBLIC_RATE_LIMIT_PER_MINUTE: "3", SITE_RATE_LIMIT_PER_MINUTE: "3", SITE_READ_RATE_LIMIT_PER_MINUTE: "3", TRUSTED_PROXIES: "127.0.0.1,::1" },
+  ["rpc", "gateway"],
+);
 const owner = await merchantWithKey(s.app);
 const em = () => s.app.db.em.fork();
 const sessions = new Http2SessionManager(s.rpcUrl);
 t.teardown(() => sessions.abort());
 const transport = createGrpcTransport({ baseUrl: s.rpcUrl, sessionManager: sessions });
-
-/** The limits count in fixed minutes: start well inside one, so a test's calls share it. */
-async function freshMinute(): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 8_000) await sleep(left + 100);
-}
 
 async function grpcError(p: Promise<unknown>): Promise<ConnectError | undefined> {
   return p.then(
@@ -37,7 +36,7 @@ t.test("the public QR route is limited on the rpc port too, per client address",
   const qr = await createQrConfiguration(em(), { merchantId: owner.merchant, environment: "test", label: "Counter" });
   const client = createClient(QrService, transport);
   await freshMinute();
-  // Each caller names itself through X-Forwarded-For; the peer (loopback) is a trusted proxy by default.
+  // Each caller names itself through X-Forwarded-For; the peer (loopback) is a trusted proxy here.
   const as = (address: string) => ({ headers: { "x-forwarded-for": address } });
   for (let i = 1; i <= 3; i++) t.equal((await client.getQrConfiguration({ qrPublicId: qr.qr_public_id }, as("203.0.113.7"))).data?.label, "Counter", `gRPC call ${i}`);
   const over = await grpcError(client.getQrConfiguration({ qrPublicId: qr.qr_public_id }, as("203.0.113.7")));
