@@ -35,7 +35,7 @@ export interface GatewayOptions {
   logger: Logger;
   bodyLimitBytes: number;
   /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */
-  corsOriginAllowed?: (origin: string) => Promise<boolean>;
+  corsOriginAllowed?: (origin: string, clientAddress: string) => Promise<boolean>;
   /** Who a request comes from (the socket's peer, or through trusted proxies X-Forwarded-For), for the routes' per-client limits. */
   clientAddresses: ClientAddresses;
   /** Pages served beside the API (not under /api/): the first whose handler takes the path answers it. */
@@ -156,12 +156,14 @@ export function createGateway(options: GatewayOptions): http.Server {
   /** Requests whose refusal must close the connection (a body left unread), deferred to the RPC server. */
   const closeAfter = new WeakSet<http.IncomingMessage>();
 
+  const clientAddressOf = (req: http.IncomingMessage) => options.clientAddresses.of(req.socket.remoteAddress, req.headersDistinct["x-forwarded-for"]?.join(","));
+
   /** CORS preflight: only on routes that allow CORS, and only for an origin some site credential allows. */
   async function preflight(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<boolean> {
     const cors = routes.filter((r) => allowsCors(r) && r.pattern.test(path));
     if (cors.length === 0) return false;
     const origin = req.headers.origin;
-    const allowed = typeof origin === "string" && options.corsOriginAllowed !== undefined && (await options.corsOriginAllowed(origin));
+    const allowed = typeof origin === "string" && options.corsOriginAllowed !== undefined && (await options.corsOriginAllowed(origin, clientAddressOf(req)));
     const headers: Record<string, string> = { Vary: "Origin", "Content-Length": "0" };
     if (allowed) {
       headers["Access-Control-Allow-Origin"] = origin;
@@ -223,7 +225,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (!req.complete) abort.abort();
     });
     // The client's address: in this process as a context value, to an rpc process as X-Forwarded-For.
-    const address = options.clientAddresses.of(req.socket.remoteAddress, req.headersDistinct["x-forwarded-for"]?.join(","));
+    const address = clientAddressOf(req);
     header.set("x-forwarded-for", address);
     return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, createContextValues().set(clientAddressKey, address));
   }

@@ -504,7 +504,7 @@ function buildDocument(request: CodeGeneratorRequest): Json {
 
         const notes = [credentialText(credential, option.scope)];
         if (option.idempotencyKeyRequired) notes.push("Requires an `Idempotency-Key` header; the same key and body replay the first response (`Idempotent-Replayed: true`).");
-        if (option.rateLimited) notes.push("Limited per client address (PUBLIC_RATE_LIMIT_PER_MINUTE); over it: 429 rate_limited with Retry-After.");
+        if (option.rateLimited) notes.push(`${limitText(credential, option.method)}; over it: 429 rate_limited with Retry-After.`);
         const operation: Record<string, Json> = {
           operationId: rpc.name,
           tags: [service.name],
@@ -632,3 +632,18 @@ export const plugin: Plugin = {
 
 // Run by buf as a program; imported (by the tests) as a module.
 if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === import.meta.filename) runNodeJs(plugin);
+
+/** Whom a rate-limited route's calls count against (services/rpc/interceptor.ts, limitOf). */
+function limitText(credential: string, method: string): string {
+  switch (credential) {
+    case "CREDENTIAL_PUBLIC":
+      return "Limited per client address (PUBLIC_RATE_LIMIT_PER_MINUTE)";
+    case "CREDENTIAL_SITE_GATEWAY":
+      return method === "GET" ? "Limited per site credential and client address (SITE_READ_RATE_LIMIT_PER_MINUTE)" : "Limited per site credential (SITE_RATE_LIMIT_PER_MINUTE)";
+    case "CREDENTIAL_UNSPECIFIED":
+    case "CREDENTIAL_TEST_API_KEY":
+      return method === "GET" ? "Reads are limited per API key (API_READ_RATE_LIMIT per API_RATE_LIMIT_SECONDS, default 100 a second)" : "Writes are limited per API key (API_WRITE_RATE_LIMIT per API_RATE_LIMIT_SECONDS, default 100 a second)";
+    default:
+      return "Limited per credential";
+  }
+}

@@ -34,3 +34,10 @@ export function remoteError(err: unknown, rpcUrl: string): RemoteError {
   const input = [Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition, Code.Unauthenticated, Code.PermissionDenied].includes(err.code);
   return new RemoteError(`${Code[err.code]}: ${err.rawMessage}`, input ? 2 : 1);
 }
+
+/** An RFC 3339 time with its offset (a bare date or local time would be read in the machine's zone); undefined if it is not one. */
+export function parseTime(text: string | undefined): Date | undefined {
+  const t = text?.trim() ?? "";
+  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(t) ? new Date(t) : new Date(NaN);
+  return Number.isNaN(at.getTime()) ? undefined : at;
+}

@@ -1,5 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { fromJson } from "@bufbuild/protobuf";
 import { AdminService, MerchantPolicySchema } from "../../gen/payments/v1/admin_pb.ts";
 import type { Environment, Owner } from "../auth/keys.ts";
@@ -7,7 +7,7 @@ import { apiError, validationError } from "../platform/errors.ts";
 import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
-import { overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
+import { enableEndpoint, overlapLimits, recoverFailedDeliveries, recoverMissedEvents, rotateSigningSecret } from "../webhooks/operations.ts";
 
 /** A merchant's policy is per environment: the credential's. */
 function ownerOf(merchantId: string, environment: Environment | undefined): Owner {
@@ -17,6 +17,14 @@ function ownerOf(merchantId: string, environment: Environment | undefined): Owne
 
 export interface AdminDeps {
   secrets: SecretBox;
+}
+
+/** A time given to a recovery: valid, and not in the future. */
+function pastTime(t: Timestamp, param: string, now: Date): Date {
+  const at = timestampDate(t);
+  if (Number.isNaN(at.getTime())) throw validationError(param, `"${param}" is not a valid time.`);
+  if (at.getTime() > now.getTime()) throw validationError(param, `"${param}" must not be in the future.`);
+  return at;
 }
 
 function endpointIdOf(id: string): string {
@@ -73,12 +81,28 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const { em, principal } = internalRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       if (!req.since) throw validationError("since", `"since" is required.`);
-      const since = timestampDate(req.since);
       const now = new Date();
-      if (Number.isNaN(since.getTime())) throw validationError("since", `"since" is not a valid time.`);
-      if (since.getTime() > now.getTime()) throw validationError("since", `"since" must not be in the future.`);
+      const since = pastTime(req.since, "since", now);
       const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, principal.environment, now));
       return { recovered: ids.length, deliveryIds: ids };
+    },
+
+    async enableWebhookEndpoint(req, ctx) {
+      const { em, principal } = internalRequest(ctx);
+      const endpointId = endpointIdOf(req.endpointId);
+      const now = new Date();
+      const since = req.recoverSince ? pastTime(req.recoverSince, "recover_since", now) : undefined;
+      return inTransaction(em, async (tx) => {
+        const enabled = await enableEndpoint(tx, endpointId, now, principal.environment);
+        const ids = since ? await recoverMissedEvents(tx, endpointId, since, principal.environment, now) : [];
+        return {
+          endpointId,
+          status: enabled.status,
+          enabledAt: enabled.enabled_at ? timestampFromDate(new Date(enabled.enabled_at)) : undefined,
+          recovered: ids.length,
+          deliveryIds: ids,
+        };
+      });
     },
   };
 }

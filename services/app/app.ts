@@ -1,13 +1,13 @@
-import { createClient } from "@connectrpc/connect";
+import { createClient, createContextValues } from "@connectrpc/connect";
 import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
-import { ClientAddresses } from "../platform/client-address.ts";
+import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
-import { RateLimiter } from "../platform/rate-limit.ts";
+import { RateLimiter, TokenBuckets } from "../platform/rate-limit.ts";
 import { migrate, type Database } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { listen } from "../platform/listen.ts";
@@ -110,7 +110,13 @@ export async function startApp(o: AppOptions): Promise<App> {
   const credentials = new CredentialCache();
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
   const clientAddresses = new ClientAddresses(config.trustedProxies);
-  const limits = { perAddress: new RateLimiter(config.publicRateLimitPerMinute), perCredential: new RateLimiter(config.credentialRateLimitPerMinute) };
+  const limits = {
+    perAddress: new RateLimiter(config.publicRateLimitPerMinute),
+    perCredential: new RateLimiter(config.credentialRateLimitPerMinute),
+    apiReads: new TokenBuckets(config.apiRateLimit.reads, config.apiRateLimit.seconds),
+    apiWrites: new TokenBuckets(config.apiRateLimit.writes, config.apiRateLimit.seconds),
+    siteReads: new RateLimiter(config.siteReadRateLimitPerMinute),
+  };
   const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
   // Beside the rpc role, the gateway and the watcher call the handlers directly (no encoding).
   const inProcess = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
@@ -138,7 +144,9 @@ export async function startApp(o: AppOptions): Promise<App> {
           logger,
           bodyLimitBytes: config.bodyLimitBytes,
           clientAddresses,
-          corsOriginAllowed: async (origin) => (await siteClient.checkSiteOrigin({ origin })).allowed,
+          // The preflight counts against the browser's address (CheckSiteOrigin is limited per address).
+          corsOriginAllowed: async (origin, address) =>
+            (await siteClient.checkSiteOrigin({ origin }, { headers: { "x-forwarded-for": address }, contextValues: createContextValues().set(clientAddressKey, address) })).allowed,
           observe: metrics.observeHttp,
           pages: [checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger })],
         }),

@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { adminClient, remoteError, type RemoteError } from "../admin/client.ts";
+import { adminClient, parseTime, remoteError, type RemoteError } from "../admin/client.ts";
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
@@ -348,10 +348,8 @@ async function reset(config: Config, yes: boolean): Promise<string> {
 async function recover(endpointRaw: string | undefined, sinceRaw: string | undefined) {
   const endpointId = endpointRaw?.trim();
   if (!endpointId) throw new OpsError("--endpoint needs a webhook endpoint id");
-  const sinceText = sinceRaw?.trim() ?? "";
-  // An RFC 3339 time with its offset: a bare date or local time would be read in the machine's zone.
-  const since = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(sinceText) ? new Date(sinceText) : new Date(NaN);
-  if (Number.isNaN(since.getTime())) throw new OpsError(`--since must be a time like 2026-01-01T00:00:00Z, got "${sinceRaw ?? ""}"`);
+  const since = parseTime(sinceRaw);
+  if (!since) throw new OpsError(`--since must be a time like 2026-01-01T00:00:00Z, got "${sinceRaw ?? ""}"`);
   const config = loadConfig();
   let remote;
   try {

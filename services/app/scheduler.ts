@@ -18,8 +18,9 @@ export interface SchedulerOptions {
 
 /**
  * The scheduler role: expires intents every second, purges old idempotency keys every hour, and
- * disables endpoints that have only failed for autoDisableAfterSeconds (checked every minute, or
- * more often when the period is shorter than a few minutes).
+ * disables endpoints where a failure ended a delivery after they had only failed for
+ * autoDisableAfterSeconds (checked every minute, or more often when the period is shorter than a
+ * few minutes).
  */
 export function startScheduler(db: Database, logger: Logger, intents: Intents, o: SchedulerOptions = {}): { stop(): Promise<void> } {
   const intervalMs = o.intervalMs ?? 1000;

@@ -32,8 +32,9 @@ export interface Config {
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
   /**
-   * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint with no successful attempt since a
-   * failed one at least this long ago is disabled by the scheduler; 0 never disables.
+   * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint is disabled by the scheduler when a
+   * failure ends a delivery after it has had no successful attempt since a failed one at least
+   * this long before; 0 never disables.
    */
   webhookAutoDisableAfterSeconds: number;
   /** 32 bytes; unset: generated once under DATA_DIR. */
@@ -48,7 +49,14 @@ export interface Config {
   publicRateLimitPerMinute: number;
   /** Calls per minute per credential on rate-limited credentialed routes (the Site Gateway). */
   credentialRateLimitPerMinute: number;
-  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges). */
+  /**
+   * API_READ_RATE_LIMIT / API_WRITE_RATE_LIMIT: reads (GET routes) and writes (the rest) an API key
+   * may make per API_RATE_LIMIT_SECONDS, each a token bucket of that size refilled evenly.
+   */
+  apiRateLimit: { reads: number; writes: number; seconds: number };
+  /** SITE_READ_RATE_LIMIT_PER_MINUTE: Site Gateway reads a minute per site credential and client address. */
+  siteReadRateLimitPerMinute: number;
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges); none by default. */
   trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
   apiKeyMaxAgeDays: number;
@@ -256,7 +264,15 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
     credentialRateLimitPerMinute: integer(env, "SITE_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
-    trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? "127.0.0.1,::1"),
+    apiRateLimit: {
+      reads: integer(env, "API_READ_RATE_LIMIT", 100, 1, 1_000_000),
+      writes: integer(env, "API_WRITE_RATE_LIMIT", 100, 1, 1_000_000),
+      seconds: integer(env, "API_RATE_LIMIT_SECONDS", 1, 1, 86_400),
+    },
+    siteReadRateLimitPerMinute: integer(env, "SITE_READ_RATE_LIMIT_PER_MINUTE", 600, 1, 1_000_000),
+    // None by default: only the connection's peer counts, so nothing on the host that forwards
+    // traffic can let a client pick the address its limits count against.
+    trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),
     chainEndpoints: chainEndpoints(env),
     watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),

@@ -12,7 +12,7 @@ import { apiError, describeError, isDatabaseUnavailable } from "../platform/erro
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { OutageLog } from "../platform/outage.ts";
-import type { RateLimiter } from "../platform/rate-limit.ts";
+import type { RateLimiter, TokenBuckets } from "../platform/rate-limit.ts";
 import type { InternalPrincipal, InternalRole as RoleName, Principal } from "../auth/principal.ts";
 import { clientAddressKey } from "../platform/client-address.ts";
 import { claimKey } from "../idempotency/context-keys.ts";
@@ -34,23 +34,40 @@ export interface ServiceInterceptorOptions {
   /** Idempotent methods whose handler writes in one statement with its key's claim (claimKey). */
   oneStatement?: ReadonlySet<DescMethod>;
   /**
-   * Limits of the routes whose option says rate_limited: a public route's calls per client
-   * address, a credentialed route's per credential. On every transport, since all pass here.
+   * Limits of the routes whose option says rate_limited, on every transport, since all pass here:
+   * a public route's calls per client address; an API key's reads (GET routes) and writes (the
+   * rest) in two token buckets per key; a site credential's creates per credential and its reads
+   * per credential and client address.
    */
-  limits?: { perAddress: RateLimiter; perCredential: RateLimiter };
+  limits?: Limits;
 }
 
-/** Who a rate-limited call counts against: its credential, or for a public route its address. */
-function limitKey(principal: Principal, address: string): string {
+export interface Limits {
+  perAddress: RateLimiter;
+  perCredential: RateLimiter;
+  apiReads: TokenBuckets;
+  apiWrites: TokenBuckets;
+  siteReads: RateLimiter;
+}
+
+/** Which budget a rate-limited call takes from, under which key, and what its refusal says. */
+function limitOf(limits: Limits, route: Route, method: DescMethod, principal: Principal, address: string): { limiter: { take(key: string): number }; key: string; message: string } {
+  const read = route.method === "GET";
   switch (principal.kind) {
     case "public":
-      return `address ${address}`;
+      return { limiter: limits.perAddress, key: `${method.name} ${address}`, message: "Too many requests from this address; retry later." };
     case "api_key":
-      return `api_key ${principal.keyId}`;
+      return read
+        ? { limiter: limits.apiReads, key: principal.keyId, message: "Too many reads with this API key; retry later." }
+        : { limiter: limits.apiWrites, key: principal.keyId, message: "Too many writes with this API key; retry later." };
+    case "site":
+      return read
+        ? { limiter: limits.siteReads, key: `${principal.credentialId} ${address}`, message: "Too many reads with this site credential from this address; retry later." }
+        : { limiter: limits.perCredential, key: `site ${principal.credentialId}`, message: "Too many requests with this credential; retry later." };
     case "cashier":
-      return `cashier ${principal.sessionId}`;
+      return { limiter: limits.perCredential, key: `cashier ${principal.sessionId}`, message: "Too many requests with this credential; retry later." };
     default:
-      return `${principal.kind} ${principal.credentialId}`;
+      return { limiter: limits.perCredential, key: `${principal.kind} ${principal.credentialId}`, message: "Too many requests with this credential; retry later." };
   }
 }
 
@@ -72,10 +89,10 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"), credentials);
       if (route.rateLimited && limits) {
-        const limiter = principal.kind === "public" ? limits.perAddress : limits.perCredential;
-        const wait = limiter.take(limitKey(principal, req.contextValues.get(clientAddressKey)));
+        const { limiter, key, message } = limitOf(limits, route, req.method, principal, req.contextValues.get(clientAddressKey));
+        const wait = limiter.take(key);
         if (wait > 0) {
-          const err = apiError("rate_limited", principal.kind === "public" ? "Too many requests from this address; retry later." : "Too many requests with this credential; retry later.");
+          const err = apiError("rate_limited", message);
           err.metadata.set("retry-after", String(wait));
           throw err;
         }

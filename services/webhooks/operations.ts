@@ -5,6 +5,8 @@ import { recordEvent } from "../events/record.ts";
 import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 import { checkEnabledCap } from "./store.ts";
+import { newId } from "../platform/ids.ts";
+import { allEvents } from "../vocabulary/event-types.ts";
 
 /** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
 
@@ -86,30 +88,50 @@ interface FailingEndpoint {
 }
 
 /**
- * Disables up to `limit` enabled endpoints with no successful attempt since a failed one that
- * started at least `afterSeconds` ago (attempts a worker lost are the service's failure, not the
- * endpoint's, and do not count). Each gets last_error "auto_disabled", its deliveries not yet
- * attempted fail (endpoint_disabled) as on a merchant's disable, and a webhook_endpoint.disabled
- * event goes to the merchant's other enabled endpoints of that environment, all in one
- * transaction. Rows are taken with SKIP LOCKED, so several schedulers share the work and
- * never disable (or announce) one endpoint twice. Returns the endpoints disabled.
+ * Disables up to `limit` enabled endpoints where a failure ended a delivery (the delivery is
+ * `failed` and its last real attempt failed) while the endpoint had been failing, with no success,
+ * for at least `afterSeconds`: that failure came at least `afterSeconds` after the first failed
+ * attempt since its last success (or since it was enabled again). An endpoint that failed once and
+ * then had no traffic is left alone however old the failure (Svix's rule): only a new failure that
+ * ends a delivery can disable it, and the scheduler acts on it at its next pass. Attempts a worker
+ * lost are the service's failure, not the endpoint's, and do not count. Each gets last_error
+ * "auto_disabled", its deliveries not yet attempted fail (endpoint_disabled) as on a merchant's
+ * disable, and a webhook_endpoint.disabled event goes to the merchant's other enabled endpoints
+ * of that environment, all in one transaction. Rows are taken with SKIP LOCKED, so several
+ * schedulers share the work and never disable (or announce) one endpoint twice. Returns the
+ * endpoints disabled.
  */
 export async function autoDisableFailing(em: EntityManager, afterSeconds: number, limit = 100, now = new Date()): Promise<string[]> {
-  const cutoff = new Date(now.getTime() - afterSeconds * 1000);
   return em.transactional(async (tx) => {
     const rows = await tx.execute<FailingEndpoint[]>(
-      `select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at from webhook_endpoints e
-        where e.status = 'enabled'
-          and (select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                where d.endpoint_id = e.id and a.outcome in ('retryable', 'terminal') and a.started_at <= ?
-                  and a.started_at > coalesce(e.enabled_at, '-infinity'))
-            > coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                         where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')
-        order by e.id limit ?
-        for update of e skip locked`,
-      [cutoff, limit],
+      `with streak as (
+         select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at,
+                greatest(coalesce(e.enabled_at, '-infinity'),
+                         coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                                    where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')) as since
+           from webhook_endpoints e
+          where e.status = 'enabled'
+       ), failing as (
+         select s.*, (select min(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
+                       where d.endpoint_id = s.id and a.outcome in ('retryable', 'terminal') and a.started_at > s.since) as first_failure
+           from streak s
+       )
+       select f.id, f.merchant_id, f.environment, f.url, f.description, f.created_at from failing f
+        where f.first_failure is not null
+          and exists (select 1 from webhook_deliveries d
+                       where d.endpoint_id = f.id and d.status = 'failed'
+                         and (select max(a.started_at) from webhook_attempts a where a.delivery_id = d.id and a.outcome in ('retryable', 'terminal'))
+                             >= f.first_failure + make_interval(secs => ?))
+        order by f.id limit ?`,
+      [afterSeconds, limit],
     );
+    // Locked one by one, skipping any another scheduler holds; still enabled once locked.
+    const locked: FailingEndpoint[] = [];
     for (const e of rows) {
+      const [row] = await tx.execute<{ id: string }[]>(`select id from webhook_endpoints where id = ? and status = 'enabled' for update skip locked`, [e.id]);
+      if (row) locked.push(e);
+    }
+    for (const e of locked) {
       await tx.execute(`update webhook_endpoints set status = 'disabled', disabled_at = ?, last_error = 'auto_disabled' where id = ?`, [now, e.id]);
       await failPendingOfEndpoint(tx, e.id, now);
       await recordEvent(tx, {
@@ -130,21 +152,23 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
         },
       });
     }
-    return rows.map((r) => r.id);
+    return locked.map((r) => r.id);
   });
 }
 
 /**
- * Enables a disabled endpoint again (the admin CLI): the merchant's cap of enabled endpoints holds,
- * under the same lock as a create, and failures from before count no more towards auto-disable.
- * Deliveries that failed while it was disabled stay failed: replay them, or recover them with
- * AdminService.RecoverFailedDeliveries. Enabling an enabled endpoint changes nothing.
+ * Enables a disabled endpoint again (the admin CLI, AdminService.EnableWebhookEndpoint): the
+ * merchant's cap of enabled endpoints holds, under the same lock as a create, and failures from
+ * before count no more towards auto-disable. Deliveries that failed while it was disabled stay
+ * failed: replay them, or recover them with AdminService.RecoverFailedDeliveries; the events it
+ * got no delivery of while disabled come with recoverMissedEvents. Enabling an enabled endpoint
+ * changes nothing. With `environment`, an endpoint of another environment is not found.
  */
-export async function enableEndpoint(em: EntityManager, id: string, now = new Date()): Promise<{ id: string; status: string; enabled_at: string | null }> {
+export async function enableEndpoint(em: EntityManager, id: string, now = new Date(), environment?: Environment): Promise<{ id: string; status: string; enabled_at: string | null }> {
   return em.transactional(async (tx) => {
     const [row] = await tx.execute<{ merchant_id: string; environment: string; status: string; enabled_at: Date | null }[]>(
-      `select merchant_id, environment, status, enabled_at from webhook_endpoints where id = ?`,
-      [id],
+      `select merchant_id, environment, status, enabled_at from webhook_endpoints where id = ? and environment = coalesce(?, environment)`,
+      [id, environment ?? null],
     );
     if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
     if (row.status === "enabled") return { id, status: "enabled", enabled_at: row.enabled_at ? new Date(row.enabled_at).toISOString() : null };
@@ -152,6 +176,43 @@ export async function enableEndpoint(em: EntityManager, id: string, now = new Da
     await tx.execute(`update webhook_endpoints set status = 'enabled', disabled_at = null, last_error = null, enabled_at = ? where id = ? and status = 'disabled'`, [now, id]);
     return { id, status: "enabled", enabled_at: now.toISOString() };
   });
+}
+
+/**
+ * What an enabled endpoint missed (Svix's recover): a pending delivery of each of its merchant's
+ * events of its environment recorded at or after `since` (and not before the endpoint was created)
+ * whose type it takes (enabled_events) and of which it has no delivery yet, created in event order
+ * (created_at one millisecond apart, so the relay publishes them in that order). webhook.test
+ * events (each for one endpoint) and the announcement of its own disabling are left out. The
+ * endpoint's row lock serialises concurrent recoveries, so running it again, or twice at once,
+ * creates nothing more. Returns the new deliveries' ids, in event order.
+ */
+export async function recoverMissedEvents(em: EntityManager, endpointId: string, since: Date, environment: Environment | undefined, now = new Date()): Promise<string[]> {
+  const endpoint = await lockEndpoint(em, endpointId, environment);
+  if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled: nothing can be delivered to it.", "endpoint_id");
+  const missed = await em.execute<{ id: string }[]>(
+    `select ev.id from webhook_endpoints e
+       join webhook_events ev on ev.merchant_id = e.merchant_id and ev.environment = e.environment
+      where e.id = ? and ev.created_at >= greatest(?::timestamptz, e.created_at)
+        and ev.type <> 'webhook.test'
+        and (? = any(e.enabled_events) or ev.type = any(e.enabled_events))
+        and not (ev.type = 'webhook_endpoint.disabled' and ev.payload::jsonb #>> '{data,webhook_endpoint,id}' = e.id)
+        and not exists (select 1 from webhook_deliveries d where d.endpoint_id = e.id and d.event_id = ev.id)
+      order by ev.created_at, ev.id`,
+    [endpointId, since, allEvents],
+  );
+  const ids: string[] = [];
+  for (let i = 0; i < missed.length; i += 1000) {
+    const input = missed.slice(i, i + 1000).map((m, j) => ({ id: newId("wd"), event: m.id, n: i + j }));
+    await em.execute(
+      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       select i.id, e.merchant_id, e.environment, i.event, e.id, 'pending', 0, ?::timestamptz + i.n * interval '1 millisecond', ?
+         from json_to_recordset(?::json) as i(id text, event text, n int) cross join webhook_endpoints e where e.id = ?`,
+      [now, now, JSON.stringify(input), endpointId],
+    );
+    ids.push(...input.map((x) => x.id));
+  }
+  return ids;
 }
 
 /**

@@ -284,3 +284,9 @@ export async function until<T>(what: string, check: () => Promise<T | undefined 
     await sleep(100);
   }
 }
+
+/** Per-minute limits count in fixed minutes: start well inside one, so a test's calls share it. */
+export async function freshMinute(): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 8_000) await sleep(left + 100);
+}

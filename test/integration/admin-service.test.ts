@@ -5,6 +5,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { setTimeout as sleep } from "node:timers/promises";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
@@ -254,24 +255,113 @@ t.test("bulk recovery replays exactly the failed deliveries since the time (ops 
   t.equal(all.recovered, 1, "an earlier since takes the early failure too");
 });
 
-t.test("auto-disable: an endpoint that only failed for the period is disabled and announced", async (t) => {
+t.test("a disabled endpoint enabled with --recover-since receives exactly what it missed, once, however often it is run", async (t) => {
   const m = await merchantWithKey(s.app);
+  const base = `/api/v1/merchants/${m.merchant}`;
+  const path = "/ok/recover-missed";
+  // It takes intent creations and cancellations only.
+  const created = await call(s.base, "POST", `${base}/webhook-endpoints`, {
+    key: m.key,
+    body: { url: `https://hooks.example.test${path}`, enabled_events: ["payment.intent.created", "payment.cancelled"] },
+  });
+  t.equal(created.status, 200);
+  const endpoint = { id: created.body.data.id as string, secret: created.body.data.signing_secret as string };
+  const other = await s.createEndpoint("/ok/recover-other", m);
+  const newIntent = async (ref: string) => {
+    const res = await call(s.base, "POST", `${base}/payment-intents`, { key: m.key, idempotencyKey: `recover-${ref}-${m.merchant}`, body: { network: "ethereum", asset: "USDC", requested_amount: "1.00", merchant_reference: ref } });
+    if (res.status !== 200) throw new Error(`create: ${res.status}`);
+    return res.body.data.public_id as string;
+  };
+  const eventsOf = async (intent: string) =>
+    s.app.db.em.fork().execute<{ id: string; type: string }[]>(`select id, type from webhook_events where payment_intent_id = ? order by created_at, id`, [intent]);
+  const atEndpoint = () => s.receiver.requests.filter((r) => r.url === path).map((r) => String(r.headers["x-service-event-id"]));
+
+  const before = await newIntent("before");
+  const [beforeCreated] = await eventsOf(before);
+  await until("the event before the disable delivered", async () => atEndpoint().includes(beforeCreated?.id ?? ""), 15_000);
+  const since = new Date();
+  t.equal((await call(s.base, "POST", `${base}/webhook-endpoints/${endpoint.id}/disable`, { key: m.key })).status, 200, "disabled by the merchant");
+
+  // While it is disabled: two intents created, one cancelled, one paid (a type it does not take),
+  // and a test event of another endpoint (not its own).
+  const first = await newIntent("while-1");
+  const second = await newIntent("while-2");
+  t.equal((await call(s.base, "POST", `${base}/payment-intents/${first}/cancel`, { key: m.key })).status, 200);
+  t.equal((await call(s.base, "POST", `/api/v1/sandbox/${base.slice("/api/v1/".length)}/payment-intents/${second}/simulate`, { key: m.key, body: { outcome: "confirmed" } })).status, 200);
+  t.equal((await call(s.base, "POST", `${base}/webhook-endpoints/${other.id}/test`, { key: m.key })).status, 200);
+  const missed = [...(await eventsOf(first)), ...(await eventsOf(second))]
+    .filter((e) => e.type === "payment.intent.created" || e.type === "payment.cancelled");
+  const missedIds = (await s.app.db.em.fork().execute<{ id: string }[]>(`select id from webhook_events where id in (?) order by created_at, id`, [missed.map((e) => e.id)])).map((e) => e.id);
+  t.equal(missedIds.length, 3, "it missed three events it takes: two creations and a cancellation");
+  const noneYet = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where endpoint_id = ? and event_id in (?)`, [endpoint.id, missedIds]);
+  t.equal(noneYet[0]?.n, 0, "and has no delivery of them");
+
+  const cli = await runCli("services/app/admin.ts", cliEnv, "endpoint", "enable", "--id", endpoint.id, "--recover-since", since.toISOString());
+  t.equal(cli.code, 0, `admin endpoint enable --recover-since exits 0 (${cli.stderr})`);
+  const out = JSON.parse(cli.stdout || "{}");
+  t.equal(out.status, "enabled");
+  t.equal(out.recovered, 3, "three deliveries created");
+  const recoveredEvents = await s.app.db.em.fork().execute<{ event_id: string }[]>(
+    `select event_id from webhook_deliveries where id in (?) order by created_at, id`,
+    [out.delivery_ids ?? []],
+  );
+  t.same(recoveredEvents.map((d) => d.event_id), missedIds, "one for each missed event, in event order");
+
+  for (const id of out.delivery_ids ?? []) await waitForDelivery(s, id, (d) => d.status === "delivered", 15_000, m);
+  const received = atEndpoint();
+  for (const id of missedIds) t.equal(received.filter((e) => e === id).length, 1, `the receiver got ${id} once`);
+  t.same(new Set(received), new Set([beforeCreated?.id, ...missedIds]), "and nothing else: not the payment it does not take, not another endpoint's test");
+  const signed = s.receiver.requests.filter((r) => r.url === path && missedIds.includes(String(r.headers["x-service-event-id"])));
+  t.ok(signed.every((r) => readmeVerify(endpoint.secret, r)), "signed with its secret");
+
+  // Again, through the CLI and AdminService, from an earlier time too: nothing more.
+  const again = await runCli("services/app/admin.ts", cliEnv, "endpoint", "enable", "--id", endpoint.id, "--recover-since", since.toISOString());
+  t.equal(again.code, 0);
+  t.equal(JSON.parse(again.stdout || "{}").recovered, 0, "a second run creates nothing");
+  const concurrent = await Promise.all([0, 1].map(() => admin.enableWebhookEndpoint({ endpointId: endpoint.id, recoverSince: timestampFromDate(new Date(0)) }, internal)));
+  t.same(concurrent.map((r) => r.recovered), [0, 0], "nor do two at once from the epoch");
+  const deliveries = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where endpoint_id = ?`, [endpoint.id]);
+  t.equal(deliveries[0]?.n, 4, "the endpoint has one delivery per event it takes, no more");
+
+  const future = await grpcError(admin.enableWebhookEndpoint({ endpointId: endpoint.id, recoverSince: timestampFromDate(new Date(Date.now() + 3_600_000)) }, internal));
+  t.equal(future.code, Code.InvalidArgument, "a future recover_since is refused");
+  t.equal(detailOf(future)?.param, "recover_since");
+  const badCli = await runCli("services/app/admin.ts", cliEnv, "endpoint", "enable", "--id", endpoint.id, "--recover-since", "yesterday");
+  t.equal(badCli.code, 2, "a bad --recover-since exits 2");
+  const unknown = await grpcError(admin.enableWebhookEndpoint({ endpointId: "we_doesnotexist", recoverSince: timestampFromDate(new Date(0)) }, internal));
+  t.equal(unknown.code, Code.NotFound);
+});
+
+t.test("auto-disable: a new failure that ends a delivery after the endpoint failed for the whole period disables it, and it is announced; an idle endpoint with an old failure is not disabled", async (t) => {
+  const m = await merchantWithKey(s.app);
+  // The idle endpoint is another merchant's, so the announcement below does not reach it.
+  const idleOwner = await merchantWithKey(s.app);
+  const idle = await s.createEndpoint("/fail/auto-idle", idleOwner);
   const failing = await s.createEndpoint("/fail/auto", m);
   const other = await s.createEndpoint("/ok/auto-other", m);
   const recovered = await s.createEndpoint("/switch/auto-recovered", m);
-  const failed = await sendTest(failing.id, m);
-  await waitForDelivery(s, failed.id, (d) => d.status === "failed", 15_000, m);
+
+  // Two schedulers, as two scheduler processes would run, from the start: the period is 2 s.
+  const intents = new Intents(new IntentViews("https://checkout.example.test"));
+  const logger = createLogger("silent", 2);
+  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
+  t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
+
+  // The idle endpoint fails once and then gets nothing more; the failing one fails too.
+  const idleFailure = await sendTest(idle.id, idleOwner);
+  await waitForDelivery(s, idleFailure.id, (d) => d.status === "failed", 15_000, idleOwner);
+  const early = await sendTest(failing.id, m);
+  await waitForDelivery(s, early.id, (d) => d.status === "failed", 15_000, m);
   const flaky = await sendTest(recovered.id, m);
   await waitForDelivery(s, flaky.id, (d) => d.status === "failed", 15_000, m);
   switched.set("/switch/auto-recovered", 200);
   const fine = await sendTest(recovered.id, m);
   await waitForDelivery(s, fine.id, (d) => d.status === "delivered", 15_000, m);
-
-  // Two schedulers, as two scheduler processes would run.
-  const intents = new Intents(new IntentViews("https://checkout.example.test"));
-  const logger = createLogger("silent", 2);
-  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
-  t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
+  // The period passes: both endpoints have failed, and had no success, for longer than it.
+  await sleep(2_500);
+  // A new failure that ends a delivery of the failing endpoint.
+  const late = await sendTest(failing.id, m);
+  await waitForDelivery(s, late.id, (d) => d.status === "failed", 15_000, m);
 
   const endpointOf = async (id: string) => (await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-endpoints/${id}`, { key: m.key })).body.data;
   const disabled = await until("the failing endpoint disabled", async () => {
@@ -292,6 +382,8 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   const stored = await call(s.base, "GET", `/api/v1/merchants/${m.merchant}/webhook-events/${event.id}`, { key: m.key });
   t.equal(stored.body.data.type, "webhook_endpoint.disabled", "recorded like every event");
 
+  const idleNow = (await call(s.base, "GET", `/api/v1/merchants/${idleOwner.merchant}/webhook-endpoints/${idle.id}`, { key: idleOwner.key })).body.data;
+  t.equal(idleNow.status, "enabled", "the idle endpoint, whose only failure is older than the period, stays enabled: no new failure ended a delivery");
   t.equal((await endpointOf(other.id)).status, "enabled", "an endpoint that succeeds stays enabled");
   t.equal((await endpointOf(recovered.id)).status, "enabled", "an endpoint that succeeded after failing stays enabled");
   const events = await s.app.db.em.fork().execute<{ n: number }[]>(
@@ -308,6 +400,9 @@ t.test("auto-disable: an endpoint that only failed for the period is disabled an
   const sentinel = await s.createEndpoint("/fail/auto-sentinel", m);
   const lost = await sendTest(sentinel.id, m);
   await waitForDelivery(s, lost.id, (d) => d.status === "failed", 15_000, m);
+  await sleep(2_500);
+  const lostAgain = await sendTest(sentinel.id, m);
+  await waitForDelivery(s, lostAgain.id, (d) => d.status === "failed", 15_000, m);
   await until("the sentinel endpoint disabled", async () => (await endpointOf(sentinel.id)).status === "disabled", 20_000);
   const back = await endpointOf(failing.id);
   t.equal(back.status, "enabled", "the re-enabled endpoint stays enabled");

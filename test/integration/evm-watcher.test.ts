@@ -135,7 +135,7 @@ t.test("another asset of the network to an intent's address: shown, with its ass
   t.same([now.status, now.amount_received], ["pending", "0"], "it does not count");
   t.match(now.transactions[0], { tx_hash: hash, asset: "USDT", amount: "5", counted: false, reason: "wrong_asset" });
   // The checkout page's status (CHECKOUT_BASE_URL has no path here: the page is at /<id>).
-  const status = await (await fetch(`${base}/${pi.public_id}/status.json`)).json();
+  const status = (await (await fetch(`${base}/${pi.public_id}/status.json`)).json()) as { status: string; other_assets_received: string[] };
   t.same([status.status, status.other_assets_received], ["pending", ["USDT"]], "the checkout page tells the shopper");
 });
 

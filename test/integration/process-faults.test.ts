@@ -25,6 +25,9 @@ function failureOf(err: unknown): string {
   return cause?.code ?? cause?.message ?? (err as Error).message;
 }
 
+/** load()'s clients create as fast as the service answers, with one key: past its write limit on a fast machine. */
+const unlimitedWrites = { API_WRITE_RATE_LIMIT: "1000000" };
+
 /**
  * `clients` loops creating Payment Intents, each with its own Idempotency-Key, until `stop()`
  * or its first connection failure (the server is gone). Every attempt is recorded.
@@ -130,7 +133,7 @@ async function refusesConnections(port: number): Promise<void> {
 }
 
 t.test("SIGKILL under load: nothing acknowledged is lost and every recorded event is delivered after a restart", async (t) => {
-  const s = await serviceSystem(t, { env: { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "3000" } });
+  const s = await serviceSystem(t, { env: { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "3000", ...unlimitedWrites } });
   const endpoint = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/webhook-endpoints`, {
     key: s.creds.key,
     body: { url: "https://hooks.example.test/hooks/kill" },
@@ -158,7 +161,7 @@ t.test("SIGTERM under load: requests in progress finish, webhook attempts in fli
   // The receiver answers after 1.5 s, so attempts are in flight when the signal comes.
   const answering = new Set<string>();
   const s = await serviceSystem(t, {
-    env: { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "5000" },
+    env: { WEBHOOK_RETRY_DELAYS: "1,1,1,1,1", WEBHOOK_TIMEOUT_MS: "5000", ...unlimitedWrites },
     respond: async (req) => {
       const id = String(req.headers["x-service-event-id"]);
       answering.add(id);

@@ -102,7 +102,8 @@ async function waitForPullers(prefix: string, n: number, workers: readonly Servi
 
 t.test("two worker processes share one consumer: every event reaches the endpoint exactly once", async (t) => {
   const masterKey = randomBytes(32);
-  const s = await webhookSetup(t, { roles: ["rpc", "gateway"], masterKey });
+  // 200 creates with one key as fast as the machine goes: past the per-key write limit on a fast one.
+  const s = await webhookSetup(t, { roles: ["rpc", "gateway"], masterKey, env: { API_WRITE_RATE_LIMIT: "1000000" } });
   // Each worker reaches the receiver through its own TCP relay, so the relays' counts show who sent what.
   // The default retry schedule: the first ack deadline (60 s) is far beyond how long any message waits.
   const proxies = [await startTcpProxy(t, s.receiver.port), await startTcpProxy(t, s.receiver.port)];

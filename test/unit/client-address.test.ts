@@ -20,6 +20,7 @@ t.test("TRUSTED_PROXIES: addresses and CIDR ranges, checked at start", async (t)
   t.match(checkTrustedProxy("10.0.0.0/33"), /prefix/);
   t.match(checkTrustedProxy("proxy.local"), /not an IP/);
   t.same(loadConfig({ TRUSTED_PROXIES: "" }).trustedProxies, [], "empty: trust no proxy");
-  t.same(loadConfig({}).trustedProxies, ["127.0.0.1", "::1"], "default: loopback");
+  t.same(loadConfig({}).trustedProxies, [], "default: none, only the socket's peer counts");
+  t.same(loadConfig({ TRUSTED_PROXIES: "127.0.0.1,::1" }).trustedProxies, ["127.0.0.1", "::1"], "loopback when a proxy on the host is meant");
   t.throws(() => loadConfig({ TRUSTED_PROXIES: "10.0.0.1,nope" }), { message: /TRUSTED_PROXIES: "nope" is not an IP/ }, "one clear line naming the bad entry");
 });

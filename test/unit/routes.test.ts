@@ -1,4 +1,6 @@
 import t from "tap";
+import { getOption } from "@bufbuild/protobuf";
+import { Credential, route as routeOption } from "../../gen/payments/v1/options_pb.ts";
 import { buildRoutes, isCanonicalPath, matchRoute } from "../../gateway/routes.ts";
 import { services } from "../../services/app/routes.ts";
 
@@ -173,4 +175,14 @@ t.test("canonical paths: the one spelling a route answers to", async (t) => {
   ]) {
     t.notOk(isCanonicalPath(path), `not canonical: ${JSON.stringify(path)}`);
   }
+});
+
+t.test("every route an API key or a site credential calls is rate-limited, and so is every public one", async (t) => {
+  for (const route of routes) {
+    if (([Credential.UNSPECIFIED, Credential.TEST_API_KEY, Credential.SITE_GATEWAY] as Credential[]).includes(route.option.credential) || route.template === "/api/v1/qr/{qr_public_id}") {
+      t.ok(route.option.rateLimited, `${route.httpMethod} ${route.template}`);
+    }
+  }
+  const checkSiteOrigin = services.flatMap((s) => s.methods).find((m) => m.name === "CheckSiteOrigin");
+  t.ok(checkSiteOrigin && getOption(checkSiteOrigin, routeOption).rateLimited, "CheckSiteOrigin (no REST route) too");
 });

@@ -67,11 +67,16 @@ export type Route = Message<"payments.v1.Route"> & {
   credential: Credential;
 
   /**
-   * Whether calls are limited, on every transport (REST, gRPC, Connect): a public
-   * route per client address (PUBLIC_RATE_LIMIT_PER_MINUTE; behind TRUSTED_PROXIES,
-   * the address X-Forwarded-For names), a credentialed route per credential
-   * (SITE_RATE_LIMIT_PER_MINUTE). Over the limit: 429 rate_limited with
-   * Retry-After (gRPC: RESOURCE_EXHAUSTED with a retry-after header).
+   * Whether calls are limited, on every transport (REST, gRPC, Connect), and by
+   * the caller's credential: an API key's reads (GET routes) and writes (the
+   * others) in two token buckets per key (API_READ_RATE_LIMIT,
+   * API_WRITE_RATE_LIMIT per API_RATE_LIMIT_SECONDS); a public route per client
+   * address (PUBLIC_RATE_LIMIT_PER_MINUTE; behind TRUSTED_PROXIES, the address
+   * X-Forwarded-For names); a site credential's creates per credential
+   * (SITE_RATE_LIMIT_PER_MINUTE) and its reads per credential and client address
+   * (SITE_READ_RATE_LIMIT_PER_MINUTE). Over the limit: 429 rate_limited with
+   * Retry-After (gRPC: RESOURCE_EXHAUSTED with ErrorDetail rate_limited and a
+   * retry-after header). Every API-key route sets it.
    *
    * @generated from field: bool rate_limited = 7;
    */
