@@ -72,6 +72,12 @@ export interface TestApp {
   databaseUrl: string;
 }
 
+/**
+ * Per-key rate limits lifted: a test sends requests as fast as the machine goes, and one that is
+ * not about the limits must not meet them on a fast machine (api-rate-limits.test.ts sets its own).
+ */
+const unlimitedKeys = { API_READ_RATE_LIMIT: "1000000", API_WRITE_RATE_LIMIT: "1000000" };
+
 export async function startTestApp(
   t: Teardown,
   env: Record<string, string> = {},
@@ -93,6 +99,7 @@ export async function startTestApp(
     RPC_PORT: "0",
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...unlimitedKeys,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -150,6 +157,7 @@ export async function startSplitTestApp(
     RPC_PORT: "0",
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...unlimitedKeys,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -168,6 +176,7 @@ export async function startSplitTestApp(
     RPC_PORT: "0",
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
+    ...unlimitedKeys,
     ...env,
     JETSTREAM_PREFIX: configured,
     RPC_URL: rpcUrl,
