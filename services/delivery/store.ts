@@ -17,17 +17,17 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
  * One statement where there were two, because a worker handed a message waits for this
  * transaction's commit.
  */
-export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string }[]>(
+export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string; endpointId: string }[]> {
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string }[]>(
     `update webhook_deliveries d set published_at = now()
        from (select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
       where d.id = due.id
-      returning d.id, d.republished, d.created_at`,
+      returning d.id, d.republished, d.created_at, d.endpoint_id`,
     [batch],
   );
   // RETURNING keeps no order: published oldest first, as they were taken.
   rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
-  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id }));
+  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id, endpointId: r.endpoint_id }));
 }
 
 // ---- the worker ----
