@@ -289,10 +289,25 @@ export async function republishStranded(em: EntityManager, maxAttempts: number, 
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }
 
-/** Puts a pending delivery back in the outbox, to be published as a new message. */
-export async function requeue(em: EntityManager, id: string): Promise<void> {
-  await em.execute(
-    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending'`,
+/** Puts a pending delivery back in the outbox, to be published as a new message; whether it was pending. */
+export async function requeue(em: EntityManager, id: string): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending' returning id`,
     [id],
   );
+  return rows.length > 0;
+}
+
+/**
+ * Puts a delivery held back by its endpoint's limits (no attempt made, the message `seq` its own
+ * or none yet) back in the outbox: its new message comes at the end of the stream, with
+ * JetStream's delivery count starting over. Whether it was still pending.
+ */
+export async function requeueHeldBack(em: EntityManager, id: string, seq: number): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set ${backToOutbox}
+      where id = ? and status = 'pending' and published_at is not null and (stream_seq is null or stream_seq = ?) returning id`,
+    [id, seq],
+  );
+  return rows.length > 0;
 }
