@@ -311,3 +311,27 @@ export async function requeueHeldBack(em: EntityManager, id: string, seq: number
   );
   return rows.length > 0;
 }
+
+/**
+ * An attempt a stopping worker gave up on (still running when its time to stop ran out): recorded
+ * as lost (outcome unknown, error worker_lost), and the delivery goes on as after a retryable
+ * outcome: pending, due `waitMs` from now, back in the outbox to be published again as a new
+ * message; or failed when it was the last attempt. Nothing is written when the delivery is no
+ * longer this attempt's. Returns whether it was written.
+ */
+export async function giveUpAttempt(em: EntityManager, deliveryId: string, number: number, startedAt: Date, last: boolean, waitMs: number): Promise<boolean> {
+  return em.transactional(async (tx) => {
+    const rows = await tx.execute<{ id: string }[]>(
+      last
+        ? `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', next_attempt_at = null, updated_at = now()
+            where id = ? and status = 'processing' and attempt_count = ? returning id`
+        : `update webhook_deliveries set status = 'pending', last_error = 'worker_lost', next_attempt_at = now() + make_interval(secs => ?),
+                  last_status_code = null, ${backToOutbox}
+            where id = ? and status = 'processing' and attempt_count = ? returning id`,
+      last ? [deliveryId, number] : [waitMs / 1000, deliveryId, number],
+    );
+    if (rows.length === 0) return false;
+    await recordLostAttempt(tx, deliveryId, number, startedAt);
+    return true;
+  });
+}

@@ -19,6 +19,7 @@ import {
   failAbandoned,
   failClaimed,
   finishAttempts,
+  giveUpAttempt,
   recordLostAttempt,
   requeueHeldBack,
   republishStranded,
@@ -42,6 +43,8 @@ export interface WorkerOptions {
   concurrency: number;
   /** How the worker shares its attempts between endpoints (see fairness.ts). */
   fairness: FairnessSettings;
+  /** How long a stop waits for attempts in flight before it records them as lost (default stopGraceMs). */
+  stopGraceMs?: number;
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
@@ -50,6 +53,12 @@ export interface WorkerOptions {
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
+
+/**
+ * How long a stopping worker waits for its attempts in flight. The app's whole stop has 15 s;
+ * an attempt still running after this is recorded as lost rather than left in processing.
+ */
+export const stopGraceMs = 5000;
 
 /** What a running worker shows to metrics. */
 export interface WorkerStats {
@@ -127,7 +136,10 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     }
   };
   const agent = deliveryAgent(o.concurrency);
-  const ctx: HandleContext = { o, batches, persist, agent };
+  let giveUp!: (v: typeof gaveUp) => void;
+  // Resolves when a stop has waited long enough for the attempts in flight.
+  const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
+  const ctx: HandleContext = { o, batches, persist, agent, givenUp };
 
   // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (a few
   // per endpoint, kept alive with working()), or goes back to JetStream until a slot may be free.
@@ -289,8 +301,11 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       }
       held.clear();
       heldCount = 0;
-      // Attempts in flight finish and record their outcome.
+      // Attempts in flight finish and record their outcome; those still running after the grace
+      // are recorded as lost (worker_lost) and put back in the outbox, so none is left processing.
+      const grace = setTimeout(() => giveUp(gaveUp), o.stopGraceMs ?? stopGraceMs);
       await Promise.allSettled(inflight);
+      clearTimeout(grace);
       await Promise.allSettled(chores);
       agent.destroy();
     },
@@ -307,7 +322,11 @@ interface HandleContext {
   batches: Batches;
   persist: <T>(write: () => Promise<T>) => Promise<T>;
   agent: https.Agent;
+  /** Resolves when a stop gives up on the attempts still in flight. */
+  givenUp: Promise<typeof gaveUp>;
 }
+
+const gaveUp = Symbol("gave up");
 
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
@@ -324,7 +343,7 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
 }
 
 /** Handles one message; when it made an attempt, how that ended (for the endpoint's share and circuit). */
-async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg): Promise<{ ending: Ending; durationMs: number } | undefined> {
+async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -372,10 +391,19 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
       msg.term();
       return undefined;
     }
-    const response = await attempt(o, agent, d);
+    const last = d.attempt >= o.schedule.maxAttempts;
+    const response = await Promise.race([attempt(o, agent, d), givenUp]);
+    if (response === gaveUp) {
+      // Stopping, and the attempt outlived the grace: recorded as lost, and its delivery goes on
+      // without this message (back in the outbox, or failed when it was the last attempt).
+      const written = await giveUpAttempt(o.db.em.fork(), d.id, d.attempt, startedAt, last, delayAfter(o.schedule, d.attempt)).catch(() => false);
+      // Not written (the database is away): JetStream hands the message out again after its
+      // deadline, and the next claim records the attempt as worker_lost.
+      if (written) msg.term();
+      return undefined;
+    }
     const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
     const outcome = classify(result);
-    const last = d.attempt >= o.schedule.maxAttempts;
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
     const finishedAt = Date.now();
     // The schedule follows our own attempt count (a re-published message starts its count again).
