@@ -18,22 +18,40 @@ export interface FairnessSettings {
 /** How an attempt ended, as the circuit sees it. */
 export type Ending = "answered" | "timeout" | "other";
 
-export type Decision = { start: true } | { start: false; retryInMs: number };
+/**
+ * Not now: `hold` is how many of the endpoint's messages may wait in the worker for its slots
+ * (more for an endpoint known to answer fast, whose slots free within moments); a message beyond
+ * that goes back to JetStream, for the time heldBack() says.
+ */
+export type Decision = { start: true } | { start: false; hold: number };
 
 interface EndpointState {
   running: number;
+  /** When the running attempts started, oldest first. */
+  started: number[];
   timeoutsInRow: number;
   /** Open: one attempt at a time until one is answered. */
   open: boolean;
-  /** Recent attempt duration (moving average), to guess when a slot frees. */
-  latencyMs: number | undefined;
+  /** When the last message held back for this endpoint is to come again: its place in a queue kept only as this time. */
+  nextAt: number | undefined;
 }
 
 /** The least wait before a held-back message comes back: a shorter one only spins. */
 export const minRetryInMs = 1000;
 
+/** The longest a message is sent away for at once: it comes again and is placed anew. */
+export const maxRetryInMs = 5 * 60_000;
+
+/** How long a message may be expected to wait in the worker for its endpoint's slot. */
+export const holdForMs = 1000;
+
+/** Endpoints whose recent attempt duration is remembered while idle (the least recent are forgotten). */
+const latencyMemory = 10_000;
+
 export class EndpointGate {
   private readonly endpoints = new Map<string, EndpointState>();
+  /** Recent attempt duration per endpoint (moving average), to guess when a slot frees. */
+  private readonly latency = new Map<string, number>();
   private readonly s: FairnessSettings;
   private readonly timeoutMs: number;
 
@@ -43,22 +61,42 @@ export class EndpointGate {
   }
 
   /** Whether an attempt to `endpoint` may start now; if it may, it is counted as running. */
-  tryStart(endpoint: string): Decision {
+  tryStart(endpoint: string, now = Date.now()): Decision {
     const e = this.state(endpoint);
-    if (e.running >= (e.open ? 1 : this.s.perEndpoint)) {
-      // A slot frees when one of the running attempts ends: about one recent attempt's time.
-      const guess = Math.min(this.timeoutMs, e.latencyMs ?? this.timeoutMs);
-      return { start: false, retryInMs: Math.max(minRetryInMs, Math.round(2 * guess)) };
+    const slots = e.open ? 1 : this.s.perEndpoint;
+    if (e.running >= slots) {
+      const latency = this.latency.get(endpoint);
+      // Many may wait for an endpoint known to be fast; for one not known, or slow, a share's worth.
+      const hold = latency === undefined ? slots : Math.min(64, Math.max(slots, Math.floor((slots * holdForMs) / Math.max(1, latency))));
+      return { start: false, hold };
     }
     e.running++;
+    e.started.push(now);
     return { start: true };
+  }
+
+  /**
+   * A message of `endpoint` goes back to JetStream: how long until it should come again. Each one
+   * held back takes the next place after the last, one attempt's time per slot apart (a recent
+   * attempt's time, at least as long as the oldest running one has taken, at least a second), so
+   * a backlog comes back at about the rate the endpoint takes it rather than all at once.
+   */
+  heldBack(endpoint: string, now = Date.now()): number {
+    const e = this.state(endpoint);
+    const slots = e.open ? 1 : this.s.perEndpoint;
+    const attemptMs = Math.max(minRetryInMs, this.latency.get(endpoint) ?? 0, now - (e.started[0] ?? now));
+    e.nextAt = Math.max(now + minRetryInMs, (e.nextAt ?? now) + attemptMs / slots);
+    return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
   }
 
   /** An attempt started by tryStart has ended. */
   finished(endpoint: string, ending: Ending, durationMs: number): void {
     const e = this.state(endpoint);
-    e.running = Math.max(0, e.running - 1);
-    e.latencyMs = e.latencyMs === undefined ? durationMs : 0.7 * e.latencyMs + 0.3 * durationMs;
+    this.stopped(e);
+    const before = this.latency.get(endpoint);
+    this.latency.delete(endpoint);
+    this.latency.set(endpoint, before === undefined ? durationMs : 0.7 * before + 0.3 * durationMs);
+    if (this.latency.size > latencyMemory) this.latency.delete(this.latency.keys().next().value!);
     if (ending === "timeout") {
       e.timeoutsInRow++;
       if (this.s.circuitTimeouts > 0 && e.timeoutsInRow >= this.s.circuitTimeouts) e.open = true;
@@ -73,8 +111,14 @@ export class EndpointGate {
   /** An attempt counted by tryStart never ran (its claim found nothing to send). */
   released(endpoint: string): void {
     const e = this.state(endpoint);
-    e.running = Math.max(0, e.running - 1);
+    this.stopped(e);
     this.forgetIfIdle(endpoint, e);
+  }
+
+  /** One running attempt fewer; attempts take about as long, so the oldest is taken to be the one that ended. */
+  private stopped(e: EndpointState): void {
+    e.running = Math.max(0, e.running - 1);
+    e.started.shift();
   }
 
   /** Attempts in flight per endpoint (endpoints with none are left out). */
@@ -94,13 +138,13 @@ export class EndpointGate {
   private state(endpoint: string): EndpointState {
     let e = this.endpoints.get(endpoint);
     if (!e) {
-      e = { running: 0, timeoutsInRow: 0, open: false, latencyMs: undefined };
+      e = { running: 0, started: [], timeoutsInRow: 0, open: false, nextAt: undefined };
       this.endpoints.set(endpoint, e);
     }
     return e;
   }
 
-  /** Endpoints that answer and are idle keep no state: the map holds only what is busy or failing. */
+  /** Endpoints that answer and are idle keep no state but their latency: the map holds only what is busy or failing. */
   private forgetIfIdle(endpoint: string, e: EndpointState): void {
     if (e.running === 0 && e.timeoutsInRow === 0 && !e.open) this.endpoints.delete(endpoint);
   }

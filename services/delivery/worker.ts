@@ -145,6 +145,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   // per endpoint, kept alive with working()), or goes back to JetStream until a slot may be free.
   const gate = new EndpointGate(o.fairness, o.timeoutMs);
   const held = new Map<string, { msg: JsMsg; heartbeat: NodeJS.Timeout }[]>();
+  // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy.
+  const maxHeld = 4 * o.concurrency;
   let heldCount = 0;
   let heldBack = 0;
   const chores = new Set<Promise<unknown>>();
@@ -194,7 +196,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     const decision = gate.tryStart(endpoint);
     if (decision.start) return run(msg, endpoint);
     const queue = held.get(endpoint) ?? [];
-    if (queue.length >= o.fairness.perEndpoint || heldCount >= o.concurrency) return holdBack(msg, decision.retryInMs);
+    if (queue.length >= decision.hold || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
     const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
     queue.push({ msg, heartbeat });
     held.set(endpoint, queue);

@@ -1,6 +1,6 @@
 import t from "tap";
 import { busiest } from "../../services/app/metrics.ts";
-import { EndpointGate, minRetryInMs } from "../../services/delivery/fairness.ts";
+import { EndpointGate, maxRetryInMs, minRetryInMs } from "../../services/delivery/fairness.ts";
 import { nakReaches, schedule } from "../../services/delivery/schedule.ts";
 
 const settings = { perEndpoint: 2, circuitTimeouts: 3 };
@@ -16,14 +16,35 @@ t.test("an endpoint runs at most its share; another endpoint is not held up by i
   t.same(g.tryStart("a"), { start: true }, "a slot freed by an answer is a's again");
 });
 
-t.test("a held-back message comes back after about two recent attempts' time, never sooner than a second", async (t) => {
+t.test("messages held back come again one attempt's time per slot apart, from at least a second on", async (t) => {
   const g = new EndpointGate(settings, 10_000);
-  g.tryStart("a");
-  g.tryStart("a");
-  t.same(g.tryStart("a"), { start: false, retryInMs: 20_000 }, "no latency known: twice the timeout");
-  g.finished("a", "answered", 100);
-  g.tryStart("a");
-  t.same(g.tryStart("a"), { start: false, retryInMs: minRetryInMs }, "fast answers: the least wait");
+  g.tryStart("a", 0);
+  g.tryStart("a", 0);
+  t.same(g.tryStart("a", 0), { start: false, hold: 2 }, "nothing known: a share's worth may wait in the worker");
+  t.same([g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0)], [1000, 1500, 2000, 2500], "just began: a second an attempt, 2 slots");
+  t.same([g.heldBack("a", 8000), g.heldBack("a", 8000)], [1000, 5000], "later: from a second on, and the oldest attempt has run 8 s: 4 s a place");
+  g.finished("a", "timeout", 10_000);
+  g.finished("a", "timeout", 10_000);
+  g.tryStart("a", 20_000);
+  g.tryStart("a", 20_000);
+  t.same([g.heldBack("a", 20_000), g.heldBack("a", 20_000)], [1000, 6000], "a slow endpoint (10 s): 5 s a place");
+  for (let i = 0; i < 200; i++) g.heldBack("a", 20_000);
+  t.equal(g.heldBack("a", 20_000), maxRetryInMs, "never more than 5 minutes at once");
+});
+
+t.test("an endpoint known to answer fast may have more messages waiting for its slots", async (t) => {
+  const g = new EndpointGate(settings, 10_000);
+  g.tryStart("b", 0);
+  g.finished("b", "answered", 50);
+  t.same(g.inFlight(), new Map(), "idle again");
+  g.tryStart("b", 100);
+  g.tryStart("b", 100);
+  t.same(g.tryStart("b", 100), { start: false, hold: 40 }, "its latency is remembered while idle: 2 slots × 1 s / 50 ms");
+  for (let i = 0; i < 20; i++) {
+    g.finished("b", "answered", 1);
+    g.tryStart("b", 100);
+  }
+  t.equal((g.tryStart("b", 100) as { hold: number }).hold, 64, "at most 64");
 });
 
 t.test("timeouts in a row open the circuit: one attempt at a time until one is answered", async (t) => {
@@ -34,6 +55,7 @@ t.test("timeouts in a row open the circuit: one attempt at a time until one is a
   }
   t.equal(g.openCircuits(), 1);
   t.same(g.tryStart("a"), { start: true }, "a probe");
+  t.equal((g.tryStart("a") as { hold: number }).hold, 1, "one waits for it");
   t.equal(g.tryStart("a").start, false, "only one at a time");
   g.finished("a", "other", 5);
   t.equal(g.openCircuits(), 1, "a refused connection is no answer");
