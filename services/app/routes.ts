@@ -36,7 +36,7 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(WebhookService, replayable(webhookService(deps)));
     router.service(SandboxService, replayable(sandboxService(deps)));
     router.service(ObservationService, replayable(observationService(deps)));
-    router.service(SiteService, replayable(siteService(deps)));
+    router.service(SiteService, replayable(siteService({ ...deps, transactionsOf })));
     router.service(CheckoutService, replayable(checkoutService({ ...deps, transactionsOf })));
     router.service(QrService, replayable(qrService()));
     router.service(ReadinessService, replayable(readinessService(deps)));

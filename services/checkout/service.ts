@@ -1,9 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckoutService } from "../../gen/payments/v1/shopper_pb.ts";
 import type { Intents } from "../intents/intents.ts";
-import type { TransactionsOf } from "../intents/service.ts";
+import { withTransactions, type TransactionsOf } from "../intents/service.ts";
 import { apiError } from "../platform/errors.ts";
-import { requestOf } from "../rpc/context.ts";
+import { oneSnapshot, requestOf } from "../rpc/context.ts";
 
 /** The id shape newId("pi") makes: anything else cannot be an intent, and is not looked up. */
 const intentIdPattern = /^pi_[0-9A-Za-z]{24}$/;
@@ -14,11 +14,15 @@ export function checkoutService(deps: { intents: Intents; transactionsOf: Transa
   return {
     async getCheckout(req, ctx) {
       const { em } = requestOf(ctx, "public");
-      const row = intentIdPattern.test(req.publicId) ? await intents.find(em, req.publicId) : undefined;
+      // With its outputs, from one snapshot: a payment in another asset is something the shopper must hear of.
+      const row = intentIdPattern.test(req.publicId)
+        ? await oneSnapshot(em, async (tx) => {
+            const found = await intents.find(tx, req.publicId);
+            return found && (await withTransactions(tx, transactionsOf, [found]))[0];
+          })
+        : undefined;
       if (!row) throw apiError("not_found", "No such payment.", "public_id");
-      // Its outputs too: a payment in another asset is something the shopper must hear of.
-      const transactions = row.amountReceived === null ? [] : ((await transactionsOf(em, [row.id])).get(row.id) ?? []);
-      return { data: intents.views.shopper({ ...row, transactions }), testMode: row.environment === "test" };
+      return { data: intents.views.shopper(row), testMode: row.environment === "test" };
     },
   };
 }

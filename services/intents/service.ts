@@ -78,7 +78,7 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
 }
 
 /** The intents with their transactions: one query, and none for intents that never saw one. */
-async function withTransactions(em: EntityManager, transactionsOf: TransactionsOf, rows: IntentRow[]): Promise<IntentRow[]> {
+export async function withTransactions(em: EntityManager, transactionsOf: TransactionsOf, rows: IntentRow[]): Promise<IntentRow[]> {
   const seen = rows.filter((r) => r.amountReceived !== null).map((r) => r.id);
   if (seen.length === 0) return rows;
   const byIntent = await transactionsOf(em, seen);

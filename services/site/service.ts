@@ -3,12 +3,13 @@ import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
 import { validateCreate } from "../intents/validate.ts";
-import { inTransaction, requestOf } from "../rpc/context.ts";
+import { inTransaction, oneSnapshot, requestOf } from "../rpc/context.ts";
+import { withTransactions, type TransactionsOf } from "../intents/service.ts";
 import { originAllowedByAnySite } from "./credentials.ts";
 
 /** SiteService: a web shop creates and reads its intents, and sees only the shopper view. */
-export function siteService(deps: { intents: Intents }): ServiceImpl<typeof SiteService> {
-  const { intents } = deps;
+export function siteService(deps: { intents: Intents; transactionsOf: TransactionsOf }): ServiceImpl<typeof SiteService> {
+  const { intents, transactionsOf } = deps;
   const { views } = intents;
   return {
     async createSitePaymentIntent(req, ctx) {
@@ -21,7 +22,9 @@ export function siteService(deps: { intents: Intents }): ServiceImpl<typeof Site
 
     async getSitePaymentIntent(req, ctx) {
       const { principal, em } = requestOf(ctx, "site");
-      return { data: views.shopper(await intents.get(em, principal, req.publicId)) };
+      // With its outputs, from one snapshot, as the checkout page reads it (other assets received).
+      const [row] = await oneSnapshot(em, async (tx) => withTransactions(tx, transactionsOf, [await intents.get(tx, principal, req.publicId)]));
+      return { data: views.shopper(row as NonNullable<typeof row>) };
     },
 
     async checkSiteOrigin(req, ctx) {

@@ -95,7 +95,7 @@ export type ShopperPaymentIntent = Message<"payments.v1.ShopperPaymentIntent"> &
   /**
    * Other assets of the network received at the deposit address (a shopper who sent USDT to a
    * USDC payment): they do not count, and the checkout page asks the shopper to contact the
-   * merchant. Filled in by the checkout page's reads.
+   * merchant.
    *
    * @generated from field: repeated string other_assets_received = 14;
    */
