@@ -26,12 +26,15 @@ const get = async (id: string, c = a) => (await call(base, "GET", `${intentsPath
 const pay = (pi: { deposit_address: string }, ...btc: string[]) => chain.pay(btc.map((amount) => ({ address: pi.deposit_address, btc: amount })));
 type Tx = { tx_hash: string; output_index: number; confirmations: number; counted: boolean; amount: string };
 
-/** Waits until the intent shows every output of `txid` at `confirmations` (a GET is one snapshot: its status goes with them). */
-function seen(id: string, txid: string, confirmations: number) {
-  return until(`${id} shows ${txid} at ${confirmations} confirmations`, async () => {
+/**
+ * Waits until the intent shows `outputs` outputs of `txid`, every one at `confirmations` (a GET is
+ * one snapshot: its status goes with them; the outputs of one transaction are recorded one by one).
+ */
+function seen(id: string, txid: string, confirmations: number, outputs = 1) {
+  return until(`${id} shows ${outputs} output(s) of ${txid} at ${confirmations} confirmations`, async () => {
     const pi = await get(id);
-    const outputs = (pi.transactions ?? []).filter((x: Tx) => x.tx_hash === txid);
-    return outputs.length > 0 && outputs.every((x: Tx) => x.confirmations === confirmations) ? pi : undefined;
+    const found = (pi.transactions ?? []).filter((x: Tx) => x.tx_hash === txid);
+    return found.length >= outputs && found.every((x: Tx) => x.confirmations === confirmations) ? pi : undefined;
   }, 20_000, () => "");
 }
 
@@ -59,7 +62,7 @@ t.test("two outputs of one transaction add up; a top-up in a later one too", asy
   const pi = await createIntent({ requested_amount: "1" });
   const split = await pay(pi, "0.25", "0.5");
   await chain.mine(2);
-  let now = await seen(pi.public_id, split.txid, 2);
+  let now = await seen(pi.public_id, split.txid, 2, 2);
   t.equal(now.status, "underpaid", "0.75 of 1");
   t.equal(now.amount_received, "0.75");
   t.same(now.transactions.map((x: Tx) => [x.output_index, x.amount]).sort(), [[0, "0.25"], [1, "0.5"]], "each output by its index");
