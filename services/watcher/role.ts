@@ -127,13 +127,12 @@ class ChainWatch {
   readonly #signal: AbortSignal;
   readonly #labels: { network: string; environment: string };
   readonly #source: ChainSource;
+  /** The node and what is read of it; the follower reads through #source, its failures marked as the node's. */
   readonly #reader: ChainReader;
-  readonly #closeNode: () => Promise<void>;
   readonly #chains;
   readonly #observations;
   readonly #headers: Record<string, string>;
   readonly #log: Logger;
-  readonly #watched: WatchedAddresses;
   #cursor: string | undefined;
   #resyncAt = 0;
   #follower: Follower | undefined;
@@ -160,11 +159,8 @@ class ChainWatch {
     this.#m = m;
     this.#signal = signal;
     this.#labels = { network: e.network, environment: e.environment };
-    const reader = chainReader(e);
-    this.#reader = reader;
-    this.#source = this.#guarded(reader.source);
-    this.#watched = reader.watched;
-    this.#closeNode = reader.close;
+    this.#reader = chainReader(e);
+    this.#source = this.#guarded(this.#reader.source);
     const core = o.coreFor(e.environment);
     this.#chains = createClient(ChainService, core.transport);
     this.#observations = createClient(ObservationService, core.transport);
@@ -219,7 +215,7 @@ class ChainWatch {
       }
     }
     this.#m.active.set(this.#labels, 0);
-    await this.#closeNode().catch(() => undefined);
+    await this.#reader.close().catch(() => undefined);
     this.#log.info("chain watcher stopped");
   }
 
@@ -421,17 +417,17 @@ class ChainWatch {
     for (;;) {
       const page = await this.#listWatched(cursor);
       if (full) fresh.push(...page.addresses);
-      else for (const a of page.addresses) this.#watched.add(a);
+      else for (const a of page.addresses) this.#reader.watched.add(a);
       cursor = page.nextCursor;
       if (!page.hasMore) break;
     }
     if (full) {
-      this.#watched.clear();
-      for (const a of fresh) this.#watched.add(a);
+      this.#reader.watched.clear();
+      for (const a of fresh) this.#reader.watched.add(a);
       this.#resyncAt = Date.now() + resyncMs;
     }
     this.#cursor = cursor;
-    this.#m.watched.set(this.#labels, this.#watched.size);
+    this.#m.watched.set(this.#labels, this.#reader.watched.size);
   }
 
   #listWatched(cursor: string | undefined) {
