@@ -26,4 +26,15 @@ contract TestToken {
         emit Transfer(msg.sender, to, value);
         return true;
     }
+
+    /// Two payments in one transaction (two Transfer logs): what a batch payout or a router does.
+    function transferBoth(address a, uint256 va, address b, uint256 vb) external returns (bool) {
+        require(balanceOf[msg.sender] >= va + vb, "balance too low");
+        balanceOf[msg.sender] -= va + vb;
+        balanceOf[a] += va;
+        balanceOf[b] += vb;
+        emit Transfer(msg.sender, a, va);
+        emit Transfer(msg.sender, b, vb);
+        return true;
+    }
 }

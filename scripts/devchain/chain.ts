@@ -27,6 +27,13 @@ export const payerKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efc
 export const tokenAbi = [
   { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] },
   { type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] },
+  {
+    type: "function",
+    name: "transferBoth",
+    stateMutability: "nonpayable",
+    inputs: [{ name: "a", type: "address" }, { name: "va", type: "uint256" }, { name: "b", type: "address" }, { name: "vb", type: "uint256" }],
+    outputs: [{ type: "bool" }],
+  },
   { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "a", type: "address" }], outputs: [{ type: "uint256" }] },
 ] as const;
 
@@ -80,6 +87,11 @@ export interface DevChainOptions {
   blockTimeSeconds?: number;
   network?: "ethereum" | "polygon";
   host?: string;
+  /**
+   * Block 0's time, and every later block 12 s after the one before: two chains started alike and
+   * given the same transactions are the same blocks, hash for hash (a test's two branches of one chain).
+   */
+  genesisTimestamp?: number;
 }
 
 /** Starts anvil, places the Test tokens of `network` at their asset-table addresses, and mints the payer 1,000,000 of each. */
@@ -88,6 +100,7 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
   const chainId = o.chainId ?? (network === "ethereum" ? 11155111 : 80002);
   const args = ["--port", String(o.port ?? 0), "--host", o.host ?? "127.0.0.1", "--chain-id", String(chainId)];
   args.push(...(o.blockTimeSeconds ? ["--block-time", String(o.blockTimeSeconds)] : ["--no-mining"]));
+  if (o.genesisTimestamp !== undefined) args.push("--timestamp", String(o.genesisTimestamp));
   const child = spawn(anvilPath(), args, { stdio: ["ignore", "pipe", "pipe"] });
   const port = await new Promise<number>((resolve, reject) => {
     let out = "";
@@ -115,6 +128,7 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
   const test = createTestClient({ chain, mode: "anvil", transport });
   const wallet = createWalletClient({ chain, transport, account: payer });
   const tokens: Record<string, Hex> = {};
+  if (o.genesisTimestamp !== undefined) await test.request({ method: "anvil_setBlockTimestampInterval" as never, params: [12] as never });
   const code = testTokenCode();
   const mints: Hex[] = [];
   for (const a of assets.filter((a) => a.network === network && a.contract)) {

@@ -6,7 +6,7 @@ import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../webhooks/deliver
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
 import { ChainObservation, RejectedObservation } from "../observations/entities.ts";
-import { ChainNodeReport, ChainWatcher } from "../chains/entities.ts";
+import { ChainBlock, ChainNodeReport, ChainWatcher } from "../chains/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
@@ -35,6 +35,7 @@ export const entities = [
   QrConfiguration,
   SecretKeyCheck,
   ChainWatcher,
+  ChainBlock,
   ChainNodeReport,
   ConfirmationPolicy,
   MerchantPolicy,

@@ -13,7 +13,7 @@ import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { adminService } from "../admin/service.ts";
 import { chainService, type ChainDeps } from "../chains/service.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
-import { observationService } from "../observations/service.ts";
+import { observationService } from "../chains/observation-service.ts";
 import { transactionsOf } from "../observations/store.ts";
 import { qrService } from "../qr/service.ts";
 import { readinessService, type ReadinessDeps } from "../readiness/service.ts";

@@ -3,7 +3,8 @@ import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
 /**
  * One row per chain (a network in an environment) that a watcher follows: who holds the lease
  * on following it, and the durable position the active watcher saved (every block up to
- * `height` processed; `recent_blocks`, oldest first, to tell a reorg after a restart).
+ * `height` reported: the core's best tip, kept in chain_blocks). `recent_blocks` is what watchers
+ * saved before the core kept the chain (chain_blocks was seeded from it); nothing writes it now.
  */
 export const ChainWatcher = defineEntity({
   name: "ChainWatcher",
@@ -39,3 +40,27 @@ export const ChainNodeReport = defineEntity({
   },
 });
 export type ChainNodeReport = InferEntity<typeof ChainNodeReport>;
+
+/**
+ * The blocks of a chain as its watcher reported them, by hash: the core's own copy of the chain
+ * (as NBXplorer keeps one). `best` marks the best chain the core follows; a fork clears it on the
+ * blocks left behind and sets it on those that come back. Outputs count by their block's place on
+ * it. Blocks far below the tip are pruned: nothing that deep can be forked away.
+ */
+export const ChainBlock = defineEntity({
+  name: "ChainBlock",
+  tableName: "chain_blocks",
+  properties: {
+    network: p.string().length(32).primary(),
+    environment: p.string().length(8).primary(),
+    hash: p.string().length(200).primary(),
+    height: p.bigint("number"),
+    /** Null only for blocks carried over from a watcher's saved position, which had no parent hash. */
+    parentHash: p.string().length(200).nullable(),
+    time: p.datetime().length(3).nullable(),
+    best: p.boolean(),
+    reportedAt: p.datetime().length(3),
+  },
+  indexes: [{ properties: ["network", "environment", "best", "height"] }],
+});
+export type ChainBlock = InferEntity<typeof ChainBlock>;

@@ -1,15 +1,17 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { ChainService, type ChainPosition } from "../../gen/payments/v1/chains_pb.ts";
+import { ChainService, type ReportBlocksRequest } from "../../gen/payments/v1/chains_pb.ts";
 import type { Environment } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
-import { highestFixedConfirmations, oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
+import { oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { apiError, validationError } from "../platform/errors.ts";
-import { chainRequest } from "../rpc/context.ts";
-import { assets, followedNetworks } from "../vocabulary/assets.ts";
-import { highestConfirmations } from "../policy/policy.ts";
-import { claimChain, reportNode, savePosition, type BlockRef, type Chain } from "./store.ts";
+import { validationError } from "../platform/errors.ts";
+import { chainRequest, inTransaction } from "../rpc/context.ts";
+import { followedNetworks } from "../vocabulary/assets.ts";
+import { recentBest } from "./blocks.ts";
+import { applyReport, type BlockReport } from "./report.ts";
+import { requiredOnChain } from "./required.ts";
+import { claimChain, reportNode, type Chain } from "./store.ts";
 import { decodeWatchedCursor, encodeWatchedCursor, positionAfter } from "./watched-cursor.ts";
 
 
@@ -33,15 +35,28 @@ function checkWatcherId(id: string): void {
   if (id.length < 1 || id.length > 100 || !/^[\x21-\x7e]+$/.test(id)) throw validationError("watcher_id", `"watcher_id" must be 1 to 100 printable ASCII characters without spaces.`);
 }
 
-function positionOf(p: ChainPosition | undefined): { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined } {
-  if (!p) throw validationError("position", `"position" is required.`);
-  if (p.recentBlocks.length > maxRecentBlocks) throw validationError("position.recent_blocks", `At most ${maxRecentBlocks} recent blocks.`);
-  const recentBlocks = p.recentBlocks.map((b, i) => {
-    if (!blockHashPattern.test(b.hash)) throw validationError(`position.recent_blocks[${i}].hash`, "Not a block hash (64 hex digits, 0x optional).");
-    return { height: Number(b.height), hash: b.hash.toLowerCase() };
+/** A report as the core applies it: hashes checked and lowercased, heights in range. */
+function reportOf(req: ReportBlocksRequest): BlockReport {
+  if (req.genesisHash !== "" && !blockHashPattern.test(req.genesisHash)) throw validationError("genesis_hash", "Not a block hash (64 hex digits, 0x optional).");
+  const blocks = req.blocks.map((b, i) => {
+    if (!blockHashPattern.test(b.hash)) throw validationError(`blocks[${i}].hash`, "Not a block hash (64 hex digits, 0x optional).");
+    if (!blockHashPattern.test(b.parentHash)) throw validationError(`blocks[${i}].parent_hash`, "Not a block hash (64 hex digits, 0x optional).");
+    if (b.height > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError(`blocks[${i}].height`, `"height" is too large.`);
+    return {
+      height: Number(b.height),
+      hash: b.hash.toLowerCase(),
+      parentHash: b.parentHash.toLowerCase(),
+      time: b.time && timestampDate(b.time),
+      outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
+    };
   });
-  if (p.genesisHash !== "" && !blockHashPattern.test(p.genesisHash)) throw validationError("position.genesis_hash", "Not a block hash (64 hex digits, 0x optional).");
-  return { height: Number(p.height), recentBlocks, genesisHash: p.genesisHash === "" ? undefined : p.genesisHash.toLowerCase() };
+  return {
+    watcherId: req.watcherId,
+    epoch: Number(req.leaseEpoch),
+    genesisHash: req.genesisHash === "" ? undefined : req.genesisHash.toLowerCase(),
+    blocks,
+    head: { height: Number(req.headHeight), time: req.headTime && timestampDate(req.headTime) },
+  };
 }
 
 /** ChainService's handlers: what a chain watcher needs besides ObservationService (internal callers of the observe role). */
@@ -54,42 +69,40 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       checkWatcherId(req.watcherId);
       if (req.leaseSeconds < 5 || req.leaseSeconds > 300) throw validationError("lease_seconds", `"lease_seconds" must be 5 to 300.`);
       const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
-      // The most any output on the chain can need: merchants' rules now, and the counts open intents
-      // were created with (a rule lowered or removed since does not lower theirs).
-      const highest = Math.max(
-        await highestConfirmations(em, chain.environment, chain.network),
-        await highestFixedConfirmations(em, chain, deps.latePaymentWindowSeconds),
-      );
-      const requiredConfirmations: Record<string, number> = {};
-      for (const a of assets.filter((a) => a.network === chain.network)) requiredConfirmations[a.asset] = Math.max(intents.requiredConfirmations(a), highest);
+      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.latePaymentWindowSeconds);
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.latePaymentWindowSeconds);
+      // The position is the core's best tip and the blocks below it: enough to find where a fork as
+      // deep as the deepest count left the chain, and some.
+      const recent = await recentBest(em, chain, Math.min(maxRecentBlocks, 2 * Math.max(1, ...Object.values(requiredConfirmations)) + 16));
+      const top = recent.at(-1);
+      const height = top?.height ?? row.height;
       return {
         active,
         holder: row.holder,
         leaseExpiresAt: timestampFromDate(row.leaseExpiresAt),
         position:
-          row.height === null
+          height === null
             ? undefined
-            : { height: BigInt(row.height), recentBlocks: (row.recentBlocks ?? []).map((b) => ({ height: BigInt(b.height), hash: b.hash })), genesisHash: row.genesisHash ?? "" },
+            : { height: BigInt(height), recentBlocks: recent.map((b) => ({ height: BigInt(b.height), hash: b.hash })), genesisHash: row.genesisHash ?? "" },
         requiredConfirmations,
         epoch: BigInt(row.epoch),
         oldestWatchedCreatedAt: oldest && timestampFromDate(oldest),
       };
     },
 
-    async saveChainPosition(req, ctx) {
+    async reportBlocks(req, ctx) {
       const { em, environment } = chainRequest(ctx);
       const chain = chainOf(environment, req.network);
       checkWatcherId(req.watcherId);
-      const position = positionOf(req.position);
-      const saved = await savePosition(em, chain, req.watcherId, position, {
-        height: Number(req.headHeight),
-        time: req.headTime && timestampDate(req.headTime),
-      });
-      if (!saved) {
-        throw apiError("invalid_state", `Watcher ${req.watcherId} does not hold the lease on ${chain.network} (${chain.environment}): claim it first; another watcher may have taken over.`, "watcher_id");
-      }
-      return {};
+      const report = reportOf(req);
+      const outcome = await inTransaction(em, (tx) => applyReport(tx, deps, chain, report));
+      return {
+        tip: outcome.tip && { height: BigInt(outcome.tip.height), hash: outcome.tip.hash },
+        appended: outcome.appended,
+        orphaned: outcome.orphaned,
+        rejected: outcome.rejected,
+        settled: outcome.settled,
+      };
     },
 
     async reportChainNode(req, ctx) {

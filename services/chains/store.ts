@@ -71,24 +71,6 @@ export async function claimChain(em: EntityManager, chain: Chain, watcherId: str
   return { active: false, row: fromDb(held as DbRow) };
 }
 
-/** Saves the position if `watcherId` still holds an unexpired lease; false when it does not. */
-export async function savePosition(
-  em: EntityManager,
-  chain: Chain,
-  watcherId: string,
-  position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined },
-  head: { height: number; time: Date | undefined },
-): Promise<boolean> {
-  // A watcher that does not know the genesis (an older one) keeps the one saved.
-  const rows = await em.execute<{ holder: string }[]>(
-    `update chain_watchers set height = ?, recent_blocks = ?::jsonb, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash)
-      where network = ? and environment = ? and holder = ? and lease_expires_at > now()
-      returning holder`,
-    [position.height, JSON.stringify(position.recentBlocks), head.height, head.time ?? null, position.genesisHash ?? null, chain.network, chain.environment, watcherId],
-  );
-  return rows.length === 1;
-}
-
 /** How long a watcher's word on its node is kept: a process gone for a day says nothing more. */
 const reportKeptSeconds = 86_400;
 

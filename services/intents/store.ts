@@ -224,7 +224,16 @@ export async function updateStatus(em: EntityManager, row: IntentRow, to: string
 }
 
 export async function updateAmountReceived(em: EntityManager, id: string, amount: string, at: Date): Promise<void> {
-  await em.execute(`update payment_intents set amount_received = ?, updated_at = ? where id = ?`, [amount, at, id]);
+  await updateAmountsReceived(em, [{ id, amount }], at);
+}
+
+/** Saves several intents' amount_received in one statement. */
+export async function updateAmountsReceived(em: EntityManager, amounts: readonly { id: string; amount: string }[], at: Date): Promise<void> {
+  if (amounts.length === 0) return;
+  await em.execute(
+    `update payment_intents i set amount_received = a.amount::numeric, updated_at = ? from json_to_recordset(?::json) as a(id text, amount text) where i.id = a.id`,
+    [at, JSON.stringify(amounts)],
+  );
 }
 
 /** The intent whose deposit address this is on the chain (network and environment), locked for the caller's transaction. */
@@ -323,4 +332,14 @@ export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network
     [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
   );
   return row?.at ? new Date(row.at) : undefined;
+}
+
+/** The intents whose deposit addresses are among `addresses` on the chain, by address. */
+export async function intentIdsByAddress(em: EntityManager, chain: { network: string; environment: string }, addresses: readonly string[]): Promise<Map<string, string>> {
+  if (addresses.length === 0) return new Map();
+  const rows = await em.execute<{ id: string; deposit_address: string }[]>(
+    `select id, deposit_address from payment_intents where network = ? and environment = ? and deposit_address = any(?::text[])`,
+    [chain.network, chain.environment, `{${addresses.join(",")}}`],
+  );
+  return new Map(rows.map((r) => [r.deposit_address, r.id]));
 }

@@ -35,6 +35,7 @@ export const ChainObservation = defineEntity({
   },
   indexes: [
     { properties: ["network", "environment", "blockHash"] },
+    { properties: ["network", "environment", "blockHeight"] },
     { properties: ["network", "environment", "toAddress"] },
     { properties: ["paymentIntentId", "createdAt", "id"] },
   ],

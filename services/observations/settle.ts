@@ -3,9 +3,9 @@ import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { impliedStatus, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
 import { isStatus } from "../intents/status.ts";
-import { updateAmountReceived, type IntentRow } from "../intents/store.ts";
+import { updateAmountsReceived, type IntentRow } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { observationsOf, setCounted, toFact } from "./store.ts";
+import { observationsOfMany, setCounted, toFact } from "./store.ts";
 
 /**
  * Brings a locked intent in line with its outputs: decides which count (the
@@ -15,44 +15,71 @@ import { observationsOf, setCounted, toFact } from "./store.ts";
  * the caller's transaction.
  */
 export async function settle(tx: EntityManager, intents: Intents, locked: IntentRow, now: Date): Promise<IntentRow> {
-  const asset = findAsset(locked.network, locked.asset);
-  if (!asset) throw new Error(`intent ${locked.id} has an unknown asset`);
-  const required = intents.confirmationsOf(locked);
-  let row = locked;
-  const expired = now.getTime() >= row.expiresAt.getTime();
-  // Past its expiry an unpaid intent is expired, whether or not the scheduler got there first:
-  // funds that count from now on are late.
-  const expireFirst = expired && (row.status === "pending" || row.status === "underpaid");
-  const lateFromNow = expireFirst || row.status === "expired" || row.status === "late";
+  return (await settleMany(tx, intents, [locked], now))[0] as IntentRow;
+}
 
-  const outputs = await observationsOf(tx, row.id);
+/**
+ * settle() for many locked intents at once: their outputs read in one statement, what counts and
+ * amount_received saved in one statement each, and only the intents whose status moves go
+ * through intents.transition() (each move's event once).
+ */
+export async function settleMany(tx: EntityManager, intents: Intents, locked: readonly IntentRow[], now: Date): Promise<IntentRow[]> {
+  if (locked.length === 0) return [];
+  const outputsOf = await observationsOfMany(tx, locked.map((r) => r.id));
   const changes: { id: number; counted: boolean; countedLate: boolean }[] = [];
-  const funds: Funds = { counted: 0n, countedLate: 0n };
-  for (const o of outputs) {
-    const counts = uncountedReason(o, { asset: row.asset, requiredConfirmations: required }) === undefined;
-    const late = counts && (o.counted ? o.countedLate : lateFromNow);
-    if (counts !== o.counted || late !== o.countedLate) {
-      changes.push({ id: o.id, counted: counts, countedLate: late });
-      o.counted = counts;
-      o.countedLate = late;
+  const amounts: { id: string; amount: string }[] = [];
+  const plans = locked.map((row) => {
+    const asset = findAsset(row.network, row.asset);
+    if (!asset) throw new Error(`intent ${row.id} has an unknown asset`);
+    const required = intents.confirmationsOf(row);
+    const expired = now.getTime() >= row.expiresAt.getTime();
+    // Past its expiry an unpaid intent is expired, whether or not the scheduler got there first:
+    // funds that count from now on are late.
+    const expireFirst = expired && (row.status === "pending" || row.status === "underpaid");
+    const lateFromNow = expireFirst || row.status === "expired" || row.status === "late";
+    const outputs = outputsOf.get(row.id) ?? [];
+    const funds: Funds = { counted: 0n, countedLate: 0n };
+    for (const o of outputs) {
+      const counts = uncountedReason(o, { asset: row.asset, requiredConfirmations: required }) === undefined;
+      const late = counts && (o.counted ? o.countedLate : lateFromNow);
+      if (counts !== o.counted || late !== o.countedLate) {
+        changes.push({ id: o.id, counted: counts, countedLate: late });
+        o.counted = counts;
+        o.countedLate = late;
+      }
+      if (counts) {
+        const units = toUnits(o.amount, asset.decimals);
+        funds.counted += units;
+        if (late) funds.countedLate += units;
+      }
     }
-    if (counts) {
-      const units = toUnits(o.amount, asset.decimals);
-      funds.counted += units;
-      if (late) funds.countedLate += units;
-    }
-  }
+    const amountReceived = outputs.length > 0 ? fromUnits(funds.counted, asset.decimals) : null;
+    if (amountReceived !== null && amountReceived !== row.amountReceived) amounts.push({ id: row.id, amount: amountReceived });
+    return { row: { ...row, amountReceived, transactions: outputs.map(toFact) }, asset, funds, expired, expireFirst };
+  });
   await setCounted(tx, changes, now);
-  const amountReceived = outputs.length > 0 ? fromUnits(funds.counted, asset.decimals) : null;
-  if (amountReceived !== null && amountReceived !== row.amountReceived) await updateAmountReceived(tx, row.id, amountReceived, now);
-  row = { ...row, amountReceived, transactions: outputs.map(toFact) };
+  await updateAmountsReceived(tx, amounts, now);
 
+  const settled: IntentRow[] = [];
+  for (const plan of plans) settled.push(await move(tx, intents, plan, now));
+  return settled;
+}
+
+/** Moves one settled intent to the status its funds and expiry imply. */
+async function move(
+  tx: EntityManager,
+  intents: Intents,
+  plan: { row: IntentRow; asset: { decimals: number }; funds: Funds; expired: boolean; expireFirst: boolean },
+  now: Date,
+): Promise<IntentRow> {
+  let { row } = plan;
+  const { funds, expired } = plan;
   // Each move of one settlement gets its own millisecond, so its events order by created_at.
   let moves = 0;
   const at = () => new Date(now.getTime() + moves++);
-  if (expireFirst) row = await intents.expire(tx, row, at());
+  if (plan.expireFirst) row = await intents.expire(tx, row, at());
   if (!isStatus(row.status)) return row;
-  const requested = toUnits(row.requestedAmount, asset.decimals);
+  const requested = toUnits(row.requestedAmount, plan.asset.decimals);
   const tolerance = row.underpaymentToleranceBps;
   const target = impliedStatus(row.status, requested, funds, expired, tolerance);
   if (target === row.status) return row;

@@ -118,6 +118,19 @@ export async function observationsOf(em: EntityManager, intentId: string): Promi
   return rows.map(fromDb);
 }
 
+/** The outputs of several intents, each intent's oldest first. */
+export async function observationsOfMany(em: EntityManager, intentIds: readonly string[]): Promise<Map<string, ObservationRow[]>> {
+  const byIntent = new Map<string, ObservationRow[]>();
+  if (intentIds.length === 0) return byIntent;
+  const rows = await em.execute<DbRow[]>(`select ${columns} from chain_observations where payment_intent_id = any(?::text[]) order by created_at, id`, [`{${intentIds.join(",")}}`]);
+  for (const r of rows.map(fromDb)) {
+    const list = byIntent.get(r.paymentIntentId as string) ?? [];
+    list.push(r);
+    byIntent.set(r.paymentIntentId as string, list);
+  }
+  return byIntent;
+}
+
 /** Saves what settlement decided for each output. */
 export async function setCounted(em: EntityManager, changes: readonly { id: number; counted: boolean; countedLate: boolean }[], at: Date): Promise<void> {
   if (changes.length === 0) return;
@@ -239,5 +252,132 @@ export async function listRejections(em: EntityManager, limit: number) {
     `select network, environment, tx_hash, output_index, asset, to_address, amount, block_hash, reason, reports, first_at, last_at
        from chain_rejected_observations order by last_at desc, tx_hash, output_index limit ?`,
     [limit],
+  );
+}
+
+/** An output of a reported block, with the intent whose deposit address it paid (null: none). */
+export interface BlockOutput {
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  blockHeight: number;
+  blockHash: string;
+  observedAt: Date;
+  intentId: string | null;
+}
+
+/**
+ * Records the outputs of reported blocks in one statement. An output already recorded is the
+ * same output wherever its transaction is mined: it moves to the reported block and is live
+ * again (its confirmations start over in a block it was not in). One recorded with another
+ * address, asset or amount is left as it is and returned, for the caller to reject.
+ */
+export async function upsertBlockOutputs(em: EntityManager, chain: { network: string; environment: Environment }, outputs: readonly BlockOutput[], at: Date): Promise<BlockOutput[]> {
+  if (outputs.length === 0) return [];
+  const rows = await em.execute<{ tx_hash: string; output_index: number }[]>(
+    `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
+       observed_at, payment_intent_id, simulated, created_at, updated_at)
+     select ?, ?, o.asset, o.to_address, o.tx_hash, o.output_index, o.amount::numeric, 0, o.block_height, o.block_hash, o.observed_at, o.intent_id, false, ?, ?
+       from json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text, block_height bigint, block_hash text, observed_at timestamptz, intent_id text)
+     on conflict (network, environment, tx_hash, output_index) do update set
+       confirmations = case when chain_observations.block_hash = excluded.block_hash then chain_observations.confirmations else 0 end,
+       block_height = excluded.block_height, block_hash = excluded.block_hash, observed_at = excluded.observed_at,
+       orphaned = false, updated_at = excluded.updated_at
+       where chain_observations.asset = excluded.asset and chain_observations.to_address = excluded.to_address and chain_observations.amount = excluded.amount
+     returning tx_hash, output_index`,
+    [
+      chain.network,
+      chain.environment,
+      at,
+      at,
+      JSON.stringify(
+        outputs.map((o) => ({
+          asset: o.asset,
+          to_address: o.toAddress,
+          tx_hash: o.txHash,
+          output_index: o.outputIndex,
+          amount: o.amount,
+          block_height: o.blockHeight,
+          block_hash: o.blockHash,
+          observed_at: o.observedAt.toISOString(),
+          intent_id: o.intentId,
+        })),
+      ),
+    ],
+  );
+  const taken = new Set(rows.map((r) => `${r.tx_hash}:${r.output_index}`));
+  return outputs.filter((o) => !taken.has(`${o.txHash}:${o.outputIndex}`));
+}
+
+/** The intents with outputs in the given blocks (to lock before their outputs change). */
+export async function intentsInBlocks(em: EntityManager, chain: { network: string; environment: Environment }, blockHashes: readonly string[]): Promise<string[]> {
+  if (blockHashes.length === 0) return [];
+  const rows = await em.execute<{ payment_intent_id: string }[]>(
+    `select distinct payment_intent_id from chain_observations where network = ? and environment = ? and block_hash = any(?::text[]) and payment_intent_id is not null`,
+    [chain.network, chain.environment, `{${blockHashes.join(",")}}`],
+  );
+  return rows.map((r) => r.payment_intent_id);
+}
+
+/**
+ * The intents with live outputs above `height` whose confirmations may change what counts: those
+ * that do not count yet as the tip moves up, and (`counted`, after a fork) those that do.
+ */
+export async function intentsAwaitingConfirmations(em: EntityManager, chain: { network: string; environment: Environment }, aboveHeight: number, counted = false): Promise<string[]> {
+  const rows = await em.execute<{ payment_intent_id: string }[]>(
+    `select distinct payment_intent_id from chain_observations
+      where network = ? and environment = ? and block_height > ? and not orphaned and (? or not counted) and payment_intent_id is not null`,
+    [chain.network, chain.environment, aboveHeight, counted],
+  );
+  return rows.map((r) => r.payment_intent_id);
+}
+
+/**
+ * The intents with an output of their own asset above `aboveHeight` that does not count yet but
+ * has, at `tip`, the confirmations its intent needs (the intent's fixed count, else its asset's
+ * default in `defaults`): the ones a tip moving up may settle.
+ */
+export async function intentsReachingConfirmations(
+  em: EntityManager,
+  chain: { network: string; environment: Environment },
+  tip: number,
+  aboveHeight: number,
+  defaults: Readonly<Record<string, number>>,
+): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `select distinct i.id from chain_observations o join payment_intents i on i.id = o.payment_intent_id
+      where o.network = ? and o.environment = ? and o.block_height > ? and not o.orphaned and not o.counted and o.asset = i.asset
+        and ? - o.block_height + 1 >= coalesce(i.required_confirmations, (?::jsonb ->> i.asset)::int)`,
+    [chain.network, chain.environment, aboveHeight, tip, JSON.stringify(defaults)],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The outputs of blocks that left the best chain stop counting (0 confirmations); those of blocks that came back are live again. */
+export async function setOrphaned(em: EntityManager, chain: { network: string; environment: Environment }, blockHashes: readonly string[], orphaned: boolean, at: Date): Promise<number> {
+  if (blockHashes.length === 0) return 0;
+  const rows = await em.execute<{ id: string }[]>(
+    `update chain_observations set orphaned = ?, confirmations = case when ? then 0 else confirmations end, updated_at = ?
+      where network = ? and environment = ? and block_hash = any(?::text[]) and orphaned <> ? returning id`,
+    [orphaned, orphaned, at, chain.network, chain.environment, `{${blockHashes.join(",")}}`, orphaned],
+  );
+  return rows.length;
+}
+
+/**
+ * Derives confirmations from the best chain: an output in a best-chain block at or below the tip
+ * has the tip's height minus its block's plus one. Only outputs above `aboveHeight` are touched
+ * (deeper ones have every confirmation they can need).
+ */
+export async function deriveConfirmations(em: EntityManager, chain: { network: string; environment: Environment }, tip: number, aboveHeight: number, at: Date): Promise<void> {
+  await em.execute(
+    `update chain_observations o set confirmations = ? - o.block_height + 1, updated_at = ?
+       from chain_blocks b
+      where o.network = ? and o.environment = ? and o.block_height > ? and o.block_height <= ? and not o.orphaned
+        and o.confirmations <> ? - o.block_height + 1
+        and b.network = o.network and b.environment = o.environment and b.hash = o.block_hash and b.best`,
+    [tip, at, chain.network, chain.environment, aboveHeight, tip, tip],
   );
 }

@@ -34,6 +34,8 @@ export interface EvmNode {
   block(height: number, withTransactions: boolean): Promise<EvmBlock | undefined>;
   /** Transfer logs of `contracts` in blocks from..to (inclusive), fetched by contract and topic, not by recipient. */
   tokenTransfers(contracts: readonly string[], from: number, to: number): Promise<TokenTransfer[]>;
+  /** The block-wide logIndex of each log of a transaction's receipt, in order, and the block it is in; undefined when the node has no receipt (not mined, or reorged away). */
+  receiptLogs(txHash: string): Promise<{ blockHash: string; logIndexes: number[] } | undefined>;
   close(): Promise<void>;
 }
 
@@ -103,6 +105,16 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
         });
       }
       return out;
+    },
+
+    async receiptLogs(txHash) {
+      try {
+        const r = await client.getTransactionReceipt({ hash: txHash as `0x${string}` });
+        return { blockHash: r.blockHash.toLowerCase(), logIndexes: r.logs.map((l) => Number(l.logIndex)) };
+      } catch (err) {
+        if ((err as Error).name === "TransactionReceiptNotFoundError") return undefined;
+        throw err;
+      }
     },
 
     async close() {

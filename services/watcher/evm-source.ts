@@ -51,6 +51,13 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
       if (transfers.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return undefined;
 
+      // A token output is known by its place among its transaction's logs, the same in whichever
+      // block the transaction is mined (the block-wide logIndex is not): read from its receipt.
+      const matched = transfers.filter((t) => tokens.has(t.contract.toLowerCase()) && watched.has(t.to));
+      const txs = [...new Set(matched.map((t) => t.txHash.toLowerCase()))];
+      const receipts = await allSettled(txs.map((h) => node.receiptLogs(h)));
+      const logsOf = new Map(txs.map((h, i) => [h, receipts[i]]));
+
       const outputs: Output[] = [];
       for (const b of blocks) {
         if (!native) break;
@@ -59,11 +66,14 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
           outputs.push({ asset: native.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 0, amount: formatUnits(t.value, native.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
         }
       }
-      for (const t of transfers) {
-        const info = tokens.get(t.contract.toLowerCase());
-        if (!info || !watched.has(t.to)) continue;
+      for (const t of matched) {
+        const info = tokens.get(t.contract.toLowerCase()) as AssetInfo;
+        const receipt = logsOf.get(t.txHash.toLowerCase());
+        const position = receipt?.logIndexes.indexOf(t.logIndex) ?? -1;
+        // No receipt, or one from another block: the chain changed under the read.
+        if (!receipt || receipt.blockHash !== t.blockHash.toLowerCase() || position < 0) return undefined;
         const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;
-        outputs.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + t.logIndex, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
+        outputs.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + position, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
       }
       return {
         blocks: blocks.map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), time: b.timestamp })),

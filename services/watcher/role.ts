@@ -4,7 +4,6 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
 import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
-import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
@@ -130,7 +129,6 @@ class ChainWatch {
   /** The node and what is read of it; the follower reads through #source, its failures marked as the node's. */
   readonly #reader: ChainReader;
   readonly #chains;
-  readonly #observations;
   readonly #headers: Record<string, string>;
   readonly #log: Logger;
   #cursor: string | undefined;
@@ -163,7 +161,6 @@ class ChainWatch {
     this.#source = this.#guarded(this.#reader.source);
     const core = o.coreFor(e.environment);
     this.#chains = createClient(ChainService, core.transport);
-    this.#observations = createClient(ObservationService, core.transport);
     this.#headers = { authorization: `Bearer ${core.credential}` };
     this.#log = o.logger.child({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url) });
   }
@@ -279,12 +276,12 @@ class ChainWatch {
           onOutput: () => this.#m.outputs.inc(this.#labels),
           onReorg: (blocks) => {
             this.#m.reorgs.inc(this.#labels, blocks.length);
-            this.#log.warn({ blocks: blocks.map((b) => b.height) }, "blocks left the best chain; their outputs no longer count");
+            this.#log.warn({ blocks: blocks.map((b) => b.height) }, "blocks left the node's best chain; reading the other branch from where they part");
           },
         },
         position,
       );
-      await follower.resume(head);
+      await follower.resume();
       this.#follower = follower;
       this.#m.active.set(this.#labels, 1);
       this.#log.info({ from: position.height + 1, head }, "following the chain");
@@ -297,7 +294,7 @@ class ChainWatch {
     while (busy && Date.now() < deadline && !this.#signal.aborted) busy = await follower.step(head);
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
     // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
-    if (Date.now() - this.#savedAt > heartbeatMs) await this.#core().save(follower.position, { height: head, time: undefined });
+    if (Date.now() - this.#savedAt > heartbeatMs) await this.#core().report([], { height: head, time: undefined });
     await this.#problemIs(undefined);
     return busy;
   }
@@ -324,9 +321,8 @@ class ChainWatch {
       { genesis: this.#genesis, previous_genesis: saved.genesisHash, from, head, previous_height: saved.height },
       "the node serves a new chain (another block 0): following it from the first block that could pay a watched intent; what was recorded on the old chain keeps its state",
     );
-    const position = { height: from - 1, recentBlocks: [] };
-    await this.#core().save(position, { height: head, time: undefined });
-    return position;
+    // The first report carries the new block 0: the core starts its chain over from it.
+    return { height: from - 1, recentBlocks: [] };
   }
 
   /** Whether the node's head is below what was already processed: then nothing is read, and it is said once. */
@@ -448,57 +444,37 @@ class ChainWatch {
     const network = this.#e.network;
     const headers = this.#headers;
     return {
-      record: async (o, confirmations) => {
-        const res = await this.#observations
-          .recordObservation(
-          {
-            network,
-            asset: o.asset,
-            toAddress: o.toAddress,
-            txHash: o.txHash,
-            outputIndex: o.outputIndex,
-            amount: o.amount,
-            confirmations,
-            blockHeight: BigInt(o.blockHeight),
-            blockHash: o.blockHash,
-            observedAt: timestampFromDate(new Date(o.blockTime * 1000)),
-            leaseEpoch: this.#epoch,
-          },
-          { headers },
-        )
-          .catch((err: unknown) => {
-            // The core refused this output (and kept it with the reason): one output never holds up the chain.
-            if (!(err instanceof ConnectError && err.code === Code.InvalidArgument)) throw err;
-            this.#m.rejected.inc(this.#labels);
-            this.#log.warn({ tx: o.txHash, output_index: o.outputIndex, block: o.blockHeight, reason: err.rawMessage }, "the core refused an output; passed over (ops rejected-outputs lists it)");
-            return undefined;
-          });
-        return res?.requiredConfirmations ?? 0;
-      },
-      reorg: async (hashes) => {
-        await this.#observations.recordReorg({ network, orphanedBlockHashes: [...hashes], leaseEpoch: this.#epoch }, { headers });
-      },
-      save: async (position, head) => {
-        // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew first,
-        // so the save is not refused for a lease that merely ran out while this watcher worked.
+      report: async (blocks, head) => {
+        // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew
+        // first, so the report is not refused for a lease that merely ran out while this watcher worked.
         if (Date.now() >= this.#leaseRenewAt && !(await this.#claim()).active) {
           throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
         }
-        await this.#chains.saveChainPosition(
+        const res = await this.#chains.reportBlocks(
           {
             network,
             watcherId: this.#id,
-            position: {
-              height: BigInt(position.height),
-              recentBlocks: position.recentBlocks.map((b) => ({ height: BigInt(b.height), hash: b.hash })),
-              genesisHash: this.#genesis ?? "",
-            },
+            leaseEpoch: this.#epoch ?? 0n,
+            genesisHash: this.#genesis ?? "",
+            blocks: blocks.map((b) => ({
+              height: BigInt(b.height),
+              hash: b.hash,
+              parentHash: b.parentHash,
+              time: timestampFromDate(new Date(b.time * 1000)),
+              outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
+            })),
             headHeight: BigInt(head.height),
             headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
           },
           { headers },
         );
         this.#savedAt = Date.now();
+        if (res.rejected > 0) {
+          // The core kept them with the reason; one output never holds up the chain.
+          this.#m.rejected.inc(this.#labels, res.rejected);
+          this.#log.warn({ rejected: res.rejected, blocks: blocks.map((b) => b.height) }, "the core refused outputs of these blocks; passed over (ops rejected-outputs lists them)");
+        }
+        if (res.orphaned > 0) this.#log.warn({ orphaned: res.orphaned, tip: Number(res.tip?.height ?? 0n) }, "the core moved its best chain: outputs of the blocks left behind no longer count");
       },
     };
   }

@@ -52,3 +52,56 @@ t.test("a watcher that lost the lease is refused; the holder is not", async (t) 
   t.equal(await refused(observations.recordReorg({ network: "ethereum", orphanedBlockHashes: [block] }, { headers })), "accepted", "a report with no epoch is not fenced");
   t.equal((await get(pi.public_id)).status, "pending");
 });
+
+t.test("ReportBlocks: the core keeps the chain, fenced by the lease epoch; what links to nothing or cannot be taken changes nothing else", async (t) => {
+  const created = await call(s.base, "POST", path, { key: a.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "10" } });
+  const pi = created.body.data as { public_id: string; deposit_address: string; required_confirmations: number };
+  const n = pi.required_confirmations;
+  const holder = await until("watcher-c holds the lease", async () => {
+    const c = await claim("watcher-c");
+    return c.active ? c : undefined;
+  }, 20_000);
+  const tip = holder.position?.recentBlocks.at(-1);
+  // A branch of blocks `from..to` on top of `parent`, hashes of its own.
+  const branch = (from: number, count: number, parent: string) => {
+    const out: { height: bigint; hash: string; parentHash: string; outputs: { asset: string; toAddress: string; txHash: string; outputIndex: number; amount: string }[] }[] = [];
+    for (let i = 0; i < count; i++) out.push({ height: BigInt(from + i), hash: hash(), parentHash: i === 0 ? parent : (out[i - 1] as { hash: string }).hash, outputs: [] });
+    return out;
+  };
+  const report = (epoch: bigint, blocks: ReturnType<typeof branch>) =>
+    chains.reportBlocks({ network: "ethereum", watcherId: "watcher-c", leaseEpoch: epoch, blocks, headHeight: blocks.at(-1)?.height ?? 0n }, { headers });
+  const blocksNow = async () => Number((await s.app.db.em.fork().execute<{ n: string }[]>(`select count(*) as n from chain_blocks where network = 'ethereum' and environment = 'test'`))[0]?.n);
+
+  const start = tip ? Number(tip.height) + 1 : 100;
+  const main = branch(start, n, tip?.hash ?? hash());
+  const tx = hash();
+  (main[0] as (typeof main)[0]).outputs.push(
+    { asset: "USDC", toAddress: pi.deposit_address, txHash: tx, outputIndex: 1, amount: "10" },
+    // A lying node's amount: kept as rejected; the rest of the batch goes on.
+    { asset: "USDC", toAddress: pi.deposit_address, txHash: hash(), outputIndex: 1, amount: "1".repeat(78) },
+  );
+  const before = await blocksNow();
+  t.equal(await refused(report(holder.epoch - 1n, main)), "FailedPrecondition", "a past epoch's report is refused");
+  t.equal(await blocksNow(), before, "and stores no block");
+  t.same((await get(pi.public_id)).transactions, [], "nor any output");
+
+  const done = await report(holder.epoch, main);
+  t.same([done.appended, done.rejected, Number(done.tip?.height)], [n, 1, start + n - 1], "the blocks appended, the bad output rejected");
+  let now = await get(pi.public_id);
+  t.same([now.status, now.transactions.length, now.transactions[0]?.confirmations], ["confirmed", 1, n], "confirmations derived from the best chain: the payment counts");
+
+  t.equal(await refused(report(holder.epoch, branch(start + n + 5, 2, hash()))), "FailedPrecondition", "a batch that links to nothing is refused");
+  t.equal(await blocksNow(), before + n, "and stores nothing");
+
+  // Another block at the payment's height + 1: the blocks above the payment's leave the best chain.
+  const fork = branch(start + 1, 1, (main[0] as { hash: string }).hash);
+  const forked = await report(holder.epoch, fork);
+  t.same([forked.orphaned, Number(forked.tip?.height)], [0, start + 1], "a fork above the payment's block orphans no output");
+  now = await get(pi.public_id);
+  t.same([now.transactions[0]?.confirmations, now.transactions[0]?.counted], [2, n <= 2], "its confirmations are what the new best chain gives it");
+  // The old branch wins back.
+  const back = await report(holder.epoch, main.slice(1));
+  t.same([back.appended, Number(back.tip?.height)], [n - 1, start + n - 1], "the old blocks come back");
+  now = await get(pi.public_id);
+  t.same([now.status, now.transactions[0]?.confirmations, now.amount_received], ["confirmed", n, "10"], "and the payment counts again, once");
+});

@@ -57,7 +57,12 @@ function fakeNode(c: FakeChain) {
       else r.resolve(r.height > c.head ? undefined : block(r.height));
     }
   }
-  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight"> = {
+  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight" | "receiptLogs"> = {
+    // Each token payment's transaction logs something else first: its Transfer is the receipt's second log.
+    async receiptLogs(txHash) {
+      const h = [...Array(c.head + 1).keys()].find((x) => hashOf(x, 0xab) === txHash);
+      return h === undefined ? undefined : { blockHash: hashOf(h, fork), logIndexes: [2, 3] };
+    },
     headHeight: async () => c.head,
     block(height) {
       return new Promise((resolve, reject) => {
@@ -98,7 +103,7 @@ t.test("20 blocks of 1,000 transactions: read in parts that fit, every block in 
   t.same(read?.blocks.map((b) => b.height), Array.from({ length: 20 }, (_, i) => 1 + i), "all 20, in order");
   t.same(read?.blocks.map((b) => b.parentHash === hashOf(b.height - 1)), Array(20).fill(true), "linked by parent hash");
   const outputs = read?.outputs.map((o) => [o.blockHeight, o.asset, o.amount, o.outputIndex]).sort((a, b) => Number(a[0]) - Number(b[0]) || Number(a[3]) - Number(b[3]));
-  t.same(outputs, [[7, "ETH", "0.1", 0], [7, "USDC", "5", 4], [12, "USDC", "5", 4], [19, "ETH", "0.1", 0]], "the payments inside the backlog");
+  t.same(outputs, [[7, "ETH", "0.1", 0], [7, "USDC", "5", 2], [12, "USDC", "5", 2], [19, "ETH", "0.1", 0]], "the payments inside the backlog, a token output known by its place among its transaction's logs");
   // 20 × 1.1 MB fails, 10 fails, then 5 at a time (5.5 MB) for the rest: never more than fits.
   t.same(f.batches.map((b) => b.length), [20, 10, 5, 5, 5, 5]);
   t.same(f.batches.slice(2).flat(), Array.from({ length: 20 }, (_, i) => 1 + i), "each block read once it fits");

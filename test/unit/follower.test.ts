@@ -1,7 +1,9 @@
-// The follower against a chain held in memory: a node that is behind has nothing new to tell
-// and un-counts nothing; a real fork orphans the blocks that left; a node that no longer serves
-// the chain (confirmFork throws) orphans nothing.
+// The follower against a chain held in memory, reporting to a core that links blocks as the real
+// one does: a node that is behind has nothing new to tell; a real fork is reported as the other
+// branch from where they part; a node that no longer serves the chain (confirmFork throws)
+// reports nothing more.
 import t from "tap";
+import { link } from "../../services/chains/linkage.ts";
 import { Follower, type ChainSource, type Core, type Output, type SourceBlock } from "../../services/watcher/follow.ts";
 
 /** A chain of blocks by height (hash `<branch>-<height>`), served as if `behind` blocks lower. */
@@ -44,61 +46,73 @@ function memoryChain(length: number, branch = "a") {
   };
 }
 
+/** A core that keeps the best chain as the real one links it (chains/linkage.ts), in memory. */
 function recordingCore() {
-  const reorgs: string[][] = [];
-  const records: { tx: string; confirmations: number }[] = [];
+  const best = new Map<number, string>();
+  let tip: { height: number; hash: string } | undefined;
+  const left: string[][] = [];
+  const outputs: { tx: string; block: string }[] = [];
+  const heartbeats: number[] = [];
   const core: Core = {
-    async record(o, confirmations) {
-      records.push({ tx: o.txHash, confirmations });
-      return 3;
+    async report(blocks, head) {
+      if (blocks.length === 0) {
+        heartbeats.push(head.height);
+        return;
+      }
+      const linkage = link(blocks, best, tip);
+      if (linkage.kind !== "apply") throw new Error(`${linkage.kind}: ${linkage.reason}`);
+      if (linkage.leave.length > 0) left.push(linkage.leave);
+      for (const [h, hash] of [...best]) if (linkage.leave.includes(hash)) best.delete(h);
+      for (const b of linkage.append) best.set(b.height, b.hash);
+      tip = linkage.tip;
+      for (const b of blocks) for (const o of b.outputs) outputs.push({ tx: o.txHash, block: b.hash });
     },
-    async reorg(hashes) {
-      reorgs.push([...hashes]);
-    },
-    async save() {},
   };
-  return { core, reorgs, records };
+  return { core, left, outputs, heartbeats, tip: () => tip };
 }
 
 async function followToHead(f: Follower, head: number) {
   while (await f.step(head));
 }
 
-t.test("a node behind the processed height: nothing orphaned, nothing read, and following goes on once it catches up", async (t) => {
+t.test("a node behind the reported height: nothing read or reported, and following goes on once it catches up", async (t) => {
   const chain = memoryChain(20);
-  const { core, reorgs, records } = recordingCore();
+  const { core, left, outputs, tip } = recordingCore();
   chain.pay(15, "0xpaid");
   const f = new Follower({ source: chain.source, core, required: { USDC: 3 } }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   t.equal(f.position.height, 19);
-  t.same(records.at(-1), { tx: "0xpaid", confirmations: 5 });
+  t.same(outputs, [{ tx: "0xpaid", block: "a-15" }], "the payment reported once, with its block");
   chain.state.behind = 3;
   t.equal(await f.step(chain.head()), false, "nothing to do while the node is 3 blocks behind");
   t.equal(f.position.height, 19, "the position stays");
-  t.same(reorgs, [], "no block reported orphaned");
+  t.same(left, [], "no block left the core's best chain");
   chain.state.behind = 0;
   chain.fork(20, 22, "a");
   await followToHead(f, chain.head());
   t.equal(f.position.height, 21);
-  t.same(reorgs, []);
+  t.same(tip(), { height: 21, hash: "a-21" });
+  t.same(left, []);
+  t.equal(outputs.length, 1, "the payment is not reported again: the core derives its confirmations");
 });
 
-t.test("a real fork orphans the blocks that left the best chain, once confirmFork agrees", async (t) => {
+t.test("a real fork: the other branch is reported from where they part, and the core moves its best chain", async (t) => {
   const chain = memoryChain(20);
-  const { core, reorgs } = recordingCore();
+  const { core, left, tip } = recordingCore();
   let asked = 0;
   const f = new Follower({ source: chain.source, core, required: { USDC: 3 }, confirmFork: async () => void asked++ }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(18, 21, "b");
   await followToHead(f, chain.head());
-  t.equal(asked, 1, "the node was asked to prove its chain before anything was orphaned");
-  t.same(reorgs, [["a-19", "a-18"]]);
+  t.equal(asked, 1, "the node was asked to prove its chain before going back");
+  t.same(left, [["a-18", "a-19"]], "the blocks left behind, as the core found them");
+  t.same(tip(), { height: 20, hash: "b-20" });
   t.equal(f.position.recentBlocks.at(-1)?.hash, "b-20");
 });
 
-t.test("a node that no longer serves the chain orphans nothing", async (t) => {
+t.test("a node that no longer serves the chain: nothing more reported", async (t) => {
   const chain = memoryChain(20);
-  const { core, reorgs } = recordingCore();
+  const { core, left, tip } = recordingCore();
   const f = new Follower(
     {
       source: chain.source,
@@ -113,6 +127,7 @@ t.test("a node that no longer serves the chain orphans nothing", async (t) => {
   await followToHead(f, chain.head());
   chain.fork(1, 25, "reset");
   await t.rejects(f.step(chain.head()), /another chain/);
-  t.same(reorgs, [], "no reorg reported for a chain that was replaced");
+  t.same(left, [], "no block left the core's best chain");
+  t.same(tip(), { height: 19, hash: "a-19" });
   t.equal(f.position.height, 19);
 });

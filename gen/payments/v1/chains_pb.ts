@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/chains.proto.
  */
 export const file_payments_v1_chains: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAkikgMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSDQoFZXBvY2gYByABKAQSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UisQEKGFNhdmVDaGFpblBvc2l0aW9uUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSLAoIcG9zaXRpb24YAyABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uEhMKC2hlYWRfaGVpZ2h0GAQgASgEEi0KCWhlYWRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiGwoZU2F2ZUNoYWluUG9zaXRpb25SZXNwb25zZSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAkytwMKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEmwKEVNhdmVDaGFpblBvc2l0aW9uEiUucGF5bWVudHMudjEuU2F2ZUNoYWluUG9zaXRpb25SZXF1ZXN0GiYucGF5bWVudHMudjEuU2F2ZUNoYWluUG9zaXRpb25SZXNwb25zZSIIorsYBDAFQAESZgoPUmVwb3J0Q2hhaW5Ob2RlEiMucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBokLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAkikgMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSDQoFZXBvY2gYByABKAQSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UijQEKDlJlcG9ydGVkT3V0cHV0EhUKBWFzc2V0GAEgASgJQgaquxgCECASGwoKdG9fYWRkcmVzcxgCIAEoCUIHqrsYAxDIARIYCgd0eF9oYXNoGAMgASgJQgequxgDEMgBEhQKDG91dHB1dF9pbmRleBgEIAEoDRIXCgZhbW91bnQYBSABKAlCB6q7GAMQyAEixQEKDVJlcG9ydGVkQmxvY2sSHQoGaGVpZ2h0GAEgASgEQg2quxgJIP////////8PEhUKBGhhc2gYAiABKAlCB6q7GAMQyAESHAoLcGFyZW50X2hhc2gYAyABKAlCB6q7GAMQyAESKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0QgiquxgEYKCcASL2AQoTUmVwb3J0QmxvY2tzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSHQoMZ2VuZXNpc19oYXNoGAQgASgJQgequxgDEMgBEjMKBmJsb2NrcxgFIAMoCzIaLnBheW1lbnRzLnYxLlJlcG9ydGVkQmxvY2tCB6q7GANg6AcSIgoLaGVhZF9oZWlnaHQYBiABKARCDaq7GAkg/////////w8SLQoJaGVhZF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKBAQoUUmVwb3J0QmxvY2tzUmVzcG9uc2USIgoDdGlwGAEgASgLMhUucGF5bWVudHMudjEuQmxvY2tSZWYSEAoIYXBwZW5kZWQYAiABKA0SEAoIb3JwaGFuZWQYAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAkyqAMKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEl0KDFJlcG9ydEJsb2NrcxIgLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1JlcXVlc3QaIS5wYXltZW50cy52MS5SZXBvcnRCbG9ja3NSZXNwb25zZSIIorsYBDAFQAESZgoPUmVwb3J0Q2hhaW5Ob2RlEiMucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBokLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.ClaimChainRequest
@@ -144,7 +144,7 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
 
   /**
    * Grows each time another watcher takes the chain over: the holder sends it
-   * with every report (ObservationService's lease_epoch), and a report from a
+   * with every report (ReportBlocks' lease_epoch), and a report from a
    * past epoch is refused.
    *
    * @generated from field: uint64 epoch = 7;
@@ -218,9 +218,98 @@ export const ReportChainNodeResponseSchema: GenMessage<ReportChainNodeResponse> 
   messageDesc(file_payments_v1_chains, 5);
 
 /**
- * @generated from message payments.v1.SaveChainPositionRequest
+ * An output of a reported block to a watched address.
+ *
+ * @generated from message payments.v1.ReportedOutput
  */
-export type SaveChainPositionRequest = Message<"payments.v1.SaveChainPositionRequest"> & {
+export type ReportedOutput = Message<"payments.v1.ReportedOutput"> & {
+  /**
+   * An asset of the network, e.g. "USDC".
+   *
+   * @generated from field: string asset = 1;
+   */
+  asset: string;
+
+  /**
+   * The receiving address, in the network's format.
+   *
+   * @generated from field: string to_address = 2;
+   */
+  toAddress: string;
+
+  /**
+   * @generated from field: string tx_hash = 3;
+   */
+  txHash: string;
+
+  /**
+   * Its position within its transaction, the same wherever the transaction is
+   * mined: a bitcoin output's vout; on EVM chains 0 for the transaction's own
+   * value, 1 + the log's index among its transaction's receipt logs for a
+   * token Transfer (not the block-wide logIndex).
+   *
+   * @generated from field: uint32 output_index = 4;
+   */
+  outputIndex: number;
+
+  /**
+   * Decimal string in the asset's units.
+   *
+   * @generated from field: string amount = 5;
+   */
+  amount: string;
+};
+
+/**
+ * Describes the message payments.v1.ReportedOutput.
+ * Use `create(ReportedOutputSchema)` to create a new message.
+ */
+export const ReportedOutputSchema: GenMessage<ReportedOutput> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 6);
+
+/**
+ * A block of the node's best chain, as the watcher read it.
+ *
+ * @generated from message payments.v1.ReportedBlock
+ */
+export type ReportedBlock = Message<"payments.v1.ReportedBlock"> & {
+  /**
+   * @generated from field: uint64 height = 1;
+   */
+  height: bigint;
+
+  /**
+   * @generated from field: string hash = 2;
+   */
+  hash: string;
+
+  /**
+   * @generated from field: string parent_hash = 3;
+   */
+  parentHash: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 4;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated payments.v1.ReportedOutput outputs = 5;
+   */
+  outputs: ReportedOutput[];
+};
+
+/**
+ * Describes the message payments.v1.ReportedBlock.
+ * Use `create(ReportedBlockSchema)` to create a new message.
+ */
+export const ReportedBlockSchema: GenMessage<ReportedBlock> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 7);
+
+/**
+ * @generated from message payments.v1.ReportBlocksRequest
+ */
+export type ReportBlocksRequest = Message<"payments.v1.ReportBlocksRequest"> & {
   /**
    * @generated from field: string network = 1;
    */
@@ -232,42 +321,93 @@ export type SaveChainPositionRequest = Message<"payments.v1.SaveChainPositionReq
   watcherId: string;
 
   /**
-   * @generated from field: payments.v1.ChainPosition position = 3;
+   * The lease epoch from ClaimChain.
+   *
+   * @generated from field: uint64 lease_epoch = 3;
    */
-  position?: ChainPosition | undefined;
+  leaseEpoch: bigint;
 
   /**
-   * The chain's head as the watcher last saw it, and that block's time.
+   * The hash of the chain's block 0 as the node serves it: on Test, another
+   * block 0 than the core's is a new chain (a reset dev chain or testnet),
+   * followed from this batch on, with what was recorded on the old chain kept
+   * as it is; on Live it is refused.
    *
-   * @generated from field: uint64 head_height = 4;
+   * @generated from field: string genesis_hash = 4;
+   */
+  genesisHash: string;
+
+  /**
+   * Consecutive blocks, lowest first; empty for a heartbeat.
+   *
+   * @generated from field: repeated payments.v1.ReportedBlock blocks = 5;
+   */
+  blocks: ReportedBlock[];
+
+  /**
+   * The node's head as the watcher last saw it, and that block's time when known.
+   *
+   * @generated from field: uint64 head_height = 6;
    */
   headHeight: bigint;
 
   /**
-   * @generated from field: google.protobuf.Timestamp head_time = 5;
+   * @generated from field: google.protobuf.Timestamp head_time = 7;
    */
   headTime?: Timestamp | undefined;
 };
 
 /**
- * Describes the message payments.v1.SaveChainPositionRequest.
- * Use `create(SaveChainPositionRequestSchema)` to create a new message.
+ * Describes the message payments.v1.ReportBlocksRequest.
+ * Use `create(ReportBlocksRequestSchema)` to create a new message.
  */
-export const SaveChainPositionRequestSchema: GenMessage<SaveChainPositionRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 6);
+export const ReportBlocksRequestSchema: GenMessage<ReportBlocksRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 8);
 
 /**
- * @generated from message payments.v1.SaveChainPositionResponse
+ * @generated from message payments.v1.ReportBlocksResponse
  */
-export type SaveChainPositionResponse = Message<"payments.v1.SaveChainPositionResponse"> & {
+export type ReportBlocksResponse = Message<"payments.v1.ReportBlocksResponse"> & {
+  /**
+   * The core's best tip after the report.
+   *
+   * @generated from field: payments.v1.BlockRef tip = 1;
+   */
+  tip?: BlockRef | undefined;
+
+  /**
+   * Blocks of the batch that were new to the best chain, and blocks that left it.
+   *
+   * @generated from field: uint32 appended = 2;
+   */
+  appended: number;
+
+  /**
+   * @generated from field: uint32 orphaned = 3;
+   */
+  orphaned: number;
+
+  /**
+   * Outputs kept as rejected (ops rejected-outputs lists them).
+   *
+   * @generated from field: uint32 rejected = 4;
+   */
+  rejected: number;
+
+  /**
+   * Intents settled again because of the report.
+   *
+   * @generated from field: uint32 settled = 5;
+   */
+  settled: number;
 };
 
 /**
- * Describes the message payments.v1.SaveChainPositionResponse.
- * Use `create(SaveChainPositionResponseSchema)` to create a new message.
+ * Describes the message payments.v1.ReportBlocksResponse.
+ * Use `create(ReportBlocksResponseSchema)` to create a new message.
  */
-export const SaveChainPositionResponseSchema: GenMessage<SaveChainPositionResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 7);
+export const ReportBlocksResponseSchema: GenMessage<ReportBlocksResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 9);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesRequest
@@ -296,7 +436,7 @@ export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddres
  * Use `create(ListWatchedAddressesRequestSchema)` to create a new message.
  */
 export const ListWatchedAddressesRequestSchema: GenMessage<ListWatchedAddressesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 8);
+  messageDesc(file_payments_v1_chains, 10);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesResponse
@@ -323,12 +463,13 @@ export type ListWatchedAddressesResponse = Message<"payments.v1.ListWatchedAddre
  * Use `create(ListWatchedAddressesResponseSchema)` to create a new message.
  */
 export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddressesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 9);
+  messageDesc(file_payments_v1_chains, 11);
 
 /**
- * ChainService is what a chain watcher needs besides ObservationService: which
- * chain it may follow (one active watcher per chain, by lease), where it got
- * to (its durable position), and which deposit addresses to look for.
+ * ChainService is what a chain watcher needs: which chain it may follow (one
+ * active watcher per chain, by lease), which deposit addresses to look for,
+ * and where it reports the blocks it reads (the core keeps the best chain and
+ * derives confirmations from it).
  * Internal gRPC only, with an internal credential of the observe role; a chain
  * is a network in the credential's environment.
  *
@@ -350,16 +491,26 @@ export const ChainService: GenService<{
     output: typeof ClaimChainResponseSchema;
   },
   /**
-   * Saves the active watcher's position. Refused with invalid_state when the
-   * caller no longer holds the lease, so a watcher that was paused past its
-   * lease cannot move the chain's position back.
+   * Reports consecutive blocks of the node's best chain, each with its
+   * outputs to watched addresses; the core keeps the chain. A batch whose
+   * first block's parent is the core's best tip extends it; one whose parent
+   * is an earlier block of the best chain is a fork: the core moves its best
+   * chain to the batch, the blocks left behind stop counting, and a block that
+   * comes back counts again. A batch that links to no block of the best chain
+   * is refused with failed_precondition (claim again and read from the tip
+   * the core answers). So is a report whose lease_epoch has passed (another
+   * watcher took the chain over): nothing changes. An output the core cannot
+   * take (an amount out of range, a malformed address) is kept as rejected,
+   * with why, and the rest of the batch goes on. Confirmations are the core's:
+   * its best height minus the output's block height plus one. An empty batch
+   * is a heartbeat that saves the node's head.
    *
-   * @generated from rpc payments.v1.ChainService.SaveChainPosition
+   * @generated from rpc payments.v1.ChainService.ReportBlocks
    */
-  saveChainPosition: {
+  reportBlocks: {
     methodKind: "unary";
-    input: typeof SaveChainPositionRequestSchema;
-    output: typeof SaveChainPositionResponseSchema;
+    input: typeof ReportBlocksRequestSchema;
+    output: typeof ReportBlocksResponseSchema;
   },
   /**
    * What a watcher found about its node: which node it reads (scheme, host and

@@ -20,6 +20,7 @@ import { Migration20261126095500_LeaseEpoch } from "./Migration20261126095500_Le
 import { Migration20261126094500_RejectedObservations } from "./Migration20261126094500_RejectedObservations.ts";
 import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
 import { Migration20261126093000_IntentReturnUrls } from "./Migration20261126093000_IntentReturnUrls.ts";
+import { Migration20261126130937_ChainBlocks } from "./Migration20261126130937_ChainBlocks.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -44,4 +45,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126093000_IntentReturnUrls", class: Migration20261126093000_IntentReturnUrls },
   { name: "Migration20261126094500_RejectedObservations", class: Migration20261126094500_RejectedObservations },
   { name: "Migration20261126095500_LeaseEpoch", class: Migration20261126095500_LeaseEpoch },
+  { name: "Migration20261126130937_ChainBlocks", class: Migration20261126130937_ChainBlocks },
 ];

@@ -2,61 +2,37 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { ObservationSchema, ObservationService, type Observation, type RecordObservationRequest } from "../../gen/payments/v1/observations_pb.ts";
-import { checkAddress } from "../addresses/formats.ts";
-import { checkAmount } from "../vocabulary/amount.ts";
-import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, describeError, validationError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { fenceReport } from "../chains/store.ts";
+import { fenceReport } from "./store.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
-import { recordObservation, recordReorg } from "./record.ts";
-import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "./store.ts";
+import { recordObservation, recordReorg } from "../observations/record.ts";
+import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "../observations/store.ts";
+import { checkNetwork, checkOutput, hashPattern } from "../observations/validate.ts";
 
 export interface ObservationDeps {
   intents: Intents;
   cursors: CursorCodec;
 }
 
-/** Transaction hashes and block hashes: hex (0x optional) or base58, as the chains write them. */
-const hashPattern = /^(0x)?[0-9A-Za-z]{16,128}$/;
-
-function checkNetwork(network: string): void {
-  if (!networks.includes(network)) throw validationError("network", `Unsupported network "${network}"; supported: ${networks.join(", ")}.`);
-}
-
-/** An address of the network in either environment's format, normalized. */
-function normalizeAddress(network: string, address: string): string {
-  const live = checkAddress(network, "live", address);
-  if (live.ok) return live.address;
-  const test = checkAddress(network, "test", address);
-  if (test.ok) return test.address;
-  throw validationError("to_address", `"to_address" ${live.reason}.`);
-}
-
 export function validateObservation(req: RecordObservationRequest, environment: Environment): ObservationInput {
   checkNetwork(req.network);
-  const asset = findAsset(req.network, req.asset);
-  if (!asset) throw validationError("asset", `Asset "${req.asset}" is not supported on ${req.network}; supported: ${assetsOn(req.network).join(", ")}.`);
-  if (req.toAddress === "") throw validationError("to_address", `"to_address" is missing or empty.`);
-  const toAddress = normalizeAddress(req.network, req.toAddress);
-  if (!hashPattern.test(req.txHash)) throw validationError("tx_hash", `"tx_hash" must be the transaction's hash (16 to 128 letters or digits).`);
-  const amount = checkAmount(req.amount, asset.decimals);
-  if (!amount.ok) throw validationError("amount", `"amount" ${amount.reason}.`);
+  const { asset, toAddress, txHash, amount } = checkOutput(req.network, req);
   if (req.blockHash !== "" && !hashPattern.test(req.blockHash)) throw validationError("block_hash", `"block_hash" must be the block's hash.`);
   if (req.confirmations > 0 && req.blockHash === "") throw validationError("block_hash", `"block_hash" is required once the output has confirmations.`);
   if (req.blockHeight > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError("block_height", `"block_height" is too large.`);
   return {
     network: req.network,
     environment,
-    asset: req.asset,
+    asset,
     toAddress,
-    txHash: req.txHash,
+    txHash,
     outputIndex: req.outputIndex,
-    amount: amount.value,
+    amount,
     confirmations: req.confirmations,
     blockHeight: req.blockHash === "" ? null : Number(req.blockHeight),
     blockHash: req.blockHash === "" ? null : req.blockHash,

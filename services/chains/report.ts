@@ -1,0 +1,163 @@
+import type { Environment } from "../auth/keys.ts";
+import type { Intents } from "../intents/intents.ts";
+import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
+import { apiError, describeError } from "../platform/errors.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { settleMany } from "../observations/settle.ts";
+import {
+  deriveConfirmations,
+  intentsAwaitingConfirmations,
+  intentsInBlocks,
+  intentsReachingConfirmations,
+  recordRejection,
+  setOrphaned,
+  upsertBlockOutputs,
+  type BlockOutput,
+} from "../observations/store.ts";
+import { checkOutput } from "../observations/validate.ts";
+import { assets } from "../vocabulary/assets.ts";
+import { bestFrom, bestTip, forgetChain, joinBest, keptDepth, leaveBest, pruneBlocks, type StoredBlock } from "./blocks.ts";
+import { link } from "./linkage.ts";
+import { requiredOnChain } from "./required.ts";
+
+/**
+ * The one place where chain facts from a watcher change what intents received: blocks are linked
+ * to the best chain the core keeps, outputs recorded against their block, confirmations derived
+ * from the best chain, and every intent touched settled, in one transaction.
+ */
+
+export interface ReportedOutput {
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+}
+
+export interface BlockReport {
+  watcherId: string;
+  epoch: number;
+  genesisHash: string | undefined;
+  blocks: { height: number; hash: string; parentHash: string; time: Date | undefined; outputs: ReportedOutput[] }[];
+  head: { height: number; time: Date | undefined };
+}
+
+export interface ReportOutcome {
+  tip: StoredBlock | undefined;
+  appended: number;
+  orphaned: number;
+  rejected: number;
+  settled: number;
+}
+
+export interface ReportDeps {
+  intents: Intents;
+  latePaymentWindowSeconds: number;
+}
+
+/** The confirmations an output of each asset of the network needs when its intent fixed none. */
+function defaultConfirmations(intents: Intents, network: string): Record<string, number> {
+  return Object.fromEntries(assets.filter((a) => a.network === network).map((a) => [a.asset, intents.requiredConfirmations(a)]));
+}
+
+/** A report the core refuses, changing nothing: why, and what the watcher should do about it. */
+export function refusal(kind: "stale_epoch" | "unlinked" | "other_chain", message: string) {
+  return apiError("invalid_state", message, kind === "stale_epoch" ? "lease_epoch" : kind === "other_chain" ? "genesis_hash" : "blocks");
+}
+
+export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: BlockReport, now = new Date()): Promise<ReportOutcome> {
+  // The chain's row, locked: reports of one chain apply one after another, and a takeover waits.
+  const [row] = await tx.execute<{ epoch: string | number; genesis_hash: string | null }[]>(
+    `select epoch, genesis_hash from chain_watchers where network = ? and environment = ? for update`,
+    [chain.network, chain.environment],
+  );
+  if (!row || Number(row.epoch) !== r.epoch) {
+    throw refusal("stale_epoch", `Lease epoch ${r.epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`);
+  }
+  if (r.genesisHash !== undefined && row.genesis_hash !== null && row.genesis_hash !== r.genesisHash) {
+    if (chain.environment === "live") {
+      throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row.genesis_hash}).`);
+    }
+    // A new chain (a reset dev chain or testnet): what was recorded on the old one keeps its state.
+    await forgetChain(tx, chain);
+  }
+
+  const tip = await bestTip(tx, chain);
+  const first = r.blocks[0];
+  if (!first) {
+    // A heartbeat: the node's head, and that the watcher is alive.
+    await tx.execute(`update chain_watchers set head_height = ?, head_time = ?, saved_at = now() where network = ? and environment = ?`, [
+      r.head.height,
+      r.head.time ?? null,
+      chain.network,
+      chain.environment,
+    ]);
+    return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0 };
+  }
+  const best = tip ? await bestFrom(tx, chain, first.height - 1) : new Map<number, string>();
+  const linkage = link(r.blocks, best, tip);
+  if (linkage.kind === "unlinked") throw refusal("unlinked", linkage.reason);
+  if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
+
+  const newTip = linkage.tip;
+  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds);
+  // Outputs this far below the tip have every confirmation they can need: those above it, as of
+  // the tip before this report (a catch-up batch moves the tip far) and after it, get theirs anew.
+  const depth = Math.max(1, ...Object.values(required)) + 1;
+  const below = Math.min(tip?.height ?? first.height - 1, newTip.height) - depth;
+
+  // Outputs: each checked on its own; one the core cannot take is kept as rejected, the rest go on.
+  const rejected: { o: ReportedOutput; blockHash: string; reason: string }[] = [];
+  const outputs = new Map<string, BlockOutput>();
+  for (const b of r.blocks) {
+    for (const o of b.outputs) {
+      try {
+        const checked = checkOutput(chain.network, o);
+        outputs.set(`${checked.txHash}:${o.outputIndex}`, { ...checked, outputIndex: o.outputIndex, blockHeight: b.height, blockHash: b.hash, observedAt: b.time ?? now, intentId: null });
+      } catch (err) {
+        const view = describeError(err);
+        if (view.code !== "validation_failed") throw err;
+        rejected.push({ o, blockHash: b.hash, reason: `${view.param ?? "output"}: ${view.message}` });
+      }
+    }
+  }
+
+  // Every intent whose funds may change, locked in id order before any of its outputs changes.
+  const byAddress = await intentIdsByAddress(tx, chain, [...new Set([...outputs.values()].map((o) => o.toAddress))]);
+  for (const o of outputs.values()) o.intentId = byAddress.get(o.toAddress) ?? null;
+  const appendHashes = linkage.append.map((b) => b.hash);
+  const touched = new Set<string>([
+    ...byAddress.values(),
+    ...(await intentsInBlocks(tx, chain, [...linkage.leave, ...appendHashes])),
+    // After a fork any output's count may have gone down; else only those that reach theirs matter.
+    ...(linkage.leave.length > 0
+      ? await intentsAwaitingConfirmations(tx, chain, below, true)
+      : await intentsReachingConfirmations(tx, chain, newTip.height, below, defaultConfirmations(deps.intents, chain.network))),
+  ]);
+  const locked = await lockIntents(tx, [...touched]);
+
+  await leaveBest(tx, chain, linkage.leave);
+  const orphaned = await setOrphaned(tx, chain, linkage.leave, true, now);
+  const byHash = new Map(r.blocks.map((b) => [b.hash, b]));
+  await joinBest(tx, chain, linkage.append.map((b) => ({ ...b, time: byHash.get(b.hash)?.time })), now);
+  // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
+  await setOrphaned(tx, chain, appendHashes, false, now);
+  const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], now);
+  for (const o of changed) {
+    rejected.push({ o, blockHash: o.blockHash, reason: `tx_hash: Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.` });
+  }
+  await deriveConfirmations(tx, chain, newTip.height, below, now);
+
+  await settleMany(tx, deps.intents, locked, now);
+  for (const x of rejected) {
+    await recordRejection(tx, { network: chain.network, environment: chain.environment, ...x.o, blockHash: x.blockHash, reason: x.reason });
+  }
+
+  await tx.execute(
+    `update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash)
+      where network = ? and environment = ?`,
+    [newTip.height, r.head.height, r.head.time ?? null, r.genesisHash ?? null, chain.network, chain.environment],
+  );
+  if (linkage.append.length > 0) await pruneBlocks(tx, chain, newTip.height - keptDepth);
+  return { tip: newTip, appended: linkage.append.length, orphaned, rejected: rejected.length, settled: locked.length };
+}

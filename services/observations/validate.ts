@@ -1,0 +1,34 @@
+import { checkAddress } from "../addresses/formats.ts";
+import { checkAmount } from "../vocabulary/amount.ts";
+import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
+import { validationError } from "../platform/errors.ts";
+
+/** What every report of an output must be, whoever sends it (a built-in watcher, an operator's own, the sandbox). */
+
+/** Transaction hashes and block hashes: hex (0x optional) or base58, as the chains write them. */
+export const hashPattern = /^(0x)?[0-9A-Za-z]{16,128}$/;
+
+export function checkNetwork(network: string): void {
+  if (!networks.includes(network)) throw validationError("network", `Unsupported network "${network}"; supported: ${networks.join(", ")}.`);
+}
+
+/** An address of the network in either environment's format, normalized. */
+export function normalizeAddress(network: string, address: string, param = "to_address"): string {
+  const live = checkAddress(network, "live", address);
+  if (live.ok) return live.address;
+  const test = checkAddress(network, "test", address);
+  if (test.ok) return test.address;
+  throw validationError(param, `"${param.split(".").at(-1)}" ${live.reason}.`);
+}
+
+/** An output's asset, address, transaction and amount, normalized; a validation error names the first field that is wrong (under `prefix`). */
+export function checkOutput(network: string, o: { asset: string; toAddress: string; txHash: string; amount: string }, prefix = ""): { asset: string; toAddress: string; txHash: string; amount: string } {
+  const asset = findAsset(network, o.asset);
+  if (!asset) throw validationError(`${prefix}asset`, `Asset "${o.asset}" is not supported on ${network}; supported: ${assetsOn(network).join(", ")}.`);
+  if (o.toAddress === "") throw validationError(`${prefix}to_address`, `"to_address" is missing or empty.`);
+  const toAddress = normalizeAddress(network, o.toAddress, `${prefix}to_address`);
+  if (!hashPattern.test(o.txHash)) throw validationError(`${prefix}tx_hash`, `"tx_hash" must be the transaction's hash (16 to 128 letters or digits).`);
+  const amount = checkAmount(o.amount, asset.decimals);
+  if (!amount.ok) throw validationError(`${prefix}amount`, `"amount" ${amount.reason}.`);
+  return { asset: o.asset, toAddress, txHash: o.txHash, amount: amount.value };
+}
