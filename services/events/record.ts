@@ -3,7 +3,7 @@ import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId, newIds } from "../platform/ids.ts";
-import { allEvents, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
+import { allEvents, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
 export interface NewEvent {
@@ -139,5 +139,63 @@ export async function findEventPayload(em: EntityManager, owner: Owner, id: stri
     `select payload, merchant_id, environment from webhook_events where id = ?`,
     id,
     owner,
+  );
+}
+
+/**
+ * Records many events (none for one endpoint only) in three statements whatever their number: the
+ * events, the endpoints of their merchants that take them, and one delivery per such endpoint and
+ * event, in the caller's transaction. What recordEvent does for one, for a batch of settlements.
+ */
+export async function recordEvents(em: EntityManager, events: readonly NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  if (events.some((e) => e.endpointId)) throw new Error("recordEvents: an event for one endpoint goes through recordEvent");
+  const ids = newIds("evt", events.length);
+  const rows = events.map((e, i) => {
+    const createdAt = e.createdAt ?? new Date();
+    const id = ids[i] as string;
+    return {
+      id,
+      merchant_id: e.merchantId,
+      environment: e.environment,
+      type: e.type,
+      payment_intent_id: e.paymentIntentId ?? null,
+      payload: JSON.stringify({ id, type: e.type, created_at: createdAt.toISOString(), data: e.data }),
+      created_at: createdAt.toISOString(),
+    };
+  });
+  await em.execute(
+    `insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
+     select id, merchant_id, environment, type, payment_intent_id, payload, created_at
+       from json_to_recordset(?::json) as x(id text, merchant_id text, environment text, type text, payment_intent_id text, payload text, created_at timestamptz)`,
+    [JSON.stringify(rows)],
+  );
+  const owners = [...new Set(events.map((e) => `${e.merchantId}\u0000${e.environment}`))].map((k) => k.split("\u0000"));
+  const endpoints = await em.execute<{ id: string; merchant_id: string; environment: string; enabled_events: string[] }[]>(
+    `select e.id, e.merchant_id, e.environment, e.enabled_events from webhook_endpoints e
+       join json_to_recordset(?::json) as o(merchant_id text, environment text) on e.merchant_id = o.merchant_id and e.environment = o.environment
+      where e.status = 'enabled'`,
+    [JSON.stringify(owners.map(([m, env]) => ({ merchant_id: m, environment: env })))],
+  );
+  const byOwner = new Map<string, typeof endpoints>();
+  for (const e of endpoints) {
+    const k = `${e.merchant_id}\u0000${e.environment}`;
+    byOwner.set(k, [...(byOwner.get(k) ?? []), e]);
+  }
+  const deliveries: { event_id: string; endpoint_id: string; merchant_id: string; environment: string; created_at: string }[] = [];
+  for (const r of rows) {
+    for (const e of byOwner.get(`${r.merchant_id}\u0000${r.environment}`) ?? []) {
+      if (receives(e.enabled_events, r.type)) {
+        deliveries.push({ event_id: r.id, endpoint_id: e.id, merchant_id: r.merchant_id, environment: r.environment, created_at: r.created_at });
+      }
+    }
+  }
+  if (deliveries.length === 0) return;
+  const deliveryIds = newIds("wd", deliveries.length);
+  await em.execute(
+    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+     select id, merchant_id, environment, event_id, endpoint_id, 'pending', 0, created_at, created_at
+       from json_to_recordset(?::json) as d(id text, merchant_id text, environment text, event_id text, endpoint_id text, created_at timestamptz)`,
+    [JSON.stringify(deliveries.map((d, i) => ({ ...d, id: deliveryIds[i] })))],
   );
 }

@@ -223,6 +223,32 @@ export async function updateStatus(em: EntityManager, row: IntentRow, to: string
   return changed === 1;
 }
 
+/** Several intents moved at once, each guarded as updateStatus guards one; returns how many moved. */
+export async function updateStatuses(em: EntityManager, moves: readonly { from: IntentRow; to: IntentRow; at: Date }[]): Promise<number> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update payment_intents i set status = m.status, sequence = m.sequence, updated_at = m.updated_at, paid_at = m.paid_at, expired_at = m.expired_at, cancelled_at = m.cancelled_at
+       from json_to_recordset(?::json) as m(id text, from_status text, from_sequence int, status text, sequence int, updated_at timestamptz, paid_at timestamptz, expired_at timestamptz, cancelled_at timestamptz)
+      where i.id = m.id and i.status = m.from_status and i.sequence = m.from_sequence
+      returning i.id`,
+    [
+      JSON.stringify(
+        moves.map(({ from, to, at }) => ({
+          id: from.id,
+          from_status: from.status,
+          from_sequence: from.sequence,
+          status: to.status,
+          sequence: to.sequence,
+          updated_at: at,
+          paid_at: to.paidAt,
+          expired_at: to.expiredAt,
+          cancelled_at: to.cancelledAt,
+        })),
+      ),
+    ],
+  );
+  return rows.length;
+}
+
 export async function updateAmountReceived(em: EntityManager, id: string, amount: string, at: Date): Promise<void> {
   await updateAmountsReceived(em, [{ id, amount }], at);
 }

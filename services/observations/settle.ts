@@ -2,7 +2,7 @@ import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { impliedStatus, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
-import { isStatus } from "../intents/status.ts";
+import { isStatus, type Status } from "../intents/status.ts";
 import { updateAmountsReceived, type IntentRow } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { observationsOfMany, setCounted, toFact } from "./store.ts";
@@ -60,34 +60,30 @@ export async function settleMany(tx: EntityManager, intents: Intents, locked: re
   await setCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
 
-  const settled: IntentRow[] = [];
-  for (const plan of plans) settled.push(await move(tx, intents, plan, now));
-  return settled;
+  return intents.moveMany(tx, plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) })));
 }
 
-/** Moves one settled intent to the status its funds and expiry imply. */
-async function move(
-  tx: EntityManager,
-  intents: Intents,
-  plan: { row: IntentRow; asset: { decimals: number }; funds: Funds; expired: boolean; expireFirst: boolean },
-  now: Date,
-): Promise<IntentRow> {
-  let { row } = plan;
-  const { funds, expired } = plan;
+/** The statuses a settled intent moves through to reach what its funds and expiry imply (none: it stays). */
+function movesOf(plan: { row: IntentRow; asset: { decimals: number }; funds: Funds; expired: boolean; expireFirst: boolean }, now: Date): { to: Status[]; at: Date[] } {
+  const to: Status[] = [];
   // Each move of one settlement gets its own millisecond, so its events order by created_at.
-  let moves = 0;
-  const at = () => new Date(now.getTime() + moves++);
-  if (plan.expireFirst) row = await intents.expire(tx, row, at());
-  if (!isStatus(row.status)) return row;
-  const requested = toUnits(row.requestedAmount, plan.asset.decimals);
-  const tolerance = row.underpaymentToleranceBps;
-  const target = impliedStatus(row.status, requested, funds, expired, tolerance);
-  if (target === row.status) return row;
-  if (target === "expired" && row.status !== "late") {
+  const at = () => Array.from({ length: to.length }, (_, i) => new Date(now.getTime() + i));
+  let status = plan.row.status;
+  if (plan.expireFirst) {
+    to.push("expired");
+    status = "expired";
+  }
+  if (!isStatus(status)) return { to, at: at() };
+  const requested = toUnits(plan.row.requestedAmount, plan.asset.decimals);
+  const tolerance = plan.row.underpaymentToleranceBps;
+  const target = impliedStatus(status, requested, plan.funds, plan.expired, tolerance);
+  if (target === status) return { to, at: at() };
+  if (target === "expired" && status !== "late") {
     // A reorg took funds from an intent past its expiry: first back to what the funds say
     // (payment.reorged), then expired like any unpaid intent (payment.expired).
-    const byFunds = statusByFunds(requested, funds.counted, tolerance);
-    if (byFunds !== row.status) row = await intents.transition(tx, row, byFunds, at());
+    const byFunds = statusByFunds(requested, plan.funds.counted, tolerance);
+    if (byFunds !== status) to.push(byFunds);
   }
-  return intents.transition(tx, row, target, at());
+  to.push(target);
+  return { to, at: at() };
 }
