@@ -15,6 +15,7 @@ import { evmSource, EvmWatched } from "./evm-source.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { bitcoinFacts, evmFacts, firstBlockAtOrAfter, refusal, type NodeFacts } from "./node-check.ts";
+import { tronNode, tronSource, TronWatched } from "./tron-source.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 export interface WatcherRoleOptions {
@@ -68,12 +69,15 @@ function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
       close: async () => {},
     };
   }
-  const node = evmNode(e.url, timeoutMs);
-  const watched = new EvmWatched();
+  // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
+  const tron = e.network === "tron";
+  const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
   const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
   const network = e.network;
+  const tronWatched = new TronWatched();
+  const watched = tron ? tronWatched : new EvmWatched();
   return {
-    source: evmSource(node, chainAssets, watched),
+    source: tron ? tronSource(node, chainAssets, tronWatched) : evmSource(node, chainAssets, watched),
     watched,
     facts: () => evmFacts(node, network),
     async timeAt(height) {
