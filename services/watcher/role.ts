@@ -74,10 +74,17 @@ function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
   const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
   const network = e.network;
-  const tronWatched = new TronWatched();
-  const watched = tron ? tronWatched : new EvmWatched();
+  let watched: EvmWatched;
+  let source: ChainSource;
+  if (tron) {
+    const tronWatched = new TronWatched();
+    [watched, source] = [tronWatched, tronSource(node, chainAssets, tronWatched)];
+  } else {
+    watched = new EvmWatched();
+    source = evmSource(node, chainAssets, watched);
+  }
   return {
-    source: tron ? tronSource(node, chainAssets, tronWatched) : evmSource(node, chainAssets, watched),
+    source,
     watched,
     facts: () => evmFacts(node, network),
     async timeAt(height) {
