@@ -19,7 +19,9 @@ import {
   type WalletClient,
 } from "viem";
 import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { tronToHex20 } from "../../services/addresses/formats.ts";
 import { assets } from "../../services/vocabulary/assets.ts";
+import { tronChainIds } from "../../services/watcher/tron-source.ts";
 
 /** anvil's first default account (its well-known test mnemonic): never a real key. */
 export const payerKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
@@ -72,7 +74,7 @@ export interface DevChain {
   test: TestClient;
   wallet: WalletClient;
   payer: PrivateKeyAccount;
-  /** The Test contract of each token of `network` in the asset table, by asset. */
+  /** The Test contract of each token of `network` in the asset table, by asset (tron's in their 20-byte form). */
   tokens: Record<string, Hex>;
   stop(): Promise<void>;
   /** Kills anvil without a chance to save anything (its state is in memory: the chain is gone). */
@@ -85,7 +87,12 @@ export interface DevChainOptions {
   chainId?: number;
   /** Unset: no mining until asked (evm_mine); else a block every this many seconds. */
   blockTimeSeconds?: number;
-  network?: "ethereum" | "polygon";
+  /**
+   * tron: anvil standing in for a TRON node's Ethereum-compatible JSON-RPC, with Nile's chain id
+   * and the Test USDT (TRC-20) contract's bytecode at its 20-byte address: TRC-20 Transfer logs
+   * have ERC-20's topic and layout, and TRON's JSON-RPC writes addresses in that 20-byte form.
+   */
+  network?: DevNetwork;
   host?: string;
   /**
    * Block 0's time, and every later block 12 s after the one before: two chains started alike and
@@ -94,10 +101,24 @@ export interface DevChainOptions {
   genesisTimestamp?: number;
 }
 
+export type DevNetwork = "ethereum" | "polygon" | "tron";
+
+const devChainIds: Record<DevNetwork, number> = { ethereum: 11155111, polygon: 80002, tron: tronChainIds.nile };
+
+/** The asset table's Test token contracts of `network`, by asset, as the chain's JSON-RPC writes them (tron's T… addresses as 20-byte hex). */
+export function devTokens(network: DevNetwork): Record<string, Hex> {
+  const tokens: Record<string, Hex> = {};
+  for (const a of assets.filter((a) => a.network === network && a.contract)) {
+    const test = a.contract?.test as string;
+    tokens[a.asset] = (network === "tron" ? tronToHex20(test) : test) as Hex;
+  }
+  return tokens;
+}
+
 /** Starts anvil, places the Test tokens of `network` at their asset-table addresses, and mints the payer 1,000,000 of each. */
 export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> {
   const network = o.network ?? "ethereum";
-  const chainId = o.chainId ?? (network === "ethereum" ? 11155111 : 80002);
+  const chainId = o.chainId ?? devChainIds[network];
   const args = ["--port", String(o.port ?? 0), "--host", o.host ?? "127.0.0.1", "--chain-id", String(chainId)];
   args.push(...(o.blockTimeSeconds ? ["--block-time", String(o.blockTimeSeconds)] : ["--no-mining"]));
   if (o.genesisTimestamp !== undefined) args.push("--timestamp", String(o.genesisTimestamp));
@@ -127,15 +148,14 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
   const publicClient = createPublicClient({ chain, transport, pollingInterval: 100 });
   const test = createTestClient({ chain, mode: "anvil", transport });
   const wallet = createWalletClient({ chain, transport, account: payer });
-  const tokens: Record<string, Hex> = {};
+  const tokens = devTokens(network);
   if (o.genesisTimestamp !== undefined) await test.request({ method: "anvil_setBlockTimestampInterval" as never, params: [12] as never });
   const code = testTokenCode();
   const mints: Hex[] = [];
-  for (const a of assets.filter((a) => a.network === network && a.contract)) {
-    const address = a.contract?.test as Hex;
-    tokens[a.asset] = address;
+  for (const [asset, address] of Object.entries(tokens)) {
+    const decimals = assets.find((a) => a.network === network && a.asset === asset)?.decimals as number;
     await test.setCode({ address, bytecode: code });
-    mints.push(await wallet.sendTransaction({ to: address, data: encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [payer.address, parseUnits("1000000", a.decimals)] }) }));
+    mints.push(await wallet.sendTransaction({ to: address, data: encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [payer.address, parseUnits("1000000", decimals)] }) }));
   }
   if (!o.blockTimeSeconds) await test.mine({ blocks: 1 });
   for (const hash of mints) await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 100 });
@@ -160,14 +180,13 @@ export async function startDevChain(o: DevChainOptions = {}): Promise<DevChain> 
 }
 
 /** Clients on a running dev chain (one `npm run devchain` started): the payer's wallet and the Test tokens' addresses. */
-export async function connectDevChain(url: string, network: "ethereum" | "polygon" = "ethereum"): Promise<Omit<DevChain, "stop" | "process" | "port">> {
+export async function connectDevChain(url: string, network: DevNetwork = "ethereum"): Promise<Omit<DevChain, "stop" | "process" | "port">> {
   const transport = http(url, { retryCount: 0 });
   const probe = createPublicClient({ transport });
   const chainId = await probe.getChainId();
   const chain = { id: chainId, name: `dev ${network}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [url] } } };
   const payer = privateKeyToAccount(payerKey);
-  const tokens: Record<string, Hex> = {};
-  for (const a of assets.filter((a) => a.network === network && a.contract)) tokens[a.asset] = a.contract?.test as Hex;
+  const tokens = devTokens(network);
   return {
     url,
     chainId,

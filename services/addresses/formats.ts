@@ -150,6 +150,28 @@ function checkTron(address: string): AddressCheck {
   return { ok: true, address };
 }
 
+/**
+ * A tron address's 20 bytes as TRON's Ethereum-compatible JSON-RPC writes them (`0x` and 40 lowercase
+ * hex digits: the base58check payload without its 0x41 prefix); undefined for anything that is not a
+ * valid tron address. Log filters and log topics use this form; the API shows the `T…` one.
+ */
+export function tronToHex20(address: string): string | undefined {
+  const payload = tryDecode(() => base58check.decode(address));
+  if (payload === undefined || payload.length !== 21 || payload[0] !== tronPrefix) return undefined;
+  return `0x${bytesToHex(payload.subarray(1))}`;
+}
+
+/** The `T…` address of 20 bytes written in hex (`0x` optional, either case, or with the 41 prefix); undefined for anything else. */
+export function tronFromHex20(hex: string): string | undefined {
+  const digits = hex.replace(/^0x/i, "").toLowerCase();
+  const body = digits.length === 42 && digits.startsWith("41") ? digits.slice(2) : digits;
+  if (!/^[0-9a-f]{40}$/.test(body)) return undefined;
+  const payload = new Uint8Array(21);
+  payload[0] = tronPrefix;
+  for (let i = 0; i < 20; i++) payload[i + 1] = parseInt(body.slice(2 * i, 2 * i + 2), 16);
+  return base58check.encode(payload);
+}
+
 // Solana addresses carry no checksum: all we can check is that they are 32 bytes of base58.
 function checkSolana(address: string): AddressCheck {
   const bytes = tryDecode(() => base58.decode(address));

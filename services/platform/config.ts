@@ -62,7 +62,7 @@ export interface Config {
   apiKeyMaxAgeDays: number;
   /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
   grpcReflection: "on" | "off" | "auto";
-  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows (Bitcoin Core's RPC over http(s); Ethereum JSON-RPC over http(s) or ws(s)). */
+  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows (Bitcoin Core's RPC over http(s); Ethereum JSON-RPC over http(s) or ws(s); TRON's over http(s)). */
   chainEndpoints: ChainEndpoint[];
   /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
   watcherPollMs: number;
@@ -95,16 +95,21 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);
       if (raw === undefined) continue;
-      // bitcoind's RPC is HTTP only; Ethereum nodes also speak WebSocket.
+      // bitcoind's RPC is HTTP only, and so is java-tron's JSON-RPC (POST to /jsonrpc); Ethereum nodes also speak WebSocket.
       const bitcoin = network === "bitcoin";
-      const what = bitcoin ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)" : "an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint";
+      const httpOnly = bitcoin || network === "tron";
+      const what = bitcoin
+        ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)"
+        : network === "tron"
+          ? "an absolute http(s) URL of a TRON node's Ethereum-compatible JSON-RPC endpoint (http://host:8545/jsonrpc)"
+          : "an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint";
       let parsed: URL;
       try {
         parsed = new URL(raw);
       } catch {
         throw new ConfigError(`${name} must be ${what}`);
       }
-      if (!(bitcoin ? ["http:", "https:"] : ["http:", "https:", "ws:", "wss:"]).includes(parsed.protocol)) {
+      if (!(httpOnly ? ["http:", "https:"] : ["http:", "https:", "ws:", "wss:"]).includes(parsed.protocol)) {
         throw new ConfigError(`${name} must be ${what}, got the scheme ${parsed.protocol.slice(0, -1)}`);
       }
       out.push({ network, environment, url: raw });

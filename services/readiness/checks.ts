@@ -324,7 +324,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
       ...base,
       passed: false,
       message:
-        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
+        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL, TRON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
         said(followedNetworks),
     };
   }

@@ -67,8 +67,8 @@ export const evmChainIds: Readonly<Record<"ethereum" | "polygon", { live: number
   polygon: { live: 137, test: 80002 },
 };
 
-/** The networks the built-in chain watcher follows (bitcoin through Bitcoin Core's RPC, the others through Ethereum JSON-RPC); payments on the rest come from an ObservationService client of the operator's own. */
-export const followedNetworks = ["bitcoin", "ethereum", "polygon"] as const;
+/** The networks the built-in chain watcher follows (bitcoin through Bitcoin Core's RPC, the others through Ethereum JSON-RPC, tron's Ethereum-compatible one); payments on the rest come from an ObservationService client of the operator's own. */
+export const followedNetworks = ["bitcoin", "ethereum", "polygon", "tron"] as const;
 
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];
 

@@ -2,12 +2,35 @@ import type { ChainEndpoint } from "../platform/config.ts";
 import { evmChainIds } from "../vocabulary/assets.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import type { EvmNode } from "./evm-node.ts";
+import { tronChainIds } from "./tron-source.ts";
 
 /** Block 0 of each mainnet: a Live node must serve it, whatever chain id or name it claims. */
 export const mainnetGenesis: Readonly<Record<ChainEndpoint["network"], string>> = {
   bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
   ethereum: "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3",
   polygon: "0xa9c28ce2141b56c474f1dc504bee9b01eb1bd7d1a507580d5519d4437a97de1b",
+  // TRON mainnet's BlockId of block 0, as its JSON-RPC writes it (0x, lowercase): eth_chainId is its
+  // last 4 bytes (0x2b6653dc). Published in the ChainAgnostic namespaces' tron/caip2.md beside the
+  // chain ids the developer hub's eth_chainId lists, and by block explorers' getblockbynum 0.
+  tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
+};
+
+/** The chain id a Live node must name, per network followed through Ethereum JSON-RPC. */
+const mainnetChainIds: Readonly<Record<"ethereum" | "polygon" | "tron", number>> = {
+  ethereum: evmChainIds.ethereum.live,
+  polygon: evmChainIds.polygon.live,
+  tron: tronChainIds.mainnet,
+};
+
+/**
+ * The chain ids a Test node may name, where not every chain that is not mainnet will do: TRON's
+ * public testnets (Nile, Shasta; a local dev chain takes Nile's). Elsewhere any chain but mainnet.
+ */
+const testChainIds: Readonly<Partial<Record<"ethereum" | "polygon" | "tron", readonly (readonly [number, string])[]>>> = {
+  tron: [
+    [tronChainIds.nile, "Nile"],
+    [tronChainIds.shasta, "Shasta"],
+  ],
 };
 
 /** What a node says of the chain it serves. */
@@ -20,12 +43,21 @@ export interface NodeFacts {
   genesisHash: string;
   /** Still syncing (`eth_syncing`, bitcoind's initial block download): its head is not the chain's. */
   syncing: boolean;
+  /** On networks whose Test chains are a known few (tron): whether the name is one of them, else why not. Unset elsewhere. */
+  testnet?: { ok: true } | { ok: false; expected: string };
 }
 
-/** Asks an EVM node which chain it serves, in one round trip (viem batches the three). */
-export async function evmFacts(node: EvmNode, network: "ethereum" | "polygon"): Promise<NodeFacts> {
+/** Asks an EVM node (or TRON's Ethereum-compatible JSON-RPC) which chain it serves, in one round trip (viem batches the three). */
+export async function evmFacts(node: EvmNode, network: "ethereum" | "polygon" | "tron"): Promise<NodeFacts> {
   const [chainId, genesisHash, syncing] = await Promise.all([node.chainId(), node.genesisHash(), node.syncing()]);
-  return { chain: `chain id ${chainId}`, mainnet: chainId === evmChainIds[network].live, genesisHash: genesisHash.toLowerCase(), syncing };
+  const facts: NodeFacts = { chain: `chain id ${chainId}`, mainnet: chainId === mainnetChainIds[network], genesisHash: genesisHash.toLowerCase(), syncing };
+  const known = testChainIds[network];
+  if (known) {
+    facts.testnet = known.some(([id]) => id === chainId)
+      ? { ok: true }
+      : { ok: false, expected: known.map(([id, name]) => `${name}'s chain id ${id}`).join(" or ") };
+  }
+  return facts;
 }
 
 /** Asks a Bitcoin Core node which chain it serves (`getblockchaininfo`, `getblockhash 0`). */
@@ -50,6 +82,9 @@ export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts
     return `the node names ${facts.chain} but its block 0 is ${facts.genesisHash}, not ${e.network} mainnet's`;
   }
   if (e.environment === "test" && isMainnet) return `the node follows ${e.network} mainnet (${facts.chain}): Test intents are paid on a testnet or a local dev chain`;
+  if (e.environment === "test" && facts.testnet?.ok === false) {
+    return `the node follows ${facts.chain}, not a ${e.network} testnet (${facts.testnet.expected}; a local dev chain takes one of them): Test payments are only watched there`;
+  }
   if (pinned !== undefined && facts.chain !== pinned) return `the node changed chains while followed: it served ${pinned} and now names ${facts.chain}`;
   if (facts.syncing) return "the node is still syncing: it is followed once it has caught up";
   return undefined;

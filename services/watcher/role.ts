@@ -14,6 +14,7 @@ import { evmSource, EvmWatched } from "./evm-source.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { bitcoinFacts, evmFacts, firstBlockAtOrAfter, refusal, type NodeFacts } from "./node-check.ts";
+import { tronNode, tronSource, TronWatched } from "./tron-source.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 export interface WatcherRoleOptions {
@@ -67,12 +68,22 @@ function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
       close: async () => {},
     };
   }
-  const node = evmNode(e.url, timeoutMs);
-  const watched = new EvmWatched();
+  // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
+  const tron = e.network === "tron";
+  const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
   const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
   const network = e.network;
+  let watched: EvmWatched;
+  let source: ChainSource;
+  if (tron) {
+    const tronWatched = new TronWatched();
+    [watched, source] = [tronWatched, tronSource(node, chainAssets, tronWatched)];
+  } else {
+    watched = new EvmWatched();
+    source = evmSource(node, chainAssets, watched);
+  }
   return {
-    source: evmSource(node, chainAssets, watched),
+    source,
     watched,
     facts: () => evmFacts(node, network),
     async timeAt(height) {

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { base58, bech32, bech32m, createBase58check } from "@scure/base";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { hexToBytes } from "@noble/hashes/utils.js";
-import { checkAddress, toEip55 } from "../../services/addresses/formats.ts";
+import { checkAddress, toEip55, tronFromHex20, tronToHex20 } from "../../services/addresses/formats.ts";
 import { deriveAddress, testAccountKeys } from "../../services/addresses/keys.ts";
 import { assets } from "../../services/vocabulary/assets.ts";
 
@@ -110,6 +110,24 @@ t.test("tron", async (t) => {
     refuses(t, "tron", environment, "41a614f803b6fd780986a42c78ec9c7f77e6ded13c"); // hex form
     refuses(t, "tron", environment, "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
   }
+});
+
+t.test("tron addresses in the 20-byte form TRON's JSON-RPC writes, and back", async (t) => {
+  // Tether's USDT contract on mainnet, as Tronscan shows it in both forms.
+  t.equal(tronToHex20("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"), "0xa614f803b6fd780986a42c78ec9c7f77e6ded13c");
+  t.equal(tronFromHex20("0xa614f803b6fd780986a42c78ec9c7f77e6ded13c"), "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t");
+  t.equal(tronFromHex20("0xA614F803B6FD780986A42C78EC9C7F77E6DED13C"), "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t", "either case (viem checksums log addresses)");
+  t.equal(tronFromHex20("41a614f803b6fd780986a42c78ec9c7f77e6ded13c"), "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t", "the 21-byte form with 41");
+  t.equal(tronToHex20("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u"), undefined, "a bad checksum");
+  t.equal(tronToHex20("0xa614f803b6fd780986a42c78ec9c7f77e6ded13c"), undefined);
+  t.equal(tronFromHex20("0xa614"), undefined);
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 20, maxLength: 20 }), (b) => {
+      const hex = `0x${Buffer.from(b).toString("hex")}`;
+      const address = tronFromHex20(hex) as string;
+      return checkAddress("tron", "live", address).ok && tronToHex20(address) === hex;
+    }),
+  );
 });
 
 t.test("solana", async (t) => {

@@ -31,3 +31,17 @@ t.test("an amount the token holds goes on to the chain", async (t) => {
     t.match(r.stderr, /^devchain: no dev chain answers at http:\/\/127\.0\.0\.1:9/, `${amount} ${asset}: accepted, then no chain`);
   }
 });
+
+t.test("a T… deposit address is a tron intent's: USDT on the tron dev chain", async (t) => {
+  const tron = "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH";
+  const payTron = (...args: string[]) => spawnSync(process.execPath, [script, "pay", tron, ...args], { env, encoding: "utf8", timeout: 30_000 });
+  let r = payTron("1.1234567");
+  t.same([r.status, r.stdout], [1, ""]);
+  t.match(r.stderr, /^devchain: amount 1\.1234567 has more than 6 decimal places, the most USDT allows; nothing was sent\n$/, "USDT by default");
+  r = payTron("1", "USDC");
+  t.match(r.stderr, /^devchain: unknown asset "USDC" on the tron dev chain: USDT\n$/, "no other asset on tron");
+  r = payTron("1.5");
+  t.match(r.stderr, /^devchain: no dev chain answers at http:\/\/127\.0\.0\.1:9: start one with npm run devchain -- tron/, "accepted, then no chain, and how to start one");
+  r = spawnSync(process.execPath, [script, "pay", "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdX", "1"], { env, encoding: "utf8", timeout: 30_000 });
+  t.match(r.stderr, /^devchain: usage: npm run -s pay -- <0x deposit address> <amount> \[ETH\|USDC\|USDT\], or <T… deposit address> <amount> \[USDT\]\n$/, "a T… address with a bad checksum is refused");
+});

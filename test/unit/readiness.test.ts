@@ -194,15 +194,18 @@ t.test("api_key_age", async (t) => {
 });
 
 t.test("chain_watcher: each accepted Live network the built-in watcher follows is followed now", async (t) => {
-  const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin", "tron"], pools: [] };
-  const ok = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }] }), settings);
+  const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin", "tron"], pools: [{ network: "solana", imported: 5, free: 5 }] };
+  const ok = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }), settings);
   t.same([ok.passed, ok.severity], [true, "required"]);
-  t.match(ok.message, "A watcher follows the Live chain of bitcoin, ethereum and polygon.");
-  t.match(ok.message, "Payments on tron are seen only through a watcher of your operator's own (ObservationService).");
+  t.match(ok.message, "A watcher follows the Live chain of bitcoin, ethereum, tron and polygon.");
+  t.match(ok.message, "Payments on solana are seen only through a watcher of your operator's own (ObservationService).");
+  const noTron = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }] }), settings);
+  t.equal(noTron.passed, false, "tron is followed by the built-in watcher: accepted on Live, it needs one");
+  t.match(noTron.message, "sets TRON_LIVE_RPC_URL to a mainnet node");
 
   const minute = 60_000;
   const stale = chainWatcherCheck(
-    facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }, { network: "bitcoin", savedAt: now }] }),
+    facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }),
     settings,
   );
   t.equal(stale.passed, false, "a watcher that stopped saving 3 minutes ago is not following");

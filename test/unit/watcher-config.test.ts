@@ -24,6 +24,16 @@ t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the 
   t.equal(redactNodeUrl("http://watcher:secret@10.0.0.5:8332/wallet/x"), "http://10.0.0.5:8332", "the password never reaches a log");
 });
 
+t.test("a TRON node: its Ethereum-compatible JSON-RPC over http(s) only (java-tron serves it by POST to /jsonrpc)", async (t) => {
+  const c = loadConfig({ TRON_TEST_RPC_URL: "http://127.0.0.1:8545/jsonrpc", TRON_LIVE_RPC_URL: "https://tron.example/jsonrpc" });
+  t.same(c.chainEndpoints, [
+    { network: "tron", environment: "test", url: "http://127.0.0.1:8545/jsonrpc" },
+    { network: "tron", environment: "live", url: "https://tron.example/jsonrpc" },
+  ]);
+  t.throws(() => loadConfig({ TRON_LIVE_RPC_URL: "wss://tron.example/ws" }), /TRON_LIVE_RPC_URL must be an absolute http\(s\) URL of a TRON node's Ethereum-compatible JSON-RPC endpoint .*got the scheme wss/);
+  t.same(loadConfig({ TRON_CONFIRMATIONS: "19" }).confirmationOverrides, { tron: 19 });
+});
+
 t.test("confirmation overrides, poll interval, lease and the late-payment window", async (t) => {
   const c = loadConfig({ ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "250", WATCHER_LEASE_SECONDS: "30", LATE_PAYMENT_WINDOW_SECONDS: "3600" });
   t.same(c.confirmationOverrides, { ethereum: 3 });
