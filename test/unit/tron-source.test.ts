@@ -63,6 +63,29 @@ function transfer(height: number, to: string, value: bigint, contract = testCont
   };
 }
 
+/** A receipt as eth_getTransactionReceipt.md documents it: the transaction's logs as eth_getLogs writes them (block-wide logIndex). */
+function receipt(logs: ReturnType<typeof transfer>[]) {
+  const first = logs[0];
+  if (!first) return null;
+  return {
+    blockHash: first.blockHash,
+    blockNumber: first.blockNumber,
+    transactionHash: first.transactionHash,
+    transactionIndex: first.transactionIndex,
+    from: "0xdd791d6b49e190062d650e6a23c575510d35f2f9",
+    to: first.address,
+    cumulativeGasUsed: "0x3a98",
+    gasUsed: "0x3a98",
+    effectiveGasPrice: "0xd2",
+    contractAddress: null,
+    logs,
+    logsBloom: `0x${"00".repeat(256)}`,
+    status: "0x1",
+    type: "0x0",
+    root: null,
+  };
+}
+
 interface Call {
   method: string;
   params: unknown[];
@@ -155,14 +178,12 @@ t.test("blocks and TRC-20 Transfer logs: 20-byte addresses, TRON's block fields,
       const h = Number(c.params[0]);
       return h > head ? null : block(h);
     }
+    const all = [transfer(21, payee, 12_500_000n), transfer(22, stranger, 1n, testContract, 0), transfer(22, payee, 1n, testContract, 3)];
     if (c.method === "eth_getLogs") {
       const f = c.params[0] as { fromBlock: string; toBlock: string };
-      return [
-        transfer(21, payee, 12_500_000n),
-        transfer(22, stranger, 1n, testContract, 0),
-        transfer(22, payee, 1n, testContract, 3),
-      ].filter((l) => Number(l.blockNumber) >= Number(f.fromBlock) && Number(l.blockNumber) <= Number(f.toBlock));
+      return all.filter((l) => Number(l.blockNumber) >= Number(f.fromBlock) && Number(l.blockNumber) <= Number(f.toBlock));
     }
+    if (c.method === "eth_getTransactionReceipt") return receipt(all.filter((l) => l.transactionHash === c.params[0]));
     throw new Error(c.method);
   });
   const watched = new TronWatched();
@@ -180,9 +201,9 @@ t.test("blocks and TRC-20 Transfer logs: 20-byte addresses, TRON's block fields,
     read?.outputs.map((o) => [o.toAddress, o.amount, o.outputIndex, o.blockHeight, o.asset]),
     [
       [payee, "12.5", 1, 21, "USDT"],
-      [payee, "0.000001", 4, 22, "USDT"],
+      [payee, "0.000001", 2, 22, "USDT"],
     ],
-    "Transfers to the watched address, written back as its T… address, to the unit",
+    "Transfers to the watched address, written back as its T… address, to the unit, each known by its place among its transaction's logs",
   );
   const logs = n.calls.filter((c) => c.method === "eth_getLogs");
   t.same((logs[0]?.params[0] as { address: string[] }).address, [testContract], "the contract asked for in its 20-byte form, not T… nor 41…");
@@ -200,6 +221,7 @@ t.test("an answer over the node's maxResponseSize (-32003) is read again in smal
       if (Number(f.toBlock) > Number(f.fromBlock)) return rpcError(-32003, "Response exceeds the limit of 26214400 bytes");
       return Number(f.fromBlock) === 7 ? [transfer(7, payee, 3_000_000n)] : [];
     }
+    if (c.method === "eth_getTransactionReceipt") return receipt([transfer(7, payee, 3_000_000n)]);
     throw new Error(c.method);
   });
   const watched = new TronWatched();
