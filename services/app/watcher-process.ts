@@ -5,7 +5,8 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import { ConfigError, type Config } from "../platform/config.ts";
 import { listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
-import { checkEndpoints, startWatcherRole } from "../watcher/role.ts";
+import { checkEndpoints } from "../watcher/chain-reader.ts";
+import { startWatcherRole } from "../watcher/role.ts";
 
 /**
  * Starts the watcher role. Beside the rpc role (`local`) it calls the handlers in-process with a

@@ -1,21 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
-import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
-import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
-import { bitcoinNode } from "./bitcoin-node.ts";
-import { bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
-import { evmNode, redactNodeUrl } from "./evm-node.ts";
-import { evmSource, EvmWatched } from "./evm-source.ts";
+import { chainReader, type ChainReader } from "./chain-reader.ts";
+import { CoreClient, type Claim } from "./core-client.ts";
+import { redactNodeUrl } from "./evm-node.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
-import { bitcoinFacts, evmFacts, firstBlockAtOrAfter, refusal, type NodeFacts } from "./node-check.ts";
-import { tronNode, tronSource, TronWatched } from "./tron-source.ts";
-import type { WatchedAddresses } from "./watched.ts";
+import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
+import { WatchedSync } from "./watched-sync.ts";
 
 export interface WatcherRoleOptions {
   endpoints: readonly ChainEndpoint[];
@@ -29,8 +24,6 @@ export interface WatcherRoleOptions {
   registry: Registry;
 }
 
-/** A full re-read of the watched addresses this often drops those of intents that can no longer be paid. */
-const resyncMs = 10 * 60_000;
 const maxBackoffMs = 30_000;
 /** A watcher with nothing new to save still saves this often. */
 const heartbeatMs = 15_000;
@@ -38,62 +31,6 @@ const heartbeatMs = 15_000;
 const reportEveryMs = 30_000;
 /** How much older than the oldest watched intent a block may be and still be read on a new chain: block clocks drift (bitcoin allows two hours). */
 const blockTimeSlackSeconds = 2 * 3600;
-
-interface ChainReader {
-  source: ChainSource;
-  watched: WatchedAddresses;
-  /** Which chain the node serves, as it says itself. */
-  facts(): Promise<NodeFacts>;
-  /** The time (seconds) of the best chain's block at `height`. */
-  timeAt(height: number): Promise<number>;
-  close(): Promise<void>;
-}
-
-/** The node of an endpoint, the source that reads it for the follower, and the watched set it matches against. */
-function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
-  if (e.network === "bitcoin") {
-    const node = bitcoinNode(e.url, timeoutMs);
-    const watched = new BitcoinWatched();
-    return {
-      source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched),
-      watched,
-      facts: () => bitcoinFacts(node),
-      async timeAt(height) {
-        const hash = await node.hashAt(height);
-        const block = hash === undefined ? undefined : await node.block(hash);
-        if (!block) throw new Error(`block ${height} is not on the node's best chain`);
-        return block.time;
-      },
-      // Plain HTTP requests: nothing to close.
-      close: async () => {},
-    };
-  }
-  // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
-  const tron = e.network === "tron";
-  const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
-  const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
-  const network = e.network;
-  let watched: EvmWatched;
-  let source: ChainSource;
-  if (tron) {
-    const tronWatched = new TronWatched();
-    [watched, source] = [tronWatched, tronSource(node, chainAssets, tronWatched)];
-  } else {
-    watched = new EvmWatched();
-    source = evmSource(node, chainAssets, watched);
-  }
-  return {
-    source,
-    watched,
-    facts: () => evmFacts(node, network),
-    async timeAt(height) {
-      const block = await node.block(height, false);
-      if (!block) throw new Error(`block ${height} is not on the node's best chain`);
-      return block.timestamp;
-    },
-    close: () => node.close(),
-  };
-}
 
 /** Follows each configured chain while this process holds its lease; stop() ends every loop. */
 export function startWatcherRole(o: WatcherRoleOptions): { stop(): Promise<void> } {
@@ -139,11 +76,9 @@ class ChainWatch {
   readonly #source: ChainSource;
   /** The node and what is read of it; the follower reads through #source, its failures marked as the node's. */
   readonly #reader: ChainReader;
-  readonly #chains;
-  readonly #headers: Record<string, string>;
+  readonly #core: CoreClient;
+  readonly #watched: WatchedSync;
   readonly #log: Logger;
-  #cursor: string | undefined;
-  #resyncAt = 0;
   #follower: Follower | undefined;
   #leaseRenewAt = 0;
   #failing: string | undefined;
@@ -170,9 +105,8 @@ class ChainWatch {
     this.#labels = { network: e.network, environment: e.environment };
     this.#reader = chainReader(e);
     this.#source = this.#guarded(this.#reader.source);
-    const core = o.coreFor(e.environment);
-    this.#chains = createClient(ChainService, core.transport);
-    this.#headers = { authorization: `Bearer ${core.credential}` };
+    this.#core = new CoreClient(e.network, id, o.coreFor(e.environment));
+    this.#watched = new WatchedSync(this.#reader.watched, (cursor) => this.#core.listWatched(cursor));
     this.#log = o.logger.child({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url) });
   }
 
@@ -266,7 +200,8 @@ class ChainWatch {
     const head = await this.#source.headHeight();
     this.#m.head.set(this.#labels, head);
     // Addresses after the head: a payment in a block up to it was made to an address handed out before.
-    await this.#refreshWatched();
+    await this.#watched.refresh();
+    this.#m.watched.set(this.#labels, this.#watched.size);
     if (!this.#follower) {
       const claim = await this.#claim();
       const position = await this.#startingPosition(claim, head);
@@ -274,7 +209,7 @@ class ChainWatch {
       const follower = new Follower(
         {
           source: this.#source,
-          core: this.#core(),
+          core: this.#reporter(),
           required: claim.required,
           confirmFork: async () => {
             if (await this.#prove(true)) throw new ChainReplaced();
@@ -305,7 +240,7 @@ class ChainWatch {
     while (busy && Date.now() < deadline && !this.#signal.aborted) busy = await follower.step(head);
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
     // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
-    if (Date.now() - this.#savedAt > heartbeatMs) await this.#core().report([], { height: head, time: undefined });
+    if (Date.now() - this.#savedAt > heartbeatMs) await this.#reporter().report([], { height: head, time: undefined });
     await this.#problemIs(undefined);
     return busy;
   }
@@ -366,27 +301,17 @@ class ChainWatch {
     if (last && last.problem === problem && Date.now() - last.at < reportEveryMs) return;
     this.#reported = { problem, at: Date.now() };
     try {
-      await this.#chains.reportChainNode({ network: this.#e.network, watcherId: this.#id, node: redactNodeUrl(this.#e.url), problem: (problem ?? "").slice(0, 500) }, { headers: this.#headers });
+      await this.#core.reportNode(redactNodeUrl(this.#e.url), problem ?? "");
     } catch {
       this.#reported = undefined;
     }
   }
 
   async #claim(): Promise<Claim> {
-    const res = await this.#chains.claimChain({ network: this.#e.network, watcherId: this.#id, leaseSeconds: this.#o.leaseSeconds }, { headers: this.#headers });
+    const claim = await this.#core.claim(this.#o.leaseSeconds);
     this.#leaseRenewAt = Date.now() + (this.#o.leaseSeconds * 1000) / 3;
-    if (res.active) this.#epoch = res.epoch;
-    return {
-      active: res.active,
-      holder: res.holder,
-      position: res.position && {
-        height: Number(res.position.height),
-        recentBlocks: res.position.recentBlocks.map((b) => ({ height: Number(b.height), hash: b.hash })),
-        genesisHash: res.position.genesisHash === "" ? undefined : res.position.genesisHash,
-      },
-      required: res.requiredConfirmations,
-      oldestWatched: res.oldestWatchedCreatedAt && timestampDate(res.oldestWatchedCreatedAt),
-    };
+    if (claim.active) this.#epoch = claim.epoch;
+    return claim;
   }
 
   /** Renews the lease when due; false (and standing by) while another watcher holds it. */
@@ -405,42 +330,6 @@ class ChainWatch {
     return false;
   }
 
-  async #refreshWatched(): Promise<void> {
-    try {
-      await this.#readWatched();
-    } catch (err) {
-      // A cursor the core can no longer read (its key changed, a core of another version): read the whole set again, now.
-      if (!(err instanceof ConnectError && err.code === Code.InvalidArgument) || Date.now() >= this.#resyncAt) throw err;
-      this.#resyncAt = 0;
-      await this.#readWatched();
-    }
-  }
-
-  async #readWatched(): Promise<void> {
-    const full = Date.now() >= this.#resyncAt;
-    let cursor = full ? undefined : this.#cursor;
-    // A full re-read replaces the set only once it is complete: a failure halfway keeps the old one.
-    const fresh: string[] = [];
-    for (;;) {
-      const page = await this.#listWatched(cursor);
-      if (full) fresh.push(...page.addresses);
-      else for (const a of page.addresses) this.#reader.watched.add(a);
-      cursor = page.nextCursor;
-      if (!page.hasMore) break;
-    }
-    if (full) {
-      this.#reader.watched.clear();
-      for (const a of fresh) this.#reader.watched.add(a);
-      this.#resyncAt = Date.now() + resyncMs;
-    }
-    this.#cursor = cursor;
-    this.#m.watched.set(this.#labels, this.#reader.watched.size);
-  }
-
-  #listWatched(cursor: string | undefined) {
-    return this.#chains.listWatchedAddresses({ network: this.#e.network, cursor, limit: 10_000 }, { headers: this.#headers });
-  }
-
   /** The source, its failures marked as the node's (for the backoff's log line and the RPC error count). */
   #guarded(source: ChainSource): ChainSource {
     return {
@@ -451,9 +340,8 @@ class ChainWatch {
     };
   }
 
-  #core(): Core {
-    const network = this.#e.network;
-    const headers = this.#headers;
+  /** The follower's core: blocks reported under this watcher's lease epoch. */
+  #reporter(): Core {
     return {
       report: async (blocks, head) => {
         // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew
@@ -461,24 +349,7 @@ class ChainWatch {
         if (Date.now() >= this.#leaseRenewAt && !(await this.#claim()).active) {
           throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
         }
-        const res = await this.#chains.reportBlocks(
-          {
-            network,
-            watcherId: this.#id,
-            leaseEpoch: this.#epoch ?? 0n,
-            genesisHash: this.#genesis ?? "",
-            blocks: blocks.map((b) => ({
-              height: BigInt(b.height),
-              hash: b.hash,
-              parentHash: b.parentHash,
-              time: timestampFromDate(new Date(b.time * 1000)),
-              outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
-            })),
-            headHeight: BigInt(head.height),
-            headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
-          },
-          { headers },
-        );
+        const res = await this.#core.report(blocks, head, this.#epoch ?? 0n, this.#genesis);
         this.#savedAt = Date.now();
         if (res.rejected > 0) {
           // The core kept them with the reason; one output never holds up the chain.
@@ -491,34 +362,3 @@ class ChainWatch {
   }
 }
 
-/**
- * Start-time check of each endpoint: one that answers for the wrong chain is bad configuration
- * (a Live watcher must follow mainnet; a Test one never does). One that does not answer, or is
- * still syncing, is not: the watcher proves the node again before it reads anything, and says so once.
- */
-export async function checkEndpoints(endpoints: readonly ChainEndpoint[], logger: Logger): Promise<string | undefined> {
-  for (const e of endpoints) {
-    const name = `${e.network.toUpperCase()}_${e.environment.toUpperCase()}_RPC_URL`;
-    const reader = chainReader(e, 5000);
-    let facts: NodeFacts;
-    try {
-      facts = await reader.facts();
-    } catch (err) {
-      logger.warn({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url), reason: (err as Error).message.split("\n")[0] }, `${name} does not answer; the watcher will keep trying`);
-      continue;
-    } finally {
-      await reader.close().catch(() => undefined);
-    }
-    const wrong = refusal(e, { ...facts, syncing: false }, undefined);
-    if (wrong) return `${name}: ${wrong}`;
-  }
-  return undefined;
-}
-
-interface Claim {
-  active: boolean;
-  holder: string;
-  position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined } | undefined;
-  required: Record<string, number>;
-  oldestWatched: Date | undefined;
-}

@@ -1,0 +1,92 @@
+import type { ChainEndpoint } from "../platform/config.ts";
+import type { Logger } from "../platform/logger.ts";
+import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { bitcoinNode } from "./bitcoin-node.ts";
+import { bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
+import { evmNode, redactNodeUrl } from "./evm-node.ts";
+import { evmSource, EvmWatched } from "./evm-source.ts";
+import type { ChainSource } from "./follow.ts";
+import { bitcoinFacts, evmFacts, refusal, type NodeFacts } from "./node-check.ts";
+import { tronNode, tronSource, TronWatched } from "./tron-source.ts";
+import type { WatchedAddresses } from "./watched.ts";
+
+/** What a watcher reads of its node, whatever the kind of chain: the one place that knows the kinds. */
+export interface ChainReader {
+  source: ChainSource;
+  watched: WatchedAddresses;
+  /** Which chain the node serves, as it says itself. */
+  facts(): Promise<NodeFacts>;
+  /** The time (seconds) of the best chain's block at `height`. */
+  timeAt(height: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** The node of an endpoint, the source that reads it for the follower, and the watched set it matches against. */
+export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
+  if (e.network === "bitcoin") {
+    const node = bitcoinNode(e.url, timeoutMs);
+    const watched = new BitcoinWatched();
+    return {
+      source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched),
+      watched,
+      facts: () => bitcoinFacts(node),
+      async timeAt(height) {
+        const hash = await node.hashAt(height);
+        const block = hash === undefined ? undefined : await node.block(hash);
+        if (!block) throw new Error(`block ${height} is not on the node's best chain`);
+        return block.time;
+      },
+      // Plain HTTP requests: nothing to close.
+      close: async () => {},
+    };
+  }
+  // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
+  const tron = e.network === "tron";
+  const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
+  const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
+  const network = e.network;
+  let watched: EvmWatched;
+  let source: ChainSource;
+  if (tron) {
+    const tronWatched = new TronWatched();
+    [watched, source] = [tronWatched, tronSource(node, chainAssets, tronWatched)];
+  } else {
+    watched = new EvmWatched();
+    source = evmSource(node, chainAssets, watched);
+  }
+  return {
+    source,
+    watched,
+    facts: () => evmFacts(node, network),
+    async timeAt(height) {
+      const block = await node.block(height, false);
+      if (!block) throw new Error(`block ${height} is not on the node's best chain`);
+      return block.timestamp;
+    },
+    close: () => node.close(),
+  };
+}
+
+/**
+ * Start-time check of each endpoint: one that answers for the wrong chain is bad configuration
+ * (a Live watcher must follow mainnet; a Test one never does). One that does not answer, or is
+ * still syncing, is not: the watcher proves the node again before it reads anything, and says so once.
+ */
+export async function checkEndpoints(endpoints: readonly ChainEndpoint[], logger: Logger): Promise<string | undefined> {
+  for (const e of endpoints) {
+    const name = `${e.network.toUpperCase()}_${e.environment.toUpperCase()}_RPC_URL`;
+    const reader = chainReader(e, 5000);
+    let facts: NodeFacts;
+    try {
+      facts = await reader.facts();
+    } catch (err) {
+      logger.warn({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url), reason: (err as Error).message.split("\n")[0] }, `${name} does not answer; the watcher will keep trying`);
+      continue;
+    } finally {
+      await reader.close().catch(() => undefined);
+    }
+    const wrong = refusal(e, { ...facts, syncing: false }, undefined);
+    if (wrong) return `${name}: ${wrong}`;
+  }
+  return undefined;
+}

@@ -1,0 +1,78 @@
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createClient, type Transport } from "@connectrpc/connect";
+import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
+import type { BlockRef, ReportedBlock } from "./follow.ts";
+
+/** What ClaimChain answered, in the watcher's terms. */
+export interface Claim {
+  active: boolean;
+  holder: string;
+  position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined } | undefined;
+  required: Record<string, number>;
+  oldestWatched: Date | undefined;
+}
+
+/**
+ * The watcher's side of ChainService for one chain: the only place that speaks gRPC to the core.
+ * Each call carries the watcher's internal credential.
+ */
+export class CoreClient {
+  readonly #chains;
+  readonly #headers: Record<string, string>;
+  readonly #network: string;
+  readonly #watcherId: string;
+
+  constructor(network: string, watcherId: string, core: { transport: Transport; credential: string }) {
+    this.#network = network;
+    this.#watcherId = watcherId;
+    this.#chains = createClient(ChainService, core.transport);
+    this.#headers = { authorization: `Bearer ${core.credential}` };
+  }
+
+  async claim(leaseSeconds: number): Promise<Claim & { epoch: bigint }> {
+    const res = await this.#chains.claimChain({ network: this.#network, watcherId: this.#watcherId, leaseSeconds }, { headers: this.#headers });
+    return {
+      active: res.active,
+      holder: res.holder,
+      epoch: res.epoch,
+      position: res.position && {
+        height: Number(res.position.height),
+        recentBlocks: res.position.recentBlocks.map((b) => ({ height: Number(b.height), hash: b.hash })),
+        genesisHash: res.position.genesisHash === "" ? undefined : res.position.genesisHash,
+      },
+      required: res.requiredConfirmations,
+      oldestWatched: res.oldestWatchedCreatedAt && timestampDate(res.oldestWatchedCreatedAt),
+    };
+  }
+
+  /** Reports blocks (none: a heartbeat) under the lease's epoch; the core answers with its tip and what it did. */
+  report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }, epoch: bigint, genesisHash: string | undefined) {
+    return this.#chains.reportBlocks(
+      {
+        network: this.#network,
+        watcherId: this.#watcherId,
+        leaseEpoch: epoch,
+        genesisHash: genesisHash ?? "",
+        blocks: blocks.map((b) => ({
+          height: BigInt(b.height),
+          hash: b.hash,
+          parentHash: b.parentHash,
+          time: timestampFromDate(new Date(b.time * 1000)),
+          outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
+        })),
+        headHeight: BigInt(head.height),
+        headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
+      },
+      { headers: this.#headers },
+    );
+  }
+
+  listWatched(cursor: string | undefined) {
+    return this.#chains.listWatchedAddresses({ network: this.#network, cursor, limit: 10_000 }, { headers: this.#headers });
+  }
+
+  /** What the watcher found about its node (problem empty: it follows it). */
+  async reportNode(node: string, problem: string): Promise<void> {
+    await this.#chains.reportChainNode({ network: this.#network, watcherId: this.#watcherId, node, problem: problem.slice(0, 500) }, { headers: this.#headers });
+  }
+}
