@@ -12,6 +12,28 @@ import { redactNodeUrl } from "../watcher/evm-node.ts";
 
 const args = process.argv.slice(2);
 
+// A stop signal that comes while the process starts is kept and acted on once it has started: by
+// Node's default it would end the process mid-start, with no clean stop and no exit code.
+// A start that hangs (a database that does not answer) still ends 20 s after the signal.
+let earlySignal: string | undefined;
+let startHangs: NodeJS.Timeout | undefined;
+const keepEarly = (signal: string) => {
+  earlySignal ??= signal;
+  startHangs ??= setTimeout(() => fatal(`${signal} while starting, and the start did not finish within 20 s`), 20_000).unref();
+};
+process.on("SIGTERM", keepEarly);
+process.on("SIGINT", keepEarly);
+
+/** Stops on SIGTERM or SIGINT from now on, and at once if one came during the start. */
+function stopOn(stop: (signal: string) => void): void {
+  process.off("SIGTERM", keepEarly);
+  process.off("SIGINT", keepEarly);
+  clearTimeout(startHangs);
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  if (earlySignal !== undefined) stop(earlySignal);
+}
+
 /** One line on stderr and exit 1: what failed and what to do, never a stack trace. */
 function fatal(message: string): never {
   process.stderr.write(`payments: ${message.replace(/\s*\n\s*/g, " ")}\n`);
@@ -73,8 +95,7 @@ if (roles.length === 1 && roles[0] === "watcher") {
     logger.info("stopped");
     process.exit(0);
   };
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  process.on("SIGINT", () => void stop("SIGINT"));
+  stopOn((signal) => void stop(signal));
 } else {
   await runService(roles);
 }
@@ -163,6 +184,5 @@ async function runService(roles: Role[]): Promise<void> {
     });
     process.exit();
   }
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  stopOn((signal) => void shutdown(signal));
 }

@@ -62,6 +62,8 @@ t.test("SIGKILLed while catching up, restarted: nothing missed, nothing counted 
     t.equal(pi.amount_received, "1.5", `${id}: counted once`);
     t.equal(pi.transactions.length, 1, `${id}: one output`);
   }
+  // Everything may have been counted before the third even started: stop it once it has.
+  await until("the third watcher started", async () => /"msg":"started"/.test(third.output()), 20_000, third.output);
   third.child.kill("SIGTERM");
   t.equal(await third.exited, 0, "SIGTERM: a clean exit");
   t.match(third.output(), /chain watcher stopped/);
@@ -114,4 +116,16 @@ t.test("the node goes away and comes back: logged once, then followed again", as
   t.match(w.output(), `"node":"http://127.0.0.1:${proxy.port}"`, "the node is named by scheme, host and port only");
   w.child.kill("SIGTERM");
   t.equal(await w.exited, 0);
+});
+
+t.test("SIGTERM while the watcher is still starting (its node silent): a clean stop once the start is over, not a kill mid-start", async (t) => {
+  const proxy = await startTcpProxy(t, dev.port);
+  proxy.blackhole();
+  const w = startWatcher(`http://127.0.0.1:${proxy.port}`);
+  // The start asks the node which chain it serves and waits up to 5 s for an answer that never comes.
+  await until("the start asks the node", async () => proxy.connections > 0, 10_000, w.output);
+  t.notMatch(w.output(), /"msg":"started"/, "still starting");
+  w.child.kill("SIGTERM");
+  t.equal(await w.exited, 0, "exits 0");
+  t.match(w.output(), /"signal":"SIGTERM"[^\n]*"msg":"shutting down"/, "it stopped as after any start");
 });
