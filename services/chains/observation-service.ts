@@ -7,7 +7,7 @@ import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, describeError, validationError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { fenceReport } from "./store.ts";
+import { chainFollowed } from "./store.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "../observations/record.ts";
@@ -65,10 +65,18 @@ function refusalOf(err: unknown): string | undefined {
   return view.code === "validation_failed" ? `${view.param ?? "output"}: ${view.message}` : undefined;
 }
 
-/** Refuses, changing nothing, a report whose lease epoch has passed: another watcher follows the chain now. */
-async function fenced(tx: EntityManager, chain: { network: string; environment: Environment }, epoch: bigint | undefined): Promise<void> {
-  if (await fenceReport(tx, chain, epoch === undefined ? undefined : Number(epoch))) return;
-  throw apiError("invalid_state", `Lease epoch ${epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`, "lease_epoch");
+/**
+ * Refuses, changing nothing, a report on a chain a built-in watcher follows (holds an unexpired
+ * lease on): that chain's outputs, confirmations and forks come from the blocks it reports, and
+ * one source of chain truth is all there is.
+ */
+async function notFollowed(tx: EntityManager, chain: { network: string; environment: Environment }): Promise<void> {
+  if (!(await chainFollowed(tx, chain))) return;
+  throw apiError(
+    "invalid_state",
+    `${chain.network} (${chain.environment}) is followed by the built-in chain watcher: its outputs and reorgs come from the blocks it reports (ChainService.ReportBlocks), not from ObservationService.`,
+    "network",
+  );
 }
 
 /** ObservationService's handlers (internal callers only: the interceptor checked the credential). */
@@ -81,7 +89,7 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       try {
         const input = validateObservation(req, environment);
         recorded = await inTransaction(em, async (tx) => {
-          await fenced(tx, { network: input.network, environment }, req.leaseEpoch);
+          await notFollowed(tx, { network: input.network, environment });
           return recordObservation(tx, intents, input, false);
         });
       } catch (err) {
@@ -109,7 +117,7 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       const badTx = req.txHashes.findIndex((h) => !hashPattern.test(h));
       if (badTx >= 0) throw validationError("tx_hashes", `tx_hashes[${badTx}] is not a transaction hash.`);
       const result = await inTransaction(em, async (tx) => {
-        await fenced(tx, { network: req.network, environment }, req.leaseEpoch);
+        await notFollowed(tx, { network: req.network, environment });
         return recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes, req.txHashes);
       });
       return { orphaned: result.orphaned, paymentIntentIds: result.intents.map((i) => i.id) };

@@ -101,13 +101,13 @@ export async function listWatchers(em: EntityManager): Promise<(Chain & WatcherR
 }
 
 /**
- * Refuses a report from a watcher whose lease epoch has passed (another watcher took the chain
- * over), inside the report's transaction: the chain's row is read FOR SHARE, so a takeover
- * waits for the report to commit, or the report sees the new epoch. Reports without an epoch
- * (a watcher of a chain with no built-in one) are not fenced.
+ * Whether a built-in watcher follows the chain now (holds an unexpired lease), read FOR SHARE in
+ * the caller's transaction so that no claim slips in before it commits.
  */
-export async function fenceReport(em: EntityManager, chain: Chain, epoch: number | undefined): Promise<boolean> {
-  if (epoch === undefined) return true;
-  const [row] = await em.execute<{ epoch: string | number }[]>(`select epoch from chain_watchers where network = ? and environment = ? for share`, [chain.network, chain.environment]);
-  return row !== undefined && Number(row.epoch) === epoch;
+export async function chainFollowed(em: EntityManager, chain: Chain): Promise<boolean> {
+  const [row] = await em.execute<{ followed: boolean }[]>(
+    `select lease_expires_at > now() as followed from chain_watchers where network = ? and environment = ? for share`,
+    [chain.network, chain.environment],
+  );
+  return row?.followed === true;
 }

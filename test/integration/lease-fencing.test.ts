@@ -1,7 +1,8 @@
-// The lease fences every report: a watcher that lost the chain to another (its lease lapsed and
-// another claimed it) has its RecordObservation and RecordReorg refused, changing nothing,
-// while the new holder's reports go through; reports with no epoch (an operator's own watcher)
-// are not fenced. Over gRPC with a watcher's internal credential, read back through REST.
+// One source of chain truth per chain, fenced by the lease: a watcher that lost the chain to
+// another (its lease lapsed and another claimed it) has its ReportBlocks refused, changing
+// nothing, while the holder's go through; ObservationService (an operator's own watcher) is
+// refused while a built-in watcher follows the chain. Over gRPC with a watcher's internal
+// credential, read back through REST.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
@@ -25,14 +26,16 @@ const refused = async (p: Promise<unknown>) => {
   }
 };
 
-t.test("a watcher that lost the lease is refused; the holder is not", async (t) => {
+t.test("a watcher that lost the lease takes over again only through a claim; ObservationService is refused while a built-in watcher follows the chain", async (t) => {
   const created = await call(s.base, "POST", path, { key: a.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "10" } });
   const pi = created.body.data as { public_id: string; deposit_address: string; required_confirmations: number };
-  const report = (epoch: bigint | undefined, tx: string, block: string) =>
+  const report = (tx: string, block: string) =>
     observations.recordObservation(
-      { network: "ethereum", asset: "USDC", toAddress: pi.deposit_address, txHash: tx, outputIndex: 0, amount: "10", confirmations: pi.required_confirmations, blockHeight: 7n, blockHash: block, leaseEpoch: epoch },
+      { network: "ethereum", asset: "USDC", toAddress: pi.deposit_address, txHash: tx, outputIndex: 0, amount: "10", confirmations: pi.required_confirmations, blockHeight: 7n, blockHash: block },
       { headers },
     );
+  const [tx, block] = [hash(), hash()];
+  t.equal((await report(tx, block)).paymentIntentStatus, "confirmed", "no watcher follows the chain: an operator's own report counts");
 
   const first = await claim("watcher-a");
   t.ok(first.active);
@@ -43,14 +46,10 @@ t.test("a watcher that lost the lease is refused; the holder is not", async (t) 
   t.equal(second.epoch, first.epoch + 1n, "a takeover moves the epoch");
   t.equal((await claim("watcher-b")).epoch, second.epoch, "a renewal keeps it");
 
-  const [tx, block] = [hash(), hash()];
-  t.equal(await refused(report(first.epoch, tx, block)), "FailedPrecondition", "the old holder's output is refused");
-  t.same((await get(pi.public_id)).transactions, [], "and nothing was recorded");
-  t.equal((await report(second.epoch, tx, block)).paymentIntentStatus, "confirmed", "the holder's output counts");
-  t.equal(await refused(observations.recordReorg({ network: "ethereum", orphanedBlockHashes: [block], leaseEpoch: first.epoch }, { headers })), "FailedPrecondition", "the old holder's reorg is refused");
-  t.equal((await get(pi.public_id)).status, "confirmed", "and changed nothing");
-  t.equal(await refused(observations.recordReorg({ network: "ethereum", orphanedBlockHashes: [block] }, { headers })), "accepted", "a report with no epoch is not fenced");
-  t.equal((await get(pi.public_id)).status, "pending");
+  t.equal(await refused(report(hash(), hash())), "FailedPrecondition", "while a built-in watcher follows the chain, ObservationService is refused");
+  t.equal(await refused(observations.recordReorg({ network: "ethereum", orphanedBlockHashes: [block] }, { headers })), "FailedPrecondition", "its reorgs too");
+  const now = await get(pi.public_id);
+  t.same([now.status, now.transactions.length], ["confirmed", 1], "and nothing changed");
 });
 
 t.test("ReportBlocks: the core keeps the chain, fenced by the lease epoch; what links to nothing or cannot be taken changes nothing else", async (t) => {

@@ -80,11 +80,9 @@ export type RecordObservationRequest = Message<"payments.v1.RecordObservationReq
   observedAt?: Timestamp | undefined;
 
   /**
-   * The lease epoch of a watcher that follows the chain under a lease
-   * (ChainService.ClaimChain): the report is refused with failed_precondition,
-   * changing nothing, once another watcher has taken the chain over. Unset for
-   * a watcher without a lease (an operator's own, of a chain with no built-in
-   * one).
+   * Not read: a chain a built-in watcher follows (holds a lease on) refuses
+   * ObservationService with failed_precondition whatever the epoch, its facts
+   * coming from ChainService.ReportBlocks. Kept so that older callers still parse.
    *
    * @generated from field: optional uint64 lease_epoch = 11;
    */
@@ -241,7 +239,7 @@ export type RecordReorgRequest = Message<"payments.v1.RecordReorgRequest"> & {
   txHashes: string[];
 
   /**
-   * As in RecordObservationRequest: a report from a past epoch is refused.
+   * Not read, as in RecordObservationRequest.
    *
    * @generated from field: optional uint64 lease_epoch = 4;
    */
@@ -338,8 +336,8 @@ export const ListUnmatchedObservationsResponseSchema: GenMessage<ListUnmatchedOb
   messageDesc(file_payments_v1_observations, 6);
 
 /**
- * ObservationService is how chain facts enter the service: the chain watcher
- * reports what it sees, the server decides what counts. Internal gRPC only
+ * ObservationService is how an operator's own watcher, of a chain with no
+ * built-in one, reports what it sees; the server decides what counts. Internal gRPC only
  * (no REST route), with an internal credential of the observe role. A chain
  * is a network in an environment: every call acts in the credential's
  * environment (a Test watcher's outputs never match a Live intent).
@@ -352,6 +350,9 @@ export const ObservationService: GenService<{
    * (network, environment, tx_hash, output_index): a later call for the same output updates
    * its confirmations and block (in the same block, confirmations never go down), and counts
    * it again if a reorg had orphaned it. An address of no intent is stored as unmatched.
+   * Refused with failed_precondition, changing nothing, on a chain a built-in
+   * watcher follows (holds an unexpired lease on): its facts come from the
+   * blocks it reports (ChainService.ReportBlocks).
    *
    * @generated from rpc payments.v1.ObservationService.RecordObservation
    */
@@ -362,6 +363,7 @@ export const ObservationService: GenService<{
   },
   /**
    * Funds in orphaned blocks (or of the given transactions) stop counting.
+   * Refused like RecordObservation on a chain a built-in watcher follows.
    *
    * @generated from rpc payments.v1.ObservationService.RecordReorg
    */
