@@ -58,3 +58,19 @@ export function link(batch: readonly LinkBlock[], best: ReadonlyMap<number, stri
   const leave = [...best.entries()].filter(([h]) => h >= forkAt).sort(([a], [b]) => a - b).map(([, hash]) => hash);
   return { kind: "apply", append, leave, tip: { height: last.height, hash: last.hash } };
 }
+
+/**
+ * Whether the core takes a report at all, before any block is linked: only from the lease's
+ * current epoch (an older one is a watcher that lost the chain), and of the chain the core keeps
+ * (another block 0 is a new chain on Test, and refused on Live).
+ */
+export function admit(
+  stored: { epoch: number; genesisHash: string | null } | undefined,
+  report: { epoch: number; genesisHash: string | undefined },
+  environment: "test" | "live",
+): { kind: "stale_epoch" } | { kind: "other_chain" } | { kind: "admitted"; newChain: boolean } {
+  if (!stored || stored.epoch !== report.epoch) return { kind: "stale_epoch" };
+  const other = report.genesisHash !== undefined && stored.genesisHash !== null && stored.genesisHash !== report.genesisHash;
+  if (other && environment === "live") return { kind: "other_chain" };
+  return { kind: "admitted", newChain: other };
+}

@@ -17,7 +17,7 @@ import {
 import { checkOutput } from "../observations/validate.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { bestFrom, bestTip, forgetChain, joinBest, keptDepth, leaveBest, pruneBlocks, type StoredBlock } from "./blocks.ts";
-import { link } from "./linkage.ts";
+import { admit, link } from "./linkage.ts";
 import { requiredOnChain } from "./required.ts";
 
 /**
@@ -71,16 +71,15 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
     `select epoch, genesis_hash from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
-  if (!row || Number(row.epoch) !== r.epoch) {
+  const admitted = admit(row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash }, r, chain.environment);
+  if (admitted.kind === "stale_epoch") {
     throw refusal("stale_epoch", `Lease epoch ${r.epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`);
   }
-  if (r.genesisHash !== undefined && row.genesis_hash !== null && row.genesis_hash !== r.genesisHash) {
-    if (chain.environment === "live") {
-      throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row.genesis_hash}).`);
-    }
-    // A new chain (a reset dev chain or testnet): what was recorded on the old one keeps its state.
-    await forgetChain(tx, chain);
+  if (admitted.kind === "other_chain") {
+    throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row?.genesis_hash}).`);
   }
+  // A new chain (a reset dev chain or testnet): what was recorded on the old one keeps its state.
+  if (admitted.newChain) await forgetChain(tx, chain);
 
   const tip = await bestTip(tx, chain);
   const first = r.blocks[0];

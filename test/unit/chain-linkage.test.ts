@@ -1,7 +1,7 @@
 // How the core links a reported batch of blocks to the best chain it keeps: only another block at
 // a height is a fork, a repeated block changes nothing, a batch that links to nothing is refused.
 import t from "tap";
-import { link, type LinkBlock } from "../../services/chains/linkage.ts";
+import { admit, link, type LinkBlock } from "../../services/chains/linkage.ts";
 
 /** Blocks `from..to` of branch `b` (hash `<b>-<height>`), the first one's parent on branch `parent`. */
 function blocks(from: number, to: number, b: string, parent = b): LinkBlock[] {
@@ -55,4 +55,15 @@ t.test("a batch that links to no block of the best chain is refused; one whose b
   t.equal(stranger.kind, "unlinked", "a parent the core does not have");
   const broken = [...blocks(11, 12, "a"), ...blocks(14, 14, "a")];
   t.equal(link(broken, best, tipOf(best)).kind, "malformed");
+});
+
+t.test("a report is admitted only from the lease's epoch, and of the chain the core keeps", async (t) => {
+  const stored = { epoch: 3, genesisHash: "g0" };
+  t.same(admit(stored, { epoch: 3, genesisHash: "g0" }, "live"), { kind: "admitted", newChain: false });
+  t.same(admit(stored, { epoch: 2, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a watcher that lost the chain");
+  t.same(admit(stored, { epoch: 4, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "an epoch the core never gave");
+  t.same(admit(undefined, { epoch: 1, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a chain nobody claimed");
+  t.same(admit(stored, { epoch: 3, genesisHash: "g1" }, "test"), { kind: "admitted", newChain: true }, "another block 0 on Test: a new chain");
+  t.same(admit(stored, { epoch: 3, genesisHash: "g1" }, "live"), { kind: "other_chain" }, "on Live: refused");
+  t.same(admit({ epoch: 3, genesisHash: null }, { epoch: 3, genesisHash: "g1" }, "live"), { kind: "admitted", newChain: false }, "the first block 0 the core hears of");
 });
