@@ -18,7 +18,7 @@ import { checkOutput } from "../observations/validate.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { bestFrom, bestTip, forgetChain, joinBest, keptDepth, leaveBest, pruneBlocks, type StoredBlock } from "./blocks.ts";
 import { admit, link } from "./linkage.ts";
-import { requiredOnChain } from "./required.ts";
+import { requiredOnChain, type FixedCounts } from "./required.ts";
 
 /**
  * The one place where chain facts from a watcher change what intents received: blocks are linked
@@ -53,6 +53,8 @@ export interface ReportOutcome {
 export interface ReportDeps {
   intents: Intents;
   latePaymentWindowSeconds: number;
+  /** The highest counts fixed on open intents, reused between reports (required.ts says why that is safe). */
+  fixedCounts?: FixedCounts;
 }
 
 /** The confirmations an output of each asset of the network needs when its intent fixed none. */
@@ -99,7 +101,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
 
   const newTip = linkage.tip;
-  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds);
+  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds, deps.fixedCounts);
   // Outputs this far below the tip have every confirmation they can need: those above it, as of
   // the tip before this report (a catch-up batch moves the tip far) and after it, get theirs anew.
   const depth = Math.max(1, ...Object.values(required)) + 1;

@@ -10,7 +10,7 @@ import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import { recentBest } from "./blocks.ts";
 import { applyReport, type BlockReport } from "./report.ts";
-import { requiredOnChain } from "./required.ts";
+import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
 import { decodeWatchedCursor, encodeWatchedCursor, positionAfter } from "./watched-cursor.ts";
 
@@ -62,6 +62,7 @@ function reportOf(req: ReportBlocksRequest): BlockReport {
 /** ChainService's handlers: what a chain watcher needs besides ObservationService (internal callers of the observe role). */
 export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> {
   const { intents, cursors } = deps;
+  const fixedCounts: FixedCounts = new Map();
   return {
     async claimChain(req, ctx) {
       const { em, environment } = chainRequest(ctx);
@@ -95,7 +96,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       const chain = chainOf(environment, req.network);
       checkWatcherId(req.watcherId);
       const report = reportOf(req);
-      const outcome = await inTransaction(em, (tx) => applyReport(tx, deps, chain, report));
+      const outcome = await inTransaction(em, (tx) => applyReport(tx, { ...deps, fixedCounts }, chain, report));
       return {
         tip: outcome.tip && { height: BigInt(outcome.tip.height), hash: outcome.tip.hash },
         appended: outcome.appended,

@@ -93,6 +93,8 @@ export class Follower {
   #keep: number;
   #height: number;
   #recent: BlockRef[];
+  /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
+  #next: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> } | undefined;
 
   constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
     this.#o = o;
@@ -159,7 +161,9 @@ export class Follower {
   }
 
   async #scan(from: number, to: number, head: number): Promise<void> {
-    const read = await this.#o.source.read(from, to);
+    const next = this.#next;
+    this.#next = undefined;
+    const read = await (next && next.from === from && next.to === to ? next.read : this.#o.source.read(from, to));
     if (!read || read.blocks.length !== to - from + 1) return;
     const { blocks } = read;
     let parent: { hash: string } | undefined = this.#recent.at(-1);
@@ -172,6 +176,13 @@ export class Follower {
     for (const o of read.outputs) byBlock.get(o.blockHash)?.push(o);
     const reported = blocks.map((b) => ({ ...b, outputs: (byBlock.get(b.hash) as Output[]).sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex) }));
     const last = blocks.at(-1) as SourceBlock;
+    if (to < head) {
+      // Read ahead while the core records this batch; a read that fails is thrown when it is used.
+      const ahead = { from: to + 1, to: Math.min(head, to + this.#o.source.batchBlocks) };
+      const pending = this.#o.source.read(ahead.from, ahead.to);
+      pending.catch(() => undefined);
+      this.#next = { ...ahead, read: pending };
+    }
     await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined });
     for (const b of reported) {
       this.#recent.push({ height: b.height, hash: b.hash });
