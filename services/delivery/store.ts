@@ -17,17 +17,17 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
  * One statement where there were two, because a worker handed a message waits for this
  * transaction's commit.
  */
-export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string }[]>(
+export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string; endpointId: string }[]> {
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string }[]>(
     `update webhook_deliveries d set published_at = now()
        from (select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
       where d.id = due.id
-      returning d.id, d.republished, d.created_at`,
+      returning d.id, d.republished, d.created_at, d.endpoint_id`,
     [batch],
   );
   // RETURNING keeps no order: published oldest first, as they were taken.
   rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
-  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id }));
+  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id, endpointId: r.endpoint_id }));
 }
 
 // ---- the worker ----
@@ -289,10 +289,49 @@ export async function republishStranded(em: EntityManager, maxAttempts: number, 
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }
 
-/** Puts a pending delivery back in the outbox, to be published as a new message. */
-export async function requeue(em: EntityManager, id: string): Promise<void> {
-  await em.execute(
-    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending'`,
+/** Puts a pending delivery back in the outbox, to be published as a new message; whether it was pending. */
+export async function requeue(em: EntityManager, id: string): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending' returning id`,
     [id],
   );
+  return rows.length > 0;
+}
+
+/**
+ * Puts a delivery held back by its endpoint's limits (no attempt made, the message `seq` its own
+ * or none yet) back in the outbox: its new message comes at the end of the stream, with
+ * JetStream's delivery count starting over. Whether it was still pending.
+ */
+export async function requeueHeldBack(em: EntityManager, id: string, seq: number): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set ${backToOutbox}
+      where id = ? and status = 'pending' and published_at is not null and (stream_seq is null or stream_seq = ?) returning id`,
+    [id, seq],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * An attempt a stopping worker gave up on (still running when its time to stop ran out): recorded
+ * as lost (outcome unknown, error worker_lost), and the delivery goes on as after a retryable
+ * outcome: pending, due `waitMs` from now, back in the outbox to be published again as a new
+ * message; or failed when it was the last attempt. Nothing is written when the delivery is no
+ * longer this attempt's. Returns whether it was written.
+ */
+export async function giveUpAttempt(em: EntityManager, deliveryId: string, number: number, startedAt: Date, last: boolean, waitMs: number): Promise<boolean> {
+  return em.transactional(async (tx) => {
+    const rows = await tx.execute<{ id: string }[]>(
+      last
+        ? `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', next_attempt_at = null, updated_at = now()
+            where id = ? and status = 'processing' and attempt_count = ? returning id`
+        : `update webhook_deliveries set status = 'pending', last_error = 'worker_lost', next_attempt_at = now() + make_interval(secs => ?),
+                  last_status_code = null, ${backToOutbox}
+            where id = ? and status = 'processing' and attempt_count = ? returning id`,
+      last ? [deliveryId, number] : [waitMs / 1000, deliveryId, number],
+    );
+    if (rows.length === 0) return false;
+    await recordLostAttempt(tx, deliveryId, number, startedAt);
+    return true;
+  });
 }

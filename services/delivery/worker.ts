@@ -9,8 +9,9 @@ import { SecretUnreadable, type SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
 import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
-import type { StreamNames } from "./jetstream.ts";
-import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
+import { endpointHeader, type StreamNames } from "./jetstream.ts";
+import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
+import { EndpointGate, type Ending, type FairnessSettings } from "./fairness.ts";
 import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
 import {
@@ -18,7 +19,9 @@ import {
   failAbandoned,
   failClaimed,
   finishAttempts,
+  giveUpAttempt,
   recordLostAttempt,
+  requeueHeldBack,
   republishStranded,
   requeue,
   type AttemptRecord,
@@ -38,6 +41,10 @@ export interface WorkerOptions {
   connectTo: readonly ConnectTo[];
   timeoutMs: number;
   concurrency: number;
+  /** How the worker shares its attempts between endpoints (see fairness.ts). */
+  fairness: FairnessSettings;
+  /** How long a stop waits for attempts in flight before it records them as lost (default stopGraceMs). */
+  stopGraceMs?: number;
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
@@ -46,6 +53,24 @@ export interface WorkerOptions {
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
+
+/**
+ * How long a stopping worker waits for its attempts in flight. The app's whole stop has 15 s;
+ * an attempt still running after this is recorded as lost rather than left in processing.
+ */
+export const stopGraceMs = 5000;
+
+/** What a running worker shows to metrics. */
+export interface WorkerStats {
+  /** Attempts in flight per endpoint id. */
+  inFlight(): Map<string, number>;
+  /** Messages held in this worker for an endpoint's free slot. */
+  held(): number;
+  /** Endpoints whose circuit is open. */
+  openCircuits(): number;
+  /** Messages sent back to JetStream (or the outbox) because their endpoint had no free slot, since start. */
+  heldBackTotal(): number;
+}
 
 /**
  * A delivery worker: pulls from the shared durable consumer and makes one
@@ -63,7 +88,7 @@ export const userAgent = "PaymentIntentService-Webhooks/1.0";
  * as it was once the database is back. When the consumer's leader is lost (a server of a
  * cluster dies) or the connection moves to another server, the pull loop starts over.
  */
-export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> } {
+export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): Promise<void> } {
   let stopped = false;
   let halt!: (err: Error) => void;
   // Rejects at stop(), so nothing waits for a NATS connection that never comes.
@@ -111,7 +136,72 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
     }
   };
   const agent = deliveryAgent(o.concurrency);
-  const ctx: HandleContext = { o, batches, persist, agent };
+  let giveUp!: (v: typeof gaveUp) => void;
+  // Resolves when a stop has waited long enough for the attempts in flight.
+  const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
+  const ctx: HandleContext = { o, batches, persist, agent, givenUp };
+
+  // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (a few
+  // per endpoint, kept alive with working()), or goes back to JetStream until a slot may be free.
+  const gate = new EndpointGate(o.fairness, o.timeoutMs);
+  const held = new Map<string, { msg: JsMsg; heartbeat: NodeJS.Timeout }[]>();
+  // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy.
+  const maxHeld = 4 * o.concurrency;
+  let heldCount = 0;
+  let heldBack = 0;
+  const chores = new Set<Promise<unknown>>();
+  const track = (p: Promise<unknown>) => {
+    chores.add(p);
+    void p.finally(() => chores.delete(p));
+  };
+  const run = (msg: JsMsg, endpoint: string | undefined) => {
+    const task = handle(ctx, msg)
+      .catch((err) => {
+        if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
+        return undefined;
+      })
+      .then((ended) => {
+        if (endpoint === undefined) return;
+        if (ended) gate.finished(endpoint, ended.ending, ended.durationMs);
+        else gate.released(endpoint);
+        const next = held.get(endpoint)?.shift();
+        if (held.get(endpoint)?.length === 0) held.delete(endpoint);
+        if (!next) return;
+        clearInterval(next.heartbeat);
+        heldCount--;
+        if (!stopped) dispatch(next.msg);
+        else next.msg.nak();
+      });
+    inflight.add(task);
+    void task.finally(() => inflight.delete(task));
+  };
+  /** Back to JetStream, to come again `waitMs` from now; or, when a NAK cannot be that short, to the outbox. */
+  const holdBack = (msg: JsMsg, waitMs: number) => {
+    heldBack++;
+    const n = msg.info.deliveryCount;
+    if (n < o.schedule.maxAttempts && nakReaches(o.schedule, n, waitMs)) return msg.nak(nakDelayFor(o.schedule, n, waitMs));
+    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, n) / 3)));
+    track(
+      persist(() => requeueHeldBack(o.db.em.fork(), msg.string(), msg.seq))
+        // Not pending any more (finished, or a copy's attempt runs): the message is left for its redelivery.
+        .then((requeued) => requeued && msg.term())
+        .catch(() => undefined)
+        .finally(() => clearInterval(heartbeat)),
+    );
+  };
+  const dispatch = (msg: JsMsg) => {
+    // Messages published before the header existed are not shared out: there are few, once.
+    const endpoint = msg.headers?.get(endpointHeader) || undefined;
+    if (endpoint === undefined) return run(msg, undefined);
+    const decision = gate.tryStart(endpoint);
+    if (decision.start) return run(msg, endpoint);
+    const queue = held.get(endpoint) ?? [];
+    if (queue.length >= decision.hold || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
+    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+    queue.push({ msg, heartbeat });
+    held.set(endpoint, queue);
+    heldCount++;
+  };
 
   // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
   // that can start now are pulled (see below). A fetch ends by itself when its pull request expires,
@@ -149,11 +239,7 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           try {
             for await (const msg of batch) {
               pulling.recovered();
-              const task = handle(ctx, msg).catch((err) => {
-                if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
-              });
-              inflight.add(task);
-              void task.finally(() => inflight.delete(task));
+              dispatch(msg);
             }
           } finally {
             clearTimeout(watchdog);
@@ -198,14 +284,31 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   sweep.unref();
 
   return {
+    inFlight: () => gate.inFlight(),
+    held: () => heldCount,
+    openCircuits: () => gate.openCircuits(),
+    heldBackTotal: () => heldBack,
     async stop() {
       stopped = true;
       halt(new Error("stopped"));
       clearInterval(sweep);
       await current?.close();
       await loop;
-      // Attempts in flight finish and record their outcome.
+      // Messages waiting for a slot were not claimed: another worker can take them at once.
+      for (const queue of held.values()) {
+        for (const { msg, heartbeat } of queue) {
+          clearInterval(heartbeat);
+          msg.nak();
+        }
+      }
+      held.clear();
+      heldCount = 0;
+      // Attempts in flight finish and record their outcome; those still running after the grace
+      // are recorded as lost (worker_lost) and put back in the outbox, so none is left processing.
+      const grace = setTimeout(() => giveUp(gaveUp), o.stopGraceMs ?? stopGraceMs);
       await Promise.allSettled(inflight);
+      clearTimeout(grace);
+      await Promise.allSettled(chores);
       agent.destroy();
     },
   };
@@ -221,7 +324,11 @@ interface HandleContext {
   batches: Batches;
   persist: <T>(write: () => Promise<T>) => Promise<T>;
   agent: https.Agent;
+  /** Resolves when a stop gives up on the attempts still in flight. */
+  givenUp: Promise<typeof gaveUp>;
 }
+
+const gaveUp = Symbol("gave up");
 
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
@@ -237,7 +344,8 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
   return Math.min(Math.max(2 * shortestDeadlineMs(s), 10_000), 300_000) + timeoutMs;
 }
 
-async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg): Promise<void> {
+/** Handles one message; when it made an attempt, how that ended (for the endpoint's share and circuit). */
+async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -252,7 +360,8 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
       // Stopping during an outage, or the database refused this claim: nothing was claimed, and
       // JetStream's delivery limit ends a message whose claim keeps being refused.
       if (!isDatabaseUnavailable(err)) o.logger.error({ err, delivery: msg.string(), seq: msg.seq }, "the database refused a delivery's claim");
-      return retryIn(1000);
+      retryIn(1000);
+      return undefined;
     }
     const startedAt = new Date();
     if ("skipped" in claim) {
@@ -260,17 +369,19 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
         case "in_flight":
           // A copy of the message whose attempt is running here or elsewhere: that attempt
           // acknowledges the message, and this copy leaves it alone.
-          return;
+          return undefined;
         case "early":
           // Published again before its retry is due: wait for the schedule.
-          return retryIn(claim.dueInMs);
+          retryIn(claim.dueInMs);
+          return undefined;
         case "unknown":
           // Not this installation's delivery (its database has no such row): never end it here.
           o.logger.error({ delivery: msg.string(), seq: msg.seq, stream: o.names.stream }, "a delivery this database does not know: left for its owner");
-          return;
+          return undefined;
         default:
           // Finished already (e.g. its endpoint was disabled), or a second publish of the delivery.
-          return msg.term();
+          msg.term();
+          return undefined;
       }
     }
     const d = claim.claimed;
@@ -279,12 +390,22 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
     }
     if (d.endpointStatus !== "enabled") {
       await persist(() => failClaimed(o.db.em.fork(), d.id, "endpoint_disabled"));
-      return msg.term();
+      msg.term();
+      return undefined;
     }
-    const response = await attempt(o, agent, d);
+    const last = d.attempt >= o.schedule.maxAttempts;
+    const response = await Promise.race([attempt(o, agent, d), givenUp]);
+    if (response === gaveUp) {
+      // Stopping, and the attempt outlived the grace: recorded as lost, and its delivery goes on
+      // without this message (back in the outbox, or failed when it was the last attempt).
+      const written = await giveUpAttempt(o.db.em.fork(), d.id, d.attempt, startedAt, last, delayAfter(o.schedule, d.attempt)).catch(() => false);
+      // Not written (the database is away): JetStream hands the message out again after its
+      // deadline, and the next claim records the attempt as worker_lost.
+      if (written) msg.term();
+      return undefined;
+    }
     const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
     const outcome = classify(result);
-    const last = d.attempt >= o.schedule.maxAttempts;
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
     const finishedAt = Date.now();
     // The schedule follows our own attempt count (a re-published message starts its count again).
@@ -313,11 +434,12 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
     } catch {
       // Stopping while the database is away: the outcome is lost with this process, and the
       // next worker records the attempt as worker_lost. The message comes back after its deadline.
-      return;
+      return undefined;
     }
     clearInterval(heartbeat);
+    const ended = { ending: endingOf(response), durationMs: record.durationMs };
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
-    if (!written) return;
+    if (!written) return ended;
     o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
@@ -328,9 +450,15 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
       msg.term();
       await persist(() => requeue(o.db.em.fork(), d.id));
     }
+    return ended;
   } finally {
     clearInterval(heartbeat);
   }
+}
+
+function endingOf(r: Response): Ending {
+  if ("statusCode" in r) return "answered";
+  return r.error === "timeout" ? "timeout" : "other";
 }
 
 /** webhook_deliveries.last_error is a varchar(512). */
