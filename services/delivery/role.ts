@@ -102,6 +102,7 @@ export async function startWorkerRole(o: {
     concurrency: config.webhookConcurrency,
     fairness: {
       perEndpoint: config.webhookEndpointConcurrency,
+      fastMs: config.webhookEndpointFastMs,
       circuitTimeouts: config.webhookCircuitTimeouts,
     },
     logger,

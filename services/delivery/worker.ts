@@ -41,8 +41,8 @@ export interface WorkerOptions {
   connectTo: readonly ConnectTo[];
   timeoutMs: number;
   concurrency: number;
-  /** How the worker shares its attempts between endpoints (see fairness.ts). */
-  fairness: FairnessSettings;
+  /** How the worker shares its attempts between endpoints (see fairness.ts); its slots are `concurrency`. */
+  fairness: Omit<FairnessSettings, "total">;
   /** How long a stop waits for attempts in flight before it records them as lost (default stopGraceMs). */
   stopGraceMs?: number;
   logger: Logger;
@@ -141,18 +141,28 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
   const ctx: HandleContext = { o, batches, persist, agent, givenUp };
 
-  // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (a few
-  // per endpoint, kept alive with working()), or goes back to JetStream until a slot may be free.
-  const gate = new EndpointGate(o.fairness, o.timeoutMs);
-  const held = new Map<string, { msg: JsMsg; heartbeat: NodeJS.Timeout }[]>();
+  // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (as
+  // many as its endpoint's standing allows, kept alive with working()), or goes back to JetStream
+  // until a slot may be free.
+  const gate = new EndpointGate({ ...o.fairness, total: o.concurrency });
+  const held = new Map<string, Held[]>();
   // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy.
   const maxHeld = 4 * o.concurrency;
   let heldCount = 0;
+  // Of those, the ones of endpoints known to answer quickly: about to start, so the pull takes that many fewer.
+  let heldCounted = 0;
   let heldBack = 0;
+  // Wakes the pull loop when a slot frees or a held message leaves.
+  let wake: () => void = () => undefined;
   const chores = new Set<Promise<unknown>>();
   const track = (p: Promise<unknown>) => {
     chores.add(p);
     void p.finally(() => chores.delete(p));
+  };
+  const unhold = (h: Held) => {
+    clearInterval(h.heartbeat);
+    heldCount--;
+    if (h.counted) heldCounted--;
   };
   const run = (msg: JsMsg, endpoint: string | undefined) => {
     const task = handle(ctx, msg)
@@ -164,16 +174,13 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         if (endpoint === undefined) return;
         if (ended) gate.finished(endpoint, ended.ending, ended.durationMs);
         else gate.released(endpoint);
-        const next = held.get(endpoint)?.shift();
-        if (held.get(endpoint)?.length === 0) held.delete(endpoint);
-        if (!next) return;
-        clearInterval(next.heartbeat);
-        heldCount--;
-        if (!stopped) dispatch(next.msg);
-        else next.msg.nak();
+        if (!stopped) pump();
       });
     inflight.add(task);
-    void task.finally(() => inflight.delete(task));
+    void task.finally(() => {
+      inflight.delete(task);
+      wake();
+    });
   };
   /** Back to JetStream, to come again `waitMs` from now; or, when a NAK cannot be that short, to the outbox. */
   const holdBack = (msg: JsMsg, waitMs: number) => {
@@ -189,19 +196,63 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         .finally(() => clearInterval(heartbeat)),
     );
   };
+  const hold = (endpoint: string, msg: JsMsg, counted: boolean) => {
+    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+    const queue = held.get(endpoint) ?? [];
+    queue.push({ msg, heartbeat, counted });
+    held.set(endpoint, queue);
+    heldCount++;
+    if (counted) heldCounted++;
+  };
   const dispatch = (msg: JsMsg) => {
     // Messages published before the header existed are not shared out: there are few, once.
     const endpoint = msg.headers?.get(endpointHeader) || undefined;
     if (endpoint === undefined) return run(msg, undefined);
-    const decision = gate.tryStart(endpoint);
-    if (decision.start) return run(msg, endpoint);
-    const queue = held.get(endpoint) ?? [];
-    if (queue.length >= decision.hold || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
-    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
-    queue.push({ msg, heartbeat });
-    held.set(endpoint, queue);
-    heldCount++;
+    // Behind messages of its endpoint already waiting: they go first.
+    const waiting = held.get(endpoint)?.length ?? 0;
+    const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
+    if (decision?.start) return run(msg, endpoint);
+    const standing = gate.standing(endpoint);
+    const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: standing === "fast" || standing === "failing" };
+    if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
+    hold(endpoint, msg, counted);
   };
+  /**
+   * Starts held messages while their endpoints have room, one per endpoint in turn (round-robin,
+   * from a different endpoint each time), and sends back those their endpoint may no longer keep
+   * waiting (it turned slow). After each attempt, and every 250 ms.
+   */
+  let turn = 0;
+  const pump = () => {
+    if (heldCount === 0) return;
+    const endpoints = [...held.keys()];
+    const first = turn++ % endpoints.length;
+    for (let progressed = true; progressed; ) {
+      progressed = false;
+      for (let i = 0; i < endpoints.length; i++) {
+        const endpoint = endpoints[(first + i) % endpoints.length]!;
+        const queue = held.get(endpoint);
+        if (!queue || queue.length === 0) continue;
+        const decision = gate.tryStart(endpoint);
+        if (decision.start) {
+          const next = queue.shift()!;
+          unhold(next);
+          run(next.msg, endpoint);
+          progressed = true;
+        } else {
+          while (queue.length > decision.hold) {
+            const last = queue.pop()!;
+            unhold(last);
+            holdBack(last.msg, gate.heldBack(endpoint));
+          }
+        }
+        if (queue.length === 0) held.delete(endpoint);
+      }
+    }
+    wake();
+  };
+  const pumping = setInterval(pump, 250);
+  pumping.unref();
 
   // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
   // that can start now are pulled (see below). A fetch ends by itself when its pull request expires,
@@ -223,10 +274,11 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         // Pull only what can start now. A message waiting in a client-side buffer gets no
         // working(), so after its ack deadline JetStream would send it again.
         while (!stopped) {
-          // Refill in batches (one pull request per batch, not per message).
-          while (inflight.size > o.concurrency / 2) await Promise.race(inflight);
+          // Refill in batches (one pull request per batch, not per message). Messages waiting for
+          // a slot of an endpoint known to answer quickly are as good as running.
+          while (!stopped && inflight.size + heldCounted > o.concurrency / 2) await new Promise<void>((resolve) => (wake = resolve));
           if (stopped) break;
-          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: expiresMs });
+          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size - heldCounted, expires: expiresMs });
           current = batch;
           // A pull's close() takes effect inside its iteration, so awaiting it here would wait
           // forever: the iteration below ends it.
@@ -292,17 +344,18 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       stopped = true;
       halt(new Error("stopped"));
       clearInterval(sweep);
+      clearInterval(pumping);
+      wake();
       await current?.close();
       await loop;
       // Messages waiting for a slot were not claimed: another worker can take them at once.
       for (const queue of held.values()) {
-        for (const { msg, heartbeat } of queue) {
-          clearInterval(heartbeat);
-          msg.nak();
+        for (const h of queue) {
+          unhold(h);
+          h.msg.nak();
         }
       }
       held.clear();
-      heldCount = 0;
       // Attempts in flight finish and record their outcome; those still running after the grace
       // are recorded as lost (worker_lost) and put back in the outbox, so none is left processing.
       const grace = setTimeout(() => giveUp(gaveUp), o.stopGraceMs ?? stopGraceMs);
@@ -312,6 +365,14 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       agent.destroy();
     },
   };
+}
+
+/** A message waiting in the worker for a slot of its endpoint. */
+interface Held {
+  msg: JsMsg;
+  heartbeat: NodeJS.Timeout;
+  /** Counted against the pull (its endpoint was known to answer quickly when it was held). */
+  counted: boolean;
 }
 
 interface Batches {
@@ -457,7 +518,7 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
 }
 
 function endingOf(r: Response): Ending {
-  if ("statusCode" in r) return "answered";
+  if ("statusCode" in r) return r.statusCode >= 200 && r.statusCode < 300 ? "success" : "answered";
   return r.error === "timeout" ? "timeout" : "other";
 }
 

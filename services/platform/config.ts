@@ -31,8 +31,10 @@ export interface Config {
   webhookConnectTo: ConnectTo[];
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
-  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts one endpoint may have in flight in one worker process. */
+  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint not known to be fast (new, slow, hanging or failing) may have in flight in one worker process. */
   webhookEndpointConcurrency: number;
+  /** WEBHOOK_ENDPOINT_FAST_MS: an endpoint whose attempts succeed within this on average may use all of a worker's slots; an attempt running longer makes it slow. */
+  webhookEndpointFastMs: number;
   /** WEBHOOK_CIRCUIT_TIMEOUTS: timeouts in a row that open an endpoint's circuit in a worker (one attempt at a time until one is answered; 0: never). */
   webhookCircuitTimeouts: number;
 
@@ -261,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookConnectTo: connectTo(optional(env, "WEBHOOK_CONNECT_TO")),
     webhookConcurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1000),
     webhookEndpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1, 1000),
+    webhookEndpointFastMs: integer(env, "WEBHOOK_ENDPOINT_FAST_MS", 1000, 10, 300_000),
     webhookCircuitTimeouts: integer(env, "WEBHOOK_CIRCUIT_TIMEOUTS", 5, 0, 1000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),

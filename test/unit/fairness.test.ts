@@ -1,79 +1,147 @@
 import t from "tap";
 import { busiest } from "../../services/app/metrics.ts";
-import { EndpointGate, maxRetryInMs, minRetryInMs } from "../../services/delivery/fairness.ts";
+import { EndpointGate, firstAnswerMs, maxRetryInMs } from "../../services/delivery/fairness.ts";
 import { nakReaches, schedule } from "../../services/delivery/schedule.ts";
 
-const settings = { perEndpoint: 2, circuitTimeouts: 3 };
+const settings = { perEndpoint: 2, fastMs: 1000, circuitTimeouts: 3, total: 16 };
 
-t.test("an endpoint runs at most its share; another endpoint is not held up by it", async (t) => {
-  const g = new EndpointGate(settings, 10_000);
+/** Starts `n` attempts of `endpoint` at `now`; how many started. */
+function startMany(g: EndpointGate, endpoint: string, n: number, now = Date.now()): number {
+  let started = 0;
+  for (let i = 0; i < n; i++) if (g.tryStart(endpoint, now).start) started++;
+  return started;
+}
+
+t.test("an endpoint not known yet runs at most its cap; another endpoint is not held up by it", async (t) => {
+  const g = new EndpointGate(settings);
   t.same(g.tryStart("a"), { start: true });
   t.same(g.tryStart("a"), { start: true });
-  t.equal(g.tryStart("a").start, false, "a's third attempt waits");
+  t.same(g.tryStart("a"), { start: false, hold: 2, counted: false }, "a's third attempt: as many as its cap may wait in the worker, not holding up the pull");
+  t.equal(g.heldBack("a"), firstAnswerMs, "the rest come back once its first attempts have shown what it is");
   t.same(g.tryStart("b"), { start: true }, "b starts at once");
+  t.equal(g.standing("a", Date.now() + firstAnswerMs + 1), "slow", "a's first attempt unanswered after firstAnswerMs: a is slow");
+  t.same(g.tryStart("a", Date.now() + firstAnswerMs + 1), { start: false, hold: 0, counted: false }, "its messages go back to JetStream");
   t.same(Object.fromEntries(g.inFlight()), { a: 2, b: 1 });
-  g.finished("a", "answered", 50);
-  t.same(g.tryStart("a"), { start: true }, "a slot freed by an answer is a's again");
+});
+
+t.test("an endpoint that answers 2xx fast grows to the whole worker, its messages waiting in the worker meanwhile", async (t) => {
+  const g = new EndpointGate(settings);
+  t.equal(startMany(g, "f", 2), 2);
+  g.finished("f", "success", 5);
+  g.finished("f", "success", 5);
+  t.equal(g.standing("f"), "fast");
+  t.equal(startMany(g, "f", 10), 4, "two fast successes: 2 more slots");
+  const over = g.tryStart("f");
+  t.same(over, { start: false, hold: 16, counted: true }, "over its limit: waits in the worker, counted against the pull");
+  // Each fast success adds a slot: a burst takes the worker within a few rounds.
+  for (let round = 0; round < 4; round++) {
+    const running = g.inFlight().get("f") ?? 0;
+    for (let i = 0; i < running; i++) g.finished("f", "success", 5);
+    startMany(g, "f", 100);
+  }
+  t.equal(g.inFlight().get("f"), 16, "all 16 slots of the worker");
+  t.equal(g.tryStart("g").start, false, "a full worker starts nothing more");
+  t.same(g.tryStart("g"), { start: false, hold: 2, counted: false }, "another endpoint's message waits for a free slot");
+  g.finished("f", "success", 5);
+  t.same(g.tryStart("g"), { start: true }, "and starts as soon as one frees");
+  // Remembered while idle.
+  for (let i = 0; i < 15; i++) g.finished("f", "success", 5);
+  g.finished("g", "success", 5);
+  t.same(g.inFlight(), new Map(), "idle");
+  t.equal(startMany(g, "f", 100), 16, "after a pause the fast endpoint takes the worker at once");
+});
+
+t.test("a fast endpoint that fails, slows down or hangs is back to its cap", async (t) => {
+  const g = new EndpointGate(settings);
+  startMany(g, "f", 2);
+  g.finished("f", "success", 5);
+  g.finished("f", "success", 5);
+  startMany(g, "f", 4);
+  for (let i = 0; i < 4; i++) g.finished("f", "success", 5);
+  t.equal(startMany(g, "f", 100, 0), 8, "grown to 8");
+  for (let i = 0; i < 8; i++) g.finished("f", i === 0 ? "answered" : "success", 5);
+  t.equal(g.standing("f"), "fast", "the last attempt succeeded");
+  t.equal(startMany(g, "f", 100, 0), 9, "one failure takes it back to the cap, seven successes since add seven");
+
+  const hang = new EndpointGate(settings);
+  startMany(hang, "h", 2, 0);
+  hang.finished("h", "success", 5);
+  hang.finished("h", "success", 5);
+  t.equal(startMany(hang, "h", 4, 0), 4, "fast: 4 slots");
+  t.equal(hang.standing("h", 500), "fast");
+  t.equal(hang.standing("h", 1001), "slow", "an attempt running longer than fastMs makes it slow at once");
+  t.same(hang.tryStart("h", 1001), { start: false, hold: 0, counted: false }, "slow: nothing more starts and nothing waits in the worker");
+
+  const slow = new EndpointGate(settings);
+  startMany(slow, "s", 2);
+  slow.finished("s", "success", 3000);
+  t.equal(slow.standing("s"), "slow", "2xx, but after 3 s");
+  t.same(slow.tryStart("s"), { start: true });
+  t.same(slow.tryStart("s"), { start: false, hold: 0, counted: false }, "its cap, and its messages go back to JetStream");
+});
+
+t.test("an endpoint that fails quickly keeps its cap, and about a second's worth of its messages wait in the worker", async (t) => {
+  const g = new EndpointGate(settings);
+  startMany(g, "e", 2);
+  g.finished("e", "answered", 50);
+  g.finished("e", "answered", 50);
+  t.equal(g.standing("e"), "failing");
+  t.equal(startMany(g, "e", 10), 2, "its cap");
+  t.same(g.tryStart("e"), { start: false, hold: 16, counted: true }, "2 slots × 1 s / 50 ms = 40, at most the worker's 16");
+});
+
+t.test("endpoints not known fast share at most half the worker beyond each one's first attempt", async (t) => {
+  const g = new EndpointGate({ ...settings, perEndpoint: 4 });
+  let started = 0;
+  for (const e of ["a", "b", "c", "d"]) started += startMany(g, e, 4);
+  t.equal(started, 4 + 8, "4 first attempts, then 8 more (half of 16)");
+  t.same(g.tryStart("q"), { start: true }, "a quiet endpoint's first attempt still starts");
+  g.finished("a", "timeout", 2000);
+  t.same(g.tryStart("c"), { start: true }, "a share freed by a's attempt goes to whoever asks");
 });
 
 t.test("messages held back come again one attempt's time per slot apart, from at least a second on", async (t) => {
-  const g = new EndpointGate(settings, 10_000);
+  const g = new EndpointGate(settings);
+  g.tryStart("a", 0);
+  g.finished("a", "answered", 1);
   g.tryStart("a", 0);
   g.tryStart("a", 0);
-  t.same(g.tryStart("a", 0), { start: false, hold: 2 }, "nothing known: a share's worth may wait in the worker");
   t.same([g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0)], [1000, 1500, 2000, 2500], "just began: a second an attempt, 2 slots");
   t.same([g.heldBack("a", 8000), g.heldBack("a", 8000)], [1000, 5000], "later: from a second on, and the oldest attempt has run 8 s: 4 s a place");
   g.finished("a", "timeout", 10_000);
   g.finished("a", "timeout", 10_000);
   g.tryStart("a", 20_000);
   g.tryStart("a", 20_000);
-  t.same([g.heldBack("a", 20_000), g.heldBack("a", 20_000)], [1000, 6000], "a slow endpoint (10 s): 5 s a place");
+  t.same([g.heldBack("a", 20_000), g.heldBack("a", 20_000)], [1000, 3550], "a slow endpoint (5.1 s on average): 2.55 s a place");
   for (let i = 0; i < 200; i++) g.heldBack("a", 20_000);
   t.equal(g.heldBack("a", 20_000), maxRetryInMs, "never more than 5 minutes at once");
 });
 
-t.test("an endpoint known to answer fast may have more messages waiting for its slots", async (t) => {
-  const g = new EndpointGate(settings, 10_000);
-  g.tryStart("b", 0);
-  g.finished("b", "answered", 50);
-  t.same(g.inFlight(), new Map(), "idle again");
-  g.tryStart("b", 100);
-  g.tryStart("b", 100);
-  t.same(g.tryStart("b", 100), { start: false, hold: 40 }, "its latency is remembered while idle: 2 slots × 1 s / 50 ms");
-  for (let i = 0; i < 20; i++) {
-    g.finished("b", "answered", 1);
-    g.tryStart("b", 100);
-  }
-  t.equal((g.tryStart("b", 100) as { hold: number }).hold, 64, "at most 64");
-});
-
 t.test("timeouts in a row open the circuit: one attempt at a time until one is answered", async (t) => {
-  const g = new EndpointGate({ ...settings, perEndpoint: 5 }, 10_000);
+  const g = new EndpointGate({ ...settings, perEndpoint: 5 });
   for (let i = 0; i < 3; i++) {
     g.tryStart("a");
     g.finished("a", "timeout", 10_000);
   }
   t.equal(g.openCircuits(), 1);
   t.same(g.tryStart("a"), { start: true }, "a probe");
-  t.equal((g.tryStart("a") as { hold: number }).hold, 1, "one waits for it");
-  t.equal(g.tryStart("a").start, false, "only one at a time");
+  t.same(g.tryStart("a"), { start: false, hold: 0, counted: false }, "only one at a time, nothing waits");
   g.finished("a", "other", 5);
   t.equal(g.openCircuits(), 1, "a refused connection is no answer");
   g.tryStart("a");
   g.finished("a", "answered", 200);
   t.equal(g.openCircuits(), 0, "an answer (any status) closes it");
-  t.same(g.inFlight(), new Map(), "an idle endpoint that answers keeps no state");
-  for (let i = 0; i < 5; i++) t.same(g.tryStart("a"), { start: true }, `closed: attempt ${i + 1} of the share starts`);
+  t.equal(startMany(g, "a", 10), 5, "closed: its cap again");
 });
 
 t.test("an answer between timeouts starts the count again; 0 never opens", async (t) => {
-  const g = new EndpointGate(settings, 10_000);
+  const g = new EndpointGate(settings);
   for (const ending of ["timeout", "timeout", "answered", "timeout", "timeout"] as const) {
     g.tryStart("a");
     g.finished("a", ending, 10);
   }
   t.equal(g.openCircuits(), 0);
-  const never = new EndpointGate({ ...settings, circuitTimeouts: 0 }, 10_000);
+  const never = new EndpointGate({ ...settings, circuitTimeouts: 0 });
   for (let i = 0; i < 20; i++) {
     never.tryStart("a");
     never.finished("a", "timeout", 10);
@@ -82,10 +150,11 @@ t.test("an answer between timeouts starts the count again; 0 never opens", async
 });
 
 t.test("a start that made no attempt gives its slot back", async (t) => {
-  const g = new EndpointGate({ ...settings, perEndpoint: 1 }, 10_000);
+  const g = new EndpointGate({ ...settings, perEndpoint: 1 });
   g.tryStart("a");
   g.released("a");
   t.same(g.tryStart("a"), { start: true });
+  t.equal(g.standing("a"), "unknown", "nothing learnt from it");
 });
 
 t.test("nakReaches: a delayed NAK lands on time only when the delivery's backoff allows it", async (t) => {
