@@ -432,8 +432,14 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
           // acknowledges the message, and this copy leaves it alone.
           return undefined;
         case "early":
-          // Published again before its retry is due: wait for the schedule.
-          retryIn(claim.dueInMs);
+          // Published again before its retry is due: wait for the schedule. A message on a later
+          // JetStream delivery (held back before) cannot be NAKed for less than that delivery's
+          // backoff entry: it is published again instead, as a new message that can.
+          if (nakReaches(o.schedule, deliveryCount, claim.dueInMs)) retryIn(claim.dueInMs);
+          else {
+            msg.term();
+            await persist(() => requeue(o.db.em.fork(), msg.string()));
+          }
           return undefined;
         case "unknown":
           // Not this installation's delivery (its database has no such row): never end it here.
@@ -504,10 +510,14 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
     o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
-    else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
-    else {
-      // JetStream has no delivery left for this message (copies and takeovers spent some):
-      // publish the delivery again; its new message waits for the due time ("early").
+    else if (deliveryCount < o.schedule.maxAttempts && nakReaches(o.schedule, deliveryCount, Math.max(1, finishedAt + waitMs - Date.now()))) {
+      retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
+    } else {
+      // JetStream has no delivery left for this message (copies and takeovers spent some), or a
+      // NAK on this delivery cannot bring it back on time (the message was held back for its
+      // endpoint's limit before this attempt, so it is on a later delivery whose backoff entry is
+      // longer than the retry's delay): publish the delivery again; its new message waits for the
+      // due time ("early"), so the retry keeps the schedule.
       msg.term();
       await persist(() => requeue(o.db.em.fork(), d.id));
     }
