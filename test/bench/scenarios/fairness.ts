@@ -42,6 +42,8 @@ export const fairnessScenario: Scenario = {
     b_p50: { label: "B's first attempt p50 (commit → request at B)", unit: "ms" },
     b_p99: { label: "B's first attempt p99", unit: "ms", target: { op: "<=", value: 1000 } },
     b_max: { label: "B's first attempt max", unit: "ms" },
+    b_relay_p99: { label: "B's stage: commit → picked up by the relay, p99", unit: "ms" },
+    b_dispatch_p99: { label: "B's stage: picked up → attempt started (published, pulled, claimed), p99", unit: "ms" },
   },
   async setup() {
     receiver = await startBenchReceiver(cleanup, 0, { prefix: "/a/", ms: timeoutMs + 1000 });
@@ -80,7 +82,12 @@ export const fairnessScenario: Scenario = {
       arrivals = await receiver.arrivals();
     }
     const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
+    // Where B's time went, from the service's own records: the relay, or the worker.
+    const stages = await b.stages([...commits.keys()]);
+    const timed = [...commits].filter(([id]) => stages.has(id));
     return {
+      b_relay_p99: percentile(timed.map(([id, at]) => stages.get(id)!.pickedUp - at), 99),
+      b_dispatch_p99: percentile(timed.map(([id]) => stages.get(id)!.started - stages.get(id)!.pickedUp), 99),
       flood: perEndpoint * endpointsOfA,
       b_events: commits.size,
       b_p50: percentile(latencies, 50),
