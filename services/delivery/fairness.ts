@@ -2,23 +2,26 @@
  * How a worker shares its attempts between endpoints. JetStream hands messages out in the order
  * they were published, so without this one merchant's backlog to a hanging endpoint would take
  * every slot and every other endpoint would wait behind it. What an endpoint may take depends on
- * how its recent attempts went, so that the limit bounds only slow, hanging or failing endpoints:
+ * how its recent attempts went, so that the limit bounds only slow, hanging or failing endpoints.
+ * An attempt's time here is its request's, from sending to the answer: the claim and the record
+ * around it are the service's time, not the endpoint's.
  *
- * - **fast** (its recent attempts succeeded, 2xx, in under `fastMs` on average, and none is
- *   running longer than that): it may use the whole worker. Its limit starts at `perEndpoint` and
- *   grows by one with each fast success, up to `total`, so a burst to an endpoint that has always
- *   answered at once takes the worker within a few rounds of attempts. Its messages over the limit
- *   wait in the worker for a slot (they are about to start).
- * - **unknown** (no attempt ended yet, and none running longer than firstAnswerMs), **failing** (its last attempt got an error status, or a
- *   quick transport error) and **slow** (its attempts take longer than `fastMs` on average, one is
- *   running longer than that, or its last attempt timed out): at most `perEndpoint` attempts at
- *   once (1 while its circuit is open), and beyond each one's first attempt these endpoints
- *   together have at most half of the worker's slots, so the other half is always there for fast
- *   endpoints and for a quiet endpoint's first attempt. Of the messages over the limit, a
- *   failing but quick endpoint's wait in the worker (about a second's worth of its attempts); an
- *   unknown endpoint's wait only as many as its limit and the rest come back from JetStream after
- *   firstAnswerMs, when it is known; a slow endpoint's go back to JetStream (heldBack), spaced at
- *   the pace the endpoint takes them.
+ * - **fast** (its recent attempts succeeded, 2xx, in under `fastMs` on average, and no request of
+ *   it has waited longer than that): it may use the whole worker. Its limit starts at
+ *   `perEndpoint` and grows by one with each fast success, up to `total`, so a burst to an
+ *   endpoint that answers at once takes the worker within a few rounds of attempts. Its messages
+ *   over the limit wait in the worker for a slot, and the worker pulls that many fewer.
+ * - **unknown** (no attempt ended yet), **failing** (its last attempt got an error status, or a
+ *   quick transport error) and **slow** (its attempts take longer than `fastMs` on average, a
+ *   request has waited longer than that, or its last attempt timed out): at most `perEndpoint`
+ *   attempts at once (1 while its circuit is open), and beyond each one's first attempt these
+ *   endpoints together have at most half of the worker's slots, so the other half is always there
+ *   for fast endpoints and for a quiet endpoint's first attempt. Of their messages over the limit,
+ *   a failing but quick endpoint's wait in the worker (about a second's worth of its attempts); an
+ *   unknown endpoint's wait only as many as its limit, and the rest come back from JetStream after
+ *   firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
+ *   spaced at the pace the endpoint takes them. None of these hold up the pull, so the next
+ *   endpoint's message in the stream is reached at once.
  * - A **circuit**: `circuitTimeouts` timeouts in a row open it: one attempt at a time (a probe)
  *   until an attempt gets an answer. The probes are the endpoint's own due deliveries, so an open
  *   circuit spends no attempt and moves no delivery off its schedule beyond waiting for that slot.
@@ -28,7 +31,7 @@
 export interface FairnessSettings {
   /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint not known to be fast may have in flight in one worker. */
   perEndpoint: number;
-  /** WEBHOOK_ENDPOINT_FAST_MS: attempts that succeed within this (on average) make an endpoint fast; one running longer makes it slow. */
+  /** WEBHOOK_ENDPOINT_FAST_MS: requests that succeed within this (on average) make an endpoint fast; one waiting longer makes it slow. */
   fastMs: number;
   /** WEBHOOK_CIRCUIT_TIMEOUTS: timeouts in a row that open an endpoint's circuit (0: never). */
   circuitTimeouts: number;
@@ -45,17 +48,23 @@ export type Standing = "fast" | "unknown" | "failing" | "slow";
 /**
  * Not now: `hold` is how many of the endpoint's messages may wait in the worker for a slot (0 for
  * a slow endpoint); a message beyond that goes back to JetStream, for the time heldBack() says.
- * `counted`: the waiting messages are expected to start within moments (the endpoint is not slow),
- * so the worker pulls that many fewer.
+ * `counted`: the waiting messages are a fast endpoint's, which may use the whole worker: they take
+ * the place of messages the worker would pull. Others' do not, so messages behind them in the stream
+ * (another endpoint's) are still pulled.
  */
-export type Decision = { start: true } | { start: false; hold: number; counted: boolean };
+export type Decision = { start: true; attempt: Attempt } | { start: false; hold: number; counted: boolean };
+
+/** One running attempt, from tryStart to finished() or released(). */
+export interface Attempt {
+  /** When its request was sent (sending()); until then it waits for the service (claim), not the endpoint. */
+  sentAt: number | undefined;
+  /** Counted against the half of the slots endpoints not known fast share. */
+  shared: boolean;
+}
 
 interface EndpointState {
-  running: number;
-  /** Of those, the attempts that count against the shared half (see tryStart). */
-  shared: number;
-  /** When the running attempts started, oldest first. */
-  started: number[];
+  /** Its running attempts, oldest first. */
+  running: Set<Attempt>;
   /** Slots while fast: grows by one per fast success, back to perEndpoint after anything else. */
   limit: number;
   /** Recent attempt duration, ms (moving average); undefined until an attempt ended. */
@@ -79,11 +88,11 @@ export const maxRetryInMs = 5 * 60_000;
 export const holdForMs = 1000;
 
 /**
- * An endpoint with no attempt ended yet whose first attempt has run this long counts as slow. Its
- * messages over its limit meanwhile go back to JetStream for this long: by then its first attempts
- * have shown whether it is fast (they start, or wait in the worker) or slow (they are spaced out).
- * Nothing waits in the worker for an endpoint not known yet beyond its limit, so a burst to a new
- * endpoint never holds up the pull for the others.
+ * Messages over the limit of an endpoint not known yet (beyond the few that wait in the worker) go
+ * back to JetStream for this long, and come again: by then its first attempts have likely shown
+ * whether it is fast (they start, or wait in the worker) or slow (they are spaced out). Nothing
+ * waits in the worker for it beyond its limit, so a burst to a new endpoint never holds up the
+ * pull for the others.
  */
 export const firstAnswerMs = 250;
 
@@ -110,8 +119,7 @@ export class EndpointGate {
 
   private standingOf(e: EndpointState, now: number): Standing {
     if (e.open) return "slow";
-    const unknown = e.latency === undefined;
-    if (e.running > 0 && now - e.started[0]! > (unknown ? Math.min(this.s.fastMs, firstAnswerMs) : this.s.fastMs)) return "slow";
+    if (now - this.oldestSent(e, now) > this.s.fastMs) return "slow";
     if (e.latency === undefined) return "unknown";
     if (e.latency > this.s.fastMs || e.timeoutsInRow > 0) return "slow";
     return e.failed ? "failing" : "fast";
@@ -123,18 +131,29 @@ export class EndpointGate {
     const standing = this.standingOf(e, now);
     const fast = standing === "fast";
     const limit = fast ? e.limit : e.open ? 1 : this.s.perEndpoint;
-    const shares = !fast && e.running >= 1;
-    if (this.running >= this.s.total || e.running >= limit || (shares && this.shared >= Math.ceil(this.s.total / 2))) {
-      return { start: false, hold: this.holdFor(e, standing, limit), counted: standing === "fast" || standing === "failing" };
+    const shared = !fast && e.running.size >= 1;
+    if (this.running >= this.s.total || e.running.size >= limit || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
+      return { start: false, hold: this.holdFor(e, standing, limit), counted: fast };
     }
-    e.running++;
+    const attempt: Attempt = { sentAt: undefined, shared };
+    e.running.add(attempt);
     this.running++;
-    if (shares) {
-      e.shared++;
-      this.shared++;
-    }
-    e.started.push(now);
-    return { start: true };
+    if (shared) this.shared++;
+    return { start: true, attempt };
+  }
+
+  /** An attempt's request is being sent: from now on its time is the endpoint's. */
+  sending(attempt: Attempt, now = Date.now()): void {
+    attempt.sentAt = now;
+  }
+
+  /**
+   * When the oldest of the endpoint's running requests was sent (`now` when none is). Attempts are
+   * kept in the order they started and send in about that order: the first that has sent is taken.
+   */
+  private oldestSent(e: EndpointState, now: number): number {
+    for (const a of e.running) if (a.sentAt !== undefined) return Math.min(a.sentAt, now);
+    return now;
   }
 
   /** How many of an endpoint's messages may wait in the worker for its slots. */
@@ -167,18 +186,19 @@ export class EndpointGate {
    */
   heldBack(endpoint: string, now = Date.now()): number {
     const e = this.state(endpoint);
-    // Not known yet: back as soon as its first attempts have shown what it is.
+    // Not known yet (no attempt ended, none sent longer ago than fastMs): back as soon as its first
+    // attempts have likely shown what it is.
     if (this.standingOf(e, now) === "unknown") return firstAnswerMs;
     const slots = e.open ? 1 : this.s.perEndpoint;
-    const attemptMs = Math.max(minRetryInMs, e.latency ?? 0, now - (e.started[0] ?? now));
+    const attemptMs = Math.max(minRetryInMs, e.latency ?? 0, now - this.oldestSent(e, now));
     e.nextAt = Math.max(now + minRetryInMs, (e.nextAt ?? now) + attemptMs / slots);
     return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
   }
 
-  /** An attempt started by tryStart has ended. */
-  finished(endpoint: string, ending: Ending, durationMs: number): void {
+  /** An attempt started by tryStart has ended; `durationMs`: its request's. */
+  finished(endpoint: string, attempt: Attempt, ending: Ending, durationMs: number): void {
     const e = this.state(endpoint);
-    this.stopped(e);
+    this.stopped(e, attempt);
     e.latency = e.latency === undefined ? durationMs : 0.7 * e.latency + 0.3 * durationMs;
     e.failed = ending !== "success";
     if (ending === "success" && durationMs <= this.s.fastMs && e.latency <= this.s.fastMs) {
@@ -197,29 +217,33 @@ export class EndpointGate {
     this.remember(endpoint, e);
   }
 
-  /** An attempt counted by tryStart never ran (its claim found nothing to send). */
-  released(endpoint: string): void {
+  /** An attempt counted by tryStart never ran (its claim found nothing to send), or its outcome is not the endpoint's. */
+  released(endpoint: string, attempt: Attempt): void {
     const e = this.state(endpoint);
-    this.stopped(e);
+    this.stopped(e, attempt);
     this.remember(endpoint, e);
   }
 
-  /** One running attempt fewer; attempts take about as long, so the oldest is taken to be the one that ended. */
-  private stopped(e: EndpointState): void {
-    if (e.running === 0) return;
-    e.running--;
+  private stopped(e: EndpointState, attempt: Attempt): void {
+    if (!e.running.delete(attempt)) return;
     this.running--;
-    if (e.shared > 0) {
-      e.shared--;
-      this.shared--;
+    if (attempt.shared) this.shared--;
+    else {
+      // Its first attempt ended: another of its running ones becomes its first.
+      for (const a of e.running) {
+        if (a.shared) {
+          a.shared = false;
+          this.shared--;
+          break;
+        }
+      }
     }
-    e.started.shift();
   }
 
   /** Attempts in flight per endpoint (endpoints with none are left out). */
   inFlight(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const [id, e] of this.endpoints) if (e.running > 0) out.set(id, e.running);
+    for (const [id, e] of this.endpoints) if (e.running.size > 0) out.set(id, e.running.size);
     return out;
   }
 
@@ -233,7 +257,7 @@ export class EndpointGate {
   private state(endpoint: string): EndpointState {
     let e = this.endpoints.get(endpoint);
     if (!e) {
-      e = { running: 0, shared: 0, started: [], limit: this.s.perEndpoint, latency: undefined, failed: false, timeoutsInRow: 0, open: false, nextAt: undefined };
+      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failed: false, timeoutsInRow: 0, open: false, nextAt: undefined };
       this.endpoints.set(endpoint, e);
     }
     return e;
@@ -245,7 +269,7 @@ export class EndpointGate {
     this.endpoints.set(endpoint, e);
     if (this.endpoints.size <= memory) return;
     for (const [id, old] of this.endpoints) {
-      if (old.running === 0) {
+      if (old.running.size === 0) {
         this.endpoints.delete(id);
         return;
       }

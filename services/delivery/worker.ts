@@ -11,7 +11,7 @@ import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import { endpointHeader, type StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
-import { EndpointGate, type Ending, type FairnessSettings } from "./fairness.ts";
+import { EndpointGate, type Attempt, type Ending, type FairnessSettings } from "./fairness.ts";
 import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
 import {
@@ -149,7 +149,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy.
   const maxHeld = 4 * o.concurrency;
   let heldCount = 0;
-  // Of those, the ones of endpoints known to answer quickly: about to start, so the pull takes that many fewer.
+  // Of those, the ones of fast endpoints (they may use the whole worker): the pull takes that many fewer.
   let heldCounted = 0;
   let heldBack = 0;
   // Wakes the pull loop when a slot frees or a held message leaves.
@@ -164,16 +164,16 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     heldCount--;
     if (h.counted) heldCounted--;
   };
-  const run = (msg: JsMsg, endpoint: string | undefined) => {
-    const task = handle(ctx, msg)
+  const run = (msg: JsMsg, endpoint?: string, ticket?: Attempt) => {
+    const task = handle(ctx, msg, ticket && (() => gate.sending(ticket)))
       .catch((err) => {
         if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
         return undefined;
       })
       .then((ended) => {
-        if (endpoint === undefined) return;
-        if (ended) gate.finished(endpoint, ended.ending, ended.durationMs);
-        else gate.released(endpoint);
+        if (endpoint === undefined || ticket === undefined) return;
+        if (ended) gate.finished(endpoint, ticket, ended.ending, ended.durationMs);
+        else gate.released(endpoint, ticket);
         if (!stopped) pump();
       });
     inflight.add(task);
@@ -207,13 +207,12 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const dispatch = (msg: JsMsg) => {
     // Messages published before the header existed are not shared out: there are few, once.
     const endpoint = msg.headers?.get(endpointHeader) || undefined;
-    if (endpoint === undefined) return run(msg, undefined);
+    if (endpoint === undefined) return run(msg);
     // Behind messages of its endpoint already waiting: they go first.
     const waiting = held.get(endpoint)?.length ?? 0;
     const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
-    if (decision?.start) return run(msg, endpoint);
-    const standing = gate.standing(endpoint);
-    const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: standing === "fast" || standing === "failing" };
+    if (decision?.start) return run(msg, endpoint, decision.attempt);
+    const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: gate.standing(endpoint) === "fast" };
     if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
     hold(endpoint, msg, counted);
   };
@@ -237,7 +236,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         if (decision.start) {
           const next = queue.shift()!;
           unhold(next);
-          run(next.msg, endpoint);
+          run(next.msg, endpoint, decision.attempt);
           progressed = true;
         } else {
           while (queue.length > decision.hold) {
@@ -275,7 +274,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         // working(), so after its ack deadline JetStream would send it again.
         while (!stopped) {
           // Refill in batches (one pull request per batch, not per message). Messages waiting for
-          // a slot of an endpoint known to answer quickly are as good as running.
+          // a slot of a fast endpoint are as good as running.
           while (!stopped && inflight.size + heldCounted > o.concurrency / 2) await new Promise<void>((resolve) => (wake = resolve));
           if (stopped) break;
           const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size - heldCounted, expires: expiresMs });
@@ -371,7 +370,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
 interface Held {
   msg: JsMsg;
   heartbeat: NodeJS.Timeout;
-  /** Counted against the pull (its endpoint was known to answer quickly when it was held). */
+  /** Counted against the pull (its endpoint was fast when it was held). */
   counted: boolean;
 }
 
@@ -405,8 +404,11 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
   return Math.min(Math.max(2 * shortestDeadlineMs(s), 10_000), 300_000) + timeoutMs;
 }
 
-/** Handles one message; when it made an attempt, how that ended (for the endpoint's share and circuit). */
-async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg): Promise<{ ending: Ending; durationMs: number } | undefined> {
+/**
+ * Handles one message; when it made an attempt, how that ended (for the endpoint's share and
+ * circuit). `sending` is called as its request goes out.
+ */
+async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg, sending?: () => void): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -461,6 +463,7 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
       return undefined;
     }
     const last = d.attempt >= o.schedule.maxAttempts;
+    sending?.();
     const response = await Promise.race([attempt(o, agent, d), givenUp]);
     if (response === gaveUp) {
       // Stopping, and the attempt outlived the grace: recorded as lost, and its delivery goes on
