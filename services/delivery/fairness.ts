@@ -11,12 +11,16 @@
  *   `perEndpoint` and grows by one with each fast success, up to `total`, so a burst to an
  *   endpoint that answers at once takes the worker within a few rounds of attempts. Its messages
  *   over the limit wait in the worker for a slot, and the worker pulls that many fewer.
- * - **unknown** (no attempt ended yet), **failing** (its last attempt got an error status, or a
- *   quick transport error) and **slow** (its attempts take longer than `fastMs` on average, a
- *   request has waited longer than that, or its last attempt timed out): at most `perEndpoint`
- *   attempts at once (1 while its circuit is open), and beyond each one's first attempt these
- *   endpoints together have at most half of the worker's slots, so the other half is always there
- *   for fast endpoints and for a quiet endpoint's first attempt. Of their messages over the limit,
+ * - **unknown** (no attempt ended yet) and **slow** (its requests take longer than `fastMs` on
+ *   average, one has waited longer than that, or its last attempt timed out): at most
+ *   `perEndpoint` attempts at once (1 while its circuit is open).
+ * - **failing** (quick, but most of its recent attempts did not succeed: an error status, a
+ *   refused connection): its limit grows with each quick answer like a fast one's, but only
+ *   within the half of the worker below, since its slots free at once and its retries should keep
+ *   their time.
+ * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
+ *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
+ *   endpoint's first attempt. Of their messages over the limit,
  *   a failing but quick endpoint's wait in the worker (about a second's worth of its attempts); an
  *   unknown endpoint's wait only as many as its limit, and the rest come back from JetStream after
  *   firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
@@ -69,8 +73,8 @@ interface EndpointState {
   limit: number;
   /** Recent attempt duration, ms (moving average); undefined until an attempt ended. */
   latency: number | undefined;
-  /** The last attempt did not succeed (an error status, a timeout, a transport error). */
-  failed: boolean;
+  /** Recent share of attempts that did not succeed (moving average, 0–1): failing at 0.5 or more. */
+  failures: number;
   timeoutsInRow: number;
   /** Open: one attempt at a time until one is answered. */
   open: boolean;
@@ -78,11 +82,17 @@ interface EndpointState {
   nextAt: number | undefined;
 }
 
-/** The least wait before a held-back message comes back: a shorter one only spins. */
+/** The least wait before a slow endpoint's held-back message comes back: a shorter one only spins. */
 export const minRetryInMs = 1000;
+
+/** The same for an endpoint that answers quickly (fast, or failing quickly). */
+export const minQuickRetryMs = 100;
 
 /** The longest a message is sent away for at once: it comes again and is placed anew. */
 export const maxRetryInMs = 5 * 60_000;
+
+/** The least time per attempt a held-back backlog is spaced by (an attempt is more than its request: the claim and the record). */
+export const minPaceMs = 20;
 
 /** About how long a message of a quick endpoint over its limit may be expected to wait in the worker. */
 export const holdForMs = 1000;
@@ -122,7 +132,7 @@ export class EndpointGate {
     if (now - this.oldestSent(e, now) > this.s.fastMs) return "slow";
     if (e.latency === undefined) return "unknown";
     if (e.latency > this.s.fastMs || e.timeoutsInRow > 0) return "slow";
-    return e.failed ? "failing" : "fast";
+    return e.failures >= 0.5 ? "failing" : "fast";
   }
 
   /** Whether an attempt to `endpoint` may start now; if it may, it is counted as running. */
@@ -130,7 +140,7 @@ export class EndpointGate {
     const e = this.state(endpoint);
     const standing = this.standingOf(e, now);
     const fast = standing === "fast";
-    const limit = fast ? e.limit : e.open ? 1 : this.s.perEndpoint;
+    const limit = this.limitOf(e, standing);
     const shared = !fast && e.running.size >= 1;
     if (this.running >= this.s.total || e.running.size >= limit || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
       return { start: false, hold: this.holdFor(e, standing, limit), counted: fast };
@@ -161,7 +171,19 @@ export class EndpointGate {
     const e = this.endpoints.get(endpoint);
     if (!e) return this.s.perEndpoint;
     const standing = this.standingOf(e, now);
-    return this.holdFor(e, standing, standing === "fast" ? e.limit : e.open ? 1 : this.s.perEndpoint);
+    return this.holdFor(e, standing, this.limitOf(e, standing));
+  }
+
+  /**
+   * Attempts the endpoint may run at once: a fast one its grown limit, up to the whole worker; a
+   * failing one that answers quickly its grown limit too, up to the half the endpoints not known
+   * fast share (its slots free at once, and its retries keep their time); others perEndpoint, 1
+   * with an open circuit.
+   */
+  private limitOf(e: EndpointState, standing: Standing): number {
+    if (standing === "fast") return e.limit;
+    if (standing === "failing") return Math.max(this.s.perEndpoint, Math.min(e.limit, Math.ceil(this.s.total / 2)));
+    return e.open ? 1 : this.s.perEndpoint;
   }
 
   private holdFor(e: EndpointState, standing: Standing, limit: number): number {
@@ -180,18 +202,22 @@ export class EndpointGate {
 
   /**
    * A message of `endpoint` goes back to JetStream: how long until it should come again. Each one
-   * held back takes the next place after the last, one attempt's time per slot apart (a recent
-   * attempt's time, at least as long as the oldest running one has taken, at least a second), so
-   * a backlog comes back at about the rate the endpoint takes it rather than all at once.
+   * held back takes the next place after the last, one attempt's time per slot apart (its recent
+   * request time, at least as long as its oldest waiting request has taken, at least minPaceMs),
+   * and none sooner than a second from now (100 ms for an endpoint that answers quickly), so a
+   * backlog comes back at about the rate the endpoint takes it rather than all at once.
    */
   heldBack(endpoint: string, now = Date.now()): number {
     const e = this.state(endpoint);
     // Not known yet (no attempt ended, none sent longer ago than fastMs): back as soon as its first
     // attempts have likely shown what it is.
     if (this.standingOf(e, now) === "unknown") return firstAnswerMs;
-    const slots = e.open ? 1 : this.s.perEndpoint;
-    const attemptMs = Math.max(minRetryInMs, e.latency ?? 0, now - this.oldestSent(e, now));
-    e.nextAt = Math.max(now + minRetryInMs, (e.nextAt ?? now) + attemptMs / slots);
+    const standing = this.standingOf(e, now);
+    const slots = this.limitOf(e, standing);
+    const attemptMs = Math.max(minPaceMs, e.latency ?? 0, now - this.oldestSent(e, now));
+    // A quick endpoint frees its slots within moments; a slow one's would only come back to wait.
+    const soonest = standing === "slow" ? minRetryInMs : minQuickRetryMs;
+    e.nextAt = Math.max(now + soonest, (e.nextAt ?? now) + attemptMs / slots);
     return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
   }
 
@@ -200,12 +226,11 @@ export class EndpointGate {
     const e = this.state(endpoint);
     this.stopped(e, attempt);
     e.latency = e.latency === undefined ? durationMs : 0.7 * e.latency + 0.3 * durationMs;
-    e.failed = ending !== "success";
-    if (ending === "success" && durationMs <= this.s.fastMs && e.latency <= this.s.fastMs) {
-      e.limit = Math.min(this.s.total, e.limit + 1);
-    } else {
-      e.limit = this.s.perEndpoint;
-    }
+    e.failures = 0.7 * e.failures + (ending === "success" ? 0 : 0.3);
+    // Any quick answer adds a slot (limitOf bounds a failing endpoint's); no answer, or a slow one, takes it back to the cap.
+    const answered = ending === "success" || ending === "answered";
+    if (answered && durationMs <= this.s.fastMs && e.latency <= this.s.fastMs) e.limit = Math.min(this.s.total, e.limit + 1);
+    else e.limit = this.s.perEndpoint;
     if (ending === "timeout") {
       e.timeoutsInRow++;
       if (this.s.circuitTimeouts > 0 && e.timeoutsInRow >= this.s.circuitTimeouts) e.open = true;
@@ -257,7 +282,7 @@ export class EndpointGate {
   private state(endpoint: string): EndpointState {
     let e = this.endpoints.get(endpoint);
     if (!e) {
-      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failed: false, timeoutsInRow: 0, open: false, nextAt: undefined };
+      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failures: 0, timeoutsInRow: 0, open: false, nextAt: undefined };
       this.endpoints.set(endpoint, e);
     }
     return e;

@@ -94,9 +94,9 @@ t.test("a fast endpoint that fails, slows down or hangs is back to its cap", asy
   startMany(g, "f", 4);
   for (let i = 0; i < 4; i++) g.finished("f", "success", 5);
   t.equal(startMany(g, "f", 100, 0), 8, "grown to 8");
-  for (let i = 0; i < 8; i++) g.finished("f", i === 0 ? "answered" : "success", 5);
-  t.equal(g.standing("f"), "fast", "the last attempt succeeded");
-  t.equal(startMany(g, "f", 100, 0), 9, "one failure takes it back to the cap, seven successes since add seven");
+  for (let i = 0; i < 8; i++) g.finished("f", i === 0 ? "other" : "success", 5);
+  t.equal(g.standing("f"), "fast", "one failure among successes: still fast");
+  t.equal(startMany(g, "f", 100, 0), 9, "a refused connection takes it back to the cap, seven successes since add seven");
 
   const hang = new EndpointGate(settings);
   startMany(hang, "h", 2, 0);
@@ -121,14 +121,26 @@ t.test("a fast endpoint that fails, slows down or hangs is back to its cap", asy
   t.same(slow.tryStart("s"), { start: false, hold: 0, counted: false }, "its cap, and its messages go back to JetStream");
 });
 
-t.test("an endpoint that fails quickly keeps its cap, and about a second's worth of its messages wait in the worker", async (t) => {
+t.test("an endpoint that fails quickly grows within the half of the worker, and about a second's worth of its messages wait in the worker", async (t) => {
   const g = new EndpointGate(settings);
   startMany(g, "e", 2);
+  g.finished("e", "other", 50);
+  t.equal(g.standing("e"), "fast", "one failure is not failing");
   g.finished("e", "answered", 50);
-  g.finished("e", "answered", 50);
-  t.equal(g.standing("e"), "failing");
-  t.equal(startMany(g, "e", 10), 2, "its cap");
-  t.same(g.tryStart("e"), { start: false, hold: 16, counted: false }, "2 slots × 1 s / 50 ms = 40, at most the worker's 16; they do not hold up the pull");
+  t.equal(g.standing("e"), "failing", "most of its recent attempts failed");
+  t.equal(startMany(g, "e", 10), 3, "one quick answer added a slot");
+  for (let round = 0; round < 3; round++) {
+    const running = g.inFlight().get("e") ?? 0;
+    for (let i = 0; i < running; i++) g.finished("e", "answered", 50);
+    startMany(g, "e", 100);
+  }
+  t.equal(g.inFlight().get("e"), 8, "at most half of the worker's 16 slots");
+  t.same(g.tryStart("e"), { start: false, hold: 16, counted: false }, "8 slots × 1 s / 50 ms = 160, at most the worker's 16; they do not hold up the pull");
+  t.same(g.tryStart("q"), { start: true }, "another endpoint's first attempt starts");
+  t.same(g.tryStart("q"), { start: true }, "and its second, the last of the shared half (e's 7 beyond its first, and this one)");
+  t.same(g.tryStart("r"), { start: true }, "a third endpoint's first attempt starts");
+  t.same(g.tryStart("r"), { start: false, hold: 2, counted: false }, "but not its second: the shared half is taken");
+  t.same(g.tryStart("f"), { start: true }, "the other half is there");
 });
 
 t.test("endpoints not known fast share at most half the worker beyond each one's first attempt", async (t) => {
@@ -141,21 +153,20 @@ t.test("endpoints not known fast share at most half the worker beyond each one's
   t.same(g.tryStart("c"), { start: true }, "a share freed by a's attempt goes to whoever asks");
 });
 
-t.test("messages held back come again one attempt's time per slot apart, from at least a second on", async (t) => {
+t.test("messages held back come again one attempt's time per slot apart, from at least a second on (100 ms for a quick endpoint)", async (t) => {
   const g = new EndpointGate(settings);
-  g.tryStart("a", 0);
-  g.finished("a", "answered", 1);
-  g.tryStart("a", 0);
-  g.tryStart("a", 0);
-  t.same([g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0), g.heldBack("a", 0)], [1000, 1500, 2000, 2500], "just began: a second an attempt, 2 slots");
-  t.same([g.heldBack("a", 8000), g.heldBack("a", 8000)], [1000, 5000], "later: from a second on, and the oldest attempt has run 8 s: 4 s a place");
-  g.finished("a", "timeout", 10_000);
-  g.finished("a", "timeout", 10_000);
-  g.tryStart("a", 20_000);
-  g.tryStart("a", 20_000);
-  t.same([g.heldBack("a", 20_000), g.heldBack("a", 20_000)], [1000, 3550], "a slow endpoint (5.1 s on average): 2.55 s a place");
-  for (let i = 0; i < 200; i++) g.heldBack("a", 20_000);
-  t.equal(g.heldBack("a", 20_000), maxRetryInMs, "never more than 5 minutes at once");
+  startMany(g, "e", 2, 0);
+  g.finished("e", "answered", 50);
+  g.finished("e", "answered", 50);
+  t.same([g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0)], [100, 113, 125, 138], "failing quickly (50 ms, 4 slots): 12.5 ms a place, from 100 ms on");
+  t.equal(g.heldBack("a"), firstAnswerMs, "not known yet: back after firstAnswerMs, whatever is queued");
+  g.tryStart("h", 0);
+  g.finished("h", "timeout", 10_000);
+  g.tryStart("h", 0);
+  g.tryStart("h", 0);
+  t.same([g.heldBack("h", 8000), g.heldBack("h", 8000)], [5000, 10_000], "hanging (10 s, its cap of 2): 5 s a place");
+  for (let i = 0; i < 200; i++) g.heldBack("h", 8000);
+  t.equal(g.heldBack("h", 8000), maxRetryInMs, "never more than 5 minutes at once");
 });
 
 t.test("timeouts in a row open the circuit: one attempt at a time until one is answered", async (t) => {
