@@ -426,7 +426,6 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
       retryIn(1000);
       return undefined;
     }
-    const startedAt = new Date();
     if ("skipped" in claim) {
       switch (claim.skipped) {
         case "in_flight":
@@ -454,6 +453,11 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
       }
     }
     const d = claim.claimed;
+    // Claimed a little before its time (a message published again comes when the outbox sends
+    // it, not when the retry is due): the attempt waits for its time, never goes early.
+    const earlyMs = (d.dueAt?.getTime() ?? 0) - Date.now();
+    if (earlyMs > 0) await new Promise((resolve) => setTimeout(resolve, earlyMs));
+    const startedAt = new Date();
     if (d.previousStatus === "processing" && d.attempt > 1) {
       await persist(() => recordLostAttempt(o.db.em.fork(), d.id, d.attempt - 1, d.previousAttemptAt ?? startedAt));
     }
