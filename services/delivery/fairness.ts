@@ -11,19 +11,19 @@
  *   `perEndpoint` and grows by one with each fast success, up to `total`, so a burst to an
  *   endpoint that answers at once takes the worker within a few rounds of attempts. Its messages
  *   over the limit wait in the worker for a slot, and the worker pulls that many fewer.
- * - **unknown** (no attempt ended yet) and **slow** (its requests take longer than `fastMs` on
- *   average, one has waited longer than that, or its last attempt timed out): at most
- *   `perEndpoint` attempts at once (1 while its circuit is open).
+ * - **unknown** (no attempt ended yet, none waiting longer than 4 × `fastMs`) and **slow** (its
+ *   requests take longer than `fastMs` on average, one has waited longer than that, or its last
+ *   attempt timed out): at most `perEndpoint` attempts at once (1 while its circuit is open).
  * - **failing** (quick, but most of its recent attempts did not succeed: an error status, a
  *   refused connection): its limit grows with each quick answer like a fast one's, but only
  *   within the half of the worker below, since its slots free at once and its retries should keep
  *   their time.
  * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
  *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
- *   endpoint's first attempt. Of their messages over the limit,
- *   a failing but quick endpoint's wait in the worker (about a second's worth of its attempts); an
- *   unknown endpoint's wait only as many as its limit, and the rest come back from JetStream after
- *   firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
+ *   endpoint's first attempt. Of their messages over the limit, a failing but quick endpoint's
+ *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too (as
+ *   many as the worker's slots: perhaps a fast endpoint's burst), and any more come back from
+ *   JetStream after firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
  *   spaced at the pace the endpoint takes them. None of these hold up the pull, so the next
  *   endpoint's message in the stream is reached at once.
  * - A **circuit**: `circuitTimeouts` timeouts in a row open it: one attempt at a time (a probe)
@@ -98,13 +98,16 @@ export const minPaceMs = 20;
 export const holdForMs = 1000;
 
 /**
- * Messages over the limit of an endpoint not known yet (beyond the few that wait in the worker) go
+ * Messages over the limit of an endpoint not known yet, beyond those that wait in the worker, go
  * back to JetStream for this long, and come again: by then its first attempts have likely shown
- * whether it is fast (they start, or wait in the worker) or slow (they are spaced out). Nothing
- * waits in the worker for it beyond its limit, so a burst to a new endpoint never holds up the
- * pull for the others.
+ * whether it is fast (they start, or wait in the worker) or slow (they are spaced out). Its
+ * messages waiting in the worker do not hold up the pull, so a burst to a new endpoint never holds
+ * up the others.
  */
 export const firstAnswerMs = 250;
+
+/** An endpoint not known yet is slow once a request of it has waited this many times fastMs. */
+export const unknownSlowFactor = 4;
 
 /** Idle endpoints whose standing is remembered (the least recently used are forgotten). */
 const memory = 10_000;
@@ -129,7 +132,9 @@ export class EndpointGate {
 
   private standingOf(e: EndpointState, now: number): Standing {
     if (e.open) return "slow";
-    if (now - this.oldestSent(e, now) > this.s.fastMs) return "slow";
+    // Not known yet: capped whatever it is, and its first requests pay for the connection (and
+    // perhaps for a busy machine), so only a request waiting much longer makes it slow.
+    if (now - this.oldestSent(e, now) > (e.latency === undefined ? unknownSlowFactor * this.s.fastMs : this.s.fastMs)) return "slow";
     if (e.latency === undefined) return "unknown";
     if (e.latency > this.s.fastMs || e.timeoutsInRow > 0) return "slow";
     return e.failures >= 0.5 ? "failing" : "fast";
@@ -193,7 +198,9 @@ export class EndpointGate {
       case "slow":
         return 0;
       case "unknown":
-        return limit;
+        // Perhaps a fast endpoint's burst: as many as the worker's total wait to see (bounded by the
+        // worker's own limit on held messages), without holding up the pull.
+        return this.s.total;
       case "failing":
         // About a second's worth of its attempts at its limit.
         return Math.min(this.s.total, Math.max(limit, Math.floor((limit * holdForMs) / Math.max(1, e.latency ?? holdForMs))));
