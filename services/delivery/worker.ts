@@ -146,8 +146,10 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   // until a slot may be free.
   const gate = new EndpointGate({ ...o.fairness, total: o.concurrency });
   const held = new Map<string, Held[]>();
-  // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy.
+  // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy; and
+  // a larger one for messages of endpoints not known yet that cannot go back to JetStream briefly.
   const maxHeld = 4 * o.concurrency;
+  const hardMaxHeld = 16 * o.concurrency;
   let heldCount = 0;
   // Of those, the ones of fast endpoints (they may use the whole worker): the pull takes that many fewer.
   let heldCounted = 0;
@@ -182,11 +184,19 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       wake();
     });
   };
-  /** Back to JetStream, to come again `waitMs` from now; or, when a NAK cannot be that short, to the outbox. */
-  const holdBack = (msg: JsMsg, waitMs: number) => {
-    heldBack++;
+  /**
+   * Back to JetStream, to come again `waitMs` from now; or, when a NAK cannot be that short, to the
+   * outbox, except a message of an endpoint not known yet, which waits here until it is known
+   * rather than go round the outbox every firstAnswerMs.
+   */
+  const holdBack = (msg: JsMsg, endpoint: string, waitMs: number) => {
     const n = msg.info.deliveryCount;
-    if (n < o.schedule.maxAttempts && nakReaches(o.schedule, n, waitMs)) return msg.nak(nakDelayFor(o.schedule, n, waitMs));
+    if (n < o.schedule.maxAttempts && nakReaches(o.schedule, n, waitMs)) {
+      heldBack++;
+      return msg.nak(nakDelayFor(o.schedule, n, waitMs));
+    }
+    if (gate.standing(endpoint) === "unknown" && heldCount < hardMaxHeld) return hold(endpoint, msg, false);
+    heldBack++;
     const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, n) / 3)));
     track(
       persist(() => requeueHeldBack(o.db.em.fork(), msg.string(), msg.seq))
@@ -213,7 +223,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
     if (decision?.start) return run(msg, endpoint, decision.attempt);
     const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: gate.standing(endpoint) === "fast" };
-    if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, gate.heldBack(endpoint));
+    if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, endpoint, gate.heldBack(endpoint));
     hold(endpoint, msg, counted);
   };
   /**
@@ -238,11 +248,11 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
           unhold(next);
           run(next.msg, endpoint, decision.attempt);
           progressed = true;
-        } else {
+        } else if (gate.standing(endpoint) !== "unknown") {
           while (queue.length > decision.hold) {
             const last = queue.pop()!;
             unhold(last);
-            holdBack(last.msg, gate.heldBack(endpoint));
+            holdBack(last.msg, endpoint, gate.heldBack(endpoint));
           }
         }
         if (queue.length === 0) held.delete(endpoint);
