@@ -17,9 +17,11 @@ import { createIntents, finished, hookHost, webhookSetup, type WebhookSetup } fr
 
 type Test = Pick<typeof t, "equal" | "ok" | "teardown">;
 
-// The attempt timeout (WEBHOOK_TIMEOUT_MS), the worker's slots and the cap per endpoint.
+// The attempt timeout (WEBHOOK_TIMEOUT_MS), the worker's slots and the cap per endpoint; retries
+// 5 s apart (not the harness's 0.2 s), so that what B meets is A's backlog, not A's retries
+// coming due five times a second.
 const timeoutMs = 2000;
-const env = { WEBHOOK_TIMEOUT_MS: String(timeoutMs), WEBHOOK_CONCURRENCY: "16", WEBHOOK_ENDPOINT_CONCURRENCY: "2" };
+const env = { WEBHOOK_TIMEOUT_MS: String(timeoutMs), WEBHOOK_CONCURRENCY: "16", WEBHOOK_ENDPOINT_CONCURRENCY: "2", WEBHOOK_RETRY_DELAYS: "5,5,5,5,5" };
 const endpointsOfA = 4;
 const intentsOfA = 30;
 
