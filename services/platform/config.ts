@@ -31,7 +31,7 @@ export interface Config {
   webhookConnectTo: ConnectTo[];
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
-  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint not known to be fast (new, slow, hanging or failing) may have in flight in one worker process. */
+  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint that is new, slow or hanging may have in flight in one worker process (fairness.ts). */
   webhookEndpointConcurrency: number;
   /** WEBHOOK_ENDPOINT_FAST_MS: an endpoint whose attempts succeed within this on average may use all of a worker's slots; an attempt running longer makes it slow. */
   webhookEndpointFastMs: number;
