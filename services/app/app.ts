@@ -160,6 +160,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger, onAttempt: metrics.onAttempt });
       jetstreamPrefix = worker.prefix;
       metrics.watchConsumer(worker.prefix);
+      metrics.watchWorker(worker.stats);
       stops.push({ step: "delivery worker", stop: worker.stop });
     }
     if (roles.includes("watcher")) {

@@ -3,6 +3,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AttemptResult, Outcome } from "../delivery/classify.ts";
 import { streamNames } from "../delivery/jetstream.ts";
+import type { WorkerStats } from "../delivery/worker.ts";
 import type { Database } from "../platform/db.ts";
 import { describeError } from "../platform/errors.ts";
 import type { Nats } from "../platform/nats.ts";
@@ -84,6 +85,19 @@ export interface Metrics {
   onAttempt(a: AttemptObservation): void;
   /** The worker role's JetStream prefix, once known: its consumer's gauges are read from then on. */
   watchConsumer(prefix: string): void;
+  /** The delivery worker's fair-share state, read at scrape. */
+  watchWorker(stats: WorkerStats): void;
+}
+
+/** Endpoints named in the per-endpoint in-flight gauge: the busiest ones; the rest are summed as "other". */
+export const inFlightTopN = 10;
+
+/** The `topN` busiest endpoints by attempts in flight, and the sum of the rest under "other": a label set of at most topN + 1. */
+export function busiest(inFlight: Map<string, number>, topN: number): [string, number][] {
+  const sorted = [...inFlight].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const top = sorted.slice(0, topN);
+  const rest = sorted.slice(topN).reduce((sum, [, n]) => sum + n, 0);
+  return rest > 0 ? [...top, ["other", rest]] : top;
 }
 
 /**
@@ -127,6 +141,43 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     help: "From an event's created_at (its commit) to the start of a delivery's first attempt.",
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
     registers: on("worker"),
+  });
+
+  let worker: WorkerStats | undefined;
+  new Gauge({
+    name: "payments_webhook_endpoint_attempts_in_flight",
+    help: `This worker's attempts in flight per endpoint id: the ${inFlightTopN} busiest endpoints, the rest summed as endpoint="other".`,
+    labelNames: ["endpoint"] as const,
+    registers: on("worker"),
+    collect() {
+      this.reset();
+      for (const [endpoint, n] of busiest(worker?.inFlight() ?? new Map(), inFlightTopN)) this.set({ endpoint }, n);
+    },
+  });
+  new Gauge({
+    name: "payments_webhook_held_messages",
+    help: "Delivery messages this worker holds for a free slot of their endpoint (kept alive with working()).",
+    registers: on("worker"),
+    collect() {
+      this.set(worker?.held() ?? 0);
+    },
+  });
+  new Gauge({
+    name: "payments_webhook_endpoint_circuits_open",
+    help: "Endpoints whose circuit is open in this worker (they timed out WEBHOOK_CIRCUIT_TIMEOUTS times in a row: one attempt at a time until one is answered).",
+    registers: on("worker"),
+    collect() {
+      this.set(worker?.openCircuits() ?? 0);
+    },
+  });
+  new Counter({
+    name: "payments_webhook_held_back_total",
+    help: "Delivery messages this worker sent back to JetStream (or the outbox) because their endpoint had no free slot; no attempt is counted.",
+    registers: on("worker"),
+    collect() {
+      this.reset();
+      this.inc(worker?.heldBackTotal() ?? 0);
+    },
   });
 
   let consumer: { stream: string; consumer: string } | undefined;
@@ -234,6 +285,9 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     onAttempt(a) {
       attempts.inc({ outcome: a.outcome, classification: attemptClassification(a.result) });
       if (a.number === 1) firstAttempt.observe(Math.max(0, (a.startedAt.getTime() - a.eventCreatedAt.getTime()) / 1000));
+    },
+    watchWorker(stats) {
+      worker = stats;
     },
     watchConsumer(prefix) {
       const names = streamNames(prefix);

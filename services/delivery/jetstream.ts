@@ -35,6 +35,9 @@ export function streamNames(prefix: string): StreamNames {
   };
 }
 
+/** The header naming a delivery message's endpoint (messages published before it existed have none). */
+export const endpointHeader = "Endpoint-Id";
+
 /**
  * JETSTREAM_PREFIX, or when it is unset one of the installation's own ("payments-<installation
  * id>"), so that two installations on one NATS never share a stream by default.

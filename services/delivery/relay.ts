@@ -1,11 +1,12 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
+import { headers } from "@nats-io/transport-node";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
-import type { StreamNames } from "./jetstream.ts";
+import { endpointHeader, type StreamNames } from "./jetstream.ts";
 import { takeUnpublished } from "./store.ts";
 
 export interface RelayOptions {
@@ -71,7 +72,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     return o.db.em.fork().transactional(async (tx) => {
       const rows = await takeUnpublished(tx, batch);
       if (rows.length === 0) return 0;
-      await Promise.all(rows.map(({ id, msgId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000 })));
+      await Promise.all(rows.map(({ id, msgId, endpointId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000, headers: endpointHeaders(endpointId) })));
       return rows.length;
     });
   };
@@ -119,4 +120,11 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       await loop;
     },
   };
+}
+
+/** The endpoint rides on the message, so a worker shares its slots between endpoints before it reads the database. */
+function endpointHeaders(endpointId: string) {
+  const h = headers();
+  h.set(endpointHeader, endpointId);
+  return h;
 }

@@ -8,7 +8,7 @@ import type { SecretBox } from "../webhooks/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
-import { startDeliveryWorker, type WorkerOptions } from "./worker.ts";
+import { startDeliveryWorker, type WorkerOptions, type WorkerStats } from "./worker.ts";
 
 /** The first nats-server release with the fix for nats-server #6085 (PR #6104). */
 const pendingTimerFixed = [2, 10, 23] as const;
@@ -38,7 +38,7 @@ export async function startWorkerRole(o: {
   secrets: SecretBox;
   logger: Logger;
   onAttempt?: WorkerOptions["onAttempt"];
-}): Promise<{ prefix: string; stop(): Promise<void> }> {
+}): Promise<{ prefix: string; stats: WorkerStats; stop(): Promise<void> }> {
   const { config, db, nats, logger } = o;
   const installation = await installationId(db.em.fork());
   const prefix = deliveryPrefix(config.jetstreamPrefix, installation);
@@ -100,12 +100,18 @@ export async function startWorkerRole(o: {
     connectTo: config.webhookConnectTo,
     timeoutMs: config.webhookTimeoutMs,
     concurrency: config.webhookConcurrency,
+    fairness: {
+      perEndpoint: config.webhookEndpointConcurrency,
+      fastMs: config.webhookEndpointFastMs,
+      circuitTimeouts: config.webhookCircuitTimeouts,
+    },
     logger,
     streamReady,
     onAttempt: o.onAttempt,
   });
   return {
     prefix,
+    stats: worker,
     async stop() {
       await worker.stop();
       await relay.stop();

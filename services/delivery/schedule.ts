@@ -39,3 +39,13 @@ export function nakDelayFor(s: Schedule, deliveryCount: number, waitMs: number):
   // 0 would be sent as a bare NAK, which redelivers at once.
   return delay === 0 ? 1 : delay;
 }
+
+/**
+ * Whether a delayed NAK of delivery `deliveryCount` can bring the message back as soon as
+ * `waitMs` from now. It cannot when that delivery's backoff entry exceeds the first by more than
+ * `waitMs` (see nakDelayFor): the server would hold it longer.
+ */
+export function nakReaches(s: Schedule, deliveryCount: number, waitMs: number): boolean {
+  const list = s.backoffMs.length > 0 ? s.backoffMs : [ackWaitWithoutBackoffMs];
+  return waitMs - list[Math.min(Math.max(deliveryCount, 1), list.length) - 1]! + list[0]! >= 1;
+}

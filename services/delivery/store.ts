@@ -17,17 +17,17 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
  * One statement where there were two, because a worker handed a message waits for this
  * transaction's commit.
  */
-export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string }[]> {
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string }[]>(
+export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string; endpointId: string }[]> {
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string }[]>(
     `update webhook_deliveries d set published_at = now()
        from (select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
       where d.id = due.id
-      returning d.id, d.republished, d.created_at`,
+      returning d.id, d.republished, d.created_at, d.endpoint_id`,
     [batch],
   );
   // RETURNING keeps no order: published oldest first, as they were taken.
   rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
-  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id }));
+  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id, endpointId: r.endpoint_id }));
 }
 
 // ---- the worker ----
@@ -48,6 +48,8 @@ export interface Claimed {
   /** The status the delivery had before this claim: "processing" means a worker stopped mid-attempt. */
   previousStatus: DeliveryStatus;
   previousAttemptAt: Date | undefined;
+  /** When its attempt was due (a claim may come up to earlyToleranceMs before). */
+  dueAt: Date | undefined;
   eventId: string;
   endpointId: string;
   endpointUrl: string;
@@ -93,6 +95,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
       attempt_count: number;
       previous_status: DeliveryStatus;
       previous_attempt_at: Date | string | null;
+      due_at: Date | string | null;
       event_id: string;
       endpoint_id: string;
       url: string;
@@ -108,7 +111,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     `with input as (
        select distinct on (id) id, seq from json_to_recordset(?::json) as i(id text, seq bigint)
      ), old as (
-       select d.id, d.status, d.last_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
+       select d.id, d.status, d.last_attempt_at, d.next_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
         where (d.stream_seq is null or d.stream_seq = input.seq)
           and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
                or (${statusOf("d")} = 'processing' and d.last_attempt_at <= ?))
@@ -119,7 +122,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
           set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
               last_attempt_at = ?, next_attempt_at = null, updated_at = ?
          from old where d.id = old.id
-       returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, d.event_id, d.endpoint_id
+       returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ev.payload,
             ev.created_at as event_created_at
@@ -149,6 +152,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
           attempt: r.attempt_count,
           previousStatus: r.previous_status,
           previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
+          dueAt: r.due_at ? new Date(r.due_at) : undefined,
           eventId: r.event_id,
           endpointId: r.endpoint_id,
           endpointUrl: r.url,
@@ -289,10 +293,56 @@ export async function republishStranded(em: EntityManager, maxAttempts: number, 
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }
 
-/** Puts a pending delivery back in the outbox, to be published as a new message. */
-export async function requeue(em: EntityManager, id: string): Promise<void> {
-  await em.execute(
-    `update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending'`,
+/**
+ * A statement that puts deliveries back in the outbox (`update ... returning id`), made to wake the
+ * relay at its commit as an insert does (the outbox trigger fires on inserts only): otherwise the
+ * delivery waits for the relay's next poll, up to a second, which a retry due sooner cannot afford.
+ */
+const waking = (update: string) => `with back as (${update}) select id, pg_notify('webhook_outbox', '') from back`;
+
+/** Puts a pending delivery back in the outbox, to be published as a new message; whether it was pending. */
+export async function requeue(em: EntityManager, id: string): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    waking(`update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending' returning id`),
     [id],
   );
+  return rows.length > 0;
+}
+
+/**
+ * Puts a delivery held back by its endpoint's limits (no attempt made, the message `seq` its own
+ * or none yet) back in the outbox: its new message comes at the end of the stream, with
+ * JetStream's delivery count starting over. Whether it was still pending.
+ */
+export async function requeueHeldBack(em: EntityManager, id: string, seq: number): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    waking(`update webhook_deliveries set ${backToOutbox}
+      where id = ? and status = 'pending' and published_at is not null and (stream_seq is null or stream_seq = ?) returning id`),
+    [id, seq],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * An attempt a stopping worker gave up on (still running when its time to stop ran out): recorded
+ * as lost (outcome unknown, error worker_lost), and the delivery goes on as after a retryable
+ * outcome: pending, due `waitMs` from now, back in the outbox to be published again as a new
+ * message; or failed when it was the last attempt. Nothing is written when the delivery is no
+ * longer this attempt's. Returns whether it was written.
+ */
+export async function giveUpAttempt(em: EntityManager, deliveryId: string, number: number, startedAt: Date, last: boolean, waitMs: number): Promise<boolean> {
+  return em.transactional(async (tx) => {
+    const rows = await tx.execute<{ id: string }[]>(
+      last
+        ? `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', next_attempt_at = null, updated_at = now()
+            where id = ? and status = 'processing' and attempt_count = ? returning id`
+        : waking(`update webhook_deliveries set status = 'pending', last_error = 'worker_lost', next_attempt_at = now() + make_interval(secs => ?),
+                  last_status_code = null, ${backToOutbox}
+            where id = ? and status = 'processing' and attempt_count = ? returning id`),
+      last ? [deliveryId, number] : [waitMs / 1000, deliveryId, number],
+    );
+    if (rows.length === 0) return false;
+    await recordLostAttempt(tx, deliveryId, number, startedAt);
+    return true;
+  });
 }

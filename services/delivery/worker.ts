@@ -9,8 +9,9 @@ import { SecretUnreadable, type SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
 import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
-import type { StreamNames } from "./jetstream.ts";
-import { delayAfter, nakDelayFor, type Schedule } from "./schedule.ts";
+import { endpointHeader, type StreamNames } from "./jetstream.ts";
+import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
+import { EndpointGate, type Attempt, type Ending, type FairnessSettings } from "./fairness.ts";
 import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
 import {
@@ -18,7 +19,9 @@ import {
   failAbandoned,
   failClaimed,
   finishAttempts,
+  giveUpAttempt,
   recordLostAttempt,
+  requeueHeldBack,
   republishStranded,
   requeue,
   type AttemptRecord,
@@ -38,6 +41,10 @@ export interface WorkerOptions {
   connectTo: readonly ConnectTo[];
   timeoutMs: number;
   concurrency: number;
+  /** How the worker shares its attempts between endpoints (see fairness.ts); its slots are `concurrency`. */
+  fairness: Omit<FairnessSettings, "total">;
+  /** How long a stop waits for attempts in flight before it records them as lost (default stopGraceMs). */
+  stopGraceMs?: number;
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
@@ -46,6 +53,24 @@ export interface WorkerOptions {
 }
 
 export const userAgent = "PaymentIntentService-Webhooks/1.0";
+
+/**
+ * How long a stopping worker waits for its attempts in flight. The app's whole stop has 15 s;
+ * an attempt still running after this is recorded as lost rather than left in processing.
+ */
+export const stopGraceMs = 5000;
+
+/** What a running worker shows to metrics. */
+export interface WorkerStats {
+  /** Attempts in flight per endpoint id. */
+  inFlight(): Map<string, number>;
+  /** Messages held in this worker for an endpoint's free slot. */
+  held(): number;
+  /** Endpoints whose circuit is open. */
+  openCircuits(): number;
+  /** Messages sent back to JetStream (or the outbox) because their endpoint had no free slot, since start. */
+  heldBackTotal(): number;
+}
 
 /**
  * A delivery worker: pulls from the shared durable consumer and makes one
@@ -63,7 +88,7 @@ export const userAgent = "PaymentIntentService-Webhooks/1.0";
  * as it was once the database is back. When the consumer's leader is lost (a server of a
  * cluster dies) or the connection moves to another server, the pull loop starts over.
  */
-export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> } {
+export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): Promise<void> } {
   let stopped = false;
   let halt!: (err: Error) => void;
   // Rejects at stop(), so nothing waits for a NATS connection that never comes.
@@ -111,7 +136,132 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
     }
   };
   const agent = deliveryAgent(o.concurrency);
-  const ctx: HandleContext = { o, batches, persist, agent };
+  let giveUp!: (v: typeof gaveUp) => void;
+  // Resolves when a stop has waited long enough for the attempts in flight.
+  const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
+  const ctx: HandleContext = { o, batches, persist, agent, givenUp };
+
+  // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (as
+  // many as its endpoint's standing allows, kept alive with working()), or goes back to JetStream
+  // until a slot may be free.
+  const gate = new EndpointGate({ ...o.fairness, total: o.concurrency });
+  const held = new Map<string, Held[]>();
+  // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy; and
+  // a larger one for messages of endpoints not known yet that cannot go back to JetStream briefly.
+  const maxHeld = 4 * o.concurrency;
+  const hardMaxHeld = 16 * o.concurrency;
+  let heldCount = 0;
+  // Of those, the ones of fast endpoints (they may use the whole worker): the pull takes that many fewer.
+  let heldCounted = 0;
+  let heldBack = 0;
+  // Wakes the pull loop when a slot frees or a held message leaves.
+  let wake: () => void = () => undefined;
+  const chores = new Set<Promise<unknown>>();
+  const track = (p: Promise<unknown>) => {
+    chores.add(p);
+    void p.finally(() => chores.delete(p));
+  };
+  const unhold = (h: Held) => {
+    clearInterval(h.heartbeat);
+    heldCount--;
+    if (h.counted) heldCounted--;
+  };
+  const run = (msg: JsMsg, endpoint?: string, ticket?: Attempt) => {
+    const task = handle(ctx, msg, ticket && (() => gate.sending(ticket)))
+      .catch((err) => {
+        if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
+        return undefined;
+      })
+      .then((ended) => {
+        if (endpoint === undefined || ticket === undefined) return;
+        if (ended) gate.finished(endpoint, ticket, ended.ending, ended.durationMs);
+        else gate.released(endpoint, ticket);
+        if (!stopped) pump();
+      });
+    inflight.add(task);
+    void task.finally(() => {
+      inflight.delete(task);
+      wake();
+    });
+  };
+  /**
+   * Back to JetStream, to come again `waitMs` from now; or, when a NAK cannot be that short, to the
+   * outbox, except a message of an endpoint not known yet, which waits here until it is known
+   * rather than go round the outbox every firstAnswerMs.
+   */
+  const holdBack = (msg: JsMsg, endpoint: string, waitMs: number) => {
+    const n = msg.info.deliveryCount;
+    if (n < o.schedule.maxAttempts && nakReaches(o.schedule, n, waitMs)) {
+      heldBack++;
+      return msg.nak(nakDelayFor(o.schedule, n, waitMs));
+    }
+    if (gate.standing(endpoint) === "unknown" && heldCount < hardMaxHeld) return hold(endpoint, msg, false);
+    heldBack++;
+    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, n) / 3)));
+    track(
+      persist(() => requeueHeldBack(o.db.em.fork(), msg.string(), msg.seq))
+        // Not pending any more (finished, or a copy's attempt runs): the message is left for its redelivery.
+        .then((requeued) => requeued && msg.term())
+        .catch(() => undefined)
+        .finally(() => clearInterval(heartbeat)),
+    );
+  };
+  const hold = (endpoint: string, msg: JsMsg, counted: boolean) => {
+    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+    const queue = held.get(endpoint) ?? [];
+    queue.push({ msg, heartbeat, counted });
+    held.set(endpoint, queue);
+    heldCount++;
+    if (counted) heldCounted++;
+  };
+  const dispatch = (msg: JsMsg) => {
+    // Messages published before the header existed are not shared out: there are few, once.
+    const endpoint = msg.headers?.get(endpointHeader) || undefined;
+    if (endpoint === undefined) return run(msg);
+    // Behind messages of its endpoint already waiting: they go first.
+    const waiting = held.get(endpoint)?.length ?? 0;
+    const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
+    if (decision?.start) return run(msg, endpoint, decision.attempt);
+    const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: gate.standing(endpoint) === "fast" };
+    if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, endpoint, gate.heldBack(endpoint));
+    hold(endpoint, msg, counted);
+  };
+  /**
+   * Starts held messages while their endpoints have room, one per endpoint in turn (round-robin,
+   * from a different endpoint each time), and sends back those their endpoint may no longer keep
+   * waiting (it turned slow). After each attempt, and every 250 ms.
+   */
+  let turn = 0;
+  const pump = () => {
+    if (heldCount === 0) return;
+    const endpoints = [...held.keys()];
+    const first = turn++ % endpoints.length;
+    for (let progressed = true; progressed; ) {
+      progressed = false;
+      for (let i = 0; i < endpoints.length; i++) {
+        const endpoint = endpoints[(first + i) % endpoints.length]!;
+        const queue = held.get(endpoint);
+        if (!queue || queue.length === 0) continue;
+        const decision = gate.tryStart(endpoint);
+        if (decision.start) {
+          const next = queue.shift()!;
+          unhold(next);
+          run(next.msg, endpoint, decision.attempt);
+          progressed = true;
+        } else if (gate.standing(endpoint) !== "unknown") {
+          while (queue.length > decision.hold) {
+            const last = queue.pop()!;
+            unhold(last);
+            holdBack(last.msg, endpoint, gate.heldBack(endpoint));
+          }
+        }
+        if (queue.length === 0) held.delete(endpoint);
+      }
+    }
+    wake();
+  };
+  const pumping = setInterval(pump, 250);
+  pumping.unref();
 
   // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
   // that can start now are pulled (see below). A fetch ends by itself when its pull request expires,
@@ -133,10 +283,11 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
         // Pull only what can start now. A message waiting in a client-side buffer gets no
         // working(), so after its ack deadline JetStream would send it again.
         while (!stopped) {
-          // Refill in batches (one pull request per batch, not per message).
-          while (inflight.size > o.concurrency / 2) await Promise.race(inflight);
+          // Refill in batches (one pull request per batch, not per message). Messages waiting for
+          // a slot of a fast endpoint are as good as running.
+          while (!stopped && inflight.size + heldCounted > o.concurrency / 2) await new Promise<void>((resolve) => (wake = resolve));
           if (stopped) break;
-          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size, expires: expiresMs });
+          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size - heldCounted, expires: expiresMs });
           current = batch;
           // A pull's close() takes effect inside its iteration, so awaiting it here would wait
           // forever: the iteration below ends it.
@@ -149,11 +300,7 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
           try {
             for await (const msg of batch) {
               pulling.recovered();
-              const task = handle(ctx, msg).catch((err) => {
-                if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
-              });
-              inflight.add(task);
-              void task.finally(() => inflight.delete(task));
+              dispatch(msg);
             }
           } finally {
             clearTimeout(watchdog);
@@ -198,17 +345,43 @@ export function startDeliveryWorker(o: WorkerOptions): { stop(): Promise<void> }
   sweep.unref();
 
   return {
+    inFlight: () => gate.inFlight(),
+    held: () => heldCount,
+    openCircuits: () => gate.openCircuits(),
+    heldBackTotal: () => heldBack,
     async stop() {
       stopped = true;
       halt(new Error("stopped"));
       clearInterval(sweep);
+      clearInterval(pumping);
+      wake();
       await current?.close();
       await loop;
-      // Attempts in flight finish and record their outcome.
+      // Messages waiting for a slot were not claimed: another worker can take them at once.
+      for (const queue of held.values()) {
+        for (const h of queue) {
+          unhold(h);
+          h.msg.nak();
+        }
+      }
+      held.clear();
+      // Attempts in flight finish and record their outcome; those still running after the grace
+      // are recorded as lost (worker_lost) and put back in the outbox, so none is left processing.
+      const grace = setTimeout(() => giveUp(gaveUp), o.stopGraceMs ?? stopGraceMs);
       await Promise.allSettled(inflight);
+      clearTimeout(grace);
+      await Promise.allSettled(chores);
       agent.destroy();
     },
   };
+}
+
+/** A message waiting in the worker for a slot of its endpoint. */
+interface Held {
+  msg: JsMsg;
+  heartbeat: NodeJS.Timeout;
+  /** Counted against the pull (its endpoint was fast when it was held). */
+  counted: boolean;
 }
 
 interface Batches {
@@ -221,7 +394,11 @@ interface HandleContext {
   batches: Batches;
   persist: <T>(write: () => Promise<T>) => Promise<T>;
   agent: https.Agent;
+  /** Resolves when a stop gives up on the attempts still in flight. */
+  givenUp: Promise<typeof gaveUp>;
 }
+
+const gaveUp = Symbol("gave up");
 
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
@@ -237,7 +414,11 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
   return Math.min(Math.max(2 * shortestDeadlineMs(s), 10_000), 300_000) + timeoutMs;
 }
 
-async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg): Promise<void> {
+/**
+ * Handles one message; when it made an attempt, how that ended (for the endpoint's share and
+ * circuit). `sending` is called as its request goes out.
+ */
+async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg, sending?: () => void): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -252,39 +433,63 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
       // Stopping during an outage, or the database refused this claim: nothing was claimed, and
       // JetStream's delivery limit ends a message whose claim keeps being refused.
       if (!isDatabaseUnavailable(err)) o.logger.error({ err, delivery: msg.string(), seq: msg.seq }, "the database refused a delivery's claim");
-      return retryIn(1000);
+      retryIn(1000);
+      return undefined;
     }
-    const startedAt = new Date();
     if ("skipped" in claim) {
       switch (claim.skipped) {
         case "in_flight":
           // A copy of the message whose attempt is running here or elsewhere: that attempt
           // acknowledges the message, and this copy leaves it alone.
-          return;
+          return undefined;
         case "early":
-          // Published again before its retry is due: wait for the schedule.
-          return retryIn(claim.dueInMs);
+          // Published again before its retry is due: wait for the schedule. A message on a later
+          // JetStream delivery (held back before) cannot be NAKed for less than that delivery's
+          // backoff entry: it is published again instead, as a new message that can.
+          if (nakReaches(o.schedule, deliveryCount, claim.dueInMs)) retryIn(claim.dueInMs);
+          else {
+            msg.term();
+            await persist(() => requeue(o.db.em.fork(), msg.string()));
+          }
+          return undefined;
         case "unknown":
           // Not this installation's delivery (its database has no such row): never end it here.
           o.logger.error({ delivery: msg.string(), seq: msg.seq, stream: o.names.stream }, "a delivery this database does not know: left for its owner");
-          return;
+          return undefined;
         default:
           // Finished already (e.g. its endpoint was disabled), or a second publish of the delivery.
-          return msg.term();
+          msg.term();
+          return undefined;
       }
     }
     const d = claim.claimed;
+    // Claimed a little before its time (a message published again comes when the outbox sends
+    // it, not when the retry is due): the attempt waits for its time, never goes early.
+    const earlyMs = (d.dueAt?.getTime() ?? 0) - Date.now();
+    if (earlyMs > 0) await new Promise((resolve) => setTimeout(resolve, earlyMs));
+    const startedAt = new Date();
     if (d.previousStatus === "processing" && d.attempt > 1) {
       await persist(() => recordLostAttempt(o.db.em.fork(), d.id, d.attempt - 1, d.previousAttemptAt ?? startedAt));
     }
     if (d.endpointStatus !== "enabled") {
       await persist(() => failClaimed(o.db.em.fork(), d.id, "endpoint_disabled"));
-      return msg.term();
+      msg.term();
+      return undefined;
     }
-    const response = await attempt(o, agent, d);
+    const last = d.attempt >= o.schedule.maxAttempts;
+    sending?.();
+    const response = await Promise.race([attempt(o, agent, d), givenUp]);
+    if (response === gaveUp) {
+      // Stopping, and the attempt outlived the grace: recorded as lost, and its delivery goes on
+      // without this message (back in the outbox, or failed when it was the last attempt).
+      const written = await giveUpAttempt(o.db.em.fork(), d.id, d.attempt, startedAt, last, delayAfter(o.schedule, d.attempt)).catch(() => false);
+      // Not written (the database is away): JetStream hands the message out again after its
+      // deadline, and the next claim records the attempt as worker_lost.
+      if (written) msg.term();
+      return undefined;
+    }
     const result: AttemptResult = "statusCode" in response ? { statusCode: response.statusCode } : { error: response.error };
     const outcome = classify(result);
-    const last = d.attempt >= o.schedule.maxAttempts;
     const status = outcome === "success" ? "delivered" : outcome === "retryable" && !last ? "pending" : "failed";
     const finishedAt = Date.now();
     // The schedule follows our own attempt count (a re-published message starts its count again).
@@ -313,24 +518,35 @@ async function handle({ o, batches, persist, agent }: HandleContext, msg: JsMsg)
     } catch {
       // Stopping while the database is away: the outcome is lost with this process, and the
       // next worker records the attempt as worker_lost. The message comes back after its deadline.
-      return;
+      return undefined;
     }
     clearInterval(heartbeat);
+    const ended = { ending: endingOf(response), durationMs: record.durationMs };
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
-    if (!written) return;
+    if (!written) return ended;
     o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
-    else if (deliveryCount < o.schedule.maxAttempts) retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
-    else {
-      // JetStream has no delivery left for this message (copies and takeovers spent some):
-      // publish the delivery again; its new message waits for the due time ("early").
+    else if (deliveryCount < o.schedule.maxAttempts && nakReaches(o.schedule, deliveryCount, Math.max(1, finishedAt + waitMs - Date.now()))) {
+      retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
+    } else {
+      // JetStream has no delivery left for this message (copies and takeovers spent some), or a
+      // NAK on this delivery cannot bring it back on time (the message was held back for its
+      // endpoint's limit before this attempt, so it is on a later delivery whose backoff entry is
+      // longer than the retry's delay): publish the delivery again; its new message waits for the
+      // due time ("early"), so the retry keeps the schedule.
       msg.term();
       await persist(() => requeue(o.db.em.fork(), d.id));
     }
+    return ended;
   } finally {
     clearInterval(heartbeat);
   }
+}
+
+function endingOf(r: Response): Ending {
+  if ("statusCode" in r) return r.statusCode >= 200 && r.statusCode < 300 ? "success" : "answered";
+  return r.error === "timeout" ? "timeout" : "other";
 }
 
 /** webhook_deliveries.last_error is a varchar(512). */

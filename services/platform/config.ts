@@ -31,6 +31,13 @@ export interface Config {
   webhookConnectTo: ConnectTo[];
   /** Attempts one worker process runs at once. */
   webhookConcurrency: number;
+  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint that is new, slow or hanging may have in flight in one worker process (fairness.ts). */
+  webhookEndpointConcurrency: number;
+  /** WEBHOOK_ENDPOINT_FAST_MS: an endpoint whose attempts succeed within this on average may use all of a worker's slots; an attempt running longer makes it slow. */
+  webhookEndpointFastMs: number;
+  /** WEBHOOK_CIRCUIT_TIMEOUTS: timeouts in a row that open an endpoint's circuit in a worker (one attempt at a time until one is answered; 0: never). */
+  webhookCircuitTimeouts: number;
+
   /**
    * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint is disabled by the scheduler when a
    * failure ends a delivery after it has had no successful attempt since a failed one at least
@@ -260,6 +267,9 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 300_000),
     webhookConnectTo: connectTo(optional(env, "WEBHOOK_CONNECT_TO")),
     webhookConcurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1000),
+    webhookEndpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1, 1000),
+    webhookEndpointFastMs: integer(env, "WEBHOOK_ENDPOINT_FAST_MS", 1000, 10, 300_000),
+    webhookCircuitTimeouts: integer(env, "WEBHOOK_CIRCUIT_TIMEOUTS", 5, 0, 1000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
     secretEncryptionKeyPrevious: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY_PREVIOUS"), "SECRET_ENCRYPTION_KEY_PREVIOUS"),

@@ -1,0 +1,310 @@
+/**
+ * How a worker shares its attempts between endpoints. JetStream hands messages out in the order
+ * they were published, so without this one merchant's backlog to a hanging endpoint would take
+ * every slot and every other endpoint would wait behind it. What an endpoint may take depends on
+ * how its recent attempts went, so that the limit bounds only slow, hanging or failing endpoints.
+ * An attempt's time here is its request's, from sending to the answer: the claim and the record
+ * around it are the service's time, not the endpoint's.
+ *
+ * - **fast** (its recent attempts succeeded, 2xx, in under `fastMs` on average, and no request of
+ *   it has waited longer than that): it may use the whole worker. Its limit starts at
+ *   `perEndpoint` and grows by one with each fast success, up to `total`, so a burst to an
+ *   endpoint that answers at once takes the worker within a few rounds of attempts. Its messages
+ *   over the limit wait in the worker for a slot, and the worker pulls that many fewer.
+ * - **unknown** (no attempt ended yet, none waiting longer than 4 × `fastMs`) and **slow** (its
+ *   requests take longer than `fastMs` on average, one has waited longer than that, or its last
+ *   attempt timed out): at most `perEndpoint` attempts at once (1 while its circuit is open).
+ * - **failing** (quick, but most of its recent attempts did not succeed: an error status, a
+ *   refused connection): its limit grows with each quick answer like a fast one's, but only
+ *   within the half of the worker below, since its slots free at once and its retries should keep
+ *   their time.
+ * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
+ *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
+ *   endpoint's first attempt. Of their messages over the limit, a failing but quick endpoint's
+ *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too (as
+ *   many as the worker's slots: perhaps a fast endpoint's burst), and any more come back from
+ *   JetStream after firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
+ *   spaced at the pace the endpoint takes them. None of these hold up the pull, so the next
+ *   endpoint's message in the stream is reached at once.
+ * - A **circuit**: `circuitTimeouts` timeouts in a row open it: one attempt at a time (a probe)
+ *   until an attempt gets an answer. The probes are the endpoint's own due deliveries, so an open
+ *   circuit spends no attempt and moves no delivery off its schedule beyond waiting for that slot.
+ *
+ * Deciding costs nothing: no database read, no message order kept here.
+ */
+export interface FairnessSettings {
+  /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint not known to be fast may have in flight in one worker. */
+  perEndpoint: number;
+  /** WEBHOOK_ENDPOINT_FAST_MS: requests that succeed within this (on average) make an endpoint fast; one waiting longer makes it slow. */
+  fastMs: number;
+  /** WEBHOOK_CIRCUIT_TIMEOUTS: timeouts in a row that open an endpoint's circuit (0: never). */
+  circuitTimeouts: number;
+  /** WEBHOOK_CONCURRENCY: the worker's slots. */
+  total: number;
+}
+
+/** How an attempt ended, as the gate sees it. */
+export type Ending = "success" | "answered" | "timeout" | "other";
+
+/** Where an endpoint stands (see above). */
+export type Standing = "fast" | "unknown" | "failing" | "slow";
+
+/**
+ * Not now: `hold` is how many of the endpoint's messages may wait in the worker for a slot (0 for
+ * a slow endpoint); a message beyond that goes back to JetStream, for the time heldBack() says.
+ * `counted`: the waiting messages are a fast endpoint's, which may use the whole worker: they take
+ * the place of messages the worker would pull. Others' do not, so messages behind them in the stream
+ * (another endpoint's) are still pulled.
+ */
+export type Decision = { start: true; attempt: Attempt } | { start: false; hold: number; counted: boolean };
+
+/** One running attempt, from tryStart to finished() or released(). */
+export interface Attempt {
+  /** When its request was sent (sending()); until then it waits for the service (claim), not the endpoint. */
+  sentAt: number | undefined;
+  /** Counted against the half of the slots endpoints not known fast share. */
+  shared: boolean;
+}
+
+interface EndpointState {
+  /** Its running attempts, oldest first. */
+  running: Set<Attempt>;
+  /** Slots while fast: grows by one per fast success, back to perEndpoint after anything else. */
+  limit: number;
+  /** Recent attempt duration, ms (moving average); undefined until an attempt ended. */
+  latency: number | undefined;
+  /** Recent share of attempts that did not succeed (moving average, 0–1): failing at 0.5 or more. */
+  failures: number;
+  timeoutsInRow: number;
+  /** Open: one attempt at a time until one is answered. */
+  open: boolean;
+  /** When the last message held back for this endpoint is to come again: its place in a queue kept only as this time. */
+  nextAt: number | undefined;
+}
+
+/** The least wait before a slow endpoint's held-back message comes back: a shorter one only spins. */
+export const minRetryInMs = 1000;
+
+/** The same for an endpoint that answers quickly (fast, or failing quickly). */
+export const minQuickRetryMs = 100;
+
+/** The longest a message is sent away for at once: it comes again and is placed anew. */
+export const maxRetryInMs = 5 * 60_000;
+
+/** The least time per attempt a held-back backlog is spaced by (an attempt is more than its request: the claim and the record). */
+export const minPaceMs = 20;
+
+/** About how long a message of a quick endpoint over its limit may be expected to wait in the worker. */
+export const holdForMs = 1000;
+
+/**
+ * Messages over the limit of an endpoint not known yet, beyond those that wait in the worker, go
+ * back to JetStream for this long, and come again: by then its first attempts have likely shown
+ * whether it is fast (they start, or wait in the worker) or slow (they are spaced out). Its
+ * messages waiting in the worker do not hold up the pull, so a burst to a new endpoint never holds
+ * up the others.
+ */
+export const firstAnswerMs = 250;
+
+/** An endpoint not known yet is slow once a request of it has waited this many times fastMs. */
+export const unknownSlowFactor = 4;
+
+/** Idle endpoints whose standing is remembered (the least recently used are forgotten). */
+const memory = 10_000;
+
+export class EndpointGate {
+  private readonly endpoints = new Map<string, EndpointState>();
+  private readonly s: FairnessSettings;
+  /** Attempts running in all. */
+  private running = 0;
+  /** Attempts of endpoints not known to be fast beyond each one's first: at most half of the slots. */
+  private shared = 0;
+
+  constructor(s: FairnessSettings) {
+    this.s = s;
+  }
+
+  /** Where `endpoint` stands now. */
+  standing(endpoint: string, now = Date.now()): Standing {
+    const e = this.endpoints.get(endpoint);
+    return e ? this.standingOf(e, now) : "unknown";
+  }
+
+  private standingOf(e: EndpointState, now: number): Standing {
+    if (e.open) return "slow";
+    // Not known yet: capped whatever it is, and its first requests pay for the connection (and
+    // perhaps for a busy machine), so only a request waiting much longer makes it slow.
+    if (now - this.oldestSent(e, now) > (e.latency === undefined ? unknownSlowFactor * this.s.fastMs : this.s.fastMs)) return "slow";
+    if (e.latency === undefined) return "unknown";
+    if (e.latency > this.s.fastMs || e.timeoutsInRow > 0) return "slow";
+    return e.failures >= 0.5 ? "failing" : "fast";
+  }
+
+  /** Whether an attempt to `endpoint` may start now; if it may, it is counted as running. */
+  tryStart(endpoint: string, now = Date.now()): Decision {
+    const e = this.state(endpoint);
+    const standing = this.standingOf(e, now);
+    const fast = standing === "fast";
+    const limit = this.limitOf(e, standing);
+    const shared = !fast && e.running.size >= 1;
+    if (this.running >= this.s.total || e.running.size >= limit || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
+      return { start: false, hold: this.holdFor(e, standing, limit), counted: fast };
+    }
+    const attempt: Attempt = { sentAt: undefined, shared };
+    e.running.add(attempt);
+    this.running++;
+    if (shared) this.shared++;
+    return { start: true, attempt };
+  }
+
+  /** An attempt's request is being sent: from now on its time is the endpoint's. */
+  sending(attempt: Attempt, now = Date.now()): void {
+    attempt.sentAt = now;
+  }
+
+  /**
+   * When the oldest of the endpoint's running requests was sent (`now` when none is). Attempts are
+   * kept in the order they started and send in about that order: the first that has sent is taken.
+   */
+  private oldestSent(e: EndpointState, now: number): number {
+    for (const a of e.running) if (a.sentAt !== undefined) return Math.min(a.sentAt, now);
+    return now;
+  }
+
+  /** How many of an endpoint's messages may wait in the worker for its slots. */
+  hold(endpoint: string, now = Date.now()): number {
+    const e = this.endpoints.get(endpoint);
+    if (!e) return this.s.perEndpoint;
+    const standing = this.standingOf(e, now);
+    return this.holdFor(e, standing, this.limitOf(e, standing));
+  }
+
+  /**
+   * Attempts the endpoint may run at once: a fast one its grown limit, up to the whole worker; a
+   * failing one that answers quickly its grown limit too, up to the half the endpoints not known
+   * fast share (its slots free at once, and its retries keep their time); others perEndpoint, 1
+   * with an open circuit.
+   */
+  private limitOf(e: EndpointState, standing: Standing): number {
+    if (standing === "fast") return e.limit;
+    if (standing === "failing") return Math.max(this.s.perEndpoint, Math.min(e.limit, Math.ceil(this.s.total / 2)));
+    return e.open ? 1 : this.s.perEndpoint;
+  }
+
+  private holdFor(e: EndpointState, standing: Standing, limit: number): number {
+    switch (standing) {
+      case "fast":
+        return this.s.total;
+      case "slow":
+        return 0;
+      case "unknown":
+        // Perhaps a fast endpoint's burst: as many as the worker's total wait to see (bounded by the
+        // worker's own limit on held messages), without holding up the pull.
+        return this.s.total;
+      case "failing":
+        // About a second's worth of its attempts at its limit.
+        return Math.min(this.s.total, Math.max(limit, Math.floor((limit * holdForMs) / Math.max(1, e.latency ?? holdForMs))));
+    }
+  }
+
+  /**
+   * A message of `endpoint` goes back to JetStream: how long until it should come again. Each one
+   * held back takes the next place after the last, one attempt's time per slot apart (its recent
+   * request time, at least as long as its oldest waiting request has taken, at least minPaceMs),
+   * and none sooner than a second from now (100 ms for an endpoint that answers quickly), so a
+   * backlog comes back at about the rate the endpoint takes it rather than all at once.
+   */
+  heldBack(endpoint: string, now = Date.now()): number {
+    const e = this.state(endpoint);
+    // Not known yet (no attempt ended, none sent longer ago than fastMs): back as soon as its first
+    // attempts have likely shown what it is.
+    if (this.standingOf(e, now) === "unknown") return firstAnswerMs;
+    const standing = this.standingOf(e, now);
+    const slots = this.limitOf(e, standing);
+    const attemptMs = Math.max(minPaceMs, e.latency ?? 0, now - this.oldestSent(e, now));
+    // A quick endpoint frees its slots within moments; a slow one's would only come back to wait.
+    const soonest = standing === "slow" ? minRetryInMs : minQuickRetryMs;
+    e.nextAt = Math.max(now + soonest, (e.nextAt ?? now) + attemptMs / slots);
+    return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
+  }
+
+  /** An attempt started by tryStart has ended; `durationMs`: its request's. */
+  finished(endpoint: string, attempt: Attempt, ending: Ending, durationMs: number): void {
+    const e = this.state(endpoint);
+    this.stopped(e, attempt);
+    e.latency = e.latency === undefined ? durationMs : 0.7 * e.latency + 0.3 * durationMs;
+    e.failures = 0.7 * e.failures + (ending === "success" ? 0 : 0.3);
+    // Any quick answer adds a slot (limitOf bounds a failing endpoint's); no answer, or a slow one, takes it back to the cap.
+    const answered = ending === "success" || ending === "answered";
+    if (answered && durationMs <= this.s.fastMs && e.latency <= this.s.fastMs) e.limit = Math.min(this.s.total, e.limit + 1);
+    else e.limit = this.s.perEndpoint;
+    if (ending === "timeout") {
+      e.timeoutsInRow++;
+      if (this.s.circuitTimeouts > 0 && e.timeoutsInRow >= this.s.circuitTimeouts) e.open = true;
+    } else if (ending === "success" || ending === "answered") {
+      // Any HTTP status: the endpoint answers again.
+      e.timeoutsInRow = 0;
+      e.open = false;
+    }
+    this.remember(endpoint, e);
+  }
+
+  /** An attempt counted by tryStart never ran (its claim found nothing to send), or its outcome is not the endpoint's. */
+  released(endpoint: string, attempt: Attempt): void {
+    const e = this.state(endpoint);
+    this.stopped(e, attempt);
+    this.remember(endpoint, e);
+  }
+
+  private stopped(e: EndpointState, attempt: Attempt): void {
+    if (!e.running.delete(attempt)) return;
+    this.running--;
+    if (attempt.shared) this.shared--;
+    else {
+      // Its first attempt ended: another of its running ones becomes its first.
+      for (const a of e.running) {
+        if (a.shared) {
+          a.shared = false;
+          this.shared--;
+          break;
+        }
+      }
+    }
+  }
+
+  /** Attempts in flight per endpoint (endpoints with none are left out). */
+  inFlight(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [id, e] of this.endpoints) if (e.running.size > 0) out.set(id, e.running.size);
+    return out;
+  }
+
+  /** How many endpoints have an open circuit. */
+  openCircuits(): number {
+    let n = 0;
+    for (const e of this.endpoints.values()) if (e.open) n++;
+    return n;
+  }
+
+  private state(endpoint: string): EndpointState {
+    let e = this.endpoints.get(endpoint);
+    if (!e) {
+      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failures: 0, timeoutsInRow: 0, open: false, nextAt: undefined };
+      this.endpoints.set(endpoint, e);
+    }
+    return e;
+  }
+
+  /** Most recently used last; beyond `memory` endpoints, the least recently used idle one is forgotten. */
+  private remember(endpoint: string, e: EndpointState): void {
+    this.endpoints.delete(endpoint);
+    this.endpoints.set(endpoint, e);
+    if (this.endpoints.size <= memory) return;
+    for (const [id, old] of this.endpoints) {
+      if (old.running.size === 0) {
+        this.endpoints.delete(id);
+        return;
+      }
+    }
+  }
+}

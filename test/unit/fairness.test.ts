@@ -1,0 +1,225 @@
+import t from "tap";
+import { busiest } from "../../services/app/metrics.ts";
+import { EndpointGate as Gate, firstAnswerMs, maxRetryInMs, type Attempt, type Ending, type FairnessSettings } from "../../services/delivery/fairness.ts";
+import { nakReaches, schedule } from "../../services/delivery/schedule.ts";
+
+const settings = { perEndpoint: 2, fastMs: 1000, circuitTimeouts: 3, total: 16 };
+
+/** The gate, keeping each endpoint's running attempts in order: an attempt that ends is its endpoint's oldest. Started attempts send at once unless told. */
+class EndpointGate {
+  readonly gate: Gate;
+  private readonly running = new Map<string, Attempt[]>();
+  constructor(s: FairnessSettings) {
+    this.gate = new Gate(s);
+  }
+  tryStart(endpoint: string, now = Date.now(), send = true) {
+    const d = this.gate.tryStart(endpoint, now);
+    if (!d.start) return d;
+    if (send) this.gate.sending(d.attempt, now);
+    this.running.set(endpoint, [...(this.running.get(endpoint) ?? []), d.attempt]);
+    return { start: true };
+  }
+  finished(endpoint: string, ending: Ending, durationMs: number) {
+    this.gate.finished(endpoint, this.running.get(endpoint)!.shift()!, ending, durationMs);
+  }
+  released(endpoint: string) {
+    this.gate.released(endpoint, this.running.get(endpoint)!.shift()!);
+  }
+  standing(endpoint: string, now?: number) {
+    return this.gate.standing(endpoint, now);
+  }
+  heldBack(endpoint: string, now?: number) {
+    return this.gate.heldBack(endpoint, now);
+  }
+  inFlight() {
+    return this.gate.inFlight();
+  }
+  openCircuits() {
+    return this.gate.openCircuits();
+  }
+}
+
+/** Starts `n` attempts of `endpoint` at `now`; how many started. */
+function startMany(g: EndpointGate, endpoint: string, n: number, now = Date.now()): number {
+  let started = 0;
+  for (let i = 0; i < n; i++) if (g.tryStart(endpoint, now).start) started++;
+  return started;
+}
+
+t.test("an endpoint not known yet runs at most its cap; another endpoint is not held up by it", async (t) => {
+  const g = new EndpointGate(settings);
+  t.same(g.tryStart("a"), { start: true });
+  t.same(g.tryStart("a"), { start: true });
+  t.same(g.tryStart("a"), { start: false, hold: 16, counted: false }, "a's third attempt: as many as the worker's slots may wait in the worker (perhaps a fast endpoint's burst), not holding up the pull");
+  t.equal(g.heldBack("a"), firstAnswerMs, "the rest come back once its first attempts have shown what it is");
+  t.same(g.tryStart("b"), { start: true }, "b starts at once");
+  t.equal(g.standing("a", Date.now() + 3000), "unknown", "a's first requests unanswered for 3 s: a is still not known (a first request pays for its connection)");
+  t.equal(g.standing("a", Date.now() + 4001), "slow", "after 4 × fastMs: a is slow");
+  t.same(g.tryStart("a", Date.now() + 4001), { start: false, hold: 0, counted: false }, "its messages go back to JetStream");
+  t.same(Object.fromEntries(g.inFlight()), { a: 2, b: 1 });
+});
+
+t.test("an endpoint that answers 2xx fast grows to the whole worker, its messages waiting in the worker meanwhile", async (t) => {
+  const g = new EndpointGate(settings);
+  t.equal(startMany(g, "f", 2), 2);
+  g.finished("f", "success", 5);
+  g.finished("f", "success", 5);
+  t.equal(g.standing("f"), "fast");
+  t.equal(startMany(g, "f", 10), 4, "two fast successes: 2 more slots");
+  const over = g.tryStart("f");
+  t.same(over, { start: false, hold: 16, counted: true }, "over its limit: waits in the worker, counted against the pull");
+  // Each fast success adds a slot: a burst takes the worker within a few rounds.
+  for (let round = 0; round < 4; round++) {
+    const running = g.inFlight().get("f") ?? 0;
+    for (let i = 0; i < running; i++) g.finished("f", "success", 5);
+    startMany(g, "f", 100);
+  }
+  t.equal(g.inFlight().get("f"), 16, "all 16 slots of the worker");
+  t.equal(g.tryStart("g").start, false, "a full worker starts nothing more");
+  t.same(g.tryStart("g"), { start: false, hold: 16, counted: false }, "another endpoint's message waits for a free slot");
+  g.finished("f", "success", 5);
+  t.same(g.tryStart("g"), { start: true }, "and starts as soon as one frees");
+  // Remembered while idle.
+  for (let i = 0; i < 15; i++) g.finished("f", "success", 5);
+  g.finished("g", "success", 5);
+  t.same(g.inFlight(), new Map(), "idle");
+  t.equal(startMany(g, "f", 100), 16, "after a pause the fast endpoint takes the worker at once");
+});
+
+t.test("a fast endpoint that fails, slows down or hangs is back to its cap", async (t) => {
+  const g = new EndpointGate(settings);
+  startMany(g, "f", 2);
+  g.finished("f", "success", 5);
+  g.finished("f", "success", 5);
+  startMany(g, "f", 4);
+  for (let i = 0; i < 4; i++) g.finished("f", "success", 5);
+  t.equal(startMany(g, "f", 100, 0), 8, "grown to 8");
+  for (let i = 0; i < 8; i++) g.finished("f", i === 0 ? "other" : "success", 5);
+  t.equal(g.standing("f"), "fast", "one failure among successes: still fast");
+  t.equal(startMany(g, "f", 100, 0), 9, "a refused connection takes it back to the cap, seven successes since add seven");
+
+  const hang = new EndpointGate(settings);
+  startMany(hang, "h", 2, 0);
+  hang.finished("h", "success", 5);
+  hang.finished("h", "success", 5);
+  t.equal(startMany(hang, "h", 4, 0), 4, "fast: 4 slots");
+  t.equal(hang.standing("h", 500), "fast");
+  t.equal(hang.standing("h", 1001), "slow", "an attempt running longer than fastMs makes it slow at once");
+  t.same(hang.tryStart("h", 1001), { start: false, hold: 0, counted: false }, "slow: nothing more starts and nothing waits in the worker");
+
+  const busy = new EndpointGate(settings);
+  busy.tryStart("f", 0);
+  busy.finished("f", "success", 5);
+  busy.tryStart("f", 0, false);
+  t.equal(busy.standing("f", 5000), "fast", "an attempt still waiting for its claim (the service busy, nothing sent) says nothing about the endpoint");
+
+  const slow = new EndpointGate(settings);
+  startMany(slow, "s", 2);
+  slow.finished("s", "success", 3000);
+  t.equal(slow.standing("s"), "slow", "2xx, but after 3 s");
+  t.same(slow.tryStart("s"), { start: true });
+  t.same(slow.tryStart("s"), { start: false, hold: 0, counted: false }, "its cap, and its messages go back to JetStream");
+});
+
+t.test("an endpoint that fails quickly grows within the half of the worker, and about a second's worth of its messages wait in the worker", async (t) => {
+  const g = new EndpointGate(settings);
+  startMany(g, "e", 2);
+  g.finished("e", "other", 50);
+  t.equal(g.standing("e"), "fast", "one failure is not failing");
+  g.finished("e", "answered", 50);
+  t.equal(g.standing("e"), "failing", "most of its recent attempts failed");
+  t.equal(startMany(g, "e", 10), 3, "one quick answer added a slot");
+  for (let round = 0; round < 3; round++) {
+    const running = g.inFlight().get("e") ?? 0;
+    for (let i = 0; i < running; i++) g.finished("e", "answered", 50);
+    startMany(g, "e", 100);
+  }
+  t.equal(g.inFlight().get("e"), 8, "at most half of the worker's 16 slots");
+  t.same(g.tryStart("e"), { start: false, hold: 16, counted: false }, "8 slots × 1 s / 50 ms = 160, at most the worker's 16; they do not hold up the pull");
+  t.same(g.tryStart("q"), { start: true }, "another endpoint's first attempt starts");
+  t.same(g.tryStart("q"), { start: true }, "and its second, the last of the shared half (e's 7 beyond its first, and this one)");
+  t.same(g.tryStart("r"), { start: true }, "a third endpoint's first attempt starts");
+  t.same(g.tryStart("r"), { start: false, hold: 16, counted: false }, "but not its second: the shared half is taken");
+  t.same(g.tryStart("f"), { start: true }, "the other half is there");
+});
+
+t.test("endpoints not known fast share at most half the worker beyond each one's first attempt", async (t) => {
+  const g = new EndpointGate({ ...settings, perEndpoint: 4 });
+  let started = 0;
+  for (const e of ["a", "b", "c", "d"]) started += startMany(g, e, 4);
+  t.equal(started, 4 + 8, "4 first attempts, then 8 more (half of 16)");
+  t.same(g.tryStart("q"), { start: true }, "a quiet endpoint's first attempt still starts");
+  g.finished("a", "timeout", 2000);
+  t.same(g.tryStart("c"), { start: true }, "a share freed by a's attempt goes to whoever asks");
+});
+
+t.test("messages held back come again one attempt's time per slot apart, from at least a second on (100 ms for a quick endpoint)", async (t) => {
+  const g = new EndpointGate(settings);
+  startMany(g, "e", 2, 0);
+  g.finished("e", "answered", 50);
+  g.finished("e", "answered", 50);
+  t.same([g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0)], [100, 113, 125, 138], "failing quickly (50 ms, 4 slots): 12.5 ms a place, from 100 ms on");
+  t.equal(g.heldBack("a"), firstAnswerMs, "not known yet: back after firstAnswerMs, whatever is queued");
+  g.tryStart("h", 0);
+  g.finished("h", "timeout", 10_000);
+  g.tryStart("h", 0);
+  g.tryStart("h", 0);
+  t.same([g.heldBack("h", 8000), g.heldBack("h", 8000)], [5000, 10_000], "hanging (10 s, its cap of 2): 5 s a place");
+  for (let i = 0; i < 200; i++) g.heldBack("h", 8000);
+  t.equal(g.heldBack("h", 8000), maxRetryInMs, "never more than 5 minutes at once");
+});
+
+t.test("timeouts in a row open the circuit: one attempt at a time until one is answered", async (t) => {
+  const g = new EndpointGate({ ...settings, perEndpoint: 5 });
+  for (let i = 0; i < 3; i++) {
+    g.tryStart("a");
+    g.finished("a", "timeout", 10_000);
+  }
+  t.equal(g.openCircuits(), 1);
+  t.same(g.tryStart("a"), { start: true }, "a probe");
+  t.same(g.tryStart("a"), { start: false, hold: 0, counted: false }, "only one at a time, nothing waits");
+  g.finished("a", "other", 5);
+  t.equal(g.openCircuits(), 1, "a refused connection is no answer");
+  g.tryStart("a");
+  g.finished("a", "answered", 200);
+  t.equal(g.openCircuits(), 0, "an answer (any status) closes it");
+  t.equal(startMany(g, "a", 10), 5, "closed: its cap again");
+});
+
+t.test("an answer between timeouts starts the count again; 0 never opens", async (t) => {
+  const g = new EndpointGate(settings);
+  for (const ending of ["timeout", "timeout", "answered", "timeout", "timeout"] as const) {
+    g.tryStart("a");
+    g.finished("a", ending, 10);
+  }
+  t.equal(g.openCircuits(), 0);
+  const never = new EndpointGate({ ...settings, circuitTimeouts: 0 });
+  for (let i = 0; i < 20; i++) {
+    never.tryStart("a");
+    never.finished("a", "timeout", 10);
+  }
+  t.equal(never.openCircuits(), 0);
+});
+
+t.test("a start that made no attempt gives its slot back", async (t) => {
+  const g = new EndpointGate({ ...settings, perEndpoint: 1 });
+  g.tryStart("a");
+  g.released("a");
+  t.same(g.tryStart("a"), { start: true });
+  t.equal(g.standing("a"), "unknown", "nothing learnt from it");
+});
+
+t.test("nakReaches: a delayed NAK lands on time only when the delivery's backoff allows it", async (t) => {
+  const s = schedule([60, 300, 1800], 4);
+  t.ok(nakReaches(s, 1, 5000), "first delivery: any wait");
+  t.notOk(nakReaches(s, 2, 5000), "second delivery: the server would hold it 240 s more");
+  t.ok(nakReaches(s, 2, 240_001));
+  const flat = schedule([0.2, 0.2], 3);
+  t.ok(nakReaches(flat, 3, 1000), "equal delays: any delivery");
+});
+
+t.test("the per-endpoint gauge names the busiest endpoints and sums the rest", async (t) => {
+  const inFlight = new Map([["e1", 4], ["e2", 1], ["e3", 3], ["e4", 2]]);
+  t.same(busiest(inFlight, 2), [["e1", 4], ["e3", 3], ["other", 3]]);
+  t.same(busiest(inFlight, 10), [["e1", 4], ["e3", 3], ["e4", 2], ["e2", 1]]);
+});
