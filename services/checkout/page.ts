@@ -110,10 +110,14 @@ function iso(ts: Timestamp | undefined): string | null {
   return ts === undefined ? null : timestampDate(ts).toISOString();
 }
 
-/** The status JSON the page polls: shopper-safe, these five keys and nothing else. */
+/** The status JSON the page polls: shopper-safe, these keys and nothing else. */
 export interface CheckoutStatus {
   status: string;
   amount_received: string | null;
+  /** Funds seen on the chain (in the mempool, or short of their confirmations) that do not count yet; null until a transaction is seen. */
+  amount_pending: string | null;
+  /** The confirmations a payment needs to count. */
+  required_confirmations: number;
   amount_due: string;
   expires_at: string | null;
   /** Other assets received at the address, which do not count. */
@@ -132,6 +136,8 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
   return {
     status: view.status,
     amount_received: view.amountReceived ?? null,
+    amount_pending: view.amountPending ?? null,
+    required_confirmations: view.requiredConfirmations,
     amount_due: amountDue(view),
     expires_at: iso(view.expiresAt),
     other_assets_received: [...view.otherAssetsReceived],

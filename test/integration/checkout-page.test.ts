@@ -98,7 +98,7 @@ t.test("the page: HTML with a strict CSP and the shopper's facts", async (t) => 
   t.match(livePage.body, `on <span id="network">Ethereum</span>`);
 });
 
-t.test("status JSON: five shopper-safe keys, no caching", async (t) => {
+t.test("status JSON: seven shopper-safe keys, no caching", async (t) => {
   const pi = await createIntent();
   const url = `${pagePath(pi.public_id)}/status.json`;
   let res = await raw("GET", url);
@@ -107,7 +107,7 @@ t.test("status JSON: five shopper-safe keys, no caching", async (t) => {
   t.equal(res.headers["cache-control"], "no-store");
   t.equal(res.headers["x-content-type-options"], "nosniff");
   let body = JSON.parse(res.body);
-  t.same(Object.keys(body).sort(), ["amount_due", "amount_received", "expires_at", "other_assets_received", "status"], "exactly these keys");
+  t.same(Object.keys(body).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "required_confirmations", "status"], "exactly these keys");
   t.same(body, { status: "pending", amount_received: null, amount_due: "12.5", expires_at: pi.expires_at, other_assets_received: [] });
 
   await simulate(pi.public_id, "underpaid");
