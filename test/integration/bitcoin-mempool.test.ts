@@ -4,6 +4,9 @@
 // the threshold; a 0-confirmation rule counts from the mempool; a double spend mined from a second
 // node withdraws the payment (payment.reorged once if it had counted); payment.detected only
 // reaches an endpoint that asked for it.
+import { existsSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { chromium } from "playwright-core";
 import t from "tap";
 import { applyConfirmationRule } from "../../services/policy/policy.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
@@ -134,4 +137,42 @@ t.test("a double spend mined from a second node withdraws the payment; one that 
     "payment.reorged once, for the withdrawn payment that had counted",
   );
   t.same(await eventsAt("/detected", optIn.secret, waiting.public_id, 1), ["payment.detected"], "the intent that only saw it: detected, never reorged");
+});
+
+const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
+
+t.test("the checkout page on a phone says the payment is seen and waits for its confirmations, without a reload", { skip: noBrowser }, async (t) => {
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  t.teardown(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, locale: "en-US" });
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on("pageerror", (err) => pageErrors.push(err.message));
+  t.teardown(() => void (pageErrors.length > 0 && console.error("page errors:", pageErrors)));
+  const pi = await createIntent({ requested_amount: "0.031" });
+  const pagePath = new URL((await get(pi.public_id)).checkout_url).pathname;
+  await page.goto(`${base}${pagePath}`);
+  await page.evaluate("window.__marker = 'same page'");
+  t.equal(await page.locator("#seen").isVisible(), false, "nothing seen yet");
+  // (0.031: above the 0-confirmation rule set above, so it waits for 2.) CHECKOUT_SCREENSHOT_DIR=dir saves the page before and after.
+  const shots = process.env.CHECKOUT_SCREENSHOT_DIR;
+  if (shots) mkdirSync(shots, { recursive: true });
+  if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-waiting.png"), fullPage: true });
+
+  const { txid } = await chain.pay([{ address: pi.deposit_address, btc: "0.031" }]);
+  await page.locator("#seen").waitFor({ state: "visible", timeout: 20_000 });
+  t.equal(
+    ((await page.locator("#seen").textContent()) ?? "").trim(),
+    "Payment seen: 0.031 BTC, waiting for 2 confirmation(s) on the network. You can keep this page open.",
+  );
+  t.equal(((await page.locator("#status-title").textContent()) ?? "").trim(), "Waiting for payment", "the status is still pending");
+  t.equal(await page.evaluate("window.__marker"), "same page", "no reload");
+  if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-seen.png"), fullPage: true });
+
+  await chain.mine(2);
+  await shows(pi.public_id, txid, "counted", (x) => x.counted);
+  await page.locator("#seen").waitFor({ state: "hidden", timeout: 20_000 });
+  t.equal(((await page.locator("#status-title").textContent()) ?? "").trim(), "Paid");
+  if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-paid.png"), fullPage: true });
 });
