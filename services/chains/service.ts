@@ -1,6 +1,6 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { ChainService, type ReportBlocksRequest } from "../../gen/payments/v1/chains_pb.ts";
+import { ChainService, type ReportBlocksRequest, type ReportMempoolRequest } from "../../gen/payments/v1/chains_pb.ts";
 import type { Environment } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
 import { oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
@@ -9,6 +9,7 @@ import { validationError } from "../platform/errors.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import { recentBest } from "./blocks.ts";
+import { applyMempool, type MempoolReport } from "./mempool.ts";
 import { applyReport, type BlockReport } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
@@ -59,6 +60,20 @@ function reportOf(req: ReportBlocksRequest): BlockReport {
   };
 }
 
+/** A mempool report as the core applies it: the tip hash checked and lowercased. */
+function mempoolReportOf(req: ReportMempoolRequest): MempoolReport {
+  if (!blockHashPattern.test(req.tipHash)) throw validationError("tip_hash", "Not a block hash (64 hex digits, 0x optional).");
+  return {
+    epoch: Number(req.leaseEpoch),
+    tipHash: req.tipHash.toLowerCase(),
+    outputs: req.outputs.map((m, i) => {
+      const o = m.output;
+      if (!o) throw validationError(`outputs[${i}].output`, `"output" is missing.`);
+      return { asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount, replaceable: m.replaceable };
+    }),
+  };
+}
+
 /** ChainService's handlers: what a chain watcher needs besides ObservationService (internal callers of the observe role). */
 export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> {
   const { intents, cursors } = deps;
@@ -104,6 +119,14 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
         rejected: outcome.rejected,
         settled: outcome.settled,
       };
+    },
+
+    async reportMempool(req, ctx) {
+      const { em, environment } = chainRequest(ctx);
+      const chain = chainOf(environment, req.network);
+      checkWatcherId(req.watcherId);
+      const report = mempoolReportOf(req);
+      return inTransaction(em, (tx) => applyMempool(tx, deps, chain, report));
     },
 
     async reportChainNode(req, ctx) {

@@ -110,14 +110,31 @@ function iso(ts: Timestamp | undefined): string | null {
   return ts === undefined ? null : timestampDate(ts).toISOString();
 }
 
-/** The status JSON the page polls: shopper-safe, these five keys and nothing else. */
+/** The status JSON the page polls: shopper-safe, these keys and nothing else. */
 export interface CheckoutStatus {
   status: string;
   amount_received: string | null;
+  /** Funds seen on the chain (in the mempool, or short of their confirmations) that do not count yet; null until a transaction is seen. */
+  amount_pending: string | null;
+  /** The confirmations a payment needs to count. */
+  required_confirmations: number;
   amount_due: string;
   expires_at: string | null;
   /** Other assets received at the address, which do not count. */
   other_assets_received: string[];
+}
+
+/**
+ * What the page says while a payment is seen on the chain but does not count yet (in the
+ * mempool, or short of its confirmations): {pending}, {asset} and {confirmations} filled in.
+ */
+export const seenText = "Payment seen: {pending} {asset}, waiting for {confirmations} confirmation(s) on the network. You can keep this page open.";
+
+/** The seen-payment line's text, or undefined when nothing is waiting (or the intent is no longer payable). */
+export function seenNotice(view: Pick<ShopperPaymentIntent, "status" | "asset" | "amountPending" | "requiredConfirmations">): string | undefined {
+  const pending = view.amountPending;
+  if (!payableStatuses.includes(view.status) || pending === undefined || /^0(\.0*)?$/.test(pending)) return undefined;
+  return seenText.replace("{pending}", pending).replace("{asset}", view.asset).replace("{confirmations}", String(view.requiredConfirmations));
 }
 
 /** What the page says when another asset reached the address: {other} and {asset} filled in. */
@@ -132,6 +149,8 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
   return {
     status: view.status,
     amount_received: view.amountReceived ?? null,
+    amount_pending: view.amountPending ?? null,
+    required_confirmations: view.requiredConfirmations,
     amount_due: amountDue(view),
     expires_at: iso(view.expiresAt),
     other_assets_received: [...view.otherAssetsReceived],
@@ -245,7 +264,8 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
 
   const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
   data-expires-at="${e(expiresAt ?? "")}" data-requested="${e(view.requestedAmount)}" data-asset="${e(view.asset)}"
-  data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}">
+  data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
+  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}">
 <header class="head">
   <h1 class="title">Payment</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
@@ -255,7 +275,8 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   <p class="status-title" id="status-title">${e(text.title)}</p>
   <p class="status-detail" id="status-detail">${e(text.detail)}</p>
 </section>
-${otherAssetNotice(view)}${instructions}
+${otherAssetNotice(view)}<p class="note note-seen" id="seen" role="status" aria-live="polite"${seenNotice(view) === undefined ? " hidden" : ""}>${e(seenNotice(view) ?? "")}</p>
+${instructions}
 ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
 <footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
 </main>`;

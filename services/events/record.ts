@@ -3,7 +3,7 @@ import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId, newIds } from "../platform/ids.ts";
-import { allEvents, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
+import { allEvents, optInEventTypes, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
 export interface NewEvent {
@@ -121,6 +121,8 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
 /** Which enabled endpoints get a delivery of the event: the one named, or those whose enabled_events take its type (as vocabulary/event-types.ts receives()). */
 function endpointsFor(event: NewEvent): { sql: string; params: unknown[] } {
   if (event.endpointId) return { sql: "and e.id = ?", params: [event.endpointId] };
+  // An opt-in type goes only to endpoints that name it: "*" does not take it.
+  if (optInEventTypes.includes(event.type)) return { sql: `and ? = any(e.enabled_events)`, params: [event.type] };
   return { sql: `and (? = any(e.enabled_events) or ? = any(e.enabled_events))`, params: [allEvents, event.type] };
 }
 

@@ -49,6 +49,8 @@ export const PaymentIntentRecord = defineEntity({
     /** The shop's pages the checkout page links back to (paid; pending, expired or cancelled), as the merchant gave them. */
     redirectUrl: p.string().length(2048).nullable(),
     cancelUrl: p.string().length(2048).nullable(),
+    /** When the intent first saw funds of its asset that did not count yet (payment.detected, once). */
+    detectedAt: p.datetime().length(3).nullable(),
     watchXid: p.string().columnType("xid8").defaultRaw("pg_current_xact_id()"),
   },
   indexes: [

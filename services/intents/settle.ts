@@ -9,17 +9,28 @@ export interface Funds {
 }
 
 /** Why an output to an intent's address does not count toward it (the documented reasons). */
-export type UncountedReason = "wrong_asset" | "orphaned" | "below_confirmations";
+export type UncountedReason = "wrong_asset" | "orphaned" | "withdrawn" | "unconfirmed" | "below_confirmations";
 
 /**
  * Whether an output counts toward its intent, and if not why: the intent's asset, not on a block
- * that left the best chain, with the intent's own confirmation count. Undefined: it counts.
+ * that left the best chain nor withdrawn from the mempool, with the intent's own confirmation
+ * count (an output in the mempool has 0: it counts only for an intent that requires 0).
+ * Undefined: it counts.
  */
-export function uncountedReason(o: { asset: string; orphaned: boolean; confirmations: number }, intent: { asset: string; requiredConfirmations: number }): UncountedReason | undefined {
+export function uncountedReason(
+  o: { asset: string; orphaned: boolean; confirmations: number; mempool?: boolean },
+  intent: { asset: string; requiredConfirmations: number },
+): UncountedReason | undefined {
   if (o.asset !== intent.asset) return "wrong_asset";
-  if (o.orphaned) return "orphaned";
-  if (o.confirmations < intent.requiredConfirmations) return "below_confirmations";
+  if (o.orphaned) return o.mempool ? "withdrawn" : "orphaned";
+  if (o.confirmations < intent.requiredConfirmations) return o.mempool ? "unconfirmed" : "below_confirmations";
   return undefined;
+}
+
+/** Funds of the intent's asset seen on the chain that do not count yet: live, below the intent's confirmations. */
+export function isPending(o: { asset: string; orphaned: boolean; confirmations: number; mempool?: boolean }, intent: { asset: string; requiredConfirmations: number }): boolean {
+  const reason = uncountedReason(o, intent);
+  return reason === "unconfirmed" || reason === "below_confirmations";
 }
 
 /**

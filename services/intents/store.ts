@@ -54,8 +54,12 @@ export interface TransactionFact {
   counted: boolean;
   simulated: boolean;
   asset: string;
-  /** On a block that left the best chain. */
+  /** On a block that left the best chain, or (with mempool) withdrawn from the mempool. */
   orphaned: boolean;
+  /** Seen in the mempool, in no block yet. */
+  mempool: boolean;
+  /** Signals replace-by-fee (BIP 125) while in the mempool. */
+  replaceable: boolean;
 }
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
@@ -368,4 +372,11 @@ export async function intentIdsByAddress(em: EntityManager, chain: { network: st
     [chain.network, chain.environment, `{${addresses.join(",")}}`],
   );
   return new Map(rows.map((r) => [r.deposit_address, r.id]));
+}
+
+/** Marks intents as having seen funds that do not count yet; returns those marked now (each intent once, ever). */
+export async function markDetected(em: EntityManager, ids: readonly string[], at: Date): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.execute<{ id: string }[]>(`update payment_intents set detected_at = ? where id = any(?::text[]) and detected_at is null returning id`, [at, `{${ids.join(",")}}`]);
+  return rows.map((r) => r.id);
 }

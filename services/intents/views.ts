@@ -4,7 +4,8 @@ import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } fro
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
-import { uncountedReason } from "./settle.ts";
+import { isPending, uncountedReason } from "./settle.ts";
+import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow } from "./store.ts";
 
@@ -35,6 +36,19 @@ export class IntentViews {
     const asset = findAsset(row.network, row.asset);
     if (!asset) throw new Error(`an intent of an unknown asset ${row.network}/${row.asset}`);
     return this.defaultConfirmations(asset);
+  }
+
+  /**
+   * Funds of the intent's asset seen on the chain that do not count yet (in the mempool, or short
+   * of its confirmations); undefined until a transaction is seen, like amount_received.
+   */
+  amountPending(row: IntentRow): string | undefined {
+    const asset = findAsset(row.network, row.asset);
+    const transactions = row.transactions ?? [];
+    if (!asset || row.amountReceived === null || transactions.length === 0) return undefined;
+    const intent = { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) };
+    const units = transactions.filter((t) => !t.counted && isPending(t, intent)).reduce((sum, t) => sum + toUnits(t.amount, asset.decimals), 0n);
+    return fromUnits(units, asset.decimals);
   }
 
   message(row: IntentRow): PaymentIntent {
@@ -68,8 +82,10 @@ export class IntentViews {
           simulated: t.simulated,
           asset: t.asset,
           reason: t.counted ? undefined : uncountedReason(t, { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) }),
+          replaceable: t.replaceable,
         }),
       ),
+      amountPending: this.amountPending(row),
       paidAt: ts(row.paidAt),
       expiredAt: ts(row.expiredAt),
       cancelledAt: ts(row.cancelledAt),
@@ -101,6 +117,8 @@ export class IntentViews {
       createdAt: full.createdAt,
       redirectUrl: full.redirectUrl,
       cancelUrl: full.cancelUrl,
+      amountPending: full.amountPending,
+      requiredConfirmations: full.requiredConfirmations,
       otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }

@@ -30,6 +30,10 @@ export const ChainObservation = defineEntity({
     countedLate: p.boolean().default(false),
     /** Made by the sandbox simulator. */
     simulated: p.boolean().default(false),
+    /** Seen in the node's mempool, in no block yet (orphaned too: withdrawn, it left the mempool unmined). */
+    mempool: p.boolean().default(false),
+    /** Its transaction signalled replace-by-fee (BIP 125) when seen in the mempool. */
+    replaceable: p.boolean().default(false),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

@@ -1,9 +1,10 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
-import { impliedStatus, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
+import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
 import { isStatus, type Status } from "../intents/status.ts";
-import { updateAmountsReceived, type IntentRow } from "../intents/store.ts";
+import { markDetected, updateAmountsReceived, type IntentRow } from "../intents/store.ts";
+import { recordEvents } from "../events/record.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { observationsOfMany, setCounted, toFact } from "./store.ts";
 
@@ -60,7 +61,38 @@ export async function settleMany(tx: EntityManager, intents: Intents, locked: re
   await setCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
 
-  return intents.moveMany(tx, plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) })));
+  const settled = await intents.moveMany(tx, plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) })));
+  await detect(tx, intents, settled, now);
+  return settled;
+}
+
+/**
+ * payment.detected, once per intent: the first time a payable intent has funds of its asset on
+ * the chain that do not count yet (a bitcoin payment in the mempool, or in a block short of the
+ * intent's confirmations). Its status does not change. Delivered only to endpoints that name the
+ * type (vocabulary/event-types.ts).
+ */
+async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date): Promise<void> {
+  const candidates = rows.filter(
+    (row) =>
+      (row.status === "pending" || row.status === "underpaid") &&
+      (row.transactions ?? []).some((t) => isPending(t, { asset: row.asset, requiredConfirmations: intents.confirmationsOf(row) })),
+  );
+  const marked = new Set(await markDetected(tx, candidates.map((r) => r.id), now));
+  if (marked.size === 0) return;
+  await recordEvents(
+    tx,
+    candidates
+      .filter((r) => marked.has(r.id))
+      .map((row) => ({
+        merchantId: row.merchantId,
+        environment: row.environment === "live" ? ("live" as const) : ("test" as const),
+        type: "payment.detected" as const,
+        data: intents.views.eventData(row),
+        paymentIntentId: row.id,
+        createdAt: now,
+      })),
+  );
 }
 
 /** The statuses a settled intent moves through to reach what its funds and expiry imply (none: it stays). */

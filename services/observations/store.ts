@@ -27,11 +27,15 @@ export interface ObservationRow extends ObservationInput {
   counted: boolean;
   countedLate: boolean;
   simulated: boolean;
+  /** Seen in the node's mempool, in no block yet; orphaned too: withdrawn (it left the mempool unmined). */
+  mempool: boolean;
+  /** Its transaction signalled replace-by-fee (BIP 125) in the mempool. */
+  replaceable: boolean;
   createdAt: Date;
 }
 
 const columns = `id, network, environment, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
-  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, created_at`;
+  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, mempool, replaceable, created_at`;
 
 interface DbRow {
   id: string | number;
@@ -51,6 +55,8 @@ interface DbRow {
   counted: boolean;
   counted_late: boolean;
   simulated: boolean;
+  mempool: boolean;
+  replaceable: boolean;
   created_at: Date | string;
 }
 
@@ -73,6 +79,8 @@ function fromDb(r: DbRow): ObservationRow {
     counted: r.counted,
     countedLate: r.counted_late,
     simulated: r.simulated,
+    mempool: r.mempool,
+    replaceable: r.replaceable,
     createdAt: new Date(r.created_at),
   };
 }
@@ -188,6 +196,8 @@ export function toFact(r: ObservationRow): TransactionFact {
     simulated: r.simulated,
     asset: r.asset,
     orphaned: r.orphaned,
+    mempool: r.mempool,
+    replaceable: r.replaceable && r.mempool && !r.orphaned,
   };
 }
 
@@ -284,7 +294,7 @@ export async function upsertBlockOutputs(em: EntityManager, chain: { network: st
      on conflict (network, environment, tx_hash, output_index) do update set
        confirmations = case when chain_observations.block_hash = excluded.block_hash then chain_observations.confirmations else 0 end,
        block_height = excluded.block_height, block_hash = excluded.block_hash, observed_at = excluded.observed_at,
-       orphaned = false, updated_at = excluded.updated_at
+       orphaned = false, mempool = false, updated_at = excluded.updated_at
        where chain_observations.asset = excluded.asset and chain_observations.to_address = excluded.to_address and chain_observations.amount = excluded.amount
      returning tx_hash, output_index`,
     [
@@ -380,4 +390,95 @@ export async function deriveConfirmations(em: EntityManager, chain: { network: s
         and b.network = o.network and b.environment = o.environment and b.hash = o.block_hash and b.best`,
     [tip, at, chain.network, chain.environment, aboveHeight, tip, tip],
   );
+}
+
+/** An output of a mempool transaction, with the intent whose deposit address it paid (null: none). */
+export interface MempoolOutputRow {
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  replaceable: boolean;
+  intentId: string | null;
+}
+
+/**
+ * Records the outputs of the node's mempool in one statement: new ones with no block and 0
+ * confirmations; one recorded from the mempool before (withdrawn, and back: rebroadcast) is live
+ * again, and so is one whose block left the best chain (its transaction went back to the
+ * mempool). One in a block of the best chain stays there: the mempool never moves it back. One
+ * recorded with another address, asset or amount is left as it is and returned, for the caller
+ * to reject. Also returns how many were new.
+ */
+export async function upsertMempoolOutputs(
+  em: EntityManager,
+  chain: { network: string; environment: Environment },
+  outputs: readonly MempoolOutputRow[],
+  at: Date,
+): Promise<{ conflicting: MempoolOutputRow[]; added: number }> {
+  if (outputs.length === 0) return { conflicting: [], added: 0 };
+  const rows = await em.execute<{ tx_hash: string; output_index: number; added: boolean }[]>(
+    `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
+       observed_at, payment_intent_id, simulated, mempool, replaceable, created_at, updated_at)
+     select ?, ?, o.asset, o.to_address, o.tx_hash, o.output_index, o.amount::numeric, 0, null, null, ?, o.intent_id, false, true, o.replaceable, ?, ?
+       from json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text, replaceable boolean, intent_id text)
+     on conflict (network, environment, tx_hash, output_index) do update set
+       confirmations = 0, block_height = null, block_hash = null, orphaned = false, mempool = true,
+       replaceable = excluded.replaceable, updated_at = excluded.updated_at
+       where chain_observations.asset = excluded.asset and chain_observations.to_address = excluded.to_address and chain_observations.amount = excluded.amount
+         and not chain_observations.simulated
+         and (chain_observations.mempool or chain_observations.orphaned)
+         and (chain_observations.orphaned or chain_observations.replaceable <> excluded.replaceable)
+     returning tx_hash, output_index, (xmax = 0) as added`,
+    [
+      chain.network,
+      chain.environment,
+      at,
+      at,
+      at,
+      JSON.stringify(
+        outputs.map((o) => ({ asset: o.asset, to_address: o.toAddress, tx_hash: o.txHash, output_index: o.outputIndex, amount: o.amount, replaceable: o.replaceable, intent_id: o.intentId })),
+      ),
+    ],
+  );
+  const written = new Set(rows.map((r) => `${r.tx_hash}:${r.output_index}`));
+  // Not written: already recorded as it is (in the mempool, or in a block), or recorded otherwise.
+  const unwritten = outputs.filter((o) => !written.has(`${o.txHash}:${o.outputIndex}`));
+  const conflicting: MempoolOutputRow[] = [];
+  if (unwritten.length > 0) {
+    const differ = await em.execute<{ tx_hash: string; output_index: number }[]>(
+      `select c.tx_hash, c.output_index from chain_observations c
+         join json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text)
+           on c.tx_hash = o.tx_hash and c.output_index = o.output_index
+        where c.network = ? and c.environment = ? and (c.asset <> o.asset or c.to_address <> o.to_address or c.amount <> o.amount::numeric)`,
+      [JSON.stringify(unwritten.map((o) => ({ asset: o.asset, to_address: o.toAddress, tx_hash: o.txHash, output_index: o.outputIndex, amount: o.amount }))), chain.network, chain.environment],
+    );
+    const bad = new Set(differ.map((r) => `${r.tx_hash}:${r.output_index}`));
+    conflicting.push(...unwritten.filter((o) => bad.has(`${o.txHash}:${o.outputIndex}`)));
+  }
+  return { conflicting, added: rows.filter((r) => r.added).length };
+}
+
+/** The intents with live mempool outputs not among `keep` (tx_hash:output_index): those a mempool report withdraws. */
+export async function intentsLeavingMempool(em: EntityManager, chain: { network: string; environment: Environment }, keep: readonly string[]): Promise<string[]> {
+  const rows = await em.execute<{ payment_intent_id: string }[]>(
+    `select distinct payment_intent_id from chain_observations
+      where network = ? and environment = ? and mempool and not orphaned and payment_intent_id is not null
+        and not (tx_hash || ':' || output_index = any(?::text[]))`,
+    [chain.network, chain.environment, `{${keep.join(",")}}`],
+  );
+  return rows.map((r) => r.payment_intent_id);
+}
+
+/** Withdraws the live mempool outputs not among `keep`: they left the mempool unmined (replaced, conflicted, evicted). Returns how many. */
+export async function withdrawFromMempool(em: EntityManager, chain: { network: string; environment: Environment }, keep: readonly string[], at: Date): Promise<number> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update chain_observations set orphaned = true, updated_at = ?
+      where network = ? and environment = ? and mempool and not orphaned
+        and not (tx_hash || ':' || output_index = any(?::text[]))
+      returning id`,
+    [at, chain.network, chain.environment, `{${keep.join(",")}}`],
+  );
+  return rows.length;
 }

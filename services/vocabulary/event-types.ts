@@ -16,13 +16,20 @@ export type EventType = (typeof eventTypes)[number];
  * Event types beyond the spec's list: ours. An endpoint turned off by the service
  * (auto-disable) is announced to the merchant's other enabled endpoints.
  */
-export const extensionEventTypes = ["webhook_endpoint.disabled"] as const;
+export const extensionEventTypes = ["webhook_endpoint.disabled", "payment.detected"] as const;
 export type ExtensionEventType = (typeof extensionEventTypes)[number];
 
-/** An endpoint's enabled_events entry that stands for every type (Stripe's). */
+/**
+ * Types delivered only to endpoints whose enabled_events name them: "*" does not take them, so a
+ * receiver written against the spec's list is never sent a type it does not know.
+ * payment.detected: an intent first saw funds that do not count yet (a bitcoin payment in the mempool).
+ */
+export const optInEventTypes: readonly string[] = ["payment.detected"];
+
+/** An endpoint's enabled_events entry that stands for every type (Stripe's), opt-in ones aside. */
 export const allEvents = "*";
 
 /** Whether an endpoint with `enabled` receives events of `type`. */
 export function receives(enabled: readonly string[], type: string): boolean {
-  return enabled.includes(allEvents) || enabled.includes(type);
+  return enabled.includes(type) || (enabled.includes(allEvents) && !optInEventTypes.includes(type));
 }

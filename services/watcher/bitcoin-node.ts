@@ -7,6 +7,17 @@ export interface BitcoinNode {
   hashAt(height: number): Promise<string | undefined>;
   /** The block with every transaction decoded (`getblock <hash> 2`), or undefined if the node does not know the hash. */
   block(hash: string): Promise<BitcoinBlock | undefined>;
+  /** The txids in the node's mempool (`getrawmempool`). */
+  mempool(): Promise<string[]>;
+  /** A mempool transaction decoded (`getrawtransaction <txid> 1`: no txindex needed while it is in the mempool), or undefined once it left. */
+  transaction(txid: string): Promise<BitcoinTx | undefined>;
+}
+
+/** A transaction as `getrawtransaction <txid> 1` writes it, reduced to what the watcher reads. */
+export interface BitcoinTx {
+  txid: string;
+  vin: { sequence: number }[];
+  vout: { value: number; n: number; scriptPubKey: { hex: string } }[];
 }
 
 /** A block as `getblock <hash> 2` writes it, reduced to what the watcher reads. */
@@ -30,7 +41,7 @@ export class RpcError extends Error {
 
 /** RPC_INVALID_PARAMETER: getblockhash past the head. */
 const invalidParameter = -8;
-/** RPC_INVALID_ADDRESS_OR_KEY: getblock of a hash the node does not know. */
+/** RPC_INVALID_ADDRESS_OR_KEY: getblock of a hash the node does not know; getrawtransaction of a transaction no longer in the mempool. */
 const unknownBlock = -5;
 
 /**
@@ -85,6 +96,17 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
     async block(hash) {
       try {
         return await call<BitcoinBlock>("getblock", [hash, 2]);
+      } catch (err) {
+        if (err instanceof RpcError && err.code === unknownBlock) return undefined;
+        throw err;
+      }
+    },
+    async mempool() {
+      return call<string[]>("getrawmempool", []);
+    },
+    async transaction(txid) {
+      try {
+        return await call<BitcoinTx>("getrawtransaction", [txid, 1]);
       } catch (err) {
         if (err instanceof RpcError && err.code === unknownBlock) return undefined;
         throw err;

@@ -1,7 +1,7 @@
 import { formatUnits } from "viem";
 import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
-import { satoshis, type BitcoinBlock, type BitcoinNode } from "./bitcoin-node.ts";
+import { satoshis, type BitcoinBlock, type BitcoinNode, type BitcoinTx } from "./bitcoin-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -79,4 +79,96 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
       };
     },
   };
+}
+
+/** An output of a mempool transaction to a watched address. */
+export interface MempoolOutput {
+  asset: string;
+  toAddress: string;
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  /** The transaction signals replace-by-fee (BIP 125: an input's nSequence below 0xfffffffe). */
+  replaceable: boolean;
+}
+
+/** What a mempool read found: the node's best block when it was read, and the watched outputs in it. */
+export interface MempoolSnapshot {
+  tip: { height: number; hash: string };
+  outputs: MempoolOutput[];
+}
+
+/** A transaction's outputs as kept between polls: their scripts and amounts, matched anew each poll (an address may be watched after its payment was first read). */
+interface KeptTx {
+  replaceable: boolean;
+  vout: { n: number; script: string; amount: string }[];
+}
+
+/** Transactions new to the mempool read per poll (the rest the next polls): a node's first mempool may hold 100 000. */
+const newPerPoll = 1000;
+const parallelReads = 8;
+
+/** BIP 125's explicit signal: any input whose nSequence is below 0xfffffffe. */
+export function signalsReplaceByFee(tx: Pick<BitcoinTx, "vin">): boolean {
+  return tx.vin.some((i) => typeof i.sequence === "number" && i.sequence < 0xfffffffe);
+}
+
+/**
+ * The node's mempool as the watcher reads it, through Bitcoin Core's documented RPC: the txids
+ * (`getrawmempool`), and each new one once (`getrawtransaction <txid> 1`, which serves mempool
+ * transactions without txindex); transactions that left are forgotten. The tip is read after the
+ * txids: a snapshot whose tip is the core's saw no block the core was not told of.
+ */
+export class BitcoinMempool {
+  readonly #node: BitcoinNode;
+  readonly #asset: AssetInfo;
+  readonly #watched: BitcoinWatched;
+  readonly #kept = new Map<string, KeptTx>();
+  #pending = 0;
+
+  constructor(node: BitcoinNode, asset: AssetInfo, watched: BitcoinWatched) {
+    this.#node = node;
+    this.#asset = asset;
+    this.#watched = watched;
+  }
+
+  async read(): Promise<MempoolSnapshot> {
+    const txids = (await this.#node.mempool()).map((t) => t.toLowerCase());
+    const now = new Set(txids);
+    for (const txid of this.#kept.keys()) if (!now.has(txid)) this.#kept.delete(txid);
+    const fresh = txids.filter((t) => !this.#kept.has(t)).slice(0, newPerPoll);
+    for (let i = 0; i < fresh.length; i += parallelReads) {
+      const part = fresh.slice(i, i + parallelReads);
+      const txs = await Promise.all(part.map((t) => this.#node.transaction(t)));
+      txs.forEach((tx, j) => {
+        // Gone meanwhile (mined, replaced): not in the mempool any more.
+        if (!tx) return now.delete(part[j] as string);
+        this.#kept.set(part[j] as string, {
+          replaceable: signalsReplaceByFee(tx),
+          vout: tx.vout.map((o) => ({ n: o.n, script: o.scriptPubKey.hex, amount: formatUnits(satoshis(o.value), this.#asset.decimals) })),
+        });
+      });
+    }
+    this.#pending = [...now].filter((t) => !this.#kept.has(t)).length;
+    const height = await this.#node.headHeight();
+    const hash = (await this.#node.hashAt(height))?.toLowerCase() ?? "";
+    const outputs: MempoolOutput[] = [];
+    for (const [txid, tx] of this.#kept) {
+      for (const o of tx.vout) {
+        const toAddress = this.#watched.addressOf(o.script);
+        if (toAddress !== undefined) outputs.push({ asset: this.#asset.asset, toAddress, txHash: txid, outputIndex: o.n, amount: o.amount, replaceable: tx.replaceable });
+      }
+    }
+    outputs.sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex);
+    return { tip: { height, hash }, outputs };
+  }
+
+  /**
+   * Whether every transaction in the node's mempool at the last read was read (a first read of a
+   * large mempool takes several polls): only a complete snapshot is reported, since what it lacks
+   * the core withdraws.
+   */
+  get complete(): boolean {
+    return this.#pending === 0;
+  }
 }

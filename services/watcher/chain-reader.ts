@@ -2,7 +2,7 @@ import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { bitcoinNode } from "./bitcoin-node.ts";
-import { bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
+import { BitcoinMempool, bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
 import { evmNode, redactNodeUrl } from "./evm-node.ts";
 import { evmSource, EvmWatched } from "./evm-source.ts";
 import type { ChainSource } from "./follow.ts";
@@ -18,6 +18,11 @@ export interface ChainReader {
   facts(): Promise<NodeFacts>;
   /** The time (seconds) of the best chain's block at `height`. */
   timeAt(height: number): Promise<number>;
+  /**
+   * The node's mempool (bitcoin only). EVM chains have none here: a block every 12 s (2 s on
+   * polygon) leaves little to gain, and a token Transfer log exists only once mined.
+   */
+  mempool?: BitcoinMempool;
   close(): Promise<void>;
 }
 
@@ -26,9 +31,11 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   if (e.network === "bitcoin") {
     const node = bitcoinNode(e.url, timeoutMs);
     const watched = new BitcoinWatched();
+    const btc = findAsset("bitcoin", "BTC") as AssetInfo;
     return {
-      source: bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched),
+      source: bitcoinSource(node, btc, watched),
       watched,
+      mempool: new BitcoinMempool(node, btc, watched),
       facts: () => bitcoinFacts(node),
       async timeAt(height) {
         const hash = await node.hashAt(height);

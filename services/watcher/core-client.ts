@@ -1,6 +1,7 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
+import type { MempoolOutput } from "./bitcoin-source.ts";
 import type { BlockRef, ReportedBlock } from "./follow.ts";
 
 /** What ClaimChain answered, in the watcher's terms. */
@@ -62,6 +63,23 @@ export class CoreClient {
         })),
         headHeight: BigInt(head.height),
         headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
+      },
+      { headers: this.#headers },
+    );
+  }
+
+  /** Reports the mempool's watched outputs as read against `tipHash`, under the lease's epoch. */
+  reportMempool(tipHash: string, outputs: readonly MempoolOutput[], epoch: bigint) {
+    return this.#chains.reportMempool(
+      {
+        network: this.#network,
+        watcherId: this.#watcherId,
+        leaseEpoch: epoch,
+        tipHash,
+        outputs: outputs.map((o) => ({
+          output: { asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount },
+          replaceable: o.replaceable,
+        })),
       },
       { headers: this.#headers },
     );

@@ -95,6 +95,8 @@ class ChainWatch {
   #behind = 0;
   /** The lease epoch this watcher holds the chain under: sent with every report, so one from before a takeover is refused. */
   #epoch: bigint | undefined;
+  /** The mempool report last applied by the core (its tip and outputs), and when: one that says the same is sent again only as a heartbeat. */
+  #mempoolSent: { key: string; at: number } | undefined;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -163,6 +165,7 @@ class ChainWatch {
 
   #drop(): void {
     this.#follower = undefined;
+    this.#mempoolSent = undefined;
     this.#m.active.set(this.#labels, 0);
   }
 
@@ -241,6 +244,8 @@ class ChainWatch {
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
     // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
     if (Date.now() - this.#savedAt > heartbeatMs) await this.#reporter().report([], { height: head, time: undefined });
+    // Caught up: the mempool, read against the tip just reported.
+    if (!busy) await this.#readMempool(follower);
     await this.#problemIs(undefined);
     return busy;
   }
@@ -269,6 +274,29 @@ class ChainWatch {
     );
     // The first report carries the new block 0: the core starts its chain over from it.
     return { height: from - 1, recentBlocks: [] };
+  }
+
+  /**
+   * Reads the node's mempool and reports its watched outputs when they changed (or every
+   * heartbeatMs): only a complete read taken at the tip the core has, so that a transaction
+   * missing from it was not mined in a block the core has not been told of.
+   */
+  async #readMempool(follower: Follower): Promise<void> {
+    const mempool = this.#reader.mempool;
+    if (!mempool) return;
+    const snapshot = await this.#nodeCall(() => mempool.read());
+    const top = follower.position.recentBlocks.at(-1);
+    if (!mempool.complete || !top || top.height !== snapshot.tip.height || top.hash !== snapshot.tip.hash) return;
+    const key = `${snapshot.tip.hash} ${snapshot.outputs.map((o) => `${o.txHash}:${o.outputIndex}:${o.replaceable ? 1 : 0}`).join(",")}`;
+    const sent = this.#mempoolSent;
+    if (sent && sent.key === key && Date.now() - sent.at < heartbeatMs) return;
+    const res = await this.#core.reportMempool(snapshot.tip.hash, snapshot.outputs, this.#epoch ?? 0n);
+    this.#mempoolSent = res.applied ? { key, at: Date.now() } : undefined;
+    if (res.rejected > 0) {
+      this.#m.rejected.inc(this.#labels, res.rejected);
+      this.#log.warn({ rejected: res.rejected }, "the core refused outputs of mempool transactions; passed over (ops rejected-outputs lists them)");
+    }
+    if (res.withdrawn > 0) this.#log.info({ withdrawn: res.withdrawn }, "outputs left the mempool without being mined (replaced, double-spent, evicted): withdrawn");
   }
 
   /** Whether the node's head is below what was already processed: then nothing is read, and it is said once. */

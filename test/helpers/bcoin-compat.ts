@@ -5,6 +5,12 @@
 //   Bitcoin Core                              bcoin 1.0                                here
 //   getblock <hash> 0 | 1 | 2 (verbosity)     getblock <hash> <verbose> <details>     0 → false, 1 → true, 2 → true true
 //   getblock of an unknown hash: code -5      code -1 "Block not found"              code -5
+//   getrawtransaction of a txid in neither    code -1 "Transaction not found."       code -5
+//     the mempool nor (txindex) a block: -5
+//
+// Relayed as they are (bcoin answers them as Core does): getrawmempool (an array of txids), and
+// getrawtransaction <txid> 1 of a mempool transaction without txindex (bcoin's Validator takes
+// Core's 1 for true), with vin[].sequence and vout[] as Core writes them.
 //
 // Not relayed differences the watcher never meets: regtest bech32 addresses begin rb1 (Core:
 // bcrt1); script types are named PUBKEYHASH, WITNESSPUBKEYHASH… (Core: pubkeyhash,
@@ -37,6 +43,9 @@ interface RpcReply {
 
 function translateReply(req: RpcRequest, reply: RpcReply): RpcReply {
   if (req.method === "getblock" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) return { ...reply, error: { code: -5, message: "Block not found" } };
+  if (req.method === "getrawtransaction" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) {
+    return { ...reply, error: { code: -5, message: "No such mempool or blockchain transaction" } };
+  }
   return reply;
 }
 

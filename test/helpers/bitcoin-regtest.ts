@@ -20,7 +20,13 @@ export interface Regtest {
    * Signs and sends one transaction paying each output (an address as the service hands it out,
    * tb1… or m…/n…/2…; an amount in BTC), with change back to the payer. Its txid and raw hex.
    */
-  pay(outputs: readonly { address: string; btc: string }[]): Promise<{ txid: string; raw: string }>;
+  pay(outputs: readonly { address: string; btc: string }[], o?: PayOptions): Promise<{ txid: string; raw: string; coinbase: number }>;
+  /**
+   * Mines a block on the competing node holding `raw` (a transaction the first node's mempool
+   * may not have, e.g. a double spend of one it has), on top of the first node's tip, and hands
+   * the block to the first node as from a peer. The block's hash.
+   */
+  mineElsewhere(raw: string): Promise<string>;
   /**
    * A longer competing chain: the blocks above `forkHeight` replaced by `blocks` new ones (the
    * first holding `include`, raw transactions), arriving through submitblock as from a peer.
@@ -30,6 +36,17 @@ export interface Regtest {
 }
 
 const apiKey = "regtest-password";
+
+export interface PayOptions {
+  /** Signal replace-by-fee (BIP 125: the input's nSequence 0xfffffffd). */
+  rbf?: boolean;
+  /** Spend this block's coinbase again (a double spend of an earlier payment's `coinbase`) instead of the next one. */
+  coinbase?: number;
+  /** Only sign it, do not send it. */
+  send?: boolean;
+  /** The fee in satoshis (default 10 000). */
+  fee?: number;
+}
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -41,7 +58,9 @@ async function freePort(): Promise<number> {
 
 async function startNode(): Promise<{ node: bcoin.FullNode; rpc: Regtest["rpc"]; port: number }> {
   const port = await freePort();
-  const node = new bcoin.FullNode({ network: "regtest", memory: true, workers: false, listen: false, httpHost: "127.0.0.1", httpPort: port, apiKey, logLevel: "none" });
+  // replaceByFee: the mempool takes transactions that signal BIP 125 (bcoin refuses them by
+  // default); bcoin 1.0 never replaces one, though: a second spend of an input is refused.
+  const node = new bcoin.FullNode({ network: "regtest", memory: true, workers: false, listen: false, httpHost: "127.0.0.1", httpPort: port, apiKey, logLevel: "none", replaceByFee: true });
   await node.open();
   const authorization = `Basic ${Buffer.from(`watcher:${apiKey}`).toString("base64")}`;
   const rpc = async <T,>(method: string, params: unknown[] = []): Promise<T> => {
@@ -83,16 +102,16 @@ export async function startRegtest(): Promise<Regtest> {
   const mine = (blocks = 1) => a.rpc<string[]>("generatetoaddress", [blocks, payerAddress]);
   await mine(110);
 
-  return {
+  const regtest: Regtest = {
     url: `http://watcher:${apiKey}@127.0.0.1:${compat.port}/`,
     port: compat.port,
     rpc: a.rpc,
     height: () => a.rpc<number>("getblockcount"),
     mine,
-    async pay(outputs) {
+    async pay(outputs, o = {}) {
       const tip = await a.rpc<number>("getblockcount");
-      if (nextCoinbase + 100 > tip) throw new Error("no mature coinbase output left: mine more blocks first");
-      const height = nextCoinbase++;
+      if (o.coinbase === undefined && nextCoinbase + 100 > tip) throw new Error("no mature coinbase output left: mine more blocks first");
+      const height = o.coinbase ?? nextCoinbase++;
       type Vout = { value: number; n: number; scriptPubKey: { hex: string } };
       const block = await a.rpc<{ tx: { txid: string; vout: Vout[] }[] }>("getblock", [await a.rpc<string>("getblockhash", [height]), true, true]);
       const coinbase = block.tx[0] as { txid: string; vout: Vout[] };
@@ -114,11 +133,18 @@ export async function startRegtest(): Promise<Regtest> {
         mtx.addOutput(bcoin.Address.fromString(regtestAddress(o.address), "regtest"), satsOf(o.btc));
         paid += satsOf(o.btc);
       }
-      mtx.addOutput(payer.getAddress(), coin.value - paid - 10_000);
+      mtx.addOutput(payer.getAddress(), coin.value - paid - (o.fee ?? 10_000));
+      if (o.rbf) ((mtx as unknown as { inputs: { sequence: number }[] }).inputs[0] as { sequence: number }).sequence = 0xfffffffd;
       mtx.sign(payer);
-      const raw = mtx.toTX().toRaw().toString("hex");
-      const txid = await a.rpc<string>("sendrawtransaction", [raw]);
-      return { txid, raw };
+      const tx = mtx.toTX();
+      const raw = tx.toRaw().toString("hex");
+      const txid = o.send === false ? (tx as unknown as { txid(): string }).txid() : await a.rpc<string>("sendrawtransaction", [raw]);
+      return { txid, raw, coinbase: height };
+    },
+    async mineElsewhere(raw) {
+      const tip = await a.rpc<number>("getblockcount");
+      const [hash] = await regtest.reorg(tip, 1, [raw]);
+      return hash as string;
     },
     async reorg(forkHeight, blocks, include = []) {
       // The competitor learns the chain up to the fork, then mines its own.
@@ -141,4 +167,5 @@ export async function startRegtest(): Promise<Regtest> {
       await b.node.close();
     },
   };
+  return regtest;
 }

@@ -182,6 +182,7 @@ t.test("encodeResponse", async (t) => {
     sequence: 0,
     redirect_url: null,
     cancel_url: null,
+    amount_pending: null,
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

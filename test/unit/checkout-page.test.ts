@@ -207,15 +207,17 @@ t.test("amount still due: requested − received with the asset's decimals", asy
   t.equal(amountDue(view({ status: "underpaid", amountReceived: "20" })), "0", "never below zero");
 });
 
-t.test("status JSON: five shopper-safe keys", async (t) => {
+t.test("status JSON: seven shopper-safe keys", async (t) => {
   t.same(checkoutStatus(view({ status: "underpaid", amountReceived: "6.25" })), {
     status: "underpaid",
     amount_received: "6.25",
+    amount_pending: null,
+    required_confirmations: 0,
     amount_due: "6.25",
     expires_at: "2026-03-01T12:14:59.000Z",
     other_assets_received: [],
   });
-  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_received", "expires_at", "other_assets_received", "status"]);
+  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "required_confirmations", "status"]);
   t.equal(checkoutStatus(view()).amount_received, null, "unset until funds are seen");
 });
 

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/chains.proto.
  */
 export const file_payments_v1_chains: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAkikgMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSDQoFZXBvY2gYByABKAQSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UijQEKDlJlcG9ydGVkT3V0cHV0EhUKBWFzc2V0GAEgASgJQgaquxgCECASGwoKdG9fYWRkcmVzcxgCIAEoCUIHqrsYAxDIARIYCgd0eF9oYXNoGAMgASgJQgequxgDEMgBEhQKDG91dHB1dF9pbmRleBgEIAEoDRIXCgZhbW91bnQYBSABKAlCB6q7GAMQyAEixQEKDVJlcG9ydGVkQmxvY2sSHQoGaGVpZ2h0GAEgASgEQg2quxgJIP////////8PEhUKBGhhc2gYAiABKAlCB6q7GAMQyAESHAoLcGFyZW50X2hhc2gYAyABKAlCB6q7GAMQyAESKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0QgiquxgEYKCcASL2AQoTUmVwb3J0QmxvY2tzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSHQoMZ2VuZXNpc19oYXNoGAQgASgJQgequxgDEMgBEjMKBmJsb2NrcxgFIAMoCzIaLnBheW1lbnRzLnYxLlJlcG9ydGVkQmxvY2tCB6q7GANg6AcSIgoLaGVhZF9oZWlnaHQYBiABKARCDaq7GAkg/////////w8SLQoJaGVhZF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKBAQoUUmVwb3J0QmxvY2tzUmVzcG9uc2USIgoDdGlwGAEgASgLMhUucGF5bWVudHMudjEuQmxvY2tSZWYSEAoIYXBwZW5kZWQYAiABKA0SEAoIb3JwaGFuZWQYAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAkyqAMKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEl0KDFJlcG9ydEJsb2NrcxIgLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1JlcXVlc3QaIS5wYXltZW50cy52MS5SZXBvcnRCbG9ja3NSZXNwb25zZSIIorsYBDAFQAESZgoPUmVwb3J0Q2hhaW5Ob2RlEiMucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBokLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAkikgMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSDQoFZXBvY2gYByABKAQSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UijQEKDlJlcG9ydGVkT3V0cHV0EhUKBWFzc2V0GAEgASgJQgaquxgCECASGwoKdG9fYWRkcmVzcxgCIAEoCUIHqrsYAxDIARIYCgd0eF9oYXNoGAMgASgJQgequxgDEMgBEhQKDG91dHB1dF9pbmRleBgEIAEoDRIXCgZhbW91bnQYBSABKAlCB6q7GAMQyAEixQEKDVJlcG9ydGVkQmxvY2sSHQoGaGVpZ2h0GAEgASgEQg2quxgJIP////////8PEhUKBGhhc2gYAiABKAlCB6q7GAMQyAESHAoLcGFyZW50X2hhc2gYAyABKAlCB6q7GAMQyAESKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0QgiquxgEYKCcASL2AQoTUmVwb3J0QmxvY2tzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSHQoMZ2VuZXNpc19oYXNoGAQgASgJQgequxgDEMgBEjMKBmJsb2NrcxgFIAMoCzIaLnBheW1lbnRzLnYxLlJlcG9ydGVkQmxvY2tCB6q7GANg6AcSIgoLaGVhZF9oZWlnaHQYBiABKARCDaq7GAkg/////////w8SLQoJaGVhZF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKBAQoUUmVwb3J0QmxvY2tzUmVzcG9uc2USIgoDdGlwGAEgASgLMhUucGF5bWVudHMudjEuQmxvY2tSZWYSEAoIYXBwZW5kZWQYAiABKA0SEAoIb3JwaGFuZWQYAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDSJRCg1NZW1wb29sT3V0cHV0EisKBm91dHB1dBgBIAEoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhMKC3JlcGxhY2VhYmxlGAIgASgIIqIBChRSZXBvcnRNZW1wb29sUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSGQoIdGlwX2hhc2gYBCABKAlCB6q7GAMQyAESNQoHb3V0cHV0cxgFIAMoCzIaLnBheW1lbnRzLnYxLk1lbXBvb2xPdXRwdXRCCKq7GARgoJwBIm0KFVJlcG9ydE1lbXBvb2xSZXNwb25zZRIPCgdhcHBsaWVkGAEgASgIEg0KBWFkZGVkGAIgASgNEhEKCXdpdGhkcmF3bhgDIAEoDRIQCghyZWplY3RlZBgEIAEoDRIPCgdzZXR0bGVkGAUgASgNIncKG0xpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhMKBmN1cnNvchgCIAEoCUgAiAEBEh0KBWxpbWl0GAMgASgFQgmquxgFGAEgkE5IAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCJYChxMaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlEhEKCWFkZHJlc3NlcxgBIAMoCRIQCghoYXNfbW9yZRgCIAEoCBITCgtuZXh0X2N1cnNvchgDIAEoCTKKBAoMQ2hhaW5TZXJ2aWNlElcKCkNsYWltQ2hhaW4SHi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVxdWVzdBofLnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZSIIorsYBDAFQAESXQoMUmVwb3J0QmxvY2tzEiAucGF5bWVudHMudjEuUmVwb3J0QmxvY2tzUmVxdWVzdBohLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1Jlc3BvbnNlIgiiuxgEMAVAARJgCg1SZXBvcnRNZW1wb29sEiEucGF5bWVudHMudjEuUmVwb3J0TWVtcG9vbFJlcXVlc3QaIi5wYXltZW50cy52MS5SZXBvcnRNZW1wb29sUmVzcG9uc2UiCKK7GAQwBUABEmYKD1JlcG9ydENoYWluTm9kZRIjLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlcXVlc3QaJC5wYXltZW50cy52MS5SZXBvcnRDaGFpbk5vZGVSZXNwb25zZSIIorsYBDAFQAESeAoUTGlzdFdhdGNoZWRBZGRyZXNzZXMSKC5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QaKS5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlIguQAgGiuxgEMAVAAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.ClaimChainRequest
@@ -410,6 +410,112 @@ export const ReportBlocksResponseSchema: GenMessage<ReportBlocksResponse> = /*@_
   messageDesc(file_payments_v1_chains, 9);
 
 /**
+ * An output of a mempool transaction to a watched address.
+ *
+ * @generated from message payments.v1.MempoolOutput
+ */
+export type MempoolOutput = Message<"payments.v1.MempoolOutput"> & {
+  /**
+   * @generated from field: payments.v1.ReportedOutput output = 1;
+   */
+  output?: ReportedOutput | undefined;
+
+  /**
+   * The transaction signals replace-by-fee (BIP 125).
+   *
+   * @generated from field: bool replaceable = 2;
+   */
+  replaceable: boolean;
+};
+
+/**
+ * Describes the message payments.v1.MempoolOutput.
+ * Use `create(MempoolOutputSchema)` to create a new message.
+ */
+export const MempoolOutputSchema: GenMessage<MempoolOutput> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 10);
+
+/**
+ * @generated from message payments.v1.ReportMempoolRequest
+ */
+export type ReportMempoolRequest = Message<"payments.v1.ReportMempoolRequest"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * @generated from field: string watcher_id = 2;
+   */
+  watcherId: string;
+
+  /**
+   * @generated from field: uint64 lease_epoch = 3;
+   */
+  leaseEpoch: bigint;
+
+  /**
+   * The best block hash the node had when its mempool was read.
+   *
+   * @generated from field: string tip_hash = 4;
+   */
+  tipHash: string;
+
+  /**
+   * @generated from field: repeated payments.v1.MempoolOutput outputs = 5;
+   */
+  outputs: MempoolOutput[];
+};
+
+/**
+ * Describes the message payments.v1.ReportMempoolRequest.
+ * Use `create(ReportMempoolRequestSchema)` to create a new message.
+ */
+export const ReportMempoolRequestSchema: GenMessage<ReportMempoolRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 11);
+
+/**
+ * @generated from message payments.v1.ReportMempoolResponse
+ */
+export type ReportMempoolResponse = Message<"payments.v1.ReportMempoolResponse"> & {
+  /**
+   * False when tip_hash is not the core's best tip: nothing changed.
+   *
+   * @generated from field: bool applied = 1;
+   */
+  applied: boolean;
+
+  /**
+   * Outputs new to the mempool, and outputs withdrawn.
+   *
+   * @generated from field: uint32 added = 2;
+   */
+  added: number;
+
+  /**
+   * @generated from field: uint32 withdrawn = 3;
+   */
+  withdrawn: number;
+
+  /**
+   * @generated from field: uint32 rejected = 4;
+   */
+  rejected: number;
+
+  /**
+   * @generated from field: uint32 settled = 5;
+   */
+  settled: number;
+};
+
+/**
+ * Describes the message payments.v1.ReportMempoolResponse.
+ * Use `create(ReportMempoolResponseSchema)` to create a new message.
+ */
+export const ReportMempoolResponseSchema: GenMessage<ReportMempoolResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 12);
+
+/**
  * @generated from message payments.v1.ListWatchedAddressesRequest
  */
 export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddressesRequest"> & {
@@ -436,7 +542,7 @@ export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddres
  * Use `create(ListWatchedAddressesRequestSchema)` to create a new message.
  */
 export const ListWatchedAddressesRequestSchema: GenMessage<ListWatchedAddressesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 10);
+  messageDesc(file_payments_v1_chains, 13);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesResponse
@@ -463,7 +569,7 @@ export type ListWatchedAddressesResponse = Message<"payments.v1.ListWatchedAddre
  * Use `create(ListWatchedAddressesResponseSchema)` to create a new message.
  */
 export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddressesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 11);
+  messageDesc(file_payments_v1_chains, 14);
 
 /**
  * ChainService is what a chain watcher needs: which chain it may follow (one
@@ -511,6 +617,24 @@ export const ChainService: GenService<{
     methodKind: "unary";
     input: typeof ReportBlocksRequestSchema;
     output: typeof ReportBlocksResponseSchema;
+  },
+  /**
+   * The node's mempool as the watcher read it against the core's best tip:
+   * every output to a watched address of a transaction in the mempool now (the
+   * whole set, not a change). The core records new ones with 0 confirmations
+   * and no block, and withdraws those it recorded from the mempool that are in
+   * it no longer without having been mined (replaced, double-spent by a block,
+   * evicted); an output already in a block of the best chain is left there.
+   * Applied only when tip_hash is the core's best tip (else applied = false
+   * and nothing changes: the watcher reports the blocks first); fenced by
+   * lease_epoch as ReportBlocks.
+   *
+   * @generated from rpc payments.v1.ChainService.ReportMempool
+   */
+  reportMempool: {
+    methodKind: "unary";
+    input: typeof ReportMempoolRequestSchema;
+    output: typeof ReportMempoolResponseSchema;
   },
   /**
    * What a watcher found about its node: which node it reads (scheme, host and

@@ -12,6 +12,8 @@
   var FINAL = /*FINAL*/ [];
   /** @type {string} */
   var OTHER_ASSET_TEXT = /*OTHER_ASSET_TEXT*/ "";
+  /** @type {string} */
+  var SEEN_TEXT = /*SEEN_TEXT*/ "";
   /** @type {string[]} */
   var PAYABLE = /*PAYABLE*/ [];
   /** @type {Record<string, { link: string, label: string }>} */
@@ -31,6 +33,8 @@
     asset: attr("data-asset"),
     received: attr("data-received") || "0",
     due: attr("data-due") || "0",
+    pending: attr("data-pending") || "0",
+    confirmations: attr("data-confirmations") || "0",
     expiresAt: Date.parse(attr("data-expires-at"))
   };
   // The server's clock at render time: the countdown follows it, not a wrong phone clock.
@@ -55,8 +59,18 @@
     var pay = $("pay");
     if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0;
     document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
+    renderSeen();
     renderReturnLinks();
     refreshQr();
+  }
+
+  // A payment seen on the chain that does not count yet: "payment seen, waiting for N confirmations".
+  function renderSeen() {
+    var note = $("seen");
+    if (!note) return;
+    var show = PAYABLE.indexOf(state.status) >= 0 && !/^0(\.0*)?$/.test(state.pending);
+    note.hidden = !show;
+    if (show) setText(note, SEEN_TEXT.replace("{pending}", state.pending).replace("{asset}", state.asset).replace("{confirmations}", state.confirmations));
   }
 
   // Another asset received at the address: it does not count, and the shopper is told whom to ask.
@@ -147,6 +161,8 @@
           state.status = s.status;
           state.received = typeof s.amount_received === "string" ? s.amount_received : "0";
           state.due = typeof s.amount_due === "string" ? s.amount_due : "0";
+          state.pending = typeof s.amount_pending === "string" ? s.amount_pending : "0";
+          if (typeof s.required_confirmations === "number") state.confirmations = String(s.required_confirmations);
           renderOtherAssets(Array.isArray(s.other_assets_received) ? s.other_assets_received : []);
           var expires = Date.parse(s.expires_at || "");
           if (!isNaN(expires)) state.expiresAt = expires;

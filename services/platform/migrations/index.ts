@@ -21,6 +21,7 @@ import { Migration20261126094500_RejectedObservations } from "./Migration2026112
 import { Migration20261126091000_ChainNodeIdentity } from "./Migration20261126091000_ChainNodeIdentity.ts";
 import { Migration20261126093000_IntentReturnUrls } from "./Migration20261126093000_IntentReturnUrls.ts";
 import { Migration20261126130937_ChainBlocks } from "./Migration20261126130937_ChainBlocks.ts";
+import { Migration20261127090000_Mempool } from "./Migration20261127090000_Mempool.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -46,4 +47,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126094500_RejectedObservations", class: Migration20261126094500_RejectedObservations },
   { name: "Migration20261126095500_LeaseEpoch", class: Migration20261126095500_LeaseEpoch },
   { name: "Migration20261126130937_ChainBlocks", class: Migration20261126130937_ChainBlocks },
+  { name: "Migration20261127090000_Mempool", class: Migration20261127090000_Mempool },
 ];
