@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { finalStatuses, otherAssetText, payableStatuses, returnLinks, seenText, statusTexts } from "./page.ts";
+import { finalStatuses, otherAssetText, payableStatuses, returnLinks, seenStatusText, seenText, statusTexts } from "./page.ts";
 
 const browser = path.join(import.meta.dirname, "browser");
 /** Mobile first; every text colour has a contrast of at least 4.5:1 on its background (most over 7:1); focus is always visible. */
@@ -18,7 +18,8 @@ const js = readFileSync(path.join(browser, "checkout.js"), "utf8")
   .replace("/*PAYABLE*/ []", JSON.stringify(payableStatuses))
   .replace("/*RETURNS*/ {}", JSON.stringify(returnLinks))
   .replace('/*OTHER_ASSET_TEXT*/ ""', JSON.stringify(otherAssetText))
-  .replace('/*SEEN_TEXT*/ ""', JSON.stringify(seenText));
+  .replace('/*SEEN_TEXT*/ ""', JSON.stringify(seenText))
+  .replace("/*SEEN_STATUS*/ {}", JSON.stringify(seenStatusText));
 
 export interface Asset {
   body: Buffer;

@@ -32,6 +32,25 @@ export const statusTexts: Readonly<Record<string, { title: string; detail: strin
 };
 
 /**
+ * What the page says instead of pending's or underpaid's text while what is seen on the chain,
+ * not counting yet, covers what is due: the shopper must not be asked to send it again. Its
+ * {pending} and {confirmations} are filled in too. The page's JS gets it as well (assets.ts).
+ */
+export const seenStatusText = {
+  title: "Payment seen",
+  detail: "Your payment of {pending} {asset} is on the network, waiting for {confirmations} confirmation(s). Do not send it again; you can keep this page open.",
+};
+
+/** Whether the amount seen but not counting covers what is due (decimal strings of one asset). */
+export function covers(pending: string, due: string): boolean {
+  const [pi = "0", pf = ""] = pending.split(".");
+  const [di = "0", df = ""] = due.split(".");
+  const places = Math.max(pf.length, df.length);
+  const units = (i: string, f: string) => BigInt(i + f.padEnd(places, "0"));
+  return units(pi, pf) > 0n && units(pi, pf) >= units(di, df);
+}
+
+/**
  * The way back to the shop the page offers in each status, when the merchant gave that URL at
  * creation: its redirect_url once paid, its cancel_url while nothing is paid yet or any more due.
  * None while underpaid: the shopper still owes the rest, and leaving would not undo what was sent.
@@ -96,11 +115,15 @@ export function amountDue(view: Pick<ShopperPaymentIntent, "status" | "network" 
 
 /** The status's title and detail, with the amounts filled in (plain text: escape before putting it in HTML). */
 export function statusText(view: ShopperPaymentIntent): { title: string; detail: string } {
-  const text = statusTexts[view.status] ?? { title: view.status, detail: "" };
+  const due = amountDue(view);
+  const seen = payableStatuses.includes(view.status) && covers(view.amountPending ?? "0", due);
+  const text = (seen ? seenStatusText : statusTexts[view.status]) ?? { title: view.status, detail: "" };
   const values: Record<string, string> = {
     requested: view.requestedAmount,
-    due: amountDue(view),
+    due,
     received: view.amountReceived ?? "0",
+    pending: view.amountPending ?? "0",
+    confirmations: String(view.requiredConfirmations),
     asset: view.asset,
   };
   return { title: text.title, detail: text.detail.replace(/\{(\w+)\}/g, (m, name: string) => values[name] ?? m) };
@@ -131,9 +154,13 @@ export interface CheckoutStatus {
 export const seenText = "Payment seen: {pending} {asset}, waiting for {confirmations} confirmation(s) on the network. You can keep this page open.";
 
 /** The seen-payment line's text, or undefined when nothing is waiting (or the intent is no longer payable). */
-export function seenNotice(view: Pick<ShopperPaymentIntent, "status" | "asset" | "amountPending" | "requiredConfirmations">): string | undefined {
+export function seenNotice(
+  view: Pick<ShopperPaymentIntent, "status" | "network" | "asset" | "requestedAmount" | "amountReceived" | "amountPending" | "requiredConfirmations">,
+): string | undefined {
   const pending = view.amountPending;
   if (!payableStatuses.includes(view.status) || pending === undefined || /^0(\.0*)?$/.test(pending)) return undefined;
+  // What covers the amount due is said by the status box itself.
+  if (covers(pending, amountDue(view))) return undefined;
   return seenText.replace("{pending}", pending).replace("{asset}", view.asset).replace("{confirmations}", String(view.requiredConfirmations));
 }
 

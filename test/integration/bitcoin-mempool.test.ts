@@ -161,18 +161,19 @@ t.test("the checkout page on a phone says the payment is seen and waits for its 
   if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-waiting.png"), fullPage: true });
 
   const { txid } = await chain.pay([{ address: pi.deposit_address, btc: "0.031" }]);
-  await page.locator("#seen").waitFor({ state: "visible", timeout: 20_000 });
+  await page.locator("#status-title", { hasText: "Payment seen" }).waitFor({ timeout: 20_000 });
   t.equal(
-    ((await page.locator("#seen").textContent()) ?? "").trim(),
-    "Payment seen: 0.031 BTC, waiting for 2 confirmation(s) on the network. You can keep this page open.",
+    ((await page.locator("#status-detail").textContent()) ?? "").trim(),
+    "Your payment of 0.031 BTC is on the network, waiting for 2 confirmation(s). Do not send it again; you can keep this page open.",
+    "the whole amount seen: the shopper is told it is on its way, not to send it",
   );
-  t.equal(((await page.locator("#status-title").textContent()) ?? "").trim(), "Waiting for payment", "the status is still pending");
+  t.equal(await page.locator("#seen").isVisible(), false, "and not twice");
+  t.equal((await get(pi.public_id)).status, "pending", "the intent is still pending");
   t.equal(await page.evaluate("window.__marker"), "same page", "no reload");
   if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-seen.png"), fullPage: true });
 
   await chain.mine(2);
   await shows(pi.public_id, txid, "counted", (x) => x.counted);
-  await page.locator("#seen").waitFor({ state: "hidden", timeout: 20_000 });
-  t.equal(((await page.locator("#status-title").textContent()) ?? "").trim(), "Paid");
+  await page.locator("#status-title", { hasText: /^\s*Paid\s*$/ }).waitFor({ timeout: 20_000 });
   if (shots) await page.screenshot({ path: path.join(shots, "checkout-bitcoin-paid.png"), fullPage: true });
 });

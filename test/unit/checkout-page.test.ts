@@ -263,3 +263,16 @@ t.test("another asset received at the address: the page says it does not count a
   t.match(await renderCheckoutPage(view(), false, now), /id="other-assets" role="alert" hidden>/, "present but hidden when there is none, for the live refresh");
   t.same(checkoutStatus(view({ otherAssetsReceived: ["USDT"] })).other_assets_received, ["USDT"]);
 });
+
+t.test("a payment seen but not counting that covers what is due: the status box says it is seen, not to send it", async (t) => {
+  const { covers, statusText, seenNotice } = await import("../../services/checkout/page.ts");
+  t.same([covers("0.031", "0.031"), covers("0.0311", "0.031"), covers("0.03", "0.031"), covers("0", "0"), covers("10", "9.99")], [true, true, false, false, true]);
+  const view = { status: "pending", network: "bitcoin", asset: "BTC", requestedAmount: "0.031", amountReceived: "0", amountPending: "0.031", requiredConfirmations: 2 };
+  const seen = statusText(view as never);
+  t.equal(seen.title, "Payment seen");
+  t.match(seen.detail, /0\.031 BTC is on the network, waiting for 2 confirmation\(s\)\. Do not send it again/);
+  t.equal(seenNotice(view as never), undefined, "no second line saying the same");
+  const part = { ...view, amountPending: "0.01" };
+  t.equal(statusText(part as never).title, "Waiting for payment", "part of it seen: still waiting for the rest");
+  t.match(seenNotice(part as never), /Payment seen: 0\.01 BTC/);
+});

@@ -14,6 +14,8 @@
   var OTHER_ASSET_TEXT = /*OTHER_ASSET_TEXT*/ "";
   /** @type {string} */
   var SEEN_TEXT = /*SEEN_TEXT*/ "";
+  /** @type {{ title?: string, detail?: string }} */
+  var SEEN_STATUS = /*SEEN_STATUS*/ {};
   /** @type {string[]} */
   var PAYABLE = /*PAYABLE*/ [];
   /** @type {Record<string, { link: string, label: string }>} */
@@ -42,15 +44,33 @@
   var skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
 
   function fill(template) {
-    var values = { requested: state.requested, due: state.due, received: state.received, asset: state.asset };
+    var values = { requested: state.requested, due: state.due, received: state.received, asset: state.asset, pending: state.pending, confirmations: state.confirmations };
     return template.replace(/\{(\w+)\}/g, function (m, name) {
       return Object.prototype.hasOwnProperty.call(values, name) ? values[name] : m;
     });
   }
   function isFinal() { return FINAL.indexOf(state.status) >= 0; }
 
+  // As the page's covers(): what is seen but not counting covers what is due (decimal strings,
+  // compared digit by digit: no BigInt on the older phones this page serves).
+  /** @param {string} pending @param {string} due */
+  function covers(pending, due) {
+    /** @param {string} x */
+    function parts(x) {
+      var s = x.split(".");
+      return { i: (s[0] || "0").replace(/^0+(?=\d)/, ""), f: s[1] || "" };
+    }
+    var p = parts(pending), d = parts(due);
+    var places = Math.max(p.f.length, d.f.length);
+    var pf = p.f + new Array(places - p.f.length + 1).join("0"), df = d.f + new Array(places - d.f.length + 1).join("0");
+    if (/^0*$/.test(p.i + pf)) return false;
+    if (p.i.length !== d.i.length) return p.i.length > d.i.length;
+    return p.i + pf >= d.i + df;
+  }
+  function seenCovers() { return PAYABLE.indexOf(state.status) >= 0 && covers(state.pending, state.due); }
+
   function render() {
-    var text = Object.prototype.hasOwnProperty.call(TEXTS, state.status) ? TEXTS[state.status] : { title: state.status, detail: "" };
+    var text = seenCovers() ? { title: SEEN_STATUS.title || "", detail: SEEN_STATUS.detail || "" } : Object.prototype.hasOwnProperty.call(TEXTS, state.status) ? TEXTS[state.status] : { title: state.status, detail: "" };
     root.setAttribute("data-status", state.status);
     var box = $("status");
     if (box) box.setAttribute("data-status", state.status);
@@ -68,7 +88,7 @@
   function renderSeen() {
     var note = $("seen");
     if (!note) return;
-    var show = PAYABLE.indexOf(state.status) >= 0 && !/^0(\.0*)?$/.test(state.pending);
+    var show = PAYABLE.indexOf(state.status) >= 0 && !/^0(\.0*)?$/.test(state.pending) && !seenCovers();
     note.hidden = !show;
     if (show) setText(note, SEEN_TEXT.replace("{pending}", state.pending).replace("{asset}", state.asset).replace("{confirmations}", state.confirmations));
   }
