@@ -61,8 +61,10 @@ export async function settleMany(tx: EntityManager, intents: Intents, locked: re
   await setCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
 
-  const settled = await intents.moveMany(tx, plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) })));
-  await detect(tx, intents, settled, now);
+  const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
+  const settled = await intents.moveMany(tx, moves);
+  // After the intent's own moves of this settlement, a millisecond each, so its events order by created_at.
+  await detect(tx, intents, settled, now, new Map(moves.map((m) => [m.row.id, m.to.length])));
   return settled;
 }
 
@@ -72,7 +74,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, locked: re
  * intent's confirmations). Its status does not change. Delivered only to endpoints that name the
  * type (vocabulary/event-types.ts).
  */
-async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date): Promise<void> {
+async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date, movedBy: ReadonlyMap<string, number>): Promise<void> {
   const candidates = rows.filter(
     (row) =>
       (row.status === "pending" || row.status === "underpaid") &&
@@ -90,7 +92,7 @@ async function detect(tx: EntityManager, intents: Intents, rows: readonly Intent
         type: "payment.detected" as const,
         data: intents.views.eventData(row),
         paymentIntentId: row.id,
-        createdAt: now,
+        createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0)),
       })),
   );
 }
