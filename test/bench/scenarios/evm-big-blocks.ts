@@ -65,8 +65,9 @@ export const evmBigBlocksScenario: Scenario = {
     dev = await startDevChain();
     proxy = await startRpcProxy({ teardown: (fn) => void closers.push(fn) }, dev.url);
     proxy.padTransactions = padding;
-    // A new chain: the position another scenario's chain left is not this one's.
+    // A new chain: the position and the blocks another scenario's chain left are not this one's.
     await ctx.db.em.fork().execute(`delete from chain_watchers where network = 'ethereum' and environment = 'test'`);
+    await ctx.db.em.fork().execute(`delete from chain_blocks where network = 'ethereum' and environment = 'test'`);
     credential = (await createInternalCredential(ctx.db.em.fork(), "bench big-blocks watcher", ["observe"], "test")).credential;
     addresses = Array.from({ length: watchedCount }, () => getAddress(`0x${randomBytes(20).toString("hex")}`));
     await loadWatchedIntents(ctx, { network: "ethereum", asset: "ETH", amount: "1000000" }, addresses.slice(0, watchedCount / 2));
