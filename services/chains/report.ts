@@ -67,8 +67,12 @@ export function refusal(kind: "stale_epoch" | "unlinked" | "other_chain", messag
   return apiError("invalid_state", message, kind === "stale_epoch" ? "lease_epoch" : kind === "other_chain" ? "genesis_hash" : "blocks");
 }
 
-export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: BlockReport, now = new Date()): Promise<ReportOutcome> {
-  // The chain's row, locked: reports of one chain apply one after another, and a takeover waits.
+/**
+ * Locks the chain's row (reports of one chain apply one after another, and a takeover waits) and
+ * admits the report, or refuses it changing nothing. A report with another block 0 on Test starts
+ * the chain over: what was recorded on the old one keeps its state.
+ */
+export async function lockAdmitted(tx: EntityManager, chain: { network: string; environment: Environment }, r: { epoch: number; genesisHash: string | undefined }): Promise<void> {
   const [row] = await tx.execute<{ epoch: string | number; genesis_hash: string | null }[]>(
     `select epoch, genesis_hash from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
@@ -80,8 +84,61 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   if (admitted.kind === "other_chain") {
     throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row?.genesis_hash}).`);
   }
-  // A new chain (a reset dev chain or testnet): what was recorded on the old one keeps its state.
   if (admitted.newChain) await forgetChain(tx, chain);
+}
+
+/** An output refused, with where it was reported (its block; null: the mempool) and why. */
+export interface RefusedOutput {
+  o: ReportedOutput;
+  blockHash: string | null;
+  reason: string;
+}
+
+/** Each output checked on its own: the ones the core can take, by transaction and index, made into rows by `row`; why the others are refused. */
+export function checkEach<O extends ReportedOutput, R>(
+  network: string,
+  outputs: readonly O[],
+  row: (checked: ReturnType<typeof checkOutput>, o: O) => R,
+): { valid: Map<string, R>; refused: { o: O; reason: string }[] } {
+  const valid = new Map<string, R>();
+  const refused: { o: O; reason: string }[] = [];
+  for (const o of outputs) {
+    try {
+      const checked = checkOutput(network, o);
+      valid.set(`${checked.txHash}:${o.outputIndex}`, row(checked, o));
+    } catch (err) {
+      const view = describeError(err);
+      if (view.code !== "validation_failed") throw err;
+      refused.push({ o, reason: `${view.param ?? "output"}: ${view.message}` });
+    }
+  }
+  return { valid, refused };
+}
+
+/** Why an output already recorded with another address, asset or amount is refused. */
+export function changedOutput(o: { txHash: string; outputIndex: number }): string {
+  return `tx_hash: Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.`;
+}
+
+/** Keeps refused outputs for operators (ops rejected-outputs), each with why. */
+export async function keepRefused(tx: EntityManager, chain: { network: string; environment: Environment }, refused: readonly RefusedOutput[]): Promise<void> {
+  for (const { o, blockHash, reason } of refused) {
+    await recordRejection(tx, {
+      network: chain.network,
+      environment: chain.environment,
+      txHash: o.txHash,
+      outputIndex: o.outputIndex,
+      asset: o.asset,
+      toAddress: o.toAddress,
+      amount: o.amount,
+      blockHash,
+      reason,
+    });
+  }
+}
+
+export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: BlockReport, now = new Date()): Promise<ReportOutcome> {
+  await lockAdmitted(tx, chain, r);
 
   const tip = await bestTip(tx, chain);
   const first = r.blocks[0];
@@ -108,20 +165,13 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const below = Math.min(tip?.height ?? first.height - 1, newTip.height) - depth;
 
   // Outputs: each checked on its own; one the core cannot take is kept as rejected, the rest go on.
-  const rejected: { o: ReportedOutput; blockHash: string; reason: string }[] = [];
-  const outputs = new Map<string, BlockOutput>();
-  for (const b of r.blocks) {
-    for (const o of b.outputs) {
-      try {
-        const checked = checkOutput(chain.network, o);
-        outputs.set(`${checked.txHash}:${o.outputIndex}`, { ...checked, outputIndex: o.outputIndex, blockHeight: b.height, blockHash: b.hash, observedAt: b.time ?? now, intentId: null });
-      } catch (err) {
-        const view = describeError(err);
-        if (view.code !== "validation_failed") throw err;
-        rejected.push({ o, blockHash: b.hash, reason: `${view.param ?? "output"}: ${view.message}` });
-      }
-    }
-  }
+  const checked = checkEach(
+    chain.network,
+    r.blocks.flatMap((b) => b.outputs.map((o) => ({ ...o, block: b }))),
+    (c, o): BlockOutput => ({ ...c, outputIndex: o.outputIndex, blockHeight: o.block.height, blockHash: o.block.hash, observedAt: o.block.time ?? now, intentId: null }),
+  );
+  const outputs = checked.valid;
+  const rejected: RefusedOutput[] = checked.refused.map(({ o, reason }) => ({ o, blockHash: o.block.hash, reason }));
 
   // Every intent whose funds may change, locked in id order before any of its outputs changes.
   const byAddress = await intentIdsByAddress(tx, chain, [...new Set([...outputs.values()].map((o) => o.toAddress))]);
@@ -144,15 +194,11 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
   await setOrphaned(tx, chain, appendHashes, false, now);
   const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], now);
-  for (const o of changed) {
-    rejected.push({ o, blockHash: o.blockHash, reason: `tx_hash: Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.` });
-  }
+  for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
   await deriveConfirmations(tx, chain, newTip.height, below, now);
 
   await settleMany(tx, deps.intents, locked, now);
-  for (const x of rejected) {
-    await recordRejection(tx, { network: chain.network, environment: chain.environment, ...x.o, blockHash: x.blockHash, reason: x.reason });
-  }
+  await keepRefused(tx, chain, rejected);
 
   await tx.execute(
     `update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash)

@@ -6,16 +6,10 @@ export interface Chain {
   environment: string;
 }
 
-export interface BlockRef {
-  height: number;
-  hash: string;
-}
-
 export interface WatcherRow {
   holder: string;
   leaseExpiresAt: Date;
   height: number | null;
-  recentBlocks: BlockRef[] | null;
   headHeight: number | null;
   headTime: Date | null;
   savedAt: Date | null;
@@ -27,7 +21,6 @@ interface DbRow {
   holder: string;
   lease_expires_at: Date;
   height: string | number | null;
-  recent_blocks: BlockRef[] | null;
   head_height: string | number | null;
   head_time: Date | null;
   saved_at: Date | null;
@@ -35,14 +28,13 @@ interface DbRow {
   epoch: string | number;
 }
 
-const columns = "holder, lease_expires_at, height, recent_blocks, head_height, head_time, saved_at, genesis_hash, epoch";
+const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
     holder: r.holder,
     leaseExpiresAt: new Date(r.lease_expires_at),
     height: r.height === null ? null : Number(r.height),
-    recentBlocks: r.recent_blocks,
     headHeight: r.head_height === null ? null : Number(r.head_height),
     headTime: r.head_time && new Date(r.head_time),
     savedAt: r.saved_at && new Date(r.saved_at),

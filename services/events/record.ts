@@ -25,6 +25,11 @@ export interface RecordedEvent {
   deliveryIds: string[];
 }
 
+/** An event's envelope as every delivery sends it, serialized once. */
+function envelope(id: string, event: NewEvent, createdAt: Date): string {
+  return JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
+}
+
 /**
  * Records an immutable event in the caller's transaction: the envelope
  * (id, type, created_at, data) is serialized here, once, and those bytes are
@@ -77,7 +82,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
 export function eventCtes(event: NewEvent, from?: string): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
   const id = newId("evt");
   const createdAt = event.createdAt ?? new Date();
-  const payload = JSON.stringify({ id, type: event.type, created_at: createdAt.toISOString(), data: event.data });
+  const payload = envelope(id, event, createdAt);
   const only = endpointsFor(event);
   const ids = newIds("wd", maxEnabledEndpoints);
   return {
@@ -162,7 +167,7 @@ export async function recordEvents(em: EntityManager, events: readonly NewEvent[
       environment: e.environment,
       type: e.type,
       payment_intent_id: e.paymentIntentId ?? null,
-      payload: JSON.stringify({ id, type: e.type, created_at: createdAt.toISOString(), data: e.data }),
+      payload: envelope(id, e, createdAt),
       created_at: createdAt.toISOString(),
     };
   });

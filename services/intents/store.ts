@@ -253,10 +253,6 @@ export async function updateStatuses(em: EntityManager, moves: readonly { from: 
   return rows.length;
 }
 
-export async function updateAmountReceived(em: EntityManager, id: string, amount: string, at: Date): Promise<void> {
-  await updateAmountsReceived(em, [{ id, amount }], at);
-}
-
 /** Saves several intents' amount_received in one statement. */
 export async function updateAmountsReceived(em: EntityManager, amounts: readonly { id: string; amount: string }[], at: Date): Promise<void> {
   if (amounts.length === 0) return;
