@@ -21,9 +21,9 @@
  * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
  *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
  *   endpoint's first attempt. Of their messages over the limit, a failing but quick endpoint's
- *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too (as
- *   many as the worker's slots: perhaps a fast endpoint's burst), and any more come back from
- *   JetStream after firstAnswerMs, when it is likely known; a slow endpoint's go back to JetStream (heldBack),
+ *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too, until
+ *   it is known (perhaps a fast endpoint's burst; the worker bounds how many), and any more come
+ *   back from JetStream when it will be known; a slow endpoint's go back to JetStream (heldBack),
  *   spaced at the pace the endpoint takes them. None of these hold up the pull, so the next
  *   endpoint's message in the stream is reached at once.
  * - A **circuit**: `circuitTimeouts` timeouts in a row open it: one attempt at a time (a probe)
@@ -98,11 +98,10 @@ export const minPaceMs = 20;
 export const holdForMs = 1000;
 
 /**
- * Messages over the limit of an endpoint not known yet, beyond those that wait in the worker, go
- * back to JetStream for this long, and come again: by then its first attempts have likely shown
- * whether it is fast (they start, or wait in the worker) or slow (they are spaced out). Its
- * messages waiting in the worker do not hold up the pull, so a burst to a new endpoint never holds
- * up the others.
+ * The least time messages over the limit of an endpoint not known yet, beyond those that wait in
+ * the worker, go back to JetStream for (heldBack says how long: until the endpoint will be known).
+ * Its messages waiting in the worker do not hold up the pull, so a burst to a new endpoint never
+ * holds up the others.
  */
 export const firstAnswerMs = 250;
 
@@ -216,10 +215,11 @@ export class EndpointGate {
    */
   heldBack(endpoint: string, now = Date.now()): number {
     const e = this.state(endpoint);
-    // Not known yet (no attempt ended, none sent longer ago than fastMs): back as soon as its first
-    // attempts have likely shown what it is.
-    if (this.standingOf(e, now) === "unknown") return firstAnswerMs;
     const standing = this.standingOf(e, now);
+    // Not known yet: back once it is, at the latest when its oldest request has waited long enough
+    // to make it slow. Sooner, a hanging endpoint's message would come back still unknown, on a
+    // later JetStream delivery that a NAK can no longer space out, and go round the outbox.
+    if (standing === "unknown") return Math.max(firstAnswerMs, unknownSlowFactor * this.s.fastMs - (now - this.oldestSent(e, now)));
     const slots = this.limitOf(e, standing);
     const attemptMs = Math.max(minPaceMs, e.latency ?? 0, now - this.oldestSent(e, now));
     // A quick endpoint frees its slots within moments; a slow one's would only come back to wait.

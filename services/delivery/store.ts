@@ -310,17 +310,23 @@ export async function requeue(em: EntityManager, id: string): Promise<boolean> {
 }
 
 /**
- * Puts a delivery held back by its endpoint's limits (no attempt made, the message `seq` its own
- * or none yet) back in the outbox: its new message comes at the end of the stream, with
- * JetStream's delivery count starting over. Whether it was still pending.
+ * Puts deliveries held back by their endpoints' limits (no attempt made, the message `seq` its own
+ * or none yet) back in the outbox: each new message comes at the end of the stream, with
+ * JetStream's delivery count starting over. One statement for a batch: an endpoint that turns out
+ * slow sends back its whole backlog at once, and one write each would keep the pool from the
+ * claims of every other endpoint's deliveries. Whether each was still pending, in order.
  */
-export async function requeueHeldBack(em: EntityManager, id: string, seq: number): Promise<boolean> {
-  const rows = await em.execute<{ id: string }[]>(
-    waking(`update webhook_deliveries set ${backToOutbox}
-      where id = ? and status = 'pending' and published_at is not null and (stream_seq is null or stream_seq = ?) returning id`),
-    [id, seq],
+export async function requeueHeldBack(em: EntityManager, held: readonly ClaimRequest[]): Promise<boolean[]> {
+  const rows = await executePrepared<{ id: string }>(
+    em,
+    waking(`update webhook_deliveries d set ${backToOutbox}
+        from unnest(?::text[], ?::bigint[]) as h(id, seq)
+       where d.id = h.id and d.status = 'pending' and d.published_at is not null and (d.stream_seq is null or d.stream_seq = h.seq)
+       returning d.id`),
+    [held.map((h) => h.id), held.map((h) => h.seq)],
   );
-  return rows.length > 0;
+  const back = new Set(rows.map((r) => r.id));
+  return held.map((h) => back.has(h.id));
 }
 
 /**

@@ -48,10 +48,13 @@ function startMany(g: EndpointGate, endpoint: string, n: number, now = Date.now(
 
 t.test("an endpoint not known yet runs at most its cap; another endpoint is not held up by it", async (t) => {
   const g = new EndpointGate(settings);
-  t.same(g.tryStart("a"), { start: true });
-  t.same(g.tryStart("a"), { start: true });
-  t.same(g.tryStart("a"), { start: false, hold: 16, counted: false }, "a's third attempt: as many as the worker's slots may wait in the worker (perhaps a fast endpoint's burst), not holding up the pull");
-  t.equal(g.heldBack("a"), firstAnswerMs, "the rest come back once its first attempts have shown what it is");
+  const sent = Date.now();
+  t.same(g.tryStart("a", sent), { start: true });
+  t.same(g.tryStart("a", sent), { start: true });
+  t.same(g.tryStart("a", sent), { start: false, hold: 16, counted: false }, "a's third attempt: as many as the worker's slots may wait in the worker (perhaps a fast endpoint's burst), not holding up the pull");
+  t.equal(g.heldBack("a", sent), 4000, "the rest come back once it is known: at the latest when its first requests have waited 4 × fastMs");
+  t.equal(g.heldBack("a", sent + 3000), 1000, "3 s later: in the second left until then");
+  t.equal(g.heldBack("a", sent + 3900), firstAnswerMs, "and never sooner than firstAnswerMs");
   t.same(g.tryStart("b"), { start: true }, "b starts at once");
   t.equal(g.standing("a", Date.now() + 3000), "unknown", "a's first requests unanswered for 3 s: a is still not known (a first request pays for its connection)");
   t.equal(g.standing("a", Date.now() + 4001), "slow", "after 4 × fastMs: a is slow");
@@ -159,7 +162,7 @@ t.test("messages held back come again one attempt's time per slot apart, from at
   g.finished("e", "answered", 50);
   g.finished("e", "answered", 50);
   t.same([g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0)], [100, 113, 125, 138], "failing quickly (50 ms, 4 slots): 12.5 ms a place, from 100 ms on");
-  t.equal(g.heldBack("a"), firstAnswerMs, "not known yet: back after firstAnswerMs, whatever is queued");
+  t.equal(g.heldBack("a", 0), 4000, "not known yet, no request sent: back when a request of it would have made it slow, whatever is queued");
   g.tryStart("h", 0);
   g.finished("h", "timeout", 10_000);
   g.tryStart("h", 0);
