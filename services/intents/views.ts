@@ -4,7 +4,7 @@ import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } fro
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
-import { isPending, uncountedReason } from "./settle.ts";
+import { isPending, uncountedReason } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow } from "./store.ts";

@@ -1,7 +1,7 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
-import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "../intents/settle.ts";
+import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "../intents/funds.ts";
 import { isStatus, type Status } from "../intents/status.ts";
 import { markDetected, updateAmountsReceived, type IntentRow } from "../intents/store.ts";
 import { recordEvents } from "../events/record.ts";

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { confirmingFloor } from "../intents/settle.ts";
+import { confirmingFloor } from "../intents/funds.ts";
 import type { Owner } from "../auth/keys.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";

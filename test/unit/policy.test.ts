@@ -2,7 +2,7 @@
 // what a tolerance confirms, and which endpoints an event type reaches.
 import t from "tap";
 import fc from "fast-check";
-import { statusByFunds } from "../../services/intents/settle.ts";
+import { statusByFunds } from "../../services/intents/funds.ts";
 import { anyAsset, checkRule, checkTolerance, confirmationsFor, type ConfirmationRule } from "../../services/policy/policy.ts";
 import { findAsset, type AssetInfo } from "../../services/vocabulary/assets.ts";
 import { receives } from "../../services/vocabulary/event-types.ts";

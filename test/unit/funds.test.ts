@@ -1,8 +1,8 @@
-// The pure settlement rules (services/intents/settle.ts): table cases, and a property that
+// The pure settlement rules (services/intents/funds.ts): table cases, and a property that
 // what impliedStatus asks for is always a move settle can make through the status machine.
 import fc from "fast-check";
 import t from "tap";
-import { impliedStatus, statusByFunds, type Funds } from "../../services/intents/settle.ts";
+import { impliedStatus, statusByFunds, type Funds } from "../../services/intents/funds.ts";
 import { canTransition, statuses, type Status } from "../../services/intents/status.ts";
 
 const requested = 10_000_000n; // 10 USDC in units (6 decimals)
