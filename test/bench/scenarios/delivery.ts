@@ -132,7 +132,10 @@ async function durableRaw(ctx: BenchContext, n: number) {
       durableRawWorkers.map(
         (w) =>
           new Promise<void>((resolve) => {
+            // Paused after the batch in hand; or gone (the run then fails by its missing arrivals).
+            if (w.exitCode !== null || !w.connected) return resolve();
             w.once("message", () => resolve());
+            w.once("exit", () => resolve());
             w.send({ run: false });
           }),
       ),
