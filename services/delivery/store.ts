@@ -128,6 +128,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
             ev.created_at as event_created_at
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
     [JSON.stringify(batch), new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at],
+    // Planned for each batch with the table's size of the moment (see executePrepared).
+    { replan: true },
   );
   const claimed = new Map(rows.map((r) => [r.id, r]));
   const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);
@@ -237,6 +239,8 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
      returning delivery_id, number`,
     [JSON.stringify(input)],
+    // Planned for each batch with the table's size of the moment (see executePrepared).
+    { replan: true },
   );
   const written = new Set(rows.map((r) => `${r.delivery_id}/${r.number}`));
   return batch.map((a) => written.has(`${a.deliveryId}/${a.number}`));

@@ -42,8 +42,17 @@ export function numberPlaceholders(sql: string): string {
  * plans each call anew (a create's one statement is seven CTEs) and we escape every value. Same
  * pool and type parsers as the ORM's. Inside a transaction it goes through the ORM, which holds
  * that transaction's connection.
+ *
+ * `replan`: sent as an unnamed statement, so PostgreSQL plans it for each call with the table's
+ * size of the moment, instead of the generic plan it keeps for a named statement from its sixth
+ * call on. That plan is costed with the statistics of its time: the delivery worker's claim and
+ * finish, planned while webhook_deliveries was small (a new installation, or the statistics of the
+ * last ANALYZE before a burst), joined their batch to a sequential scan of the table and kept
+ * doing so as a backlog grew it (the bench's drain: 675 sequential scans reading 11.4 million
+ * rows for 20 000 deliveries). The text stays short and its values apart; planning a batch costs
+ * far less than one such scan.
  */
-export async function executePrepared<T>(em: EntityManager, sql: string, params: readonly unknown[]): Promise<T[]> {
+export async function executePrepared<T>(em: EntityManager, sql: string, params: readonly unknown[], o: { replan?: boolean } = {}): Promise<T[]> {
   const pool = em.isInTransaction() ? undefined : pools.get(em.getConnection());
   if (!pool) return em.execute<T[]>(sql, [...params]);
   let statement = compiled.get(sql);
@@ -53,6 +62,6 @@ export async function executePrepared<T>(em: EntityManager, sql: string, params:
     if (compiled.size >= maxStatements) compiled.clear();
     compiled.set(sql, statement);
   }
-  const result = await pool.query({ name: statement.name, text: statement.text, values: params as unknown[] });
+  const result = await pool.query(o.replan ? { text: statement.text, values: params as unknown[] } : { name: statement.name, text: statement.text, values: params as unknown[] });
   return result.rows as T[];
 }

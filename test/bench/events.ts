@@ -28,22 +28,26 @@ export class EventProducer {
     this.endpointId = endpointId;
   }
 
-  async record(count: number): Promise<{ ids: string[]; committedAt: number }> {
+  /**
+   * `deliveries` names the table the deliveries go to: webhook_deliveries (the service's outbox), or
+   * the durable raw worker's table of the same shape (the drain's baseline: same events, same rows).
+   */
+  async record(count: number, deliveries = "webhook_deliveries"): Promise<{ ids: string[]; committedAt: number }> {
     const ids = Array.from({ length: count }, () => newId("evt"));
     const createdAt = new Date().toISOString();
     const payloads = ids.map((id) =>
       JSON.stringify({ id, type: "webhook.test", created_at: createdAt, data: { test: { synthetic: true, environment: "test", endpoint_id: this.endpointId } } }),
     );
-    const deliveries = ids.map(() => newId("wd"));
+    const deliveryIds = ids.map(() => newId("wd"));
     await this.pool.query(
       `with ev as (
          insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
          select id, $1, 'test', 'webhook.test', payload, $4 from unnest($2::text[], $3::text[]) as t(id, payload)
          returning id
        )
-       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       insert into ${deliveries} (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
        select d.id, $1, 'test', d.event_id, $5, 'pending', 0, $4, $4 from unnest($6::text[], $2::text[]) as d(id, event_id)`,
-      [this.merchantId, ids, payloads, createdAt, this.endpointId, deliveries],
+      [this.merchantId, ids, payloads, createdAt, this.endpointId, deliveryIds],
     );
     return { ids, committedAt: nowMs() };
   }
