@@ -328,6 +328,8 @@ export async function requeueHeldBack(em: EntityManager, held: readonly ClaimReq
        where d.id = h.id and d.status = 'pending' and d.published_at is not null and (d.stream_seq is null or d.stream_seq = h.seq)
        returning d.id`),
     [held.map((h) => h.id), held.map((h) => h.seq)],
+    // Planned for each batch with the table's size of the moment (see executePrepared).
+    { replan: true },
   );
   const back = new Set(rows.map((r) => r.id));
   return held.map((h) => back.has(h.id));
