@@ -39,6 +39,7 @@ export async function startWatcher(o: {
   return startWatcherRole({
     endpoints: config.chainEndpoints,
     pollMs: config.watcherPollMs,
+    mempoolMs: config.watcherMempoolMs,
     leaseSeconds: config.watcherLeaseSeconds,
     nodeProofSeconds: config.watcherNodeProofSeconds,
     coreFor: (environment) => ({ transport, credential: credentials[environment] as string }),

@@ -73,6 +73,8 @@ export interface Config {
   chainEndpoints: ChainEndpoint[];
   /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
   watcherPollMs: number;
+  /** WATCHER_MEMPOOL_MS: how often the bitcoin watcher reads its node's mempool once caught up (default: every poll). */
+  watcherMempoolMs: number;
   /** WATCHER_LEASE_SECONDS: how long a dead watcher's chain stays unfollowed before another takes over. */
   watcherLeaseSeconds: number;
   /** WATCHER_NODE_PROOF_SECONDS: how often a followed node proves again which chain it serves (it also does after every failure). */
@@ -290,6 +292,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),
     chainEndpoints: chainEndpoints(env),
     watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
+    watcherMempoolMs: integer(env, "WATCHER_MEMPOOL_MS", integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000), 50, 3_600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),
     watcherNodeProofSeconds: integer(env, "WATCHER_NODE_PROOF_SECONDS", 60, 1, 3600),
     confirmationOverrides: confirmationOverrides(env),

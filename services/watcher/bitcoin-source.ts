@@ -125,6 +125,7 @@ export class BitcoinMempool {
   readonly #watched: BitcoinWatched;
   readonly #kept = new Map<string, KeptTx>();
   #pending = 0;
+  #size = 0;
 
   constructor(node: BitcoinNode, asset: AssetInfo, watched: BitcoinWatched) {
     this.#node = node;
@@ -135,6 +136,7 @@ export class BitcoinMempool {
   async read(): Promise<MempoolSnapshot> {
     const txids = (await this.#node.mempool()).map((t) => t.toLowerCase());
     const now = new Set(txids);
+    this.#size = now.size;
     for (const txid of this.#kept.keys()) if (!now.has(txid)) this.#kept.delete(txid);
     const fresh = txids.filter((t) => !this.#kept.has(t)).slice(0, newPerPoll);
     for (let i = 0; i < fresh.length; i += parallelReads) {
@@ -170,5 +172,10 @@ export class BitcoinMempool {
    */
   get complete(): boolean {
     return this.#pending === 0;
+  }
+
+  /** Transactions in the node's mempool at the last read. */
+  get size(): number {
+    return this.#size;
   }
 }

@@ -28,6 +28,13 @@ export function watcherMetrics(registry: Registry) {
     rpcErrors: new Counter({ name: "chain_rpc_errors_total", help: "Failed calls to the chain's node.", labelNames, registers }),
     outputs: new Counter({ name: "chain_observations_reported_total", help: "Outputs to watched addresses reported to the core (first sight, not confirmation updates).", labelNames, registers }),
     rejected: new Counter({ name: "chain_observations_rejected_total", help: "Outputs the core refused (an amount out of range, a malformed address…): kept by the core with the reason, and passed over.", labelNames, registers }),
+    mempoolTransactions: new Gauge({ name: "chain_mempool_transactions", help: "Transactions in the node's mempool at the watcher's last read (bitcoin).", labelNames, registers }),
+    mempoolReadSeconds: new Gauge({
+      name: "chain_mempool_read_seconds",
+      help: "How long the watcher's last read of the node's mempool took (getrawmempool, and getrawtransaction for each transaction new to it).",
+      labelNames,
+      registers,
+    }),
     reorgs: new Counter({ name: "chain_reorged_blocks_total", help: "Blocks that left the best chain after the watcher processed them.", labelNames, registers }),
     /** Records when the chain's newest processed block was mined. */
     blockProcessed(labels: Labels, time: number): void {

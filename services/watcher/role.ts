@@ -15,6 +15,8 @@ import { WatchedSync } from "./watched-sync.ts";
 export interface WatcherRoleOptions {
   endpoints: readonly ChainEndpoint[];
   pollMs: number;
+  /** How often the mempool is read once caught up (bitcoin; default pollMs): on mainnet getrawmempool answers megabytes. */
+  mempoolMs?: number;
   leaseSeconds: number;
   /** How often a followed node proves again which chain it serves. */
   nodeProofSeconds: number;
@@ -97,6 +99,8 @@ class ChainWatch {
   #epoch: bigint | undefined;
   /** The mempool report last applied by the core (its tip and outputs), and when: one that says the same is sent again only as a heartbeat. */
   #mempoolSent: { key: string; at: number } | undefined;
+  /** When the mempool was last read (0: not yet). */
+  #mempoolReadAt = 0;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -283,8 +287,12 @@ class ChainWatch {
    */
   async #readMempool(follower: Follower): Promise<void> {
     const mempool = this.#reader.mempool;
-    if (!mempool) return;
+    // Half a poll's slack: rounds start every pollMs, so a read every poll comes a little less than pollMs apart.
+    if (!mempool || Date.now() - this.#mempoolReadAt + this.#o.pollMs / 2 < (this.#o.mempoolMs ?? this.#o.pollMs)) return;
+    this.#mempoolReadAt = Date.now();
     const snapshot = await this.#nodeCall(() => mempool.read());
+    this.#m.mempoolTransactions.set(this.#labels, mempool.size);
+    this.#m.mempoolReadSeconds.set(this.#labels, (Date.now() - this.#mempoolReadAt) / 1000);
     const top = follower.position.recentBlocks.at(-1);
     if (!mempool.complete || !top || top.height !== snapshot.tip.height || top.hash !== snapshot.tip.hash) return;
     const key = `${snapshot.tip.hash} ${snapshot.outputs.map((o) => `${o.txHash}:${o.outputIndex}:${o.replaceable ? 1 : 0}`).join(",")}`;

@@ -64,6 +64,10 @@ t.test("a broadcast payment is seen with 0 confirmations at once, then counts at
   t.equal(seen.amount_pending, "0.0025", "seen but not counted");
   const tx = seen.transactions[0] as Tx;
   t.same([tx.counted, tx.reason, tx.replaceable, tx.block_height], [false, "unconfirmed", false, undefined]);
+  const metrics = await (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
+  const inMempool = /^chain_mempool_transactions\{network="bitcoin",environment="test"\} (\d+)$/m.exec(metrics);
+  t.ok(Number(inMempool?.[1]) >= 1, `the operator sees the node's mempool read: chain_mempool_transactions ${inMempool?.[1]}`);
+  t.match(metrics, /^chain_mempool_read_seconds\{network="bitcoin",environment="test"\} \d/m, "and how long the read took");
 
   const page = (await (await fetch(`${base}${new URL(seen.checkout_url).pathname}/status.json`)).json()) as { amount_pending: string; required_confirmations: number };
   t.equal(page.amount_pending, "0.0025", "the checkout page's status says so too");

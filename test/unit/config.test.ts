@@ -204,3 +204,12 @@ t.test("GRPC_REFLECTION", async (t) => {
   refuses(t, { GRPC_REFLECTION: "true" }, /^GRPC_REFLECTION must be on, off or auto, got "true"$/, "a boolean word");
   refuses(t, { GRPC_REFLECTION: "ON" }, /^GRPC_REFLECTION\b/, "upper case");
 });
+
+t.test("WATCHER_MEMPOOL_MS", async (t) => {
+  t.equal(loadConfig({}).watcherMempoolMs, 2000, "default: every poll (WATCHER_POLL_MS's default)");
+  t.equal(loadConfig({ WATCHER_POLL_MS: "500" }).watcherMempoolMs, 500, "unset: WATCHER_POLL_MS");
+  t.equal(loadConfig({ WATCHER_POLL_MS: "500", WATCHER_MEMPOOL_MS: "30000" }).watcherMempoolMs, 30_000, "its own: e.g. a mainnet node, whose getrawmempool answers megabytes");
+  t.equal(loadConfig({ WATCHER_MEMPOOL_MS: "" }).watcherMempoolMs, 2000, "empty: default");
+  refuses(t, { WATCHER_MEMPOOL_MS: "10" }, /WATCHER_MEMPOOL_MS must be between 50 and 3600000, got 10/, "too often");
+  refuses(t, { WATCHER_MEMPOOL_MS: "often" }, /WATCHER_MEMPOOL_MS must be a whole number/, "not a number");
+});
