@@ -42,9 +42,9 @@ export async function applyMempool(tx: EntityManager, deps: ReportDeps, chain: {
   const byAddress = await intentIdsByAddress(tx, chain, [...new Set([...outputs.values()].map((o) => o.toAddress))]);
   for (const o of outputs.values()) o.intentId = byAddress.get(o.toAddress) ?? null;
   // Every intent whose funds may change, locked in id order before any of its outputs changes.
-  const locked = await lockIntents(tx, [...new Set([...byAddress.values(), ...(await intentsLeavingMempool(tx, chain, keep))])]);
+  const locked = await lockIntents(tx, [...new Set([...byAddress.values(), ...(await intentsLeavingMempool(tx, chain, keep, deps.latePaymentWindowSeconds))])]);
 
-  const withdrawn = await withdrawFromMempool(tx, chain, keep, now);
+  const withdrawn = await withdrawFromMempool(tx, chain, keep, deps.latePaymentWindowSeconds, now);
   const { conflicting, added } = await upsertMempoolOutputs(tx, chain, [...outputs.values()], now);
   for (const o of conflicting) rejected.push({ o, blockHash: null, reason: changedOutput(o) });
   const settled = await settleMany(tx, deps.intents, locked, now);

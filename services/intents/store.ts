@@ -299,6 +299,12 @@ export interface WatchedAddress {
 }
 
 /**
+ * An intent (`alias`) whose deposit address the watchers still look for: not cancelled, and not
+ * expired for longer than the late-payment window (its seconds are the one `?`).
+ */
+export const stillWatched = (alias: string) => `${alias}.status <> 'cancelled' and ${alias}.expires_at > now() - make_interval(secs => ?)`;
+
+/**
  * Deposit addresses on a chain whose intents can still receive a payment that counts: not
  * cancelled, and not expired for longer than `lateWindowSeconds`; after `after` in the order of
  * (watch_xid, id). With them, in the same statement and so of the same snapshot, that snapshot's
@@ -317,9 +323,8 @@ export async function watchedAddresses(
     `select s.horizon, w.deposit_address, w.xid, w.id
        from (select pg_snapshot_xmin(pg_current_snapshot())::text as horizon) s
        left join lateral (
-         select deposit_address, watch_xid::text as xid, id from payment_intents
-          where network = ? and environment = ? and deposit_address is not null and status <> 'cancelled'
-            and expires_at > now() - make_interval(secs => ?)
+         select deposit_address, watch_xid::text as xid, id from payment_intents p
+          where network = ? and environment = ? and deposit_address is not null and ${stillWatched("p")}
             and (watch_xid, id) > (?::xid8, ?)
           order by watch_xid, id limit ?
        ) w on true`,

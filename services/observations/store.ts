@@ -1,6 +1,6 @@
 import type { EntityManager } from "../platform/db.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import type { TransactionFact } from "../intents/store.ts";
+import { stillWatched, type TransactionFact } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";
 
 /** Reads and writes of chain_observations: the one owner of the table. */
@@ -461,24 +461,44 @@ export async function upsertMempoolOutputs(
 }
 
 /** The intents with live mempool outputs not among `keep` (tx_hash:output_index): those a mempool report withdraws. */
-export async function intentsLeavingMempool(em: EntityManager, chain: { network: string; environment: Environment }, keep: readonly string[]): Promise<string[]> {
+export async function intentsLeavingMempool(
+  em: EntityManager,
+  chain: { network: string; environment: Environment },
+  keep: readonly string[],
+  lateWindowSeconds: number,
+): Promise<string[]> {
   const rows = await em.execute<{ payment_intent_id: string }[]>(
-    `select distinct payment_intent_id from chain_observations
+    `select distinct payment_intent_id from chain_observations o
       where network = ? and environment = ? and mempool and not orphaned and payment_intent_id is not null
-        and not (tx_hash || ':' || output_index = any(?::text[]))`,
-    [chain.network, chain.environment, `{${keep.join(",")}}`],
+        and not (tx_hash || ':' || output_index = any(?::text[])) and ${watchedOrNone("o")}`,
+    [chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
   );
   return rows.map((r) => r.payment_intent_id);
 }
 
-/** Withdraws the live mempool outputs not among `keep`: they left the mempool unmined (replaced, conflicted, evicted). Returns how many. */
-export async function withdrawFromMempool(em: EntityManager, chain: { network: string; environment: Environment }, keep: readonly string[], at: Date): Promise<number> {
+/**
+ * Withdraws the live mempool outputs not among `keep`: they left the mempool unmined (replaced,
+ * conflicted, evicted). Only those of intents still watched: a watcher reports outputs to watched
+ * addresses only, so one of an intent cancelled or past its late-payment window is missing from the
+ * report whether it left the mempool or not, and keeps what was last known of it. Returns how many.
+ */
+export async function withdrawFromMempool(
+  em: EntityManager,
+  chain: { network: string; environment: Environment },
+  keep: readonly string[],
+  lateWindowSeconds: number,
+  at: Date,
+): Promise<number> {
   const rows = await em.execute<{ id: string }[]>(
-    `update chain_observations set orphaned = true, updated_at = ?
+    `update chain_observations o set orphaned = true, updated_at = ?
       where network = ? and environment = ? and mempool and not orphaned
-        and not (tx_hash || ':' || output_index = any(?::text[]))
+        and not (tx_hash || ':' || output_index = any(?::text[])) and ${watchedOrNone("o")}
       returning id`,
-    [at, chain.network, chain.environment, `{${keep.join(",")}}`],
+    [at, chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
   );
   return rows.length;
 }
+
+/** An output (`alias`) of no intent, or of one whose address the watchers still look for (the late-payment window's seconds are the one `?`). */
+const watchedOrNone = (alias: string) =>
+  `(${alias}.payment_intent_id is null or exists (select 1 from payment_intents p where p.id = ${alias}.payment_intent_id and ${stillWatched("p")}))`;
