@@ -148,7 +148,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const gate = new EndpointGate({ ...o.fairness, total: o.concurrency });
   const held = new Map<string, Held[]>();
   // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy; and
-  // a larger one for messages of endpoints not known yet that cannot go back to JetStream briefly.
+  // a larger one for messages of endpoints not known yet, which wait here until their endpoint is (holdBack).
   const maxHeld = 4 * o.concurrency;
   const hardMaxHeld = 16 * o.concurrency;
   let heldCount = 0;
