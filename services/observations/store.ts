@@ -265,17 +265,21 @@ export async function listRejections(em: EntityManager, limit: number) {
   );
 }
 
-/** An output of a reported block, with the intent whose deposit address it paid (null: none). */
-export interface BlockOutput {
+/** An output a watcher reported, with the intent whose deposit address it paid (null: none). */
+export interface ReportedOutputRow {
   asset: string;
   toAddress: string;
   txHash: string;
   outputIndex: number;
   amount: string;
+  intentId: string | null;
+}
+
+/** An output of a reported block. */
+export interface BlockOutput extends ReportedOutputRow {
   blockHeight: number;
   blockHash: string;
   observedAt: Date;
-  intentId: string | null;
 }
 
 /**
@@ -392,15 +396,9 @@ export async function deriveConfirmations(em: EntityManager, chain: { network: s
   );
 }
 
-/** An output of a mempool transaction, with the intent whose deposit address it paid (null: none). */
-export interface MempoolOutputRow {
-  asset: string;
-  toAddress: string;
-  txHash: string;
-  outputIndex: number;
-  amount: string;
+/** An output of a mempool transaction. */
+export interface MempoolOutputRow extends ReportedOutputRow {
   replaceable: boolean;
-  intentId: string | null;
 }
 
 /**

@@ -81,13 +81,8 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
   };
 }
 
-/** An output of a mempool transaction to a watched address. */
-export interface MempoolOutput {
-  asset: string;
-  toAddress: string;
-  txHash: string;
-  outputIndex: number;
-  amount: string;
+/** An output of a mempool transaction to a watched address: a block output's facts without the block. */
+export interface MempoolOutput extends Pick<Output, "asset" | "toAddress" | "txHash" | "outputIndex" | "amount"> {
   /** The transaction signals replace-by-fee (BIP 125: an input's nSequence below 0xfffffffe). */
   replaceable: boolean;
 }
