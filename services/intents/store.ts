@@ -346,9 +346,8 @@ const longestLifetimeSeconds = 86_400;
  */
 export async function highestFixedConfirmations(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<number> {
   const [row] = await em.execute<{ n: number | null }[]>(
-    `select max(required_confirmations) as n from payment_intents
-      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
-        and status <> 'cancelled' and expires_at > now() - make_interval(secs => ?)`,
+    `select max(required_confirmations) as n from payment_intents p
+      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?) and ${stillWatched("p")}`,
     [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
   );
   return row?.n ?? 0;
@@ -357,9 +356,9 @@ export async function highestFixedConfirmations(em: EntityManager, chain: { netw
 /** When the oldest intent whose address is still watched on the chain was created (as watchedAddresses counts them); undefined when none is. */
 export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<Date | undefined> {
   const [row] = await em.execute<{ at: Date | string | null }[]>(
-    `select min(created_at) as at from payment_intents
+    `select min(created_at) as at from payment_intents p
       where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
-        and deposit_address is not null and status <> 'cancelled' and expires_at > now() - make_interval(secs => ?)`,
+        and deposit_address is not null and ${stillWatched("p")}`,
     [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
   );
   return row?.at ? new Date(row.at) : undefined;
