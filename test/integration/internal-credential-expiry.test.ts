@@ -36,6 +36,15 @@ async function answer(credential: string): Promise<"ok" | { code: Code; detail: 
 }
 const refused = { code: Code.Unauthenticated, detail: "invalid_api_key" };
 
+/** What `credential` is answered once refused: a revocation reaches the rpc role's credential cache
+ * by NOTIFY, a moment after its commit. */
+async function onceRefused(credential: string, what: string) {
+  return until(what, async () => {
+    const a = await answer(credential);
+    return a === "ok" ? undefined : a;
+  }, 10_000);
+}
+
 /** A logger whose lines are kept. */
 function capturingLogger() {
   const lines: string[] = [];
@@ -111,11 +120,11 @@ t.test("an in-process watcher's credential: its process's own, renewed while it 
   t.ok(Date.parse((await rows()).find((c) => c.id === row?.id)?.expires_at as string) > firstExpiry, "its expiry moved on");
 
   await mine.revoke();
-  t.same(await answer(secret), refused, "a clean stop revokes it");
+  t.same(await onceRefused(secret, "refused once revoked"), refused, "a clean stop revokes it");
   t.ok((await rows()).find((c) => c.id === row?.id)?.revoked_at, "recorded revoked");
   t.equal(await answer(otherSecret), "ok", "the other process's credential is untouched");
   await other.revoke();
-  t.same(await answer(otherSecret), refused);
+  t.same(await onceRefused(otherSecret, "the other refused once revoked"), refused, "and its own stop revokes the other's");
   t.notOk(lines.some((l) => l.includes(secret) || l.includes("int_")), "no secret in a log line");
 });
 
@@ -139,11 +148,7 @@ t.test("a renewal that fails (the database away) is logged once and retried; the
   await until("renewed again", async () => lines.some((l) => l.includes("renewed the in-process watcher's credential again")), 10_000);
   t.equal(await answer(secret), "ok", "still accepted");
   await creds.revoke();
-  // The revocation reaches the rpc role's credential cache by NOTIFY, a moment after its commit.
-  t.same(await until("refused once revoked", async () => {
-    const a = await answer(secret);
-    return a === "ok" ? undefined : a;
-  }, 10_000), refused);
+  t.same(await onceRefused(secret, "refused once revoked"), refused, "revoked at its stop");
   t.notOk(lines.some((l) => l.includes(secret) || l.includes("int_")), "no secret in a log line");
 });
 
