@@ -1,9 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckoutService } from "../../gen/payments/v1/shopper_pb.ts";
 import type { Intents } from "../intents/intents.ts";
-import { withTransactions, type TransactionsOf } from "../intents/service.ts";
+import { intentWithTransactions, type TransactionsOf } from "../intents/service.ts";
 import { apiError } from "../platform/errors.ts";
-import { oneSnapshot, requestOf } from "../rpc/context.ts";
+import { requestOf } from "../rpc/context.ts";
 
 /** The id shape newId("pi") makes: anything else cannot be an intent, and is not looked up. */
 const intentIdPattern = /^pi_[0-9A-Za-z]{24}$/;
@@ -16,10 +16,7 @@ export function checkoutService(deps: { intents: Intents; transactionsOf: Transa
       const { em } = requestOf(ctx, "public");
       // With its outputs, from one snapshot: a payment in another asset is something the shopper must hear of.
       const row = intentIdPattern.test(req.publicId)
-        ? await oneSnapshot(em, async (tx) => {
-            const found = await intents.find(tx, req.publicId);
-            return found && (await withTransactions(tx, transactionsOf, [found]))[0];
-          })
+        ? await intentWithTransactions(em, transactionsOf, (em) => intents.find(em, req.publicId))
         : undefined;
       if (!row) throw apiError("not_found", "No such payment.", "public_id");
       return { data: intents.views.shopper(row), testMode: row.environment === "test" };

@@ -3,8 +3,8 @@ import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
 import { validateCreate } from "../intents/validate.ts";
-import { inTransaction, oneSnapshot, requestOf } from "../rpc/context.ts";
-import { withTransactions, type TransactionsOf } from "../intents/service.ts";
+import { inTransaction, requestOf } from "../rpc/context.ts";
+import { intentWithTransactions, type TransactionsOf } from "../intents/service.ts";
 import { originAllowedByAnySite } from "./credentials.ts";
 
 /** SiteService: a web shop creates and reads its intents, and sees only the shopper view. */
@@ -23,8 +23,8 @@ export function siteService(deps: { intents: Intents; transactionsOf: Transactio
     async getSitePaymentIntent(req, ctx) {
       const { principal, em } = requestOf(ctx, "site");
       // With its outputs, from one snapshot, as the checkout page reads it (other assets received).
-      const [row] = await oneSnapshot(em, async (tx) => withTransactions(tx, transactionsOf, [await intents.get(tx, principal, req.publicId)]));
-      return { data: views.shopper(row as NonNullable<typeof row>) };
+      const row = await intentWithTransactions(em, transactionsOf, (em) => intents.get(em, principal, req.publicId));
+      return { data: views.shopper(row) };
     },
 
     async checkSiteOrigin(req, ctx) {
