@@ -248,6 +248,7 @@ export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
   const prefix = optional(env, "JETSTREAM_PREFIX");
+  const watcherPollMs = integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000);
   if (prefix !== undefined && !/^[A-Za-z0-9_-]{1,32}$/.test(prefix)) {
     throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
   }
@@ -291,8 +292,8 @@ export function loadConfig(env: Env = process.env): Config {
     // traffic can let a client pick the address its limits count against.
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),
     chainEndpoints: chainEndpoints(env),
-    watcherPollMs: integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000),
-    watcherMempoolMs: integer(env, "WATCHER_MEMPOOL_MS", integer(env, "WATCHER_POLL_MS", 2000, 50, 600_000), 50, 3_600_000),
+    watcherPollMs,
+    watcherMempoolMs: integer(env, "WATCHER_MEMPOOL_MS", watcherPollMs, 50, 3_600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),
     watcherNodeProofSeconds: integer(env, "WATCHER_NODE_PROOF_SECONDS", 60, 1, 3600),
     confirmationOverrides: confirmationOverrides(env),
