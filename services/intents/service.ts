@@ -93,9 +93,10 @@ export async function intentWithTransactions<R extends IntentRow | undefined>(
     const row = await read(em);
     return row && ((await withTransactions(em, transactionsOf, [row]))[0] as R);
   };
-  if (em.isInTransaction()) return withThem(em);
-  const row = await read(em);
-  if (!row || row.amountReceived === null) return row;
+  if (!em.isInTransaction()) {
+    const row = await read(em);
+    if (!row || row.amountReceived === null) return row;
+  }
   return oneSnapshot(em, withThem);
 }
 
