@@ -1,3 +1,5 @@
+import { randomInt } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type http from "node:http";
 import net, { type AddressInfo, type Server } from "node:net";
 
@@ -46,14 +48,42 @@ export async function listen(server: http.Server, host: string, port: number): P
   };
 }
 
-/** A loopback port nothing listened on a moment ago. */
-export function freePort(): Promise<number> {
+/**
+ * A loopback port nothing listened on a moment ago, for a process started next to listen on. Taken
+ * below the kernel's ephemeral range where it is known (Linux): a port from listen(0) is an
+ * ephemeral one, which any outgoing connection may take as its source port before that process
+ * listens on it (seen in CI, with many tests connecting at once: EADDRINUSE at start).
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralStart();
+  for (let i = 0; below !== undefined && i < 50; i++) {
+    const port = await portIfFree(lowestPicked + randomInt(below - lowestPicked));
+    if (port !== undefined) return port;
+  }
+  return (await portIfFree(0)) as number;
+}
+
+/** Ports picked from here up to the ephemeral range: above the well-known services'. */
+const lowestPicked = 10_000;
+
+/** Where the kernel's ephemeral ports start, if it says and leaves room below for ours. */
+function ephemeralStart(): number | undefined {
+  try {
+    const start = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(start) && start > lowestPicked + 1000 ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The port if it can be listened on on the loopback (0: one the kernel picks), else undefined. */
+function portIfFree(port: number): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
+    server.once("error", (err: NodeJS.ErrnoException) => (port !== 0 && (err.code === "EADDRINUSE" || err.code === "EACCES") ? resolve(undefined) : reject(err)));
+    server.listen(port, "127.0.0.1", () => {
+      const bound = (server.address() as AddressInfo).port;
+      server.close(() => resolve(bound));
     });
   });
 }
