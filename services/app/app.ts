@@ -103,6 +103,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
+    maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];

@@ -4,6 +4,8 @@
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
 //   ops rejected-outputs [--limit N] [--json]
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
+//   ops chains [--json]                    each chain's watcher: tip, head, lease, and whether counting stopped
+//   ops chain-resume --network N --environment test|live   resumes a chain a deep reorg stopped
 //   ops reset [--yes]                      removes this checkout's embedded data and its JetStream streams
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -16,6 +18,8 @@ import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
 import { listRejections } from "../observations/store.ts";
+import { listWatchers, resumeChain } from "../chains/store.ts";
+import { followedNetworks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { ConfigError, loadConfig, redactUserinfo, type Config } from "../platform/config.ts";
 import { natsServers } from "../platform/nats.ts";
@@ -35,6 +39,11 @@ const usage = `usage:
   ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL
+  ops chains [--json]           each chain a watcher follows: its tip, the node's head, the lease's
+                                holder, and whether counting stopped (a reorg deeper than the maximum)
+  ops chain-resume --network NETWORK --environment test|live
+                                resumes a stopped chain once a person has checked the node: the next
+                                fork is taken whatever its depth, once
   ops reset [--yes]             what npm start's embedded default keeps for this checkout (DATA_DIR, the
                                 cluster it names, the JetStream streams of its prefix): listed, and
                                 removed with --yes; the server must be stopped`;
@@ -246,6 +255,39 @@ function rejectedTable(rows: Awaited<ReturnType<typeof rejectedOutputs>>): strin
   );
 }
 
+// ---- chains ----
+
+async function chains(config: Config) {
+  const rows = await fromDatabase(config, "chain_watchers", (em) => listWatchers(em));
+  return rows.map((r) => ({
+    network: r.network,
+    environment: r.environment,
+    height: r.height,
+    head_height: r.headHeight,
+    holder: r.holder,
+    lease_expires_at: r.leaseExpiresAt.toISOString(),
+    saved_at: r.savedAt?.toISOString() ?? null,
+    halted_depth: r.haltedDepth,
+    halted: r.haltedReason,
+  }));
+}
+
+function chainsTable(rows: Awaited<ReturnType<typeof chains>>): string {
+  if (rows.length === 0) return "no chain followed yet";
+  return table(
+    ["network", "env", "tip", "head", "holder", "saved", "counting"],
+    rows.map((r) => [cell(r.network), cell(r.environment), cell(r.height), cell(r.head_height), cell(r.holder, 40), cell(r.saved_at && new Date(r.saved_at)), cell(r.halted ? `STOPPED: ${r.halted}` : "yes", 200)]),
+  );
+}
+
+async function chainResume(config: Config, network: string | undefined, environment: string | undefined): Promise<string> {
+  if (!network || !(followedNetworks as readonly string[]).includes(network)) throw new OpsError(`--network must be one of ${followedNetworks.join(", ")}`);
+  if (environment !== "test" && environment !== "live") throw new OpsError("--environment must be test or live");
+  const lifted = await fromDatabase(config, "chain_watchers", (em) => resumeChain(em, { network, environment }));
+  if (!lifted) throw new OpsError(`${network} (${environment}) is not stopped: nothing to resume`, 1);
+  return `${network} (${environment}) resumed: the next fork is taken whatever its depth (it was stopped: ${lifted.reason})`;
+}
+
 // ---- main ----
 
 async function main(argv: string[]): Promise<string> {
@@ -261,6 +303,8 @@ async function main(argv: string[]): Promise<string> {
       endpoint: { type: "string" },
       since: { type: "string" },
       yes: { type: "boolean" },
+      network: { type: "string" },
+      environment: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -285,6 +329,11 @@ async function main(argv: string[]): Promise<string> {
     const rows = await rejectedOutputs(loadConfig(), deliveryOptions(values).limit);
     return values.json ? json(rows) : rejectedTable(rows);
   }
+  if (command === "chains") {
+    const rows = await chains(loadConfig());
+    return values.json ? json(rows) : chainsTable(rows);
+  }
+  if (command === "chain-resume") return chainResume(loadConfig(), values.network, values.environment);
   if (command === "reset") return reset(loadConfig(), values.yes === true);
   throw new OpsError(command ? `unknown command "${command}"\n${usage}` : usage);
 }

@@ -22,6 +22,13 @@ export const ChainWatcher = defineEntity({
     genesisHash: p.string().length(66).nullable(),
     /** Grows with each takeover by another watcher: reports carry it, and one from a past epoch is refused. */
     epoch: p.bigint("number").default(1),
+    /** Set when a reorg deeper than the network's maximum was refused: the chain counts nothing until an operator resumes it. */
+    haltedDepth: p.integer().nullable(),
+    haltedAt: p.datetime().length(3).nullable(),
+    /** What stopped the chain, in an operator's words: the blocks that would leave and where the branches part. */
+    haltedReason: p.string().length(500).nullable(),
+    /** An operator resumed the chain after a halt: the next fork is taken whatever its depth, once. */
+    acceptReorg: p.boolean().default(false),
   },
 });
 export type ChainWatcher = InferEntity<typeof ChainWatcher>;
@@ -60,6 +67,14 @@ export const ChainBlock = defineEntity({
     time: p.datetime().length(3).nullable(),
     best: p.boolean(),
     reportedAt: p.datetime().length(3),
+    /** The chain's work up to this block (bitcoin's chainwork, as a number); null where the chain is chosen by height (EVM). */
+    work: p.decimal("string").precision(80).scale(0).nullable(),
+    /**
+     * A side branch's block (not best) keeps the outputs reported in it here, until its branch
+     * becomes best: they are recorded then. The same transaction is often in both branches, and
+     * recording it against the side block would take it off the best chain's.
+     */
+    sideOutputs: p.json<unknown[]>().nullable(),
   },
   indexes: [{ properties: ["network", "environment", "best", "height"] }],
 });

@@ -1,38 +1,77 @@
 /**
- * How a batch of reported blocks joins the best chain the core keeps: pure, so that fork choice
- * can be tested without a database. The node decides which chain is best (the watcher proved it
- * serves the right chain and is not behind); the core decides what that means for what it stored.
+ * How a batch of reported blocks joins the chain the core keeps: pure, so that fork choice can be
+ * tested without a database. The node decides which chain is best (the watcher proved it serves
+ * the right chain and is not behind); the core decides what that means for what it stored. A
+ * branch told in parts (a watcher reports a long fork a batch at a time) is kept beside the best
+ * chain until it beats it, and then becomes best at once: a block that stays on the best chain
+ * never loses a confirmation while the rest of a fork is on its way.
  */
 
 export interface LinkBlock {
   height: number;
   hash: string;
   parentHash: string;
+  /** The chain's work up to this block (bitcoin's chainwork); undefined where branches are compared by height (EVM). */
+  work?: bigint | undefined;
+}
+
+/** A block the core keeps: on the best chain or on a side branch. */
+export interface KeptBlock {
+  height: number;
+  hash: string;
+  work?: bigint | undefined;
+}
+
+export interface ChainView {
+  /** The best tip; undefined when the core keeps no block of the chain yet (then any batch starts it). */
+  tip: KeptBlock | undefined;
+  /** The best chain by height, from the batch's parent height (or the lowest side block below it) up to the tip. */
+  best: ReadonlyMap<number, string>;
+  /**
+   * The side branch the batch continues, lowest first: the kept blocks that are not best from
+   * just above the best chain up to the batch's parent. Empty when the parent is on the best
+   * chain; undefined when the core keeps no block with the batch's parent hash.
+   */
+  sideBelow: readonly KeptBlock[] | undefined;
+  /** How many best blocks a fork may take away and still be followed (the network's maximum reorg depth). */
+  maxDepth: number;
+  /** An operator resumed the chain after a deeper fork stopped it: the next fork is taken whatever its depth. */
+  acceptDeeper: boolean;
 }
 
 export type Linkage =
   /** The batch is not a run of consecutive blocks: the watcher's mistake, nothing to retry. */
   | { kind: "malformed"; reason: string }
-  /** The batch links to no block of the best chain: the watcher must read from further back. */
+  /** The batch links to no block the core keeps: the watcher must read from further back. */
   | { kind: "unlinked"; reason: string }
+  /** A branch that does not beat the best chain (yet): its new blocks are kept beside it, nothing counts differently. */
+  | { kind: "side"; keep: LinkBlock[] }
+  /** A branch that beats the best chain by taking away more blocks than the maximum: nothing changes, and the chain stops counting. */
+  | { kind: "halt"; depth: number; forkHeight: number; reason: string }
   | {
       kind: "apply";
       /** Blocks of the batch not on the best chain yet (appended, or coming back). */
       append: LinkBlock[];
+      /** Hashes of kept side blocks below the batch that join the best chain with it, lowest first. */
+      rejoin: string[];
       /** Hashes of best-chain blocks that leave it (a fork), lowest first. */
       leave: string[];
       /** The best tip afterwards. */
-      tip: { height: number; hash: string };
+      tip: KeptBlock;
+      /** The whole kept chain leaves (an operator resumed after a fork deeper than every block kept). */
+      restart: boolean;
     };
 
-/**
- * `best` is the stored best chain by height, from the batch's parent height up to the stored tip
- * (the tip is its highest entry); empty when the core stores no block of the chain yet, and then
- * any batch starts it.
- */
-export function link(batch: readonly LinkBlock[], best: ReadonlyMap<number, string>, tip: { height: number; hash: string } | undefined): Linkage {
+/** Whether branch tip `a` beats or equals `b`: by work where both have it (bitcoin), else by height. */
+export function atLeastAsGood(a: KeptBlock, b: KeptBlock): boolean {
+  if (a.work !== undefined && b.work !== undefined) return a.work >= b.work;
+  return a.height >= b.height;
+}
+
+export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
+  const { tip, best } = view;
   const first = batch[0];
-  if (!first) return tip ? { kind: "apply", append: [], leave: [], tip } : { kind: "malformed", reason: "no blocks, and no chain to keep" };
+  if (!first) return tip ? { kind: "apply", append: [], rejoin: [], leave: [], tip, restart: false } : { kind: "malformed", reason: "no blocks, and no chain to keep" };
   for (let i = 1; i < batch.length; i++) {
     const b = batch[i] as LinkBlock;
     const prev = batch[i - 1] as LinkBlock;
@@ -41,22 +80,48 @@ export function link(batch: readonly LinkBlock[], best: ReadonlyMap<number, stri
     }
   }
   const last = batch.at(-1) as LinkBlock;
-  if (!tip) return { kind: "apply", append: [...batch], leave: [], tip: { height: last.height, hash: last.hash } };
-  if (best.get(first.height - 1) !== first.parentHash) {
+  const lastKept: KeptBlock = { height: last.height, hash: last.hash, work: last.work };
+  if (!tip) return { kind: "apply", append: [...batch], rejoin: [], leave: [], tip: lastKept, restart: false };
+
+  const side = view.sideBelow;
+  if (side === undefined) {
+    // Linked to nothing kept, from below the deepest fork followed: the branches part deeper than that.
+    const depthAtLeast = tip.height - first.height + 2;
+    if (first.height - 1 <= tip.height && depthAtLeast > view.maxDepth) {
+      const reason = `block ${first.height}'s parent ${first.parentHash} is not a block the core keeps: the node's chain parts from the one counted at least ${depthAtLeast} blocks below the tip ${tip.height}`;
+      if (!view.acceptDeeper) return { kind: "halt", depth: depthAtLeast, forkHeight: first.height - 1, reason };
+      return { kind: "apply", append: [...batch], rejoin: [], leave: [], tip: lastKept, restart: true };
+    }
     return {
       kind: "unlinked",
-      reason: `block ${first.height}'s parent ${first.parentHash} is not block ${first.height - 1} of the best chain the core keeps (its tip is ${tip.height}, ${tip.hash}): read from further back`,
+      reason: `block ${first.height}'s parent ${first.parentHash} is not a block the core keeps (its best tip is ${tip.height}, ${tip.hash}): read from further back`,
     };
   }
-  // Only another block at a height is a fork; a batch that repeats known blocks changes nothing.
-  const forkAt = batch.find((b) => best.has(b.height) && best.get(b.height) !== b.hash)?.height;
-  const append = batch.filter((b) => best.get(b.height) !== b.hash);
-  if (forkAt === undefined) {
-    const newTip = last.height > tip.height ? { height: last.height, hash: last.hash } : tip;
-    return { kind: "apply", append, leave: [], tip: newTip };
+  if (side.length === 0 && best.get(first.height - 1) !== first.parentHash) {
+    return { kind: "unlinked", reason: `block ${first.height}'s parent ${first.parentHash} is not block ${first.height - 1} of the best chain: read from further back` };
   }
-  const leave = [...best.entries()].filter(([h]) => h >= forkAt).sort(([a], [b]) => a - b).map(([, hash]) => hash);
-  return { kind: "apply", append, leave, tip: { height: last.height, hash: last.hash } };
+
+  // The branch from where it leaves the best chain: the side blocks kept below the batch, then the
+  // batch's blocks that are not best (a batch that repeats best blocks changes nothing there).
+  const fresh = side.length > 0 ? [...batch] : batch.filter((b) => best.get(b.height) !== b.hash);
+  const forkHeight = (side[0]?.height ?? fresh[0]?.height ?? last.height + 1) - 1;
+  if (fresh.length === 0) return { kind: "apply", append: [], rejoin: [], leave: [], tip, restart: false };
+  if (side.length === 0 && forkHeight >= tip.height) {
+    // The tip extended: nothing leaves.
+    return { kind: "apply", append: fresh, rejoin: [], leave: [], tip: lastKept, restart: false };
+  }
+  if (!atLeastAsGood(lastKept, tip)) return { kind: "side", keep: fresh };
+  const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
+  const depth = tip.height - forkHeight;
+  if (depth > view.maxDepth && !view.acceptDeeper) {
+    return {
+      kind: "halt",
+      depth,
+      forkHeight,
+      reason: `a branch from block ${forkHeight} takes ${depth} blocks off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
+    };
+  }
+  return { kind: "apply", append: fresh, rejoin: side.map((b) => b.hash), leave, tip: lastKept, restart: false };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { settleMany } from "../observations/settle.ts";
 import { intentsLeavingMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "../observations/store.ts";
 import { bestTip } from "./blocks.ts";
-import { changedOutput, checkEach, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput } from "./report.ts";
+import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput } from "./report.ts";
 
 /**
  * The node's mempool as a watcher reads it: outputs to watched addresses with 0 confirmations and
@@ -29,7 +29,8 @@ export interface MempoolOutcome {
 }
 
 export async function applyMempool(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: MempoolReport, now = new Date()): Promise<MempoolOutcome> {
-  await lockAdmitted(tx, chain, { epoch: r.epoch, genesisHash: undefined });
+  const watcher = await lockAdmitted(tx, chain, { epoch: r.epoch, genesisHash: undefined });
+  if (watcher.halted !== null) throw halted(chain, watcher.halted);
   // Read against another tip than the core's: a transaction missing from it may be in a block
   // the core has not been told of yet (it is not withdrawn), so nothing is applied.
   const tip = await bestTip(tx, chain);

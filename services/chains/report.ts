@@ -16,7 +16,7 @@ import {
 } from "../observations/store.ts";
 import { checkOutput } from "../observations/validate.ts";
 import { assets } from "../vocabulary/assets.ts";
-import { bestFrom, bestTip, forgetChain, joinBest, keptDepth, leaveBest, pruneBlocks, type StoredBlock } from "./blocks.ts";
+import { allBest, bestFrom, bestTip, forgetChain, joinBest, keepSide, keptDepth, leaveBest, pruneBlocks, rejoinBest, sideBranchTo, type StoredBlock } from "./blocks.ts";
 import { admit, link } from "./linkage.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 
@@ -38,7 +38,7 @@ export interface BlockReport {
   watcherId: string;
   epoch: number;
   genesisHash: string | undefined;
-  blocks: { height: number; hash: string; parentHash: string; time: Date | undefined; outputs: ReportedOutput[] }[];
+  blocks: { height: number; hash: string; parentHash: string; time: Date | undefined; work: bigint | undefined; outputs: ReportedOutput[] }[];
   head: { height: number; time: Date | undefined };
 }
 
@@ -48,6 +48,8 @@ export interface ReportOutcome {
   orphaned: number;
   rejected: number;
   settled: number;
+  /** The report would have taken more blocks off the best chain than the network's maximum: the chain stopped (committed, then refused). */
+  halted?: { depth: number; maxDepth: number; reason: string };
 }
 
 export interface ReportDeps {
@@ -55,6 +57,8 @@ export interface ReportDeps {
   latePaymentWindowSeconds: number;
   /** The highest counts fixed on open intents, reused between reports (required.ts says why that is safe). */
   fixedCounts?: FixedCounts;
+  /** How many best blocks a fork may take away on the network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
+  maxReorgDepth(network: string): number;
 }
 
 /** The confirmations an output of each asset of the network needs when its intent fixed none. */
@@ -72,9 +76,13 @@ export function refusal(kind: "stale_epoch" | "unlinked" | "other_chain", messag
  * admits the report, or refuses it changing nothing. A report with another block 0 on Test starts
  * the chain over: what was recorded on the old one keeps its state.
  */
-export async function lockAdmitted(tx: EntityManager, chain: { network: string; environment: Environment }, r: { epoch: number; genesisHash: string | undefined }): Promise<void> {
-  const [row] = await tx.execute<{ epoch: string | number; genesis_hash: string | null }[]>(
-    `select epoch, genesis_hash from chain_watchers where network = ? and environment = ? for update`,
+export async function lockAdmitted(
+  tx: EntityManager,
+  chain: { network: string; environment: Environment },
+  r: { epoch: number; genesisHash: string | undefined },
+): Promise<{ halted: string | null; acceptReorg: boolean }> {
+  const [row] = await tx.execute<{ epoch: string | number; genesis_hash: string | null; halted_reason: string | null; accept_reorg: boolean }[]>(
+    `select epoch, genesis_hash, halted_reason, accept_reorg from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
   const admitted = admit(row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash }, r, chain.environment);
@@ -85,6 +93,7 @@ export async function lockAdmitted(tx: EntityManager, chain: { network: string; 
     throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row?.genesis_hash}).`);
   }
   if (admitted.newChain) await forgetChain(tx, chain);
+  return { halted: row?.halted_reason ?? null, acceptReorg: row?.accept_reorg === true };
 }
 
 /** An output refused, with where it was reported (its block; null: the mempool) and why. */
@@ -138,7 +147,8 @@ export async function keepRefused(tx: EntityManager, chain: { network: string; e
 }
 
 export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: BlockReport, now = new Date()): Promise<ReportOutcome> {
-  await lockAdmitted(tx, chain, r);
+  const watcher = await lockAdmitted(tx, chain, r);
+  if (watcher.halted !== null) throw halted(chain, watcher.halted);
 
   const tip = await bestTip(tx, chain);
   const first = r.blocks[0];
@@ -152,17 +162,24 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
     ]);
     return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0 };
   }
-  const best = tip ? await bestFrom(tx, chain, first.height - 1) : new Map<number, string>();
-  const linkage = link(r.blocks, best, tip);
+  const sideBelow = tip ? await sideBranchTo(tx, chain, first.parentHash) : [];
+  const best = tip ? await bestFrom(tx, chain, Math.min(first.height, sideBelow?.[0]?.height ?? first.height) - 1) : new Map<number, string>();
+  const maxDepth = deps.maxReorgDepth(chain.network);
+  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: watcher.acceptReorg });
   if (linkage.kind === "unlinked") throw refusal("unlinked", linkage.reason);
   if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
-
-  const newTip = linkage.tip;
-  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds, deps.fixedCounts);
-  // Outputs this far below the tip have every confirmation they can need: those above it, as of
-  // the tip before this report (a catch-up batch moves the tip far) and after it, get theirs anew.
-  const depth = Math.max(1, ...Object.values(required)) + 1;
-  const below = Math.min(tip?.height ?? first.height - 1, newTip.height) - depth;
+  if (linkage.kind === "halt") {
+    // Kept, not thrown: the halt must outlive this report (the caller refuses it after the commit).
+    const reason = `${linkage.reason}: counting stopped until an operator resumes the chain (ops chain-resume)`;
+    await tx.execute(`update chain_watchers set halted_depth = ?, halted_at = ?, halted_reason = ? where network = ? and environment = ?`, [
+      linkage.depth,
+      now,
+      reason.slice(0, 500),
+      chain.network,
+      chain.environment,
+    ]);
+    return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0, halted: { depth: linkage.depth, maxDepth, reason } };
+  }
 
   // Outputs: each checked on its own; one the core cannot take is kept as rejected, the rest go on.
   const checked = checkEach(
@@ -170,41 +187,97 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
     r.blocks.flatMap((b) => b.outputs.map((o) => ({ ...o, block: b }))),
     (c, o): BlockOutput => ({ ...c, outputIndex: o.outputIndex, blockHeight: o.block.height, blockHash: o.block.hash, observedAt: o.block.time ?? now, intentId: null }),
   );
-  const outputs = checked.valid;
   const rejected: RefusedOutput[] = checked.refused.map(({ o, reason }) => ({ o, blockHash: o.block.hash, reason }));
+  const blockRow = (b: { height: number; hash: string; parentHash: string; time: Date | undefined; work?: bigint | undefined }) => ({ height: b.height, hash: b.hash, parentHash: b.parentHash, time: b.time, work: b.work });
+
+  if (linkage.kind === "side") {
+    // A branch told in parts: nothing counts differently until it beats the best chain.
+    const keep = new Set(linkage.keep.map((b) => b.hash));
+    const byBlock = new Map<string, unknown[]>();
+    for (const o of checked.valid.values()) byBlock.set(o.blockHash, [...(byBlock.get(o.blockHash) ?? []), sideOutput(o)]);
+    await keepSide(tx, chain, r.blocks.filter((b) => keep.has(b.hash)).map((b) => ({ ...blockRow(b), outputs: byBlock.get(b.hash) ?? [] })), now);
+    await keepRefused(tx, chain, rejected);
+    await saveHead(tx, chain, r, tip?.height ?? first.height - 1);
+    return { tip, appended: 0, orphaned: 0, rejected: rejected.length, settled: 0 };
+  }
+
+  const newTip = linkage.tip;
+  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds, deps.fixedCounts);
+  // Outputs this far below the tip have every confirmation they can need: those above it, as of
+  // the tip before this report (a catch-up batch moves the tip far) and after it, get theirs anew,
+  // and so do those of every block that joins the best chain, however deep.
+  const depth = Math.max(1, ...Object.values(required)) + 1;
+  const below = Math.min(tip?.height ?? first.height - 1, newTip.height) - depth;
+
+  // A side branch that won brings the outputs reported in its blocks before.
+  const outputs = checked.valid;
+  for (const b of sideBelow ?? []) for (const raw of b.outputs) {
+    const o = fromSideOutput(raw);
+    outputs.set(`${o.txHash}:${o.outputIndex}`, o);
+  }
 
   // Every intent whose funds may change, locked in id order before any of its outputs changes.
   const byAddress = await intentIdsByAddress(tx, chain, [...new Set([...outputs.values()].map((o) => o.toAddress))]);
   for (const o of outputs.values()) o.intentId = byAddress.get(o.toAddress) ?? null;
-  const appendHashes = linkage.append.map((b) => b.hash);
+  const leave = linkage.restart ? await allBest(tx, chain) : linkage.leave;
+  const joining = [...linkage.rejoin, ...linkage.append.map((b) => b.hash)];
   const touched = new Set<string>([
     ...byAddress.values(),
-    ...(await intentsInBlocks(tx, chain, [...linkage.leave, ...appendHashes])),
+    ...(await intentsInBlocks(tx, chain, [...leave, ...joining])),
     // After a fork any output's count may have gone down; else only those that reach theirs matter.
-    ...(linkage.leave.length > 0
+    ...(leave.length > 0
       ? await intentsAwaitingConfirmations(tx, chain, below, true)
       : await intentsReachingConfirmations(tx, chain, newTip.height, below, defaultConfirmations(deps.intents, chain.network))),
   ]);
   const locked = await lockIntents(tx, [...touched]);
 
-  await leaveBest(tx, chain, linkage.leave);
-  const orphaned = await setOrphaned(tx, chain, linkage.leave, true, now);
+  await leaveBest(tx, chain, leave);
+  const orphaned = await setOrphaned(tx, chain, leave, true, now);
   const byHash = new Map(r.blocks.map((b) => [b.hash, b]));
-  await joinBest(tx, chain, linkage.append.map((b) => ({ ...b, time: byHash.get(b.hash)?.time })), now);
+  await rejoinBest(tx, chain, linkage.rejoin);
+  await joinBest(tx, chain, linkage.append.map((b) => blockRow(byHash.get(b.hash) ?? { ...b, time: undefined })), now);
   // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
-  await setOrphaned(tx, chain, appendHashes, false, now);
+  await setOrphaned(tx, chain, joining, false, now);
   const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], now);
   for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
-  await deriveConfirmations(tx, chain, newTip.height, below, now);
+  await deriveConfirmations(tx, chain, newTip.height, below, joining, now);
 
   await settleMany(tx, deps.intents, locked, now);
   await keepRefused(tx, chain, rejected);
 
+  // A resumed chain takes one deeper fork; the next one stops it again.
+  const deep = linkage.restart || leave.length > maxDepth;
   await tx.execute(
-    `update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash)
+    `update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash),
+            accept_reorg = accept_reorg and not ?
       where network = ? and environment = ?`,
-    [newTip.height, r.head.height, r.head.time ?? null, r.genesisHash ?? null, chain.network, chain.environment],
+    [newTip.height, r.head.height, r.head.time ?? null, r.genesisHash ?? null, deep, chain.network, chain.environment],
   );
-  if (linkage.append.length > 0) await pruneBlocks(tx, chain, newTip.height - keptDepth);
-  return { tip: newTip, appended: linkage.append.length, orphaned, rejected: rejected.length, settled: locked.length };
+  if (joining.length > 0) await pruneBlocks(tx, chain, newTip.height - keptDepth);
+  return { tip: newTip, appended: joining.length, orphaned, rejected: rejected.length, settled: locked.length };
+}
+
+/** The node's head and that the watcher is alive, with the core's tip unchanged. */
+async function saveHead(tx: EntityManager, chain: { network: string; environment: Environment }, r: BlockReport, height: number): Promise<void> {
+  await tx.execute(`update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now() where network = ? and environment = ?`, [
+    height,
+    r.head.height,
+    r.head.time ?? null,
+    chain.network,
+    chain.environment,
+  ]);
+}
+
+/** An output of a side block as kept with it (JSON), and back. */
+function sideOutput(o: BlockOutput): unknown {
+  return { ...o, observedAt: o.observedAt.toISOString(), intentId: null };
+}
+function fromSideOutput(raw: unknown): BlockOutput {
+  const o = raw as BlockOutput & { observedAt: string };
+  return { ...o, observedAt: new Date(o.observedAt), intentId: null };
+}
+
+/** The refusal of every report while a chain is stopped. */
+export function halted(chain: { network: string; environment: Environment }, reason: string) {
+  return apiError("invalid_state", `Counting on ${chain.network} (${chain.environment}) is stopped: ${reason}.`, "blocks");
 }

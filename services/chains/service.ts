@@ -7,10 +7,10 @@ import { oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { validationError } from "../platform/errors.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
-import { followedNetworks } from "../vocabulary/assets.ts";
-import { recentBest } from "./blocks.ts";
+import { followedNetworks, reorgWindow } from "../vocabulary/assets.ts";
+import { keptDepth, recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
-import { applyReport, type BlockReport } from "./report.ts";
+import { applyReport, halted, type BlockReport } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
 import { decodeWatchedCursor, encodeWatchedCursor, positionAfter } from "./watched-cursor.ts";
@@ -21,9 +21,12 @@ export interface ChainDeps {
   cursors: CursorCodec;
   /** How long after expiry an intent's address is still watched (LATE_PAYMENT_WINDOW_SECONDS). */
   latePaymentWindowSeconds: number;
+  /** How many best blocks a fork may take away on a network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
+  maxReorgDepth(network: string): number;
 }
 
-const maxRecentBlocks = 1024;
+/** Hex digits of a chain's total work (bitcoin's chainwork: 256 bits). */
+const chainworkPattern = /^[0-9a-fA-F]{1,64}$/;
 /** 32 bytes in hex: 0x-prefixed on EVM chains, bare on bitcoin. */
 const blockHashPattern = /^(0x)?[0-9a-fA-F]{64}$/;
 
@@ -43,11 +46,13 @@ function reportOf(req: ReportBlocksRequest): BlockReport {
     if (!blockHashPattern.test(b.hash)) throw validationError(`blocks[${i}].hash`, "Not a block hash (64 hex digits, 0x optional).");
     if (!blockHashPattern.test(b.parentHash)) throw validationError(`blocks[${i}].parent_hash`, "Not a block hash (64 hex digits, 0x optional).");
     if (b.height > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError(`blocks[${i}].height`, `"height" is too large.`);
+    if (b.chainwork !== "" && !chainworkPattern.test(b.chainwork)) throw validationError(`blocks[${i}].chainwork`, "Not a chain's work (up to 64 hex digits).");
     return {
       height: Number(b.height),
       hash: b.hash.toLowerCase(),
       parentHash: b.parentHash.toLowerCase(),
       time: b.time && timestampDate(b.time),
+      work: b.chainwork === "" ? undefined : BigInt(`0x${b.chainwork}`),
       outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
     };
   });
@@ -87,9 +92,10 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
       const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.latePaymentWindowSeconds);
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.latePaymentWindowSeconds);
-      // The position is the core's best tip and the blocks below it: enough to find where a fork as
-      // deep as the deepest count left the chain, and some.
-      const recent = await recentBest(em, chain, Math.min(maxRecentBlocks, 2 * Math.max(1, ...Object.values(requiredConfirmations)) + 16));
+      // The position is the core's best tip and the blocks below it: enough to find where a fork
+      // twice as deep as the deepest followed left the chain (so a deeper one is told by its depth).
+      const maxReorgDepth = deps.maxReorgDepth(chain.network);
+      const recent = await recentBest(em, chain, Math.min(keptDepth, reorgWindow(maxReorgDepth)));
       const top = recent.at(-1);
       const height = top?.height ?? row.height;
       return {
@@ -103,6 +109,9 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
         requiredConfirmations,
         epoch: BigInt(row.epoch),
         oldestWatchedCreatedAt: oldest && timestampFromDate(oldest),
+        maxReorgDepth,
+        halted: row.haltedReason ?? "",
+        haltedDepth: row.haltedDepth ?? 0,
       };
     },
 
@@ -112,6 +121,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       checkWatcherId(req.watcherId);
       const report = reportOf(req);
       const outcome = await inTransaction(em, (tx) => applyReport(tx, { ...deps, fixedCounts }, chain, report));
+      if (outcome.halted) throw halted(chain, outcome.halted.reason);
       return {
         tip: outcome.tip && { height: BigInt(outcome.tip.height), hash: outcome.tip.hash },
         appended: outcome.appended,

@@ -15,6 +15,9 @@ export interface WatcherRow {
   savedAt: Date | null;
   genesisHash: string | null;
   epoch: number;
+  /** Why the chain counts nothing now (a fork deeper than its maximum), and how deep; null while it counts. */
+  haltedReason: string | null;
+  haltedDepth: number | null;
 }
 
 interface DbRow {
@@ -26,9 +29,11 @@ interface DbRow {
   saved_at: Date | null;
   genesis_hash: string | null;
   epoch: string | number;
+  halted_reason: string | null;
+  halted_depth: number | null;
 }
 
-const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch";
+const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch, halted_reason, halted_depth";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
@@ -40,6 +45,8 @@ function fromDb(r: DbRow): WatcherRow {
     savedAt: r.saved_at && new Date(r.saved_at),
     genesisHash: r.genesis_hash,
     epoch: Number(r.epoch),
+    haltedReason: r.halted_reason,
+    haltedDepth: r.halted_depth,
   };
 }
 
@@ -102,4 +109,20 @@ export async function chainFollowed(em: EntityManager, chain: Chain): Promise<bo
     [chain.network, chain.environment],
   );
   return row?.followed === true;
+}
+
+/**
+ * An operator's word that a stopped chain may go on (ops chain-resume): the halt is lifted and
+ * the next fork is taken whatever its depth, once. Returns the halt lifted; undefined when the
+ * chain was not stopped.
+ */
+export async function resumeChain(em: EntityManager, chain: Chain): Promise<{ depth: number | null; reason: string } | undefined> {
+  const [row] = await em.execute<{ halted_depth: number | null; halted_reason: string }[]>(
+    `update chain_watchers w set halted_depth = null, halted_at = null, halted_reason = null, accept_reorg = true
+       from (select halted_depth, halted_reason from chain_watchers where network = ? and environment = ? for update) prior
+      where w.network = ? and w.environment = ? and prior.halted_reason is not null
+      returning prior.halted_depth, prior.halted_reason`,
+    [chain.network, chain.environment, chain.network, chain.environment],
+  );
+  return row && { depth: row.halted_depth, reason: row.halted_reason };
 }

@@ -382,17 +382,25 @@ export async function setOrphaned(em: EntityManager, chain: { network: string; e
 
 /**
  * Derives confirmations from the best chain: an output in a best-chain block at or below the tip
- * has the tip's height minus its block's plus one. Only outputs above `aboveHeight` are touched
- * (deeper ones have every confirmation they can need).
+ * has the tip's height minus its block's plus one. Only outputs above `aboveHeight` (deeper ones
+ * have every confirmation they can need) and those of the blocks in `joined` (blocks that just
+ * joined the best chain, however deep: a transaction mined again deep in a fork) are touched.
  */
-export async function deriveConfirmations(em: EntityManager, chain: { network: string; environment: Environment }, tip: number, aboveHeight: number, at: Date): Promise<void> {
+export async function deriveConfirmations(
+  em: EntityManager,
+  chain: { network: string; environment: Environment },
+  tip: number,
+  aboveHeight: number,
+  joined: readonly string[],
+  at: Date,
+): Promise<void> {
   await em.execute(
     `update chain_observations o set confirmations = ? - o.block_height + 1, updated_at = ?
        from chain_blocks b
-      where o.network = ? and o.environment = ? and o.block_height > ? and o.block_height <= ? and not o.orphaned
+      where o.network = ? and o.environment = ? and (o.block_height > ? or o.block_hash = any(?::text[])) and o.block_height <= ? and not o.orphaned
         and o.confirmations <> ? - o.block_height + 1
         and b.network = o.network and b.environment = o.environment and b.hash = o.block_hash and b.best`,
-    [tip, at, chain.network, chain.environment, aboveHeight, tip, tip],
+    [tip, at, chain.network, chain.environment, aboveHeight, `{${joined.join(",")}}`, tip, tip],
   );
 }
 

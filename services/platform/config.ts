@@ -1,5 +1,5 @@
 import path from "node:path";
-import { followedNetworks } from "../vocabulary/assets.ts";
+import { defaultMaxReorgDepth, followedNetworks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
@@ -81,6 +81,8 @@ export interface Config {
   watcherNodeProofSeconds: number;
   /** <NETWORK>_CONFIRMATIONS: confirmations an output needs to count on that network, instead of the asset table's. */
   confirmationOverrides: Record<string, number>;
+  /** <NETWORK>_MAX_REORG_DEPTH: how many best blocks a fork may take away and still be followed; a deeper one stops that chain until an operator resumes it. */
+  maxReorgDepth: Record<(typeof followedNetworks)[number], number>;
   /** LATE_PAYMENT_WINDOW_SECONDS: how long after expiry an intent's address is still watched, so a late payment is seen. */
   latePaymentWindowSeconds: number;
   /** WATCHER_CREDENTIAL_TEST / _LIVE: the internal credential a watcher in its own process sends, per environment. */
@@ -133,6 +135,15 @@ function confirmationOverrides(env: Env): Record<string, number> {
     const name = `${network.toUpperCase()}_CONFIRMATIONS`;
     if (optional(env, name) !== undefined) out[network] = integer(env, name, 1, 1, 10_000);
   }
+  return out;
+}
+
+/** The deepest a fork may be is bounded by the blocks the core keeps (2 048): the watcher walks back twice as far, and some. */
+const maxReorgDepthLimit = 1000;
+
+function maxReorgDepth(env: Env): Record<(typeof followedNetworks)[number], number> {
+  const out = { ...defaultMaxReorgDepth };
+  for (const network of followedNetworks) out[network] = integer(env, `${network.toUpperCase()}_MAX_REORG_DEPTH`, defaultMaxReorgDepth[network], 1, maxReorgDepthLimit);
   return out;
 }
 
@@ -297,6 +308,7 @@ export function loadConfig(env: Env = process.env): Config {
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),
     watcherNodeProofSeconds: integer(env, "WATCHER_NODE_PROOF_SECONDS", 60, 1, 3600),
     confirmationOverrides: confirmationOverrides(env),
+    maxReorgDepth: maxReorgDepth(env),
     latePaymentWindowSeconds: integer(env, "LATE_PAYMENT_WINDOW_SECONDS", 86_400, 0, 365 * 86_400),
     watcherCredentials: { test: optional(env, "WATCHER_CREDENTIAL_TEST"), live: optional(env, "WATCHER_CREDENTIAL_LIVE") },
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),

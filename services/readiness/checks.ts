@@ -75,6 +75,8 @@ export interface ApiKeyFacts {
 export interface ChainFacts {
   network: string;
   savedAt: Date | null;
+  /** Set while the core counts nothing on the chain: a fork would take this many best blocks away (at least), more than the network's maximum. */
+  haltedDepth?: number | null;
 }
 
 /** A watcher that saved its position within this long is following its chain. */
@@ -317,6 +319,19 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
     }
     return words.join("");
   };
+  // A chain stopped by a reorg deeper than its maximum counts nothing, followed or not: said first.
+  const stopped = facts.chains.filter((c) => typeof c.haltedDepth === "number").sort((a, b) => byNetworkOrder(a.network, b.network));
+  if (stopped.length > 0) {
+    return {
+      id: "chain_watcher",
+      severity: owner.environment === "test" ? "recommended" : "required",
+      passed: false,
+      message:
+        `Payments on ${list(stopped.map((c) => c.network))} do not count for now: ` +
+        stopped.map((c) => `on ${c.network} a reorg would take ${c.haltedDepth} blocks off the chain counted so far`).join("; ") +
+        ", deeper than is followed without a person looking. Nothing there is counted or taken back until the operator checks the chain and resumes it.",
+    };
+  }
   if (owner.environment === "test") {
     const base = { id: "chain_watcher", severity: "recommended" } as const;
     if (followed.length > 0) return { ...base, passed: true, message: `A watcher follows the Test chain of ${list(followed)}: Test intents there can be paid with real transactions.` };
@@ -428,12 +443,15 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     `select id, created_at, scopes from api_keys where merchant_id = ? and environment = ? and revoked_at is null order by created_at, id`,
     scope,
   );
-  const chains = await em.execute<{ network: string; saved_at: Date | string | null }[]>(`select network, saved_at from chain_watchers where environment = ?`, [owner.environment]);
+  const chains = await em.execute<{ network: string; saved_at: Date | string | null; halted_depth: number | null }[]>(
+    `select network, saved_at, halted_depth from chain_watchers where environment = ?`,
+    [owner.environment],
+  );
   const nodeProblems = await recentNodeProblems(em, owner.environment, followingWithinMs / 1000);
   return {
     owner,
     nodeProblems,
-    chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at) })),
+    chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at), haltedDepth: c.halted_depth })),
     endpoints,
     addresses: { usedNetworks: used.map((r) => r.network), accountKeys: keys.map((r) => r.network), pools },
     apiKeys: apiKeys.map((k) => ({ id: k.id, createdAt: new Date(k.created_at), scopes: k.scopes })),

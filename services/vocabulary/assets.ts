@@ -70,6 +70,25 @@ export const evmChainIds: Readonly<Record<"ethereum" | "polygon", { live: number
 /** The networks the built-in chain watcher follows (bitcoin through Bitcoin Core's RPC, the others through Ethereum JSON-RPC, tron's Ethereum-compatible one); payments on the rest come from an ObservationService client of the operator's own. */
 export const followedNetworks = ["bitcoin", "ethereum", "polygon", "tron"] as const;
 
+/**
+ * How many best blocks a fork may take away and still be followed, by default (<NETWORK>_MAX_REORG_DEPTH):
+ * a deeper fork stops the chain's counting until an operator looks (docs/payments.md says why each).
+ * Bitcoin: coinbase outputs mature after 100 blocks, a depth no honest reorg reached (the deepest
+ * since 2010, the March 2013 fork, was 24). Ethereum: finality is two epochs (64 slots); 128 is
+ * four. Tron: a block is irreversible after 19 of 27 super representatives confirm it. Polygon
+ * PoS: a 157-block reorg happened in February 2023, before milestones bounded it.
+ */
+/**
+ * How many best blocks a watcher keeps to find where a fork left the chain, and ClaimChain hands
+ * it: twice the deepest fork followed, and some, so a deeper one is found with its depth (the core
+ * keeps more: 2 048).
+ */
+export function reorgWindow(maxReorgDepth: number): number {
+  return 2 * maxReorgDepth + 16;
+}
+
+export const defaultMaxReorgDepth: Readonly<Record<(typeof followedNetworks)[number], number>> = { bitcoin: 100, ethereum: 128, polygon: 256, tron: 128 };
+
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];
 
 export function findAsset(network: string, asset: string): AssetInfo | undefined {

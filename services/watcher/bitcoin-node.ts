@@ -27,6 +27,8 @@ export interface BitcoinBlock {
   /** Absent for the genesis block. */
   previousblockhash?: string;
   time: number;
+  /** The chain's total work up to this block, hex (Bitcoin Core and bcoin both write it). */
+  chainwork?: string;
   tx: { txid: string; vout: { value: number; n: number; scriptPubKey: { hex: string } }[] }[];
 }
 

@@ -74,7 +74,14 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
         }
       }
       return {
-        blocks: blocks.map((b) => ({ height: b.height, hash: b.hash.toLowerCase(), parentHash: (b.previousblockhash ?? "").toLowerCase(), time: b.time })),
+        blocks: blocks.map((b) => ({
+          height: b.height,
+          hash: b.hash.toLowerCase(),
+          parentHash: (b.previousblockhash ?? "").toLowerCase(),
+          time: b.time,
+          // Passed on only when it is what the core can compare (hex, 256 bits at most): anything else, the core compares heights.
+          ...(typeof b.chainwork === "string" && /^[0-9a-f]{1,64}$/i.test(b.chainwork) ? { chainwork: b.chainwork.toLowerCase() } : {}),
+        })),
         outputs,
       };
     },

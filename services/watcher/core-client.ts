@@ -11,6 +11,10 @@ export interface Claim {
   position: { height: number; recentBlocks: BlockRef[]; genesisHash: string | undefined } | undefined;
   required: Record<string, number>;
   oldestWatched: Date | undefined;
+  /** How many best blocks a fork may take away and still be followed: the follower keeps twice that, and some. */
+  maxReorgDepth: number;
+  /** Why the core counts nothing on the chain now (a fork deeper than the maximum), and how deep; undefined while it counts. */
+  halted: { reason: string; depth: number } | undefined;
 }
 
 /**
@@ -43,6 +47,8 @@ export class CoreClient {
       },
       required: res.requiredConfirmations,
       oldestWatched: res.oldestWatchedCreatedAt && timestampDate(res.oldestWatchedCreatedAt),
+      maxReorgDepth: res.maxReorgDepth,
+      halted: res.halted === "" ? undefined : { reason: res.halted, depth: res.haltedDepth },
     };
   }
 
@@ -59,6 +65,7 @@ export class CoreClient {
           hash: b.hash,
           parentHash: b.parentHash,
           time: timestampFromDate(new Date(b.time * 1000)),
+          chainwork: b.chainwork ?? "",
           outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
         })),
         headHeight: BigInt(head.height),

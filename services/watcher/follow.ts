@@ -44,6 +44,8 @@ export interface SourceBlock {
   parentHash: string;
   /** Seconds since the epoch. */
   time: number;
+  /** The chain's total work up to the block, hex, where the node tells it (bitcoin's chainwork): the core picks branches by it. */
+  chainwork?: string;
 }
 
 /**
@@ -67,8 +69,8 @@ export interface ChainSource {
 export interface FollowerOptions {
   source: ChainSource;
   core: Core;
-  /** The most confirmations an output of each asset can need (from ClaimChain): how much history is kept to find where a fork left the chain. */
-  required: Readonly<Record<string, number>>;
+  /** How many reported blocks are kept to find where a fork left the chain (ClaimChain's recent blocks: twice the deepest fork followed, and some). */
+  keep: number;
   /** Told of each block reported and each output in it. */
   onBlock?: (block: SourceBlock, head: number) => void;
   onOutput?: (output: Output) => void;
@@ -98,14 +100,9 @@ export class Follower {
 
   constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
     this.#o = o;
-    this.#keep = keepFor(o.required);
+    this.#keep = Math.max(1, o.keep);
     this.#height = position.height;
     this.#recent = [...position.recentBlocks];
-  }
-
-  /** The core's newest word on the most confirmations an output can need (a merchant raised a rule): history is kept that deep from now on. */
-  setRequired(required: Readonly<Record<string, number>>): void {
-    this.#keep = keepFor(required);
   }
 
   get position(): { height: number; recentBlocks: BlockRef[] } {
@@ -144,20 +141,46 @@ export class Follower {
    */
   async #rewind(): Promise<boolean> {
     await this.#o.confirmFork?.();
-    const orphaned: BlockRef[] = [];
-    for (let i = this.#recent.length - 1; i >= 0; i--) {
-      const b = this.#recent[i] as BlockRef;
-      const hash = await this.#o.source.hashAt(b.height);
-      if (hash === undefined) return false;
-      if (hash === b.hash) break;
-      orphaned.push(b);
-    }
-    this.#recent.splice(this.#recent.length - orphaned.length);
-    // Deeper than the history kept: everything kept is gone; go on from below it (the core keeps more).
-    const base = this.#recent.at(-1);
-    this.#height = base ? base.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
+    const base = await this.#forkPoint(this.#recent.length - 1);
+    if (base === undefined) return false;
+    const orphaned = this.#recent.slice(base + 1).reverse();
+    this.#recent.splice(base + 1);
+    // Deeper than the history kept: everything kept is gone; go on from below it (the core then
+    // finds the fork deeper than it follows, and stops the chain).
+    const top = this.#recent.at(-1);
+    this.#height = top ? top.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
     if (orphaned.length > 0) this.#o.onReorg?.(orphaned);
     return true;
+  }
+
+  /**
+   * The index in #recent (up to `from`) of the newest block still on the node's best chain, -1
+   * when none is; undefined when the node stopped knowing a height. Above the fork point every
+   * block differs and below it every one matches, so after the few a usual reorg takes the rest
+   * is searched by halves: a fork hundreds of blocks deep costs a dozen calls, not hundreds.
+   */
+  async #forkPoint(from: number): Promise<number | undefined> {
+    const onNode = async (i: number): Promise<boolean | undefined> => {
+      const b = this.#recent[i] as BlockRef;
+      const hash = await this.#o.source.hashAt(b.height);
+      return hash === undefined ? undefined : hash === b.hash;
+    };
+    let hi = from;
+    for (let steps = 0; hi >= 0 && steps < 8; hi--, steps++) {
+      const same = await onNode(hi);
+      if (same === undefined) return undefined;
+      if (same) return hi;
+    }
+    // Every block above hi differs: the fork point is in [-1, hi].
+    let lo = -1;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi + 1) / 2);
+      const same = await onNode(mid);
+      if (same === undefined) return undefined;
+      if (same) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
   }
 
   async #scan(from: number, to: number, head: number): Promise<void> {
@@ -192,9 +215,4 @@ export class Follower {
     if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
     this.#height = to;
   }
-}
-
-/** Enough history to find where a reorg as deep as the deepest count forked, and some (ChainService keeps at most 1 024). */
-function keepFor(required: Readonly<Record<string, number>>): number {
-  return Math.min(1024, 2 * Math.max(1, ...Object.values(required)) + 16);
 }

@@ -35,6 +35,12 @@ export function watcherMetrics(registry: Registry) {
       labelNames,
       registers,
     }),
+    haltedDepth: new Gauge({
+      name: "chain_halted_reorg_depth",
+      help: "While the core counts nothing on the chain because a fork would take more blocks off its best chain than the network's maximum: how many (at least); 0 while it counts. ops chain-resume lifts it.",
+      labelNames,
+      registers,
+    }),
     reorgs: new Counter({ name: "chain_reorged_blocks_total", help: "Blocks that left the best chain after the watcher processed them.", labelNames, registers }),
     /** Records when the chain's newest processed block was mined. */
     blockProcessed(labels: Labels, time: number): void {

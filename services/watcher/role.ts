@@ -8,6 +8,7 @@ import { chainReader, type ChainReader } from "./chain-reader.ts";
 import { CoreClient, type Claim } from "./core-client.ts";
 import { redactNodeUrl } from "./evm-node.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
+import { reorgWindow } from "../vocabulary/assets.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
 import { WatchedSync } from "./watched-sync.ts";
@@ -67,6 +68,10 @@ class NodeFailure extends Error {}
 class NodeRefused extends Error {}
 /** The node serves another chain than the blocks in hand were read from (a reset dev chain): start over on it. */
 class ChainReplaced extends Error {}
+/** The lease changed hands since the follower started (lost, then won back): what it read belongs to the past tenure. */
+class TenureEnded extends Error {}
+/** The core stopped counting the chain (a fork deeper than its maximum): nothing is read until an operator resumes it. */
+class ChainHalted extends Error {}
 
 class ChainWatch {
   readonly #e: ChainEndpoint;
@@ -97,6 +102,11 @@ class ChainWatch {
   #behind = 0;
   /** The lease epoch this watcher holds the chain under: sent with every report, so one from before a takeover is refused. */
   #epoch: bigint | undefined;
+  /** The epoch the current follower started under: a follower reports under its own tenure only. */
+  #followerEpoch: bigint | undefined;
+  /** What the core said last of a halt of the chain (undefined: it counts), as logged. */
+  #halted: { reason: string; depth: number } | undefined;
+  #haltLogged: string | undefined;
   /** The mempool report last applied by the core (its tip and outputs), and when: one that says the same is sent again only as a heartbeat. */
   #mempoolSent: { key: string; at: number } | undefined;
   /** When the mempool was last read (0: not yet). */
@@ -132,8 +142,9 @@ class ChainWatch {
         if (!busy) await sleep(Math.max(0, this.#o.pollMs - (Date.now() - started)), this.#signal);
       } catch (err) {
         if (this.#signal.aborted) break;
-        if (err instanceof ChainReplaced) {
-          // Nothing read from the old chain is reported; the next round starts on the new one.
+        if (err instanceof ChainReplaced || err instanceof TenureEnded || err instanceof ChainHalted) {
+          // Nothing read from the old chain, or under the past tenure, is reported; the next round
+          // starts on the new chain, from the core's tip, or (stopped) waits for an operator.
           this.#drop();
           continue;
         }
@@ -169,6 +180,7 @@ class ChainWatch {
 
   #drop(): void {
     this.#follower = undefined;
+    this.#followerEpoch = undefined;
     this.#mempoolSent = undefined;
     this.#m.active.set(this.#labels, 0);
   }
@@ -204,6 +216,7 @@ class ChainWatch {
   async #tick(): Promise<boolean> {
     if (await this.#prove()) this.#drop();
     if (!(await this.#holdLease())) return false;
+    if (this.#isHalted()) return false;
     const head = await this.#source.headHeight();
     this.#m.head.set(this.#labels, head);
     // Addresses after the head: a payment in a block up to it was made to an address handed out before.
@@ -213,11 +226,13 @@ class ChainWatch {
       const claim = await this.#claim();
       const position = await this.#startingPosition(claim, head);
       if (this.#isBehind(head, position.height)) return false;
+      if (this.#isHalted()) return false;
+      const epoch = this.#epoch;
       const follower = new Follower(
         {
           source: this.#source,
-          core: this.#reporter(),
-          required: claim.required,
+          core: this.#reporter(epoch),
+          keep: Math.max(claim.position?.recentBlocks.length ?? 0, reorgWindow(claim.maxReorgDepth)),
           confirmFork: async () => {
             if (await this.#prove(true)) throw new ChainReplaced();
           },
@@ -236,6 +251,7 @@ class ChainWatch {
       );
       await follower.resume();
       this.#follower = follower;
+      this.#followerEpoch = epoch;
       this.#m.active.set(this.#labels, 1);
       this.#log.info({ from: position.height + 1, head }, "following the chain");
     }
@@ -247,7 +263,7 @@ class ChainWatch {
     while (busy && Date.now() < deadline && !this.#signal.aborted) busy = await follower.step(head);
     this.#m.lagBlocks.set(this.#labels, Math.max(0, head - follower.position.height));
     // On a quiet chain the saved position doubles as a heartbeat: readiness tells "following" by it.
-    if (Date.now() - this.#savedAt > heartbeatMs) await this.#reporter().report([], { height: head, time: undefined });
+    if (Date.now() - this.#savedAt > heartbeatMs) await this.#reporter(this.#followerEpoch).report([], { height: head, time: undefined });
     // Caught up: the mempool, read against the tip just reported.
     if (!busy) await this.#readMempool(follower);
     await this.#problemIs(undefined);
@@ -298,7 +314,7 @@ class ChainWatch {
     const key = `${snapshot.tip.hash} ${snapshot.outputs.map((o) => `${o.txHash}:${o.outputIndex}:${o.replaceable ? 1 : 0}`).join(",")}`;
     const sent = this.#mempoolSent;
     if (sent && sent.key === key && Date.now() - sent.at < heartbeatMs) return;
-    const res = await this.#core.reportMempool(snapshot.tip.hash, snapshot.outputs, this.#epoch ?? 0n);
+    const res = await this.#core.reportMempool(snapshot.tip.hash, snapshot.outputs, this.#followerEpoch ?? 0n);
     this.#mempoolSent = res.applied ? { key, at: Date.now() } : undefined;
     if (res.rejected > 0) {
       this.#m.rejected.inc(this.#labels, res.rejected);
@@ -343,11 +359,33 @@ class ChainWatch {
     }
   }
 
-  async #claim(): Promise<Claim> {
+  async #claim(): Promise<Claim & { epoch: bigint }> {
     const claim = await this.#core.claim(this.#o.leaseSeconds);
     this.#leaseRenewAt = Date.now() + (this.#o.leaseSeconds * 1000) / 3;
     if (claim.active) this.#epoch = claim.epoch;
+    this.#halted = claim.halted;
     return claim;
+  }
+
+  /**
+   * Whether the core holds the chain stopped (a fork deeper than the network's maximum): then
+   * nothing is read or reported until an operator resumes it. Said once, in one line, when it
+   * stops, and once when it counts again.
+   */
+  #isHalted(): boolean {
+    const halt = this.#halted;
+    this.#m.haltedDepth.set(this.#labels, halt?.depth ?? 0);
+    if (halt && this.#haltLogged !== halt.reason) {
+      this.#log.error(
+        { depth: halt.depth, reason: halt.reason },
+        "the core stopped counting this chain: a reorg deeper than the maximum followed; check the node, then resume it with ops chain-resume",
+      );
+    } else if (!halt && this.#haltLogged !== undefined) {
+      this.#log.info("an operator resumed the chain: following it again");
+    }
+    this.#haltLogged = halt?.reason;
+    if (halt) this.#drop();
+    return halt !== undefined;
   }
 
   /** Renews the lease when due; false (and standing by) while another watcher holds it. */
@@ -356,7 +394,11 @@ class ChainWatch {
     const claim = await this.#claim();
     if (claim.active) {
       this.#standingBy = undefined;
-      this.#follower?.setRequired(claim.required);
+      if (this.#follower && this.#followerEpoch !== claim.epoch) {
+        // Lost and won back between two renewals: a new tenure starts from the core's tip with a new follower.
+        this.#log.warn({ epoch: Number(claim.epoch) }, "the lease changed hands and came back; following again from the core's tip");
+        this.#drop();
+      }
       return true;
     }
     if (this.#follower) this.#log.warn({ holder: claim.holder }, "lost the lease on the chain; standing by");
@@ -376,16 +418,25 @@ class ChainWatch {
     };
   }
 
-  /** The follower's core: blocks reported under this watcher's lease epoch. */
-  #reporter(): Core {
+  /** The follower's core: blocks reported under the lease epoch the follower started with, and no other. */
+  #reporter(epoch: bigint | undefined): Core {
     return {
       report: async (blocks, head) => {
         // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew
         // first, so the report is not refused for a lease that merely ran out while this watcher worked.
-        if (Date.now() >= this.#leaseRenewAt && !(await this.#claim()).active) {
-          throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
+        if (Date.now() >= this.#leaseRenewAt) {
+          const claim = await this.#claim();
+          if (!claim.active) throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
+          if (claim.epoch !== epoch) throw new TenureEnded("the lease changed hands and came back: what was read before is not reported");
         }
-        const res = await this.#core.report(blocks, head, this.#epoch ?? 0n, this.#genesis);
+        let res;
+        try {
+          res = await this.#core.report(blocks, head, epoch ?? 0n, this.#genesis);
+        } catch (err) {
+          // Refused because the chain stopped: said once by #isHalted, not as a failure each retry.
+          if (err instanceof ConnectError && err.code === Code.FailedPrecondition && (await this.#claim()).halted) throw new ChainHalted(err.rawMessage);
+          throw err;
+        }
         this.#savedAt = Date.now();
         if (res.rejected > 0) {
           // The core kept them with the reason; one output never holds up the chain.

@@ -92,15 +92,20 @@ t.test("ReportBlocks: the core keeps the chain, fenced by the lease epoch; what 
   t.equal(await refused(report(holder.epoch, branch(start + n + 5, 2, hash()))), "FailedPrecondition", "a batch that links to nothing is refused");
   t.equal(await blocksNow(), before + n, "and stores nothing");
 
-  // Another block at the payment's height + 1: the blocks above the payment's leave the best chain.
-  const fork = branch(start + 1, 1, (main[0] as { hash: string }).hash);
-  const forked = await report(holder.epoch, fork);
-  t.same([forked.orphaned, Number(forked.tip?.height)], [0, start + 1], "a fork above the payment's block orphans no output");
+  // A lower branch from above the payment's block (a fork told in parts, or a stale node's) is
+  // kept beside the best chain: nothing leaves it and nothing counts differently.
+  const low = branch(start + 1, 1, (main[0] as { hash: string }).hash);
+  const kept = await report(holder.epoch, low);
+  t.same([kept.appended, kept.orphaned, Number(kept.tip?.height)], [0, 0, start + n - 1], "a lower branch above the payment's block changes nothing");
+  // The same branch once as high as the tip: the blocks above the payment's leave the best chain.
+  const fork = [...low, ...branch(start + 2, n - 2, (low[0] as { hash: string }).hash)];
+  const forked = await report(holder.epoch, fork.slice(1));
+  t.same([forked.orphaned, Number(forked.tip?.height), forked.appended], [0, start + n - 1, n - 1], "a fork above the payment's block, as high as the tip, orphans no output");
   now = await get(pi.public_id);
-  t.same([now.transactions[0]?.confirmations, now.transactions[0]?.counted], [2, n <= 2], "its confirmations are what the new best chain gives it");
-  // The old branch wins back.
-  const back = await report(holder.epoch, main.slice(1));
-  t.same([back.appended, Number(back.tip?.height)], [n - 1, start + n - 1], "the old blocks come back");
+  t.same([now.transactions[0]?.confirmations, now.transactions[0]?.counted], [n, true], "its confirmations are what the new best chain gives it, never fewer");
+  // The old branch wins back once it is higher.
+  const back = await report(holder.epoch, [...main.slice(1), ...branch(start + n, 1, (main.at(-1) as { hash: string }).hash)]);
+  t.same([back.appended, Number(back.tip?.height)], [n, start + n], "the old blocks come back");
   now = await get(pi.public_id);
-  t.same([now.status, now.transactions[0]?.confirmations, now.amount_received], ["confirmed", n, "10"], "and the payment counts again, once");
+  t.same([now.status, now.transactions[0]?.confirmations, now.amount_received], ["confirmed", n + 1, "10"], "and the payment counts, once");
 });

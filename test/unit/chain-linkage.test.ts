@@ -1,7 +1,10 @@
-// How the core links a reported batch of blocks to the best chain it keeps: only another block at
-// a height is a fork, a repeated block changes nothing, a batch that links to nothing is refused.
+// How the core links a reported batch of blocks to the chain it keeps: a repeated block changes
+// nothing, a branch becomes best only once it beats the best chain (by height, or by chainwork on
+// bitcoin) and is kept beside it until then, a fork deeper than the network's maximum stops the
+// chain, and a batch that links to nothing is refused.
 import t from "tap";
-import { admit, link, type LinkBlock } from "../../services/chains/linkage.ts";
+import { admit, link, type ChainView, type KeptBlock, type LinkBlock } from "../../services/chains/linkage.ts";
+import { keptChain } from "../helpers/kept-chain.ts";
 
 /** Blocks `from..to` of branch `b` (hash `<b>-<height>`), the first one's parent on branch `parent`. */
 function blocks(from: number, to: number, b: string, parent = b): LinkBlock[] {
@@ -10,51 +13,90 @@ function blocks(from: number, to: number, b: string, parent = b): LinkBlock[] {
   return out;
 }
 const chain = (from: number, to: number, b = "a") => new Map(blocks(from, to, b).map((x) => [x.height, x.hash]));
-const tipOf = (m: Map<number, string>) => {
+const tipOf = (m: Map<number, string>): KeptBlock => {
   const h = Math.max(...m.keys());
   return { height: h, hash: m.get(h) as string };
 };
+/** The core's view of a best chain `best` with no side branch: the batch's parent is on it. */
+const onBest = (best: Map<number, string>, o: Partial<ChainView> = {}): ChainView => ({ tip: tipOf(best), best, sideBelow: [], maxDepth: 100, acceptDeeper: false, ...o });
+const apply = (append: LinkBlock[], leave: string[], tip: KeptBlock, rejoin: string[] = []) => ({ kind: "apply", append, rejoin, leave, tip, restart: false });
 
 t.test("the first batch starts the chain; the next one extends its tip", async (t) => {
-  const first = link(blocks(5, 7, "a"), new Map(), undefined);
-  t.same(first, { kind: "apply", append: blocks(5, 7, "a"), leave: [], tip: { height: 7, hash: "a-7" } });
+  const first = link(blocks(5, 7, "a"), { tip: undefined, best: new Map(), sideBelow: [], maxDepth: 100, acceptDeeper: false });
+  t.same(first, apply(blocks(5, 7, "a"), [], { height: 7, hash: "a-7" }));
   const best = chain(5, 7);
-  t.same(link(blocks(8, 9, "a"), best, tipOf(best)), { kind: "apply", append: blocks(8, 9, "a"), leave: [], tip: { height: 9, hash: "a-9" } });
+  t.same(link(blocks(8, 9, "a"), onBest(best)), apply(blocks(8, 9, "a"), [], { height: 9, hash: "a-9" }));
 });
 
 t.test("blocks reported again change nothing", async (t) => {
   const best = chain(5, 10);
-  t.same(link(blocks(7, 9, "a"), best, tipOf(best)), { kind: "apply", append: [], leave: [], tip: { height: 10, hash: "a-10" } });
+  t.same(link(blocks(7, 9, "a"), onBest(best)), apply([], [], { height: 10, hash: "a-10" }));
 });
 
-t.test("another block at a height is a fork: the old branch above the fork point leaves, even where the new one is shorter", async (t) => {
+t.test("a branch at least as high as the best chain becomes best at once; a lower one is kept beside it and nothing leaves", async (t) => {
   const best = chain(5, 10);
-  const longer = link(blocks(9, 12, "b", "a"), best, tipOf(best));
-  t.same(longer, { kind: "apply", append: blocks(9, 12, "b", "a"), leave: ["a-9", "a-10"], tip: { height: 12, hash: "b-12" } });
-  const shorter = link(blocks(8, 9, "b", "a"), best, tipOf(best));
-  t.same(shorter, { kind: "apply", append: blocks(8, 9, "b", "a"), leave: ["a-8", "a-9", "a-10"], tip: { height: 9, hash: "b-9" } });
+  t.same(link(blocks(9, 12, "b", "a"), onBest(best)), apply(blocks(9, 12, "b", "a"), ["a-9", "a-10"], { height: 12, hash: "b-12" }), "higher: best");
+  t.same(link(blocks(9, 10, "b", "a"), onBest(best)), apply(blocks(9, 10, "b", "a"), ["a-9", "a-10"], { height: 10, hash: "b-10" }), "as high (the node switched): best");
+  t.same(link(blocks(8, 9, "b", "a"), onBest(best)), { kind: "side", keep: blocks(8, 9, "b", "a") }, "lower: a side branch, the tip stays");
 });
 
-t.test("a fork two deep, then the old branch winning back: each switch leaves the other branch", async (t) => {
-  const best = chain(5, 10);
-  const toB = link(blocks(9, 11, "b", "a"), best, tipOf(best));
-  t.equal(toB.kind, "apply");
-  if (toB.kind !== "apply") return;
-  t.same(toB.leave, ["a-9", "a-10"]);
-  const afterB = new Map([...chain(5, 8), ...chain(9, 11, "b")]);
-  afterB.set(9, "b-9");
-  const back = link(blocks(9, 12, "a"), afterB, tipOf(afterB));
-  t.same(back, { kind: "apply", append: blocks(9, 12, "a"), leave: ["b-9", "b-10", "b-11"], tip: { height: 12, hash: "a-12" } });
+t.test("a fork told in parts: the tip never goes down, and the branch becomes best with the part that makes it as high", async (t) => {
+  const kept = keptChain(chain(0, 100));
+  const fork = blocks(56, 100, "b", "a");
+  const tips: number[] = [];
+  const outcomes: string[] = [];
+  for (let i = 0; i < fork.length; i += 20) {
+    const part = fork.slice(i, i + 20);
+    const linkage = link(part, kept.view(part, 128));
+    outcomes.push(linkage.kind);
+    kept.apply(linkage);
+    tips.push(kept.tip()?.height ?? -1);
+  }
+  t.same(outcomes, ["side", "side", "apply"], "two parts kept beside, the third wins");
+  t.same(tips, [100, 100, 100], "the tip stayed at 100 throughout");
+  t.equal(kept.tip()?.hash, "b-100", "and is the branch's once it is as high");
+  t.same(kept.lastLeave(), blocks(56, 100, "a").map((b) => b.hash), "every block of the old branch above the fork left, once");
+  t.equal(kept.best().get(55), "a-55", "the block below the fork stayed");
 });
 
-t.test("a batch that links to no block of the best chain is refused; one whose blocks do not follow each other is malformed", async (t) => {
+t.test("bitcoin: a branch is chosen by chainwork, not height", async (t) => {
   const best = chain(5, 10);
-  const gap = link(blocks(12, 13, "a"), best, tipOf(best));
-  t.equal(gap.kind, "unlinked", "a gap above the tip");
-  const stranger = link(blocks(9, 10, "c", "x"), best, tipOf(best));
-  t.equal(stranger.kind, "unlinked", "a parent the core does not have");
+  const work = (h: number, per = 10n) => BigInt(h) * per;
+  const view = (o: Partial<ChainView> = {}) => onBest(best, { tip: { height: 10, hash: "a-10", work: work(10) }, ...o });
+  const heavier = blocks(9, 9, "b", "a").map((b) => ({ ...b, work: work(8) + 50n }));
+  t.same(link(heavier, view()).kind, "apply", "one block with more work than two beats them");
+  const longerLighter = blocks(9, 11, "b", "a").map((b) => ({ ...b, work: work(8) + BigInt(b.height - 8) }));
+  t.same(link(longerLighter, view()).kind, "side", "three light blocks do not");
+  const equal = blocks(9, 10, "b", "a").map((b) => ({ ...b, work: work(b.height) }));
+  t.same(link(equal, view()).kind, "apply", "as much work: the node's choice is taken");
+});
+
+t.test("a fork that takes away more than the maximum stops the chain; an operator's resume takes it once", async (t) => {
+  const best = chain(0, 100);
+  const deep = blocks(60, 101, "b", "a");
+  const halted = link(deep, onBest(best, { maxDepth: 30 }));
+  t.same(halted.kind === "halt" && [halted.depth, halted.forkHeight], [41, 59], "41 blocks would leave: stopped, nothing applied");
+  const resumed = link(deep, onBest(best, { maxDepth: 30, acceptDeeper: true }));
+  t.same(resumed.kind === "apply" && [resumed.leave.length, resumed.tip.hash], [41, "b-101"], "resumed: the branch is best");
+  t.equal(link(blocks(71, 101, "b", "a"), onBest(best, { maxDepth: 30 })).kind, "apply", "30 deep: followed");
+  t.equal(link(blocks(60, 70, "b", "a"), onBest(best, { maxDepth: 30 })).kind, "side", "a deep branch that does not win yet stops nothing");
+});
+
+t.test("a batch linked to nothing kept: read further back, unless it is below the deepest fork followed", async (t) => {
+  const best = chain(50, 100);
+  const unknown = (from: number, o: Partial<ChainView> = {}) => link(blocks(from, from + 1, "c", "x"), onBest(best, { sideBelow: undefined, maxDepth: 30, ...o }));
+  t.equal(unknown(90).kind, "unlinked", "11 below the tip: the watcher reads from further back");
+  const deep = unknown(60);
+  t.same(deep.kind === "halt" && deep.depth, 42, "42 and more below the tip: stopped, the depth a lower bound");
+  const restart = unknown(60, { acceptDeeper: true });
+  t.same(restart.kind === "apply" && [restart.restart, restart.tip.hash], [true, "c-61"], "resumed: the kept chain starts over from the node's");
+  t.equal(link(blocks(102, 103, "a"), onBest(best, { sideBelow: undefined })).kind, "unlinked", "a gap above the tip");
+});
+
+t.test("one whose blocks do not follow each other is malformed", async (t) => {
+  const best = chain(5, 10);
   const broken = [...blocks(11, 12, "a"), ...blocks(14, 14, "a")];
-  t.equal(link(broken, best, tipOf(best)).kind, "malformed");
+  t.equal(link(broken, onBest(best)).kind, "malformed");
 });
 
 t.test("a report is admitted only from the lease's epoch, and of the chain the core keeps", async (t) => {

@@ -4,6 +4,7 @@
 // reports nothing more.
 import t from "tap";
 import { link } from "../../services/chains/linkage.ts";
+import { keptChain } from "../helpers/kept-chain.ts";
 import { Follower, type ChainSource, type Core, type Output, type SourceBlock } from "../../services/watcher/follow.ts";
 
 /** A chain of blocks by height (hash `<branch>-<height>`), served as if `behind` blocks lower. */
@@ -46,29 +47,33 @@ function memoryChain(length: number, branch = "a") {
   };
 }
 
-/** A core that keeps the best chain as the real one links it (chains/linkage.ts), in memory. */
-function recordingCore() {
-  const best = new Map<number, string>();
-  let tip: { height: number; hash: string } | undefined;
+/** A core that keeps the chain as the real one links it (chains/linkage.ts, side branches and all), in memory. */
+function recordingCore(maxDepth = 128) {
+  const kept = keptChain();
   const left: string[][] = [];
   const outputs: { tx: string; block: string }[] = [];
   const heartbeats: number[] = [];
+  const tips: number[] = [];
+  const halts: number[] = [];
   const core: Core = {
     async report(blocks, head) {
       if (blocks.length === 0) {
         heartbeats.push(head.height);
         return;
       }
-      const linkage = link(blocks, best, tip);
-      if (linkage.kind !== "apply") throw new Error(`${linkage.kind}: ${linkage.reason}`);
-      if (linkage.leave.length > 0) left.push(linkage.leave);
-      for (const [h, hash] of [...best]) if (linkage.leave.includes(hash)) best.delete(h);
-      for (const b of linkage.append) best.set(b.height, b.hash);
-      tip = linkage.tip;
+      const linkage = link(blocks, kept.view(blocks, maxDepth));
+      if (linkage.kind === "halt") {
+        halts.push(linkage.depth);
+        throw new Error(`halt: ${linkage.reason}`);
+      }
+      if (linkage.kind !== "apply" && linkage.kind !== "side") throw new Error(`${linkage.kind}: ${linkage.reason}`);
+      kept.apply(linkage);
+      if (linkage.kind === "apply" && linkage.leave.length > 0) left.push(linkage.leave);
+      tips.push(kept.tip()?.height ?? -1);
       for (const b of blocks) for (const o of b.outputs) outputs.push({ tx: o.txHash, block: b.hash });
     },
   };
-  return { core, left, outputs, heartbeats, tip: () => tip };
+  return { core, left, outputs, heartbeats, tips, halts, kept, tip: () => kept.tip() && { height: kept.tip()?.height, hash: kept.tip()?.hash } };
 }
 
 async function followToHead(f: Follower, head: number) {
@@ -79,7 +84,7 @@ t.test("a node behind the reported height: nothing read or reported, and followi
   const chain = memoryChain(20);
   const { core, left, outputs, tip } = recordingCore();
   chain.pay(15, "0xpaid");
-  const f = new Follower({ source: chain.source, core, required: { USDC: 3 } }, { height: 10, recentBlocks: [] });
+  const f = new Follower({ source: chain.source, core, keep: 22 }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   t.equal(f.position.height, 19);
   t.same(outputs, [{ tx: "0xpaid", block: "a-15" }], "the payment reported once, with its block");
@@ -100,7 +105,7 @@ t.test("a real fork: the other branch is reported from where they part, and the 
   const chain = memoryChain(20);
   const { core, left, tip } = recordingCore();
   let asked = 0;
-  const f = new Follower({ source: chain.source, core, required: { USDC: 3 }, confirmFork: async () => void asked++ }, { height: 10, recentBlocks: [] });
+  const f = new Follower({ source: chain.source, core, keep: 22, confirmFork: async () => void asked++ }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(18, 21, "b");
   await followToHead(f, chain.head());
@@ -117,7 +122,7 @@ t.test("a node that no longer serves the chain: nothing more reported", async (t
     {
       source: chain.source,
       core,
-      required: { USDC: 3 },
+      keep: 22,
       confirmFork: async () => {
         throw new Error("another chain");
       },
@@ -130,4 +135,31 @@ t.test("a node that no longer serves the chain: nothing more reported", async (t
   t.same(left, [], "no block left the core's best chain");
   t.same(tip(), { height: 19, hash: "a-19" });
   t.equal(f.position.height, 19);
+});
+
+t.test("a fork told in parts: the core's tip never goes down, and a block that stays on the best chain keeps it", async (t) => {
+  const chain = memoryChain(100);
+  const { core, left, tips } = recordingCore();
+  const f = new Follower({ source: chain.source, core, keep: 272 }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  tips.length = 0;
+  chain.fork(70, 100, "b");
+  await followToHead(f, chain.head());
+  t.ok(tips.length >= 6, "the 30 blocks of the other branch came in parts of 5");
+  t.ok(tips.every((h) => h >= 99), `the core's tip stayed at 99 or above throughout (${tips.join(",")})`);
+  t.same(left, [Array.from({ length: 30 }, (_, i) => `a-${70 + i}`)], "the old branch left once, when the new one was as high");
+});
+
+t.test("a fork deeper than the window the follower was given is found by halves; one deeper than the maximum stops at the core", async (t) => {
+  const chain = memoryChain(400);
+  const { core, left, halts } = recordingCore(100);
+  const f = new Follower({ source: chain.source, core, keep: 216 }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.fork(340, 401, "b");
+  await followToHead(f, chain.head());
+  t.same(left.map((l) => l.length), [60], "a 60-block fork within the maximum: followed");
+  chain.fork(250, 402, "c");
+  await t.rejects(followToHead(f, chain.head()), /halt/, "a fork taking 151 blocks away: refused");
+  t.same(halts, [151], "with its depth: blocks 250 to 400 would leave");
+  t.equal(left.length, 1, "nothing more left the best chain");
 });

@@ -1,0 +1,58 @@
+// The chain the core keeps (chain_blocks: every reported block by hash, `best` marking the best
+// chain), in memory, linked by the real rule (services/chains/linkage.ts) as chains/report.ts
+// does: for unit tests of fork choice and of the follower against a core that keeps side branches.
+import type { ChainView, KeptBlock, LinkBlock, Linkage } from "../../services/chains/linkage.ts";
+
+interface Kept extends KeptBlock {
+  parentHash: string;
+  best: boolean;
+}
+
+export function keptChain(initial: ReadonlyMap<number, string> = new Map()) {
+  const blocks = new Map<string, Kept>();
+  for (const [height, hash] of initial) blocks.set(hash, { height, hash, parentHash: initial.get(height - 1) ?? "", best: true });
+  let leave: string[] = [];
+  let acceptDeeper = false;
+
+  const best = () => new Map([...blocks.values()].filter((b) => b.best).map((b) => [b.height, b.hash]));
+  const tip = (): KeptBlock | undefined => {
+    const all = [...blocks.values()].filter((b) => b.best);
+    const top = all.sort((x, y) => y.height - x.height)[0];
+    return top && { height: top.height, hash: top.hash, work: top.work };
+  };
+  /** The side branch from above the best chain up to `hash`, lowest first; undefined when the walk ends at a block not kept. */
+  const sideTo = (hash: string): Kept[] | undefined => {
+    const out: Kept[] = [];
+    for (let b = blocks.get(hash); ; b = blocks.get(b.parentHash)) {
+      if (!b) return undefined;
+      if (b.best) return out.reverse();
+      out.push(b);
+    }
+  };
+
+  return {
+    best,
+    tip,
+    lastLeave: () => leave,
+    /** An operator's resume: the next fork is taken whatever its depth. */
+    resume() {
+      acceptDeeper = true;
+    },
+    view(batch: readonly LinkBlock[], maxDepth: number): ChainView {
+      const first = batch[0];
+      return { tip: tip(), best: best(), sideBelow: first && tip() ? sideTo(first.parentHash) : [], maxDepth, acceptDeeper };
+    },
+    apply(linkage: Linkage): void {
+      if (linkage.kind === "side") {
+        for (const b of linkage.keep) blocks.set(b.hash, { ...b, best: false });
+        return;
+      }
+      if (linkage.kind !== "apply") return;
+      leave = linkage.restart ? [...best().values()] : linkage.leave;
+      for (const h of leave) (blocks.get(h) as Kept).best = false;
+      for (const h of linkage.rejoin) (blocks.get(h) as Kept).best = true;
+      for (const b of linkage.append) blocks.set(b.hash, { ...b, best: true });
+      if (linkage.restart || leave.length > 0) acceptDeeper = false;
+    },
+  };
+}
