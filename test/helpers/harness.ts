@@ -11,7 +11,7 @@ import type { Environment, Scope } from "../../services/auth/keys.ts";
 import { scopes as allScopes } from "../../services/auth/keys.ts";
 import { allRoles, startApp, type App, type Role } from "../../services/app/app.ts";
 import { loadConfig, type Config } from "../../services/platform/config.ts";
-import { createLogger } from "../../services/platform/logger.ts";
+import { createLogger, type Logger } from "../../services/platform/logger.ts";
 
 /**
  * Each test file gets its own database on the machine's PostgreSQL (dropped
@@ -85,6 +85,8 @@ export async function startTestApp(
   roles?: readonly Role[],
   /** The master key (SECRET_ENCRYPTION_KEY); give the same one to other processes of the same system. */
   masterKey: Buffer = randomBytes(32),
+  /** The app's logger (default: TEST_LOG_LEVEL, silent unless set, on stderr); a test that reads the app's log lines passes its own. */
+  logger?: Logger,
 ): Promise<TestApp> {
   roles ??= allRoles.filter((r) => r !== "watcher" || Object.keys(env).some((k) => k.endsWith("_RPC_URL") && k !== "RPC_URL"));
   // TEST_SPLIT=1 runs the same tests against a gateway that reaches the services over gRPC.
@@ -105,7 +107,7 @@ export async function startTestApp(
   });
   const app = await startApp({
     config,
-    logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
+    logger: logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent", 2),
     databaseUrl,
     natsUrl: config.natsUrl ?? natsUrl,
     masterKey,

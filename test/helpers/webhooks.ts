@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import type { Role } from "../../services/app/app.ts";
+import type { Logger } from "../../services/platform/logger.ts";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { streamNames } from "../../services/delivery/jetstream.ts";
@@ -27,7 +28,7 @@ export interface WebhookSetup extends TestApp {
  */
 export async function webhookSetup(
   t: Teardown,
-  opts: { env?: Record<string, string>; respond?: Responder; roles?: readonly Role[]; masterKey?: Buffer } = {},
+  opts: { env?: Record<string, string>; respond?: Responder; roles?: readonly Role[]; masterKey?: Buffer; logger?: Logger } = {},
 ): Promise<WebhookSetup> {
   const ca = await makeTestCa(t, [hookHost]);
   trustTestCa(ca.caPem);
@@ -42,6 +43,7 @@ export async function webhookSetup(
     },
     opts.roles,
     opts.masterKey,
+    opts.logger,
   );
   const creds = await merchantWithKey(app.app);
   let n = 0;

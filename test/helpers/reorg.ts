@@ -1,0 +1,149 @@
+// What the reorg tests share: one anvil dev chain followed by the app's in-process watcher
+// (ethereum Test), a merchant with a webhook endpoint on the local receiver, the app's log lines
+// kept in memory, and the calls the tests make: intents through REST, events as the receiver got
+// them (deduplicated by event id), blocks mined and replaced with anvil's own methods.
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import type { Hex } from "viem";
+import { signPayment, startDevChain, type DevChain } from "../../scripts/devchain/chain.ts";
+import type { Logger } from "../../services/platform/logger.ts";
+import { call, idemKey, until } from "./harness.ts";
+import { runCli } from "./processes.ts";
+import { signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/** A pino logger at `level` whose lines (parsed JSON) are kept in memory. */
+export function memoryLog(level = "info"): { logger: Logger; lines: () => Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  let partial = "";
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      partial += chunk.toString();
+      const parts = partial.split("\n");
+      partial = parts.pop() ?? "";
+      for (const line of parts) if (line.trim() !== "") lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level, base: undefined }, sink), lines: () => [...lines] };
+}
+
+export interface Intent {
+  public_id: string;
+  deposit_address: Hex;
+  required_confirmations: number;
+}
+
+export interface ReorgSetup {
+  dev: DevChain;
+  s: WebhookSetup;
+  endpoint: { id: string; secret: string };
+  log: ReturnType<typeof memoryLog>;
+  createIntent(amount: string): Promise<Intent>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  get(id: string): Promise<any>;
+  /** Waits (at most `ms`) until the intent has `status`; returns it. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  statusIs(id: string, status: string, ms?: number): Promise<any>;
+  /** The types of the events received for the intent, each event once (by id), sorted. */
+  eventsOf(id: string): string[];
+  /** Waits (at most `ms`) until the intent has an event of `type` (deduplicated); returns its event types. */
+  eventSeen(id: string, type: string, ms?: number): Promise<string[]>;
+  pay(pi: { deposit_address: Hex }, amount: string): Promise<{ raw: Hex; hash: Hex }>;
+  mine(blocks?: number): Promise<void>;
+  /** Waits (at most `ms`) until the watcher processed the node's current head (chain_processed_height on the ops port); returns that height. */
+  caughtUp(ms?: number): Promise<number>;
+  head(): Promise<number>;
+  /** anvil_reorg: the last `depth` blocks replaced by as many new ones, `txs` (signed raw, offset from the fork) in them. */
+  reorg(depth: number, txs?: [Hex, number][]): Promise<void>;
+  /** Runs the ops CLI against the app's database (and NATS prefix). */
+  ops(...args: string[]): ReturnType<typeof runCli>;
+  /** Sets a confirmation rule of the merchant with the admin CLI. */
+  confirmations(asset: string, n: number): Promise<void>;
+}
+
+export async function reorgSetup(t: Teardown, env: Record<string, string> = {}): Promise<ReorgSetup> {
+  const dev = await startDevChain();
+  t.teardown(() => dev.stop());
+  const log = memoryLog();
+  const s = await webhookSetup(t, {
+    env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100", ...env },
+    logger: log.logger,
+  });
+  const endpoint = await s.createEndpoint();
+  const a = s.creds;
+  const intentsPath = `/api/v1/merchants/${a.merchant}/payment-intents`;
+  const get = async (id: string) => (await call(s.base, "GET", `${intentsPath}/${id}`, { key: a.key })).body.data;
+  const eventsOf = (id: string) => {
+    const byId = new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e]));
+    return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+  };
+  return {
+    dev,
+    s,
+    endpoint,
+    log,
+    async createIntent(amount) {
+      const res = await call(s.base, "POST", intentsPath, { key: a.key, idempotencyKey: idemKey(), body: { network: "ethereum", asset: "USDC", requested_amount: amount } });
+      if (res.status !== 200) throw new Error(`create: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body.data as Intent;
+    },
+    get,
+    async statusIs(id, status, ms = 45_000) {
+      let last: unknown;
+      return until(
+        `${id} ${status}`,
+        async () => {
+          const pi = await get(id);
+          last = pi && { status: pi.status, amount_received: pi.amount_received, transactions: pi.transactions };
+          return pi?.status === status ? pi : undefined;
+        },
+        ms,
+        () => JSON.stringify(last),
+      );
+    },
+    eventsOf,
+    eventSeen: (id, type, ms = 45_000) => until(`a ${type} event of ${id}`, async () => (eventsOf(id).includes(type) ? eventsOf(id) : undefined), ms, () => JSON.stringify(eventsOf(id))),
+    pay: (pi, amount) => signPayment(dev, pi.deposit_address, amount, "USDC", 6),
+    mine: async (blocks = 1) => {
+      await dev.test.mine({ blocks });
+    },
+    head: async () => Number(await dev.public.getBlockNumber({ cacheTime: 0 })),
+    async caughtUp(ms = 30_000) {
+      const head = Number(await dev.public.getBlockNumber({ cacheTime: 0 }));
+      let last: number | undefined;
+      await until(
+        `the watcher at block ${head}`,
+        async () => (last = await metricValue(s.app.ports.ops, "chain_processed_height", { network: "ethereum", environment: "test" })) === head,
+        ms,
+        () => `chain_processed_height ${last}`,
+      );
+      return head;
+    },
+    async reorg(depth, txs = []) {
+      await dev.test.request({ method: "anvil_reorg" as never, params: [depth, txs] as never });
+    },
+    ops: (...args) => runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl, NATS_URL: s.config.natsUrl ?? "nats://127.0.0.1:4222", JETSTREAM_PREFIX: s.prefix }, ...args),
+    async confirmations(asset, n) {
+      const run = await runCli("services/app/admin.ts", { DATABASE_URL: s.databaseUrl }, "policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--asset", asset, "--confirmations", String(n));
+      if (run.code !== 0) throw new Error(`admin policy confirmations: ${run.stderr}`);
+    },
+  };
+}
+
+/** The value of a sample of /metrics on the ops port with exactly these labels; undefined when absent. */
+export async function metricValue(opsPort: number, name: string, labels: Record<string, string>): Promise<number | undefined> {
+  const res = await fetch(`http://127.0.0.1:${opsPort}/metrics`);
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+  const want = Object.entries(labels).sort(([x], [y]) => x.localeCompare(y));
+  for (const line of (await res.text()).split("\n")) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got = [...(m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]] as [string, string]).sort(([x], [y]) => x.localeCompare(y));
+    if (JSON.stringify(got) === JSON.stringify(want)) return Number(m[3]);
+  }
+  return undefined;
+}

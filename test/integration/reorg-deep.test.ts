@@ -1,0 +1,51 @@
+// A reorg deeper than today's follower window and within the new maximum (issue 46), against anvil
+// followed by the app's in-process watcher, ethereum Test (ETHEREUM_CONFIRMATIONS=3,
+// ETHEREUM_MAX_REORG_DEPTH left at its default, 128). Today the follower keeps
+// min(1024, 2·3 + 16) = 22 blocks: a 46-block reorg leaves it no block in common with the node, the
+// core refuses every batch as unlinked, and the chain stops, silently.
+import t from "tap";
+import type { Hex } from "viem";
+import { reorgSetup } from "../helpers/reorg.ts";
+import { consumerDrained } from "../helpers/webhooks.ts";
+
+const r = await reorgSetup(t);
+
+t.test("a 46-block reorg dropping a confirmed payment's block: followed; the payment withdrawn once; a payment on the new branch counted", async (t) => {
+  await r.mine(60);
+  const x = await r.createIntent("5");
+  const paid = await r.pay(x, "5");
+  await r.mine();
+  const P = await r.head();
+  await r.mine(10);
+  await r.statusIs(x.public_id, "confirmed");
+  await r.eventSeen(x.public_id, "payment.confirmed");
+  const T = await r.caughtUp();
+
+  const depth = 46;
+  await r.reorg(depth);
+  // anvil puts the dropped block's transaction back in its pool: dropped, so it is never mined again.
+  await r.dev.test.request({ method: "anvil_dropAllTransactions" as never });
+  t.equal(await r.head(), T, "the new branch is as high as the old one");
+  t.ok(P >= T - depth + 1, "the payment's block is in the part replaced");
+  t.equal(await r.dev.test.request({ method: "eth_getTransactionByHash" as never, params: [paid.hash] as never }), null, "the payment's transaction is on no chain and in no pool");
+
+  // The sentinel: a payment on the new branch, counted once the watcher followed the reorg.
+  const y = await r.createIntent("1");
+  const sentinel = await r.pay(y, "1");
+  await r.mine(3);
+  try {
+    await r.statusIs(y.public_id, "confirmed");
+    await r.eventSeen(y.public_id, "payment.confirmed");
+    await consumerDrained(r.s);
+  } catch (err) {
+    t.fail(`the chain is followed after a 46-block reorg: a payment on the new branch is counted (${(err as Error).message})`);
+  }
+  const counted = await r.get(y.public_id);
+  t.match(counted, { status: "confirmed", amount_received: "1" }, "the payment on the new branch counts");
+  t.equal(counted.transactions[0]?.tx_hash, sentinel.hash as Hex, "by its transaction");
+
+  const now = await r.get(x.public_id);
+  t.same([now.status, now.amount_received, now.transactions.length], ["pending", "0", 1], "the dropped payment no longer counts: the intent is pending again, the transaction still listed");
+  t.match(now.transactions[0], { tx_hash: paid.hash, counted: false, reason: "orphaned" }, "not counted, as orphaned");
+  t.same(r.eventsOf(x.public_id), ["payment.confirmed", "payment.intent.created", "payment.reorged"], "withdrawn once: exactly one payment.reorged");
+});
