@@ -103,7 +103,7 @@ export function tronNode(url: string, timeoutMs = 10_000): EvmNode {
     tokenTransfers: (contracts, from, to) => sized(() => node.tokenTransfers(contracts, from, to)),
     // eth_getTransactionReceipt.md: the receipt's logs carry logIndex, blockHash and the rest as
     // eth_getLogs writes them, so a token output's place in its transaction is read as on Ethereum.
-    receiptLogs: (txHash) => node.receiptLogs(txHash),
+    receipt: (txHash) => node.receipt(txHash),
   };
 }
 
@@ -133,7 +133,8 @@ export function tronSource(node: EvmNode, assets: readonly { info: AssetInfo; co
     if (a.contract !== undefined && hex === undefined) throw new Error(`the asset table's tron contract of ${a.info.asset} is not a tron address: ${a.contract}`);
     return hex === undefined ? [] : [{ info: a.info, contract: hex }];
   });
-  const inner = evmSource(node, tokens, watched);
+  // Its headers' logsBloom is constant zeros: no bloom to check a range's logs against.
+  const inner = evmSource(node, tokens, watched, { bloom: false });
   return {
     ...inner,
     async read(from, to) {

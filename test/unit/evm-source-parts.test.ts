@@ -8,6 +8,7 @@ import fc from "fast-check";
 import t from "tap";
 import { HttpRequestError, InvalidInputRpcError, InvalidParamsRpcError, LimitExceededRpcError, ResponseBodyTooLargeError, RpcRequestError, TimeoutError } from "viem";
 import { assets } from "../../services/vocabulary/assets.ts";
+import { addressTopic, bloomOf } from "../../services/watcher/evm-bloom.ts";
 import type { EvmBlock, EvmNode, TokenTransfer } from "../../services/watcher/evm-node.ts";
 import { evmSource, EvmWatched, tooLarge } from "../../services/watcher/evm-source.ts";
 import { BlockReadError } from "../../services/watcher/read-parts.ts";
@@ -15,6 +16,10 @@ import { BlockReadError } from "../../services/watcher/read-parts.ts";
 const chainAssets = assets.filter((a) => a.network === "ethereum").map((info) => ({ info, contract: info.contract?.test }));
 const usdc = (chainAssets.find((a) => a.info.asset === "USDC")?.contract as string).toLowerCase();
 const payee = "0x00000000000000000000000000000000000000a1";
+const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+const noLogs = `0x${"00".repeat(256)}`;
+/** The bloom of a block whose one log is a USDC Transfer to `payee`. */
+const paidBloom = `0x${Buffer.from(bloomOf([{ address: usdc, topics: [transferTopic, addressTopic("0x00000000000000000000000000000000000000b0"), addressTopic(payee)] }])).toString("hex")}`;
 const hashOf = (height: number, fork = 0) => `0x${fork.toString(16).padStart(8, "0")}${height.toString(16).padStart(56, "0")}`;
 
 interface FakeChain {
@@ -44,6 +49,7 @@ function fakeNode(c: FakeChain) {
     hash: hashOf(h, fork),
     parentHash: hashOf(h - 1, fork),
     timestamp: 1_700_000_000 + h * 12,
+    logsBloom: c.tokens?.includes(h) ? paidBloom : noLogs,
     valueTransfers: [{ txHash: hashOf(h, 0xf1), to: "0x00000000000000000000000000000000000f1117", value: 1n }, ...(c.native?.includes(h) ? [{ txHash: hashOf(h, 0xee), to: payee, value: 10n ** 17n }] : [])],
   });
   function flush() {
@@ -57,11 +63,14 @@ function fakeNode(c: FakeChain) {
       else r.resolve(r.height > c.head ? undefined : block(r.height));
     }
   }
-  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight" | "receiptLogs"> = {
+  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight" | "receipt"> = {
     // Each token payment's transaction logs something else first: its Transfer is the receipt's second log.
-    async receiptLogs(txHash) {
-      const h = [...Array(c.head + 1).keys()].find((x) => hashOf(x, 0xab) === txHash);
-      return h === undefined ? undefined : { blockHash: hashOf(h, fork), logIndexes: [2, 3] };
+    async receipt(txHash) {
+      const heights = [...Array(c.head + 1).keys()];
+      const token = heights.find((x) => hashOf(x, 0xab) === txHash);
+      if (token !== undefined) return { blockHash: hashOf(token, fork), success: true, logIndexes: [2, 3] };
+      const native = heights.find((x) => hashOf(x, 0xee) === txHash);
+      return native === undefined ? undefined : { blockHash: hashOf(native, fork), success: true, logIndexes: [] };
     },
     headHeight: async () => c.head,
     block(height) {
@@ -82,7 +91,7 @@ function fakeNode(c: FakeChain) {
     },
   };
   return {
-    node: node as EvmNode,
+    node: node as unknown as EvmNode,
     batches,
     logReads,
     reorg: () => void fork++,
