@@ -79,7 +79,8 @@ async function sized<T>(read: () => Promise<T>): Promise<T> {
  *   the height), 32 bytes with `0x` as Ethereum's; `timestamp` in seconds (the block's own is in
  *   milliseconds, divided by 1000); `stateRoot` may be just `0x`, `logsBloom`, `receiptsRoot`,
  *   `mixHash` and `nonce` are constant zeros, `difficulty` 0: the watcher reads only number, hash,
- *   parentHash and timestamp, and never filters blocks by bloom (logs come from eth_getLogs).
+ *   parentHash and timestamp, and never filters blocks by bloom (logs come from eth_getLogs), so
+ *   the EVM source's check of each block's logs against its bloom is off for tron.
  *   `null` past the head, as Ethereum's. Blocks are read without transactions: TRX transfers are
  *   not watched (the asset table has no TRX).
  * - `eth_getLogs` (eth_getLogs.md): addresses are 20-byte hex (see tronSource); at most

@@ -31,6 +31,8 @@ interface FakeChain {
   /** Value transfers to `payee` (native) and USDC Transfer logs to it, by height. */
   native?: number[];
   tokens?: number[];
+  /** Heights whose value transfer to `payee` reverted (its receipt's status 0). */
+  reverted?: number[];
   /** Logs over more than this many blocks are refused as too many results (a provider's limit). */
   logRange?: number;
 }
@@ -70,7 +72,7 @@ function fakeNode(c: FakeChain) {
       const token = heights.find((x) => hashOf(x, 0xab) === txHash);
       if (token !== undefined) return { blockHash: hashOf(token, fork), success: true, logIndexes: [2, 3] };
       const native = heights.find((x) => hashOf(x, 0xee) === txHash);
-      return native === undefined ? undefined : { blockHash: hashOf(native, fork), success: true, logIndexes: [] };
+      return native === undefined ? undefined : { blockHash: hashOf(native, fork), success: !c.reverted?.includes(native), logIndexes: [] };
     },
     headHeight: async () => c.head,
     block(height) {
@@ -171,6 +173,15 @@ t.test("past the head in a later part, or the chain changed between parts: undef
     return b;
   };
   t.equal(await s.read(1, 20), undefined);
+});
+
+t.test("a native transfer counts only once its receipt says it succeeded; no receipt: the chain changed under the read", async (t) => {
+  const f = fakeNode({ head: 100, native: [3, 5], reverted: [3], size: () => 1000 });
+  const read = await source(f).read(1, 6);
+  t.same(read?.outputs.map((o) => [o.blockHeight, o.asset]), [[5, "ETH"]], "the reverted one at 3 is not an output");
+  const g = fakeNode({ head: 100, native: [4], size: () => 1000 });
+  g.node.receipt = async () => undefined;
+  t.equal(await source(g).read(1, 6), undefined);
 });
 
 t.test("any chain of blocks and any cap: the read in parts is the read in one, or names the first block over the cap", async (t) => {
