@@ -8,22 +8,23 @@ import { hexToBytes, keccak256, type Hex } from "viem";
 
 export const bloomBytes = 256;
 
-/** Where an item's three bits sit: byte index and mask, three times. */
-export type BloomBits = readonly (readonly [number, number])[];
+/** An item's three bits, numbered 0..2047 from the last byte's lowest bit. */
+export type BloomBits = readonly [number, number, number];
 
 export function bloomBits(item: Hex | Uint8Array): BloomBits {
-  const h = hexToBytes(keccak256(item));
-  const bits: [number, number][] = [];
-  for (let i = 0; i < 6; i += 2) {
-    const bit = (((h[i] as number) << 8) | (h[i + 1] as number)) & 0x7ff;
-    bits.push([bloomBytes - 1 - (bit >> 3), 1 << (bit & 7)]);
-  }
-  return bits;
+  const h = keccak256(item, "bytes");
+  const bit = (i: number) => (((h[i] as number) << 8) | (h[i + 1] as number)) & 0x7ff;
+  return [bit(0), bit(2), bit(4)];
+}
+
+/** Whether bit `n` of a bloom is set. */
+export function bloomBit(bloom: Uint8Array, n: number): boolean {
+  return (((bloom[bloomBytes - 1 - (n >> 3)] as number) >> (n & 7)) & 1) === 1;
 }
 
 /** Whether all of an item's bits are set: it may be in the block's logs (false: it is in none). */
 export function bloomHas(bloom: Uint8Array, bits: BloomBits): boolean {
-  return bits.every(([i, mask]) => ((bloom[i] as number) & mask) !== 0);
+  return bloomBit(bloom, bits[0]) && bloomBit(bloom, bits[1]) && bloomBit(bloom, bits[2]);
 }
 
 /** A node's `logsBloom` as bytes; undefined when it is not 256 bytes of hex (a node's answer is untrusted). */
@@ -37,7 +38,10 @@ export function bloomOf(logs: readonly { address: string; topics: readonly strin
   const bloom = new Uint8Array(bloomBytes);
   for (const log of logs) {
     for (const item of [log.address, ...log.topics]) {
-      for (const [i, mask] of bloomBits(item as Hex)) bloom[i] = (bloom[i] as number) | mask;
+      for (const n of bloomBits(item as Hex)) {
+        const i = bloomBytes - 1 - (n >> 3);
+        bloom[i] = (bloom[i] as number) | (1 << (n & 7));
+      }
     }
   }
   return bloom;

@@ -1,6 +1,6 @@
 import { formatUnits } from "viem";
 import type { AssetInfo } from "../vocabulary/assets.ts";
-import { addressTopic, bloomBits, bloomHas, type BloomBits } from "./evm-bloom.ts";
+import { addressTopic, bloomBit, bloomBits, type BloomBits } from "./evm-bloom.ts";
 import { coveredTransfers, type BloomWatched } from "./evm-coverage.ts";
 import type { EvmBlock, EvmNode } from "./evm-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
@@ -8,18 +8,30 @@ import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
 /**
- * Addresses compared lowercase: a node writes them checksummed or not. Each one's bits as a
- * Transfer's `to` in a logs bloom are worked out the first time a bloom is asked about (a
- * keccak each), and kept while it is watched.
+ * Addresses compared lowercase: a node writes them checksummed or not. For the logs bloom check
+ * (evm-coverage.ts), each one's bits as a Transfer's `to` are worked out once (a keccak each, tens
+ * of microseconds) and kept while it is watched, through the full re-read every 10 minutes
+ * (clear, then the same addresses again); a block's bloom is then tested against them all from
+ * one array.
  */
 export class EvmWatched implements WatchedAddresses, BloomWatched {
-  readonly #set = new Map<string, BloomBits | undefined>();
+  readonly #set = new Set<string>();
+  #bits = new Map<string, BloomBits>();
+  /** The bits of the addresses before the last clear, for those added again. */
+  #before = new Map<string, BloomBits>();
+  /** The addresses in order and their bits, three a slot; undefined once the set changed. */
+  #table: { addresses: string[]; bits: Uint16Array } | undefined;
   add(address: string): void {
     const a = address.toLowerCase();
-    if (!this.#set.has(a)) this.#set.set(a, undefined);
+    if (this.#set.has(a)) return;
+    this.#set.add(a);
+    this.#table = undefined;
   }
   clear(): void {
     this.#set.clear();
+    if (this.#bits.size > 0) this.#before = this.#bits;
+    this.#bits = new Map();
+    this.#table = undefined;
   }
   has(address: string): boolean {
     return this.#set.has(address.toLowerCase());
@@ -28,13 +40,24 @@ export class EvmWatched implements WatchedAddresses, BloomWatched {
     return this.#set.size;
   }
   inBloom(bloom: Uint8Array): string[] {
+    const { addresses, bits } = (this.#table ??= this.#tabled());
     const out: string[] = [];
-    for (const [a, known] of this.#set) {
-      const bits = known ?? bloomBits(addressTopic(a));
-      if (!known) this.#set.set(a, bits);
-      if (bloomHas(bloom, bits)) out.push(a);
+    for (let i = 0; i < addresses.length; i++) {
+      if (bloomBit(bloom, bits[3 * i] as number) && bloomBit(bloom, bits[3 * i + 1] as number) && bloomBit(bloom, bits[3 * i + 2] as number)) out.push(addresses[i] as string);
     }
     return out;
+  }
+  #tabled(): { addresses: string[]; bits: Uint16Array } {
+    const addresses = [...this.#set];
+    const bits = new Uint16Array(3 * addresses.length);
+    addresses.forEach((a, i) => {
+      let b = this.#bits.get(a) ?? this.#before.get(a);
+      if (!b) b = bloomBits(addressTopic(a));
+      this.#bits.set(a, b);
+      bits.set(b, 3 * i);
+    });
+    this.#before = new Map();
+    return { addresses, bits };
   }
 }
 

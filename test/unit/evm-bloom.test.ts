@@ -20,13 +20,19 @@ const hex = (b: Uint8Array) => toHex(b);
 
 t.test("M3:2048 as go-ethereum builds it: 100 items give its bloom, bit for bit", async (t) => {
   const items = Array.from({ length: 100 }, (_, i) => stringToBytes(`xxxxxxxxxx data ${i} yyyyyyyyyyyyyy`));
-  const bloom = new Uint8Array(256);
-  for (const item of items) for (const [i, mask] of bloomBits(item)) bloom[i] = (bloom[i] as number) | mask;
+  const bloom = bloomOf(items.map((item) => ({ address: toHex(item), topics: [] })));
   t.equal(keccak256(bloom), "0xc8d3ca65cdb4874300a9e39475508f23ed6da09fdbc487f89a2dcf50b09eb263", "go-ethereum's TestBloomExtensively");
-  const small = new Uint8Array(256);
-  for (const w of ["testtest", "test", "hallo", "other"]) for (const [i, mask] of bloomBits(stringToBytes(w))) small[i] = (small[i] as number) | mask;
+  const small = bloomOf(["testtest", "test", "hallo", "other"].map((w) => ({ address: toHex(w), topics: [] })));
   t.ok(["testtest", "test", "hallo", "other"].every((w) => bloomHas(small, bloomBits(stringToBytes(w)))), "what was added tests true");
   t.notOk(["tes", "lo"].some((w) => bloomHas(small, bloomBits(stringToBytes(w)))), "its TestBloom negatives test false");
+});
+
+t.test("an item's bits: the low 11 bits of its hash's first three pairs of bytes; bit 0 the last byte's lowest", async (t) => {
+  // keccak256("") = c5d2 4601 86f7 …: 0x5d2 = 1490, 0x601, 0x6f7.
+  t.same(bloomBits(new Uint8Array()), [0x5d2, 0x601, 0x6f7]);
+  const one = bloomOf([{ address: "0x", topics: [] }]);
+  t.equal(one[255 - (0x5d2 >> 3)], 1 << (0x5d2 & 7), "bit 1490: byte 255 - 186, bit 2");
+  t.equal(one.filter((b) => b !== 0).length, 3, "three bits in three bytes");
 });
 
 t.test("a log's address and topics; a bloom parsed only when it is 256 bytes; covering", async (t) => {
