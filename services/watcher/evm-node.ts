@@ -1,4 +1,4 @@
-import { createPublicClient, http, parseAbiItem, webSocket, type PublicClient } from "viem";
+import { createPublicClient, http, parseAbiItem, webSocket, type GetLogsReturnType, type PublicClient } from "viem";
 
 /** A block as the watcher needs it: where it sits, and (when asked for) its top-level transactions that carry value. */
 export interface EvmBlock {
@@ -7,6 +7,8 @@ export interface EvmBlock {
   parentHash: string;
   /** Seconds since the epoch. */
   timestamp: number;
+  /** The header's logs bloom as the node wrote it (hex): what the block's logs may hold. */
+  logsBloom: string | undefined;
   /** Top-level transactions with a recipient and a value above zero. */
   valueTransfers: { txHash: string; to: string; value: bigint }[];
 }
@@ -34,8 +36,16 @@ export interface EvmNode {
   block(height: number, withTransactions: boolean): Promise<EvmBlock | undefined>;
   /** Transfer logs of `contracts` in blocks from..to (inclusive), fetched by contract and topic, not by recipient. */
   tokenTransfers(contracts: readonly string[], from: number, to: number): Promise<TokenTransfer[]>;
-  /** The block-wide logIndex of each log of a transaction's receipt, in order, and the block it is in; undefined when the node has no receipt (not mined, or reorged away). */
-  receiptLogs(txHash: string): Promise<{ blockHash: string; logIndexes: number[] } | undefined>;
+  /** The same in the one block of that hash (EIP-234): a node that does not have the block fails rather than answering an empty range. */
+  tokenTransfersAt(contracts: readonly string[], blockHash: string): Promise<TokenTransfer[]>;
+  /** Every log of the block of that hash, as much of each as its bloom holds. */
+  logsAt(blockHash: string): Promise<{ blockHash: string; address: string; topics: string[] }[]>;
+  /**
+   * A transaction's receipt: whether it succeeded (status 1), the block it is in, and the
+   * block-wide logIndex of each of its logs, in order; undefined when the node has no receipt (not
+   * mined, or reorged away).
+   */
+  receipt(txHash: string): Promise<{ blockHash: string; success: boolean; logIndexes: number[] } | undefined>;
   close(): Promise<void>;
 }
 
@@ -80,7 +90,7 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
             valueTransfers.push({ txHash: tx.hash, to: tx.to, value: tx.value });
           }
         }
-        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), valueTransfers };
+        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), logsBloom: b.logsBloom ?? undefined, valueTransfers };
       } catch (err) {
         if ((err as Error).name === "BlockNotFoundError") return undefined;
         throw err;
@@ -89,28 +99,23 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
 
     async tokenTransfers(contracts, from, to) {
       if (contracts.length === 0) return [];
-      const logs = await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, fromBlock: BigInt(from), toBlock: BigInt(to) });
-      const out: TokenTransfer[] = [];
-      for (const log of logs) {
-        // A log of the same signature that is not an ERC-20 Transfer (ERC-721 indexes its third argument) has no value.
-        if (log.removed || !log.args.to || typeof log.args.value !== "bigint" || log.blockHash === null || log.transactionHash === null) continue;
-        out.push({
-          blockHash: log.blockHash,
-          height: Number(log.blockNumber),
-          txHash: log.transactionHash,
-          logIndex: Number(log.logIndex),
-          contract: log.address,
-          to: log.args.to,
-          value: log.args.value,
-        });
-      }
-      return out;
+      return transfersOf(await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, fromBlock: BigInt(from), toBlock: BigInt(to) }));
     },
 
-    async receiptLogs(txHash) {
+    async tokenTransfersAt(contracts, blockHash) {
+      if (contracts.length === 0) return [];
+      return transfersOf(await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, blockHash: blockHash as `0x${string}` }));
+    },
+
+    async logsAt(blockHash) {
+      const logs = await client.getLogs({ blockHash: blockHash as `0x${string}` });
+      return logs.filter((l) => !l.removed && l.blockHash !== null).map((l) => ({ blockHash: l.blockHash as string, address: l.address, topics: [...l.topics] }));
+    },
+
+    async receipt(txHash) {
       try {
         const r = await client.getTransactionReceipt({ hash: txHash as `0x${string}` });
-        return { blockHash: r.blockHash.toLowerCase(), logIndexes: r.logs.map((l) => Number(l.logIndex)) };
+        return { blockHash: r.blockHash.toLowerCase(), success: r.status === "success", logIndexes: r.logs.map((l) => Number(l.logIndex)) };
       } catch (err) {
         if ((err as Error).name === "TransactionReceiptNotFoundError") return undefined;
         throw err;
@@ -124,6 +129,25 @@ export function evmNode(url: string, timeoutMs = 10_000): EvmNode {
       }
     },
   };
+}
+
+/** ERC-20 Transfer logs as the watcher keeps them. */
+function transfersOf(logs: GetLogsReturnType<typeof transferEvent>): TokenTransfer[] {
+  const out: TokenTransfer[] = [];
+  for (const log of logs) {
+    // A log of the same signature that is not an ERC-20 Transfer (ERC-721 indexes its third argument) has no value.
+    if (log.removed || !log.args.to || typeof log.args.value !== "bigint" || log.blockHash === null || log.transactionHash === null) continue;
+    out.push({
+      blockHash: log.blockHash,
+      height: Number(log.blockNumber),
+      txHash: log.transactionHash,
+      logIndex: Number(log.logIndex),
+      contract: log.address,
+      to: log.args.to,
+      value: log.args.value,
+    });
+  }
+  return out;
 }
 
 /** A node URL as logs may show it: scheme, host and port only (providers put their API keys in the path or userinfo). */

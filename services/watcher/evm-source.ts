@@ -1,18 +1,37 @@
 import { formatUnits } from "viem";
 import type { AssetInfo } from "../vocabulary/assets.ts";
+import { addressTopic, bloomBit, bloomBits, type BloomBits } from "./evm-bloom.ts";
+import { coveredTransfers, type BloomWatched } from "./evm-coverage.ts";
 import type { EvmBlock, EvmNode } from "./evm-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
-/** Addresses compared lowercase: a node writes them checksummed or not. */
-export class EvmWatched implements WatchedAddresses {
+/**
+ * Addresses compared lowercase: a node writes them checksummed or not. For the logs bloom check
+ * (evm-coverage.ts), each one's bits as a Transfer's `to` are worked out once (a keccak each, tens
+ * of microseconds) and kept while it is watched, through the full re-read every 10 minutes
+ * (clear, then the same addresses again); a block's bloom is then tested against them all from
+ * one array.
+ */
+export class EvmWatched implements WatchedAddresses, BloomWatched {
   readonly #set = new Set<string>();
+  #bits = new Map<string, BloomBits>();
+  /** The bits of the addresses before the last clear, for those added again. */
+  #before = new Map<string, BloomBits>();
+  /** The addresses in order and their bits, three a slot; undefined once the set changed. */
+  #table: { addresses: string[]; bits: Uint16Array } | undefined;
   add(address: string): void {
-    this.#set.add(address.toLowerCase());
+    const a = address.toLowerCase();
+    if (this.#set.has(a)) return;
+    this.#set.add(a);
+    this.#table = undefined;
   }
   clear(): void {
     this.#set.clear();
+    if (this.#bits.size > 0) this.#before = this.#bits;
+    this.#bits = new Map();
+    this.#table = undefined;
   }
   has(address: string): boolean {
     return this.#set.has(address.toLowerCase());
@@ -20,14 +39,36 @@ export class EvmWatched implements WatchedAddresses {
   get size(): number {
     return this.#set.size;
   }
+  inBloom(bloom: Uint8Array): string[] {
+    const { addresses, bits } = (this.#table ??= this.#tabled());
+    const out: string[] = [];
+    for (let i = 0; i < addresses.length; i++) {
+      if (bloomBit(bloom, bits[3 * i] as number) && bloomBit(bloom, bits[3 * i + 1] as number) && bloomBit(bloom, bits[3 * i + 2] as number)) out.push(addresses[i] as string);
+    }
+    return out;
+  }
+  #tabled(): { addresses: string[]; bits: Uint16Array } {
+    const addresses = [...this.#set];
+    const bits = new Uint16Array(3 * addresses.length);
+    addresses.forEach((a, i) => {
+      let b = this.#bits.get(a) ?? this.#before.get(a);
+      if (!b) b = bloomBits(addressTopic(a));
+      this.#bits.set(a, b);
+      bits.set(b, 3 * i);
+    });
+    this.#before = new Map();
+    return { addresses, bits };
+  }
 }
 
 /**
- * An EVM chain as the follower reads it: native value in top-level transactions (only when the
- * network has a native asset we accept) and ERC-20 Transfer logs of the asset table's contracts,
- * fetched by contract and topic and matched against the watched set in memory.
+ * An EVM chain as the follower reads it: native value in top-level transactions that succeeded
+ * (only when the network has a native asset we accept) and ERC-20 Transfer logs of the asset
+ * table's contracts, fetched by contract and topic and matched against the watched set in memory,
+ * each block's checked against its logs bloom (evm-coverage.ts) unless `bloom` is false (a chain
+ * whose headers carry no real bloom, as TRON's).
  */
-export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; contract: string | undefined }[], watched: EvmWatched): ChainSource {
+export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; contract: string | undefined }[], watched: EvmWatched, o: { bloom?: boolean } = {}): ChainSource {
   const tokens = new Map(assets.filter((a) => a.contract).map((a) => [(a.contract as string).toLowerCase(), a.info]));
   const native = assets.find((a) => !a.contract)?.info;
   return {
@@ -45,32 +86,36 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       }, tooLarge);
       if (!blocks) return undefined;
       const contracts = [...tokens.keys()];
-      const transfers = contracts.length === 0 ? [] : await readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
-      if (!transfers) return undefined;
+      const ranged = contracts.length === 0 ? [] : await readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
+      if (!ranged) return undefined;
       const byHash = new Map(blocks.map((b) => [b.hash.toLowerCase(), b]));
       // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
-      if (transfers.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return undefined;
+      if (ranged.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return undefined;
+      const transfers = o.bloom === false ? ranged : await coveredTransfers(node, contracts, blocks, ranged, watched);
 
       // A token output is known by its place among its transaction's logs, the same in whichever
       // block the transaction is mined (the block-wide logIndex is not): read from its receipt.
+      // A native transfer counts only if its transaction succeeded: a call that reverted (to a
+      // contract, or an EIP-7702 delegated account, at a deposit address) still carries its value.
       const matched = transfers.filter((t) => tokens.has(t.contract.toLowerCase()) && watched.has(t.to));
-      const txs = [...new Set(matched.map((t) => t.txHash.toLowerCase()))];
-      const receipts = await allSettled(txs.map((h) => node.receiptLogs(h)));
-      const logsOf = new Map(txs.map((h, i) => [h, receipts[i]]));
+      const valued = native ? blocks.flatMap((b) => b.valueTransfers.filter((t) => watched.has(t.to)).map((t) => ({ ...t, block: b }))) : [];
+      const txs = [...new Set([...matched, ...valued].map((t) => t.txHash.toLowerCase()))];
+      const receipts = await allSettled(txs.map((h) => node.receipt(h)));
+      const receiptOf = new Map(txs.map((h, i) => [h, receipts[i]]));
 
       const outputs: Output[] = [];
-      for (const b of blocks) {
-        if (!native) break;
-        for (const t of b.valueTransfers) {
-          if (!watched.has(t.to)) continue;
-          outputs.push({ asset: native.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 0, amount: formatUnits(t.value, native.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });
-        }
+      for (const t of valued) {
+        const receipt = receiptOf.get(t.txHash.toLowerCase());
+        // No receipt, or one from another block: the chain changed under the read.
+        if (!receipt || receipt.blockHash !== t.block.hash.toLowerCase()) return undefined;
+        if (!receipt.success) continue;
+        const { asset, decimals } = native as AssetInfo;
+        outputs.push({ asset, toAddress: t.to, txHash: t.txHash, outputIndex: 0, amount: formatUnits(t.value, decimals), blockHeight: t.block.height, blockHash: t.block.hash.toLowerCase(), blockTime: t.block.timestamp });
       }
       for (const t of matched) {
         const info = tokens.get(t.contract.toLowerCase()) as AssetInfo;
-        const receipt = logsOf.get(t.txHash.toLowerCase());
+        const receipt = receiptOf.get(t.txHash.toLowerCase());
         const position = receipt?.logIndexes.indexOf(t.logIndex) ?? -1;
-        // No receipt, or one from another block: the chain changed under the read.
         if (!receipt || receipt.blockHash !== t.blockHash.toLowerCase() || position < 0) return undefined;
         const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;
         outputs.push({ asset: info.asset, toAddress: t.to, txHash: t.txHash, outputIndex: 1 + position, amount: formatUnits(t.value, info.decimals), blockHeight: b.height, blockHash: b.hash.toLowerCase(), blockTime: b.timestamp });

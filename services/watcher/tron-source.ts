@@ -79,7 +79,8 @@ async function sized<T>(read: () => Promise<T>): Promise<T> {
  *   the height), 32 bytes with `0x` as Ethereum's; `timestamp` in seconds (the block's own is in
  *   milliseconds, divided by 1000); `stateRoot` may be just `0x`, `logsBloom`, `receiptsRoot`,
  *   `mixHash` and `nonce` are constant zeros, `difficulty` 0: the watcher reads only number, hash,
- *   parentHash and timestamp, and never filters blocks by bloom (logs come from eth_getLogs).
+ *   parentHash and timestamp, and never filters blocks by bloom (logs come from eth_getLogs), so
+ *   the EVM source's check of each block's logs against its bloom is off for tron.
  *   `null` past the head, as Ethereum's. Blocks are read without transactions: TRX transfers are
  *   not watched (the asset table has no TRX).
  * - `eth_getLogs` (eth_getLogs.md): addresses are 20-byte hex (see tronSource); at most
@@ -103,7 +104,7 @@ export function tronNode(url: string, timeoutMs = 10_000): EvmNode {
     tokenTransfers: (contracts, from, to) => sized(() => node.tokenTransfers(contracts, from, to)),
     // eth_getTransactionReceipt.md: the receipt's logs carry logIndex, blockHash and the rest as
     // eth_getLogs writes them, so a token output's place in its transaction is read as on Ethereum.
-    receiptLogs: (txHash) => node.receiptLogs(txHash),
+    receipt: (txHash) => node.receipt(txHash),
   };
 }
 
@@ -133,7 +134,8 @@ export function tronSource(node: EvmNode, assets: readonly { info: AssetInfo; co
     if (a.contract !== undefined && hex === undefined) throw new Error(`the asset table's tron contract of ${a.info.asset} is not a tron address: ${a.contract}`);
     return hex === undefined ? [] : [{ info: a.info, contract: hex }];
   });
-  const inner = evmSource(node, tokens, watched);
+  // Its headers' logsBloom is constant zeros: no bloom to check a range's logs against.
+  const inner = evmSource(node, tokens, watched, { bloom: false });
   return {
     ...inner,
     async read(from, to) {

@@ -29,6 +29,11 @@ export interface RpcProxy {
   padTransactions: number;
   /** Rewrites what the node answered to a method (a node that lies); undefined: as it answered. */
   rewrite: ((method: string, result: unknown) => unknown) | undefined;
+  /**
+   * Answers `[]` to the next eth_getLogs over a range (fromBlock..toBlock, not by blockHash) that
+   * holds this height, once, as a replica that lags the one that served the blocks; then undefined.
+   */
+  emptyLogsAt: number | undefined;
   /** Requests relayed, by method. */
   readonly calls: Map<string, number>;
   /** Stops listening and cuts open connections: the node's port refuses connections. */
@@ -136,6 +141,14 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
         req = { ...req, params: [{ ...filter, fromBlock: hex(from), toBlock: hex(Math.min(to, top)) }] };
       }
     }
+    if (method === "eth_getLogs" && proxy.emptyLogsAt !== undefined) {
+      const filter = params[0] as Json;
+      const [from, to] = [Number.parseInt(String(filter.fromBlock), 16), Number.parseInt(String(filter.toBlock), 16)];
+      if (filter.blockHash === undefined && from <= proxy.emptyLogsAt && proxy.emptyLogsAt <= to) {
+        proxy.emptyLogsAt = undefined;
+        return reply([]);
+      }
+    }
     let res = (await relay(req)) as Json;
     if (proxy.rewrite) res = { ...res, result: proxy.rewrite(method, res.result) };
     const result = res.result as Json | null | undefined;
@@ -194,6 +207,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     genesisHash: undefined,
     chainName: undefined,
     rewrite: undefined,
+    emptyLogsAt: undefined,
     behind: 0,
     syncing: false,
     padTransactions: 0,

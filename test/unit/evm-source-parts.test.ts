@@ -8,6 +8,7 @@ import fc from "fast-check";
 import t from "tap";
 import { HttpRequestError, InvalidInputRpcError, InvalidParamsRpcError, LimitExceededRpcError, ResponseBodyTooLargeError, RpcRequestError, TimeoutError } from "viem";
 import { assets } from "../../services/vocabulary/assets.ts";
+import { addressTopic, bloomOf } from "../../services/watcher/evm-bloom.ts";
 import type { EvmBlock, EvmNode, TokenTransfer } from "../../services/watcher/evm-node.ts";
 import { evmSource, EvmWatched, tooLarge } from "../../services/watcher/evm-source.ts";
 import { BlockReadError } from "../../services/watcher/read-parts.ts";
@@ -15,6 +16,10 @@ import { BlockReadError } from "../../services/watcher/read-parts.ts";
 const chainAssets = assets.filter((a) => a.network === "ethereum").map((info) => ({ info, contract: info.contract?.test }));
 const usdc = (chainAssets.find((a) => a.info.asset === "USDC")?.contract as string).toLowerCase();
 const payee = "0x00000000000000000000000000000000000000a1";
+const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+const noLogs = `0x${"00".repeat(256)}`;
+/** The bloom of a block whose one log is a USDC Transfer to `payee`. */
+const paidBloom = `0x${Buffer.from(bloomOf([{ address: usdc, topics: [transferTopic, addressTopic("0x00000000000000000000000000000000000000b0"), addressTopic(payee)] }])).toString("hex")}`;
 const hashOf = (height: number, fork = 0) => `0x${fork.toString(16).padStart(8, "0")}${height.toString(16).padStart(56, "0")}`;
 
 interface FakeChain {
@@ -26,6 +31,8 @@ interface FakeChain {
   /** Value transfers to `payee` (native) and USDC Transfer logs to it, by height. */
   native?: number[];
   tokens?: number[];
+  /** Heights whose value transfer to `payee` reverted (its receipt's status 0). */
+  reverted?: number[];
   /** Logs over more than this many blocks are refused as too many results (a provider's limit). */
   logRange?: number;
 }
@@ -44,6 +51,7 @@ function fakeNode(c: FakeChain) {
     hash: hashOf(h, fork),
     parentHash: hashOf(h - 1, fork),
     timestamp: 1_700_000_000 + h * 12,
+    logsBloom: c.tokens?.includes(h) ? paidBloom : noLogs,
     valueTransfers: [{ txHash: hashOf(h, 0xf1), to: "0x00000000000000000000000000000000000f1117", value: 1n }, ...(c.native?.includes(h) ? [{ txHash: hashOf(h, 0xee), to: payee, value: 10n ** 17n }] : [])],
   });
   function flush() {
@@ -57,11 +65,14 @@ function fakeNode(c: FakeChain) {
       else r.resolve(r.height > c.head ? undefined : block(r.height));
     }
   }
-  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight" | "receiptLogs"> = {
+  const node: Pick<EvmNode, "block" | "tokenTransfers" | "headHeight" | "receipt"> = {
     // Each token payment's transaction logs something else first: its Transfer is the receipt's second log.
-    async receiptLogs(txHash) {
-      const h = [...Array(c.head + 1).keys()].find((x) => hashOf(x, 0xab) === txHash);
-      return h === undefined ? undefined : { blockHash: hashOf(h, fork), logIndexes: [2, 3] };
+    async receipt(txHash) {
+      const heights = [...Array(c.head + 1).keys()];
+      const token = heights.find((x) => hashOf(x, 0xab) === txHash);
+      if (token !== undefined) return { blockHash: hashOf(token, fork), success: true, logIndexes: [2, 3] };
+      const native = heights.find((x) => hashOf(x, 0xee) === txHash);
+      return native === undefined ? undefined : { blockHash: hashOf(native, fork), success: !c.reverted?.includes(native), logIndexes: [] };
     },
     headHeight: async () => c.head,
     block(height) {
@@ -82,7 +93,7 @@ function fakeNode(c: FakeChain) {
     },
   };
   return {
-    node: node as EvmNode,
+    node: node as unknown as EvmNode,
     batches,
     logReads,
     reorg: () => void fork++,
@@ -162,6 +173,15 @@ t.test("past the head in a later part, or the chain changed between parts: undef
     return b;
   };
   t.equal(await s.read(1, 20), undefined);
+});
+
+t.test("a native transfer counts only once its receipt says it succeeded; no receipt: the chain changed under the read", async (t) => {
+  const f = fakeNode({ head: 100, native: [3, 5], reverted: [3], size: () => 1000 });
+  const read = await source(f).read(1, 6);
+  t.same(read?.outputs.map((o) => [o.blockHeight, o.asset]), [[5, "ETH"]], "the reverted one at 3 is not an output");
+  const g = fakeNode({ head: 100, native: [4], size: () => 1000 });
+  g.node.receipt = async () => undefined;
+  t.equal(await source(g).read(1, 6), undefined);
 });
 
 t.test("any chain of blocks and any cap: the read in parts is the read in one, or names the first block over the cap", async (t) => {
