@@ -34,6 +34,12 @@ export interface RpcProxy {
    * holds this height, once, as a replica that lags the one that served the blocks; then undefined.
    */
   emptyLogsAt: number | undefined;
+  /** Requests for which this answers true are held, unanswered, until release() (a read that hangs, as under a stalled provider). */
+  hold: ((method: string, params: unknown[]) => boolean) | undefined;
+  /** Requests held now. */
+  readonly held: number;
+  /** Relays every held request (as the node answers now) and stops holding. */
+  release(): void;
   /** Requests relayed, by method. */
   readonly calls: Map<string, number>;
   /** Stops listening and cuts open connections: the node's port refuses connections. */
@@ -114,10 +120,12 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     return undefined;
   }
 
+  let waiting: (() => void)[] = [];
   async function answer(req: Json, limit: () => Promise<number>): Promise<Json> {
     const method = String(req.method);
     calls.set(method, (calls.get(method) ?? 0) + 1);
     const params = (req.params ?? []) as unknown[];
+    if (proxy.hold?.(method, params)) await new Promise<void>((resolve) => waiting.push(resolve));
     const reply = (result: unknown) => ({ jsonrpc: "2.0", id: req.id, result });
     if (o.bitcoin) return (await answerBitcoin(req, method, params, limit)) ?? ((await relay(req)) as Json);
     if ((method === "eth_chainId" || method === "net_version") && proxy.chainId !== undefined) {
@@ -208,6 +216,16 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     chainName: undefined,
     rewrite: undefined,
     emptyLogsAt: undefined,
+    hold: undefined,
+    get held() {
+      return waiting.length;
+    },
+    release() {
+      proxy.hold = undefined;
+      const all = waiting;
+      waiting = [];
+      for (const go of all) go();
+    },
     behind: 0,
     syncing: false,
     padTransactions: 0,
@@ -228,6 +246,9 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
       upstream = url;
     },
   };
-  t.teardown(() => proxy.down());
+  t.teardown(() => {
+    proxy.release();
+    return proxy.down();
+  });
   return proxy;
 }
