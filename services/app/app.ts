@@ -103,6 +103,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
+    mempoolAbsence: config.mempoolAbsence,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];

@@ -10,6 +10,7 @@ import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import { recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
+import type { MempoolAbsenceRule } from "./mempool-rule.ts";
 import { applyReport, type BlockReport } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
@@ -21,11 +22,15 @@ export interface ChainDeps {
   cursors: CursorCodec;
   /** How long after expiry an intent's address is still watched (LATE_PAYMENT_WINDOW_SECONDS). */
   latePaymentWindowSeconds: number;
+  /** When a payment missing from the mempool's reports is withdrawn (MEMPOOL_ABSENT_READS, MEMPOOL_ABSENT_SECONDS). */
+  mempoolAbsence: MempoolAbsenceRule;
 }
 
 const maxRecentBlocks = 1024;
 /** 32 bytes in hex: 0x-prefixed on EVM chains, bare on bitcoin. */
 const blockHashPattern = /^(0x)?[0-9a-fA-F]{64}$/;
+/** A bitcoin txid: 32 bytes in hex. */
+const txHashPattern = /^[0-9a-fA-F]{64}$/;
 
 function chainOf(environment: Environment, network: string): Chain & { environment: Environment } {
   if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
@@ -70,6 +75,10 @@ function mempoolReportOf(req: ReportMempoolRequest): MempoolReport {
       const o = m.output;
       if (!o) throw validationError(`outputs[${i}].output`, `"output" is missing.`);
       return { asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount, replaceable: m.replaceable };
+    }),
+    conflicted: req.conflicted.map((h, i) => {
+      if (!txHashPattern.test(h)) throw validationError(`conflicted[${i}]`, "Not a transaction hash (64 hex digits).");
+      return h.toLowerCase();
     }),
   };
 }
