@@ -104,6 +104,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
+    mempoolAbsence: config.mempoolAbsence,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];

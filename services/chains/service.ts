@@ -10,6 +10,7 @@ import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks, reorgWindow } from "../vocabulary/assets.ts";
 import { keptDepth, recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
+import type { MempoolAbsenceRule } from "./mempool-rule.ts";
 import { applyReport, halted, type BlockReport } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
@@ -23,12 +24,16 @@ export interface ChainDeps {
   latePaymentWindowSeconds: number;
   /** How many best blocks a fork may take away on a network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
   maxReorgDepth(network: string): number;
+  /** When a payment missing from the mempool's reports is withdrawn (MEMPOOL_ABSENT_READS, MEMPOOL_ABSENT_SECONDS). */
+  mempoolAbsence: MempoolAbsenceRule;
 }
 
 /** Hex digits of a chain's total work (bitcoin's chainwork: 256 bits). */
 const chainworkPattern = /^[0-9a-fA-F]{1,64}$/;
 /** 32 bytes in hex: 0x-prefixed on EVM chains, bare on bitcoin. */
 const blockHashPattern = /^(0x)?[0-9a-fA-F]{64}$/;
+/** A bitcoin txid: 32 bytes in hex. */
+const txHashPattern = /^[0-9a-fA-F]{64}$/;
 
 function chainOf(environment: Environment, network: string): Chain & { environment: Environment } {
   if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
@@ -75,6 +80,10 @@ function mempoolReportOf(req: ReportMempoolRequest): MempoolReport {
       const o = m.output;
       if (!o) throw validationError(`outputs[${i}].output`, `"output" is missing.`);
       return { asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount, replaceable: m.replaceable };
+    }),
+    conflicted: req.conflicted.map((h, i) => {
+      if (!txHashPattern.test(h)) throw validationError(`conflicted[${i}]`, "Not a transaction hash (64 hex digits).");
+      return h.toLowerCase();
     }),
   };
 }

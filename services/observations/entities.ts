@@ -34,6 +34,10 @@ export const ChainObservation = defineEntity({
     mempool: p.boolean().default(false),
     /** Its transaction signalled replace-by-fee (BIP 125) when seen in the mempool. */
     replaceable: p.boolean().default(false),
+    /** A live mempool output missing from the mempool's reports: when it was first missing (null: in the last report). */
+    mempoolAbsentSince: p.datetime().length(3).nullable(),
+    /** And from how many consecutive reports (mempool.ts decides when that withdraws it). */
+    mempoolAbsentReads: p.integer().default(0),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

@@ -413,7 +413,7 @@ export interface MempoolOutputRow extends ReportedOutputRow {
  * Records the outputs of the node's mempool in one statement: new ones with no block and 0
  * confirmations; one recorded from the mempool before (withdrawn, and back: rebroadcast) is live
  * again, and so is one whose block left the best chain (its transaction went back to the
- * mempool). One in a block of the best chain stays there: the mempool never moves it back. One
+ * mempool); one missing from earlier reports and not withdrawn is no longer missing. One in a block of the best chain stays there: the mempool never moves it back. One
  * recorded with another address, asset or amount is left as it is and returned, for the caller
  * to reject. Also returns how many were new.
  */
@@ -431,11 +431,13 @@ export async function upsertMempoolOutputs(
        from json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text, replaceable boolean, intent_id text)
      on conflict (network, environment, tx_hash, output_index) do update set
        confirmations = 0, block_height = null, block_hash = null, orphaned = false, mempool = true,
-       replaceable = excluded.replaceable, updated_at = excluded.updated_at
+       replaceable = excluded.replaceable, mempool_absent_since = null, mempool_absent_reads = 0,
+       updated_at = case when chain_observations.orphaned or chain_observations.replaceable <> excluded.replaceable
+         then excluded.updated_at else chain_observations.updated_at end
        where chain_observations.asset = excluded.asset and chain_observations.to_address = excluded.to_address and chain_observations.amount = excluded.amount
          and not chain_observations.simulated
          and (chain_observations.mempool or chain_observations.orphaned)
-         and (chain_observations.orphaned or chain_observations.replaceable <> excluded.replaceable)
+         and (chain_observations.orphaned or chain_observations.replaceable <> excluded.replaceable or chain_observations.mempool_absent_reads > 0)
      returning tx_hash, output_index, (xmax = 0) as added`,
     [
       chain.network,
@@ -466,41 +468,65 @@ export async function upsertMempoolOutputs(
   return { conflicting, added: rows.filter((r) => r.added).length };
 }
 
-/** The intents with live mempool outputs not among `keep` (tx_hash:output_index): those a mempool report withdraws. */
-export async function intentsLeavingMempool(
-  em: EntityManager,
-  chain: { network: string; environment: Environment },
-  keep: readonly string[],
-  lateWindowSeconds: number,
-): Promise<string[]> {
-  const rows = await em.execute<{ payment_intent_id: string }[]>(
-    `select distinct payment_intent_id from chain_observations o
-      where network = ? and environment = ? and mempool and not orphaned and payment_intent_id is not null
-        and not (tx_hash || ':' || output_index = any(?::text[])) and ${watchedOrNone("o")}`,
-    [chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
-  );
-  return rows.map((r) => r.payment_intent_id);
+/** A live mempool output missing from a report, with how long and how often it has been missing before it. */
+export interface MissingMempoolOutput {
+  id: number;
+  intentId: string | null;
+  txHash: string;
+  /** When it was first missing from a report; null: it was in the last one. */
+  absentSince: Date | null;
+  /** Consecutive reports it was missing from before this one. */
+  absentReads: number;
 }
 
 /**
- * Withdraws the live mempool outputs not among `keep`: they left the mempool unmined (replaced,
- * conflicted, evicted). Only those of intents still watched: a watcher reports outputs to watched
- * addresses only, so one of an intent cancelled or past its late-payment window is missing from the
- * report whether it left the mempool or not, and keeps what was last known of it. Returns how many.
+ * The live mempool outputs not among `keep` (tx_hash:output_index): those a mempool report may
+ * withdraw. Only those of intents still watched: a watcher reports outputs to watched addresses
+ * only, so one of an intent cancelled or past its late-payment window is missing from the report
+ * whether it left the mempool or not, and keeps what was last known of it.
  */
-export async function withdrawFromMempool(
+export async function missingFromMempool(
   em: EntityManager,
   chain: { network: string; environment: Environment },
   keep: readonly string[],
   lateWindowSeconds: number,
-  at: Date,
-): Promise<number> {
-  const rows = await em.execute<{ id: string }[]>(
-    `update chain_observations o set orphaned = true, updated_at = ?
+): Promise<MissingMempoolOutput[]> {
+  const rows = await em.execute<{ id: string | number; payment_intent_id: string | null; tx_hash: string; mempool_absent_since: Date | string | null; mempool_absent_reads: number }[]>(
+    `select id, payment_intent_id, tx_hash, mempool_absent_since, mempool_absent_reads from chain_observations o
       where network = ? and environment = ? and mempool and not orphaned
         and not (tx_hash || ':' || output_index = any(?::text[])) and ${watchedOrNone("o")}
-      returning id`,
-    [at, chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
+      order by id`,
+    [chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    intentId: r.payment_intent_id,
+    txHash: r.tx_hash,
+    absentSince: r.mempool_absent_since === null ? null : new Date(r.mempool_absent_since),
+    absentReads: r.mempool_absent_reads,
+  }));
+}
+
+/** Counts one more report the outputs `ids` were missing from (the first: since `at`). Not a change of the payment: updated_at stays. */
+export async function markAbsentFromMempool(em: EntityManager, ids: readonly number[], at: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await em.execute(
+    `update chain_observations set mempool_absent_reads = mempool_absent_reads + 1, mempool_absent_since = coalesce(mempool_absent_since, ?)
+      where id = any(?::bigint[]) and mempool and not orphaned`,
+    [at, `{${ids.join(",")}}`],
+  );
+}
+
+/**
+ * Withdraws the live mempool outputs `ids`: they left the mempool unmined (conflicted, replaced,
+ * evicted). Returns how many.
+ */
+export async function withdrawFromMempool(em: EntityManager, ids: readonly number[], at: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await em.execute<{ id: string }[]>(
+    `update chain_observations set orphaned = true, mempool_absent_reads = mempool_absent_reads + 1, mempool_absent_since = coalesce(mempool_absent_since, ?), updated_at = ?
+      where id = any(?::bigint[]) and mempool and not orphaned returning id`,
+    [at, at, `{${ids.join(",")}}`],
   );
   return rows.length;
 }

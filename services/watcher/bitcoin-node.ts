@@ -9,6 +9,12 @@ export interface BitcoinNode {
   block(hash: string): Promise<BitcoinBlock | undefined>;
   /** The txids in the node's mempool (`getrawmempool`). */
   mempool(): Promise<string[]>;
+  /**
+   * Whether the node has loaded its mempool (`getmempoolinfo`'s `loaded`, Bitcoin Core 0.19 and
+   * later): a node restarted answers RPC before mempool.dat is read, with an empty or partial
+   * mempool. An answer without the field (an older node) is taken as loaded.
+   */
+  mempoolLoaded(): Promise<boolean>;
   /** A mempool transaction decoded (`getrawtransaction <txid> 1`: no txindex needed while it is in the mempool), or undefined once it left. */
   transaction(txid: string): Promise<BitcoinTx | undefined>;
 }
@@ -16,8 +22,15 @@ export interface BitcoinNode {
 /** A transaction as `getrawtransaction <txid> 1` writes it, reduced to what the watcher reads. */
 export interface BitcoinTx {
   txid: string;
-  vin: { sequence: number }[];
+  vin: BitcoinInput[];
   vout: { value: number; n: number; scriptPubKey: { hex: string } }[];
+}
+
+/** A transaction input: the output it spends (`txid`, `vout`); a coinbase's has neither, but `coinbase`. */
+export interface BitcoinInput {
+  txid?: string;
+  vout?: number;
+  sequence: number;
 }
 
 /** A block as `getblock <hash> 2` writes it, reduced to what the watcher reads. */
@@ -29,7 +42,7 @@ export interface BitcoinBlock {
   time: number;
   /** The chain's total work up to this block, hex (Bitcoin Core and bcoin both write it). */
   chainwork?: string;
-  tx: { txid: string; vout: { value: number; n: number; scriptPubKey: { hex: string } }[] }[];
+  tx: BitcoinTx[];
 }
 
 /** An error object from the node (Bitcoin Core's RPC error codes). */
@@ -105,6 +118,10 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
     },
     async mempool() {
       return call<string[]>("getrawmempool", []);
+    },
+    async mempoolLoaded() {
+      const r = await call<{ loaded?: boolean }>("getmempoolinfo", []);
+      return r.loaded !== false;
     },
     async transaction(txid) {
       try {

@@ -1,7 +1,7 @@
 import { formatUnits } from "viem";
 import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
-import { satoshis, type BitcoinBlock, type BitcoinNode, type BitcoinTx } from "./bitcoin-node.ts";
+import { satoshis, type BitcoinBlock, type BitcoinInput, type BitcoinNode, type BitcoinTx } from "./bitcoin-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -32,9 +32,10 @@ export class BitcoinWatched implements WatchedAddresses {
  * Bitcoin as the follower reads it, through Bitcoin Core's RPC: each block by height
  * (`getblockhash`) and then whole (`getblock <hash> 2`), every output of every transaction
  * (the coinbase's too) matched by its script. An output is a payment whether or not it is spent
- * later: the service receives, it does not keep a wallet.
+ * later: the service receives, it does not keep a wallet. Each block read is shown to `sawBlocks`
+ * (the mempool reader, which looks in it for spends that conflict with payments it saw).
  */
-export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: BitcoinWatched): ChainSource {
+export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: BitcoinWatched, sawBlocks?: (blocks: readonly BitcoinBlock[]) => void): ChainSource {
   return {
     // Mainnet blocks are up to ~4 MB of hex, more as JSON: a few at a time.
     batchBlocks: 4,
@@ -53,6 +54,7 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
         return part.some((b) => b === undefined) ? undefined : (part as BitcoinBlock[]);
       }, () => true);
       if (!blocks) return undefined;
+      sawBlocks?.(blocks);
       const outputs: Output[] = [];
       for (const b of blocks) {
         const blockHash = b.hash.toLowerCase();
@@ -94,31 +96,48 @@ export interface MempoolOutput extends Pick<Output, "asset" | "toAddress" | "txH
   replaceable: boolean;
 }
 
-/** What a mempool read found: the node's best block when it was read, and the watched outputs in it. */
+/** What a mempool read found: the node's best block when it was read, the watched outputs in it, and the payments conflicted. */
 export interface MempoolSnapshot {
   tip: { height: number; hash: string };
   outputs: MempoolOutput[];
+  /**
+   * Transactions with an output to a watched address, read in the mempool before, that are no
+   * longer in it and whose input another transaction spent (seen in the mempool or in a block
+   * read): they cannot be mined on this chain any more.
+   */
+  conflicted: string[];
 }
 
 /** A transaction's outputs as kept between polls: their scripts and amounts, matched anew each poll (an address may be watched after its payment was first read). */
 interface KeptTx {
   replaceable: boolean;
   vout: { n: number; script: string; amount: string }[];
+  /** The outputs it spends (txid:vout). */
+  inputs: string[];
 }
 
 /** Transactions new to the mempool read per poll (the rest the next polls): a node's first mempool may hold 100 000. */
 const newPerPoll = 1000;
 const parallelReads = 8;
+/** Payments that left the mempool unmined, remembered for a conflicting spend seen later (a failover to a node that has it instead). */
+const goneKept = 10_000;
 
 /** BIP 125's explicit signal: any input whose nSequence is below 0xfffffffe. */
 export function signalsReplaceByFee(tx: Pick<BitcoinTx, "vin">): boolean {
   return tx.vin.some((i) => typeof i.sequence === "number" && i.sequence < 0xfffffffe);
 }
 
+/** The outputs a transaction spends, as txid:vout (a coinbase spends none). */
+function spentBy(vin: readonly BitcoinInput[]): string[] {
+  return vin.flatMap((i) => (typeof i.txid === "string" && typeof i.vout === "number" ? [`${i.txid.toLowerCase()}:${i.vout}`] : []));
+}
+
 /**
- * The node's mempool as the watcher reads it, through Bitcoin Core's documented RPC: the txids
- * (`getrawmempool`), and each new one once (`getrawtransaction <txid> 1`, which serves mempool
- * transactions without txindex); transactions that left are forgotten. The tip is read after the
+ * The node's mempool as the watcher reads it, through Bitcoin Core's documented RPC: whether it
+ * is loaded (`getmempoolinfo`), the txids (`getrawmempool`), and each new one once
+ * (`getrawtransaction <txid> 1`, which serves mempool transactions without txindex); transactions
+ * that left are forgotten, but for payments (a watched output), whose inputs are kept a while so
+ * that a spend of one by another transaction names them conflicted. The tip is read after the
  * txids: a snapshot whose tip is the core's saw no block the core was not told of.
  */
 export class BitcoinMempool {
@@ -126,6 +145,12 @@ export class BitcoinMempool {
   readonly #asset: AssetInfo;
   readonly #watched: BitcoinWatched;
   readonly #kept = new Map<string, KeptTx>();
+  /** Payments that left the mempool unmined: their inputs, oldest first. */
+  readonly #gone = new Map<string, string[]>();
+  /** Each output spent by a kept or gone transaction (txid:vout) → that transaction. */
+  readonly #spender = new Map<string, string>();
+  /** Kept or gone transactions another transaction conflicts with. */
+  readonly #conflicts = new Set<string>();
   #pending = 0;
   #size = 0;
 
@@ -135,11 +160,18 @@ export class BitcoinMempool {
     this.#watched = watched;
   }
 
-  async read(): Promise<MempoolSnapshot> {
+  /**
+   * The watched outputs in the node's mempool, and the payments conflicted; undefined when the node
+   * says its mempool is not loaded (asked before and after the txids: a node restarted between the
+   * two answers an empty mempool), which is then not read at all.
+   */
+  async read(): Promise<MempoolSnapshot | undefined> {
+    if (!(await this.#node.mempoolLoaded())) return undefined;
     const txids = (await this.#node.mempool()).map((t) => t.toLowerCase());
+    if (!(await this.#node.mempoolLoaded())) return undefined;
     const now = new Set(txids);
     this.#size = now.size;
-    for (const txid of this.#kept.keys()) if (!now.has(txid)) this.#kept.delete(txid);
+    for (const [txid, tx] of this.#kept) if (!now.has(txid)) this.#leave(txid, tx);
     const fresh = txids.filter((t) => !this.#kept.has(t)).slice(0, newPerPoll);
     for (let i = 0; i < fresh.length; i += parallelReads) {
       const part = fresh.slice(i, i + parallelReads);
@@ -147,10 +179,7 @@ export class BitcoinMempool {
       txs.forEach((tx, j) => {
         // Gone meanwhile (mined, replaced): not in the mempool any more.
         if (!tx) return now.delete(part[j] as string);
-        this.#kept.set(part[j] as string, {
-          replaceable: signalsReplaceByFee(tx),
-          vout: tx.vout.map((o) => ({ n: o.n, script: o.scriptPubKey.hex, amount: formatUnits(satoshis(o.value), this.#asset.decimals) })),
-        });
+        this.#keep(part[j] as string, tx);
       });
     }
     this.#pending = [...now].filter((t) => !this.#kept.has(t)).length;
@@ -164,13 +193,65 @@ export class BitcoinMempool {
       }
     }
     outputs.sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex);
-    return { tip: { height, hash }, outputs };
+    const conflicted = [...this.#conflicts].filter((t) => this.#gone.has(t)).sort();
+    return { tip: { height, hash }, outputs, conflicted };
+  }
+
+  /** Blocks the follower read: a transaction in one spending what a kept or gone one spends conflicts with it; a gone one mined there was not conflicted. */
+  sawBlocks(blocks: readonly BitcoinBlock[]): void {
+    for (const b of blocks) {
+      for (const tx of b.tx) {
+        const txid = tx.txid.toLowerCase();
+        const gone = this.#gone.get(txid);
+        if (gone) this.#forget(txid, gone);
+        this.#spends(txid, spentBy(tx.vin));
+      }
+    }
+  }
+
+  /** A transaction read in the mempool: kept; a payment gone before and back (a reorg, a rebroadcast) is no longer gone. */
+  #keep(txid: string, tx: BitcoinTx): void {
+    const gone = this.#gone.get(txid);
+    if (gone) this.#forget(txid, gone);
+    const inputs = spentBy(tx.vin);
+    this.#spends(txid, inputs);
+    this.#kept.set(txid, {
+      replaceable: signalsReplaceByFee(tx),
+      vout: tx.vout.map((o) => ({ n: o.n, script: o.scriptPubKey.hex, amount: formatUnits(satoshis(o.value), this.#asset.decimals) })),
+      inputs,
+    });
+    for (const o of inputs) this.#spender.set(o, txid);
+  }
+
+  /** `txid` spends `inputs`: any other kept or gone transaction spending one of them conflicts with it. */
+  #spends(txid: string, inputs: readonly string[]): void {
+    for (const o of inputs) {
+      const other = this.#spender.get(o);
+      if (other !== undefined && other !== txid) this.#conflicts.add(other);
+    }
+  }
+
+  /** A kept transaction no longer in the mempool: remembered (a while) if it pays a watched address, else forgotten. */
+  #leave(txid: string, tx: KeptTx): void {
+    this.#kept.delete(txid);
+    if (!tx.vout.some((o) => this.#watched.addressOf(o.script) !== undefined)) return this.#forget(txid, tx.inputs);
+    this.#gone.set(txid, tx.inputs);
+    for (const [oldest, inputs] of this.#gone) {
+      if (this.#gone.size <= goneKept) break;
+      this.#forget(oldest, inputs);
+    }
+  }
+
+  #forget(txid: string, inputs: readonly string[]): void {
+    this.#gone.delete(txid);
+    this.#conflicts.delete(txid);
+    for (const o of inputs) if (this.#spender.get(o) === txid) this.#spender.delete(o);
   }
 
   /**
    * Whether every transaction in the node's mempool at the last read was read (a first read of a
    * large mempool takes several polls): only a complete snapshot is reported, since what it lacks
-   * the core withdraws.
+   * the core counts as missing.
    */
   get complete(): boolean {
     return this.#pending === 0;

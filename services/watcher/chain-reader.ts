@@ -32,10 +32,12 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
     const node = bitcoinNode(e.url, timeoutMs);
     const watched = new BitcoinWatched();
     const btc = findAsset("bitcoin", "BTC") as AssetInfo;
+    const mempool = new BitcoinMempool(node, btc, watched);
     return {
-      source: bitcoinSource(node, btc, watched),
+      // The blocks the follower reads show the mempool reader the spends that conflict with payments.
+      source: bitcoinSource(node, btc, watched, (blocks) => mempool.sawBlocks(blocks)),
       watched,
-      mempool: new BitcoinMempool(node, btc, watched),
+      mempool,
       facts: () => bitcoinFacts(node),
       async timeAt(height) {
         const hash = await node.hashAt(height);

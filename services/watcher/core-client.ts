@@ -75,8 +75,8 @@ export class CoreClient {
     );
   }
 
-  /** Reports the mempool's watched outputs as read against `tipHash`, under the lease's epoch. */
-  reportMempool(tipHash: string, outputs: readonly MempoolOutput[], epoch: bigint) {
+  /** Reports the mempool's watched outputs as read against `tipHash`, and the payments conflicted, under the lease's epoch. */
+  reportMempool(tipHash: string, outputs: readonly MempoolOutput[], conflicted: readonly string[], epoch: bigint) {
     return this.#chains.reportMempool(
       {
         network: this.#network,
@@ -87,6 +87,7 @@ export class CoreClient {
           output: { asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount },
           replaceable: o.replaceable,
         })),
+        conflicted: [...conflicted],
       },
       { headers: this.#headers },
     );

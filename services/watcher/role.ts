@@ -111,6 +111,8 @@ class ChainWatch {
   #mempoolSent: { key: string; at: number } | undefined;
   /** When the mempool was last read (0: not yet). */
   #mempoolReadAt = 0;
+  /** The node said its mempool is not loaded at the last read (said once in the log). */
+  #mempoolUnloaded = false;
 
   constructor(e: ChainEndpoint, id: string, o: WatcherRoleOptions, m: WatcherMetrics, signal: AbortSignal) {
     this.#e = e;
@@ -298,7 +300,8 @@ class ChainWatch {
 
   /**
    * Reads the node's mempool and reports its watched outputs when they changed (or every
-   * heartbeatMs): only a complete read taken at the tip the core has, so that a transaction
+   * heartbeatMs; every read while the core counts outputs missing from it): only a complete read
+   * of a mempool the node says is loaded, taken at the tip the core has, so that a transaction
    * missing from it was not mined in a block the core has not been told of.
    */
   async #readMempool(follower: Follower): Promise<void> {
@@ -307,20 +310,31 @@ class ChainWatch {
     if (!mempool || Date.now() - this.#mempoolReadAt + this.#o.pollMs / 2 < (this.#o.mempoolMs ?? this.#o.pollMs)) return;
     this.#mempoolReadAt = Date.now();
     const snapshot = await this.#nodeCall(() => mempool.read());
+    if (!snapshot) {
+      // Restarted and still reading mempool.dat: what it answers says nothing of what left.
+      if (!this.#mempoolUnloaded) this.#log.warn("the node has not loaded its mempool yet (getmempoolinfo): its mempool is not reported until it has");
+      this.#mempoolUnloaded = true;
+      return;
+    }
+    if (this.#mempoolUnloaded) this.#log.info("the node has loaded its mempool: reported again");
+    this.#mempoolUnloaded = false;
     this.#m.mempoolTransactions.set(this.#labels, mempool.size);
     this.#m.mempoolReadSeconds.set(this.#labels, (Date.now() - this.#mempoolReadAt) / 1000);
     const top = follower.position.recentBlocks.at(-1);
     if (!mempool.complete || !top || top.height !== snapshot.tip.height || top.hash !== snapshot.tip.hash) return;
-    const key = `${snapshot.tip.hash} ${snapshot.outputs.map((o) => `${o.txHash}:${o.outputIndex}:${o.replaceable ? 1 : 0}`).join(",")}`;
+    const key = `${snapshot.tip.hash} ${snapshot.outputs.map((o) => `${o.txHash}:${o.outputIndex}:${o.replaceable ? 1 : 0}`).join(",")} ${snapshot.conflicted.join(",")}`;
     const sent = this.#mempoolSent;
     if (sent && sent.key === key && Date.now() - sent.at < heartbeatMs) return;
-    const res = await this.#core.reportMempool(snapshot.tip.hash, snapshot.outputs, this.#followerEpoch ?? 0n);
-    this.#mempoolSent = res.applied ? { key, at: Date.now() } : undefined;
+    const res = await this.#core.reportMempool(snapshot.tip.hash, snapshot.outputs, snapshot.conflicted, this.#followerEpoch ?? 0n);
+    // While outputs are counted missing, each read is a report: MEMPOOL_ABSENT_READS counts them.
+    this.#mempoolSent = res.applied && res.absent === 0 ? { key, at: Date.now() } : undefined;
     if (res.rejected > 0) {
       this.#m.rejected.inc(this.#labels, res.rejected);
       this.#log.warn({ rejected: res.rejected }, "the core refused outputs of mempool transactions; passed over (ops rejected-outputs lists them)");
     }
-    if (res.withdrawn > 0) this.#log.info({ withdrawn: res.withdrawn }, "outputs left the mempool without being mined (replaced, double-spent, evicted): withdrawn");
+    if (res.withdrawn > 0) {
+      this.#log.info({ withdrawn: res.withdrawn, conflicted: snapshot.conflicted.length }, "outputs left the mempool without being mined (a conflicting spend seen, or missing from a loaded mempool long enough): withdrawn");
+    }
   }
 
   /** Whether the node's head is below what was already processed: then nothing is read, and it is said once. */

@@ -7,6 +7,8 @@
 //   getblock of an unknown hash: code -5      code -1 "Block not found"              code -5
 //   getrawtransaction of a txid in neither    code -1 "Transaction not found."       code -5
 //     the mempool nor (txindex) a block: -5
+//   getmempoolinfo's `loaded` (0.19 and       no `loaded` (its mempool is in memory   loaded: true
+//     later: false until mempool.dat is read)   from the start)
 //
 // Relayed as they are (bcoin answers them as Core does): getrawmempool (an array of txids), and
 // getrawtransaction <txid> 1 of a mempool transaction without txindex (bcoin's Validator takes
@@ -42,6 +44,7 @@ interface RpcReply {
 }
 
 function translateReply(req: RpcRequest, reply: RpcReply): RpcReply {
+  if (req.method === "getmempoolinfo" && reply.result && typeof reply.result === "object" && !("loaded" in reply.result)) return { ...reply, result: { loaded: true, ...reply.result } };
   if (req.method === "getblock" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) return { ...reply, error: { code: -5, message: "Block not found" } };
   if (req.method === "getrawtransaction" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) {
     return { ...reply, error: { code: -5, message: "No such mempool or blockchain transaction" } };

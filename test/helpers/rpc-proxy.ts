@@ -1,7 +1,8 @@
 // A JSON-RPC proxy between a chain watcher and its node (anvil, or bcoin behind its Bitcoin Core
 // relay with `bitcoin: true`), misbehaving on demand as real
 // nodes do: down (connections refused), answering for another chain, lagging some blocks behind,
-// still syncing, or serving blocks padded with a thousand transactions. Requests it does not
+// still syncing, serving blocks padded with a thousand transactions, or (bitcoin) answering an
+// empty mempool, or one not loaded yet as a node just restarted does. Requests it does not
 // change pass through untouched; batches are answered as batches.
 import http from "node:http";
 import type net from "node:net";
@@ -27,6 +28,10 @@ export interface RpcProxy {
   chainName: string | undefined;
   /** Transactions (to no watched address) added to every block read with its transactions. */
   padTransactions: number;
+  /** Bitcoin: getrawmempool answers an empty mempool (another node behind a balancer, one restarted without its mempool). */
+  emptyMempool: boolean;
+  /** Bitcoin: getmempoolinfo answers `loaded: false` (a node restarted, still reading mempool.dat). */
+  mempoolUnloaded: boolean;
   /** Rewrites what the node answered to a method (a node that lies); undefined: as it answered. */
   rewrite: ((method: string, result: unknown) => unknown) | undefined;
   /**
@@ -107,6 +112,11 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
       if (proxy.syncing) info.initialblockdownload = true;
       if (proxy.behind > 0) info.blocks = await limit();
       return { ...res, result: info };
+    }
+    if (method === "getrawmempool" && proxy.emptyMempool) return reply([]);
+    if (method === "getmempoolinfo" && proxy.mempoolUnloaded) {
+      const res = (await relay(req)) as Json;
+      return { ...res, result: { ...(res.result as Json), loaded: false, ...(proxy.emptyMempool ? { size: 0, bytes: 0 } : {}) } };
     }
     if (proxy.behind === 0) return undefined;
     const top = await limit();
@@ -229,6 +239,8 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     behind: 0,
     syncing: false,
     padTransactions: 0,
+    emptyMempool: false,
+    mempoolUnloaded: false,
     calls,
     async down() {
       if (!listening) return;

@@ -47,8 +47,12 @@ function shows(id: string, txid: string, what: string, ok: (x: Tx, pi: any) => b
   }, 20_000, () => "");
 }
 
-const typesAt = (path: string, secret: string, id: string) =>
-  signedEvents(s.receiver, secret, path).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+/** The intent's events received at `path`, by event id: a delivery retried (at least once) is the same event. */
+const typesAt = (path: string, secret: string, id: string) => {
+  const byId = new Map<string, string>();
+  for (const e of signedEvents(s.receiver, secret, path)) if (e.data.payment_intent?.public_id === id) byId.set(e.id, e.type);
+  return [...byId.values()].sort();
+};
 const eventsAt = (path: string, secret: string, id: string, count: number) =>
   until(`${count} events of ${id} at ${path}`, async () => (typesAt(path, secret, id).length >= count ? typesAt(path, secret, id) : undefined), 20_000, () =>
     JSON.stringify(typesAt(path, secret, id)),
@@ -140,6 +144,11 @@ t.test("a double spend mined from a second node withdraws the payment; one that 
     ["payment.confirmed", "payment.confirmed", "payment.intent.created", "payment.reorged"],
     "payment.reorged once, for the withdrawn payment that had counted",
   );
+  const recorded = await s.app.db.em.fork().execute<{ type: string; n: number }[]>(
+    `select type, count(*)::int as n from webhook_events where payment_intent_id = ? and type like 'payment.%' group by type order by type`,
+    [counted.public_id],
+  );
+  t.same(recorded, [{ type: "payment.confirmed", n: 2 }, { type: "payment.intent.created", n: 1 }, { type: "payment.reorged", n: 1 }], "as recorded: withdrawn once, never back");
   t.same(await eventsAt("/detected", optIn.secret, waiting.public_id, 1), ["payment.detected"], "the intent that only saw it: detected, never reorged");
 });
 

@@ -34,7 +34,7 @@ function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?
           height: h,
           previousblockhash: hashOf(h - 1),
           time: 1_700_000_000 + h * 600,
-          tx: [{ txid: hashOf(h + 0xabc), vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, n: 1, scriptPubKey: { hex: payeeScript } }] : [])] }],
+          tx: [{ txid: hashOf(h + 0xabc), vin: [{ sequence: 0xffffffff }], vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, n: 1, scriptPubKey: { hex: payeeScript } }] : [])] }],
         };
         return block;
       } finally {

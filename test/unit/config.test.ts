@@ -213,3 +213,12 @@ t.test("WATCHER_MEMPOOL_MS", async (t) => {
   refuses(t, { WATCHER_MEMPOOL_MS: "10" }, /WATCHER_MEMPOOL_MS must be between 50 and 3600000, got 10/, "too often");
   refuses(t, { WATCHER_MEMPOOL_MS: "often" }, /WATCHER_MEMPOOL_MS must be a whole number/, "not a number");
 });
+
+t.test("MEMPOOL_ABSENT_READS and MEMPOOL_ABSENT_SECONDS", async (t) => {
+  t.same(loadConfig({}).mempoolAbsence, { reads: 3, seconds: 60 }, "default: missing from 3 reports over at least 60 s");
+  t.same(loadConfig({ MEMPOOL_ABSENT_READS: "5", MEMPOOL_ABSENT_SECONDS: "600" }).mempoolAbsence, { reads: 5, seconds: 600 });
+  t.same(loadConfig({ MEMPOOL_ABSENT_READS: "1", MEMPOOL_ABSENT_SECONDS: "0" }).mempoolAbsence, { reads: 1, seconds: 0 }, "the lowest: the first report that misses it (a test's setting)");
+  refuses(t, { MEMPOOL_ABSENT_READS: "0" }, /MEMPOOL_ABSENT_READS must be between 1 and 1000, got 0/, "no reads");
+  refuses(t, { MEMPOOL_ABSENT_SECONDS: "86401" }, /MEMPOOL_ABSENT_SECONDS must be between 0 and 86400, got 86401/, "over a day");
+  refuses(t, { MEMPOOL_ABSENT_SECONDS: "1m" }, /MEMPOOL_ABSENT_SECONDS must be a whole number/, "not a number");
+});

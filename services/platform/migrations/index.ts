@@ -22,6 +22,7 @@ import { Migration20261126091000_ChainNodeIdentity } from "./Migration2026112609
 import { Migration20261126093000_IntentReturnUrls } from "./Migration20261126093000_IntentReturnUrls.ts";
 import { Migration20261126130937_ChainBlocks } from "./Migration20261126130937_ChainBlocks.ts";
 import { Migration20261127090000_Mempool } from "./Migration20261127090000_Mempool.ts";
+import { Migration20261127221818_MempoolAbsence } from "./Migration20261127221818_MempoolAbsence.ts";
 import { Migration20261127223000_ChainBranches } from "./Migration20261127223000_ChainBranches.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -49,5 +50,6 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261126095500_LeaseEpoch", class: Migration20261126095500_LeaseEpoch },
   { name: "Migration20261126130937_ChainBlocks", class: Migration20261126130937_ChainBlocks },
   { name: "Migration20261127090000_Mempool", class: Migration20261127090000_Mempool },
+  { name: "Migration20261127221818_MempoolAbsence", class: Migration20261127221818_MempoolAbsence },
   { name: "Migration20261127223000_ChainBranches", class: Migration20261127223000_ChainBranches },
 ];
