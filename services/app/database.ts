@@ -5,7 +5,7 @@ import { ApiKey, CashierSession, InternalCredential, Merchant, SiteCredential } 
 import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../webhooks/delivery-entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
-import { ChainObservation, RejectedObservation } from "../observations/entities.ts";
+import { ChainObservation, RejectedObservation } from "../chains/output-entities.ts";
 import { ChainBlock, ChainNodeReport, ChainWatcher } from "../chains/entities.ts";
 import { PaymentIntentRecord } from "../intents/entities.ts";
 import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";

@@ -17,7 +17,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
-import { listRejections } from "../observations/store.ts";
+import { listRejections } from "../chains/outputs.ts";
 import { listWatchers, resumeChain } from "../chains/store.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";

@@ -1,8 +1,8 @@
 import type { Environment } from "../auth/keys.ts";
 import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { settleMany } from "../observations/settle.ts";
-import { markAbsentFromMempool, missingFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "../observations/store.ts";
+import { settleMany } from "../intents/settle.ts";
+import { intentOutputs, markAbsentFromMempool, missingFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "./outputs.ts";
 import { bestTip } from "./blocks.ts";
 import { defaultMempoolAbsence, withdrawsFromMempool, type MempoolAbsenceRule } from "./mempool-rule.ts";
 import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput } from "./report.ts";
@@ -67,7 +67,7 @@ export async function applyMempool(tx: EntityManager, deps: MempoolDeps, chain: 
   const withdrawn = await withdrawFromMempool(tx, leaving.map((o) => o.id), now);
   const { conflicting, added } = await upsertMempoolOutputs(tx, chain, [...outputs.values()], now);
   for (const o of conflicting) rejected.push({ o, blockHash: null, reason: changedOutput(o) });
-  const settled = await settleMany(tx, deps.intents, locked, now);
+  const settled = await settleMany(tx, deps.intents, intentOutputs, locked, now);
   await keepRefused(tx, chain, rejected);
   return { applied: true, added, withdrawn, absent: staying.length, rejected: rejected.length, settled: settled.length };
 }

@@ -3,18 +3,19 @@ import type { Intents } from "../intents/intents.ts";
 import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
 import { apiError, describeError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { settleMany } from "../observations/settle.ts";
+import { settleMany } from "../intents/settle.ts";
 import {
   deriveConfirmations,
   intentsAwaitingConfirmations,
+  intentOutputs,
   intentsInBlocks,
   intentsReachingConfirmations,
   recordRejection,
   setOrphaned,
   upsertBlockOutputs,
   type BlockOutput,
-} from "../observations/store.ts";
-import { checkOutput } from "../observations/validate.ts";
+} from "./outputs.ts";
+import { checkOutput } from "./validate.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { allBest, bestFrom, bestTip, forgetChain, joinBest, keepSide, keptDepth, leaveBest, pruneBlocks, rejoinBest, sideBranchTo, type StoredBlock } from "./blocks.ts";
 import { admit, link } from "./linkage.ts";
@@ -242,7 +243,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
   await deriveConfirmations(tx, chain, newTip.height, below, joining, now);
 
-  await settleMany(tx, deps.intents, locked, now);
+  await settleMany(tx, deps.intents, intentOutputs, locked, now);
   await keepRefused(tx, chain, rejected);
 
   // A resumed chain takes one deeper fork; the next one stops it again.

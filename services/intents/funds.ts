@@ -57,7 +57,7 @@ export function confirmingFloor(requested: bigint, toleranceBps: number): bigint
  *   by its expiry is expired.
  * `status` is the current one; `expired` says whether expires_at has passed. An unpaid
  * intent past its expiry is expired by the caller before new funds are weighed (see
- * observations/settle.ts), so funds arriving then are late rather than paying it.
+ * settle.ts), so funds arriving then are late rather than paying it.
  */
 export function impliedStatus(status: Status, requested: bigint, funds: Funds, expired: boolean, toleranceBps = 0): Status {
   if (status === "cancelled") return "cancelled";

@@ -6,8 +6,8 @@ import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/sto
 import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { validationError } from "../platform/errors.ts";
-import { settle } from "./settle.ts";
-import { findObservation, intentsTouchedByReorg, orphan, upsertObservation, type ObservationInput, type ObservationRow } from "./store.ts";
+import { settle } from "../intents/settle.ts";
+import { findObservation, intentOutputs, intentsTouchedByReorg, orphan, upsertObservation, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
 
 /**
  * Chain facts in: the chain watcher (ObservationService) and the sandbox
@@ -33,7 +33,7 @@ export async function recordObservation(tx: EntityManager, intents: Intents, o: 
   }
   const observation = await upsertObservation(tx, o, intent?.id ?? null, simulated, now);
   if (!intent) return { observation, intent: undefined };
-  const settled = await settle(tx, intents, intent, now);
+  const settled = await settle(tx, intents, intentOutputs, intent, now);
   // Settlement decided whether it counts.
   const fact = settled.transactions?.find((t) => t.txHash === o.txHash && t.outputIndex === o.outputIndex);
   return { observation: { ...observation, counted: fact?.counted ?? false }, intent: settled };
@@ -54,7 +54,7 @@ export async function recordReorg(
   const locked = await lockIntents(tx, ids);
   const orphaned = await orphan(tx, network, environment, blockHashes, txHashes, now);
   const settled: IntentRow[] = [];
-  for (const row of locked) settled.push(await settle(tx, intents, row, now));
+  for (const row of locked) settled.push(await settle(tx, intents, intentOutputs, row, now));
   return { orphaned, intents: settled };
 }
 

@@ -7,7 +7,7 @@ import { simulateOutcomes } from "../vocabulary/value-sets.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { IntentRow } from "../intents/store.ts";
 import { recordObservation, recordReorg, simulatedTxHash } from "../observations/record.ts";
-import { observationsOf } from "../observations/store.ts";
+import { observationsOf } from "../chains/outputs.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 

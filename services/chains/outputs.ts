@@ -1,9 +1,14 @@
 import type { EntityManager } from "../platform/db.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { stillWatched, type TransactionFact } from "../intents/store.ts";
+import type { IntentOutput, IntentOutputs } from "../intents/settle.ts";
 import type { Environment } from "../auth/keys.ts";
 
-/** Reads and writes of chain_observations: the one owner of the table. */
+/**
+ * Reads and writes of chain_observations, the outputs to deposit addresses each chain showed:
+ * the one owner of the table. A block output counts by its block's place on the best chain
+ * (chain_blocks, blocks.ts); settlement (intents/settle.ts) reads them through intentOutputs.
+ */
 
 export interface ObservationInput {
   network: string;
@@ -534,3 +539,12 @@ export async function withdrawFromMempool(em: EntityManager, ids: readonly numbe
 /** An output (`alias`) of no intent, or of one whose address the watchers still look for (the late-payment window's seconds are the one `?`). */
 const watchedOrNone = (alias: string) =>
   `(${alias}.payment_intent_id is null or exists (select 1 from payment_intents p where p.id = ${alias}.payment_intent_id and ${stillWatched("p")}))`;
+
+/** The outputs of intents as settlement reads them and keeps what counts. */
+export const intentOutputs: IntentOutputs = {
+  async of(tx, intentIds) {
+    const rows = await observationsOfMany(tx, intentIds);
+    return new Map([...rows].map(([id, list]) => [id, list.map((r): IntentOutput => ({ ...toFact(r), id: r.id, countedLate: r.countedLate }))]));
+  },
+  markCounted: setCounted,
+};

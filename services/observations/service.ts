@@ -7,12 +7,12 @@ import { pageSizeOf } from "../intents/validate.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, describeError, validationError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { chainFollowed } from "./store.ts";
+import { chainFollowed } from "../chains/store.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
-import { recordObservation, recordReorg } from "../observations/record.ts";
-import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "../observations/store.ts";
-import { checkNetwork, checkOutput, hashPattern } from "../observations/validate.ts";
+import { recordObservation, recordReorg } from "./record.ts";
+import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
+import { checkNetwork, checkOutput, hashPattern } from "../chains/validate.ts";
 
 export interface ObservationDeps {
   intents: Intents;

@@ -1,12 +1,34 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
-import type { Intents } from "../intents/intents.ts";
-import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "../intents/funds.ts";
-import { isStatus, type Status } from "../intents/status.ts";
-import { markDetected, updateAmountsReceived, type IntentRow } from "../intents/store.ts";
+import type { Intents } from "./intents.ts";
+import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
+import { isStatus, type Status } from "./status.ts";
+import { markDetected, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
 import { recordEvents } from "../events/record.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { observationsOfMany, setCounted, toFact } from "./store.ts";
+
+/** An output paying an intent as settlement weighs it: the chain's facts about it, and whether (and how late) it counts. */
+export interface IntentOutput extends TransactionFact {
+  id: number;
+  countedLate: boolean;
+}
+
+/** What counts of each output, as settlement decided it. */
+export interface CountedChange {
+  id: number;
+  counted: boolean;
+  countedLate: boolean;
+}
+
+/**
+ * The chain's outputs of intents, as settlement reads them and keeps what counts: the chain's
+ * facts live with the chain (chains/outputs.ts), what they mean for an intent here.
+ */
+export interface IntentOutputs {
+  /** The outputs of each intent, oldest first. */
+  of(tx: EntityManager, intentIds: readonly string[]): Promise<Map<string, IntentOutput[]>>;
+  markCounted(tx: EntityManager, changes: readonly CountedChange[], at: Date): Promise<void>;
+}
 
 /**
  * Brings a locked intent in line with its outputs: decides which count (the
@@ -15,8 +37,8 @@ import { observationsOfMany, setCounted, toFact } from "./store.ts";
  * each move through intents.transition(), so each emits its event once, in
  * the caller's transaction.
  */
-export async function settle(tx: EntityManager, intents: Intents, locked: IntentRow, now: Date): Promise<IntentRow> {
-  return (await settleMany(tx, intents, [locked], now))[0] as IntentRow;
+export async function settle(tx: EntityManager, intents: Intents, outputs: IntentOutputs, locked: IntentRow, now: Date): Promise<IntentRow> {
+  return (await settleMany(tx, intents, outputs, [locked], now))[0] as IntentRow;
 }
 
 /**
@@ -24,10 +46,10 @@ export async function settle(tx: EntityManager, intents: Intents, locked: Intent
  * amount_received saved in one statement each, and only the intents whose status moves go
  * through intents.transition() (each move's event once).
  */
-export async function settleMany(tx: EntityManager, intents: Intents, locked: readonly IntentRow[], now: Date): Promise<IntentRow[]> {
+export async function settleMany(tx: EntityManager, intents: Intents, chainOutputs: IntentOutputs, locked: readonly IntentRow[], now: Date): Promise<IntentRow[]> {
   if (locked.length === 0) return [];
-  const outputsOf = await observationsOfMany(tx, locked.map((r) => r.id));
-  const changes: { id: number; counted: boolean; countedLate: boolean }[] = [];
+  const outputsOf = await chainOutputs.of(tx, locked.map((r) => r.id));
+  const changes: CountedChange[] = [];
   const amounts: { id: string; amount: string }[] = [];
   const plans = locked.map((row) => {
     const asset = findAsset(row.network, row.asset);
@@ -56,9 +78,9 @@ export async function settleMany(tx: EntityManager, intents: Intents, locked: re
     }
     const amountReceived = outputs.length > 0 ? fromUnits(funds.counted, asset.decimals) : null;
     if (amountReceived !== null && amountReceived !== row.amountReceived) amounts.push({ id: row.id, amount: amountReceived });
-    return { row: { ...row, amountReceived, transactions: outputs.map(toFact) }, asset, funds, expired, expireFirst };
+    return { row: { ...row, amountReceived, transactions: outputs.map(({ id: _, countedLate: __, ...fact }) => fact) }, asset, funds, expired, expireFirst };
   });
-  await setCounted(tx, changes, now);
+  await chainOutputs.markCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
 
   const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
