@@ -1,12 +1,19 @@
+import type { HeaderFields } from "./bitcoin-checks.ts";
+
 /** What the watcher asks of a Bitcoin Core node, through its documented JSON-RPC (bitcoind's `-server`). */
 export interface BitcoinNode {
-  /** `getblockchaininfo`'s chain (main, test, testnet4, signet or regtest) and whether the node is still in its initial block download. */
-  info(): Promise<{ chain: string; initialBlockDownload: boolean }>;
+  /**
+   * `getblockchaininfo`'s chain (main, test, testnet4, signet or regtest), whether the node is
+   * still in its initial block download, and its best tip's chainwork (hex; "" when not said).
+   */
+  info(): Promise<{ chain: string; initialBlockDownload: boolean; chainwork: string }>;
   headHeight(): Promise<number>;
   /** The best chain's block hash at `height`, or undefined past the head. */
   hashAt(height: number): Promise<string | undefined>;
   /** The block with every transaction decoded (`getblock <hash> 2`), or undefined if the node does not know the hash. */
   block(hash: string): Promise<BitcoinBlock | undefined>;
+  /** A block's header (`getblockheader <hash>`), or undefined if the node does not know the hash. */
+  header(hash: string): Promise<HeaderFields | undefined>;
   /** The txids in the node's mempool (`getrawmempool`). */
   mempool(): Promise<string[]>;
   /**
@@ -33,13 +40,14 @@ export interface BitcoinInput {
   sequence: number;
 }
 
-/** A block as `getblock <hash> 2` writes it, reduced to what the watcher reads. */
-export interface BitcoinBlock {
-  hash: string;
-  height: number;
+/**
+ * A block as `getblock <hash> 2` writes it, reduced to what the watcher reads: its header's
+ * fields (checked against its hash, its target and its transactions before anything of it is
+ * believed: bitcoin-checks.ts) and its transactions.
+ */
+export interface BitcoinBlock extends HeaderFields {
   /** Absent for the genesis block. */
   previousblockhash?: string;
-  time: number;
   /** The chain's total work up to this block, hex (Bitcoin Core and bcoin both write it). */
   chainwork?: string;
   tx: BitcoinTx[];
@@ -94,8 +102,8 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
 
   return {
     async info() {
-      const r = await call<{ chain: string; initialblockdownload?: boolean }>("getblockchaininfo", []);
-      return { chain: r.chain, initialBlockDownload: r.initialblockdownload === true };
+      const r = await call<{ chain: string; initialblockdownload?: boolean; chainwork?: unknown }>("getblockchaininfo", []);
+      return { chain: r.chain, initialBlockDownload: r.initialblockdownload === true, chainwork: typeof r.chainwork === "string" ? r.chainwork : "" };
     },
     async headHeight() {
       return call<number>("getblockcount", []);
@@ -111,6 +119,14 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
     async block(hash) {
       try {
         return await call<BitcoinBlock>("getblock", [hash, 2]);
+      } catch (err) {
+        if (err instanceof RpcError && err.code === unknownBlock) return undefined;
+        throw err;
+      }
+    },
+    async header(hash) {
+      try {
+        return await call<HeaderFields>("getblockheader", [hash, true]);
       } catch (err) {
         if (err instanceof RpcError && err.code === unknownBlock) return undefined;
         throw err;

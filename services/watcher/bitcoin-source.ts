@@ -1,6 +1,7 @@
 import { formatUnits } from "viem";
 import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
+import { BlockRefused, checkHeader, checkTransactions, mainnetNextBits, mainnetPowLimit, parseBits, retargetInterval, type HeaderFields } from "./bitcoin-checks.ts";
 import { satoshis, type BitcoinBlock, type BitcoinInput, type BitcoinNode, type BitcoinTx } from "./bitcoin-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
@@ -34,8 +35,17 @@ export class BitcoinWatched implements WatchedAddresses {
  * (the coinbase's too) matched by its script. An output is a payment whether or not it is spent
  * later: the service receives, it does not keep a wallet. Each block read is shown to `sawBlocks`
  * (the mempool reader, which looks in it for spends that conflict with payments it saw).
+ *
+ * Nothing of a block is believed before it is checked (blockChecks): a block that fails is a
+ * BlockRefused, and the read fails whole (the caller retries it with backoff).
  */
-export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: BitcoinWatched, sawBlocks?: (blocks: readonly BitcoinBlock[]) => void): ChainSource {
+export function bitcoinSource(
+  node: BitcoinNode,
+  asset: AssetInfo,
+  watched: BitcoinWatched,
+  o: { rules: "mainnet" | "test"; sawBlocks?: (blocks: readonly BitcoinBlock[]) => void },
+): ChainSource {
+  const check = blockChecks(node, o.rules);
   return {
     // Mainnet blocks are up to ~4 MB of hex, more as JSON: a few at a time.
     batchBlocks: 4,
@@ -54,7 +64,8 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
         return part.some((b) => b === undefined) ? undefined : (part as BitcoinBlock[]);
       }, () => true);
       if (!blocks) return undefined;
-      sawBlocks?.(blocks);
+      await check(blocks);
+      o.sawBlocks?.(blocks);
       const outputs: Output[] = [];
       for (const b of blocks) {
         const blockHash = b.hash.toLowerCase();
@@ -87,6 +98,64 @@ export function bitcoinSource(node: BitcoinNode, asset: AssetInfo, watched: Bitc
         outputs,
       };
     },
+  };
+}
+
+/** Headers kept for the target rule: the parent of the next block read is among them but after a restart or a fork. */
+const headersKept = 64;
+
+/**
+ * Checks each block read, in order, before anything of it is believed: its header fields hash to
+ * the hash the node named and that hash meets the target of its bits; its transactions' merkle
+ * root is its header's, no txid twice. On mainnet (Live: the node proved it serves mainnet) its
+ * bits must also be what the chain's rules give it (mainnetNextBits): its parent's, or at a
+ * retarget height the parent's target scaled by the period's time. The parent's header is the
+ * block read before it; only when it was not read here (the first read after a start or a fork)
+ * is it asked for (`getblockheader`, one call), and at a retarget height the period's first block
+ * (`getblockhash`, `getblockheader`: two calls every 2016 blocks). Test networks keep their own
+ * difficulty rules (testnet3's 20-minute minimum-difficulty blocks, testnet4, signet, regtest):
+ * only the proof of work and the merkle root are checked there, and no call is made.
+ */
+function blockChecks(node: BitcoinNode, rules: "mainnet" | "test"): (blocks: readonly BitcoinBlock[]) => Promise<void> {
+  const powLimit = rules === "mainnet" ? mainnetPowLimit : undefined;
+  const known = new Map<string, { height: number; bits: number; time: number }>();
+  const facts = (h: HeaderFields) => ({ height: h.height, bits: parseBits(h.bits) as number, time: h.time });
+  const keep = (h: HeaderFields) => {
+    known.set(h.hash.toLowerCase(), facts(h));
+    for (const oldest of known.keys()) {
+      if (known.size <= headersKept) break;
+      known.delete(oldest);
+    }
+  };
+  /** A header the node serves by hash, checked on its own (its hash, its proof of work). */
+  const header = async (hash: string, what: string): Promise<HeaderFields> => {
+    const h = await node.header(hash);
+    if (!h) throw new Error(`getblockheader: the node does not know ${what} ${hash}`);
+    if (String(h.hash).toLowerCase() !== hash.toLowerCase()) throw new BlockRefused("header", h, `the node answered it for ${what} ${hash}`);
+    checkHeader(h, powLimit);
+    return h;
+  };
+  return async (blocks) => {
+    for (const b of blocks) {
+      checkHeader(b, powLimit);
+      checkTransactions(b);
+      if (rules === "mainnet" && b.height > 0) {
+        const prev = String(b.previousblockhash).toLowerCase();
+        const parent = known.get(prev) ?? facts(await header(prev, `the parent of block ${b.height}`));
+        if (parent.height !== b.height - 1) throw new BlockRefused("target", b, `its parent ${prev} is at height ${parent.height}`);
+        let periodStart: number | undefined;
+        if (b.height % retargetInterval === 0) {
+          const first = await node.hashAt(b.height - retargetInterval);
+          if (first === undefined) throw new Error(`getblockhash ${b.height - retargetInterval}: the node has no block there`);
+          periodStart = (await header(first, `block ${b.height - retargetInterval}`)).time;
+        }
+        const expected = mainnetNextBits(b.height, parent, periodStart);
+        if (parseBits(b.bits) !== expected) {
+          throw new BlockRefused("target", b, `bits ${b.bits}, where mainnet's rules give ${expected.toString(16).padStart(8, "0")}`);
+        }
+      }
+      keep(b);
+    }
   };
 }
 

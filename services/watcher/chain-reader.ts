@@ -35,7 +35,8 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
     const mempool = new BitcoinMempool(node, btc, watched);
     return {
       // The blocks the follower reads show the mempool reader the spends that conflict with payments.
-      source: bitcoinSource(node, btc, watched, (blocks) => mempool.sawBlocks(blocks)),
+      // A Live node proved it serves mainnet: its blocks' targets follow mainnet's rules too.
+      source: bitcoinSource(node, btc, watched, { rules: e.environment === "live" ? "mainnet" : "test", sawBlocks: (blocks) => mempool.sawBlocks(blocks) }),
       watched,
       mempool,
       facts: () => bitcoinFacts(node),
@@ -94,7 +95,8 @@ export async function checkEndpoints(endpoints: readonly ChainEndpoint[], logger
     } finally {
       await reader.close().catch(() => undefined);
     }
-    const wrong = refusal(e, { ...facts, syncing: false }, undefined);
+    // Still syncing, or too little work yet (a node syncing mainnet), is waited for, not a wrong configuration.
+    const wrong = refusal(e, { ...facts, syncing: false, chainwork: undefined }, undefined);
     if (wrong) return `${name}: ${wrong}`;
   }
   return undefined;

@@ -25,6 +25,12 @@ export function watcherMetrics(registry: Registry) {
     nodeRefused: new Gauge({ name: "chain_node_refused", help: "1 while the watcher refuses its node: another chain than the one it must follow, or still syncing.", labelNames, registers }),
     nodeBehind: new Gauge({ name: "chain_node_behind_blocks", help: "How far the node's head is below the height already processed (0: not behind); the watcher waits while it is.", labelNames, registers }),
     watched: new Gauge({ name: "chain_watched_addresses", help: "Deposit addresses the watcher looks for.", labelNames, registers }),
+    blocksRefused: new Counter({
+      name: "chain_blocks_refused_total",
+      help: "Blocks the node served that failed a check (check: header, proof_of_work, merkle_root, duplicate_tx, target), counted once per block: nothing of them is reported, and the read is tried again.",
+      labelNames: ["network", "environment", "check"] as const,
+      registers,
+    }),
     rpcErrors: new Counter({ name: "chain_rpc_errors_total", help: "Failed calls to the chain's node.", labelNames, registers }),
     outputs: new Counter({ name: "chain_observations_reported_total", help: "Outputs to watched addresses reported to the core (first sight, not confirmation updates).", labelNames, registers }),
     rejected: new Counter({ name: "chain_observations_rejected_total", help: "Outputs the core refused (an amount out of range, a malformed address…): kept by the core with the reason, and passed over.", labelNames, registers }),

@@ -15,6 +15,15 @@ export const mainnetGenesis: Readonly<Record<ChainEndpoint["network"], string>> 
   tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
 };
 
+/**
+ * The least total work a Live bitcoin node's best tip may have: Bitcoin Core 30.0's
+ * `nMinimumChainWork` for mainnet (src/kernel/chainparams.cpp, CMainParams, set in September
+ * 2025 with the assumed-valid block 912683). A node with less (a private chain copying mainnet's
+ * block 0, a node fed a low-work fork, one that has not synced) is refused: any chain with the
+ * real one's history has more. Raised with each Bitcoin Core release's value, never above it.
+ */
+export const bitcoinMinimumChainwork = 0xdee8e2a309ad8a9820433c68n;
+
 /** The chain id a Live node must name, per network followed through Ethereum JSON-RPC. */
 const mainnetChainIds: Readonly<Record<"ethereum" | "polygon" | "tron", number>> = {
   ethereum: evmChainIds.ethereum.live,
@@ -43,6 +52,11 @@ export interface NodeFacts {
   genesisHash: string;
   /** Still syncing (`eth_syncing`, bitcoind's initial block download): its head is not the chain's. */
   syncing: boolean;
+  /**
+   * Bitcoin: the best tip's total work (getblockchaininfo's chainwork, hex; "" when the node did
+   * not say). Undefined where nothing is checked of it (EVM chains, the start's configuration check).
+   */
+  chainwork?: string;
   /** On networks whose Test chains are a known few (tron): whether the name is one of them, else why not. Unset elsewhere. */
   testnet?: { ok: true } | { ok: false; expected: string };
 }
@@ -64,7 +78,7 @@ export async function evmFacts(node: EvmNode, network: "ethereum" | "polygon" | 
 export async function bitcoinFacts(node: BitcoinNode): Promise<NodeFacts> {
   const [info, genesis] = await Promise.all([node.info(), node.hashAt(0)]);
   if (genesis === undefined) throw new Error("getblockhash 0: the node has no block 0");
-  return { chain: `bitcoin's ${info.chain} chain`, mainnet: info.chain === "main", genesisHash: genesis.toLowerCase(), syncing: info.initialBlockDownload };
+  return { chain: `bitcoin's ${info.chain} chain`, mainnet: info.chain === "main", genesisHash: genesis.toLowerCase(), syncing: info.initialBlockDownload, chainwork: info.chainwork };
 }
 
 /**
@@ -72,7 +86,8 @@ export async function bitcoinFacts(node: BitcoinNode): Promise<NodeFacts> {
  * mainnet, by name and by block 0; a Test one never does. `pinned` is the chain this process
  * proved the node served first: a node that names another chain since (a load balancer or
  * provider URL moved) is refused until it serves that chain again. A node still syncing is
- * refused too: its head is not the chain's, and what it has not seen is not absent.
+ * refused too: its head is not the chain's, and what it has not seen is not absent. A Live
+ * bitcoin node whose best tip has less work than bitcoinMinimumChainwork is refused as well.
  */
 export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts: NodeFacts, pinned: string | undefined): string | undefined {
   // Either sign of mainnet keeps a Test watcher off it; a Live one needs both.
@@ -87,6 +102,12 @@ export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts
   }
   if (pinned !== undefined && facts.chain !== pinned) return `the node changed chains while followed: it served ${pinned} and now names ${facts.chain}`;
   if (facts.syncing) return "the node is still syncing: it is followed once it has caught up";
+  if (e.network === "bitcoin" && e.environment === "live" && facts.chainwork !== undefined) {
+    const work = /^[0-9a-f]{1,64}$/i.test(facts.chainwork) ? BigInt(`0x${facts.chainwork}`) : undefined;
+    if (work === undefined || work < bitcoinMinimumChainwork) {
+      return `the node's best chain has ${work === undefined ? "no chainwork said" : `chainwork ${facts.chainwork}`}, less than mainnet's minimum ${bitcoinMinimumChainwork.toString(16)} (Bitcoin Core 30.0's nMinimumChainWork): not followed`;
+    }
+  }
   return undefined;
 }
 

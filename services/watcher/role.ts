@@ -4,6 +4,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
+import { BlockRefused } from "./bitcoin-checks.ts";
 import { chainReader, type ChainReader } from "./chain-reader.ts";
 import { CoreClient, type Claim } from "./core-client.ts";
 import { redactNodeUrl } from "./evm-node.ts";
@@ -64,7 +65,17 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 /** Which side failed: a call to the node, or to the core. */
 class NodeFailure extends Error {}
-/** The node answers, but must not be followed (another chain, still syncing). */
+/**
+ * The node answers, but must not be followed (another chain, still syncing, too little work).
+ *
+ * A block that fails a check (BlockRefused, bitcoin-checks.ts) is not this: it is a failure of
+ * that read, like a node that does not answer. Nothing of it is reported, the follower keeps its
+ * position, the node proves itself again and the read is retried with backoff, so the chain goes
+ * on from the real block as soon as the node (or the one a balancer reaches next) serves it, and
+ * a node that keeps serving the bad block is never followed past it. NodeRefused would add
+ * nothing: its proof (chain name, block 0, chainwork) says nothing of one block, so it would pass
+ * at once and the same read would follow.
+ */
 class NodeRefused extends Error {}
 /** The node serves another chain than the blocks in hand were read from (a reset dev chain): start over on it. */
 class ChainReplaced extends Error {}
@@ -89,6 +100,8 @@ class ChainWatch {
   #follower: Follower | undefined;
   #leaseRenewAt = 0;
   #failing: string | undefined;
+  /** The block last refused (height, hash, check), logged and counted once however often it is served. */
+  #refusedBlock: string | undefined;
   #standingBy: string | undefined;
   #savedAt = 0;
   /** The chain the node proved it serves when this process first asked (its name), and its block 0 now. */
@@ -138,6 +151,7 @@ class ChainWatch {
         if (this.#failing) {
           this.#log.info({ after: this.#failing }, "chain watcher resumed");
           this.#failing = undefined;
+          this.#refusedBlock = undefined;
         }
         backoff = this.#o.pollMs;
         // Polls start every pollMs, whatever a round took (a slow round is followed at once).
@@ -154,6 +168,24 @@ class ChainWatch {
           this.#drop();
           this.#m.nodeRefused.set(this.#labels, 1);
           await this.#problemIs(err.message, "warn", "chain watcher refuses its node: nothing it serves is read until it proves itself again");
+          await sleep(backoff, this.#signal);
+          backoff = Math.min(maxBackoffMs, backoff * 2);
+          continue;
+        }
+        if (err instanceof BlockRefused) {
+          const key = `${err.height} ${err.hash} ${err.check}`;
+          if (this.#refusedBlock !== key) {
+            this.#refusedBlock = key;
+            this.#m.blocksRefused.inc({ ...this.#labels, check: err.check });
+            this.#log.warn(
+              { check: err.check, height: err.height, hash: err.hash, reason: err.message, retry_ms: backoff },
+              "the node served a block that fails a check: nothing of it is reported; read again with backoff",
+            );
+          }
+          this.#failing = err.message;
+          // Whatever answers next proves which chain it serves first (a balancer may reach another node).
+          this.#provenAt = 0;
+          await this.#report(`the node served a block that fails a check: ${err.message}`);
           await sleep(backoff, this.#signal);
           backoff = Math.min(maxBackoffMs, backoff * 2);
           continue;
@@ -191,6 +223,7 @@ class ChainWatch {
     try {
       return await call();
     } catch (err) {
+      if (err instanceof BlockRefused) throw err;
       throw new NodeFailure((err as Error).message);
     }
   }

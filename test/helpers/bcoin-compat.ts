@@ -9,6 +9,10 @@
 //     the mempool nor (txindex) a block: -5
 //   getmempoolinfo's `loaded` (0.19 and       no `loaded` (its mempool is in memory   loaded: true
 //     later: false until mempool.dat is read)   from the start)
+//   getblock <hash> 1|2, getblockheader        bits a number (486604799), no nonce,    bits "1d00ffff"; nonce read from the
+//     <hash>: bits a hex string ("1d00ffff"),   previousblockhash null for block 0      raw header (getblockheader <hash>
+//     nonce a number, no previousblockhash                                              false, bytes 76..80); null dropped
+//     for block 0
 //
 // Relayed as they are (bcoin answers them as Core does): getrawmempool (an array of txids), and
 // getrawtransaction <txid> 1 of a mempool transaction without txindex (bcoin's Validator takes
@@ -43,7 +47,19 @@ interface RpcReply {
   id: unknown;
 }
 
-function translateReply(req: RpcRequest, reply: RpcReply): RpcReply {
+/** Block and header JSON as Core writes it: bits in hex, the nonce (bcoin leaves it out: read from the raw header), no previousblockhash on block 0. */
+async function coreHeader(result: Record<string, unknown>, ask: (req: RpcRequest) => Promise<RpcReply>): Promise<Record<string, unknown>> {
+  const raw = await ask({ method: "getblockheader", params: [result.hash, false], id: 0 });
+  const out = { ...result };
+  if (typeof out.bits === "number") out.bits = out.bits.toString(16).padStart(8, "0");
+  if (typeof raw.result === "string" && raw.result.length >= 160) out.nonce = Buffer.from(raw.result.slice(0, 160), "hex").readUInt32LE(76);
+  if (out.previousblockhash === null) delete out.previousblockhash;
+  return out;
+}
+
+async function translateReply(req: RpcRequest, reply: RpcReply, ask: (req: RpcRequest) => Promise<RpcReply>): Promise<RpcReply> {
+  const verbose = (req.method === "getblock" && typeof req.params?.[1] === "number" && req.params[1] > 0) || (req.method === "getblockheader" && req.params?.[1] !== false);
+  if (verbose && reply.result && typeof reply.result === "object") return { ...reply, result: await coreHeader(reply.result as Record<string, unknown>, ask) };
   if (req.method === "getmempoolinfo" && reply.result && typeof reply.result === "object" && !("loaded" in reply.result)) return { ...reply, result: { loaded: true, ...reply.result } };
   if (req.method === "getblock" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) return { ...reply, error: { code: -5, message: "Block not found" } };
   if (req.method === "getrawtransaction" && reply.error?.code === -1 && /not found/i.test(reply.error.message)) {
@@ -65,16 +81,18 @@ export async function startBcoinCompat(target: number): Promise<{ port: number; 
       return;
     }
     try {
-      const upstream = await fetch(`http://127.0.0.1:${target}/`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) },
-        body: JSON.stringify(translate(call)),
-      });
+      const post = (body: RpcRequest) =>
+        fetch(`http://127.0.0.1:${target}/`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) },
+          body: JSON.stringify(body),
+        });
+      const upstream = await post(translate(call));
       if (upstream.status === 401 || upstream.status === 403) {
         res.writeHead(upstream.status).end();
         return;
       }
-      const reply = translateReply(call, (await upstream.json()) as RpcReply);
+      const reply = await translateReply(call, (await upstream.json()) as RpcReply, async (r) => (await (await post(r)).json()) as RpcReply);
       res.writeHead(reply.error ? 500 : 200, { "content-type": "application/json" }).end(JSON.stringify(reply));
     } catch {
       res.writeHead(502).end();

@@ -137,7 +137,10 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     const params = (req.params ?? []) as unknown[];
     if (proxy.hold?.(method, params)) await new Promise<void>((resolve) => waiting.push(resolve));
     const reply = (result: unknown) => ({ jsonrpc: "2.0", id: req.id, result });
-    if (o.bitcoin) return (await answerBitcoin(req, method, params, limit)) ?? ((await relay(req)) as Json);
+    if (o.bitcoin) {
+      const res = (await answerBitcoin(req, method, params, limit)) ?? ((await relay(req)) as Json);
+      return proxy.rewrite && res.result !== undefined && res.result !== null ? { ...res, result: proxy.rewrite(method, res.result) } : res;
+    }
     if ((method === "eth_chainId" || method === "net_version") && proxy.chainId !== undefined) {
       return reply(method === "eth_chainId" ? hex(proxy.chainId) : String(proxy.chainId));
     }

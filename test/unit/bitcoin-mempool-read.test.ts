@@ -17,16 +17,18 @@ const tx = (n: number, spends: number, paysPayee = true): BitcoinTx => ({
   vin: [coin(spends)],
   vout: [{ value: 0.001, n: 0, scriptPubKey: { hex: paysPayee ? payeeScript : "0014" + "00".repeat(20) } }],
 });
-const block = (txs: BitcoinTx[]): BitcoinBlock => ({ hash: id(0xb10c), height: 101, time: 1_700_000_000, tx: txs });
+// The mempool reader looks at a block's transactions only (its header is the source's to check).
+const block = (txs: BitcoinTx[]): BitcoinBlock => ({ hash: id(0xb10c), height: 101, version: 0x20000000, merkleroot: id(0), time: 1_700_000_000, bits: "207fffff", nonce: 0, tx: txs });
 
 /** A node whose mempool and `loaded` answers the test sets; `loadedAnswers` is consumed one per getmempoolinfo. */
 function setup() {
   const state = { mempool: [] as BitcoinTx[], loadedAnswers: [] as boolean[], rawMempoolCalls: 0 };
   const node: BitcoinNode = {
-    info: async () => ({ chain: "regtest", initialBlockDownload: false }),
+    info: async () => ({ chain: "regtest", initialBlockDownload: false, chainwork: "02" }),
     headHeight: async () => 100,
     hashAt: async (h) => id(0xb000 + h),
     block: async () => undefined,
+    header: async () => undefined,
     async mempool() {
       state.rawMempoolCalls++;
       return state.mempool.map((x) => x.txid);

@@ -7,21 +7,34 @@ import { findAsset, type AssetInfo } from "../../services/vocabulary/assets.ts";
 import type { BitcoinBlock, BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
 import { bitcoinSource, BitcoinWatched } from "../../services/watcher/bitcoin-source.ts";
 import { BlockReadError } from "../../services/watcher/read-parts.ts";
+import { mine } from "../helpers/bitcoin-blocks.ts";
 
 const payee = "BC1QW508D6QEJXTDG4Y5R3ZARVARY0C5XW7KV8F3T4";
 const payeeScript = "0014751e76e8199196d454941c45d1b3a323f1433bd6";
-const hashOf = (height: number) => height.toString(16).padStart(64, "0");
+const txidOf = (n: number) => n.toString(16).padStart(64, "0");
 
 /** A node whose getblock fails when more than `inFlight` run at once (bitcoind's -rpcworkqueue), and for the heights in `broken` always. */
 function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?: number[] }) {
+  // The chain, mined so that every block passes the source's checks (regtest's target).
+  const chain: BitcoinBlock[] = [];
+  for (let h = 0; h <= o.head; h++) {
+    chain.push(mine({
+      height: h,
+      previousblockhash: chain[h - 1]?.hash,
+      time: 1_700_000_000 + h * 600,
+      tx: [{ txid: txidOf(h + 0xabc), vin: [{ sequence: 0xffffffff }], vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, n: 1, scriptPubKey: { hex: payeeScript } }] : [])] }],
+    }));
+  }
+  const hashOf = (h: number) => (chain[h] as BitcoinBlock).hash;
   let running = 0;
   const calls: number[][] = [];
   let wave: number[] = [];
-  const node: Pick<BitcoinNode, "headHeight" | "hashAt" | "block"> = {
+  const node: Pick<BitcoinNode, "headHeight" | "hashAt" | "block" | "header"> = {
+    header: async () => undefined,
     headHeight: async () => o.head,
     hashAt: async (h) => (h > o.head ? undefined : hashOf(h)),
     async block(hash) {
-      const h = Number.parseInt(hash, 16);
+      const h = chain.findIndex((b) => b.hash === hash);
       if (running === 0) calls.push((wave = []));
       wave.push(h);
       running++;
@@ -29,13 +42,7 @@ function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?
         await new Promise((r) => setImmediate(r));
         if (o.broken?.includes(h)) throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
         if (running > (o.inFlight ?? Infinity)) throw new Error("getblock: the node answered HTTP 503 with no JSON-RPC body");
-        const block: BitcoinBlock = {
-          hash,
-          height: h,
-          previousblockhash: hashOf(h - 1),
-          time: 1_700_000_000 + h * 600,
-          tx: [{ txid: hashOf(h + 0xabc), vin: [{ sequence: 0xffffffff }], vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, n: 1, scriptPubKey: { hex: payeeScript } }] : [])] }],
-        };
+        const block = chain[h] as BitcoinBlock;
         return block;
       } finally {
         running--;
@@ -48,7 +55,7 @@ function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?
 function source(node: BitcoinNode) {
   const watched = new BitcoinWatched();
   watched.add(payee);
-  return bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched);
+  return bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched, { rules: "test" });
 }
 
 t.test("the node refuses 4 blocks at once: read with fewer at a time, every block in order with its outputs", async (t) => {

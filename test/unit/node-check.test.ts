@@ -2,7 +2,7 @@
 // one never on mainnet, none that changed chains while followed or that is still syncing; and
 // the search for the first block a new chain could pay a watched intent in.
 import t from "tap";
-import { firstBlockAtOrAfter, mainnetGenesis, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
+import { bitcoinMinimumChainwork, firstBlockAtOrAfter, mainnetGenesis, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
 
 const sepolia: NodeFacts = { chain: "chain id 11155111", mainnet: false, genesisHash: "0x25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9", syncing: false };
 const mainnet: NodeFacts = { chain: "chain id 1", mainnet: true, genesisHash: mainnetGenesis.ethereum, syncing: false };
@@ -34,6 +34,22 @@ t.test("a node that names another chain than it first served is refused until it
 t.test("a syncing node is refused, on either environment", async (t) => {
   t.match(refusal(test, { ...sepolia, syncing: true }, undefined), "still syncing");
   t.match(refusal(live, { ...mainnet, syncing: true }, undefined), "still syncing");
+});
+
+t.test("a Live bitcoin node whose best tip has less chainwork than the documented minimum is refused", async (t) => {
+  const btc = { network: "bitcoin", environment: "live" } as const;
+  const main: NodeFacts = { chain: "bitcoin's main chain", mainnet: true, genesisHash: mainnetGenesis.bitcoin, syncing: false };
+  // Mainnet's tip at block 912 683, as Bitcoin Core 30.0 ships it: 0xdee8e2a309ad8a9820433c68.
+  t.equal(bitcoinMinimumChainwork, BigInt("0x0000000000000000000000000000000000000000dee8e2a309ad8a9820433c68"));
+  t.equal(refusal(btc, { ...main, chainwork: "0000000000000000000000000000000000000000dee8e2a309ad8a9820433c68" }, undefined), undefined, "at the minimum");
+  t.equal(refusal(btc, { ...main, chainwork: "0000000000000000000000000000000000000001128750f82f4c366153a3a030" }, undefined), undefined, "above it");
+  t.match(refusal(btc, { ...main, chainwork: "0000000000000000000000000000000000000000dee8e2a309ad8a9820433c67" }, undefined), "less than mainnet's minimum dee8e2a309ad8a9820433c68");
+  // A copy of mainnet's block 0 with a few blocks of its own on top: regtest-like work.
+  t.match(refusal(btc, { ...main, chainwork: "0000000000000000000000000000000000000000000000000000000100010001" }, undefined), "chainwork 0000");
+  t.match(refusal(btc, { ...main, chainwork: "" }, undefined), "no chainwork said", "a node that does not say is refused");
+  t.match(refusal(btc, { ...main, chainwork: "01", syncing: true }, undefined), "still syncing", "a syncing node is refused as syncing");
+  const testBtc = { network: "bitcoin", environment: "test" } as const;
+  t.equal(refusal(testBtc, { chain: "bitcoin's regtest chain", mainnet: false, genesisHash: "0f9188f1", syncing: false, chainwork: "02" }, undefined), undefined, "Test chains have no minimum");
 });
 
 t.test("the first block at or after a time, by bisection", async (t) => {
