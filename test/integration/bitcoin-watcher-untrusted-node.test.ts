@@ -1,8 +1,15 @@
 // The Bitcoin watcher never trusts its node either: bcoin on regtest (Bitcoin Core's RPC through
 // the compat relay) behind a JSON-RPC proxy of ours. A node that names mainnet or is in its
 // initial block download while followed is not read until it proves itself again; a node two
-// blocks behind un-counts nothing. Checked through the REST API, /metrics and signed webhooks.
+// blocks behind un-counts nothing. A block whose header misses its target, or whose transactions
+// are not the ones its merkle root commits to (an invented payment added), is refused, named in
+// the log and in chain_blocks_refused_total, nothing of it counted; once the node serves the real
+// block the chain goes on from it. Checked through the REST API, /metrics, the log and signed webhooks.
+import { Writable } from "node:stream";
+import { pino } from "pino";
 import t from "tap";
+import { bitcoinScript } from "../../services/addresses/formats.ts";
+import { hashOfHeader, targetOf, type Header } from "../helpers/bitcoin-blocks.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
@@ -13,7 +20,15 @@ t.teardown(() => chain.stop());
 const relay = new URL(chain.url);
 const node = await startRpcProxy(t, `http://${relay.host}/`, { bitcoin: true });
 const watcherUrl = `http://${relay.username}:${relay.password}@127.0.0.1:${node.port}`;
-const s = await webhookSetup(t, { env: { BITCOIN_TEST_RPC_URL: watcherUrl, WATCHER_POLL_MS: "100", WATCHER_NODE_PROOF_SECONDS: "1" } });
+// The app's log lines, kept: a refused block is named there.
+const lines: string[] = [];
+const logger = pino({ level: "info", base: undefined }, new Writable({
+  write(chunk, _encoding, done) {
+    lines.push(...String(chunk).split("\n").filter(Boolean));
+    done();
+  },
+}));
+const s = await webhookSetup(t, { env: { BITCOIN_TEST_RPC_URL: watcherUrl, WATCHER_POLL_MS: "100", WATCHER_NODE_PROOF_SECONDS: "1" }, logger });
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
 const path = `/api/v1/merchants/${a.merchant}/payment-intents`;
@@ -78,4 +93,87 @@ t.test("a node two blocks behind for a while un-counts nothing", async (t) => {
   t.equal(now.status, "confirmed");
   t.equal(now.transactions[0].counted, true);
   t.same(eventsOf(pi.public_id).sort(), ["payment.confirmed", "payment.intent.created"], "no payment.reorged");
+});
+
+type Json = Record<string, unknown>;
+type RpcBlock = Header & { hash: string; height: number; tx: { txid: string }[] };
+const refusedCount = async (check: string) => {
+  const text = await (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
+  const m = new RegExp(`^chain_blocks_refused_total\\{network="bitcoin",environment="test",check="${check}"\\} (\\S+)$`, "m").exec(text);
+  return m ? Number(m[1]) : 0;
+};
+/** Outputs counted towards an intent (a payment seen in the mempool is listed, not counted). */
+const counted = (pi: { transactions: { counted: boolean }[] }) => pi.transactions.filter((x) => x.counted).length;
+const refusedLine = (hash: string) => lines.map((l) => JSON.parse(l) as Json).find((l) => l.hash === hash && /fails a check/.test(String(l.msg)));
+
+/**
+ * The node lies about the block holding `txid` (getblock answers `lie` of it) until the watcher
+ * asked for it `reads` times; then it serves the real block again.
+ */
+async function lyingAbout(txid: string, lie: (b: RpcBlock) => RpcBlock, reads = 3) {
+  let served = 0;
+  let real: RpcBlock | undefined;
+  node.rewrite = (method, result) => {
+    const b = result as RpcBlock;
+    if (method !== "getblock" || !Array.isArray(b.tx) || !b.tx.some((x) => x.txid === txid)) return result;
+    served++;
+    real = b;
+    return lie(b);
+  };
+  await until(`the lying block read ${reads} times`, async () => (served >= reads ? true : undefined), 60_000);
+  return {
+    real: () => real as RpcBlock,
+    stop: () => (node.rewrite = undefined),
+  };
+}
+
+t.test("a block whose header misses its target is refused, named, nothing of it counted; the real block then counts", async (t) => {
+  const pi = await createIntent("0.003");
+  const { txid } = await pay(pi, "0.003");
+  const before = await refusedCount("proof_of_work");
+  // Another nonce, and the hash it gives: the header is consistent, but its hash is above regtest's target.
+  const lie = (b: RpcBlock): RpcBlock => {
+    const forged = { ...b };
+    do forged.nonce = (forged.nonce + 1) >>> 0;
+    while (BigInt(`0x${hashOfHeader(forged)}`) <= targetOf(forged.bits));
+    return { ...forged, hash: hashOfHeader(forged) };
+  };
+  const lying = lyingAbout(txid, lie);
+  await chain.mine(2);
+  const { real, stop } = await lying;
+  const now = await get(pi.public_id);
+  t.same([now.status, counted(now)], ["pending", 0], "nothing of the block counted while the node lies");
+  t.equal(await refusedCount("proof_of_work"), before + 1, "chain_blocks_refused_total{check=proof_of_work}: once for the block, however often served");
+  const forgedHash = lie(real()).hash;
+  t.match(refusedLine(forgedHash), { level: 40, check: "proof_of_work", height: real().height, hash: forgedHash }, "one line names the check, height and hash");
+  t.equal(lines.filter((l) => l.includes(forgedHash) && l.includes("fails a check")).length, 1, "one line for the block");
+  stop();
+  await statusIs(pi.public_id, "confirmed");
+  const paid = await get(pi.public_id);
+  t.same([paid.transactions.length, paid.transactions[0].tx_hash, paid.amount_received], [1, txid, "0.003"], "the real block's payment, once");
+});
+
+t.test("a block whose transactions are not the ones its merkle root commits to (an invented payment added) is refused; the real block then counts, the invented payment never", async (t) => {
+  const paid = await createIntent("0.004");
+  const invented = await createIntent("0.005");
+  const { txid } = await pay(paid, "0.004");
+  const before = await refusedCount("merkle_root");
+  const script = bitcoinScript(invented.deposit_address) as string;
+  const fake = { txid: "ee".repeat(32), vin: [{ txid: "dd".repeat(32), vout: 0, sequence: 0xffffffff }], vout: [{ value: 0.005, n: 0, scriptPubKey: { hex: script } }] };
+  const lying = lyingAbout(txid, (b) => ({ ...b, tx: [...b.tx, fake] }));
+  await chain.mine(2);
+  const { real, stop } = await lying;
+  t.same([(await get(invented.public_id)).status, (await get(invented.public_id)).transactions], ["pending", []], "the invented payment is not counted");
+  const real1 = await get(paid.public_id);
+  t.same([real1.status, counted(real1)], ["pending", 0], "nor the real one in the refused block");
+  t.equal(await refusedCount("merkle_root"), before + 1, "chain_blocks_refused_total{check=merkle_root}");
+  t.match(refusedLine(real().hash), { check: "merkle_root", height: real().height, hash: real().hash });
+  stop();
+  await statusIs(paid.public_id, "confirmed");
+  t.equal((await get(paid.public_id)).transactions[0].tx_hash, txid);
+  const sentinel = await createIntent("0.0006");
+  await pay(sentinel, "0.0006");
+  await chain.mine(2);
+  await statusIs(sentinel.public_id, "confirmed");
+  t.same([(await get(invented.public_id)).status, (await get(invented.public_id)).transactions], ["pending", []], "the invented payment, never");
 });
