@@ -181,3 +181,19 @@ t.test("a block whose transactions are not the ones its merkle root commits to (
   await statusIs(sentinel.public_id, "confirmed");
   t.same([(await get(invented.public_id)).status, (await get(invented.public_id)).transactions], ["pending", []], "the invented payment, never");
 });
+
+t.test("the relay answers getblock and getblockheader as Bitcoin Core writes them: bits in hex, the nonce, fields that hash to the block's hash", async (t) => {
+  const authorization = `Basic ${Buffer.from(`${decodeURIComponent(relay.username)}:${decodeURIComponent(relay.password)}`).toString("base64")}`;
+  const rpc = async (method: string, params: unknown[]) => {
+    const res = await fetch(`http://${relay.host}/`, { method: "POST", headers: { authorization, "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "1.0", id: 1, method, params }) });
+    return ((await res.json()) as { result: Json }).result;
+  };
+  const hash = (await rpc("getblockhash", [await chain.height()])) as unknown as string;
+  for (const [what, h] of [["getblock 2", await rpc("getblock", [hash, 2])], ["getblockheader", await rpc("getblockheader", [hash, true])]] as const) {
+    t.match(h.bits, /^[0-9a-f]{8}$/, `${what}: bits`);
+    t.type(h.nonce, "number", `${what}: nonce`);
+    t.equal(hashOfHeader(h as unknown as Header), hash, `${what}: the fields hash to the block's hash`);
+  }
+  const genesis = await rpc("getblock", [await rpc("getblockhash", [0]), 1]);
+  t.notOk("previousblockhash" in genesis, "block 0 has no previousblockhash");
+});
