@@ -435,9 +435,14 @@ class ChainWatch {
     return halt !== undefined;
   }
 
-  /** Renews the lease when due; false (and standing by) while another watcher holds it. */
+  /**
+   * Renews the lease when due; false (and standing by) while another watcher holds it. While the
+   * node serves a block that fails a check the lease is not renewed (the block is still read again):
+   * a standby whose node serves the real block takes over once it lapses, as from a refused node.
+   * A report renews it first if this node serves the real block before then.
+   */
   async #holdLease(): Promise<boolean> {
-    if (this.#follower && Date.now() < this.#leaseRenewAt) return true;
+    if (this.#follower && (Date.now() < this.#leaseRenewAt || this.#refusedBlock !== undefined)) return true;
     const claim = await this.#claim();
     if (claim.active) {
       this.#standingBy = undefined;
