@@ -3,15 +3,14 @@
 // forge webhooks; an operator's (admin) cannot record chain facts; a Test watcher's outputs
 // never touch a Live intent, even at the same address; an admin credential acts in its own
 // environment only.
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
-import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, merchantWithKey, sampleIntent } from "../helpers/harness.ts";
-import { hash } from "../helpers/lifecycle.ts";
+import { hash, refusal } from "../helpers/lifecycle.ts";
 import { runCli } from "../helpers/processes.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
@@ -24,23 +23,13 @@ const admin = createClient(AdminService, transport);
 const observations = createClient(ObservationService, transport);
 const bearer = (credential: string) => ({ headers: { authorization: `Bearer ${credential}` } });
 
-async function refusal(p: Promise<unknown>): Promise<{ code: Code | undefined; detail: string | undefined }> {
-  return p.then(
-    () => ({ code: undefined, detail: undefined }),
-    (e: unknown) => {
-      const err = ConnectError.from(e);
-      return { code: err.code, detail: err.findDetails(ErrorDetailSchema)[0]?.code };
-    },
-  );
-}
-
 const live = await merchantWithKey(s.app, "live");
 const liveEndpoint = await s.createEndpoint("/hooks/live", live);
 const testEndpoint = await s.createEndpoint("/hooks/test");
 const secretOf = async (id: string) => (await em().execute<{ c: Buffer }[]>(`select secret_ciphertext as c from webhook_endpoints where id = ?`, [id]))[0]?.c.toString("hex");
 
 t.test("a watcher's credential (observe) cannot rotate a signing secret; an operator's (admin) cannot record chain facts", async (t) => {
-  const watcher = await createInternalCredential(em(), "watcher", ["observe"], "live");
+  const watcher = await createInternalCredential(em(), "watcher", ["observe"], "live", { networks: ["ethereum"] });
   const operator = await createInternalCredential(em(), "operator", ["admin"], "live");
   const before = await secretOf(liveEndpoint.id);
   t.same(await refusal(admin.rotateSigningSecret({ endpointId: liveEndpoint.id }, bearer(watcher.credential))), { code: Code.PermissionDenied, detail: "insufficient_scope" }, "observe cannot rotate");
@@ -59,8 +48,8 @@ t.test("a Test watcher's output to a Live intent's address is not that intent's:
   const res = await call(s.base, "POST", `/api/v1/merchants/${live.merchant}/payment-intents`, { key: live.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "5" } });
   t.equal(res.status, 200);
   const address = res.body.data.deposit_address as string;
-  const testWatcher = await createInternalCredential(em(), "test watcher", ["observe"], "test");
-  const liveWatcher = await createInternalCredential(em(), "live watcher", ["observe"], "live");
+  const testWatcher = await createInternalCredential(em(), "test watcher", ["observe"], "test", { networks: ["ethereum"] });
+  const liveWatcher = await createInternalCredential(em(), "live watcher", ["observe"], "live", { networks: ["ethereum"] });
   const output = { network: "ethereum", asset: "USDC", toAddress: address, txHash: hash(), outputIndex: 0, amount: "5", confirmations: 12, blockHeight: 100n, blockHash: hash() };
 
   const fromTest = await observations.recordObservation(output, bearer(testWatcher.credential));
