@@ -97,3 +97,29 @@ t.test("the admin CLI issues internal credentials with roles and an environment,
   const listed = JSON.parse(list.stdout).find((c: { id: string }) => c.id === JSON.parse(made.stdout).id);
   t.match(listed, { roles: ["observe"], environment: "live" });
 });
+
+t.test("--networks: what an observe credential speaks for, shown by create and list; an unknown network refused", async (t) => {
+  const env = { DATABASE_URL: s.databaseUrl };
+  const scoped = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test", "--networks", "solana,ethereum");
+  t.equal(scoped.code, 0, scoped.stderr);
+  t.match(JSON.parse(scoped.stdout), { speaks_for: { scoped: true, networks: ["ethereum", "solana"] } }, "scoped to the networks given");
+  const unscoped = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test");
+  t.match(JSON.parse(unscoped.stdout), { speaks_for: { scoped: false, networks: ["solana"] } }, "without --networks: only networks no built-in watcher follows");
+  const bad = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test", "--networks", "dogecoin");
+  t.not(bad.code, 0, "exits non-zero");
+  t.match(bad.stderr, /--networks takes .*got "dogecoin"/, "an unknown network refused");
+  const list = JSON.parse((await runCli("services/app/admin.ts", env, "internal-credential", "list")).stdout);
+  t.match(list.find((c: { id: string }) => c.id === JSON.parse(scoped.stdout).id), { speaks_for: { scoped: true, networks: ["ethereum", "solana"] }, needs_reissue: false }, "list shows it");
+});
+
+t.test("one hash normalisation: the same transaction reported with its hex hash in upper and lower case is one output, counted once", async (t) => {
+  const res = await call(s.base, "POST", `/api/v1/merchants/${live.merchant}/payment-intents`, { key: live.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "5" } });
+  const watcher = await createInternalCredential(em(), "live watcher", ["observe"], "live", { networks: ["ethereum"] });
+  const tx = `0x${hash()}`;
+  const output = { network: "ethereum", asset: "USDC", toAddress: res.body.data.deposit_address, outputIndex: 1, amount: "5", confirmations: 1, blockHeight: 100n, blockHash: `0x${hash()}` };
+  const upper = await observations.recordObservation({ ...output, txHash: `0x${tx.slice(2).toUpperCase()}` }, bearer(watcher.credential));
+  t.equal(upper.data?.txHash, tx, "kept lowercased");
+  await observations.recordObservation({ ...output, txHash: tx, confirmations: 12 }, bearer(watcher.credential));
+  const pi = (await call(s.base, "GET", `/api/v1/merchants/${live.merchant}/payment-intents/${res.body.data.public_id}`, { key: live.key })).body.data;
+  t.same([pi.status, pi.amount_received, pi.transactions.length], ["confirmed", "5", 1], "one output, counted once");
+});
