@@ -1,4 +1,6 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { InternalPrincipal } from "../auth/principal.ts";
+import type { EntityManager } from "../platform/db.ts";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { fromJson } from "@bufbuild/protobuf";
 import { AdminService, MerchantPolicySchema } from "../../gen/payments/v1/admin_pb.ts";
@@ -9,9 +11,21 @@ import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, recoverMissedEvents, rotateSigningSecret } from "../webhooks/operations.ts";
 
+/**
+ * An operator's call: an internal caller and the environment it acts in. A credential without
+ * one (issued before roles and environments) is refused, whatever roles it holds: no call of
+ * AdminService reaches another environment's merchants.
+ */
+function adminRequest(ctx: HandlerContext): { em: EntityManager; principal: InternalPrincipal; environment: Environment } {
+  const { em, principal } = internalRequest(ctx);
+  if (!principal.environment) {
+    throw apiError("insufficient_scope", "This internal credential predates environments and holds no role: issue one for test or live (admin internal-credential create --environment).");
+  }
+  return { em, principal, environment: principal.environment };
+}
+
 /** A merchant's policy is per environment: the credential's. */
-function ownerOf(merchantId: string, environment: Environment | undefined): Owner {
-  if (!environment) throw apiError("invalid_state", "This internal credential predates environments: issue one for test or live (admin internal-credential create --environment).");
+function ownerOf(merchantId: string, environment: Environment): Owner {
   return { merchantId, environment };
 }
 
@@ -36,13 +50,13 @@ function endpointIdOf(id: string): string {
 export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
     async rotateSigningSecret(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
+      const { em, environment } = adminRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       const overlap = req.overlapSeconds ?? overlapLimits.default;
       if (overlap > overlapLimits.max) {
         throw validationError("overlap_seconds", `"overlap_seconds" must be from 0 to ${overlapLimits.max} (7 days), got ${overlap}.`);
       }
-      const rotation = await inTransaction(em, (tx) => rotateSigningSecret(tx, deps.secrets, endpointId, overlap, principal.environment));
+      const rotation = await inTransaction(em, (tx) => rotateSigningSecret(tx, deps.secrets, endpointId, overlap, environment));
       return {
         endpointId,
         signingSecret: rotation.signingSecret,
@@ -51,8 +65,8 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
     },
 
     async setConfirmationPolicy(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const owner = ownerOf(req.merchant, principal.environment);
+      const { em, environment } = adminRequest(ctx);
+      const owner = ownerOf(req.merchant, environment);
       const input = {
         network: req.network,
         asset: req.asset ?? anyAsset,
@@ -66,35 +80,35 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
     },
 
     async setUnderpaymentTolerance(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const owner = ownerOf(req.merchant, principal.environment);
+      const { em, environment } = adminRequest(ctx);
+      const owner = ownerOf(req.merchant, environment);
       return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyTolerance(tx, owner, req.underpaymentToleranceBps))) };
     },
 
     async getMerchantPolicy(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
-      const owner = ownerOf(req.merchant, principal.environment);
+      const { em, environment } = adminRequest(ctx);
+      const owner = ownerOf(req.merchant, environment);
       return { policy: fromJson(MerchantPolicySchema, await readPolicy(em, owner)) };
     },
 
     async recoverFailedDeliveries(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
+      const { em, environment } = adminRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       if (!req.since) throw validationError("since", `"since" is required.`);
       const now = new Date();
       const since = pastTime(req.since, "since", now);
-      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, principal.environment, now));
+      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, environment, now));
       return { recovered: ids.length, deliveryIds: ids };
     },
 
     async enableWebhookEndpoint(req, ctx) {
-      const { em, principal } = internalRequest(ctx);
+      const { em, environment } = adminRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       const now = new Date();
       const since = req.recoverSince ? pastTime(req.recoverSince, "recover_since", now) : undefined;
       return inTransaction(em, async (tx) => {
-        const enabled = await enableEndpoint(tx, endpointId, now, principal.environment);
-        const ids = since ? await recoverMissedEvents(tx, endpointId, since, principal.environment, now) : [];
+        const enabled = await enableEndpoint(tx, endpointId, now, environment);
+        const ids = since ? await recoverMissedEvents(tx, endpointId, since, environment, now) : [];
         return {
           endpointId,
           status: enabled.status,

@@ -8,7 +8,7 @@
 //   admin address-source set --merchant ID --environment test|live --network NET --xpub KEY
 //   admin address-source show --merchant ID
 //   admin address import --merchant ID --environment test|live --network NET --file FILE
-//   admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live
+//   admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live [--networks N1,N2]
 //   admin internal-credential revoke --id ID
 //   admin internal-credential list
 //   admin site-credential create --merchant ID --environment test|live [--allowed-origin ORIGIN ...]
@@ -33,6 +33,7 @@ import { checkAccountKey, importAddresses, readAddressList, setAccountKey, showS
 import {
   AdminError,
   createApiKey,
+  checkCredentialNetworks,
   createInternalCredential,
   createMerchant,
   listApiKeys,
@@ -46,7 +47,7 @@ import { settleCredentialChanges } from "../auth/credential-cache.ts";
 import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
-import { networks } from "../vocabulary/assets.ts";
+import { followedNetworks, networks } from "../vocabulary/assets.ts";
 import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
@@ -73,8 +74,10 @@ const usage = `usage:
   admin address-source show --merchant ID
   admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
       (one address a line; blank lines and lines starting with # are skipped)
-  admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live
-      (observe: a chain watcher's ObservationService calls; admin: AdminService; in that environment)
+  admin internal-credential create --name NAME --roles observe|admin|observe,admin --environment test|live [--networks ${networks.join(",")}]
+      (observe: a chain watcher's calls; admin: AdminService; in that environment. --networks: the networks
+       it may speak for (claim, report, record on); without it, only those no built-in watcher follows
+       (${networks.filter((n) => !(followedNetworks as readonly string[]).includes(n)).join(", ")}))
   admin internal-credential revoke --id ID
   admin internal-credential list
   admin site-credential create --merchant ID --environment test|live [--allowed-origin https://shop.example ...]
@@ -191,6 +194,7 @@ async function main(argv: string[]): Promise<unknown> {
       environment: { type: "string" },
       scopes: { type: "string" },
       roles: { type: "string" },
+      networks: { type: "string" },
       id: { type: "string" },
       network: { type: "string" },
       xpub: { type: "string" },
@@ -302,7 +306,8 @@ async function main(argv: string[]): Promise<unknown> {
     const bad = roles.find((r) => !isInternalRole(r));
     if (bad !== undefined) throw new AdminError(`--roles takes observe and/or admin, got "${bad}"`);
     const environment = environmentOf(values);
-    work = (em) => createInternalCredential(em, name, roles as InternalRole[], environment);
+    const networks = checkCredentialNetworks(values.networks?.split(",").map((n) => n.trim()));
+    work = (em) => createInternalCredential(em, name, roles as InternalRole[], environment, { networks });
   } else if (command === "internal-credential revoke") {
     const id = required(values, "id");
     work = (em) => revokeInternalCredential(em, id);

@@ -170,8 +170,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       // while it runs, revoked once the watcher has stopped (before the database pool closes).
       const watcherCredentials = inProcess ? new InProcessWatcherCredentials(() => db.em.fork(), logger) : undefined;
       if (watcherCredentials) stops.push({ step: "watcher credentials", stop: () => watcherCredentials.revoke() });
+      // Each environment's credential speaks for the networks its endpoints follow there, and no other.
+      const followedIn = (environment: "test" | "live") => config.chainEndpoints.filter((e) => e.environment === environment).map((e) => e.network);
       const local =
-        inProcess && watcherCredentials ? { transport: inProcess, issueCredential: (environment: "test" | "live") => watcherCredentials.issue(environment) } : undefined;
+        inProcess && watcherCredentials
+          ? { transport: inProcess, issueCredential: (environment: "test" | "live") => watcherCredentials.issue(environment, followedIn(environment)) }
+          : undefined;
       const watcher = await startWatcher({ config, logger, registry: metrics.registry, local });
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }

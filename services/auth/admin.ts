@@ -3,6 +3,7 @@ import { newId } from "../platform/ids.ts";
 import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
 import { generateApiKey, generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
 import type { InternalRole } from "./principal.ts";
+import { followedNetworks, networks as supportedNetworks } from "../vocabulary/assets.ts";
 
 /** Issuance and revocation of merchants, API keys and internal credentials (admin CLI). */
 
@@ -42,15 +43,33 @@ export async function revokeApiKey(em: EntityManager, id: string) {
   return { id, hint: key.hint, revoked_at: revokedAt.toISOString() };
 }
 
+/** The networks given to --networks: supported ones, each once, in order; undefined stays undefined (unscoped). */
+export function checkCredentialNetworks(networks: readonly string[] | undefined): string[] | undefined {
+  if (networks === undefined) return undefined;
+  if (networks.length === 0) throw new AdminError(`--networks takes one or more of ${supportedNetworks.join(", ")}`);
+  const bad = networks.find((n) => !supportedNetworks.includes(n));
+  if (bad !== undefined) throw new AdminError(`--networks takes ${supportedNetworks.join(", ")}; got "${bad}"`);
+  return [...new Set(networks)].sort();
+}
+
 /**
  * A credential of an internal service (e.g. the chain watcher); its secret is shown here and never
  * again. Without `expiresAt` (an operator's, from the admin CLI) it is valid until revoked.
+ * `networks` are those it may speak for as a watcher (claim, report, record on); without them,
+ * only networks no built-in watcher follows (services/auth/principal.ts speaksFor).
  */
-export async function createInternalCredential(em: EntityManager, name: string, roles: readonly InternalRole[], environment: Environment, o: { expiresAt?: Date } = {}) {
+export async function createInternalCredential(
+  em: EntityManager,
+  name: string,
+  roles: readonly InternalRole[],
+  environment: Environment,
+  o: { expiresAt?: Date; networks?: readonly string[] } = {},
+) {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > 200) throw new AdminError("--name must be 1 to 200 characters");
   if (roles.length === 0 || roles.some((r) => !isInternalRole(r))) throw new AdminError("--roles takes observe and/or admin");
   if (!isEnvironment(environment)) throw new AdminError(`--environment must be test or live, got "${environment}"`);
+  const networks = checkCredentialNetworks(o.networks);
   const secret = generateInternalCredential();
   const credential = {
     id: newId("ic"),
@@ -59,6 +78,7 @@ export async function createInternalCredential(em: EntityManager, name: string, 
     hint: keyHint(secret),
     roles: [...new Set(roles)].sort(),
     environment,
+    networks: networks ?? null,
     createdAt: new Date(),
     revokedAt: null,
     expiresAt: o.expiresAt ?? null,
@@ -69,6 +89,7 @@ export async function createInternalCredential(em: EntityManager, name: string, 
     name: credential.name,
     roles: credential.roles,
     environment,
+    speaks_for: networksShown(networks ?? null),
     credential: secret,
     created_at: credential.createdAt.toISOString(),
     ...(o.expiresAt ? { expires_at: o.expiresAt.toISOString() } : {}),
@@ -114,7 +135,23 @@ export async function listApiKeys(em: EntityManager, merchantId: string) {
   return rows.map((k) => ({ id: k.id, environment: k.environment, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt ?? null) }));
 }
 
-/** Internal credentials, newest first: hints only. expires_at is null for one that never expires. */
+/** What a credential may speak for, as shown: its networks, or (unscoped) the networks no built-in watcher follows. */
+function networksShown(networks: readonly string[] | null): { scoped: boolean; networks: string[] } {
+  if (networks !== null) return { scoped: true, networks: [...networks] };
+  return { scoped: false, networks: supportedNetworks.filter((n) => !(followedNetworks as readonly string[]).includes(n)) };
+}
+
+/** Why a credential must be issued anew (null: it need not): one from before roles and environments holds nothing. */
+function reissueReason(c: { environment?: string | null; roles: string[] }): string | null {
+  if (!c.environment) return "issued before roles and environments: it holds no role and is refused everywhere; issue a new one (internal-credential create --roles --environment [--networks]) and revoke this one";
+  return null;
+}
+
+/**
+ * Internal credentials, newest first: hints only. expires_at is null for one that never expires.
+ * speaks_for is what it may claim, report and record on; needs_reissue, with why, marks one from
+ * before roles and environments (it holds no role).
+ */
 export async function listInternalCredentials(em: EntityManager) {
   const rows = await em.find(InternalCredential, {}, { orderBy: { createdAt: "desc" } });
   return rows.map((c) => ({
@@ -123,6 +160,9 @@ export async function listInternalCredentials(em: EntityManager) {
     hint: c.hint,
     roles: c.roles,
     environment: c.environment ?? null,
+    speaks_for: networksShown(c.networks ?? null),
+    needs_reissue: reissueReason(c) !== null,
+    ...(reissueReason(c) === null ? {} : { reissue: reissueReason(c) }),
     created_at: iso(c.createdAt),
     revoked_at: iso(c.revokedAt ?? null),
     expires_at: iso(c.expiresAt ?? null),
@@ -142,8 +182,8 @@ export function inProcessWatcherName(environment: Environment, processName: stri
  * start revokes another process's), expiring at `expiresAt` unless renewed, revoked at a clean
  * stop (services/auth/watcher-credentials.ts).
  */
-export async function issueInProcessWatcherCredential(em: EntityManager, environment: Environment, processName: string, expiresAt: Date) {
-  const { id, name, credential } = await createInternalCredential(em, inProcessWatcherName(environment, processName), ["observe"], environment, { expiresAt });
+export async function issueInProcessWatcherCredential(em: EntityManager, environment: Environment, processName: string, expiresAt: Date, networks: readonly string[]) {
+  const { id, name, credential } = await createInternalCredential(em, inProcessWatcherName(environment, processName), ["observe"], environment, { expiresAt, networks });
   return { id, name, credential, expiresAt };
 }
 

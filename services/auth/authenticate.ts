@@ -103,10 +103,10 @@ async function internalCaller(find: Find, authorization: string | null): Promise
   const bearer = parseInternalBearer(authorization);
   if (!bearer.ok) invalidCredential(Credential.INTERNAL);
   // An expiring credential (a watcher's beside the rpc role) is refused from its expiry on, cached or not.
-  const credential = await find<{ id: string; name: string; roles: string[]; environment: string | null; revoked_at: unknown; expires_at: Date | string | null }>(
+  const credential = await find<{ id: string; name: string; roles: string[]; environment: string | null; networks: string[] | null; revoked_at: unknown; expires_at: Date | string | null }>(
     "internal",
     hashApiKey(bearer.secret),
-    `select id, name, roles, environment, revoked_at, expires_at from internal_credentials where secret_hash = ?`,
+    `select id, name, roles, environment, networks, revoked_at, expires_at from internal_credentials where secret_hash = ?`,
     (row) => msOf(row.expires_at),
   );
   if (!credential || credential.revoked_at) invalidCredential(Credential.INTERNAL);
@@ -118,6 +118,7 @@ async function internalCaller(find: Find, authorization: string | null): Promise
     name: credential.name,
     roles: new Set(credential.roles.filter((r): r is InternalRole => r === "observe" || r === "admin")),
     environment: credential.environment === "live" ? "live" : credential.environment === "test" ? "test" : undefined,
+    networks: credential.networks === null ? undefined : new Set(credential.networks),
   };
 }
 

@@ -55,8 +55,17 @@ export const InternalCredential = defineEntity({
     hint: p.string().length(16),
     /** What it may call, by the route option's internal_role: "observe" (chain facts), "admin" (operator actions). */
     roles: p.array().columnType("text[]").default([]),
-    /** The environment it acts in; null only for credentials issued before environments (admin calls in either). */
+    /**
+     * The environment it acts in; null only for credentials issued before roles and environments:
+     * those hold no role since Migration20261127233000_ChainSpeakers, and must be issued anew.
+     */
     environment: p.string().length(8).nullable(),
+    /**
+     * The networks an observe credential may speak for (claim, report, record on): null, one
+     * created without --networks, speaks only for networks no built-in watcher follows
+     * (services/auth/principal.ts speaksFor).
+     */
+    networks: p.array().columnType("text[]").nullable(),
     createdAt: p.datetime().length(3),
     revokedAt: p.datetime().length(3).nullable(),
     /**

@@ -1,3 +1,4 @@
+import { followedNetworks } from "../vocabulary/assets.ts";
 import type { Environment, Owner } from "./keys.ts";
 
 /**
@@ -22,8 +23,21 @@ export interface InternalPrincipal {
   credentialId: string;
   name: string;
   roles: ReadonlySet<InternalRole>;
-  /** Undefined only for a credential issued before environments (admin calls in either). */
+  /** Undefined only for a credential issued before roles and environments: it holds no role and is refused everywhere. */
   environment: Environment | undefined;
+  /** The networks it may speak for (internal-credential create --networks); undefined: only those no built-in watcher follows. */
+  networks: ReadonlySet<string> | undefined;
+}
+
+/**
+ * Whether an internal credential may speak for a network: claim its chain, report on it
+ * (ChainService), record on it (ObservationService). One scoped with --networks speaks for
+ * those; one created without it only for networks no built-in watcher follows (followedNetworks),
+ * so that no credential made for an operator's own Solana watcher can say anything of bitcoin.
+ */
+export function speaksFor(principal: InternalPrincipal, network: string): boolean {
+  if (principal.networks !== undefined) return principal.networks.has(network);
+  return !(followedNetworks as readonly string[]).includes(network);
 }
 
 /** A merchant's web shop (Site Gateway): its merchant and environment, and the browser origins it may call from. */

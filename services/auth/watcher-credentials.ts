@@ -50,8 +50,12 @@ export class InProcessWatcherCredentials {
     this.processName = o.processName ?? `${hostname().slice(0, 150)}-${process.pid}`;
   }
 
-  /** Issues this process's credential for `environment` and returns its secret (to be sent in-process only). */
-  async issue(environment: Environment): Promise<string> {
+  /**
+   * Issues this process's credential for `environment`, scoped to `networks` (the chains its
+   * watcher follows there: it may claim and report on those alone), and returns its secret (to be
+   * sent in-process only).
+   */
+  async issue(environment: Environment, networks: readonly string[]): Promise<string> {
     if (this.#stopped) throw new Error("the in-process watcher's credentials were revoked: this process is stopping");
     const first = this.#issued.length === 0;
     const issued = await this.#em().transactional(async (tx) => {
@@ -59,7 +63,7 @@ export class InProcessWatcherCredentials {
         const removed = await removeExpiredInProcessWatcherCredentials(tx, new Date(Date.now() - this.#keepExpiredMs));
         if (removed > 0) this.#logger.info({ removed }, "deleted expired credentials of in-process watchers");
       }
-      return issueInProcessWatcherCredential(tx, environment, this.processName, new Date(Date.now() + this.#lifetimeMs));
+      return issueInProcessWatcherCredential(tx, environment, this.processName, new Date(Date.now() + this.#lifetimeMs), networks);
     });
     this.#issued.push({ id: issued.id, name: issued.name, environment });
     this.#logger.info({ credential: issued.id, name: issued.name, expires_at: issued.expiresAt.toISOString() }, "issued the in-process watcher's credential");

@@ -13,6 +13,8 @@ export const ChainWatcher = defineEntity({
     network: p.string().length(32).primary(),
     environment: p.string().length(8).primary(),
     holder: p.string().length(100),
+    /** The internal credential that claimed the lease: a report is admitted only under it (with the holder's id and an unexpired lease). */
+    credentialId: p.string().length(64).nullable(),
     leaseExpiresAt: p.datetime().length(3),
     height: p.bigint("number").nullable(),
     recentBlocks: p.json<{ height: number; hash: string }[]>().nullable(),

@@ -5,7 +5,7 @@ import { settleMany } from "../intents/settle.ts";
 import { intentOutputs, markAbsentFromMempool, missingFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "./outputs.ts";
 import { bestTip } from "./blocks.ts";
 import { defaultMempoolAbsence, withdrawsFromMempool, type MempoolAbsenceRule } from "./mempool-rule.ts";
-import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput } from "./report.ts";
+import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput, type Reporter } from "./report.ts";
 
 /**
  * The node's mempool as a watcher reads it: outputs to watched addresses with 0 confirmations and
@@ -17,7 +17,7 @@ import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type Refus
  * conflicting spend, else once missing from enough reports over long enough.
  */
 
-export interface MempoolReport {
+export interface MempoolReport extends Reporter {
   epoch: number;
   tipHash: string;
   outputs: (ReportedOutput & { replaceable: boolean })[];
@@ -41,7 +41,7 @@ export interface MempoolOutcome {
 }
 
 export async function applyMempool(tx: EntityManager, deps: MempoolDeps, chain: { network: string; environment: Environment }, r: MempoolReport, now = new Date()): Promise<MempoolOutcome> {
-  const watcher = await lockAdmitted(tx, chain, { epoch: r.epoch, genesisHash: undefined });
+  const watcher = await lockAdmitted(tx, chain, { epoch: r.epoch, genesisHash: undefined, watcherId: r.watcherId, credentialId: r.credentialId });
   if (watcher.halted !== null) throw halted(chain, watcher.halted);
   // Read against another tip than the core's: a transaction missing from it may be in a block
   // the core has not been told of yet (it is not withdrawn), so nothing is applied.

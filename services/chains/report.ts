@@ -35,8 +35,7 @@ export interface ReportedOutput {
   amount: string;
 }
 
-export interface BlockReport {
-  watcherId: string;
+export interface BlockReport extends Reporter {
   epoch: number;
   genesisHash: string | undefined;
   blocks: { height: number; hash: string; parentHash: string; time: Date | undefined; work: bigint | undefined; outputs: ReportedOutput[] }[];
@@ -68,27 +67,44 @@ function defaultConfirmations(intents: Intents, network: string): Record<string,
 }
 
 /** A report the core refuses, changing nothing: why, and what the watcher should do about it. */
-export function refusal(kind: "stale_epoch" | "unlinked" | "other_chain", message: string) {
-  return apiError("invalid_state", message, kind === "stale_epoch" ? "lease_epoch" : kind === "other_chain" ? "genesis_hash" : "blocks");
+export function refusal(kind: "stale_epoch" | "not_holder" | "unlinked" | "other_chain", message: string) {
+  return apiError("invalid_state", message, kind === "stale_epoch" || kind === "not_holder" ? "lease_epoch" : kind === "other_chain" ? "genesis_hash" : "blocks");
+}
+
+/** Who sends a report: the watcher id and the credential it came with (the lease's holder, or refused). */
+export interface Reporter {
+  watcherId: string;
+  credentialId: string;
 }
 
 /**
  * Locks the chain's row (reports of one chain apply one after another, and a takeover waits) and
- * admits the report, or refuses it changing nothing. A report with another block 0 on Test starts
- * the chain over: what was recorded on the old one keeps its state.
+ * admits the report, or refuses it changing nothing: only the lease holder's (its watcher id,
+ * under the credential that claimed it, before the lease lapses) of its current epoch. A report
+ * with another block 0 on Test starts the chain over: what was recorded on the old one keeps its state.
  */
 export async function lockAdmitted(
   tx: EntityManager,
   chain: { network: string; environment: Environment },
-  r: { epoch: number; genesisHash: string | undefined },
+  r: { epoch: number; genesisHash: string | undefined } & Reporter,
 ): Promise<{ halted: string | null; acceptReorg: boolean }> {
-  const [row] = await tx.execute<{ epoch: string | number; genesis_hash: string | null; halted_reason: string | null; accept_reorg: boolean }[]>(
-    `select epoch, genesis_hash, halted_reason, accept_reorg from chain_watchers where network = ? and environment = ? for update`,
+  const [row] = await tx.execute<
+    { epoch: string | number; genesis_hash: string | null; holder: string; credential_id: string | null; lease_live: boolean; halted_reason: string | null; accept_reorg: boolean }[]
+  >(
+    `select epoch, genesis_hash, holder, credential_id, lease_expires_at > now() as lease_live, halted_reason, accept_reorg
+       from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
-  const admitted = admit(row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash }, r, chain.environment);
+  const admitted = admit(
+    row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash, holder: row.holder, credentialId: row.credential_id, leaseLive: row.lease_live },
+    r,
+    chain.environment,
+  );
   if (admitted.kind === "stale_epoch") {
     throw refusal("stale_epoch", `Lease epoch ${r.epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`);
+  }
+  if (admitted.kind === "not_holder") {
+    throw refusal("not_holder", `Watcher ${r.watcherId} does not hold the lease on ${chain.network} (${chain.environment}): ${admitted.why}; claim it again.`);
   }
   if (admitted.kind === "other_chain") {
     throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row?.genesis_hash}).`);

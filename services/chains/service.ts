@@ -2,10 +2,11 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ChainService, type ReportBlocksRequest, type ReportMempoolRequest } from "../../gen/payments/v1/chains_pb.ts";
 import type { Environment } from "../auth/keys.ts";
+import { speaksFor, type InternalPrincipal } from "../auth/principal.ts";
 import type { Intents } from "../intents/intents.ts";
 import { oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { validationError } from "../platform/errors.ts";
+import { apiError, validationError } from "../platform/errors.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks, reorgWindow } from "../vocabulary/assets.ts";
 import { keptDepth, recentBest } from "./blocks.ts";
@@ -35,8 +36,20 @@ const blockHashPattern = /^(0x)?[0-9a-fA-F]{64}$/;
 /** A bitcoin txid: 32 bytes in hex. */
 const txHashPattern = /^[0-9a-fA-F]{64}$/;
 
-function chainOf(environment: Environment, network: string): Chain & { environment: Environment } {
+/**
+ * The chain a call is about: a network a built-in watcher can follow, in the credential's
+ * environment, that the credential speaks for (internal-credential create --networks); any other
+ * is refused with insufficient_scope before anything is read, lease or no lease.
+ */
+function chainOf(principal: InternalPrincipal, environment: Environment, network: string): Chain & { environment: Environment } {
   if (!(followedNetworks as readonly string[]).includes(network)) throw validationError("network", `No watcher follows "${network}"; followed: ${followedNetworks.join(", ")}.`);
+  if (!speaksFor(principal, network)) {
+    throw apiError(
+      "insufficient_scope",
+      `This internal credential does not speak for ${network}: issue the watcher a credential with --networks ${network} (admin internal-credential create).`,
+      "network",
+    );
+  }
   return { network, environment };
 }
 
@@ -45,7 +58,7 @@ function checkWatcherId(id: string): void {
 }
 
 /** A report as the core applies it: hashes checked and lowercased, heights in range. */
-function reportOf(req: ReportBlocksRequest): BlockReport {
+function reportOf(req: ReportBlocksRequest, credentialId: string): BlockReport {
   if (req.genesisHash !== "" && !blockHashPattern.test(req.genesisHash)) throw validationError("genesis_hash", "Not a block hash (64 hex digits, 0x optional).");
   const blocks = req.blocks.map((b, i) => {
     if (!blockHashPattern.test(b.hash)) throw validationError(`blocks[${i}].hash`, "Not a block hash (64 hex digits, 0x optional).");
@@ -63,6 +76,7 @@ function reportOf(req: ReportBlocksRequest): BlockReport {
   });
   return {
     watcherId: req.watcherId,
+    credentialId,
     epoch: Number(req.leaseEpoch),
     genesisHash: req.genesisHash === "" ? undefined : req.genesisHash.toLowerCase(),
     blocks,
@@ -71,9 +85,11 @@ function reportOf(req: ReportBlocksRequest): BlockReport {
 }
 
 /** A mempool report as the core applies it: the tip hash checked and lowercased. */
-function mempoolReportOf(req: ReportMempoolRequest): MempoolReport {
+function mempoolReportOf(req: ReportMempoolRequest, credentialId: string): MempoolReport {
   if (!blockHashPattern.test(req.tipHash)) throw validationError("tip_hash", "Not a block hash (64 hex digits, 0x optional).");
   return {
+    watcherId: req.watcherId,
+    credentialId,
     epoch: Number(req.leaseEpoch),
     tipHash: req.tipHash.toLowerCase(),
     outputs: req.outputs.map((m, i) => {
@@ -94,16 +110,19 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
   const fixedCounts: FixedCounts = new Map();
   return {
     async claimChain(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      const chain = chainOf(environment, req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
       checkWatcherId(req.watcherId);
       if (req.leaseSeconds < 5 || req.leaseSeconds > 300) throw validationError("lease_seconds", `"lease_seconds" must be 5 to 300.`);
-      const { active, row } = await claimChain(em, chain, req.watcherId, req.leaseSeconds);
+      const { active, row } = await claimChain(em, chain, req.watcherId, principal.credentialId, req.leaseSeconds);
+      const maxReorgDepth = deps.maxReorgDepth(chain.network);
+      // A claim that does not win learns who holds the chain and until when, and nothing else:
+      // no epoch, position or tip to report under or build on.
+      if (!active) return { active, holder: row.holder, leaseExpiresAt: timestampFromDate(row.leaseExpiresAt), maxReorgDepth };
       const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.latePaymentWindowSeconds);
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.latePaymentWindowSeconds);
       // The position is the core's best tip and the blocks below it: enough to find where a fork
       // twice as deep as the deepest followed left the chain (so a deeper one is told by its depth).
-      const maxReorgDepth = deps.maxReorgDepth(chain.network);
       const recent = await recentBest(em, chain, Math.min(keptDepth, reorgWindow(maxReorgDepth)));
       const top = recent.at(-1);
       const height = top?.height ?? row.height;
@@ -125,10 +144,10 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
     },
 
     async reportBlocks(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      const chain = chainOf(environment, req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
       checkWatcherId(req.watcherId);
-      const report = reportOf(req);
+      const report = reportOf(req, principal.credentialId);
       const outcome = await inTransaction(em, (tx) => applyReport(tx, { ...deps, fixedCounts }, chain, report));
       if (outcome.halted) throw halted(chain, outcome.halted.reason);
       return {
@@ -141,24 +160,24 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
     },
 
     async reportMempool(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      const chain = chainOf(environment, req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
       checkWatcherId(req.watcherId);
-      const report = mempoolReportOf(req);
+      const report = mempoolReportOf(req, principal.credentialId);
       return inTransaction(em, (tx) => applyMempool(tx, deps, chain, report));
     },
 
     async reportChainNode(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      const chain = chainOf(environment, req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
       checkWatcherId(req.watcherId);
       await reportNode(em, chain, req.watcherId, req.node, req.problem === "" ? null : req.problem);
       return {};
     },
 
     async listWatchedAddresses(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      const chain = chainOf(environment, req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
       const limit = req.limit ?? 5000;
       // In the order of the creating transactions, not of a clock: once caught up, the next call
       // starts at the oldest transaction still open when the read began (watched-cursor.ts), so an

@@ -51,19 +51,21 @@ function fromDb(r: DbRow): WatcherRow {
 }
 
 /**
- * Takes or renews the lease on following the chain: granted to its holder, or to anyone once
- * it lapsed (the database's clock decides, so watchers' clocks do not matter). One statement:
- * two watchers claiming at once cannot both win.
+ * Takes or renews the lease on following the chain: granted to its holder under the credential
+ * that claimed it, or to anyone once it lapsed (the database's clock decides, so watchers' clocks
+ * do not matter). The winner's credential is kept with the lease: a report is admitted only under
+ * it (lockAdmitted). The epoch moves whenever another watcher id or another credential takes the
+ * chain. One statement: two watchers claiming at once cannot both win.
  */
-export async function claimChain(em: EntityManager, chain: Chain, watcherId: string, leaseSeconds: number): Promise<{ active: boolean; row: WatcherRow }> {
+export async function claimChain(em: EntityManager, chain: Chain, watcherId: string, credentialId: string, leaseSeconds: number): Promise<{ active: boolean; row: WatcherRow }> {
   const [won] = await em.execute<DbRow[]>(
-    `insert into chain_watchers (network, environment, holder, lease_expires_at)
-     values (?, ?, ?, now() + make_interval(secs => ?))
-     on conflict (network, environment) do update set holder = excluded.holder, lease_expires_at = excluded.lease_expires_at,
-       epoch = chain_watchers.epoch + (chain_watchers.holder <> excluded.holder)::int
-       where chain_watchers.holder = excluded.holder or chain_watchers.lease_expires_at < now()
+    `insert into chain_watchers (network, environment, holder, credential_id, lease_expires_at)
+     values (?, ?, ?, ?, now() + make_interval(secs => ?))
+     on conflict (network, environment) do update set holder = excluded.holder, credential_id = excluded.credential_id, lease_expires_at = excluded.lease_expires_at,
+       epoch = chain_watchers.epoch + (chain_watchers.holder <> excluded.holder or chain_watchers.credential_id is distinct from excluded.credential_id)::int
+       where (chain_watchers.holder = excluded.holder and chain_watchers.credential_id = excluded.credential_id) or chain_watchers.lease_expires_at < now()
      returning ${columns}`,
-    [chain.network, chain.environment, watcherId, leaseSeconds],
+    [chain.network, chain.environment, watcherId, credentialId, leaseSeconds],
   );
   if (won) return { active: true, row: fromDb(won) };
   const [held] = await em.execute<DbRow[]>(`select ${columns} from chain_watchers where network = ? and environment = ?`, [chain.network, chain.environment]);
@@ -100,15 +102,14 @@ export async function listWatchers(em: EntityManager): Promise<(Chain & WatcherR
 }
 
 /**
- * Whether a built-in watcher follows the chain now (holds an unexpired lease), read FOR SHARE in
- * the caller's transaction so that no claim slips in before it commits.
+ * Whether a built-in watcher speaks for the chain: one has ever claimed it (its chain_watchers
+ * row), whatever its lease now. Read FOR SHARE in the caller's transaction, so that no first claim
+ * slips in before it commits. A lapsed lease (a node down, a deploy) does not hand the chain to
+ * ObservationService: one source of chain truth per chain, for good.
  */
 export async function chainFollowed(em: EntityManager, chain: Chain): Promise<boolean> {
-  const [row] = await em.execute<{ followed: boolean }[]>(
-    `select lease_expires_at > now() as followed from chain_watchers where network = ? and environment = ? for share`,
-    [chain.network, chain.environment],
-  );
-  return row?.followed === true;
+  const [row] = await em.execute<{ one: number }[]>(`select 1 as one from chain_watchers where network = ? and environment = ? for share`, [chain.network, chain.environment]);
+  return row !== undefined;
 }
 
 /**

@@ -8,6 +8,18 @@ import { validationError } from "../platform/errors.ts";
 /** Transaction hashes and block hashes: hex (0x optional) or base58, as the chains write them. */
 export const hashPattern = /^(0x)?[0-9A-Za-z]{16,128}$/;
 
+/**
+ * Networks whose transaction and block hashes are hex, where case carries nothing: stored
+ * lowercased whoever reports them (ChainService, ObservationService, the sandbox), so that one
+ * transaction is one row. Elsewhere (solana's base58 signatures) case is the hash and is kept.
+ */
+const hexHashNetworks: ReadonlySet<string> = new Set(["bitcoin", "ethereum", "polygon", "tron"]);
+
+/** A transaction or block hash as the core keeps it: lowercased on a network of hex hashes. */
+export function normalizeHash(network: string, hash: string): string {
+  return hexHashNetworks.has(network) && /^(0x)?[0-9a-fA-F]+$/.test(hash) ? hash.toLowerCase() : hash;
+}
+
 export function checkNetwork(network: string): void {
   if (!networks.includes(network)) throw validationError("network", `Unsupported network "${network}"; supported: ${networks.join(", ")}.`);
 }
@@ -30,5 +42,5 @@ export function checkOutput(network: string, o: { asset: string; toAddress: stri
   if (!hashPattern.test(o.txHash)) throw validationError(`${prefix}tx_hash`, `"tx_hash" must be the transaction's hash (16 to 128 letters or digits).`);
   const amount = checkAmount(o.amount, asset.decimals);
   if (!amount.ok) throw validationError(`${prefix}amount`, `"amount" ${amount.reason}.`);
-  return { asset: o.asset, toAddress, txHash: o.txHash, amount: amount.value };
+  return { asset: o.asset, toAddress, txHash: normalizeHash(network, o.txHash), amount: amount.value };
 }

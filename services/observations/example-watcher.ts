@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
+import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
 
 const [network, asset, toAddress, amount, confirmations = "0"] = process.argv.slice(2);
 const credential = process.env.INTERNAL_CREDENTIAL;
@@ -25,7 +26,10 @@ const res = await client.recordObservation(
     toAddress,
     // A made-up transaction in a made-up block; a watcher sends the chain's own.
     txHash: process.env.TX_HASH ?? randomBytes(32).toString("hex"),
-    outputIndex: 0,
+    // Numbered as the built-in watchers number outputs (observations.proto): on an EVM chain a
+    // token Transfer is 1 + its log's index in the transaction's receipt (here the first log),
+    // the transaction's own value 0.
+    outputIndex: Object.hasOwn(evmChainIds, network) && findAsset(network, asset)?.contract ? 1 : 0,
     amount,
     confirmations: Number(confirmations),
     blockHeight: 1n,

@@ -12,7 +12,8 @@ import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
 import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
-import { checkNetwork, checkOutput, hashPattern } from "../chains/validate.ts";
+import { checkNetwork, checkOutput, hashPattern, normalizeHash } from "../chains/validate.ts";
+import { speaksFor, type InternalPrincipal } from "../auth/principal.ts";
 
 export interface ObservationDeps {
   intents: Intents;
@@ -35,7 +36,7 @@ export function validateObservation(req: RecordObservationRequest, environment: 
     amount,
     confirmations: req.confirmations,
     blockHeight: req.blockHash === "" ? null : Number(req.blockHeight),
-    blockHash: req.blockHash === "" ? null : req.blockHash,
+    blockHash: req.blockHash === "" ? null : normalizeHash(req.network, req.blockHash),
     observedAt: req.observedAt ? timestampDate(req.observedAt) : new Date(),
   };
 }
@@ -66,9 +67,25 @@ function refusalOf(err: unknown): string | undefined {
 }
 
 /**
- * Refuses, changing nothing, a report on a chain a built-in watcher follows (holds an unexpired
- * lease on): that chain's outputs, confirmations and forks come from the blocks it reports, and
- * one source of chain truth is all there is.
+ * Refuses, with insufficient_scope and before anything is read or kept, a call on a network the
+ * credential does not speak for (internal-credential create --networks; without it, only the
+ * networks no built-in watcher follows).
+ */
+function mustSpeakFor(principal: InternalPrincipal, network: string): void {
+  checkNetwork(network);
+  if (speaksFor(principal, network)) return;
+  throw apiError(
+    "insufficient_scope",
+    `This internal credential does not speak for ${network}: ${network} is followed by the built-in chain watcher unless a credential is issued for it with --networks ${network}.`,
+    "network",
+  );
+}
+
+/**
+ * Refuses, changing nothing, a report on a chain a built-in watcher has ever claimed (its
+ * chain_watchers row), whatever its lease now: that chain's outputs, confirmations and forks come
+ * from the blocks it reports, and one source of chain truth is all there is. A lapsed lease (the
+ * node down, a deploy) does not reopen it.
  */
 async function notFollowed(tx: EntityManager, chain: { network: string; environment: Environment }): Promise<void> {
   if (!(await chainFollowed(tx, chain))) return;
@@ -84,7 +101,8 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
   const { intents, cursors } = deps;
   return {
     async recordObservation(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
+      const { em, environment, principal } = chainRequest(ctx);
+      mustSpeakFor(principal, req.network);
       let recorded: Awaited<ReturnType<typeof recordObservation>>;
       try {
         const input = validateObservation(req, environment);
@@ -108,8 +126,8 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
     },
 
     async recordReorg(req, ctx) {
-      const { em, environment } = chainRequest(ctx);
-      checkNetwork(req.network);
+      const { em, environment, principal } = chainRequest(ctx);
+      mustSpeakFor(principal, req.network);
       const hashes = [...req.orphanedBlockHashes, ...req.txHashes];
       if (hashes.length === 0) throw validationError("orphaned_block_hashes", "Give orphaned_block_hashes or tx_hashes.");
       const bad = req.orphanedBlockHashes.findIndex((h) => !hashPattern.test(h));
@@ -118,7 +136,8 @@ export function observationService(deps: ObservationDeps): ServiceImpl<typeof Ob
       if (badTx >= 0) throw validationError("tx_hashes", `tx_hashes[${badTx}] is not a transaction hash.`);
       const result = await inTransaction(em, async (tx) => {
         await notFollowed(tx, { network: req.network, environment });
-        return recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes, req.txHashes);
+        const norm = (h: string) => normalizeHash(req.network, h);
+        return recordReorg(tx, intents, req.network, environment, req.orphanedBlockHashes.map(norm), req.txHashes.map(norm));
       });
       return { orphaned: result.orphaned, paymentIntentIds: result.intents.map((i) => i.id) };
     },

@@ -259,6 +259,8 @@ class ChainWatch {
     this.#m.watched.set(this.#labels, this.#watched.size);
     if (!this.#follower) {
       const claim = await this.#claim();
+      // Lost between the two claims: a claim that does not win carries no position to start from.
+      if (!claim.active) return false;
       const position = await this.#startingPosition(claim, head);
       if (this.#isBehind(head, position.height)) return false;
       if (this.#isHalted()) return false;

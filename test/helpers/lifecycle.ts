@@ -1,23 +1,40 @@
-import { createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import type { App } from "../../services/app/app.ts";
 import type { Environment } from "../../services/auth/keys.ts";
+import { networks as allNetworks } from "../../services/vocabulary/assets.ts";
 
-/** A chain watcher's internal credential (role observe) in `environment`, and an ObservationService client that sends it (gRPC on RPC_PORT). */
+/**
+ * A chain watcher's internal credential (role observe) in `environment`, speaking for `networks`
+ * (default: every supported one), and an ObservationService client that sends it (gRPC on RPC_PORT).
+ */
 export async function watcherClient(
   app: App,
   rpcUrl: string,
   environment: Environment = "live",
-): Promise<{ client: Client<typeof ObservationService>; headers: Record<string, string>; credential: string }> {
-  const created = await createInternalCredential(app.db.em.fork(), "test chain watcher", ["observe"], environment);
+  networks: readonly string[] = allNetworks,
+): Promise<{ client: Client<typeof ObservationService>; headers: Record<string, string>; credential: string; id: string }> {
+  const created = await createInternalCredential(app.db.em.fork(), "test chain watcher", ["observe"], environment, { networks });
   const headers = { authorization: `Bearer ${created.credential}` };
-  return { client: createClient(ObservationService, createGrpcTransport({ baseUrl: rpcUrl })), headers, credential: created.credential };
+  return { client: createClient(ObservationService, createGrpcTransport({ baseUrl: rpcUrl })), headers, credential: created.credential, id: created.id };
 }
 
 let blocks = 0;
 /** A fresh 64-hex hash (transactions, blocks). */
 export function hash(): string {
   return (Date.now().toString(16) + (++blocks).toString(16) + Math.random().toString(16).slice(2)).padEnd(64, "0").slice(0, 64);
+}
+
+/** How a gRPC call was refused: its code and the documented error code; both undefined when it went through. */
+export async function refusal(p: Promise<unknown>): Promise<{ code: Code | undefined; detail: string | undefined }> {
+  return p.then(
+    () => ({ code: undefined, detail: undefined }),
+    (e: unknown) => {
+      const err = ConnectError.from(e);
+      return { code: err.code, detail: err.findDetails(ErrorDetailSchema)[0]?.code };
+    },
+  );
 }

@@ -13,7 +13,7 @@ const chain = await startRegtest();
 t.teardown(() => chain.stop());
 const core = await startTestApp(t, {}, ["rpc", "gateway", "worker", "scheduler"]);
 const a = await merchantWithKey(core.app);
-const { credential } = await createInternalCredential(core.app.db.em.fork(), "bitcoin watcher processes", ["observe"], "test");
+const { credential } = await createInternalCredential(core.app.db.em.fork(), "bitcoin watcher processes", ["observe"], "test", { networks: ["bitcoin"] });
 const startWatcher = (nodeUrl: string, env: Record<string, string> = {}) =>
   spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_TEST: credential, BITCOIN_TEST_RPC_URL: nodeUrl, ...env });
 
@@ -83,7 +83,7 @@ t.test("the node goes away and comes back: logged once, then followed again", as
 });
 
 t.test("a Live URL on a node that is not mainnet: the start stops with one line", async (t) => {
-  const { credential: live } = await createInternalCredential(core.app.db.em.fork(), "live watcher", ["observe"], "live");
+  const { credential: live } = await createInternalCredential(core.app.db.em.fork(), "live watcher", ["observe"], "live", { networks: ["bitcoin"] });
   const w = spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_LIVE: live, BITCOIN_LIVE_RPC_URL: chain.url });
   t.not(await w.exited, 0);
   t.match(w.output(), "BITCOIN_LIVE_RPC_URL: the node follows bitcoin's regtest chain, not bitcoin mainnet: Live payments are only watched on mainnet");

@@ -16,7 +16,7 @@ t.teardown(() => dev.stop());
 // The core decides what counts: 2 confirmations here.
 const core = await startTestApp(t, { ETHEREUM_CONFIRMATIONS: "2" }, ["rpc", "gateway", "worker", "scheduler"]);
 const a = await merchantWithKey(core.app);
-const { credential } = await createInternalCredential(core.app.db.em.fork(), "watcher processes", ["observe"], "test");
+const { credential } = await createInternalCredential(core.app.db.em.fork(), "watcher processes", ["observe"], "test", { networks: ["ethereum", "polygon"] });
 
 const startWatcher = (nodeUrl: string) => spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_TEST: credential, ETHEREUM_TEST_RPC_URL: nodeUrl });
 

@@ -101,10 +101,10 @@ t.test("an in-process watcher's credential: its process's own, renewed while it 
   const stale = await createInternalCredential(em(), inProcessWatcherName("test", "gone-1"), ["observe"], "test", { expiresAt: new Date(Date.now() - 2 * 86_400_000) });
   const recent = await createInternalCredential(em(), inProcessWatcherName("test", "gone-2"), ["observe"], "test", { expiresAt: new Date(Date.now() - 60_000) });
   const other = new InProcessWatcherCredentials(em, createLogger(), { processName: "other-host-7" });
-  const otherSecret = await other.issue("test");
+  const otherSecret = await other.issue("test", ["ethereum"]);
 
   const mine = new InProcessWatcherCredentials(em, logger, { lifetimeMs: 1500, renewEveryMs: 200, processName: "this-host-42" });
-  const secret = await mine.issue("test");
+  const secret = await mine.issue("test", ["ethereum"]);
   const rows = async () => (await listInternalCredentials(em())).filter((c) => c.name.startsWith("in-process chain watcher"));
   const now = await rows();
   t.notOk(now.some((c) => c.id === stale.id), "a start deletes a credential that expired over a day ago");
@@ -140,7 +140,7 @@ t.test("a renewal that fails (the database away) is logged once and retried; the
     return em();
   };
   const creds = new InProcessWatcherCredentials(flaky, logger, { lifetimeMs: 60_000, renewEveryMs: 100, processName: "flaky-host-9" });
-  const secret = await creds.issue("test");
+  const secret = await creds.issue("test", ["ethereum"]);
   down = true;
   await until("three renewals failed", async () => attempts >= 3, 10_000);
   t.equal(lines.filter((l) => l.includes("could not renew")).length, 1, "logged once for the outage");

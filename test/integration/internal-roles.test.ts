@@ -3,15 +3,14 @@
 // forge webhooks; an operator's (admin) cannot record chain facts; a Test watcher's outputs
 // never touch a Live intent, even at the same address; an admin credential acts in its own
 // environment only.
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
-import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, merchantWithKey, sampleIntent } from "../helpers/harness.ts";
-import { hash } from "../helpers/lifecycle.ts";
+import { hash, refusal } from "../helpers/lifecycle.ts";
 import { runCli } from "../helpers/processes.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
@@ -24,23 +23,13 @@ const admin = createClient(AdminService, transport);
 const observations = createClient(ObservationService, transport);
 const bearer = (credential: string) => ({ headers: { authorization: `Bearer ${credential}` } });
 
-async function refusal(p: Promise<unknown>): Promise<{ code: Code | undefined; detail: string | undefined }> {
-  return p.then(
-    () => ({ code: undefined, detail: undefined }),
-    (e: unknown) => {
-      const err = ConnectError.from(e);
-      return { code: err.code, detail: err.findDetails(ErrorDetailSchema)[0]?.code };
-    },
-  );
-}
-
 const live = await merchantWithKey(s.app, "live");
 const liveEndpoint = await s.createEndpoint("/hooks/live", live);
 const testEndpoint = await s.createEndpoint("/hooks/test");
 const secretOf = async (id: string) => (await em().execute<{ c: Buffer }[]>(`select secret_ciphertext as c from webhook_endpoints where id = ?`, [id]))[0]?.c.toString("hex");
 
 t.test("a watcher's credential (observe) cannot rotate a signing secret; an operator's (admin) cannot record chain facts", async (t) => {
-  const watcher = await createInternalCredential(em(), "watcher", ["observe"], "live");
+  const watcher = await createInternalCredential(em(), "watcher", ["observe"], "live", { networks: ["ethereum"] });
   const operator = await createInternalCredential(em(), "operator", ["admin"], "live");
   const before = await secretOf(liveEndpoint.id);
   t.same(await refusal(admin.rotateSigningSecret({ endpointId: liveEndpoint.id }, bearer(watcher.credential))), { code: Code.PermissionDenied, detail: "insufficient_scope" }, "observe cannot rotate");
@@ -59,8 +48,8 @@ t.test("a Test watcher's output to a Live intent's address is not that intent's:
   const res = await call(s.base, "POST", `/api/v1/merchants/${live.merchant}/payment-intents`, { key: live.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "5" } });
   t.equal(res.status, 200);
   const address = res.body.data.deposit_address as string;
-  const testWatcher = await createInternalCredential(em(), "test watcher", ["observe"], "test");
-  const liveWatcher = await createInternalCredential(em(), "live watcher", ["observe"], "live");
+  const testWatcher = await createInternalCredential(em(), "test watcher", ["observe"], "test", { networks: ["ethereum"] });
+  const liveWatcher = await createInternalCredential(em(), "live watcher", ["observe"], "live", { networks: ["ethereum"] });
   const output = { network: "ethereum", asset: "USDC", toAddress: address, txHash: hash(), outputIndex: 0, amount: "5", confirmations: 12, blockHeight: 100n, blockHash: hash() };
 
   const fromTest = await observations.recordObservation(output, bearer(testWatcher.credential));
@@ -107,4 +96,30 @@ t.test("the admin CLI issues internal credentials with roles and an environment,
   const list = await runCli("services/app/admin.ts", env, "internal-credential", "list");
   const listed = JSON.parse(list.stdout).find((c: { id: string }) => c.id === JSON.parse(made.stdout).id);
   t.match(listed, { roles: ["observe"], environment: "live" });
+});
+
+t.test("--networks: what an observe credential speaks for, shown by create and list; an unknown network refused", async (t) => {
+  const env = { DATABASE_URL: s.databaseUrl };
+  const scoped = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test", "--networks", "solana,ethereum");
+  t.equal(scoped.code, 0, scoped.stderr);
+  t.match(JSON.parse(scoped.stdout), { speaks_for: { scoped: true, networks: ["ethereum", "solana"] } }, "scoped to the networks given");
+  const unscoped = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test");
+  t.match(JSON.parse(unscoped.stdout), { speaks_for: { scoped: false, networks: ["solana"] } }, "without --networks: only networks no built-in watcher follows");
+  const bad = await runCli("services/app/admin.ts", env, "internal-credential", "create", "--name", "w", "--roles", "observe", "--environment", "test", "--networks", "dogecoin");
+  t.not(bad.code, 0, "exits non-zero");
+  t.match(bad.stderr, /--networks takes .*got "dogecoin"/, "an unknown network refused");
+  const list = JSON.parse((await runCli("services/app/admin.ts", env, "internal-credential", "list")).stdout);
+  t.match(list.find((c: { id: string }) => c.id === JSON.parse(scoped.stdout).id), { speaks_for: { scoped: true, networks: ["ethereum", "solana"] }, needs_reissue: false }, "list shows it");
+});
+
+t.test("one hash normalisation: the same transaction reported with its hex hash in upper and lower case is one output, counted once", async (t) => {
+  const res = await call(s.base, "POST", `/api/v1/merchants/${live.merchant}/payment-intents`, { key: live.key, idempotencyKey: idemKey(), body: { ...sampleIntent, requested_amount: "5" } });
+  const watcher = await createInternalCredential(em(), "live watcher", ["observe"], "live", { networks: ["ethereum"] });
+  const tx = `0x${hash()}`;
+  const output = { network: "ethereum", asset: "USDC", toAddress: res.body.data.deposit_address, outputIndex: 1, amount: "5", confirmations: 1, blockHeight: 100n, blockHash: `0x${hash()}` };
+  const upper = await observations.recordObservation({ ...output, txHash: `0x${tx.slice(2).toUpperCase()}` }, bearer(watcher.credential));
+  t.equal(upper.data?.txHash, tx, "kept lowercased");
+  await observations.recordObservation({ ...output, txHash: tx, confirmations: 12 }, bearer(watcher.credential));
+  const pi = (await call(s.base, "GET", `/api/v1/merchants/${live.merchant}/payment-intents/${res.body.data.public_id}`, { key: live.key })).body.data;
+  t.same([pi.status, pi.amount_received, pi.transactions.length], ["confirmed", "5", 1], "one output, counted once");
 });

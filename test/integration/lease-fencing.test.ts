@@ -12,7 +12,7 @@ import { hash, watcherClient } from "../helpers/lifecycle.ts";
 
 const s = await startTestApp(t, {}, ["rpc", "gateway"]);
 const a = await merchantWithKey(s.app);
-const { client: observations, headers } = await watcherClient(s.app, s.rpcUrl, "test");
+const { client: observations, headers } = await watcherClient(s.app, s.rpcUrl, "test", ["ethereum"]);
 const chains = createClient(ChainService, createGrpcTransport({ baseUrl: s.rpcUrl }));
 const path = `/api/v1/merchants/${a.merchant}/payment-intents`;
 const claim = (watcherId: string) => chains.claimChain({ network: "ethereum", watcherId, leaseSeconds: 5 }, { headers });

@@ -27,7 +27,7 @@ t.teardown(() => dev.stop());
 const s = await webhookSetup(t, { env: { TRON_CONFIRMATIONS: "3" } });
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
-const { credential } = await createInternalCredential(s.app.db.em.fork(), "tron watcher", ["observe"], "test");
+const { credential } = await createInternalCredential(s.app.db.em.fork(), "tron watcher", ["observe"], "test", { networks: ["tron"] });
 const startWatcher = () => spawnWatcher(t, { RPC_URL: s.rpcUrl, WATCHER_CREDENTIAL_TEST: credential, TRON_TEST_RPC_URL: dev.url });
 let watcher: WatcherProcess = startWatcher();
 

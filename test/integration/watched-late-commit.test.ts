@@ -114,7 +114,7 @@ t.test("ListWatchedAddresses: a transaction open across reads is listed once it 
   const sessions = new Http2SessionManager(s.rpcUrl);
   t.teardown(() => sessions.abort());
   const chains = createClient(ChainService, createGrpcTransport({ baseUrl: s.rpcUrl, sessionManager: sessions }));
-  const { credential } = await createInternalCredential(em(), "late commit test", ["observe"], "test");
+  const { credential } = await createInternalCredential(em(), "late commit test", ["observe"], "test", { networks: ["ethereum"] });
   const headers = { authorization: `Bearer ${credential}` };
   /** Every page from `cursor` on, a small page size so that reads page; the addresses (lowercase) and the cursor to go on with. */
   async function read(cursor: string | undefined): Promise<{ addresses: Set<string>; cursor: string }> {

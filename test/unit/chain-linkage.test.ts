@@ -99,13 +99,18 @@ t.test("one whose blocks do not follow each other is malformed", async (t) => {
   t.equal(link(broken, onBest(best)).kind, "malformed");
 });
 
-t.test("a report is admitted only from the lease's epoch, and of the chain the core keeps", async (t) => {
-  const stored = { epoch: 3, genesisHash: "g0" };
-  t.same(admit(stored, { epoch: 3, genesisHash: "g0" }, "live"), { kind: "admitted", newChain: false });
-  t.same(admit(stored, { epoch: 2, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a watcher that lost the chain");
-  t.same(admit(stored, { epoch: 4, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "an epoch the core never gave");
-  t.same(admit(undefined, { epoch: 1, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a chain nobody claimed");
-  t.same(admit(stored, { epoch: 3, genesisHash: "g1" }, "test"), { kind: "admitted", newChain: true }, "another block 0 on Test: a new chain");
-  t.same(admit(stored, { epoch: 3, genesisHash: "g1" }, "live"), { kind: "other_chain" }, "on Live: refused");
-  t.same(admit({ epoch: 3, genesisHash: null }, { epoch: 3, genesisHash: "g1" }, "live"), { kind: "admitted", newChain: false }, "the first block 0 the core hears of");
+t.test("a report is admitted only from the lease holder, under the claiming credential, before the lease lapses, of its epoch, and of the chain the core keeps", async (t) => {
+  const stored = { epoch: 3, genesisHash: "g0", holder: "w1", credentialId: "ic_1", leaseLive: true };
+  const by = { watcherId: "w1", credentialId: "ic_1" };
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g0" }, "live"), { kind: "admitted", newChain: false });
+  t.same(admit(stored, { ...by, epoch: 2, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a watcher that lost the chain");
+  t.same(admit(stored, { ...by, epoch: 4, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "an epoch the core never gave");
+  t.same(admit(undefined, { ...by, epoch: 1, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a chain nobody claimed");
+  t.equal(admit(stored, { watcherId: "intruder", credentialId: "ic_1", epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "another watcher id with the holder's epoch");
+  t.equal(admit(stored, { watcherId: "w1", credentialId: "ic_2", epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "the holder's id under another credential");
+  t.equal(admit({ ...stored, credentialId: null }, { ...by, epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "a lease claimed before credentials were kept");
+  t.equal(admit({ ...stored, leaseLive: false }, { ...by, epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "a lapsed lease, even the holder's");
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "test"), { kind: "admitted", newChain: true }, "another block 0 on Test: a new chain");
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "live"), { kind: "other_chain" }, "on Live: refused");
+  t.same(admit({ ...stored, genesisHash: null }, { ...by, epoch: 3, genesisHash: "g1" }, "live"), { kind: "admitted", newChain: false }, "the first block 0 the core hears of");
 });

@@ -106,6 +106,10 @@ export const ChainPositionSchema: GenMessage<ChainPosition> = /*@__PURE__*/
   messageDesc(file_payments_v1_chains, 2);
 
 /**
+ * When active is false, only holder, lease_expires_at and max_reorg_depth are
+ * set: a claim that does not win gets no position, confirmations, epoch,
+ * oldest_watched_created_at or halt.
+ *
  * @generated from message payments.v1.ClaimChainResponse
  */
 export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
@@ -129,7 +133,7 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
   leaseExpiresAt?: Timestamp | undefined;
 
   /**
-   * Unset until the chain's first position is saved.
+   * Unset until the chain's first position is saved, and for a claim that did not win.
    *
    * @generated from field: optional payments.v1.ChainPosition position = 4;
    */
@@ -143,9 +147,10 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
   requiredConfirmations: { [key: string]: number };
 
   /**
-   * Grows each time another watcher takes the chain over: the holder sends it
-   * with every report (ReportBlocks' lease_epoch), and a report from a
-   * past epoch is refused.
+   * Grows each time another watcher (another watcher_id or credential) takes
+   * the chain over: the holder sends it with every report (ReportBlocks'
+   * lease_epoch), and a report from a past epoch is refused. 0 for a claim
+   * that did not win.
    *
    * @generated from field: uint64 epoch = 7;
    */
@@ -641,7 +646,10 @@ export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddresses
  * and where it reports the blocks it reads (the core keeps the best chain and
  * derives confirmations from it).
  * Internal gRPC only, with an internal credential of the observe role; a chain
- * is a network in the credential's environment.
+ * is a network in the credential's environment. Every call on a network the
+ * credential does not speak for (admin internal-credential create --networks;
+ * one created without it speaks for no network a built-in watcher follows) is
+ * refused with permission_denied (insufficient_scope), lease or no lease.
  *
  * @generated from service payments.v1.ChainService
  */
@@ -650,8 +658,12 @@ export const ChainService: GenService<{
    * Takes, or renews, the lease on following `network` for lease_seconds.
    * While another watcher's lease runs, the answer is active = false and
    * nothing changes; a lease that lapsed (its holder died) passes to the
-   * caller. Returns the chain's durable position (unset before the first
-   * save) and the confirmations each asset of the network needs to count.
+   * caller. The lease is held by a watcher_id under the credential that
+   * claimed it: the same watcher_id under another credential does not renew
+   * it. Returns, to the holder only, the chain's durable position (unset
+   * before the first save), its epoch and the confirmations each asset of the
+   * network needs to count; a claim that does not win learns the holder and
+   * the lease's expiry, and nothing else.
    *
    * @generated from rpc payments.v1.ChainService.ClaimChain
    */
@@ -669,7 +681,9 @@ export const ChainService: GenService<{
    * comes back counts again. A batch that links to no block of the best chain
    * is refused with failed_precondition (claim again and read from the tip
    * the core answers). So is a report whose lease_epoch has passed (another
-   * watcher took the chain over): nothing changes. An output the core cannot
+   * watcher took the chain over), and one that is not from the lease holder:
+   * its watcher_id, under the credential that claimed the lease, before the
+   * lease lapses (claim again): nothing changes. An output the core cannot
    * take (an amount out of range, a malformed address) is kept as rejected,
    * with why, and the rest of the batch goes on. Confirmations are the core's:
    * its best height minus the output's block height plus one. An empty batch
@@ -691,7 +705,8 @@ export const ChainService: GenService<{
    * evicted); an output already in a block of the best chain is left there.
    * Applied only when tip_hash is the core's best tip (else applied = false
    * and nothing changes: the watcher reports the blocks first); fenced by
-   * lease_epoch as ReportBlocks.
+   * lease_epoch, the holder's watcher_id and credential and an unexpired lease
+   * as ReportBlocks.
    *
    * @generated from rpc payments.v1.ChainService.ReportMempool
    */

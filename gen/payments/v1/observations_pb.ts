@@ -46,7 +46,12 @@ export type RecordObservationRequest = Message<"payments.v1.RecordObservationReq
   txHash: string;
 
   /**
-   * The output (bitcoin vout) or log/instruction index within the transaction.
+   * Its position within its transaction, the same wherever the transaction is
+   * mined, numbered as ChainService's ReportedOutput: a bitcoin output's vout;
+   * on EVM chains 0 for the transaction's own value, 1 + the log's index among
+   * its transaction's receipt logs for a token Transfer (not the block-wide
+   * logIndex); elsewhere the transfer's instruction index within the
+   * transaction.
    *
    * @generated from field: uint32 output_index = 5;
    */
@@ -350,9 +355,14 @@ export const ObservationService: GenService<{
    * (network, environment, tx_hash, output_index): a later call for the same output updates
    * its confirmations and block (in the same block, confirmations never go down), and counts
    * it again if a reorg had orphaned it. An address of no intent is stored as unmatched.
-   * Refused with failed_precondition, changing nothing, on a chain a built-in
-   * watcher follows (holds an unexpired lease on): its facts come from the
-   * blocks it reports (ChainService.ReportBlocks).
+   * Refused with permission_denied (insufficient_scope) on a network the
+   * credential does not speak for (admin internal-credential create
+   * --networks; one created without it speaks for no network a built-in
+   * watcher follows), and with failed_precondition, changing nothing, on a
+   * chain a built-in watcher has claimed, whatever its lease now (its node
+   * down, a deploy): its facts come from the blocks it reports
+   * (ChainService.ReportBlocks). Hex transaction and block hashes (bitcoin,
+   * EVM chains, tron) are kept lowercased, as ChainService keeps them.
    *
    * @generated from rpc payments.v1.ObservationService.RecordObservation
    */

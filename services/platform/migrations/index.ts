@@ -24,6 +24,7 @@ import { Migration20261126130937_ChainBlocks } from "./Migration20261126130937_C
 import { Migration20261127090000_Mempool } from "./Migration20261127090000_Mempool.ts";
 import { Migration20261127221818_MempoolAbsence } from "./Migration20261127221818_MempoolAbsence.ts";
 import { Migration20261127223000_ChainBranches } from "./Migration20261127223000_ChainBranches.ts";
+import { Migration20261127224912_ChainSpeakers } from "./Migration20261127224912_ChainSpeakers.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -52,4 +53,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261127090000_Mempool", class: Migration20261127090000_Mempool },
   { name: "Migration20261127221818_MempoolAbsence", class: Migration20261127221818_MempoolAbsence },
   { name: "Migration20261127223000_ChainBranches", class: Migration20261127223000_ChainBranches },
+  { name: "Migration20261127224912_ChainSpeakers", class: Migration20261127224912_ChainSpeakers },
 ];

@@ -37,7 +37,7 @@ export const bitcoinWatcherScenario: Scenario = {
 
   async setup(ctx) {
     chain = await startRegtest();
-    credential = (await createInternalCredential(ctx.db.em.fork(), "bench bitcoin watcher", ["observe"], "test")).credential;
+    credential = (await createInternalCredential(ctx.db.em.fork(), "bench bitcoin watcher", ["observe"], "test", { networks: ["bitcoin"] })).credential;
     // 100,000 open Test intents on bitcoin, each with a P2WPKH testnet address of its own.
     addresses = Array.from({ length: watchedCount }, () => bech32.encode("tb", [0, ...bech32.toWords(randomBytes(20))]));
     await loadWatchedIntents(ctx, { network: "bitcoin", asset: "BTC", amount: "1" }, addresses);

@@ -68,7 +68,7 @@ export const evmBigBlocksScenario: Scenario = {
     // A new chain: the position and the blocks another scenario's chain left are not this one's.
     await ctx.db.em.fork().execute(`delete from chain_watchers where network = 'ethereum' and environment = 'test'`);
     await ctx.db.em.fork().execute(`delete from chain_blocks where network = 'ethereum' and environment = 'test'`);
-    credential = (await createInternalCredential(ctx.db.em.fork(), "bench big-blocks watcher", ["observe"], "test")).credential;
+    credential = (await createInternalCredential(ctx.db.em.fork(), "bench big-blocks watcher", ["observe"], "test", { networks: ["ethereum"] })).credential;
     addresses = Array.from({ length: watchedCount }, () => getAddress(`0x${randomBytes(20).toString("hex")}`));
     await loadWatchedIntents(ctx, { network: "ethereum", asset: "ETH", amount: "1000000" }, addresses.slice(0, watchedCount / 2));
     await loadWatchedIntents(ctx, { network: "ethereum", asset: "USDC", amount: "1000000" }, addresses.slice(watchedCount / 2));

@@ -52,7 +52,7 @@ export const watcherScenario: Scenario = {
 
   async setup(ctx) {
     dev = await startDevChain();
-    credential = (await createInternalCredential(ctx.db.em.fork(), "bench watcher", ["observe"], "test")).credential;
+    credential = (await createInternalCredential(ctx.db.em.fork(), "bench watcher", ["observe"], "test", { networks: ["ethereum"] })).credential;
     // 100,000 open Test intents on ethereum, each with a deposit address of its own.
     addresses = Array.from({ length: watchedCount }, () => getAddress(`0x${randomBytes(20).toString("hex")}`));
     await loadWatchedIntents(ctx, { network: "ethereum", asset: "USDC", amount: "1000000" }, addresses);
