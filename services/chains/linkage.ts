@@ -126,16 +126,23 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
 
 /**
  * Whether the core takes a report at all, before any block is linked: only from the lease's
- * current epoch (an older one is a watcher that lost the chain), and of the chain the core keeps
- * (another block 0 is a new chain on Test, and refused on Live).
+ * current epoch (an older one is a watcher that lost the chain), and of the chain the core keeps.
+ * On Test another block 0 is a new chain (a dev chain restarted). On Live block 0 is the
+ * network's mainnet's, from the code (`mainnet`), never from a report: a report naming another
+ * one is refused, the first one too, and so is one naming none once blocks are reported.
  */
 export function admit(
   stored: { epoch: number; genesisHash: string | null } | undefined,
-  report: { epoch: number; genesisHash: string | undefined },
+  report: { epoch: number; genesisHash: string | undefined; blocks?: number },
   environment: "test" | "live",
+  mainnet: string | undefined,
 ): { kind: "stale_epoch" } | { kind: "other_chain" } | { kind: "admitted"; newChain: boolean } {
   if (!stored || stored.epoch !== report.epoch) return { kind: "stale_epoch" };
+  if (environment === "live") {
+    if (mainnet === undefined) return { kind: "other_chain" };
+    if (report.genesisHash !== undefined ? report.genesisHash !== mainnet : (report.blocks ?? 0) > 0) return { kind: "other_chain" };
+    return { kind: "admitted", newChain: false };
+  }
   const other = report.genesisHash !== undefined && stored.genesisHash !== null && stored.genesisHash !== report.genesisHash;
-  if (other && environment === "live") return { kind: "other_chain" };
   return { kind: "admitted", newChain: other };
 }

@@ -13,7 +13,7 @@ import { createApiKey, createMerchant, revokeApiKey } from "../../services/auth/
 import { scopes, type Environment } from "../../services/auth/keys.ts";
 import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
-import { mainnetGenesis } from "../../services/watcher/node-check.ts";
+import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 import type { Reply } from "../helpers/receiver.ts";
 import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";

@@ -4,7 +4,7 @@
 // node by scheme, host and port; once the node is back, both recover.
 import t from "tap";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
-import { mainnetGenesis } from "../../services/watcher/node-check.ts";
+import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { call, merchantWithKey, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
