@@ -156,6 +156,10 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       return {};
     },
 
+    async getChainCredential(_req, ctx) {
+      return { environment: chainRequest(ctx).environment };
+    },
+
     async listWatchedAddresses(req, ctx) {
       const { em, environment } = chainRequest(ctx);
       const chain = chainOf(environment, req.network);
