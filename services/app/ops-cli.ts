@@ -4,7 +4,7 @@
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
 //   ops rejected-outputs [--limit N] [--json]
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
-//   ops chains [--json]                    each chain's watcher: tip, head, lease, and whether counting stopped
+//   ops chains [--json]                    each chain's watcher: tip, head, lease, whether counting stopped, and what it said of its node
 //   ops chain-resume --network N --environment test|live   resumes a chain a deep reorg stopped
 //   ops reset [--yes]                      removes this checkout's embedded data and its JetStream streams
 import { existsSync, readFileSync, rmSync } from "node:fs";
@@ -18,7 +18,7 @@ import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
 import { listRejections } from "../chains/outputs.ts";
-import { listWatchers, resumeChain } from "../chains/store.ts";
+import { listWatchers, nodeReports, resumeChain } from "../chains/store.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { ConfigError, loadConfig, redactUserinfo, type Config } from "../platform/config.ts";
@@ -40,7 +40,8 @@ const usage = `usage:
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL
   ops chains [--json]           each chain a watcher follows: its tip, the node's head, the lease's
-                                holder, and whether counting stopped (a reorg deeper than the maximum)
+                                holder, whether counting stopped (a reorg deeper than the maximum), and
+                                what each watcher last said of its node (host, and why it does not follow it)
   ops chain-resume --network NETWORK --environment test|live
                                 resumes a stopped chain once a person has checked the node: the next
                                 fork is taken whatever its depth, once
@@ -258,25 +259,58 @@ function rejectedTable(rows: Awaited<ReturnType<typeof rejectedOutputs>>): strin
 // ---- chains ----
 
 async function chains(config: Config) {
-  const rows = await fromDatabase(config, "chain_watchers", (em) => listWatchers(em));
-  return rows.map((r) => ({
-    network: r.network,
-    environment: r.environment,
-    height: r.height,
-    head_height: r.headHeight,
-    holder: r.holder,
-    lease_expires_at: r.leaseExpiresAt.toISOString(),
-    saved_at: r.savedAt?.toISOString() ?? null,
-    halted_depth: r.haltedDepth,
-    halted: r.haltedReason,
-  }));
+  const [rows, reports] = await fromDatabase(config, "chain_watchers", (em) => Promise.all([listWatchers(em), nodeReports(em)]));
+  const key = (c: { network: string; environment: string }) => `${c.network} ${c.environment}`;
+  const nodes = (c: { network: string; environment: string }) =>
+    reports.filter((r) => key(r) === key(c)).map((r) => ({ watcher_id: r.watcherId, node: r.node, problem: r.problem, reported_at: r.reportedAt.toISOString() }));
+  // A watcher that never followed its node (refused from the start) has said so, with no position yet.
+  const unplaced = [...new Map(reports.filter((r) => !rows.some((w) => key(w) === key(r))).map((r) => [key(r), r])).values()];
+  return [
+    ...rows.map((r) => ({
+      network: r.network,
+      environment: r.environment,
+      height: r.height,
+      head_height: r.headHeight,
+      holder: r.holder as string | null,
+      lease_expires_at: r.leaseExpiresAt.toISOString() as string | null,
+      saved_at: r.savedAt?.toISOString() ?? null,
+      halted_depth: r.haltedDepth,
+      halted: r.haltedReason,
+      nodes: nodes(r),
+    })),
+    ...unplaced.map((r) => ({
+      network: r.network,
+      environment: r.environment,
+      height: null,
+      head_height: null,
+      holder: null,
+      lease_expires_at: null,
+      saved_at: null,
+      halted_depth: null,
+      halted: null,
+      nodes: nodes(r),
+    })),
+  ].sort((a, b) => key(a).localeCompare(key(b)));
 }
 
 function chainsTable(rows: Awaited<ReturnType<typeof chains>>): string {
   if (rows.length === 0) return "no chain followed yet";
+  const node = (r: (typeof rows)[number]) => {
+    const last = r.nodes[0];
+    return last ? `${last.node}: ${last.problem ?? "followed"}` : null;
+  };
   return table(
-    ["network", "env", "tip", "head", "holder", "saved", "counting"],
-    rows.map((r) => [cell(r.network), cell(r.environment), cell(r.height), cell(r.head_height), cell(r.holder, 40), cell(r.saved_at && new Date(r.saved_at)), cell(r.halted ? `STOPPED: ${r.halted}` : "yes", 200)]),
+    ["network", "env", "tip", "head", "holder", "saved", "counting", "node"],
+    rows.map((r) => [
+      cell(r.network),
+      cell(r.environment),
+      cell(r.height),
+      cell(r.head_height),
+      cell(r.holder, 40),
+      cell(r.saved_at && new Date(r.saved_at)),
+      cell(r.halted ? `STOPPED: ${r.halted}` : "yes", 200),
+      cell(node(r), 200),
+    ]),
   );
 }
 

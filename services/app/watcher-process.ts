@@ -6,12 +6,14 @@ import { ConfigError, type Config } from "../platform/config.ts";
 import { listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
 import { checkEndpoints } from "../watcher/chain-reader.ts";
+import { credentialEnvironment } from "../watcher/core-client.ts";
 import { startWatcherRole } from "../watcher/role.ts";
 
 /**
  * Starts the watcher role. Beside the rpc role (`local`) it calls the handlers in-process with a
  * credential of this process's own (short-lived and renewed, see services/auth/watcher-credentials.ts);
- * alone, it reaches RPC_URL with WATCHER_CREDENTIAL_<ENV>.
+ * alone, it reaches RPC_URL with WATCHER_CREDENTIAL_<ENV>. Each credential's environment is asked
+ * of the core first (GetChainCredential): one of the other environment stops the start.
  * Configuration that cannot work is a ConfigError (one line at start).
  */
 export async function startWatcher(o: {
@@ -33,9 +35,24 @@ export async function startWatcher(o: {
       );
     }
   }
+  const transport = o.local?.transport ?? createGrpcTransport({ baseUrl: config.rpcUrl });
+  // A credential of the other environment would have one environment's chain pay the other's intents.
+  for (const [environment, credential] of Object.entries(credentials) as ["test" | "live", string][]) {
+    const name = o.local ? `the in-process watcher's ${environment} credential` : `WATCHER_CREDENTIAL_${environment.toUpperCase()}`;
+    let actual: string;
+    try {
+      actual = await credentialEnvironment(transport, credential);
+    } catch (err) {
+      throw new ConfigError(`${name}: the core at ${config.rpcUrl} could not say which environment the credential is of (${(err as Error).message.split("\n")[0]}); the watcher follows no chain until it can`);
+    }
+    if (actual !== environment) {
+      throw new ConfigError(
+        `${name} is a credential of ${actual === "live" ? "Live" : actual === "test" ? "Test" : actual}, not ${environment === "live" ? "Live" : "Test"}: a ${environment === "live" ? "Live" : "Test"} watcher reports with a credential of its own environment (npm run -s admin -- internal-credential create --name watcher --roles observe --environment ${environment})`,
+      );
+    }
+  }
   const wrong = await checkEndpoints(config.chainEndpoints, o.logger);
   if (wrong) throw new ConfigError(wrong);
-  const transport = o.local?.transport ?? createGrpcTransport({ baseUrl: config.rpcUrl });
   return startWatcherRole({
     endpoints: config.chainEndpoints,
     pollMs: config.watcherPollMs,

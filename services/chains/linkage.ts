@@ -127,19 +127,26 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
 /**
  * Whether the core takes a report at all, before any block is linked: only from the lease holder
  * (its watcher id, under the credential that claimed the lease, before the lease lapses) and its
- * current epoch (an older one is a watcher that lost the chain), and of the chain the core keeps
- * (another block 0 is a new chain on Test, and refused on Live).
+ * current epoch (an older one is a watcher that lost the chain), and of the chain the core keeps.
+ * On Test another block 0 is a new chain (a dev chain restarted). On Live block 0 is the
+ * network's mainnet's, from the code (`mainnet`), never from a report: a report naming another
+ * one is refused, the first one too, and so is one naming none once blocks are reported.
  */
 export function admit(
   stored: { epoch: number; genesisHash: string | null; holder: string; credentialId: string | null; leaseLive: boolean } | undefined,
-  report: { epoch: number; genesisHash: string | undefined; watcherId: string; credentialId: string },
+  report: { epoch: number; genesisHash: string | undefined; watcherId: string; credentialId: string; blocks?: number },
   environment: "test" | "live",
+  mainnet: string | undefined,
 ): { kind: "stale_epoch" } | { kind: "not_holder"; why: string } | { kind: "other_chain" } | { kind: "admitted"; newChain: boolean } {
   if (!stored || stored.epoch !== report.epoch) return { kind: "stale_epoch" };
   if (stored.holder !== report.watcherId) return { kind: "not_holder", why: "another watcher holds it" };
   if (stored.credentialId === null || stored.credentialId !== report.credentialId) return { kind: "not_holder", why: "it was claimed under another credential" };
   if (!stored.leaseLive) return { kind: "not_holder", why: "the lease lapsed" };
+  if (environment === "live") {
+    if (mainnet === undefined) return { kind: "other_chain" };
+    if (report.genesisHash !== undefined ? report.genesisHash !== mainnet : (report.blocks ?? 0) > 0) return { kind: "other_chain" };
+    return { kind: "admitted", newChain: false };
+  }
   const other = report.genesisHash !== undefined && stored.genesisHash !== null && stored.genesisHash !== report.genesisHash;
-  if (other && environment === "live") return { kind: "other_chain" };
   return { kind: "admitted", newChain: other };
 }

@@ -16,7 +16,7 @@ import {
   type BlockOutput,
 } from "./outputs.ts";
 import { checkOutput } from "./validate.ts";
-import { assets } from "../vocabulary/assets.ts";
+import { assets, mainnetGenesis } from "../vocabulary/assets.ts";
 import { allBest, bestFrom, bestTip, forgetChain, joinBest, keepSide, keptDepth, leaveBest, pruneBlocks, rejoinBest, sideBranchTo, type StoredBlock } from "./blocks.ts";
 import { admit, link } from "./linkage.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
@@ -86,7 +86,7 @@ export interface Reporter {
 export async function lockAdmitted(
   tx: EntityManager,
   chain: { network: string; environment: Environment },
-  r: { epoch: number; genesisHash: string | undefined } & Reporter,
+  r: { epoch: number; genesisHash: string | undefined; blocks?: readonly unknown[] } & Reporter,
 ): Promise<{ halted: string | null; acceptReorg: boolean }> {
   const [row] = await tx.execute<
     { epoch: string | number; genesis_hash: string | null; holder: string; credential_id: string | null; lease_live: boolean; halted_reason: string | null; accept_reorg: boolean }[]
@@ -95,10 +95,12 @@ export async function lockAdmitted(
        from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
+  const mainnet = (mainnetGenesis as Readonly<Record<string, string>>)[chain.network];
   const admitted = admit(
     row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash, holder: row.holder, credentialId: row.credential_id, leaseLive: row.lease_live },
-    r,
+    { ...r, blocks: r.blocks?.length },
     chain.environment,
+    mainnet,
   );
   if (admitted.kind === "stale_epoch") {
     throw refusal("stale_epoch", `Lease epoch ${r.epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`);
@@ -107,7 +109,12 @@ export async function lockAdmitted(
     throw refusal("not_holder", `Watcher ${r.watcherId} does not hold the lease on ${chain.network} (${chain.environment}): ${admitted.why}; claim it again.`);
   }
   if (admitted.kind === "other_chain") {
-    throw refusal("other_chain", `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${row?.genesis_hash}).`);
+    throw refusal(
+      "other_chain",
+      r.genesisHash === undefined
+        ? `A report of blocks on ${chain.network} (live) must name block 0 (genesis_hash): Live counts only on mainnet, whose block 0 is ${mainnet}.`
+        : `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${mainnet}).`,
+    );
   }
   if (admitted.newChain) await forgetChain(tx, chain);
   return { halted: row?.halted_reason ?? null, acceptReorg: row?.accept_reorg === true };

@@ -175,6 +175,10 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       return {};
     },
 
+    async getChainCredential(_req, ctx) {
+      return { environment: chainRequest(ctx).environment };
+    },
+
     async listWatchedAddresses(req, ctx) {
       const { em, environment, principal } = chainRequest(ctx);
       const chain = chainOf(principal, environment, req.network);

@@ -85,14 +85,26 @@ export async function reportNode(em: EntityManager, chain: Chain, watcherId: str
   await em.execute(`delete from chain_node_reports where reported_at < now() - make_interval(secs => ?)`, [reportKeptSeconds]);
 }
 
-/** The problems watchers of an environment reported within `withinSeconds`, newest first. */
-export async function recentNodeProblems(em: EntityManager, environment: string, withinSeconds: number): Promise<{ network: string; node: string; problem: string }[]> {
-  return em.execute<{ network: string; node: string; problem: string }[]>(
-    `select network, node, problem from chain_node_reports
+/**
+ * The networks of an environment whose watchers reported, within `withinSeconds`, that they do not
+ * follow their node: which ones only (for merchants' readiness), never the node or the words.
+ */
+export async function networksWithNodeProblems(em: EntityManager, environment: string, withinSeconds: number): Promise<string[]> {
+  const rows = await em.execute<{ network: string }[]>(
+    `select distinct network from chain_node_reports
       where environment = ? and problem is not null and reported_at > now() - make_interval(secs => ?)
-      order by reported_at desc`,
+      order by network`,
     [environment, withinSeconds],
   );
+  return rows.map((r) => r.network);
+}
+
+/** What each watcher last said of its node (operators only: ops chains), newest first within a chain. */
+export async function nodeReports(em: EntityManager): Promise<(Chain & { watcherId: string; node: string; problem: string | null; reportedAt: Date })[]> {
+  const rows = await em.execute<{ network: string; environment: string; watcher_id: string; node: string; problem: string | null; reported_at: Date | string }[]>(
+    `select network, environment, watcher_id, node, problem, reported_at from chain_node_reports order by network, environment, reported_at desc`,
+  );
+  return rows.map((r) => ({ network: r.network, environment: r.environment, watcherId: r.watcher_id, node: r.node, problem: r.problem, reportedAt: new Date(r.reported_at) }));
 }
 
 /** Every chain's watcher row, for metrics and readiness. */

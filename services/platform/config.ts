@@ -100,6 +100,22 @@ export interface ChainEndpoint {
   network: (typeof followedNetworks)[number];
   environment: "test" | "live";
   url: string;
+  /** WATCHER_MAX_RESPONSE_BYTES: the most one answer of the node may hold; a longer one fails that read. Unset: defaultMaxResponseBytes. */
+  maxResponseBytes?: number;
+}
+
+/**
+ * The most one node answer may hold, by default: mainnet's biggest bitcoin block (4 MB of weight)
+ * as `getblock <hash> 2` writes it is some 10-25 MB of JSON (each transaction's hex, twice its
+ * bytes, then every input and output decoded: a block of small outputs grows most); 64 MiB leaves
+ * room over that, and an EVM block with its transactions or a page of logs is far less.
+ */
+export const defaultMaxResponseBytes = 64 * 1024 * 1024;
+
+/** Whether a URL's host is this machine (a name, IPv4 127/8 or IPv6 ::1): nobody on a network path sees what it says. */
+export function loopbackHost(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h.endsWith(".localhost") || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === "::1" || h === "0:0:0:0:0:0:0:1";
 }
 
 /** The networks whose confirmations can be overridden. */
@@ -107,6 +123,9 @@ const confirmedNetworks = ["bitcoin", "ethereum", "polygon", "tron", "solana"] a
 
 function chainEndpoints(env: Env): ChainEndpoint[] {
   const out: ChainEndpoint[] = [];
+  const maxResponseBytes = integer(env, "WATCHER_MAX_RESPONSE_BYTES", defaultMaxResponseBytes, 64 * 1024, 1024 * 1024 * 1024);
+  const insecure = optional(env, "ALLOW_INSECURE_LIVE_RPC");
+  if (insecure !== undefined && insecure !== "0" && insecure !== "1") throw new ConfigError(`ALLOW_INSECURE_LIVE_RPC must be 1 or 0, got "${insecure}"`);
   for (const network of followedNetworks) {
     for (const environment of ["test", "live"] as const) {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
@@ -129,7 +148,13 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       if (!(httpOnly ? ["http:", "https:"] : ["http:", "https:", "ws:", "wss:"]).includes(parsed.protocol)) {
         throw new ConfigError(`${name} must be ${what}, got the scheme ${parsed.protocol.slice(0, -1)}`);
       }
-      out.push({ network, environment, url: raw });
+      // Whoever is on the path to a Live node over plain http could answer for it (and read bitcoind's password).
+      if (environment === "live" && (parsed.protocol === "http:" || parsed.protocol === "ws:") && !loopbackHost(parsed.hostname) && insecure !== "1") {
+        throw new ConfigError(
+          `${name} must be https or wss to a host other than this machine (${parsed.hostname} over ${parsed.protocol.slice(0, -1)}): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1`,
+        );
+      }
+      out.push({ network, environment, url: raw, maxResponseBytes });
     }
   }
   return out;

@@ -3,7 +3,7 @@ import { supportsAccountKey } from "../addresses/keys.ts";
 import { followedNetworks, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { recentNodeProblems } from "../chains/store.ts";
+import { networksWithNodeProblems } from "../chains/store.ts";
 
 /**
  * Go-live readiness: what the database shows of a merchant in one environment (readFacts,
@@ -82,20 +82,16 @@ export interface ChainFacts {
 /** A watcher that saved its position within this long is following its chain. */
 export const followingWithinMs = 120_000;
 
-/** A watcher's recent word that it does not follow its node, and why. */
-export interface NodeProblemFacts {
-  network: string;
-  /** Scheme, host and port. */
-  node: string;
-  problem: string;
-}
-
 export interface ReadinessFacts {
   owner: Owner;
   /** The chains of the owner's environment with a watcher position. */
   chains: ChainFacts[];
-  /** What watchers of the owner's environment said of their nodes within followingWithinMs, newest first. */
-  nodeProblems?: NodeProblemFacts[];
+  /**
+   * The networks of the owner's environment whose watchers said within followingWithinMs that they
+   * do not follow their node: which ones, never the node or why (the operator's, and any observe
+   * credential can write them: ops chains, the watcher's log and metrics show them).
+   */
+  nodeProblems?: string[];
   /** Enabled endpoints, oldest first. */
   endpoints: EndpointFacts[];
   addresses: AddressFacts;
@@ -308,16 +304,11 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
   const { owner, addresses } = facts;
   const following = (n: string) => facts.chains.some((c) => c.network === n && c.savedAt !== null && s.now.getTime() - c.savedAt.getTime() <= followingWithinMs);
   const followed = followedNetworks.filter(following);
-  // Why the watchers of chains not followed do not follow their nodes, each node once (its newest word).
+  // Which chains not followed have a watcher that runs but does not follow its node: nothing of the node.
   const said = (networks: readonly string[]) => {
-    const seen = new Set<string>();
-    const words: string[] = [];
-    for (const p of facts.nodeProblems ?? []) {
-      if (!networks.includes(p.network) || seen.has(`${p.network} ${p.node}`)) continue;
-      seen.add(`${p.network} ${p.node}`);
-      words.push(` The ${p.network} watcher does not follow its node ${p.node}: ${p.problem}.`);
-    }
-    return words.join("");
+    const troubled = networks.filter((n) => facts.nodeProblems?.includes(n));
+    if (troubled.length === 0) return "";
+    return ` A watcher of ${list(troubled)} runs but does not follow the chain: the operator sees why (npm run -s ops -- chains, the watcher's log and metrics).`;
   };
   // A chain stopped by a reorg deeper than its maximum counts nothing, followed or not: said first.
   const stopped = facts.chains.filter((c) => typeof c.haltedDepth === "number").sort((a, b) => byNetworkOrder(a.network, b.network));
@@ -447,7 +438,7 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     `select network, saved_at, halted_depth from chain_watchers where environment = ?`,
     [owner.environment],
   );
-  const nodeProblems = await recentNodeProblems(em, owner.environment, followingWithinMs / 1000);
+  const nodeProblems = await networksWithNodeProblems(em, owner.environment, followingWithinMs / 1000);
   return {
     owner,
     nodeProblems,

@@ -87,6 +87,22 @@ export function reorgWindow(maxReorgDepth: number): number {
   return 2 * maxReorgDepth + 16;
 }
 
+/**
+ * Block 0 of each followed network's mainnet: a Live node must serve it, whatever chain id or name
+ * it claims, and a Live chain's reports must name it (the core never learns Live's block 0 from a
+ * report). Bitcoin's hash is bare, as Bitcoin Core writes it; the others as their JSON-RPC writes
+ * them (0x, lowercase).
+ */
+export const mainnetGenesis: Readonly<Record<(typeof followedNetworks)[number], string>> = {
+  bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
+  ethereum: "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3",
+  polygon: "0xa9c28ce2141b56c474f1dc504bee9b01eb1bd7d1a507580d5519d4437a97de1b",
+  // TRON mainnet's BlockId of block 0: eth_chainId is its last 4 bytes (0x2b6653dc). Published in
+  // the ChainAgnostic namespaces' tron/caip2.md beside the chain ids the developer hub's
+  // eth_chainId lists, and by block explorers' getblockbynum 0.
+  tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
+};
+
 export const defaultMaxReorgDepth: Readonly<Record<(typeof followedNetworks)[number], number>> = { bitcoin: 100, ethereum: 128, polygon: 256, tron: 128 };
 
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];

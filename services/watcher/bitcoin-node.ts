@@ -1,4 +1,5 @@
 import type { HeaderFields } from "./bitcoin-checks.ts";
+import { defaultMaxResponseBytes } from "../platform/config.ts";
 
 /** What the watcher asks of a Bitcoin Core node, through its documented JSON-RPC (bitcoind's `-server`). */
 export interface BitcoinNode {
@@ -62,6 +63,41 @@ export class RpcError extends Error {
   }
 }
 
+/** An answer longer than the cap (WATCHER_MAX_RESPONSE_BYTES): an error of that read, never the process's memory. */
+export class ResponseTooLargeError extends Error {
+  constructor(method: string, maxBytes: number) {
+    super(`${method}: the node's answer is over ${maxBytes} bytes (WATCHER_MAX_RESPONSE_BYTES); it was not read further`);
+    this.name = "ResponseTooLargeError";
+  }
+}
+
+/**
+ * The body of `res` as text, read as a stream and given up (the connection cancelled) as soon as
+ * it is longer than `maxBytes`: a node answering without end costs at most the cap.
+ */
+export async function cappedText(res: Response, maxBytes: number, method: string): Promise<string> {
+  const declared = Number(res.headers.get("content-length") ?? Number.NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel().catch(() => {});
+    throw new ResponseTooLargeError(method, maxBytes);
+  }
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.byteLength;
+    if (length > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw new ResponseTooLargeError(method, maxBytes);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, length).toString("utf8");
+}
+
 /** RPC_INVALID_PARAMETER: getblockhash past the head. */
 const invalidParameter = -8;
 /** RPC_INVALID_ADDRESS_OR_KEY: getblock of a hash the node does not know; getrawtransaction of a transaction no longer in the mempool. */
@@ -70,8 +106,9 @@ const unknownBlock = -5;
 /**
  * A JSON-RPC client of Bitcoin Core over http(s). The URL's user and password (an `rpcauth` user)
  * go in the Authorization header, never in a log: callers log the URL through redactNodeUrl.
+ * Every answer is read up to `maxResponseBytes`; a longer one fails its call (ResponseTooLargeError).
  */
-export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
+export function bitcoinNode(url: string, timeoutMs = 20_000, maxResponseBytes = defaultMaxResponseBytes): BitcoinNode {
   const parsed = new URL(url);
   const authorization =
     parsed.username === "" ? undefined : `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString("base64")}`;
@@ -89,7 +126,7 @@ export function bitcoinNode(url: string, timeoutMs = 20_000): BitcoinNode {
     });
     // bitcoind answers an RPC error with a 404 or 500 and the error in the body; 401 and 403 have no body.
     if (res.status === 401 || res.status === 403) throw new Error(`${method}: the node refused the credentials (HTTP ${res.status}); check the URL's rpcauth user and password`);
-    const text = await res.text();
+    const text = await cappedText(res, maxResponseBytes, method);
     let body: { result?: T; error?: { code: number; message: string } | null };
     try {
       body = JSON.parse(text);

@@ -29,7 +29,7 @@ export interface ChainReader {
 /** The node of an endpoint, the source that reads it for the follower, and the watched set it matches against. */
 export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   if (e.network === "bitcoin") {
-    const node = bitcoinNode(e.url, timeoutMs);
+    const node = bitcoinNode(e.url, timeoutMs, e.maxResponseBytes);
     const watched = new BitcoinWatched();
     const btc = findAsset("bitcoin", "BTC") as AssetInfo;
     const mempool = new BitcoinMempool(node, btc, watched);
@@ -52,7 +52,7 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   }
   // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
   const tron = e.network === "tron";
-  const node = tron ? tronNode(e.url, timeoutMs) : evmNode(e.url, timeoutMs);
+  const node = tron ? tronNode(e.url, timeoutMs, e.maxResponseBytes) : evmNode(e.url, timeoutMs, e.maxResponseBytes);
   const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
   const network = e.network;
   let watched: EvmWatched;

@@ -1,5 +1,5 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import type { MempoolOutput } from "./bitcoin-source.ts";
 import type { BlockRef, ReportedBlock } from "./follow.ts";
@@ -100,5 +100,24 @@ export class CoreClient {
   /** What the watcher found about its node (problem empty: it follows it). */
   async reportNode(node: string, problem: string): Promise<void> {
     await this.#chains.reportChainNode({ network: this.#network, watcherId: this.#watcherId, node, problem: problem.slice(0, 500) }, { headers: this.#headers });
+  }
+}
+
+/**
+ * The environment the core says `credential` speaks for (ChainService.GetChainCredential), asked
+ * again while the core cannot be reached, for up to `withinMs`; any other refusal is thrown.
+ */
+export async function credentialEnvironment(transport: Transport, credential: string, withinMs = 10_000): Promise<string> {
+  const chains = createClient(ChainService, transport);
+  const until = Date.now() + withinMs;
+  for (;;) {
+    try {
+      const res = await chains.getChainCredential({}, { headers: { authorization: `Bearer ${credential}` }, timeoutMs: Math.max(1, Math.min(5_000, until - Date.now())) });
+      return res.environment;
+    } catch (err) {
+      const unreachable = err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded);
+      if (!unreachable || Date.now() + 500 >= until) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
 }

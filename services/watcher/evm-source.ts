@@ -130,7 +130,7 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
 
 /**
  * Whether a read failed for its size, so that smaller parts may succeed: an answer over the
- * client's cap (viem's ResponseBodyTooLargeError, 10 MiB), one the node or provider refused as over
+ * client's cap (viem's ResponseBodyTooLargeError, WATCHER_MAX_RESPONSE_BYTES), one the node or provider refused as over
  * its limits (JSON-RPC -32005, viem's LimitExceededRpcError: e.g. "query returned more than 10000
  * results"), or one that took too long to come (a part is asked for only after the node answered
  * for its head, so a timeout here is the size of the answer more than an outage). Providers that

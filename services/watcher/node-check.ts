@@ -1,19 +1,8 @@
 import type { ChainEndpoint } from "../platform/config.ts";
-import { evmChainIds } from "../vocabulary/assets.ts";
+import { evmChainIds, mainnetGenesis } from "../vocabulary/assets.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import type { EvmNode } from "./evm-node.ts";
 import { tronChainIds } from "./tron-source.ts";
-
-/** Block 0 of each mainnet: a Live node must serve it, whatever chain id or name it claims. */
-export const mainnetGenesis: Readonly<Record<ChainEndpoint["network"], string>> = {
-  bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
-  ethereum: "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3",
-  polygon: "0xa9c28ce2141b56c474f1dc504bee9b01eb1bd7d1a507580d5519d4437a97de1b",
-  // TRON mainnet's BlockId of block 0, as its JSON-RPC writes it (0x, lowercase): eth_chainId is its
-  // last 4 bytes (0x2b6653dc). Published in the ChainAgnostic namespaces' tron/caip2.md beside the
-  // chain ids the developer hub's eth_chainId lists, and by block explorers' getblockbynum 0.
-  tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
-};
 
 /**
  * The least total work a Live bitcoin node's best tip may have: Bitcoin Core 30.0's

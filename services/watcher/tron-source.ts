@@ -91,8 +91,8 @@ async function sized<T>(read: () => Promise<T>): Promise<T> {
  * - On the Solidity port `eth_blockNumber` and `latest` are the latest solidified block: a watcher
  *   pointed there sees only blocks that can no longer change.
  */
-export function tronNode(url: string, timeoutMs = 10_000): EvmNode {
-  const node = evmNode(url, timeoutMs);
+export function tronNode(url: string, timeoutMs = 10_000, maxResponseBytes?: number): EvmNode {
+  const node = evmNode(url, timeoutMs, maxResponseBytes);
   const raw = createPublicClient({ transport: http(url, { retryCount: 0, timeout: timeoutMs }) });
   const request = raw.request as (args: { method: string; params?: unknown[] }) => Promise<unknown>;
   return {

@@ -32,6 +32,12 @@ export interface RpcProxy {
   emptyMempool: boolean;
   /** Bitcoin: getmempoolinfo answers `loaded: false` (a node restarted, still reading mempool.dat). */
   mempoolUnloaded: boolean;
+  /**
+   * Answers every request for this method (alone, not in a batch) with a JSON-RPC result of about
+   * `bytes` bytes, an array of made-up txids written as it is sent, a piece at a time, so the
+   * proxy never holds it (a hostile node answering without end); undefined: as the node answers.
+   */
+  oversize: { method: string; bytes: number } | undefined;
   /** Rewrites what the node answered to a method (a node that lies); undefined: as it answered. */
   rewrite: ((method: string, result: unknown) => unknown) | undefined;
   /**
@@ -187,6 +193,17 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     return res;
   }
 
+  /** A made-up answer of `bytes` bytes, written a piece at a time as the reader takes it; stops when the reader hangs up. */
+  async function writeOversize(res: http.ServerResponse, bytes: number, id: unknown): Promise<void> {
+    const piece = Buffer.from(`"${"ab".repeat(32)}",`.repeat(1000));
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write(`{"result":[`);
+    for (let sent = 0; sent < bytes && !res.destroyed; sent += piece.length) {
+      if (!res.write(piece)) await new Promise<void>((resolve) => { res.once("drain", resolve); res.once("close", resolve); });
+    }
+    if (!res.destroyed) res.end(`"${"cd".repeat(32)}"],"error":null,"id":${JSON.stringify(id ?? null)}}`);
+  }
+
   const server = http.createServer((req, res) => {
     authorization = req.headers.authorization;
     const chunks: Buffer[] = [];
@@ -194,6 +211,11 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     req.on("end", async () => {
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString()) as Json | Json[];
+        const big = proxy.oversize;
+        if (big && !Array.isArray(body) && body.method === big.method) {
+          calls.set(big.method, (calls.get(big.method) ?? 0) + 1);
+          return await writeOversize(res, big.bytes, body.id);
+        }
         let head: Promise<number> | undefined;
         const limit = async () => (await (head ??= realHead())) - proxy.behind;
         const out = Array.isArray(body) ? await Promise.all(body.map((r) => answer(r, limit))) : await answer(body, limit);
@@ -228,6 +250,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     genesisHash: undefined,
     chainName: undefined,
     rewrite: undefined,
+    oversize: undefined,
     emptyLogsAt: undefined,
     hold: undefined,
     get held() {

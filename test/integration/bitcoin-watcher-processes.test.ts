@@ -1,7 +1,8 @@
 // The Bitcoin watcher as its own process (`main.ts watcher`, over gRPC with an internal
 // credential) against a bcoin regtest node: SIGKILLed while catching up on a backlog of blocks
 // and restarted, it misses nothing and counts nothing twice; a node that goes away and comes
-// back is logged once and followed again; a Live URL on a regtest node stops the start.
+// back is logged once and followed again; a Live URL on a regtest node stops the start, and so
+// do a Live credential given as WATCHER_CREDENTIAL_TEST and a Live URL over plain http to another host.
 import t from "tap";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
@@ -87,4 +88,26 @@ t.test("a Live URL on a node that is not mainnet: the start stops with one line"
   const w = spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_LIVE: live, BITCOIN_LIVE_RPC_URL: chain.url });
   t.not(await w.exited, 0);
   t.match(w.output(), "BITCOIN_LIVE_RPC_URL: the node follows bitcoin's regtest chain, not bitcoin mainnet: Live payments are only watched on mainnet");
+});
+
+t.test("a Live credential given as WATCHER_CREDENTIAL_TEST: the start stops with one line, having followed nothing", async (t) => {
+  const { credential: live } = await createInternalCredential(core.app.db.em.fork(), "live watcher in a test slot", ["observe"], "live");
+  const before = await core.app.db.em.fork().execute(`select network, environment, epoch from chain_watchers order by network, environment`);
+  const w = startWatcher(chain.url, { WATCHER_CREDENTIAL_TEST: live });
+  t.equal(await w.exited, 1, "exits 1");
+  const lines = w.output().trim().split("\n").filter((l) => l.startsWith("payments: "));
+  t.same(lines, [
+    "payments: WATCHER_CREDENTIAL_TEST is a credential of Live, not Test: a Test watcher reports with a credential of its own environment (npm run -s admin -- internal-credential create --name watcher --roles observe --environment test)",
+  ], "one line saying why");
+  t.notMatch(w.output(), /"msg":"started"/, "it never started");
+  t.same(await core.app.db.em.fork().execute(`select network, environment, epoch from chain_watchers order by network, environment`), before, "nothing claimed");
+});
+
+t.test("a Live URL over plain http to a host other than this machine: the start stops with one line", async (t) => {
+  const { credential: live } = await createInternalCredential(core.app.db.em.fork(), "live watcher over http", ["observe"], "live");
+  const w = spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_LIVE: live, BITCOIN_LIVE_RPC_URL: "http://watcher:secret@192.0.2.10:8332" });
+  t.equal(await w.exited, 1, "exits 1");
+  t.same(w.output().trim().split("\n"), [
+    "payments: BITCOIN_LIVE_RPC_URL must be https or wss to a host other than this machine (192.0.2.10 over http): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1",
+  ], "one line saying why, and nothing else");
 });

@@ -4,11 +4,15 @@
 // blocks behind un-counts nothing. A block whose header misses its target, or whose transactions
 // are not the ones its merkle root commits to (an invented payment added), is refused, named in
 // the log and in chain_blocks_refused_total, nothing of it counted; once the node serves the real
-// block the chain goes on from it. Checked through the REST API, /metrics, the log and signed webhooks.
+// block the chain goes on from it. An answer over WATCHER_MAX_RESPONSE_BYTES (1 MiB here) fails its
+// read without the process holding it. Checked through the REST API, /metrics, the log and signed webhooks.
 import { Writable } from "node:stream";
+import v8 from "node:v8";
+import vm from "node:vm";
 import { pino } from "pino";
 import t from "tap";
 import { bitcoinScript } from "../../services/addresses/formats.ts";
+import { bitcoinNode, ResponseTooLargeError } from "../../services/watcher/bitcoin-node.ts";
 import { hashOfHeader, targetOf, type Header } from "../helpers/bitcoin-blocks.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
@@ -28,7 +32,8 @@ const logger = pino({ level: "info", base: undefined }, new Writable({
     done();
   },
 }));
-const s = await webhookSetup(t, { env: { BITCOIN_TEST_RPC_URL: watcherUrl, WATCHER_POLL_MS: "100", WATCHER_NODE_PROOF_SECONDS: "1" }, logger });
+const cap = 1024 * 1024;
+const s = await webhookSetup(t, { env: { BITCOIN_TEST_RPC_URL: watcherUrl, WATCHER_POLL_MS: "100", WATCHER_NODE_PROOF_SECONDS: "1", WATCHER_MAX_RESPONSE_BYTES: String(cap) }, logger });
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
 const path = `/api/v1/merchants/${a.merchant}/payment-intents`;
@@ -196,4 +201,43 @@ t.test("the relay answers getblock and getblockheader as Bitcoin Core writes the
   }
   const genesis = await rpc("getblock", [await rpc("getblockhash", [0]), 1]);
   t.notOk("previousblockhash" in genesis, "block 0 has no previousblockhash");
+});
+
+t.test("an answer over the cap fails its read; the process never holds it", async (t) => {
+  const counter = async () => Number(/^chain_rpc_errors_total\{network="bitcoin",environment="test"\} (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text())?.[1] ?? 0);
+  const pi = await createIntent("0.0007");
+  await pay(pi, "0.0007");
+  await chain.mine(2);
+  await statusIs(pi.public_id, "confirmed");
+  const answer = 100 * 1024 * 1024;
+  // The heap and the buffers outside it, sampled while the watcher reads: the answer is 100 times
+  // the cap. Garbage collected first, so that the baseline is what is live.
+  v8.setFlagsFromString("--expose-gc");
+  (vm.runInNewContext("gc") as () => void)();
+  const used = () => { const m = process.memoryUsage(); return m.heapUsed + m.arrayBuffers; };
+  const before = used();
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, used())), 5);
+  t.teardown(() => clearInterval(sampler));
+  const errors = await counter();
+  const reads = node.calls.get("getrawmempool") ?? 0;
+  node.oversize = { method: "getrawmempool", bytes: answer };
+  try {
+    // The same read as the watcher's, named: it fails for its size, having read no more than the cap.
+    await t.rejects(bitcoinNode(watcherUrl, 20_000, cap).mempool(), ResponseTooLargeError, "a getrawmempool over the cap fails");
+    await t.rejects(bitcoinNode(watcherUrl, 20_000, cap).mempool(), { message: `getrawmempool: the node's answer is over ${cap} bytes (WATCHER_MAX_RESPONSE_BYTES); it was not read further` });
+    const failed = await until("the watcher's reads of the mempool fail", async () => ((await counter()) >= errors + 2 && (node.calls.get("getrawmempool") ?? 0) >= reads + 4 ? true : undefined), 30_000).catch(() => false);
+    t.ok(failed, "the watcher's own reads fail as the node's (chain_rpc_errors_total), and it reads again");
+  } finally {
+    node.oversize = undefined;
+    clearInterval(sampler);
+  }
+  const grown = peak - before;
+  t.ok(grown < answer / 2, `the process grew by ${(grown / 1024 / 1024).toFixed(1)} MiB while answers of ${answer / 1024 / 1024} MiB came (cap ${cap / 1024 / 1024} MiB)`);
+
+  // The node answers within the cap again: the watcher goes on.
+  const after = await createIntent("0.0008");
+  await pay(after, "0.0008");
+  await chain.mine(2);
+  await statusIs(after.public_id, "confirmed");
 });

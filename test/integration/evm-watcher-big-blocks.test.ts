@@ -1,7 +1,7 @@
 // The EVM watcher against a node that serves big blocks: anvil behind a JSON-RPC proxy that adds
 // a thousand ~1.4 KB filler transactions to every block read with its transactions (as mainnet and
-// Polygon blocks are), so that 20 blocks no longer fit in one response (viem caps a response at
-// 10 MiB). A backlog of them is read in parts and the payments inside it count; a block too big
+// Polygon blocks are), so that 20 blocks no longer fit in one response (the cap on a node's
+// answer, WATCHER_MAX_RESPONSE_BYTES, set here to 10 MiB). A backlog of them is read in parts and the payments inside it count; a block too big
 // for any read is named, retried, never skipped, and read once it fits.
 import t from "tap";
 import type { Hex } from "viem";
@@ -15,7 +15,8 @@ import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
 const proxy = await startRpcProxy(t, dev.url);
-const s = await startTestApp(t, { ETHEREUM_TEST_RPC_URL: proxy.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100" });
+const cap = 10 * 1024 * 1024;
+const s = await startTestApp(t, { ETHEREUM_TEST_RPC_URL: proxy.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100", WATCHER_MAX_RESPONSE_BYTES: String(cap) });
 const a = await merchantWithKey(s.app);
 const intentsPath = `/api/v1/merchants/${a.merchant}/payment-intents`;
 
@@ -72,7 +73,7 @@ t.test("a backlog of blocks of 1,000 transactions is read in parts; the payments
 
 t.test("a block too big for any read is named, retried, never skipped, and read once it fits", async (t) => {
   await caughtUp();
-  // About 16 MB of transactions: more than one response may carry (10 MiB).
+  // About 16 MB of transactions: more than one response may carry (the cap, 10 MiB).
   proxy.padTransactions = 12_000;
   const pi = await createIntent("USDC", "3");
   const { hash } = await pay(pi, "3");
@@ -80,7 +81,7 @@ t.test("a block too big for any read is named, retried, never skipped, and read 
   const big = await head();
 
   // What the watcher's error says (its log line): the block, by height, and why.
-  const node = evmNode(proxy.url);
+  const node = evmNode(proxy.url, undefined, cap);
   const source = evmSource(node, assets.filter((x) => x.network === "ethereum").map((info) => ({ info, contract: info.contract?.test })), new EvmWatched());
   await t.rejects(source.read(big, big), { message: new RegExp(`^block ${big} could not be read: HTTP response body exceeded the size limit`) });
   await node.close();

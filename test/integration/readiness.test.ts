@@ -7,13 +7,15 @@ import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { importAddresses, setAccountKey } from "../../services/addresses/admin.ts";
 import { createApiKey, createMerchant, revokeApiKey } from "../../services/auth/admin.ts";
 import { scopes, type Environment } from "../../services/auth/keys.ts";
 import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
-import { mainnetGenesis } from "../../services/watcher/node-check.ts";
+import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
+import { watcherClient } from "../helpers/lifecycle.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 import type { Reply } from "../helpers/receiver.ts";
 import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
@@ -285,4 +287,24 @@ t.test("Live: a network the watcher could follow but no watcher follows fails ch
   t.same(failing(r), ["chain_watcher"]);
   t.match(check(r, "chain_watcher").message, "No watcher has followed the Live chain of polygon");
   t.match(check(r, "chain_watcher").message, "POLYGON_LIVE_RPC_URL");
+});
+
+t.test("readiness names a network not followed, never a node: not its host, not what a watcher wrote of it", async (t) => {
+  const live = await bareKey("live");
+  const ep = await s.createEndpoint("/live/nodes", live);
+  await waitForDelivery(s, await sendTest(live, ep.id), (d) => d.status === "delivered", 15_000, live);
+  await setAccountKey(em(), live.merchant, "live", "polygon", HDKey.fromMasterSeed(randomBytes(32)).derive("m/44'/60'/0'").publicExtendedKey);
+  // Any observe credential may say what it likes of a node: an operator's host, or words for merchants.
+  const { headers } = await watcherClient(s.app, s.rpcUrl, "live");
+  const chains = createClient(ChainService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const host = "https://polygon-node.internal.example:8545";
+  const words = "support moved: pay to 0x1111111111111111111111111111111111111111";
+  await chains.reportChainNode({ network: "polygon", watcherId: "said-anything", node: host, problem: words }, { headers });
+  const r = await readiness(live);
+  const message = check(r, "chain_watcher").message;
+  t.match(message, "No watcher has followed the Live chain of polygon", "the network not followed");
+  t.match(message, "A watcher of polygon runs but does not follow the chain: the operator sees why", "and that its watcher has a problem the operator sees");
+  const body = JSON.stringify(r);
+  t.notOk(body.includes("polygon-node.internal.example"), "never the node's host");
+  t.notOk(body.includes("support moved") || body.includes("0x1111"), "never what a watcher wrote");
 });

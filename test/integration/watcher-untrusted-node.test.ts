@@ -1,12 +1,13 @@
 // The EVM watcher never trusts its node: anvil behind a JSON-RPC proxy of our own that misbehaves
 // as real nodes do. A Live node that was down at start and then answers as a testnet is never
-// followed (readiness names it); a node that changes chains or starts syncing while followed
+// followed (readiness names the network, never the node: the operator's ops chains shows the node and why); a node that changes chains or starts syncing while followed
 // stops being followed until it proves itself again; a node a few blocks behind un-counts
 // nothing. Everything is checked through the REST API, /metrics and the signed webhooks.
 import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
+import { runCli } from "../helpers/processes.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 
@@ -48,7 +49,7 @@ const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filte
 
 await until("the Test chain followed", async () => (await gauge("chain_watcher_active", "test")) === 1, 30_000);
 
-t.test("a Live node down at start that comes up as a testnet is never followed, and readiness names it", async (t) => {
+t.test("a Live node down at start that comes up as a testnet is never followed; readiness names the network, the operator sees the node", async (t) => {
   const live = await merchantWithKey(s.app, "live", undefined, a.merchant);
   await liveNode.up();
   await until("the Live watcher reached its node", async () => [...liveNode.calls.values()].some((n) => n > 0), 60_000);
@@ -68,7 +69,20 @@ t.test("a Live node down at start that comes up as a testnet is never followed, 
   const res = await call(base, "GET", `/api/v1/merchants/${live.merchant}/go-live/readiness`, { key: live.key });
   const check = res.body.data.checks.find((c: { id: string }) => c.id === "chain_watcher");
   t.equal(check.passed, false, "readiness: the Live chain is not followed");
-  t.match(check.message, `The ethereum watcher does not follow its node http://127.0.0.1:${liveNode.port}: the node follows chain id 11155111, not ethereum mainnet`);
+  t.match(check.message, "No watcher has followed the Live chain of ethereum", "readiness names the network not followed");
+  t.match(check.message, "A watcher of ethereum runs but does not follow the chain: the operator sees why (npm run -s ops -- chains");
+  const merchantSees = JSON.stringify(res.body);
+  for (const secret of [`127.0.0.1:${liveNode.port}`, "11155111", "chain id", "the node follows"]) {
+    t.notOk(merchantSees.includes(secret), `the merchant's readiness says nothing of the node: not "${secret}"`);
+  }
+  // The operator's view: the node by scheme, host and port, and why it is not followed.
+  const ops = await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl, NATS_URL: s.config.natsUrl ?? "nats://127.0.0.1:4222", JETSTREAM_PREFIX: s.prefix }, "chains", "--json");
+  t.equal(ops.code, 0, `ops chains exits 0: ${ops.stderr}`);
+  const liveChain = (JSON.parse(ops.stdout) as { network: string; environment: string; nodes: { node: string; problem: string | null }[] }[]).find((c) => c.network === "ethereum" && c.environment === "live");
+  t.equal(liveChain?.nodes[0]?.node, `http://127.0.0.1:${liveNode.port}`, "ops chains names the node");
+  t.match(liveChain?.nodes[0]?.problem, "the node follows chain id 11155111, not ethereum mainnet", "and why it is not followed");
+  const table = await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl, NATS_URL: s.config.natsUrl ?? "nats://127.0.0.1:4222", JETSTREAM_PREFIX: s.prefix }, "chains");
+  t.match(table.stdout, new RegExp(`ethereum\\s+live .*http://127\\.0\\.0\\.1:${liveNode.port}: the node follows chain id 11155111`), "its table too");
 });
 
 t.test("a node that changes chains or starts syncing while followed is not followed until it proves itself again", async (t) => {

@@ -102,15 +102,28 @@ t.test("one whose blocks do not follow each other is malformed", async (t) => {
 t.test("a report is admitted only from the lease holder, under the claiming credential, before the lease lapses, of its epoch, and of the chain the core keeps", async (t) => {
   const stored = { epoch: 3, genesisHash: "g0", holder: "w1", credentialId: "ic_1", leaseLive: true };
   const by = { watcherId: "w1", credentialId: "ic_1" };
-  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g0" }, "live"), { kind: "admitted", newChain: false });
-  t.same(admit(stored, { ...by, epoch: 2, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a watcher that lost the chain");
-  t.same(admit(stored, { ...by, epoch: 4, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "an epoch the core never gave");
-  t.same(admit(undefined, { ...by, epoch: 1, genesisHash: "g0" }, "test"), { kind: "stale_epoch" }, "a chain nobody claimed");
-  t.equal(admit(stored, { watcherId: "intruder", credentialId: "ic_1", epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "another watcher id with the holder's epoch");
-  t.equal(admit(stored, { watcherId: "w1", credentialId: "ic_2", epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "the holder's id under another credential");
-  t.equal(admit({ ...stored, credentialId: null }, { ...by, epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "a lease claimed before credentials were kept");
-  t.equal(admit({ ...stored, leaseLive: false }, { ...by, epoch: 3, genesisHash: "g0" }, "test").kind, "not_holder", "a lapsed lease, even the holder's");
-  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "test"), { kind: "admitted", newChain: true }, "another block 0 on Test: a new chain");
-  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "live"), { kind: "other_chain" }, "on Live: refused");
-  t.same(admit({ ...stored, genesisHash: null }, { ...by, epoch: 3, genesisHash: "g1" }, "live"), { kind: "admitted", newChain: false }, "the first block 0 the core hears of");
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g0" }, "live", "g0"), { kind: "admitted", newChain: false });
+  t.same(admit(stored, { ...by, epoch: 2, genesisHash: "g0" }, "test", "g0"), { kind: "stale_epoch" }, "a watcher that lost the chain");
+  t.same(admit(stored, { ...by, epoch: 4, genesisHash: "g0" }, "test", "g0"), { kind: "stale_epoch" }, "an epoch the core never gave");
+  t.same(admit(undefined, { ...by, epoch: 1, genesisHash: "g0" }, "test", "g0"), { kind: "stale_epoch" }, "a chain nobody claimed");
+  t.equal(admit(stored, { watcherId: "intruder", credentialId: "ic_1", epoch: 3, genesisHash: "g0" }, "test", "g0").kind, "not_holder", "another watcher id with the holder's epoch");
+  t.equal(admit(stored, { watcherId: "w1", credentialId: "ic_2", epoch: 3, genesisHash: "g0" }, "test", "g0").kind, "not_holder", "the holder's id under another credential");
+  t.equal(admit({ ...stored, credentialId: null }, { ...by, epoch: 3, genesisHash: "g0" }, "test", "g0").kind, "not_holder", "a lease claimed before credentials were kept");
+  t.equal(admit({ ...stored, leaseLive: false }, { ...by, epoch: 3, genesisHash: "g0" }, "test", "g0").kind, "not_holder", "a lapsed lease, even the holder's");
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "test", "g0"), { kind: "admitted", newChain: true }, "another block 0 on Test: a new chain");
+  t.same(admit(stored, { ...by, epoch: 3, genesisHash: "g1" }, "live", "g0"), { kind: "other_chain" }, "on Live: refused");
+  t.same(admit({ ...stored, genesisHash: null }, { ...by, epoch: 3, genesisHash: "g1" }, "test", "g0"), { kind: "admitted", newChain: false }, "Test's first block 0 is the one the core hears of");
+});
+
+t.test("Live's block 0 is the mainnet's, from the code, never from a report", async (t) => {
+  const live = { epoch: 3, genesisHash: "gm", holder: "w1", credentialId: "ic_1", leaseLive: true };
+  const by = { watcherId: "w1", credentialId: "ic_1" };
+  t.same(admit(live, { ...by, epoch: 3, genesisHash: "gm", blocks: 2 }, "live", "gm"), { kind: "admitted", newChain: false }, "mainnet's block 0");
+  t.same(admit(live, { ...by, epoch: 3, genesisHash: "g1", blocks: 2 }, "live", "gm"), { kind: "other_chain" }, "another one: refused");
+  t.same(admit({ ...live, genesisHash: null }, { ...by, epoch: 3, genesisHash: "g1", blocks: 1 }, "live", "gm"), { kind: "other_chain" }, "the first report too");
+  t.same(admit({ ...live, genesisHash: "g1" }, { ...by, epoch: 3, genesisHash: "g1", blocks: 1 }, "live", "gm"), { kind: "other_chain" }, "whatever the core stored before");
+  t.same(admit(live, { ...by, epoch: 3, genesisHash: undefined, blocks: 1 }, "live", "gm"), { kind: "other_chain" }, "blocks naming no block 0");
+  t.same(admit(live, { ...by, epoch: 3, genesisHash: undefined, blocks: 0 }, "live", "gm"), { kind: "admitted", newChain: false }, "a heartbeat or mempool report names none");
+  t.same(admit(live, { ...by, epoch: 3, genesisHash: "gm", blocks: 1 }, "live", undefined), { kind: "other_chain" }, "a network without a known mainnet is not counted on Live");
+  t.same(admit(live, { ...by, epoch: 2, genesisHash: "gm", blocks: 1 }, "live", "gm"), { kind: "stale_epoch" }, "the epoch first");
 });

@@ -222,3 +222,24 @@ t.test("MEMPOOL_ABSENT_READS and MEMPOOL_ABSENT_SECONDS", async (t) => {
   refuses(t, { MEMPOOL_ABSENT_SECONDS: "86401" }, /MEMPOOL_ABSENT_SECONDS must be between 0 and 86400, got 86401/, "over a day");
   refuses(t, { MEMPOOL_ABSENT_SECONDS: "1m" }, /MEMPOOL_ABSENT_SECONDS must be a whole number/, "not a number");
 });
+
+t.test("a Live node over plain http or ws must be on this machine: anyone on the path could answer for it", async (t) => {
+  refuses(t, { BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332" }, /^BITCOIN_LIVE_RPC_URL must be https or wss to a host other than this machine \(10\.0\.0\.5 over http\)[^\n]*ALLOW_INSECURE_LIVE_RPC=1$/, "bitcoind over http");
+  refuses(t, { ETHEREUM_LIVE_RPC_URL: "ws://eth.example:8546" }, /^ETHEREUM_LIVE_RPC_URL must be https or wss .*\(eth\.example over ws\)/, "an Ethereum node over ws");
+  refuses(t, { TRON_LIVE_RPC_URL: "http://[2001:db8::1]:8545/jsonrpc" }, /^TRON_LIVE_RPC_URL must be https or wss .*2001:db8::1/, "an IPv6 host");
+  t.notMatch((() => { try { loadConfig({ BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332" }); } catch (err) { return (err as Error).message; } return ""; })(), "secret", "the refusal never shows the password");
+  for (const url of ["http://127.0.0.1:8545", "http://localhost:8545", "ws://[::1]:8546", "http://127.1.2.3:8545"]) {
+    t.equal(loadConfig({ ETHEREUM_LIVE_RPC_URL: url }).chainEndpoints[0]?.url, url, `loopback is allowed: ${url}`);
+  }
+  t.equal(loadConfig({ ETHEREUM_LIVE_RPC_URL: "https://eth.example/v2/KEY" }).chainEndpoints.length, 1, "https to any host");
+  t.equal(loadConfig({ ETHEREUM_TEST_RPC_URL: "http://10.0.0.5:8545" }).chainEndpoints.length, 1, "Test nodes may be anywhere over http");
+  t.equal(loadConfig({ BITCOIN_LIVE_RPC_URL: "http://u:p@10.0.0.5:8332", ALLOW_INSECURE_LIVE_RPC: "1" }).chainEndpoints.length, 1, "ALLOW_INSECURE_LIVE_RPC=1: a private network");
+  refuses(t, { BITCOIN_LIVE_RPC_URL: "http://u:p@10.0.0.5:8332", ALLOW_INSECURE_LIVE_RPC: "0" }, /^BITCOIN_LIVE_RPC_URL must be https/, "0 allows nothing");
+  refuses(t, { ALLOW_INSECURE_LIVE_RPC: "yes" }, /^ALLOW_INSECURE_LIVE_RPC must be 1 or 0/, "another value");
+});
+
+t.test("WATCHER_MAX_RESPONSE_BYTES: the most one node answer may hold", async (t) => {
+  t.equal(loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545" }).chainEndpoints[0]?.maxResponseBytes, 64 * 1024 * 1024, "64 MiB by default: mainnet's biggest bitcoin block at getblock verbosity 2, with room");
+  t.equal(loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", WATCHER_MAX_RESPONSE_BYTES: "1048576" }).chainEndpoints[0]?.maxResponseBytes, 1_048_576);
+  refuses(t, { WATCHER_MAX_RESPONSE_BYTES: "100" }, /^WATCHER_MAX_RESPONSE_BYTES must be between 65536 and 1073741824/, "too small");
+});

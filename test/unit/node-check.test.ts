@@ -2,7 +2,8 @@
 // one never on mainnet, none that changed chains while followed or that is still syncing; and
 // the search for the first block a new chain could pay a watched intent in.
 import t from "tap";
-import { bitcoinMinimumChainwork, firstBlockAtOrAfter, mainnetGenesis, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
+import { bitcoinMinimumChainwork, firstBlockAtOrAfter, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
+import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 
 const sepolia: NodeFacts = { chain: "chain id 11155111", mainnet: false, genesisHash: "0x25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9", syncing: false };
 const mainnet: NodeFacts = { chain: "chain id 1", mainnet: true, genesisHash: mainnetGenesis.ethereum, syncing: false };

@@ -7,7 +7,8 @@ import type { AddressInfo } from "node:net";
 import t from "tap";
 import { tronFromHex20, tronToHex20 } from "../../services/addresses/formats.ts";
 import { findAsset } from "../../services/vocabulary/assets.ts";
-import { evmFacts, mainnetGenesis, refusal } from "../../services/watcher/node-check.ts";
+import { evmFacts, refusal } from "../../services/watcher/node-check.ts";
+import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { syncingFrom, tronChainIds, tronNode, tronSource, TronWatched } from "../../services/watcher/tron-source.ts";
 
 const usdt = findAsset("tron", "USDT")!;

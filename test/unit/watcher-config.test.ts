@@ -6,8 +6,8 @@ import { redactNodeUrl } from "../../services/watcher/evm-node.ts";
 t.test("chain endpoints are read per network and environment", async (t) => {
   const c = loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", POLYGON_LIVE_RPC_URL: "wss://polygon.example/ws/KEY" });
   t.same(c.chainEndpoints, [
-    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545" },
-    { network: "polygon", environment: "live", url: "wss://polygon.example/ws/KEY" },
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "polygon", environment: "live", url: "wss://polygon.example/ws/KEY", maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.same(loadConfig({}).chainEndpoints, [], "none by default");
   t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an absolute http\(s\) or ws\(s\) URL of an Ethereum JSON-RPC endpoint, got the scheme ftp/);
@@ -15,10 +15,10 @@ t.test("chain endpoints are read per network and environment", async (t) => {
 });
 
 t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the URL", async (t) => {
-  const c = loadConfig({ BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332", ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545" });
+  const c = loadConfig({ BITCOIN_LIVE_RPC_URL: "https://watcher:secret@10.0.0.5:8332", ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545" });
   t.same(c.chainEndpoints, [
-    { network: "bitcoin", environment: "live", url: "http://watcher:secret@10.0.0.5:8332" },
-    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545" },
+    { network: "bitcoin", environment: "live", url: "https://watcher:secret@10.0.0.5:8332", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.throws(() => loadConfig({ BITCOIN_TEST_RPC_URL: "ws://127.0.0.1:18443" }), /BITCOIN_TEST_RPC_URL must be an absolute http\(s\) URL of a Bitcoin Core RPC endpoint .*got the scheme ws/);
   t.equal(redactNodeUrl("http://watcher:secret@10.0.0.5:8332/wallet/x"), "http://10.0.0.5:8332", "the password never reaches a log");
@@ -27,8 +27,8 @@ t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the 
 t.test("a TRON node: its Ethereum-compatible JSON-RPC over http(s) only (java-tron serves it by POST to /jsonrpc)", async (t) => {
   const c = loadConfig({ TRON_TEST_RPC_URL: "http://127.0.0.1:8545/jsonrpc", TRON_LIVE_RPC_URL: "https://tron.example/jsonrpc" });
   t.same(c.chainEndpoints, [
-    { network: "tron", environment: "test", url: "http://127.0.0.1:8545/jsonrpc" },
-    { network: "tron", environment: "live", url: "https://tron.example/jsonrpc" },
+    { network: "tron", environment: "test", url: "http://127.0.0.1:8545/jsonrpc", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "tron", environment: "live", url: "https://tron.example/jsonrpc", maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.throws(() => loadConfig({ TRON_LIVE_RPC_URL: "wss://tron.example/ws" }), /TRON_LIVE_RPC_URL must be an absolute http\(s\) URL of a TRON node's Ethereum-compatible JSON-RPC endpoint .*got the scheme wss/);
   t.same(loadConfig({ TRON_CONFIRMATIONS: "19" }).confirmationOverrides, { tron: 19 });

@@ -13,7 +13,39 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/chains.proto.
  */
 export const file_payments_v1_chains: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIk8KEUNsYWltQ2hhaW5SZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgNIigKCEJsb2NrUmVmEg4KBmhlaWdodBgBIAEoBBIMCgRoYXNoGAIgASgJImMKDUNoYWluUG9zaXRpb24SDgoGaGVpZ2h0GAEgASgEEiwKDXJlY2VudF9ibG9ja3MYAiADKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIUCgxnZW5lc2lzX2hhc2gYAyABKAki0QMKEkNsYWltQ2hhaW5SZXNwb25zZRIOCgZhY3RpdmUYASABKAgSDgoGaG9sZGVyGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCHBvc2l0aW9uGAQgASgLMhoucGF5bWVudHMudjEuQ2hhaW5Qb3NpdGlvbkgAiAEBEloKFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYBSADKAsyOi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UuUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSDQoFZXBvY2gYByABKAQSPQoZb2xkZXN0X3dhdGNoZWRfY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbWF4X3Jlb3JnX2RlcHRoGAggASgNEg4KBmhhbHRlZBgJIAEoCRIUCgxoYWx0ZWRfZGVwdGgYCiABKA0aPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UiagoOUmVwb3J0ZWRPdXRwdXQSDQoFYXNzZXQYASABKAkSEgoKdG9fYWRkcmVzcxgCIAEoCRIPCgd0eF9oYXNoGAMgASgJEhQKDG91dHB1dF9pbmRleBgEIAEoDRIOCgZhbW91bnQYBSABKAkitQEKDVJlcG9ydGVkQmxvY2sSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkSEwoLcGFyZW50X2hhc2gYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhkKCWNoYWlud29yaxgGIAEoCUIGqrsYAhBAIvYBChNSZXBvcnRCbG9ja3NSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRITCgtsZWFzZV9lcG9jaBgDIAEoBBIdCgxnZW5lc2lzX2hhc2gYBCABKAlCB6q7GAMQyAESMwoGYmxvY2tzGAUgAygLMhoucGF5bWVudHMudjEuUmVwb3J0ZWRCbG9ja0IHqrsYA2DoBxIiCgtoZWFkX2hlaWdodBgGIAEoBEINqrsYCSD/////////DxItCgloZWFkX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoEBChRSZXBvcnRCbG9ja3NSZXNwb25zZRIiCgN0aXAYASABKAsyFS5wYXltZW50cy52MS5CbG9ja1JlZhIQCghhcHBlbmRlZBgCIAEoDRIQCghvcnBoYW5lZBgDIAEoDRIQCghyZWplY3RlZBgEIAEoDRIPCgdzZXR0bGVkGAUgASgNIlEKDU1lbXBvb2xPdXRwdXQSKwoGb3V0cHV0GAEgASgLMhsucGF5bWVudHMudjEuUmVwb3J0ZWRPdXRwdXQSEwoLcmVwbGFjZWFibGUYAiABKAgiwAEKFFJlcG9ydE1lbXBvb2xSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRITCgtsZWFzZV9lcG9jaBgDIAEoBBIZCgh0aXBfaGFzaBgEIAEoCUIHqrsYAxDIARI1CgdvdXRwdXRzGAUgAygLMhoucGF5bWVudHMudjEuTWVtcG9vbE91dHB1dEIIqrsYBGCgnAESHAoKY29uZmxpY3RlZBgGIAMoCUIIqrsYBGCgnAEifQoVUmVwb3J0TWVtcG9vbFJlc3BvbnNlEg8KB2FwcGxpZWQYASABKAgSDQoFYWRkZWQYAiABKA0SEQoJd2l0aGRyYXduGAMgASgNEhAKCHJlamVjdGVkGAQgASgNEg8KB3NldHRsZWQYBSABKA0SDgoGYWJzZW50GAYgASgNIncKG0xpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhMKBmN1cnNvchgCIAEoCUgAiAEBEh0KBWxpbWl0GAMgASgFQgmquxgFGAEgkE5IAYgBAUIJCgdfY3Vyc29yQggKBl9saW1pdCJYChxMaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlEhEKCWFkZHJlc3NlcxgBIAMoCRIQCghoYXNfbW9yZRgCIAEoCBITCgtuZXh0X2N1cnNvchgDIAEoCTKKBAoMQ2hhaW5TZXJ2aWNlElcKCkNsYWltQ2hhaW4SHi5wYXltZW50cy52MS5DbGFpbUNoYWluUmVxdWVzdBofLnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZSIIorsYBDAFQAESXQoMUmVwb3J0QmxvY2tzEiAucGF5bWVudHMudjEuUmVwb3J0QmxvY2tzUmVxdWVzdBohLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1Jlc3BvbnNlIgiiuxgEMAVAARJgCg1SZXBvcnRNZW1wb29sEiEucGF5bWVudHMudjEuUmVwb3J0TWVtcG9vbFJlcXVlc3QaIi5wYXltZW50cy52MS5SZXBvcnRNZW1wb29sUmVzcG9uc2UiCKK7GAQwBUABEmYKD1JlcG9ydENoYWluTm9kZRIjLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlcXVlc3QaJC5wYXltZW50cy52MS5SZXBvcnRDaGFpbk5vZGVSZXNwb25zZSIIorsYBDAFQAESeAoUTGlzdFdhdGNoZWRBZGRyZXNzZXMSKC5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QaKS5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlIguQAgGiuxgEMAVAAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIhsKGUdldENoYWluQ3JlZGVudGlhbFJlcXVlc3QiMQoaR2V0Q2hhaW5DcmVkZW50aWFsUmVzcG9uc2USEwoLZW52aXJvbm1lbnQYASABKAkiTwoRQ2xhaW1DaGFpblJlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRISCgp3YXRjaGVyX2lkGAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKA0iKAoIQmxvY2tSZWYSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkiYwoNQ2hhaW5Qb3NpdGlvbhIOCgZoZWlnaHQYASABKAQSLAoNcmVjZW50X2Jsb2NrcxgCIAMoCzIVLnBheW1lbnRzLnYxLkJsb2NrUmVmEhQKDGdlbmVzaXNfaGFzaBgDIAEoCSLRAwoSQ2xhaW1DaGFpblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBIOCgZob2xkZXIYAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoIcG9zaXRpb24YBCABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uSACIAQESWgoWcmVxdWlyZWRfY29uZmlybWF0aW9ucxgFIAMoCzI6LnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZS5SZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRINCgVlcG9jaBgHIAEoBBI9ChlvbGRlc3Rfd2F0Y2hlZF9jcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9tYXhfcmVvcmdfZGVwdGgYCCABKA0SDgoGaGFsdGVkGAkgASgJEhQKDGhhbHRlZF9kZXB0aBgKIAEoDRo8ChpSZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBQgsKCV9wb3NpdGlvbiJwChZSZXBvcnRDaGFpbk5vZGVSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRIXCgRub2RlGAMgASgJQgmquxgFCAEQyAESGAoHcHJvYmxlbRgEIAEoCUIHqrsYAxD0AyIZChdSZXBvcnRDaGFpbk5vZGVSZXNwb25zZSJqCg5SZXBvcnRlZE91dHB1dBINCgVhc3NldBgBIAEoCRISCgp0b19hZGRyZXNzGAIgASgJEg8KB3R4X2hhc2gYAyABKAkSFAoMb3V0cHV0X2luZGV4GAQgASgNEg4KBmFtb3VudBgFIAEoCSK1AQoNUmVwb3J0ZWRCbG9jaxIOCgZoZWlnaHQYASABKAQSDAoEaGFzaBgCIAEoCRITCgtwYXJlbnRfaGFzaBgDIAEoCRIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdvdXRwdXRzGAUgAygLMhsucGF5bWVudHMudjEuUmVwb3J0ZWRPdXRwdXQSGQoJY2hhaW53b3JrGAYgASgJQgaquxgCEEAi9gEKE1JlcG9ydEJsb2Nrc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRISCgp3YXRjaGVyX2lkGAIgASgJEhMKC2xlYXNlX2Vwb2NoGAMgASgEEh0KDGdlbmVzaXNfaGFzaBgEIAEoCUIHqrsYAxDIARIzCgZibG9ja3MYBSADKAsyGi5wYXltZW50cy52MS5SZXBvcnRlZEJsb2NrQgequxgDYOgHEiIKC2hlYWRfaGVpZ2h0GAYgASgEQg2quxgJIP////////8PEi0KCWhlYWRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAigQEKFFJlcG9ydEJsb2Nrc1Jlc3BvbnNlEiIKA3RpcBgBIAEoCzIVLnBheW1lbnRzLnYxLkJsb2NrUmVmEhAKCGFwcGVuZGVkGAIgASgNEhAKCG9ycGhhbmVkGAMgASgNEhAKCHJlamVjdGVkGAQgASgNEg8KB3NldHRsZWQYBSABKA0iUQoNTWVtcG9vbE91dHB1dBIrCgZvdXRwdXQYASABKAsyGy5wYXltZW50cy52MS5SZXBvcnRlZE91dHB1dBITCgtyZXBsYWNlYWJsZRgCIAEoCCLAAQoUUmVwb3J0TWVtcG9vbFJlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRISCgp3YXRjaGVyX2lkGAIgASgJEhMKC2xlYXNlX2Vwb2NoGAMgASgEEhkKCHRpcF9oYXNoGAQgASgJQgequxgDEMgBEjUKB291dHB1dHMYBSADKAsyGi5wYXltZW50cy52MS5NZW1wb29sT3V0cHV0QgiquxgEYKCcARIcCgpjb25mbGljdGVkGAYgAygJQgiquxgEYKCcASJ9ChVSZXBvcnRNZW1wb29sUmVzcG9uc2USDwoHYXBwbGllZBgBIAEoCBINCgVhZGRlZBgCIAEoDRIRCgl3aXRoZHJhd24YAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDRIOCgZhYnNlbnQYBiABKA0idwobTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEwoGY3Vyc29yGAIgASgJSACIAQESHQoFbGltaXQYAyABKAVCCaq7GAUYASCQTkgBiAEBQgkKB19jdXJzb3JCCAoGX2xpbWl0IlgKHExpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2USEQoJYWRkcmVzc2VzGAEgAygJEhAKCGhhc19tb3JlGAIgASgIEhMKC25leHRfY3Vyc29yGAMgASgJMv4ECgxDaGFpblNlcnZpY2USVwoKQ2xhaW1DaGFpbhIeLnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXF1ZXN0Gh8ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlc3BvbnNlIgiiuxgEMAVAARJdCgxSZXBvcnRCbG9ja3MSIC5wYXltZW50cy52MS5SZXBvcnRCbG9ja3NSZXF1ZXN0GiEucGF5bWVudHMudjEuUmVwb3J0QmxvY2tzUmVzcG9uc2UiCKK7GAQwBUABEmAKDVJlcG9ydE1lbXBvb2wSIS5wYXltZW50cy52MS5SZXBvcnRNZW1wb29sUmVxdWVzdBoiLnBheW1lbnRzLnYxLlJlcG9ydE1lbXBvb2xSZXNwb25zZSIIorsYBDAFQAESZgoPUmVwb3J0Q2hhaW5Ob2RlEiMucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBokLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlc3BvbnNlIgiiuxgEMAVAARJ4ChRMaXN0V2F0Y2hlZEFkZHJlc3NlcxIoLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVxdWVzdBopLnBheW1lbnRzLnYxLkxpc3RXYXRjaGVkQWRkcmVzc2VzUmVzcG9uc2UiC5ACAaK7GAQwBUABEnIKEkdldENoYWluQ3JlZGVudGlhbBImLnBheW1lbnRzLnYxLkdldENoYWluQ3JlZGVudGlhbFJlcXVlc3QaJy5wYXltZW50cy52MS5HZXRDaGFpbkNyZWRlbnRpYWxSZXNwb25zZSILkAIBorsYBDAFQAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+
+/**
+ * @generated from message payments.v1.GetChainCredentialRequest
+ */
+export type GetChainCredentialRequest = Message<"payments.v1.GetChainCredentialRequest"> & {
+};
+
+/**
+ * Describes the message payments.v1.GetChainCredentialRequest.
+ * Use `create(GetChainCredentialRequestSchema)` to create a new message.
+ */
+export const GetChainCredentialRequestSchema: GenMessage<GetChainCredentialRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 0);
+
+/**
+ * @generated from message payments.v1.GetChainCredentialResponse
+ */
+export type GetChainCredentialResponse = Message<"payments.v1.GetChainCredentialResponse"> & {
+  /**
+   * test or live: every chain the credential reports on is a network in it.
+   *
+   * @generated from field: string environment = 1;
+   */
+  environment: string;
+};
+
+/**
+ * Describes the message payments.v1.GetChainCredentialResponse.
+ * Use `create(GetChainCredentialResponseSchema)` to create a new message.
+ */
+export const GetChainCredentialResponseSchema: GenMessage<GetChainCredentialResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 1);
 
 /**
  * @generated from message payments.v1.ClaimChainRequest
@@ -46,7 +78,7 @@ export type ClaimChainRequest = Message<"payments.v1.ClaimChainRequest"> & {
  * Use `create(ClaimChainRequestSchema)` to create a new message.
  */
 export const ClaimChainRequestSchema: GenMessage<ClaimChainRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 0);
+  messageDesc(file_payments_v1_chains, 2);
 
 /**
  * A block the watcher processed: its height and hash.
@@ -70,7 +102,7 @@ export type BlockRef = Message<"payments.v1.BlockRef"> & {
  * Use `create(BlockRefSchema)` to create a new message.
  */
 export const BlockRefSchema: GenMessage<BlockRef> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 1);
+  messageDesc(file_payments_v1_chains, 3);
 
 /**
  * Where a chain's watcher got to: every block up to height is processed;
@@ -103,7 +135,7 @@ export type ChainPosition = Message<"payments.v1.ChainPosition"> & {
  * Use `create(ChainPositionSchema)` to create a new message.
  */
 export const ChainPositionSchema: GenMessage<ChainPosition> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 2);
+  messageDesc(file_payments_v1_chains, 4);
 
 /**
  * When active is false, only holder, lease_expires_at and max_reorg_depth are
@@ -196,7 +228,7 @@ export type ClaimChainResponse = Message<"payments.v1.ClaimChainResponse"> & {
  * Use `create(ClaimChainResponseSchema)` to create a new message.
  */
 export const ClaimChainResponseSchema: GenMessage<ClaimChainResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 3);
+  messageDesc(file_payments_v1_chains, 5);
 
 /**
  * @generated from message payments.v1.ReportChainNodeRequest
@@ -232,7 +264,7 @@ export type ReportChainNodeRequest = Message<"payments.v1.ReportChainNodeRequest
  * Use `create(ReportChainNodeRequestSchema)` to create a new message.
  */
 export const ReportChainNodeRequestSchema: GenMessage<ReportChainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 4);
+  messageDesc(file_payments_v1_chains, 6);
 
 /**
  * @generated from message payments.v1.ReportChainNodeResponse
@@ -245,7 +277,7 @@ export type ReportChainNodeResponse = Message<"payments.v1.ReportChainNodeRespon
  * Use `create(ReportChainNodeResponseSchema)` to create a new message.
  */
 export const ReportChainNodeResponseSchema: GenMessage<ReportChainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 5);
+  messageDesc(file_payments_v1_chains, 7);
 
 /**
  * An output of a reported block to a watched address. The core checks each
@@ -299,7 +331,7 @@ export type ReportedOutput = Message<"payments.v1.ReportedOutput"> & {
  * Use `create(ReportedOutputSchema)` to create a new message.
  */
 export const ReportedOutputSchema: GenMessage<ReportedOutput> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 6);
+  messageDesc(file_payments_v1_chains, 8);
 
 /**
  * A block of the node's best chain, as the watcher read it. Field rules apply
@@ -350,7 +382,7 @@ export type ReportedBlock = Message<"payments.v1.ReportedBlock"> & {
  * Use `create(ReportedBlockSchema)` to create a new message.
  */
 export const ReportedBlockSchema: GenMessage<ReportedBlock> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 7);
+  messageDesc(file_payments_v1_chains, 9);
 
 /**
  * @generated from message payments.v1.ReportBlocksRequest
@@ -408,7 +440,7 @@ export type ReportBlocksRequest = Message<"payments.v1.ReportBlocksRequest"> & {
  * Use `create(ReportBlocksRequestSchema)` to create a new message.
  */
 export const ReportBlocksRequestSchema: GenMessage<ReportBlocksRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 8);
+  messageDesc(file_payments_v1_chains, 10);
 
 /**
  * @generated from message payments.v1.ReportBlocksResponse
@@ -453,7 +485,7 @@ export type ReportBlocksResponse = Message<"payments.v1.ReportBlocksResponse"> &
  * Use `create(ReportBlocksResponseSchema)` to create a new message.
  */
 export const ReportBlocksResponseSchema: GenMessage<ReportBlocksResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 9);
+  messageDesc(file_payments_v1_chains, 11);
 
 /**
  * An output of a mempool transaction to a watched address.
@@ -479,7 +511,7 @@ export type MempoolOutput = Message<"payments.v1.MempoolOutput"> & {
  * Use `create(MempoolOutputSchema)` to create a new message.
  */
 export const MempoolOutputSchema: GenMessage<MempoolOutput> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 10);
+  messageDesc(file_payments_v1_chains, 12);
 
 /**
  * @generated from message payments.v1.ReportMempoolRequest
@@ -532,7 +564,7 @@ export type ReportMempoolRequest = Message<"payments.v1.ReportMempoolRequest"> &
  * Use `create(ReportMempoolRequestSchema)` to create a new message.
  */
 export const ReportMempoolRequestSchema: GenMessage<ReportMempoolRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 11);
+  messageDesc(file_payments_v1_chains, 13);
 
 /**
  * @generated from message payments.v1.ReportMempoolResponse
@@ -582,7 +614,7 @@ export type ReportMempoolResponse = Message<"payments.v1.ReportMempoolResponse">
  * Use `create(ReportMempoolResponseSchema)` to create a new message.
  */
 export const ReportMempoolResponseSchema: GenMessage<ReportMempoolResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 12);
+  messageDesc(file_payments_v1_chains, 14);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesRequest
@@ -611,7 +643,7 @@ export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddres
  * Use `create(ListWatchedAddressesRequestSchema)` to create a new message.
  */
 export const ListWatchedAddressesRequestSchema: GenMessage<ListWatchedAddressesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 13);
+  messageDesc(file_payments_v1_chains, 15);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesResponse
@@ -638,7 +670,7 @@ export type ListWatchedAddressesResponse = Message<"payments.v1.ListWatchedAddre
  * Use `create(ListWatchedAddressesResponseSchema)` to create a new message.
  */
 export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddressesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 14);
+  messageDesc(file_payments_v1_chains, 16);
 
 /**
  * ChainService is what a chain watcher needs: which chain it may follow (one
@@ -746,6 +778,20 @@ export const ChainService: GenService<{
     methodKind: "unary";
     input: typeof ListWatchedAddressesRequestSchema;
     output: typeof ListWatchedAddressesResponseSchema;
+  },
+  /**
+   * The environment the calling credential speaks for, changing nothing: a
+   * watcher asks before it follows anything, and refuses to start when the
+   * credential it was given for one environment is of the other (a Live
+   * credential in WATCHER_CREDENTIAL_TEST would have a testnet pay Live
+   * intents).
+   *
+   * @generated from rpc payments.v1.ChainService.GetChainCredential
+   */
+  getChainCredential: {
+    methodKind: "unary";
+    input: typeof GetChainCredentialRequestSchema;
+    output: typeof GetChainCredentialResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_payments_v1_chains, 0);
