@@ -27,11 +27,14 @@ export async function startWatcher(o: {
     throw new ConfigError("the watcher role follows no chain: set an endpoint such as ETHEREUM_TEST_RPC_URL (<NETWORK>_<ENVIRONMENT>_RPC_URL)");
   }
   const credentials: { test?: string; live?: string } = {};
+  // What to create for an environment: a credential that speaks for the chains this watcher follows there.
+  const create = (environment: "test" | "live") =>
+    `npm run -s admin -- internal-credential create --name watcher --roles observe --environment ${environment} --networks ${[...new Set(config.chainEndpoints.filter((e) => e.environment === environment).map((e) => e.network))].join(",")}`;
   for (const environment of new Set(config.chainEndpoints.map((e) => e.environment))) {
     credentials[environment] = o.local ? await o.local.issueCredential(environment) : config.watcherCredentials[environment];
     if (!credentials[environment]) {
       throw new ConfigError(
-        `a watcher without the rpc role needs WATCHER_CREDENTIAL_${environment.toUpperCase()} (npm run -s admin -- internal-credential create --name watcher --roles observe --environment ${environment})`,
+        `a watcher without the rpc role needs WATCHER_CREDENTIAL_${environment.toUpperCase()} (${create(environment)})`,
       );
     }
   }
@@ -47,7 +50,7 @@ export async function startWatcher(o: {
     }
     if (actual !== environment) {
       throw new ConfigError(
-        `${name} is a credential of ${actual === "live" ? "Live" : actual === "test" ? "Test" : actual}, not ${environment === "live" ? "Live" : "Test"}: a ${environment === "live" ? "Live" : "Test"} watcher reports with a credential of its own environment (npm run -s admin -- internal-credential create --name watcher --roles observe --environment ${environment})`,
+        `${name} is a credential of ${actual === "live" ? "Live" : actual === "test" ? "Test" : actual}, not ${environment === "live" ? "Live" : "Test"}: a ${environment === "live" ? "Live" : "Test"} watcher reports with a credential of its own environment (${create(environment)})`,
       );
     }
   }

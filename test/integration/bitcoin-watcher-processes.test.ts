@@ -97,7 +97,7 @@ t.test("a Live credential given as WATCHER_CREDENTIAL_TEST: the start stops with
   t.equal(await w.exited, 1, "exits 1");
   const lines = w.output().trim().split("\n").filter((l) => l.startsWith("payments: "));
   t.same(lines, [
-    "payments: WATCHER_CREDENTIAL_TEST is a credential of Live, not Test: a Test watcher reports with a credential of its own environment (npm run -s admin -- internal-credential create --name watcher --roles observe --environment test)",
+    "payments: WATCHER_CREDENTIAL_TEST is a credential of Live, not Test: a Test watcher reports with a credential of its own environment (npm run -s admin -- internal-credential create --name watcher --roles observe --environment test --networks bitcoin)",
   ], "one line saying why");
   t.notMatch(w.output(), /"msg":"started"/, "it never started");
   t.same(await core.app.db.em.fork().execute(`select network, environment, epoch from chain_watchers order by network, environment`), before, "nothing claimed");
