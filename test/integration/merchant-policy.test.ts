@@ -227,7 +227,7 @@ t.test("AdminService sets and reads the same policy, in its credential's environ
 
 t.test("a rule removed while an intent is open: watchers are still told that intent's count", async (t) => {
   const { credential } = await createInternalCredential(s.app.db.em.fork(), "policy admin 2", ["admin"], "test");
-  const { credential: observe } = await createInternalCredential(s.app.db.em.fork(), "a watcher", ["observe"], "test");
+  const { credential: observe } = await createInternalCredential(s.app.db.em.fork(), "a watcher", ["observe"], "test", { networks: ["bitcoin"] });
   const transport = createGrpcTransport({ baseUrl: s.rpcUrl });
   const adminRpc = createClient(AdminService, transport);
   const chains = createClient(ChainService, transport);
