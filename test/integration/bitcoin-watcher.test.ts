@@ -38,8 +38,9 @@ function seen(id: string, txid: string, confirmations: number, outputs = 1) {
   }, 20_000, () => "");
 }
 
-/** The event types the receiver got for an intent (signatures checked), in any order. */
-const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+/** The event types the receiver got for an intent (signatures checked), each event once (delivery is at least once), in any order. */
+const eventsOf = (id: string) =>
+  [...new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e])).values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 const events = (id: string, count: number) =>
   until(`events of ${id}`, async () => (eventsOf(id).length >= count ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 
