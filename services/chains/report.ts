@@ -48,8 +48,8 @@ export interface ReportOutcome {
   orphaned: number;
   rejected: number;
   settled: number;
-  /** The report would have taken more blocks off the best chain than the network's maximum: the chain stopped (committed, then refused). */
-  halted?: { depth: number; maxDepth: number; reason: string };
+  /** Why the chain stopped: the report would have taken more blocks off the best chain than the network's maximum (committed, then refused). */
+  halted?: string;
 }
 
 export interface ReportDeps {
@@ -202,7 +202,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
       chain.network,
       chain.environment,
     ]);
-    return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0, halted: { depth: linkage.depth, maxDepth, reason } };
+    return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0, halted: reason };
   }
 
   // Outputs: each checked on its own; one the core cannot take is kept as rejected, the rest go on.

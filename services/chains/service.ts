@@ -149,7 +149,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       checkWatcherId(req.watcherId);
       const report = reportOf(req, principal.credentialId);
       const outcome = await inTransaction(em, (tx) => applyReport(tx, { ...deps, fixedCounts }, chain, report));
-      if (outcome.halted) throw halted(chain, outcome.halted.reason);
+      if (outcome.halted) throw halted(chain, outcome.halted);
       return {
         tip: outcome.tip && { height: BigInt(outcome.tip.height), hash: outcome.tip.hash },
         appended: outcome.appended,
