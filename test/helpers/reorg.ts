@@ -63,6 +63,8 @@ export interface ReorgSetup {
   ops(...args: string[]): ReturnType<typeof runCli>;
   /** Sets a confirmation rule of the merchant with the admin CLI. */
   confirmations(asset: string, n: number): Promise<void>;
+  /** What a failed run needs to be understood: the chain's row and blocks as the core keeps them, and the watcher's log lines. */
+  diagnosis(): Promise<string>;
 }
 
 export async function reorgSetup(t: Teardown, env: Record<string, string> = {}): Promise<ReorgSetup> {
@@ -130,6 +132,19 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}):
     async confirmations(asset, n) {
       const run = await runCli("services/app/admin.ts", { DATABASE_URL: s.databaseUrl }, "policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--asset", asset, "--confirmations", String(n));
       if (run.code !== 0) throw new Error(`admin policy confirmations: ${run.stderr}`);
+    },
+    async diagnosis() {
+      const em = s.app.db.em.fork();
+      const chain = `network = 'ethereum' and environment = 'test'`;
+      const [row] = await em.execute(`select holder, epoch, height, head_height, lease_expires_at > now() as lease_live, halted_depth, halted_reason, accept_reorg from chain_watchers where ${chain}`);
+      const blocks = await em.execute<{ height: string; hash: string; best: boolean }[]>(`select height, hash, best from chain_blocks where ${chain} order by height desc, best desc limit 120`);
+      const watcher = log.lines().filter((l) => typeof l.chain === "string" || Number(l.level) >= 40).slice(-60);
+      return [
+        `node head ${Number(await dev.public.getBlockNumber({ cacheTime: 0 }))}`,
+        `chain_watchers: ${JSON.stringify(row)}`,
+        `chain_blocks (newest first): ${blocks.map((b) => `${b.height}${b.best ? "" : "(side)"} ${b.hash.slice(0, 10)}`).join(", ")}`,
+        ...watcher.map((l) => JSON.stringify(l)),
+      ].join("\n");
     },
   };
 }

@@ -11,6 +11,9 @@ import { consumerDrained } from "../helpers/webhooks.ts";
 const r = await reorgSetup(t);
 
 t.test("a 46-block reorg dropping a confirmed payment's block: followed; the payment withdrawn once; a payment on the new branch counted", async (t) => {
+  t.teardown(async () => {
+    if (!t.passing()) console.error(await r.diagnosis());
+  });
   await r.mine(60);
   const x = await r.createIntent("5");
   const paid = await r.pay(x, "5");

@@ -11,6 +11,9 @@ import { consumerDrained } from "../helpers/webhooks.ts";
 const r = await reorgSetup(t);
 
 t.test("a 45-block fork above a payment with 30 confirmations, reported in parts: the payment stays confirmed, no payment.reorged", async (t) => {
+  t.teardown(async () => {
+    if (!t.passing()) console.error(await r.diagnosis());
+  });
   await r.confirmations("USDC", 30);
   const x = await r.createIntent("5");
   t.equal(x.required_confirmations, 30, "the merchant's policy: 30 confirmations");

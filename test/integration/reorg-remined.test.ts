@@ -19,6 +19,9 @@ const r = await reorgSetup(t);
 const count = (events: string[], type: string) => events.filter((e) => e === type).length;
 
 t.test("a payment's transaction re-mined 13 blocks below the new tip, in a fork that dropped its block: counted again, once; the chain goes on", async (t) => {
+  t.teardown(async () => {
+    if (!t.passing()) console.error(await r.diagnosis());
+  });
   await r.mine(40);
   const x = await r.createIntent("5");
   const paid = await r.pay(x, "5");
