@@ -1,6 +1,6 @@
 // The service CLI: `main.ts [rpc] [gateway] [worker] [scheduler] [watcher]` runs those roles (all by default,
 // the watcher when a chain endpoint is configured); `main.ts migrate` applies pending migrations and exits.
-import { ConfigError, loadConfig, type Config } from "../platform/config.ts";
+import { ConfigError, loadConfig, type ChainEndpoint, type Config } from "../platform/config.ts";
 import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
@@ -25,6 +25,15 @@ process.on("SIGTERM", keepEarly);
 process.on("SIGINT", keepEarly);
 
 /** Stops on SIGTERM or SIGINT from now on, and at once if one came during the start. */
+/** A followed chain's start line: its nodes, never their paths or keys, and whether a second one must agree. */
+function followedAt(e: ChainEndpoint): string {
+  const chain = `${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}`;
+  if (e.witnesses.length > 0) return `${chain}, each block agreed by ${e.witnesses.map(redactNodeUrl).join(" or ")}`;
+  // Bitcoin blocks carry their proof of work (checked); an EVM block is one node's word.
+  if (e.environment === "live" && e.network !== "bitcoin") return `${chain} (one node's word: name a second in ${e.network.toUpperCase()}_LIVE_RPC_URL to have it agree)`;
+  return chain;
+}
+
 function stopOn(stop: (signal: string) => void): void {
   process.off("SIGTERM", keepEarly);
   process.off("SIGINT", keepEarly);
@@ -80,7 +89,7 @@ if (roles.length === 1 && roles[0] === "watcher") {
     [
       "",
       "Payment Intent service: watcher",
-      ...config.chainEndpoints.map((e) => `  chain        ${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}, for the core at ${config.rpcUrl}`),
+      ...config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}, for the core at ${config.rpcUrl}`),
       `  health       http://${config.host}:${watcher.ops}/healthz  metrics: /metrics`,
       "",
     ].join("\n") + "\n",
@@ -134,7 +143,7 @@ async function runService(roles: Role[]): Promise<void> {
     `  OpenAPI      http://${config.host}:${ops}/openapi.json  (the REST API's document)`,
     app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
-    ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}`) : []),
+    ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}`) : []),
     "",
     "Get an API key (in another terminal):",
     "  npm run -s admin -- merchant create --name 'My Shop'",

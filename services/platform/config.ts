@@ -69,7 +69,7 @@ export interface Config {
   apiKeyMaxAgeDays: number;
   /** GRPC_REFLECTION: on, off, or (unset) auto: served while the installation has no active Live API key. */
   grpcReflection: "on" | "off" | "auto";
-  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows (Bitcoin Core's RPC over http(s); Ethereum JSON-RPC over http(s) or ws(s); TRON's over http(s)). */
+  /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows, over http(s) (Bitcoin Core's RPC; Ethereum's or TRON's JSON-RPC, several comma-separated: the first read, the others asked to agree). */
   chainEndpoints: ChainEndpoint[];
   /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
   watcherPollMs: number;
@@ -99,7 +99,14 @@ export interface Config {
 export interface ChainEndpoint {
   network: (typeof followedNetworks)[number];
   environment: "test" | "live";
+  /** The node read (the first URL of <NETWORK>_<ENVIRONMENT>_RPC_URL). */
   url: string;
+  /**
+   * The other URLs (EVM and TRON): nodes of the same chain, each asked for the hash of the last
+   * block of every batch before it is reported; a batch none of them agrees with is not reported
+   * (witness.ts). Empty: the one node's word is taken.
+   */
+  witnesses: string[];
   /** WATCHER_MAX_RESPONSE_BYTES: the most one answer of the node may hold; a longer one fails that read. Unset: defaultMaxResponseBytes. */
   maxResponseBytes?: number;
 }
@@ -131,33 +138,47 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);
       if (raw === undefined) continue;
-      // bitcoind's RPC is HTTP only, and so is java-tron's JSON-RPC (POST to /jsonrpc); Ethereum nodes also speak WebSocket.
       const bitcoin = network === "bitcoin";
-      const httpOnly = bitcoin || network === "tron";
       const what = bitcoin
         ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)"
         : network === "tron"
           ? "an absolute http(s) URL of a TRON node's Ethereum-compatible JSON-RPC endpoint (http://host:8545/jsonrpc)"
-          : "an absolute http(s) or ws(s) URL of an Ethereum JSON-RPC endpoint";
-      let parsed: URL;
-      try {
-        parsed = new URL(raw);
-      } catch {
-        throw new ConfigError(`${name} must be ${what}`);
-      }
-      if (!(httpOnly ? ["http:", "https:"] : ["http:", "https:", "ws:", "wss:"]).includes(parsed.protocol)) {
-        throw new ConfigError(`${name} must be ${what}, got the scheme ${parsed.protocol.slice(0, -1)}`);
-      }
-      // Whoever is on the path to a Live node over plain http could answer for it (and read bitcoind's password).
-      if (environment === "live" && (parsed.protocol === "http:" || parsed.protocol === "ws:") && !loopbackHost(parsed.hostname) && insecure !== "1") {
-        throw new ConfigError(
-          `${name} must be https or wss to a host other than this machine (${parsed.hostname} over ${parsed.protocol.slice(0, -1)}): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1`,
-        );
-      }
-      out.push({ network, environment, url: raw, maxResponseBytes });
+          : "an absolute http(s) URL of an Ethereum JSON-RPC endpoint";
+      const urls = raw.split(",").map((u) => u.trim()).filter((u) => u !== "");
+      // Bitcoin's blocks prove their own work (checked); an EVM block is only a node's word, so a second node's is asked for.
+      if (bitcoin && urls.length > 1) throw new ConfigError(`${name} takes one URL: a bitcoin block's proof of work is checked instead of asking a second node`);
+      if (urls.length === 0) throw new ConfigError(`${name} must be ${what}`);
+      for (const url of urls) checkNodeUrl(name, url, what, environment, insecure === "1");
+      if (new Set(urls).size !== urls.length) throw new ConfigError(`${name} names the same node twice: a node agreeing with itself proves nothing`);
+      const [url, ...witnesses] = urls as [string, ...string[]];
+      out.push({ network, environment, url, witnesses, maxResponseBytes });
     }
   }
   return out;
+}
+
+/**
+ * One node URL of `name`: http(s) only, since every answer is read under WATCHER_MAX_RESPONSE_BYTES
+ * and a WebSocket message is not (the watcher polls, so it would gain nothing from one); a Live
+ * one https unless on this machine or `insecure`.
+ */
+function checkNodeUrl(name: string, raw: string, what: string, environment: "test" | "live", insecure: boolean): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be ${what}`);
+  }
+  if (!["http:", "https:"].includes(parsed.protocol)) {
+    const ws = parsed.protocol === "ws:" || parsed.protocol === "wss:";
+    throw new ConfigError(`${name} must be ${what}, got the scheme ${parsed.protocol.slice(0, -1)}${ws ? " (nodes are read over http(s) only, where each answer is capped by WATCHER_MAX_RESPONSE_BYTES)" : ""}`);
+  }
+  // Whoever is on the path to a Live node over plain http could answer for it (and read bitcoind's password).
+  if (environment === "live" && parsed.protocol === "http:" && !loopbackHost(parsed.hostname) && !insecure) {
+    throw new ConfigError(
+      `${name} must be https to a host other than this machine (${parsed.hostname} over http): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1`,
+    );
+  }
 }
 
 function confirmationOverrides(env: Env): Record<string, number> {

@@ -1,5 +1,5 @@
 import { defaultMaxResponseBytes } from "../platform/config.ts";
-import { createPublicClient, http, parseAbiItem, webSocket, type GetLogsReturnType, type PublicClient } from "viem";
+import { createPublicClient, http, parseAbiItem, type GetLogsReturnType, type PublicClient } from "viem";
 
 /** A block as the watcher needs it: where it sits, and (when asked for) its top-level transactions that carry value. */
 export interface EvmBlock {
@@ -52,20 +52,17 @@ export interface EvmNode {
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 
-/** A viem public client over http(s) or ws(s); requests made together are batched into one round trip (http). */
+/** A viem public client over http(s); requests made together are batched into one round trip. */
 export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defaultMaxResponseBytes): EvmNode {
-  const ws = url.startsWith("ws:") || url.startsWith("wss:");
   // viem's own retries would hide an outage from the watcher's backoff and its metrics. Its cap on
-  // an http answer (ResponseBodyTooLargeError: the read fails, a range is read again in parts) is
+  // an answer (ResponseBodyTooLargeError: the read fails, a range is read again in parts) is
   // WATCHER_MAX_RESPONSE_BYTES, like every node answer's.
-  const transport = ws
-    ? webSocket(url, { retryCount: 0, timeout: timeoutMs })
-    : http(url, { retryCount: 0, timeout: timeoutMs, batch: { batchSize: 100, wait: 0 }, maxResponseBodySize: maxResponseBytes });
+  const transport = http(url, { retryCount: 0, timeout: timeoutMs, batch: { batchSize: 100, wait: 0 }, maxResponseBodySize: maxResponseBytes });
   const client: PublicClient = createPublicClient({ transport });
   // A block with its transactions is about 1 KB a transaction (1 MB and more on mainnet or Polygon):
   // each is a request of its own, on kept-alive connections, so that blocks read together are not
   // one response over the cap on an answer however big they are.
-  const fullBlocks: PublicClient = ws ? client : createPublicClient({ transport: http(url, { retryCount: 0, timeout: timeoutMs, maxResponseBodySize: maxResponseBytes }) });
+  const fullBlocks: PublicClient = createPublicClient({ transport: http(url, { retryCount: 0, timeout: timeoutMs, maxResponseBodySize: maxResponseBytes }) });
   return {
     async chainId() {
       return client.getChainId();
@@ -127,12 +124,8 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
       }
     },
 
-    async close() {
-      if (ws) {
-        const socket = await (transport({}).value as { getRpcClient?: () => Promise<{ close(): void }> } | undefined)?.getRpcClient?.();
-        socket?.close();
-      }
-    },
+    // Plain HTTP requests on kept-alive connections: nothing to close.
+    async close() {},
   };
 }
 

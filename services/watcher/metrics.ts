@@ -47,6 +47,12 @@ export function watcherMetrics(registry: Registry) {
       labelNames,
       registers,
     }),
+    unwitnessedHeight: new Gauge({
+      name: "chain_unwitnessed_height",
+      help: "The height of a block the node serves that no second node of the chain (<NETWORK>_<ENVIRONMENT>_RPC_URL's further URLs) agrees with: nothing of it is reported while it is above 0.",
+      labelNames,
+      registers,
+    }),
     reorgs: new Counter({ name: "chain_reorged_blocks_total", help: "Blocks that left the best chain after the watcher processed them.", labelNames, registers }),
     /** Records when the chain's newest processed block was mined. */
     blockProcessed(labels: Labels, time: number): void {

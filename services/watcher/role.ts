@@ -13,6 +13,7 @@ import { reorgWindow } from "../vocabulary/assets.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
 import { WatchedSync } from "./watched-sync.ts";
+import { agreed, headToRead, Witnesses } from "./witness.ts";
 
 export interface WatcherRoleOptions {
   endpoints: readonly ChainEndpoint[];
@@ -83,6 +84,18 @@ class ChainReplaced extends Error {}
 class TenureEnded extends Error {}
 /** The core stopped counting the chain (a fork deeper than its maximum): nothing is read until an operator resumes it. */
 class ChainHalted extends Error {}
+/** No second node agrees with the node on a batch's last block: nothing of the batch is reported, and it is read again. */
+class Unwitnessed extends Error {
+  readonly height: number;
+  readonly hash: string;
+  readonly answers: (string | undefined)[];
+  constructor(height: number, hash: string, answers: (string | undefined)[]) {
+    super(`no second node agrees with the node on block ${height} (${hash})`);
+    this.height = height;
+    this.hash = hash;
+    this.answers = answers;
+  }
+}
 
 class ChainWatch {
   readonly #e: ChainEndpoint;
@@ -96,6 +109,10 @@ class ChainWatch {
   readonly #reader: ChainReader;
   readonly #core: CoreClient;
   readonly #watched: WatchedSync;
+  /** The chain's other nodes, asked to agree on each batch before it is reported (none: the node's word is taken). */
+  readonly #witnesses: Witnesses;
+  /** The block last refused for want of a second node's agreement, logged once however often it is read again. */
+  #unwitnessed: string | undefined;
   readonly #log: Logger;
   #follower: Follower | undefined;
   #leaseRenewAt = 0;
@@ -138,6 +155,7 @@ class ChainWatch {
     this.#source = this.#guarded(this.#reader.source);
     this.#core = new CoreClient(e.network, id, o.coreFor(e.environment));
     this.#watched = new WatchedSync(this.#reader.watched, (cursor) => this.#core.listWatched(cursor));
+    this.#witnesses = new Witnesses(e);
     this.#log = o.logger.child({ chain: `${e.network}/${e.environment}`, node: redactNodeUrl(e.url) });
   }
 
@@ -170,6 +188,22 @@ class ChainWatch {
           await this.#problemIs(err.message, "warn", "chain watcher refuses its node: nothing it serves is read until it proves itself again");
           await sleep(backoff, this.#signal);
           backoff = Math.min(maxBackoffMs, backoff * 2);
+          continue;
+        }
+        if (err instanceof Unwitnessed) {
+          const key = `${err.height} ${err.hash}`;
+          this.#m.unwitnessedHeight.set(this.#labels, err.height);
+          if (this.#unwitnessed !== key) {
+            this.#unwitnessed = key;
+            this.#log.warn(
+              { height: err.height, hash: err.hash, witnesses: err.answers.map((a) => a ?? "no block") },
+              "no second node agrees with the node on this block: nothing of it is reported until one does",
+            );
+          }
+          this.#failing = err.message;
+          await this.#report(`${err.message}: nothing of it is counted until a second node agrees`);
+          // Read again each poll: agreement usually comes with the witness's next block.
+          await sleep(this.#o.pollMs, this.#signal);
           continue;
         }
         if (err instanceof BlockRefused) {
@@ -209,6 +243,7 @@ class ChainWatch {
     }
     this.#m.active.set(this.#labels, 0);
     await this.#reader.close().catch(() => undefined);
+    await this.#witnesses.close();
     this.#log.info("chain watcher stopped");
   }
 
@@ -242,6 +277,10 @@ class ChainWatch {
     this.#pinnedChain ??= facts.chain;
     this.#m.nodeRefused.set(this.#labels, 0);
     this.#provenAt = Date.now();
+    for (const w of await this.#witnesses.prove(this.#pinnedChain)) {
+      if (w.refused) this.#log.warn({ witness: w.node, reason: w.refused }, "a second node of the chain is not asked to agree until it proves which chain it serves");
+      else this.#log.info({ witness: w.node }, "a second node of the chain is asked to agree on each block");
+    }
     const replaced = this.#genesis !== undefined && this.#genesis !== facts.genesisHash;
     this.#genesis = facts.genesisHash;
     return replaced;
@@ -252,7 +291,9 @@ class ChainWatch {
     if (await this.#prove()) this.#drop();
     if (!(await this.#holdLease())) return false;
     if (this.#isHalted()) return false;
-    const head = await this.#source.headHeight();
+    // No further than a second node has seen: a node a block ahead of it is waited for, not doubted.
+    const nodeHead = await this.#source.headHeight();
+    const head = this.#witnesses.size > 0 ? headToRead(nodeHead, await this.#witnesses.head()) : nodeHead;
     this.#m.head.set(this.#labels, head);
     // Addresses after the head: a payment in a block up to it was made to an address handed out before.
     await this.#watched.refresh();
@@ -482,6 +523,15 @@ class ChainWatch {
           const claim = await this.#claim();
           if (!claim.active) throw new ConnectError("another watcher took the lease on the chain", Code.FailedPrecondition);
           if (claim.epoch !== epoch) throw new TenureEnded("the lease changed hands and came back: what was read before is not reported");
+        }
+        const top = blocks.at(-1);
+        if (top && this.#witnesses.size > 0) {
+          // The last block's hash commits to the batch: one node agreeing on it vouches for all of it.
+          const answers = await this.#witnesses.hashesAt(top.height);
+          if (!agreed(top.hash, answers)) throw new Unwitnessed(top.height, top.hash, answers);
+          if (this.#unwitnessed !== undefined) this.#log.info({ height: top.height }, "a second node agrees with the node again: its blocks are reported");
+          this.#unwitnessed = undefined;
+          this.#m.unwitnessedHeight.set(this.#labels, 0);
         }
         let res;
         try {

@@ -68,7 +68,7 @@ async function sized<T>(read: () => Promise<T>): Promise<T> {
 
 /**
  * A TRON node's JSON-RPC as an EvmNode. Documented differences it takes care of:
- * - Transport (index.md): HTTP POST only, at the path `/jsonrpc`; no WebSocket (config refuses ws(s) for tron).
+ * - Transport (index.md): HTTP POST only, at the path `/jsonrpc`; no WebSocket (config refuses ws(s) for every node).
  * - `eth_syncing`: see syncingFrom.
  * - Maximum response size: see responseTooLarge.
  * And what needs no change, checked against the docs:

@@ -47,6 +47,8 @@ export const notRun: Record<string, string> = {
     "needs a Bitcoin Core node, which is not installable here; test/integration/bitcoin-watcher-processes.test.ts runs the watcher with BITCOIN_TEST_RPC_URL against a regtest node behind Bitcoin Core's RPC",
   "docs/payments.md: # 1. In a terminal of its own (stop the Ethereum dev chain first, or set another DEVCHAIN_PORT in both).":
     "starts the tron dev chain and a server following it, each running until stopped in a terminal of its own; test/integration/tron-watcher.test.ts follows the same dev chain (startDevChain with network tron) through TRON_TEST_RPC_URL and pays T… addresses with the signPayment that `npm run pay` calls, and test/unit/devchain-pay.test.ts runs `npm run pay` with a T… address",
+  "docs/payments.md: ETHEREUM_LIVE_RPC_URL=https://eth.internal:8545,https://mainnet.provider.example/v2/KEY npm start":
+    "a server following two Live mainnet nodes, running until stopped; test/integration/evm-witness.test.ts runs the app with ETHEREUM_LIVE_RPC_URL naming two nodes (dev chains passing for mainnet) that agree, then disagree, then agree again",
   "docs/payments.md: npm run -s admin -- internal-credential create --name watcher --roles observe --environment live --networks ethereum":
     "a watcher of a Live mainnet node on another machine; test/integration/evm-watcher-processes.test.ts runs `main.ts watcher` the same way against anvil",
 };

@@ -223,12 +223,12 @@ t.test("MEMPOOL_ABSENT_READS and MEMPOOL_ABSENT_SECONDS", async (t) => {
   refuses(t, { MEMPOOL_ABSENT_SECONDS: "1m" }, /MEMPOOL_ABSENT_SECONDS must be a whole number/, "not a number");
 });
 
-t.test("a Live node over plain http or ws must be on this machine: anyone on the path could answer for it", async (t) => {
-  refuses(t, { BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332" }, /^BITCOIN_LIVE_RPC_URL must be https or wss to a host other than this machine \(10\.0\.0\.5 over http\)[^\n]*ALLOW_INSECURE_LIVE_RPC=1$/, "bitcoind over http");
-  refuses(t, { ETHEREUM_LIVE_RPC_URL: "ws://eth.example:8546" }, /^ETHEREUM_LIVE_RPC_URL must be https or wss .*\(eth\.example over ws\)/, "an Ethereum node over ws");
-  refuses(t, { TRON_LIVE_RPC_URL: "http://[2001:db8::1]:8545/jsonrpc" }, /^TRON_LIVE_RPC_URL must be https or wss .*2001:db8::1/, "an IPv6 host");
+t.test("a Live node over plain http must be on this machine: anyone on the path could answer for it", async (t) => {
+  refuses(t, { BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332" }, /^BITCOIN_LIVE_RPC_URL must be https to a host other than this machine \(10\.0\.0\.5 over http\)[^\n]*ALLOW_INSECURE_LIVE_RPC=1$/, "bitcoind over http");
+  refuses(t, { ETHEREUM_LIVE_RPC_URL: "ws://eth.example:8546" }, /^ETHEREUM_LIVE_RPC_URL must be an absolute http\(s\) URL .*got the scheme ws/, "an Ethereum node over ws: http(s) only");
+  refuses(t, { TRON_LIVE_RPC_URL: "http://[2001:db8::1]:8545/jsonrpc" }, /^TRON_LIVE_RPC_URL must be https .*2001:db8::1/, "an IPv6 host");
   t.notMatch((() => { try { loadConfig({ BITCOIN_LIVE_RPC_URL: "http://watcher:secret@10.0.0.5:8332" }); } catch (err) { return (err as Error).message; } return ""; })(), "secret", "the refusal never shows the password");
-  for (const url of ["http://127.0.0.1:8545", "http://localhost:8545", "ws://[::1]:8546", "http://127.1.2.3:8545"]) {
+  for (const url of ["http://127.0.0.1:8545", "http://localhost:8545", "http://[::1]:8546", "http://127.1.2.3:8545"]) {
     t.equal(loadConfig({ ETHEREUM_LIVE_RPC_URL: url }).chainEndpoints[0]?.url, url, `loopback is allowed: ${url}`);
   }
   t.equal(loadConfig({ ETHEREUM_LIVE_RPC_URL: "https://eth.example/v2/KEY" }).chainEndpoints.length, 1, "https to any host");

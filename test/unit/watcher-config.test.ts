@@ -4,21 +4,26 @@ import { loadConfig } from "../../services/platform/config.ts";
 import { redactNodeUrl } from "../../services/watcher/evm-node.ts";
 
 t.test("chain endpoints are read per network and environment", async (t) => {
-  const c = loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", POLYGON_LIVE_RPC_URL: "wss://polygon.example/ws/KEY" });
+  const c = loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", POLYGON_LIVE_RPC_URL: "https://polygon.example/v2/KEY" });
   t.same(c.chainEndpoints, [
-    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", maxResponseBytes: 64 * 1024 * 1024 },
-    { network: "polygon", environment: "live", url: "wss://polygon.example/ws/KEY", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "polygon", environment: "live", url: "https://polygon.example/v2/KEY", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.same(loadConfig({}).chainEndpoints, [], "none by default");
-  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an absolute http\(s\) or ws\(s\) URL of an Ethereum JSON-RPC endpoint, got the scheme ftp/);
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "ftp://node" }), /ETHEREUM_LIVE_RPC_URL must be an absolute http\(s\) URL of an Ethereum JSON-RPC endpoint, got the scheme ftp/);
+  t.throws(
+    () => loadConfig({ POLYGON_LIVE_RPC_URL: "wss://polygon.example/ws/KEY" }),
+    /POLYGON_LIVE_RPC_URL must be an absolute http\(s\) URL .*got the scheme wss \(nodes are read over http\(s\) only, where each answer is capped by WATCHER_MAX_RESPONSE_BYTES\)/,
+    "WebSocket: its messages are not capped",
+  );
   t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "not a url" }), /ETHEREUM_LIVE_RPC_URL must be an absolute/);
 });
 
 t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the URL", async (t) => {
   const c = loadConfig({ BITCOIN_LIVE_RPC_URL: "https://watcher:secret@10.0.0.5:8332", ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545" });
   t.same(c.chainEndpoints, [
-    { network: "bitcoin", environment: "live", url: "https://watcher:secret@10.0.0.5:8332", maxResponseBytes: 64 * 1024 * 1024 },
-    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "bitcoin", environment: "live", url: "https://watcher:secret@10.0.0.5:8332", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "ethereum", environment: "test", url: "http://127.0.0.1:8545", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.throws(() => loadConfig({ BITCOIN_TEST_RPC_URL: "ws://127.0.0.1:18443" }), /BITCOIN_TEST_RPC_URL must be an absolute http\(s\) URL of a Bitcoin Core RPC endpoint .*got the scheme ws/);
   t.equal(redactNodeUrl("http://watcher:secret@10.0.0.5:8332/wallet/x"), "http://10.0.0.5:8332", "the password never reaches a log");
@@ -27,11 +32,27 @@ t.test("a Bitcoin Core node: http(s) only, its rpcauth user and password in the 
 t.test("a TRON node: its Ethereum-compatible JSON-RPC over http(s) only (java-tron serves it by POST to /jsonrpc)", async (t) => {
   const c = loadConfig({ TRON_TEST_RPC_URL: "http://127.0.0.1:8545/jsonrpc", TRON_LIVE_RPC_URL: "https://tron.example/jsonrpc" });
   t.same(c.chainEndpoints, [
-    { network: "tron", environment: "test", url: "http://127.0.0.1:8545/jsonrpc", maxResponseBytes: 64 * 1024 * 1024 },
-    { network: "tron", environment: "live", url: "https://tron.example/jsonrpc", maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "tron", environment: "test", url: "http://127.0.0.1:8545/jsonrpc", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
+    { network: "tron", environment: "live", url: "https://tron.example/jsonrpc", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.throws(() => loadConfig({ TRON_LIVE_RPC_URL: "wss://tron.example/ws" }), /TRON_LIVE_RPC_URL must be an absolute http\(s\) URL of a TRON node's Ethereum-compatible JSON-RPC endpoint .*got the scheme wss/);
   t.same(loadConfig({ TRON_CONFIRMATIONS: "19" }).confirmationOverrides, { tron: 19 });
+});
+
+t.test("several nodes of an EVM or TRON chain, comma-separated: the first is read, the others asked to agree", async (t) => {
+  const c = loadConfig({ ETHEREUM_LIVE_RPC_URL: "https://a.example/v2/KEY, https://b.example/rpc,http://127.0.0.1:8545" });
+  t.same(c.chainEndpoints[0], {
+    network: "ethereum",
+    environment: "live",
+    url: "https://a.example/v2/KEY",
+    witnesses: ["https://b.example/rpc", "http://127.0.0.1:8545"],
+    maxResponseBytes: 64 * 1024 * 1024,
+  });
+  t.same(loadConfig({ TRON_LIVE_RPC_URL: "https://a.example/jsonrpc,https://b.example/jsonrpc" }).chainEndpoints[0]?.witnesses, ["https://b.example/jsonrpc"], "TRON too");
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "https://a.example,http://b.example:8545" }), /^ETHEREUM_LIVE_RPC_URL must be https to a host other than this machine \(b\.example over http\)/, "each URL is checked");
+  t.throws(() => loadConfig({ ETHEREUM_LIVE_RPC_URL: "https://a.example,https://a.example" }), /names the same node twice/, "a node agreeing with itself proves nothing");
+  t.throws(() => loadConfig({ BITCOIN_LIVE_RPC_URL: "https://u:p@a.example:8332,https://u:p@b.example:8332" }), /^BITCOIN_LIVE_RPC_URL takes one URL: a bitcoin block's proof of work is checked/, "bitcoin: one node");
+  t.throws(() => loadConfig({ ETHEREUM_TEST_RPC_URL: " , " }), /ETHEREUM_TEST_RPC_URL must be an absolute http\(s\) URL/, "no URL at all");
 });
 
 t.test("confirmation overrides, poll interval, lease and the late-payment window", async (t) => {
