@@ -158,3 +158,14 @@ export function signedEvents(receiver: Receiver, secret: string, path?: string):
       return JSON.parse(r.body.toString()) as ReceivedEvent;
     });
 }
+
+/**
+ * Each event the receiver got once, by event id, in the order first received: delivery is at
+ * least once (a redelivery under load POSTs an event again), so a receiver, and a test counting
+ * what a merchant was told, dedupes by id.
+ */
+export function eventsOnce(receiver: Receiver, secret: string, path?: string): ReceivedEvent[] {
+  const byId = new Map<string, ReceivedEvent>();
+  for (const e of signedEvents(receiver, secret, path)) if (!byId.has(e.id)) byId.set(e.id, e);
+  return [...byId.values()];
+}

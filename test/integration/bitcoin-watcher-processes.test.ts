@@ -108,6 +108,6 @@ t.test("a Live URL over plain http to a host other than this machine: the start 
   const w = spawnWatcher(t, { RPC_URL: core.rpcUrl, WATCHER_CREDENTIAL_LIVE: live, BITCOIN_LIVE_RPC_URL: "http://watcher:secret@192.0.2.10:8332" });
   t.equal(await w.exited, 1, "exits 1");
   t.same(w.output().trim().split("\n"), [
-    "payments: BITCOIN_LIVE_RPC_URL must be https or wss to a host other than this machine (192.0.2.10 over http): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1",
+    "payments: BITCOIN_LIVE_RPC_URL must be https to a host other than this machine (192.0.2.10 over http): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1",
   ], "one line saying why, and nothing else");
 });

@@ -19,7 +19,7 @@ import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { hash } from "../helpers/lifecycle.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 
 t.setTimeout(240_000);
 const dev = await startDevChain();
@@ -43,7 +43,7 @@ async function createIntent(): Promise<{ public_id: string; deposit_address: Hex
   return res.body.data;
 }
 const get = async (id: string) => (await call(base, "GET", `${path}/${id}`, { key: a.key })).body.data;
-const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 
 /** The call's refusal as code and documented error code; "accepted" when it went through. */
 async function outcome(p: Promise<unknown>): Promise<string> {
@@ -175,7 +175,7 @@ t.test("after the lease lapsed (the node down): still nobody else; ObservationSe
   t.same(now.transactions.map((x: { tx_hash: string; counted: boolean }) => [x.tx_hash, x.counted]), [[paid.toLowerCase(), true]], "one transaction, the real one, counted once");
   t.equal(now.amount_received, "0.5", "the amount received is the real payment's");
   await until("the confirmation webhook", async () => eventsOf(intent.public_id).includes("payment.confirmed"), 20_000);
-  const confirmed = signedEvents(s.receiver, endpoint.secret).filter((e) => e.type === "payment.confirmed" && e.data.payment_intent?.public_id === intent.public_id);
+  const confirmed = eventsOnce(s.receiver, endpoint.secret).filter((e) => e.type === "payment.confirmed" && e.data.payment_intent?.public_id === intent.public_id);
   const paidIn = (e: (typeof confirmed)[0]) => (e.data.payment_intent as { transactions?: { tx_hash: string }[] }).transactions?.map((x) => x.tx_hash);
   t.same(confirmed.map(paidIn), [[paid.toLowerCase()]], "one payment.confirmed, for the real payment alone");
 });

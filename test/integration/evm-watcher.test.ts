@@ -6,7 +6,7 @@ import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain, testTokenCode, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 import { encodeFunctionData, parseUnits } from "viem";
 
 const dev = await startDevChain();
@@ -35,7 +35,7 @@ function seen(id: string, tx: string, confirmations: number) {
 }
 
 /** The event types the receiver got for an intent (signatures checked), in any order. */
-const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 const events = (id: string, expected: string[]) =>
   until(`events of ${id}`, async () => (eventsOf(id).length >= expected.length ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 

@@ -5,7 +5,7 @@
 import t from "tap";
 import { call, idemKey, sampleIntent, until } from "../helpers/harness.ts";
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 
 const s = await webhookSetup(t);
 const { base, creds: a } = s;
@@ -19,7 +19,7 @@ async function createIntent() {
   return res.body.data as { public_id: string; deposit_address: string; required_confirmations: number };
 }
 const get = async (id: string) => (await call(base, "GET", `${path}/${id}`, { key: a.key })).body.data;
-const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
 const observe = (pi: { deposit_address: string }, confirmations: number, tx: string, block: string) =>
   client.recordObservation(
     { network: "ethereum", asset: "USDC", toAddress: pi.deposit_address, txHash: tx, outputIndex: 0, amount: "10", confirmations, blockHeight: 100n, blockHash: block },

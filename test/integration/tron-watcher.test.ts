@@ -19,7 +19,7 @@ import { tronToHex20 } from "../../services/addresses/formats.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { spawnWatcher, type WatcherProcess } from "../helpers/watcher-process.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 
 const dev = await startDevChain({ network: "tron" });
 t.teardown(() => dev.stop());
@@ -53,7 +53,7 @@ function seen(id: string, tx: string, confirmations: number) {
     return pi.transactions?.some((x: { tx_hash: string; confirmations: number }) => x.tx_hash === tx && x.confirmations === confirmations) ? pi : undefined;
   }, 30_000, () => watcher.output().slice(-2000));
 }
-const eventsOf = (id: string) => signedEvents(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
 const events = (id: string, count: number) => until(`${count} events of ${id}`, async () => (eventsOf(id).length >= count ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 
 t.test("a T… deposit address paid with USDT counts exactly at the threshold, to the unit, as a signed webhook", async (t) => {
