@@ -19,7 +19,15 @@ export interface Config {
   /** Where a gateway-only process reaches the rpc role. */
   rpcUrl: string;
   opsPort: number;
+  /** HOST: where the REST gateway (the merchant API and the checkout pages) listens. */
   host: string;
+  /**
+   * RPC_HOST and OPS_HOST: where the rpc port (internal services, reflection) and the ops port
+   * (/metrics, health) listen. Loopback unless set, whatever HOST says: opening the merchant API
+   * to a network must not open these with it.
+   */
+  rpcHost: string;
+  opsHost: string;
   publicBaseUrl: string;
   checkoutBaseUrl: string;
   /** Unset: the installation's own, "payments-<installation id>". */
@@ -307,6 +315,12 @@ function grpcReflection(raw: string | undefined): Config["grpcReflection"] {
   throw new ConfigError(`GRPC_REFLECTION must be on, off or auto, got "${raw}"`);
 }
 
+/** How a process on this machine reaches a listener bound to `host`: a wildcard is reached on loopback. */
+export function dialable(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "[::]") return "127.0.0.1";
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
@@ -316,15 +330,19 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
   }
   const natsUrl = optional(env, "NATS_URL");
+  const rpcPort = integer(env, "RPC_PORT", 8081, 0, 65535);
+  const rpcHost = optional(env, "RPC_HOST") ?? "127.0.0.1";
   return {
     databaseUrl: optional(env, "DATABASE_URL"),
     natsUrl: natsUrl === undefined ? undefined : parseNatsUrl(natsUrl),
     jetstreamReplicas: integer(env, "JETSTREAM_REPLICAS", 1, 1, 5),
     port,
-    rpcPort: integer(env, "RPC_PORT", 8081, 0, 65535),
-    rpcUrl: url(env, "RPC_URL", `http://127.0.0.1:${integer(env, "RPC_PORT", 8081, 0, 65535)}`),
+    rpcPort,
+    rpcUrl: url(env, "RPC_URL", `http://${dialable(rpcHost)}:${rpcPort}`),
     opsPort: integer(env, "OPS_PORT", 9464, 0, 65535),
     host: optional(env, "HOST") ?? "127.0.0.1",
+    rpcHost,
+    opsHost: optional(env, "OPS_HOST") ?? "127.0.0.1",
     publicBaseUrl,
     checkoutBaseUrl: url(env, "CHECKOUT_BASE_URL", `${publicBaseUrl}/checkout`),
     jetstreamPrefix: prefix,
