@@ -105,6 +105,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
+    recoveryBounds: config.webhookRecovery,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];

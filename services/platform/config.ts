@@ -52,6 +52,12 @@ export interface Config {
    * this long before; 0 never disables.
    */
   webhookAutoDisableAfterSeconds: number;
+  /**
+   * WEBHOOK_RECOVERY_MAX_DAYS and WEBHOOK_RECOVERY_MAX_EVENTS: the furthest back and the most events
+   * a recovery of missed events (endpoint enable --recover-since) takes without --force;
+   * WEBHOOK_RECOVERY_PAGE_SIZE: the deliveries it creates at once (webhooks/recovery.ts).
+   */
+  webhookRecovery: { maxDays: number; maxEvents: number; pageSize: number };
   /** 32 bytes; unset: generated once under DATA_DIR. */
   secretEncryptionKey: Buffer | undefined;
   /** During an encryption-key rotation: the key being replaced, until "admin secrets reseal" has run. */
@@ -355,6 +361,11 @@ export function loadConfig(env: Env = process.env): Config {
     webhookEndpointFastMs: integer(env, "WEBHOOK_ENDPOINT_FAST_MS", 1000, 10, 300_000),
     webhookCircuitTimeouts: integer(env, "WEBHOOK_CIRCUIT_TIMEOUTS", 5, 0, 1000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
+    webhookRecovery: {
+      maxDays: integer(env, "WEBHOOK_RECOVERY_MAX_DAYS", 7, 1, 365),
+      maxEvents: integer(env, "WEBHOOK_RECOVERY_MAX_EVENTS", 100_000, 1, 100_000_000),
+      pageSize: integer(env, "WEBHOOK_RECOVERY_PAGE_SIZE", 1000, 1, 10_000),
+    },
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
     secretEncryptionKeyPrevious: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY_PREVIOUS"), "SECRET_ENCRYPTION_KEY_PREVIOUS"),
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),

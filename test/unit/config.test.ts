@@ -31,6 +31,12 @@ t.test("HOST opens the REST gateway only: the rpc and ops listeners stay on loop
   t.equal(loadConfig({ RPC_HOST: "10.0.0.5", RPC_URL: "http://rpc.internal:8081" }).rpcUrl, "http://rpc.internal:8081", "RPC_URL still wins");
 });
 
+t.test("the recovery bounds are read and checked", async (t) => {
+  t.same(loadConfig({ WEBHOOK_RECOVERY_MAX_DAYS: "30", WEBHOOK_RECOVERY_MAX_EVENTS: "5", WEBHOOK_RECOVERY_PAGE_SIZE: "2" }).webhookRecovery, { maxDays: 30, maxEvents: 5, pageSize: 2 });
+  refuses(t, { WEBHOOK_RECOVERY_MAX_DAYS: "0" }, /WEBHOOK_RECOVERY_MAX_DAYS/, "no window at all");
+  refuses(t, { WEBHOOK_RECOVERY_PAGE_SIZE: "20000" }, /WEBHOOK_RECOVERY_PAGE_SIZE/, "a page too large for one transaction");
+});
+
 t.test("defaults", async (t) => {
   const config = loadConfig({});
   t.equal(config.port, 8080);
@@ -40,6 +46,7 @@ t.test("defaults", async (t) => {
   t.equal(config.host, "127.0.0.1");
   t.equal(config.rpcHost, "127.0.0.1");
   t.equal(config.opsHost, "127.0.0.1");
+  t.same(config.webhookRecovery, { maxDays: 7, maxEvents: 100_000, pageSize: 1000 }, "a recovery of missed events: 7 days, 100 000 events, pages of 1000");
   t.equal(config.publicBaseUrl, "http://localhost:8080");
   t.equal(config.checkoutBaseUrl, "http://localhost:8080/checkout");
   t.equal(config.jetstreamPrefix, undefined, "unset: the installation's own prefix");
