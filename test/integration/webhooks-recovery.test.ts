@@ -19,7 +19,11 @@ const maxEvents = 8;
 // attempt here fails, so retries need not be quick; the 5 s schedule keeps a slow attempt on a
 // loaded machine from being taken over by a redelivered copy (issue 48, part 1), which would
 // count as a second arrival.
+// The slow receiver takes 300 ms a request: a recovery to it is still running when a webhook of
+// another merchant comes.
+const slowMs = 300;
 const s = await webhookSetup(t, {
+  respond: (req) => (req.url.startsWith("/recovery/slow") ? { status: 200, delayMs: slowMs } : { status: 200 }),
   roles: ["rpc", "gateway", "worker", "scheduler"],
   env: {
     WEBHOOK_RECOVERY_MAX_EVENTS: String(maxEvents),
@@ -185,4 +189,35 @@ t.test("a recovery follows each endpoint's event filter as live delivery does: p
   t.same([...timesEach(arrivedAt("/recovery/everything")).entries()].sort(), [...created, sentinel].map((id) => [id, 1]).sort(), `"*": each creation once, never payment.detected`);
   t.same([...timesEach(arrivedAt("/recovery/detected")).entries()].sort(), [...all, sentinel].map((id) => [id, 1]).sort(), "the opted-in endpoint: each event once, payment.detected among them");
   t.same(arrivedAt("/recovery/detected").slice(0, 3), all, "in event order");
+});
+
+t.test("a recovery does not hold another merchant's webhooks behind it: only about a page of it is queued at a time", async (t) => {
+  const m = await merchantWithKey(s.app);
+  const other = await merchantWithKey(s.app);
+  const path = "/recovery/slow";
+  const endpoint = await endpointOn(m, path);
+  const otherPath = "/recovery/other-merchant";
+  await endpointOn(other, otherPath);
+  await disable(m, endpoint);
+  const since = new Date();
+  const n = 10 * pageSize;
+  for (let i = 0; i < n; i++) await createIntent(m);
+  const missed = (await eventsSince(m, since)).map((e) => e.id);
+  t.equal(missed.length, n);
+
+  const forced = await recover(endpoint, since, "--force");
+  t.equal(forced.code, 0, forced.stderr);
+  t.equal(JSON.parse(forced.stdout).enqueued, pageSize, "one page enqueued by the request");
+  // Another merchant's webhook, recorded while the recovery runs (n × slowMs).
+  const live = await createIntent(other);
+  const aheadAtStart = arrivedAt(path).length;
+  const [liveEvent] = (await s.app.db.em.fork().execute<{ id: string }[]>(`select id from webhook_events where payment_intent_id = ?`, [live.public_id])).map((e) => e.id);
+  await until("every recovered event and the other merchant's", async () => missed.every((id) => arrivedAt(path).includes(id)) && arrivedAt(otherPath).includes(liveEvent ?? ""), 90_000);
+  const order = s.receiver.requests.filter((r) => r.url === path || r.url === otherPath).map(eventIdOf);
+  const at = order.indexOf(liveEvent ?? "");
+  const before = order.slice(0, at).filter((id) => missed.includes(id)).length;
+  t.ok(before < missed.length, `the other merchant's webhook arrived before the recovery ended (after ${before} of its ${missed.length})`);
+  // Queued ahead of it: what was left of the page in the stream and at most the next one.
+  t.ok(before - aheadAtStart <= 2 * pageSize, `behind at most two pages of it (${before - aheadAtStart}), not the whole recovery`);
+  t.same([...new Set(arrivedAt(path))], missed, "the recovery: each event, in event order");
 });
