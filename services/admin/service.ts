@@ -9,7 +9,8 @@ import { apiError, validationError } from "../platform/errors.ts";
 import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
-import { enableEndpoint, overlapLimits, recoverFailedDeliveries, recoverMissedEvents, rotateSigningSecret } from "../webhooks/operations.ts";
+import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
+import { startRecovery, type RecoveryBounds } from "../webhooks/recovery.ts";
 
 /**
  * An operator's call: an internal caller and the environment it acts in. A credential without
@@ -31,6 +32,7 @@ function ownerOf(merchantId: string, environment: Environment): Owner {
 
 export interface AdminDeps {
   secrets: SecretBox;
+  recoveryBounds: RecoveryBounds;
 }
 
 /** A time given to a recovery: valid, and not in the future. */
@@ -108,13 +110,16 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const since = req.recoverSince ? pastTime(req.recoverSince, "recover_since", now) : undefined;
       return inTransaction(em, async (tx) => {
         const enabled = await enableEndpoint(tx, endpointId, now, environment);
-        const ids = since ? await recoverMissedEvents(tx, endpointId, since, environment, now) : [];
+        const recovery = since ? await startRecovery(tx, endpointId, since, environment, { bounds: deps.recoveryBounds, force: req.force, now }) : undefined;
         return {
           endpointId,
           status: enabled.status,
           enabledAt: enabled.enabled_at ? timestampFromDate(new Date(enabled.enabled_at)) : undefined,
-          recovered: ids.length,
-          deliveryIds: ids,
+          recovered: recovery?.recovered ?? 0,
+          enqueued: recovery?.enqueued ?? 0,
+          recoveryId: recovery?.recoveryId,
+          firstEventId: recovery?.firstEventId,
+          lastEventId: recovery?.lastEventId,
         };
       });
     },

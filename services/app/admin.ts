@@ -20,7 +20,7 @@
 //   admin qr create --merchant ID --environment test|live --label TEXT [--network NET [--asset ASSET [--amount X]]]
 //   admin qr disable --id ID
 //   admin qr list --merchant ID
-//   admin endpoint enable --id ID [--recover-since TIME]   (with --recover-since: the running service's AdminService)
+//   admin endpoint enable --id ID [--recover-since TIME [--force]]   (with --recover-since: the running service's AdminService)
 //   admin endpoint delete --id ID
 //   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   admin secrets reseal   (SECRET_ENCRYPTION_KEY new, SECRET_ENCRYPTION_KEY_PREVIOUS old)
@@ -97,12 +97,14 @@ const usage = `usage:
        an amount of that asset, fewer; 0 only with --allow-unconfirmed; fixed on each intent when it is created)
   admin policy tolerance --merchant ID --environment test|live --bps N
       (0-1000: funds this many basis points below the requested amount still confirm an intent; 50 = 0.5 %)
-  admin endpoint enable --id WEBHOOK_ENDPOINT_ID [--recover-since 2026-01-01T00:00:00Z]
+  admin endpoint enable --id WEBHOOK_ENDPOINT_ID [--recover-since 2026-01-01T00:00:00Z [--force]]
       (a disabled endpoint, by the merchant or after failing: enabled again within the cap of
        enabled endpoints; deliveries that failed meanwhile stay failed, to be replayed. With
        --recover-since, it also gets a delivery of every event since then that it takes and has
-       none of yet (what it missed while disabled), exactly once however often it is run; that
-       calls the running service at RPC_URL with the internal credential in INTERNAL_CREDENTIAL)
+       none of yet (what it missed while disabled), exactly once however often it is run, in event
+       order, a page at a time as it takes them (the scheduler enqueues the pages after the first);
+       over WEBHOOK_RECOVERY_MAX_DAYS or WEBHOOK_RECOVERY_MAX_EVENTS it is refused unless --force.
+       That calls the running service at RPC_URL with the internal credential in INTERNAL_CREDENTIAL)
   admin endpoint delete --id WEBHOOK_ENDPOINT_ID
       (a disabled endpoint, with its deliveries and their attempts; the events stay)
   admin endpoint rotate-secret --id WEBHOOK_ENDPOINT_ID [--overlap SECONDS (0-604800, default 86400)]
@@ -208,6 +210,7 @@ async function main(argv: string[]): Promise<unknown> {
       "ttl-minutes": { type: "string" },
       overlap: { type: "string" },
       "recover-since": { type: "string" },
+      force: { type: "boolean" },
       confirmations: { type: "string" },
       below: { type: "string" },
       "below-confirmations": { type: "string" },
@@ -221,7 +224,8 @@ async function main(argv: string[]): Promise<unknown> {
     throw new AdminError(command ? `unknown command "${command}"\n${usage}` : usage);
   }
   if (command === "endpoint rotate-secret") return rotateSecret(required(values, "id"), values.overlap);
-  if (command === "endpoint enable" && values["recover-since"] !== undefined) return enableAndRecover(required(values, "id"), values["recover-since"]);
+  if (values.force && (command !== "endpoint enable" || values["recover-since"] === undefined)) throw new AdminError("--force goes only with endpoint enable --recover-since");
+  if (command === "endpoint enable" && values["recover-since"] !== undefined) return enableAndRecover(required(values, "id"), values["recover-since"], values.force === true);
   // Arguments are checked before anything is started or written.
   let work: (em: Parameters<typeof createMerchant>[0]) => Promise<unknown>;
   if (command === "merchant create") {
@@ -398,20 +402,23 @@ async function rotateSecret(endpointId: string, overlapRaw: string | undefined) 
 }
 
 /** Enables the endpoint and recovers what it missed since the time, through the running service's AdminService. */
-async function enableAndRecover(endpointId: string, sinceRaw: string) {
+async function enableAndRecover(endpointId: string, sinceRaw: string, force: boolean) {
   const since = parseTime(sinceRaw);
   if (!since) throw new AdminError(`--recover-since must be a time like 2026-01-01T00:00:00Z, got "${sinceRaw}"`);
   const config = loadConfig();
   const { client, headers } = adminClient(config);
   try {
-    const res = await client.enableWebhookEndpoint({ endpointId, recoverSince: timestampFromDate(since) }, { headers, timeoutMs: 60_000 });
+    const res = await client.enableWebhookEndpoint({ endpointId, recoverSince: timestampFromDate(since), force }, { headers, timeoutMs: 60_000 });
     return {
       id: res.endpointId,
       status: res.status,
       enabled_at: res.enabledAt ? timestampDate(res.enabledAt).toISOString() : null,
       recover_since: since.toISOString(),
       recovered: res.recovered,
-      delivery_ids: res.deliveryIds,
+      enqueued: res.enqueued,
+      recovery_id: res.recoveryId ?? null,
+      first_event_id: res.firstEventId ?? null,
+      last_event_id: res.lastEventId ?? null,
     };
   } catch (err) {
     throw remoteError(err, config.rpcUrl);

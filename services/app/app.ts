@@ -105,6 +105,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
+    recoveryBounds: config.webhookRecovery,
   });
   const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];
@@ -126,7 +127,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   let jetstreamPrefix: string | undefined;
   try {
     if (roles.includes("rpc")) {
-      const rpc = await startRpcServer(serviceRoutes, interceptors, config.host, config.rpcPort, {
+      const rpc = await startRpcServer(serviceRoutes, interceptors, config.rpcHost, config.rpcPort, {
         bodyLimitBytes: config.bodyLimitBytes,
         reflection: reflectionGate(config.grpcReflection, db),
         clientAddresses,
@@ -183,7 +184,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
       stops.push({ step: "scheduler", stop: scheduler.stop });
     }
-    const ops = await listen(createOpsServer(db, nats, metrics.registry), config.host, config.opsPort);
+    const ops = await listen(createOpsServer(db, nats, metrics.registry), config.opsHost, config.opsPort);
     ports.ops = ops.port;
     stops.push({ step: "ops server", stop: ops.close });
   } catch (err) {

@@ -2,7 +2,7 @@ import type { PostgreSqlConnection } from "@mikro-orm/postgresql";
 import type pg from "pg";
 import { AddressSource, PooledAddress } from "../addresses/entities.ts";
 import { ApiKey, CashierSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
-import { WebhookAttemptRecord, WebhookDeliveryRecord } from "../webhooks/delivery-entities.ts";
+import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecoveryRecord } from "../webhooks/delivery-entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
 import { ChainObservation, RejectedObservation } from "../chains/output-entities.ts";
@@ -25,6 +25,7 @@ export const entities = [
   WebhookEndpointRecord,
   WebhookDeliveryRecord,
   WebhookAttemptRecord,
+  WebhookRecoveryRecord,
   InternalCredential,
   AddressSource,
   PooledAddress,

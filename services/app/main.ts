@@ -90,7 +90,7 @@ if (roles.length === 1 && roles[0] === "watcher") {
       "",
       "Payment Intent service: watcher",
       ...config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}, for the core at ${config.rpcUrl}`),
-      `  health       http://${config.host}:${watcher.ops}/healthz  metrics: /metrics`,
+      `  health       http://${inUrl(config.opsHost)}:${watcher.ops}/healthz  metrics: /metrics`,
       "",
     ].join("\n") + "\n",
   );
@@ -137,10 +137,10 @@ async function runService(roles: Role[]): Promise<void> {
     "",
     `Payment Intent service: ${roles.join(", ")}`,
     // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
-    gateway !== undefined ? `  REST API     http://${config.host}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
-    rpc !== undefined ? `  gRPC/Connect http://${config.host}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
-    `  health       http://${config.host}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
-    `  OpenAPI      http://${config.host}:${ops}/openapi.json  (the REST API's document)`,
+    gateway !== undefined ? `  REST API     http://${inUrl(config.host)}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
+    rpc !== undefined ? `  gRPC/Connect http://${inUrl(config.rpcHost)}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
+    `  health       http://${inUrl(config.opsHost)}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
+    `  OpenAPI      http://${inUrl(config.opsHost)}:${ops}/openapi.json  (the REST API's document)`,
     app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
     ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}`) : []),
@@ -194,4 +194,9 @@ async function runService(roles: Role[]): Promise<void> {
     process.exit();
   }
   stopOn((signal) => void shutdown(signal));
+}
+
+/** A listen address as a URL's host: an IPv6 one in brackets. */
+function inUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
 }

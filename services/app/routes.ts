@@ -10,7 +10,7 @@ import { SandboxService } from "../../gen/payments/v1/sandbox_pb.ts";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
-import { adminService } from "../admin/service.ts";
+import { adminService, type AdminDeps } from "../admin/service.ts";
 import { chainService, type ChainDeps } from "../chains/service.ts";
 import { intentService, type IntentDeps } from "../intents/service.ts";
 import { observationService } from "../observations/service.ts";
@@ -30,7 +30,7 @@ export const services: readonly DescService[] = [IntentService, WebhookService, 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
-export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps) {
+export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps & AdminDeps) {
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService({ ...deps, transactionsOf })));
     router.service(WebhookService, replayable(webhookService(deps)));

@@ -1,5 +1,6 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
 import { autoDisableFailing } from "../webhooks/operations.ts";
+import { advanceRecoveries } from "../webhooks/recovery.ts";
 import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
@@ -17,10 +18,11 @@ export interface SchedulerOptions {
 }
 
 /**
- * The scheduler role: expires intents every second, purges old idempotency keys every hour, and
- * disables endpoints where a failure ended a delivery after they had only failed for
- * autoDisableAfterSeconds (checked every minute, or more often when the period is shorter than a
- * few minutes).
+ * The scheduler role: expires intents every second, enqueues the next page of each running
+ * recovery of missed events whose endpoint has taken most of its last one (every second), purges
+ * old idempotency keys every hour, and disables endpoints where a failure ended a delivery after
+ * they had only failed for autoDisableAfterSeconds (checked every minute, or more often when the
+ * period is shorter than a few minutes).
  */
 export function startScheduler(db: Database, logger: Logger, intents: Intents, o: SchedulerOptions = {}): { stop(): Promise<void> } {
   const intervalMs = o.intervalMs ?? 1000;
@@ -38,6 +40,12 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
         expired = await intents.expireDue(db.em.fork());
         if (expired > 0) logger.info({ expired }, "expired payment intents");
       } while (expired > 0 && !stopped());
+      for (const r of await advanceRecoveries(db.em.fork())) {
+        if (r.status === "running") continue;
+        const line = { recovery: r.id, endpoint: r.endpointId, events: r.events, enqueued: r.enqueued };
+        if (r.status === "done") logger.info(line, "webhook recovery done: every missed event has its delivery");
+        else logger.warn(line, "webhook recovery stopped: its endpoint was disabled");
+      }
       if (Date.now() - lastPurge > 3_600_000) {
         const purged = await purgeExpiredKeys(db.em.fork());
         lastPurge = Date.now();

@@ -89,7 +89,7 @@ export async function startWatcherProcess(config: Config, logger: Logger): Promi
     res.writeHead(404, { "Content-Type": "application/json" });
     res.end(JSON.stringify({ status: "not_found" }));
   });
-  const ops = await listen(server, config.host, config.opsPort);
+  const ops = await listen(server, config.opsHost, config.opsPort);
   return {
     ops: ops.port,
     async stop() {

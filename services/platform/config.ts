@@ -19,7 +19,15 @@ export interface Config {
   /** Where a gateway-only process reaches the rpc role. */
   rpcUrl: string;
   opsPort: number;
+  /** HOST: where the REST gateway (the merchant API and the checkout pages) listens. */
   host: string;
+  /**
+   * RPC_HOST and OPS_HOST: where the rpc port (internal services, reflection) and the ops port
+   * (/metrics, health) listen. Loopback unless set, whatever HOST says: opening the merchant API
+   * to a network must not open these with it.
+   */
+  rpcHost: string;
+  opsHost: string;
   publicBaseUrl: string;
   checkoutBaseUrl: string;
   /** Unset: the installation's own, "payments-<installation id>". */
@@ -44,6 +52,12 @@ export interface Config {
    * this long before; 0 never disables.
    */
   webhookAutoDisableAfterSeconds: number;
+  /**
+   * WEBHOOK_RECOVERY_MAX_DAYS and WEBHOOK_RECOVERY_MAX_EVENTS: the furthest back and the most events
+   * a recovery of missed events (endpoint enable --recover-since) takes without --force;
+   * WEBHOOK_RECOVERY_PAGE_SIZE: the deliveries it creates at once (webhooks/recovery.ts).
+   */
+  webhookRecovery: { maxDays: number; maxEvents: number; pageSize: number };
   /** 32 bytes; unset: generated once under DATA_DIR. */
   secretEncryptionKey: Buffer | undefined;
   /** During an encryption-key rotation: the key being replaced, until "admin secrets reseal" has run. */
@@ -307,6 +321,12 @@ function grpcReflection(raw: string | undefined): Config["grpcReflection"] {
   throw new ConfigError(`GRPC_REFLECTION must be on, off or auto, got "${raw}"`);
 }
 
+/** How a process on this machine reaches a listener bound to `host`: a wildcard is reached on loopback. */
+export function dialable(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "[::]") return "127.0.0.1";
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, "PORT", 8080, 0, 65535);
   const publicBaseUrl = url(env, "PUBLIC_BASE_URL", `http://localhost:${port}`);
@@ -316,15 +336,19 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`JETSTREAM_PREFIX must be 1-32 of A-Z a-z 0-9 _ -, got "${prefix}"`);
   }
   const natsUrl = optional(env, "NATS_URL");
+  const rpcPort = integer(env, "RPC_PORT", 8081, 0, 65535);
+  const rpcHost = optional(env, "RPC_HOST") ?? "127.0.0.1";
   return {
     databaseUrl: optional(env, "DATABASE_URL"),
     natsUrl: natsUrl === undefined ? undefined : parseNatsUrl(natsUrl),
     jetstreamReplicas: integer(env, "JETSTREAM_REPLICAS", 1, 1, 5),
     port,
-    rpcPort: integer(env, "RPC_PORT", 8081, 0, 65535),
-    rpcUrl: url(env, "RPC_URL", `http://127.0.0.1:${integer(env, "RPC_PORT", 8081, 0, 65535)}`),
+    rpcPort,
+    rpcUrl: url(env, "RPC_URL", `http://${dialable(rpcHost)}:${rpcPort}`),
     opsPort: integer(env, "OPS_PORT", 9464, 0, 65535),
     host: optional(env, "HOST") ?? "127.0.0.1",
+    rpcHost,
+    opsHost: optional(env, "OPS_HOST") ?? "127.0.0.1",
     publicBaseUrl,
     checkoutBaseUrl: url(env, "CHECKOUT_BASE_URL", `${publicBaseUrl}/checkout`),
     jetstreamPrefix: prefix,
@@ -337,6 +361,11 @@ export function loadConfig(env: Env = process.env): Config {
     webhookEndpointFastMs: integer(env, "WEBHOOK_ENDPOINT_FAST_MS", 1000, 10, 300_000),
     webhookCircuitTimeouts: integer(env, "WEBHOOK_CIRCUIT_TIMEOUTS", 5, 0, 1000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
+    webhookRecovery: {
+      maxDays: integer(env, "WEBHOOK_RECOVERY_MAX_DAYS", 7, 1, 365),
+      maxEvents: integer(env, "WEBHOOK_RECOVERY_MAX_EVENTS", 100_000, 1, 100_000_000),
+      pageSize: integer(env, "WEBHOOK_RECOVERY_PAGE_SIZE", 1000, 1, 10_000),
+    },
     secretEncryptionKey: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY")),
     secretEncryptionKeyPrevious: encryptionKey(optional(env, "SECRET_ENCRYPTION_KEY_PREVIOUS"), "SECRET_ENCRYPTION_KEY_PREVIOUS"),
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),

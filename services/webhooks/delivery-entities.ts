@@ -72,3 +72,41 @@ export const WebhookAttemptRecord = defineEntity({
   },
 });
 export type WebhookAttemptRecord = InferEntity<typeof WebhookAttemptRecord>;
+
+/**
+ * An endpoint's recovery of the events it missed (AdminService.EnableWebhookEndpoint with
+ * recover_since), enqueued a page at a time: the events recorded from `since` to `until` (when it
+ * was asked for) that the endpoint takes, in event order, after the cursor (the last event given
+ * a delivery). The scheduler adds the next page once the endpoint has taken most of the last one,
+ * so a recovery never puts more than about a page ahead of other endpoints' deliveries. At most
+ * one runs per endpoint.
+ */
+export const WebhookRecoveryRecord = defineEntity({
+  name: "WebhookRecoveryRecord",
+  tableName: "webhook_recoveries",
+  properties: {
+    id: p.string().primary(),
+    endpoint: () => p.manyToOne(WebhookEndpointRecord).deleteRule("cascade"),
+    since: p.datetime().length(3),
+    until: p.datetime().length(3),
+    cursorCreatedAt: p.datetime().length(3).nullable(),
+    cursorEventId: p.string().nullable(),
+    pageSize: p.integer(),
+    /** The events it was to deliver, counted when it was asked for. */
+    events: p.integer(),
+    enqueued: p.integer().default(0),
+    /** running, done, or stopped (its endpoint was disabled). */
+    status: p.string().length(16),
+    /** When its last page was enqueued: that page's deliveries were created from then on. */
+    pageAt: p.datetime().length(3),
+    createdAt: p.datetime().length(3),
+    updatedAt: p.datetime().length(3),
+  },
+  indexes: [
+    {
+      name: "webhook_recoveries_running_index",
+      expression: `create unique index "webhook_recoveries_running_index" on "webhook_recoveries" ("endpoint_id") where "status" = 'running'`,
+    },
+  ],
+});
+export type WebhookRecoveryRecord = InferEntity<typeof WebhookRecoveryRecord>;

@@ -5,8 +5,6 @@ import { recordEvent } from "../events/record.ts";
 import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 import { checkEnabledCap } from "./store.ts";
-import { newId } from "../platform/ids.ts";
-import { allEvents } from "../vocabulary/event-types.ts";
 
 /** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
 
@@ -161,7 +159,7 @@ export async function autoDisableFailing(em: EntityManager, afterSeconds: number
  * merchant's cap of enabled endpoints holds, under the same lock as a create, and failures from
  * before count no more towards auto-disable. Deliveries that failed while it was disabled stay
  * failed: replay them, or recover them with AdminService.RecoverFailedDeliveries; the events it
- * got no delivery of while disabled come with recoverMissedEvents. Enabling an enabled endpoint
+ * got no delivery of while disabled come with a recovery (recovery.ts). Enabling an enabled endpoint
  * changes nothing. With `environment`, an endpoint of another environment is not found.
  */
 export async function enableEndpoint(em: EntityManager, id: string, now = new Date(), environment?: Environment): Promise<{ id: string; status: string; enabled_at: string | null }> {
@@ -176,43 +174,6 @@ export async function enableEndpoint(em: EntityManager, id: string, now = new Da
     await tx.execute(`update webhook_endpoints set status = 'enabled', disabled_at = null, last_error = null, enabled_at = ? where id = ? and status = 'disabled'`, [now, id]);
     return { id, status: "enabled", enabled_at: now.toISOString() };
   });
-}
-
-/**
- * What an enabled endpoint missed (Svix's recover): a pending delivery of each of its merchant's
- * events of its environment recorded at or after `since` (and not before the endpoint was created)
- * whose type it takes (enabled_events) and of which it has no delivery yet, created in event order
- * (created_at one millisecond apart, so the relay publishes them in that order). webhook.test
- * events (each for one endpoint) and the announcement of its own disabling are left out. The
- * endpoint's row lock serialises concurrent recoveries, so running it again, or twice at once,
- * creates nothing more. Returns the new deliveries' ids, in event order.
- */
-export async function recoverMissedEvents(em: EntityManager, endpointId: string, since: Date, environment: Environment | undefined, now = new Date()): Promise<string[]> {
-  const endpoint = await lockEndpoint(em, endpointId, environment);
-  if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled: nothing can be delivered to it.", "endpoint_id");
-  const missed = await em.execute<{ id: string }[]>(
-    `select ev.id from webhook_endpoints e
-       join webhook_events ev on ev.merchant_id = e.merchant_id and ev.environment = e.environment
-      where e.id = ? and ev.created_at >= greatest(?::timestamptz, e.created_at)
-        and ev.type <> 'webhook.test'
-        and (? = any(e.enabled_events) or ev.type = any(e.enabled_events))
-        and not (ev.type = 'webhook_endpoint.disabled' and ev.payload::jsonb #>> '{data,webhook_endpoint,id}' = e.id)
-        and not exists (select 1 from webhook_deliveries d where d.endpoint_id = e.id and d.event_id = ev.id)
-      order by ev.created_at, ev.id`,
-    [endpointId, since, allEvents],
-  );
-  const ids: string[] = [];
-  for (let i = 0; i < missed.length; i += 1000) {
-    const input = missed.slice(i, i + 1000).map((m, j) => ({ id: newId("wd"), event: m.id, n: i + j }));
-    await em.execute(
-      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-       select i.id, e.merchant_id, e.environment, i.event, e.id, 'pending', 0, ?::timestamptz + i.n * interval '1 millisecond', ?
-         from json_to_recordset(?::json) as i(id text, event text, n int) cross join webhook_endpoints e where e.id = ?`,
-      [now, now, JSON.stringify(input), endpointId],
-    );
-    ids.push(...input.map((x) => x.id));
-  }
-  return ids;
 }
 
 /**

@@ -300,14 +300,17 @@ t.test("a disabled endpoint enabled with --recover-since receives exactly what i
   t.equal(cli.code, 0, `admin endpoint enable --recover-since exits 0 (${cli.stderr})`);
   const out = JSON.parse(cli.stdout || "{}");
   t.equal(out.status, "enabled");
-  t.equal(out.recovered, 3, "three deliveries created");
-  const recoveredEvents = await s.app.db.em.fork().execute<{ event_id: string }[]>(
-    `select event_id from webhook_deliveries where id in (?) order by created_at, id`,
-    [out.delivery_ids ?? []],
+  t.equal(out.recovered, 3, "three events recovered");
+  t.equal(out.enqueued, 3, "all in the first page");
+  t.equal(out.recovery_id, null, "so nothing is left for the scheduler");
+  t.same([out.first_event_id, out.last_event_id], [missedIds[0], missedIds.at(-1)], "the first and last event recovered");
+  const recoveredEvents = await s.app.db.em.fork().execute<{ id: string; event_id: string }[]>(
+    `select id, event_id from webhook_deliveries where endpoint_id = ? and event_id in (?) order by created_at, id`,
+    [endpoint.id, missedIds],
   );
-  t.same(recoveredEvents.map((d) => d.event_id), missedIds, "one for each missed event, in event order");
+  t.same(recoveredEvents.map((d) => d.event_id), missedIds, "one delivery for each missed event, in event order");
 
-  for (const id of out.delivery_ids ?? []) await waitForDelivery(s, id, (d) => d.status === "delivered", 15_000, m);
+  for (const d of recoveredEvents) await waitForDelivery(s, d.id, (x) => x.status === "delivered", 15_000, m);
   const received = atEndpoint();
   for (const id of missedIds) t.equal(received.filter((e) => e === id).length, 1, `the receiver got ${id} once`);
   t.same(new Set(received), new Set([beforeCreated?.id, ...missedIds]), "and nothing else: not the payment it does not take, not another endpoint's test");
@@ -318,7 +321,8 @@ t.test("a disabled endpoint enabled with --recover-since receives exactly what i
   const again = await runCli("services/app/admin.ts", cliEnv, "endpoint", "enable", "--id", endpoint.id, "--recover-since", since.toISOString());
   t.equal(again.code, 0);
   t.equal(JSON.parse(again.stdout || "{}").recovered, 0, "a second run creates nothing");
-  const concurrent = await Promise.all([0, 1].map(() => admin.enableWebhookEndpoint({ endpointId: endpoint.id, recoverSince: timestampFromDate(new Date(0)) }, internal)));
+  // From the epoch: beyond WEBHOOK_RECOVERY_MAX_DAYS, so forced.
+  const concurrent = await Promise.all([0, 1].map(() => admin.enableWebhookEndpoint({ endpointId: endpoint.id, recoverSince: timestampFromDate(new Date(0)), force: true }, internal)));
   t.same(concurrent.map((r) => r.recovered), [0, 0], "nor do two at once from the epoch");
   const deliveries = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where endpoint_id = ?`, [endpoint.id]);
   t.equal(deliveries[0]?.n, 4, "the endpoint has one delivery per event it takes, no more");

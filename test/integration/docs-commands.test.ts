@@ -74,7 +74,7 @@ const expectations: Record<string, (t: Tap, json: any[], out: string) => void> =
   "Rotating a signing secret": (t, json) => {
     t.match(json[0], { endpoint_id: /^we_/, signing_secret: /^whsec_/, previous_secret_expires_at: String }, "rotated, the old secret kept for the overlap");
     t.match(json[1], { endpoint_id: /^we_/, recovered: Number }, "recovery ran");
-    t.match(json[2], { id: /^we_/, status: "enabled", recovered: Number, delivery_ids: Array }, "enabled, with what it missed recovered");
+    t.match(json[2], { id: /^we_/, status: "enabled", recovered: Number, enqueued: Number }, "enabled, with what it missed recovered");
   },
   "Payments: deposit addresses": (t, json, out) => t.ok(json.length > 0 || out.trim() === "", "address sources and imports, or the watcher's credential and the example watcher"),
 };

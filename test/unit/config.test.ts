@@ -16,6 +16,27 @@ function refuses(t: Asserts, env: Record<string, string>, message: RegExp, name:
   }
 }
 
+t.test("HOST opens the REST gateway only: the rpc and ops listeners stay on loopback unless named", async (t) => {
+  const open = loadConfig({ HOST: "0.0.0.0" });
+  t.equal(open.host, "0.0.0.0");
+  t.equal(open.rpcHost, "127.0.0.1", "RPC_HOST does not follow HOST");
+  t.equal(open.opsHost, "127.0.0.1", "OPS_HOST does not follow HOST");
+  t.equal(open.rpcUrl, "http://127.0.0.1:8081");
+  const named = loadConfig({ HOST: "0.0.0.0", RPC_HOST: "10.0.0.5", OPS_HOST: "0.0.0.0", RPC_PORT: "9000" });
+  t.equal(named.rpcHost, "10.0.0.5");
+  t.equal(named.opsHost, "0.0.0.0");
+  t.equal(named.rpcUrl, "http://10.0.0.5:9000", "a gateway beside it reaches the rpc port where it listens");
+  t.equal(loadConfig({ RPC_HOST: "::" }).rpcUrl, "http://127.0.0.1:8081", "a wildcard is reached on loopback");
+  t.equal(loadConfig({ RPC_HOST: "::1" }).rpcUrl, "http://[::1]:8081", "an IPv6 address in brackets");
+  t.equal(loadConfig({ RPC_HOST: "10.0.0.5", RPC_URL: "http://rpc.internal:8081" }).rpcUrl, "http://rpc.internal:8081", "RPC_URL still wins");
+});
+
+t.test("the recovery bounds are read and checked", async (t) => {
+  t.same(loadConfig({ WEBHOOK_RECOVERY_MAX_DAYS: "30", WEBHOOK_RECOVERY_MAX_EVENTS: "5", WEBHOOK_RECOVERY_PAGE_SIZE: "2" }).webhookRecovery, { maxDays: 30, maxEvents: 5, pageSize: 2 });
+  refuses(t, { WEBHOOK_RECOVERY_MAX_DAYS: "0" }, /WEBHOOK_RECOVERY_MAX_DAYS/, "no window at all");
+  refuses(t, { WEBHOOK_RECOVERY_PAGE_SIZE: "20000" }, /WEBHOOK_RECOVERY_PAGE_SIZE/, "a page too large for one transaction");
+});
+
 t.test("defaults", async (t) => {
   const config = loadConfig({});
   t.equal(config.port, 8080);
@@ -23,6 +44,9 @@ t.test("defaults", async (t) => {
   t.equal(config.opsPort, 9464);
   t.equal(config.rpcUrl, "http://127.0.0.1:8081");
   t.equal(config.host, "127.0.0.1");
+  t.equal(config.rpcHost, "127.0.0.1");
+  t.equal(config.opsHost, "127.0.0.1");
+  t.same(config.webhookRecovery, { maxDays: 7, maxEvents: 100_000, pageSize: 1000 }, "a recovery of missed events: 7 days, 100 000 events, pages of 1000");
   t.equal(config.publicBaseUrl, "http://localhost:8080");
   t.equal(config.checkoutBaseUrl, "http://localhost:8080/checkout");
   t.equal(config.jetstreamPrefix, undefined, "unset: the installation's own prefix");

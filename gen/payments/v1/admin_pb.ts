@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/admin.proto.
  */
 export const file_payments_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIjYKGEdldE1lcmNoYW50UG9saWN5UmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEAirwEKEENvbmZpcm1hdGlvblJ1bGUSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCRIVCg1jb25maXJtYXRpb25zGAMgASgNEhkKDGJlbG93X2Ftb3VudBgEIAEoCUgAiAEBEiAKE2JlbG93X2NvbmZpcm1hdGlvbnMYBSABKA1IAYgBAUIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zIpYBCg5NZXJjaGFudFBvbGljeRIQCghtZXJjaGFudBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRI5ChJjb25maXJtYXRpb25fcnVsZXMYAyADKAsyHS5wYXltZW50cy52MS5Db25maXJtYXRpb25SdWxlEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAQgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkgKGUdldE1lcmNoYW50UG9saWN5UmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiYwoaUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSHAoPb3ZlcmxhcF9zZWNvbmRzGAIgASgNSACIAQFCEgoQX292ZXJsYXBfc2Vjb25kcyKuAQobUm90YXRlU2lnbmluZ1NlY3JldFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEhYKDnNpZ25pbmdfc2VjcmV0GAIgASgJEkMKGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBQh0KG19wcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdCJgCh5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKH1JlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2USEQoJcmVjb3ZlcmVkGAEgASgNEhQKDGRlbGl2ZXJ5X2lkcxgCIAMoCSJ9ChxFbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEjYKDXJlY292ZXJfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCEAoOX3JlY292ZXJfc2luY2UisQEKHUVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIzCgplbmFibGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEhEKCXJlY292ZXJlZBgEIAEoDRIUCgxkZWxpdmVyeV9pZHMYBSADKAlCDQoLX2VuYWJsZWRfYXQy6wUKDEFkbWluU2VydmljZRJyChNSb3RhdGVTaWduaW5nU2VjcmV0EicucGF5bWVudHMudjEuUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QaKC5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2UiCKK7GAQwBUACEn4KF1JlY292ZXJGYWlsZWREZWxpdmVyaWVzEisucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0GiwucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZSIIorsYBDAFQAISeAoVRW5hYmxlV2ViaG9va0VuZHBvaW50EikucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBoqLnBheW1lbnRzLnYxLkVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIgiiuxgEMAVAAhJ4ChVTZXRDb25maXJtYXRpb25Qb2xpY3kSKS5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXF1ZXN0GioucGF5bWVudHMudjEuU2V0Q29uZmlybWF0aW9uUG9saWN5UmVzcG9uc2UiCKK7GAQwBUACEoEBChhTZXRVbmRlcnBheW1lbnRUb2xlcmFuY2USLC5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXF1ZXN0Gi0ucGF5bWVudHMudjEuU2V0VW5kZXJwYXltZW50VG9sZXJhbmNlUmVzcG9uc2UiCKK7GAQwBUACEm8KEUdldE1lcmNoYW50UG9saWN5EiUucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0GiYucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZSILkAIBorsYBDAFQAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIjYKGEdldE1lcmNoYW50UG9saWN5UmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEAirwEKEENvbmZpcm1hdGlvblJ1bGUSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCRIVCg1jb25maXJtYXRpb25zGAMgASgNEhkKDGJlbG93X2Ftb3VudBgEIAEoCUgAiAEBEiAKE2JlbG93X2NvbmZpcm1hdGlvbnMYBSABKA1IAYgBAUIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zIpYBCg5NZXJjaGFudFBvbGljeRIQCghtZXJjaGFudBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRI5ChJjb25maXJtYXRpb25fcnVsZXMYAyADKAsyHS5wYXltZW50cy52MS5Db25maXJtYXRpb25SdWxlEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAQgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkgKGUdldE1lcmNoYW50UG9saWN5UmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiYwoaUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSHAoPb3ZlcmxhcF9zZWNvbmRzGAIgASgNSACIAQFCEgoQX292ZXJsYXBfc2Vjb25kcyKuAQobUm90YXRlU2lnbmluZ1NlY3JldFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEhYKDnNpZ25pbmdfc2VjcmV0GAIgASgJEkMKGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBQh0KG19wcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdCJgCh5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKH1JlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2USEQoJcmVjb3ZlcmVkGAEgASgNEhQKDGRlbGl2ZXJ5X2lkcxgCIAMoCSKMAQocRW5hYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRI2Cg1yZWNvdmVyX3NpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEg0KBWZvcmNlGAMgASgIQhAKDl9yZWNvdmVyX3NpbmNlIskCCh1FbmFibGVXZWJob29rRW5kcG9pbnRSZXNwb25zZRITCgtlbmRwb2ludF9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSMwoKZW5hYmxlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAIgBARIRCglyZWNvdmVyZWQYBCABKA0SEAoIZW5xdWV1ZWQYBiABKA0SGAoLcmVjb3ZlcnlfaWQYByABKAlIAYgBARIbCg5maXJzdF9ldmVudF9pZBgIIAEoCUgCiAEBEhoKDWxhc3RfZXZlbnRfaWQYCSABKAlIA4gBAUINCgtfZW5hYmxlZF9hdEIOCgxfcmVjb3ZlcnlfaWRCEQoPX2ZpcnN0X2V2ZW50X2lkQhAKDl9sYXN0X2V2ZW50X2lkSgQIBRAGUgxkZWxpdmVyeV9pZHMy6wUKDEFkbWluU2VydmljZRJyChNSb3RhdGVTaWduaW5nU2VjcmV0EicucGF5bWVudHMudjEuUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QaKC5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2UiCKK7GAQwBUACEn4KF1JlY292ZXJGYWlsZWREZWxpdmVyaWVzEisucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0GiwucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZSIIorsYBDAFQAISeAoVRW5hYmxlV2ViaG9va0VuZHBvaW50EikucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBoqLnBheW1lbnRzLnYxLkVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIgiiuxgEMAVAAhJ4ChVTZXRDb25maXJtYXRpb25Qb2xpY3kSKS5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXF1ZXN0GioucGF5bWVudHMudjEuU2V0Q29uZmlybWF0aW9uUG9saWN5UmVzcG9uc2UiCKK7GAQwBUACEoEBChhTZXRVbmRlcnBheW1lbnRUb2xlcmFuY2USLC5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXF1ZXN0Gi0ucGF5bWVudHMudjEuU2V0VW5kZXJwYXltZW50VG9sZXJhbmNlUmVzcG9uc2UiCKK7GAQwBUACEm8KEUdldE1lcmNoYW50UG9saWN5EiUucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0GiYucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZSILkAIBorsYBDAFQAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.SetConfirmationPolicyRequest
@@ -361,6 +361,13 @@ export type EnableWebhookEndpointRequest = Message<"payments.v1.EnableWebhookEnd
    * @generated from field: optional google.protobuf.Timestamp recover_since = 2;
    */
   recoverSince?: Timestamp | undefined;
+
+  /**
+   * Recover beyond the installation's bounds (window and count).
+   *
+   * @generated from field: bool force = 3;
+   */
+  force: boolean;
 };
 
 /**
@@ -394,18 +401,37 @@ export type EnableWebhookEndpointResponse = Message<"payments.v1.EnableWebhookEn
   enabledAt?: Timestamp | undefined;
 
   /**
-   * How many deliveries the recovery created (0 without recover_since).
+   * How many events the recovery delivers, one delivery each (0 without recover_since).
    *
    * @generated from field: uint32 recovered = 4;
    */
   recovered: number;
 
   /**
-   * The new deliveries' ids, in event order.
+   * How many of those got their delivery in this call (the first page).
    *
-   * @generated from field: repeated string delivery_ids = 5;
+   * @generated from field: uint32 enqueued = 6;
    */
-  deliveryIds: string[];
+  enqueued: number;
+
+  /**
+   * The recovery that enqueues the rest; unset when the first page held them all.
+   *
+   * @generated from field: optional string recovery_id = 7;
+   */
+  recoveryId?: string | undefined;
+
+  /**
+   * The first and the last event recovered, in event order; unset when there is none.
+   *
+   * @generated from field: optional string first_event_id = 8;
+   */
+  firstEventId?: string | undefined;
+
+  /**
+   * @generated from field: optional string last_event_id = 9;
+   */
+  lastEventId?: string | undefined;
 };
 
 /**
@@ -448,12 +474,17 @@ export const AdminService: GenService<{
   },
   /**
    * Enables a disabled endpoint of the credential's environment again, within the cap of
-   * enabled endpoints (enabling an enabled one changes nothing). With recover_since, in the same
-   * transaction, it creates a delivery for each of the merchant's events of that environment
-   * recorded since then (and since the endpoint was created) that the endpoint takes (its
-   * enabled_events) and has no delivery of yet, in event order: what it missed while disabled.
-   * webhook.test events (each meant for one endpoint) and the announcement of its own disabling
-   * are not taken. Exactly once each, however often it is run.
+   * enabled endpoints (enabling an enabled one changes nothing). With recover_since it also gets
+   * a delivery of each of the merchant's events of that environment recorded since then (and
+   * since the endpoint was created) up to this call that the endpoint takes (its enabled_events,
+   * as live delivery decides) and has no delivery of yet, in event order: what it missed while
+   * disabled. webhook.test events (each meant for one endpoint) and the announcement of its own
+   * disabling are not taken. Exactly once each, however often it is run. The first page of
+   * deliveries is created in this call's transaction, the rest a page at a time by the scheduler
+   * as the endpoint takes them. A recovery over the installation's bounds (a window longer than
+   * WEBHOOK_RECOVERY_MAX_DAYS, more than WEBHOOK_RECOVERY_MAX_EVENTS events) is refused, and the
+   * endpoint left as it was, unless force is set; so is one while another recovery of the
+   * endpoint still runs.
    *
    * @generated from rpc payments.v1.AdminService.EnableWebhookEndpoint
    */
