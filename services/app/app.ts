@@ -7,7 +7,7 @@ import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
 import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
-import { sharedBucketsOn } from "../platform/rate-limit.ts";
+import { SharedBuckets, sharedBucketsOn } from "../platform/rate-limit.ts";
 import { migrate, type Database } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { listen } from "../platform/listen.ts";
@@ -113,7 +113,10 @@ export async function startApp(o: AppOptions): Promise<App> {
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   // Every rpc process takes from the same buckets in PostgreSQL, so a budget does not grow with the processes.
-  const { buckets, close: closeBuckets } = sharedBucketsOn(o.databaseUrl, logger, { processes: config.rateLimitProcesses });
+  const { buckets, close: closeBuckets } =
+    config.rateLimitStore === "postgres"
+      ? sharedBucketsOn(o.databaseUrl, logger, { processes: config.rateLimitProcesses })
+      : { buckets: new SharedBuckets(undefined, logger, { processes: config.rateLimitProcesses }), close: async () => undefined };
   const limits: Limits = {
     perAddress: buckets.budget("public", config.publicRateLimitPerMinute, 60),
     perAddressOf: new Map([[`${CheckoutService.typeName}/${CheckoutService.method.getCheckout.name}`, buckets.budget("checkout", config.checkoutRateLimitPerMinute, 60)]]),

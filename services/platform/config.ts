@@ -69,6 +69,8 @@ export interface Config {
   terminalRateLimit: { perSession: number; perAddress: number };
   /** RATE_LIMIT_PROCESSES: the rpc processes sharing the traffic; while the shared buckets cannot be reached each process keeps 1/n of every budget. */
   rateLimitProcesses: number;
+  /** RATE_LIMIT_STORE: postgres (every process takes from the same buckets) or local (each process alone, divided by RATE_LIMIT_PROCESSES). */
+  rateLimitStore: "postgres" | "local";
   /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges); none by default. */
   trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
@@ -261,6 +263,12 @@ export function redactUserinfo(entry: string): string {
   return entry.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?[^@/]*@/, "$1***@");
 }
 
+function rateLimitStore(raw: string | undefined): "postgres" | "local" {
+  if (raw === undefined || raw === "" || raw === "postgres") return "postgres";
+  if (raw === "local") return "local";
+  throw new ConfigError(`RATE_LIMIT_STORE must be postgres or local, got "${raw}"`);
+}
+
 /**
  * NATS_URL: one server, or a cluster's servers separated by commas (the client tries them in
  * turn and learns the rest of the cluster from whichever answers). Each entry is
@@ -364,6 +372,7 @@ export function loadConfig(env: Env = process.env): Config {
       perAddress: integer(env, "TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
     },
     rateLimitProcesses: integer(env, "RATE_LIMIT_PROCESSES", 1, 1, 1_000),
+    rateLimitStore: rateLimitStore(env.RATE_LIMIT_STORE),
     // None by default: only the connection's peer counts, so nothing on the host that forwards
     // traffic can let a client pick the address its limits count against.
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),

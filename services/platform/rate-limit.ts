@@ -81,15 +81,16 @@ export interface SharedBucketsOptions {
  * The token buckets of every process in one table (rate_limit_buckets, UNLOGGED: they are worth
  * nothing after a crash), so a budget is the same with one rpc process or several. A take is one
  * statement: it refills the bucket by the time since its last call, by the database's clock, takes
- * a token if one is there, and returns what is left, so the Retry-After of a refusal is the same
- * whichever process answers. Refused calls take nothing.
+ * as many tokens as there are for the calls asking (a process sends the calls of one client that
+ * queue behind a take together), and returns what is left, so the Retry-After of a refusal is the
+ * same whichever process answers. Refused calls take nothing.
  *
  * When the database does not answer within `timeoutMs` (or fails), the process counts in its own
  * buckets, each budget divided by `processes`, for `localForMs` before it tries the database
  * again: a limit is never lifted, and never costs every call a timeout.
  */
 export class SharedBuckets {
-  readonly #run: RunStatement;
+  readonly #run: RunStatement | undefined;
   readonly #timeoutMs: number;
   readonly #localForMs: number;
   readonly #processes: number;
@@ -98,7 +99,8 @@ export class SharedBuckets {
   #localUntil = 0;
   #sweptAt = 0;
 
-  constructor(run: RunStatement, logger: Logger, o: SharedBucketsOptions = {}) {
+  /** `run` undefined: no shared store (RATE_LIMIT_STORE=local), every take counted in this process. */
+  constructor(run: RunStatement | undefined, logger: Logger, o: SharedBucketsOptions = {}) {
     this.#run = run;
     this.#timeoutMs = o.timeoutMs ?? defaultTimeoutMs;
     this.#localForMs = o.localForMs ?? 5_000;
@@ -109,29 +111,46 @@ export class SharedBuckets {
 
   /** Whether takes are counted locally at the moment (the database failed them lately). */
   get local(): boolean {
-    return this.#now() < this.#localUntil;
+    return this.#run === undefined || this.#now() < this.#localUntil;
   }
 
   /** A budget of `limit` calls refilled evenly over `seconds`, named apart from the others in the table. */
   budget(name: string, limit: number, seconds: number): Limiter {
     const perSecond = limit / seconds;
     const fallback = new TokenBuckets(Math.max(1, Math.floor(limit / this.#processes)), seconds);
+    // Calls of one client that arrive while its take is in flight go together in the next one: a
+    // busy key costs the database one statement per round trip, not one per call queued on one row.
+    const queues = new Map<string, ((wait: number) => void)[]>();
+    const drain = async (client: string, queue: ((wait: number) => void)[]) => {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, maxBatch);
+        const answer = await this.#take(`${name} ${client}`, limit, perSecond, batch.length);
+        batch.forEach((resolve, i) => resolve(answer === undefined ? fallback.take(client, this.#now()) : i < answer.granted ? 0 : answer.wait));
+      }
+      queues.delete(client);
+    };
     return {
-      take: async (client) => {
-        if (!this.local) {
-          const shared = await this.#take(`${name} ${client}`, limit, perSecond);
-          if (shared !== undefined) return shared;
-        }
-        return fallback.take(client, this.#now());
+      take: (client) => {
+        if (this.local) return Promise.resolve(fallback.take(client, this.#now()));
+        return new Promise<number>((resolve) => {
+          const queue = queues.get(client);
+          if (queue) return void queue.push(resolve);
+          const started = [resolve];
+          queues.set(client, started);
+          void drain(client, started);
+        });
       },
     };
   }
 
-  async #take(key: string, limit: number, perSecond: number): Promise<number | undefined> {
+  /** Takes up to `n` tokens of one bucket: how many it gave, and the wait for the rest; undefined when the store failed. */
+  async #take(key: string, limit: number, perSecond: number, n: number): Promise<{ granted: number; wait: number } | undefined> {
+    if (!this.#run) return undefined;
+    const run = this.#run;
     let timer: NodeJS.Timeout | undefined;
     try {
       const rows = await Promise.race([
-        this.#run<{ tokens: number; allowed: boolean }>(takeStatement, [key, limit, perSecond]),
+        run<{ tokens: number; granted: number }>(takeStatement, [key, limit, perSecond, n]),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
         }),
@@ -140,7 +159,8 @@ export class SharedBuckets {
       this.#sweep();
       const row = rows[0];
       if (!row) throw new Error("the bucket statement returned no row");
-      return row.allowed ? 0 : retryAfterSeconds(Number(row.tokens), perSecond);
+      const granted = Number(row.granted);
+      return { granted, wait: granted >= n ? 0 : retryAfterSeconds(Number(row.tokens), perSecond) };
     } catch (err) {
       this.#outage.failed(err);
       this.#localUntil = this.#now() + this.#localForMs;
@@ -155,22 +175,28 @@ export class SharedBuckets {
     const now = this.#now();
     if (now - this.#sweptAt < 60_000) return;
     this.#sweptAt = now;
-    this.#run(`delete from rate_limit_buckets where full_at < now()`, []).catch((err: unknown) => this.#outage.failed(err));
+    this.#run?.(`delete from rate_limit_buckets where full_at < now()`, []).catch((err: unknown) => this.#outage.failed(err));
   }
 }
 
-// One statement per take ($1 the bucket's key, $2 its size, $3 its refill a second). now() is the statement's start: a call that waited for the row lock of a
+// One statement per take of n tokens ($1 the bucket's key, $2 its size, $3 its refill a second,
+// $4 the calls asking). now() is the statement's start: a take that waited for the row lock of a
 // later one must not move the bucket's clock back (greatest), nor refill by a negative time.
 const refilled = `least($2::float8, b.tokens + greatest(0, extract(epoch from now() - b.at)::float8) * $3::float8)`;
+const granted = `least($4::int, floor(${refilled}))::int`;
 const takeStatement = `
-insert into rate_limit_buckets as b (key, tokens, allowed, at, full_at)
-values ($1::text, $2::float8 - 1, true, now(), now() + make_interval(secs => 1 / $3::float8))
+insert into rate_limit_buckets as b (key, tokens, granted, at, full_at)
+values ($1::text, $2::float8 - least($4::int, floor($2::float8)), least($4::int, floor($2::float8))::int, now(),
+        now() + make_interval(secs => least($4::int, floor($2::float8)) / $3::float8))
 on conflict (key) do update set
-  allowed = ${refilled} >= 1,
-  tokens = case when ${refilled} >= 1 then ${refilled} - 1 else ${refilled} end,
+  granted = ${granted},
+  tokens = ${refilled} - ${granted},
   at = greatest(b.at, now()),
-  full_at = greatest(b.at, now()) + make_interval(secs => ($2::float8 - case when ${refilled} >= 1 then ${refilled} - 1 else ${refilled} end) / $3::float8)
-returning tokens, allowed`;
+  full_at = greatest(b.at, now()) + make_interval(secs => ($2::float8 - (${refilled} - ${granted})) / $3::float8)
+returning tokens, granted`;
+
+/** The most calls of one client one statement answers. */
+const maxBatch = 1_000;
 
 /** How long a take may wait for the shared store (a connection, then its one statement) before the process counts locally. */
 const defaultTimeoutMs = 5_000;

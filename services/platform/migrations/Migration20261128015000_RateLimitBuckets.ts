@@ -13,7 +13,7 @@ export class Migration20261128015000_RateLimitBuckets extends Migration {
     this.addSql(`create unlogged table "rate_limit_buckets" (
       "key" text primary key,
       "tokens" double precision not null,
-      "allowed" boolean not null,
+      "granted" integer not null,
       "at" timestamptz not null,
       "full_at" timestamptz not null
     );`);
