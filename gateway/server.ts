@@ -47,8 +47,8 @@ export interface GatewayOptions {
   observe?: (o: { route: string; method: string; status: number; seconds: number }) => void;
 }
 
-/** Serves a request outside the API, or returns false to leave it to the API routes. */
-export type PageHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>;
+/** Serves a request outside the API, or returns false to leave it to the API routes; `clientAddress` as for the routes' limits. */
+export type PageHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL, clientAddress: string) => Promise<boolean>;
 
 /** Routes a browser may call cross-origin: those of the Site Gateway credential. */
 function allowsCors(route: RestRoute): boolean {
@@ -251,7 +251,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (!url) fail(apiError("route_not_found", "No such route."));
       if (!url.pathname.startsWith("/api/")) {
         for (const page of options.pages ?? []) {
-          if (await page(req, res, url)) {
+          if (await page(req, res, url, clientAddressOf(req))) {
             status = res.statusCode;
             routeLabel = "page";
             return;

@@ -1,5 +1,5 @@
 import { createClient, createContextValues } from "@connectrpc/connect";
-import { SiteService } from "../../gen/payments/v1/shopper_pb.ts";
+import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
@@ -7,14 +7,14 @@ import { startWorkerRole } from "../delivery/role.ts";
 import type { Config } from "../platform/config.ts";
 import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
-import { RateLimiter, TokenBuckets } from "../platform/rate-limit.ts";
+import { SharedBuckets, sharedBucketsOn } from "../platform/rate-limit.ts";
 import { migrate, type Database } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
 import { deriveKey } from "../platform/secret-key.ts";
-import { createServiceInterceptor } from "../rpc/interceptor.ts";
+import { createServiceInterceptor, type Limits } from "../rpc/interceptor.ts";
 import { CredentialCache } from "../auth/credential-cache.ts";
 import { createInputGuard } from "../rpc/input-guard.ts";
 import { oneStatementMethods, routes, services } from "./routes.ts";
@@ -113,12 +113,22 @@ export async function startApp(o: AppOptions): Promise<App> {
   const credentials = new CredentialCache();
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;
   const clientAddresses = new ClientAddresses(config.trustedProxies);
-  const limits = {
-    perAddress: new RateLimiter(config.publicRateLimitPerMinute),
-    perCredential: new RateLimiter(config.credentialRateLimitPerMinute),
-    apiReads: new TokenBuckets(config.apiRateLimit.reads, config.apiRateLimit.seconds),
-    apiWrites: new TokenBuckets(config.apiRateLimit.writes, config.apiRateLimit.seconds),
-    siteReads: new RateLimiter(config.siteReadRateLimitPerMinute),
+  // Every rpc process takes from the same buckets in PostgreSQL, so a budget does not grow with the processes.
+  const { buckets, close: closeBuckets } =
+    config.rateLimitStore === "postgres"
+      ? sharedBucketsOn(o.databaseUrl, logger, { processes: config.rateLimitProcesses })
+      : { buckets: new SharedBuckets(undefined, logger, { processes: config.rateLimitProcesses }), close: async () => undefined };
+  const limits: Limits = {
+    perAddress: buckets.budget("public", config.publicRateLimitPerMinute, 60),
+    perAddressOf: new Map([[`${CheckoutService.typeName}/${CheckoutService.method.getCheckout.name}`, buckets.budget("checkout", config.checkoutRateLimitPerMinute, 60)]]),
+    perCredential: buckets.budget("credential", config.credentialRateLimitPerMinute, 60),
+    apiReads: buckets.budget("api-reads", config.apiRateLimit.reads, config.apiRateLimit.seconds),
+    apiWrites: buckets.budget("api-writes", config.apiRateLimit.writes, config.apiRateLimit.seconds),
+    siteReads: buckets.budget("site-reads", config.siteReadRateLimitPerMinute, 60),
+    cashier: {
+      perSession: buckets.budget("cashier", config.terminalRateLimit.perSession, 60),
+      perAddress: buckets.budget("cashier-address", config.terminalRateLimit.perAddress, 60),
+    },
   };
   const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
   // Beside the rpc role, the gateway and the watcher call the handlers directly (no encoding).
@@ -190,6 +200,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   } catch (err) {
     for (const { stop } of stops) await stop();
     await credentialListener?.stop();
+    await closeBuckets();
     await nats.close();
     await db.close();
     throw err;
@@ -202,7 +213,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     jetstreamPrefix,
     stop(onStep, onGaveUp) {
       return (stopped ??= (async () => {
-        const steps = [...stops, { step: "NATS connection", stop: () => nats.close() }, { step: "database pool", stop: () => db.close() }];
+        const steps = [...stops, { step: "NATS connection", stop: () => nats.close() }, { step: "rate limit pool", stop: closeBuckets }, { step: "database pool", stop: () => db.close() }];
         const deadline = Date.now() + stopBudgetMs;
         for (const [i, { step, stop }] of steps.entries()) {
           onStep?.(step);

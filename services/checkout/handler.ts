@@ -5,9 +5,12 @@
  * or an unknown one is the plain 404 page.
  */
 import type http from "node:http";
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, createContextValues, type Transport } from "@connectrpc/connect";
 import type { PageHandler } from "../../gateway/server.ts";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { CheckoutService, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
+import { clientAddressKey } from "../platform/client-address.ts";
+import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assetUrls, checkoutAssets } from "./assets.ts";
 import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, type PagePaths } from "./page.ts";
@@ -15,8 +18,11 @@ import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage
 export interface CheckoutPagesOptions {
   /** CHECKOUT_BASE_URL: its path is where the pages are served ("" or "/": the root, never under /api/). */
   checkoutBaseUrl: string;
-  /** The shopper view of an intent, or undefined when there is no such intent. */
-  getCheckout: (id: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean } | undefined>;
+  /**
+   * The shopper view of an intent, or undefined when there is no such intent. `clientAddress` is
+   * whom the lookup counts against (GetCheckout is limited per client address).
+   */
+  getCheckout: (id: string, clientAddress: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean } | undefined>;
   /** Where failures of getCheckout are logged (the shopper sees none of it). */
   logger?: Logger;
   /** The clock the page's countdown starts from. */
@@ -72,6 +78,7 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
   const internal = Buffer.from(renderErrorPage("internal", paths));
   const unavailable = Buffer.from(renderErrorPage("unavailable", paths));
   const methodNotAllowed = Buffer.from(renderErrorPage("method_not_allowed", paths));
+  const tooManyRequests = Buffer.from(renderErrorPage("rate_limited", paths));
 
   /** Whether a path is the checkout's to answer (by the raw path or the normalized one); an encoded or backslash separator counts. */
   function owns(path: string): boolean {
@@ -81,7 +88,7 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
     return next === "" || next.startsWith("/") || next.startsWith("\\") || /^%(2f|5c)/i.test(next);
   }
 
-  return async (req, res, url) => {
+  return async (req, res, url, clientAddress) => {
     const raw = (req.url ?? "/").split("?")[0] ?? "";
     if (base === "" ? !owns(raw) || !owns(url.pathname) : !owns(raw) && !owns(url.pathname)) return false;
 
@@ -134,7 +141,7 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
     let body: Buffer;
     let headers: Record<string, string> = htmlHeaders;
     try {
-      const found = await o.getCheckout(first);
+      const found = await o.getCheckout(first, clientAddress);
       if (!found) {
         sendNotFound();
         return true;
@@ -147,7 +154,17 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
         body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths));
       }
     } catch (err) {
-      const code = ConnectError.from(err).code;
+      const refused = ConnectError.from(err);
+      const retryAfter = refused.findDetails(ErrorDetailSchema).some((d) => d.code === "rate_limited") ? refused.metadata.get("retry-after") : null;
+      if (retryAfter !== null) {
+        // The page and its status share the address's budget; the page's script backs off on any refusal.
+        const requestId = refused.metadata.get("x-request-id") ?? newId("req");
+        const envelope = { error: { code: "rate_limited", message: "Too many requests from this address; retry later.", request_id: requestId } };
+        const refusal = json ? Buffer.from(JSON.stringify(envelope)) : tooManyRequests;
+        send(req, res, 429, refusal, { ...(json ? jsonHeaders : htmlHeaders), "Retry-After": retryAfter, "X-Request-Id": requestId });
+        return true;
+      }
+      const code = refused.code;
       const busy = code === Code.Unavailable || code === Code.DeadlineExceeded || code === Code.ResourceExhausted;
       if (!busy) o.logger?.error({ err, path: raw }, "checkout page failed");
       status = busy ? 503 : 500;
@@ -162,9 +179,13 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
 /** The page's lookup through the core (CheckoutService over the gateway's transport): not found is undefined. */
 export function checkoutLookup(transport: Transport): CheckoutPagesOptions["getCheckout"] {
   const client = createClient(CheckoutService, transport);
-  return async (publicId) => {
+  return async (publicId, clientAddress) => {
     try {
-      const { data, testMode } = await client.getCheckout({ publicId }, { timeoutMs: 10_000 });
+      // The address as the gateway's own routes pass it: a context value in this process, X-Forwarded-For to an rpc process.
+      const { data, testMode } = await client.getCheckout(
+        { publicId },
+        { timeoutMs: 10_000, headers: { "x-forwarded-for": clientAddress }, contextValues: createContextValues().set(clientAddressKey, clientAddress) },
+      );
       return data && { data, testMode };
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;

@@ -327,6 +327,7 @@ const errorPages = {
   internal: { title: "Something went wrong", text: "This page cannot be shown right now. Please try again in a moment." },
   unavailable: { title: "Temporarily unavailable", text: "This page cannot be shown right now. Please try again in a moment." },
   method_not_allowed: { title: "Method not allowed", text: "This page can only be viewed." },
+  rate_limited: { title: "Too many requests", text: "Too many requests came from your network. Please try again in a minute." },
 } as const;
 
 /** The page for a failure of ours (it says nothing about what failed), or for a method other than GET/HEAD. */

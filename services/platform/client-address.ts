@@ -55,3 +55,34 @@ export function checkTrustedProxy(entry: string): string | undefined {
   if (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128))) return `"${entry}" has a bad prefix length`;
   return undefined;
 }
+
+/**
+ * The client a per-address limit counts: an IPv4 address itself, an IPv6 address its /64. One
+ * subscriber is given a whole /64 (RFC 6177), so counting each /128 would give one client 2^64
+ * budgets.
+ */
+export function limitKeyOf(address: string): string {
+  if (!net.isIPv6(address)) return address;
+  const groups = expandedIPv6(address);
+  return groups ? `${groups.slice(0, 4).join(":")}::/64` : address;
+}
+
+/** The eight 16-bit groups of an IPv6 address, as lowercase hex without leading zeros; undefined for a scoped or odd form. */
+function expandedIPv6(address: string): string[] | undefined {
+  if (address.includes("%")) address = address.slice(0, address.indexOf("%"));
+  let tail: string[] = [];
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
+  if (v4?.[1]) {
+    const [a = 0, b = 0, c = 0, d = 0] = v4[1].split(".").map(Number);
+    tail = [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)];
+    address = address.slice(0, -v4[1].length) + "0:0";
+  }
+  const [head = "", rest] = address.split("::");
+  const left = head === "" ? [] : head.split(":");
+  const right = rest === undefined || rest === "" ? [] : rest.split(":");
+  const missing = 8 - left.length - right.length;
+  if (missing < 0 || (rest === undefined && missing !== 0)) return undefined;
+  const groups = [...left, ...Array<string>(missing).fill("0"), ...right].map((g) => parseInt(g, 16).toString(16));
+  if (tail.length === 2) groups.splice(6, 2, ...tail);
+  return groups;
+}

@@ -77,6 +77,14 @@ export interface Config {
   apiRateLimit: { reads: number; writes: number; seconds: number };
   /** SITE_READ_RATE_LIMIT_PER_MINUTE: Site Gateway reads a minute per site credential and client address. */
   siteReadRateLimitPerMinute: number;
+  /** CHECKOUT_RATE_LIMIT_PER_MINUTE: checkout page loads and status reads (GetCheckout) a minute per client address. */
+  checkoutRateLimitPerMinute: number;
+  /** TERMINAL_RATE_LIMIT_PER_MINUTE / TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE: terminal creates a minute per cashier session, and per client address. */
+  terminalRateLimit: { perSession: number; perAddress: number };
+  /** RATE_LIMIT_PROCESSES: the rpc processes sharing the traffic; while the shared buckets cannot be reached each process keeps 1/n of every budget. */
+  rateLimitProcesses: number;
+  /** RATE_LIMIT_STORE: postgres (every process takes from the same buckets) or local (each process alone, divided by RATE_LIMIT_PROCESSES). */
+  rateLimitStore: "postgres" | "local";
   /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (addresses and CIDR ranges); none by default. */
   trustedProxies: string[];
   /** Go-live readiness flags active API keys older than this many days (API_KEY_MAX_AGE_DAYS). */
@@ -269,6 +277,12 @@ export function redactUserinfo(entry: string): string {
   return entry.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?[^@/]*@/, "$1***@");
 }
 
+function rateLimitStore(raw: string | undefined): "postgres" | "local" {
+  if (raw === undefined || raw === "" || raw === "postgres") return "postgres";
+  if (raw === "local") return "local";
+  throw new ConfigError(`RATE_LIMIT_STORE must be postgres or local, got "${raw}"`);
+}
+
 /**
  * NATS_URL: one server, or a cluster's servers separated by commas (the client tries them in
  * turn and learns the rest of the cluster from whichever answers). Each entry is
@@ -380,6 +394,14 @@ export function loadConfig(env: Env = process.env): Config {
       seconds: integer(env, "API_RATE_LIMIT_SECONDS", 1, 1, 86_400),
     },
     siteReadRateLimitPerMinute: integer(env, "SITE_READ_RATE_LIMIT_PER_MINUTE", 600, 1, 1_000_000),
+    // A checkout page polls its status every 3 s (20 a minute): 120 leaves room for a few shoppers behind one address.
+    checkoutRateLimitPerMinute: integer(env, "CHECKOUT_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
+    terminalRateLimit: {
+      perSession: integer(env, "TERMINAL_RATE_LIMIT_PER_MINUTE", 30, 1, 1_000_000),
+      perAddress: integer(env, "TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),
+    },
+    rateLimitProcesses: integer(env, "RATE_LIMIT_PROCESSES", 1, 1, 1_000),
+    rateLimitStore: rateLimitStore(env.RATE_LIMIT_STORE),
     // None by default: only the connection's peer counts, so nothing on the host that forwards
     // traffic can let a client pick the address its limits count against.
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),

@@ -1,54 +1,51 @@
-/**
- * A fixed-window limit per client (an address or a credential): at most `perMinute` calls in
- * each minute. In memory, per process; windows of idle clients are dropped as they pass.
- */
-export class RateLimiter {
-  private readonly perMinute: number;
-  private windowStart = 0;
-  private counts = new Map<string, number>();
+import pg from "pg";
+import type { Logger } from "./logger.ts";
+import { OutageLog } from "./outage.ts";
+import { PooledClient } from "./pg-client.ts";
 
-  constructor(perMinute: number) {
-    this.perMinute = perMinute;
-  }
-
-  /** Takes one call for `client`: 0 if allowed, else the seconds until the next window. */
-  take(client: string, now = Date.now()): number {
-    const window = Math.floor(now / 60_000) * 60_000;
-    if (window !== this.windowStart) {
-      this.windowStart = window;
-      this.counts = new Map();
-    }
-    const used = this.counts.get(client) ?? 0;
-    if (used >= this.perMinute) return Math.max(1, Math.ceil((window + 60_000 - now) / 1000));
-    this.counts.set(client, used + 1);
-    return 0;
-  }
+/** One budget's check: 0 if the call may go on, else the whole seconds until one may (at least 1). */
+export interface Limiter {
+  take(client: string): Promise<number>;
 }
 
+/** Buckets kept in one process at most: past it the least recently used goes (a full one, most likely). */
+const maxLocalBuckets = 100_000;
+
 /**
- * A token bucket per client (an API key): it holds at most `limit` calls and refills evenly,
- * `limit` every `seconds` (100 a second: one call every 10 ms, and a burst of 100 after a quiet
- * second). In memory, per process; a full bucket is forgotten.
+ * A token bucket per client (an API key, a client address): it holds at most `limit` calls and
+ * refills evenly, `limit` every `seconds` (100 a second: one call every 10 ms, and a burst of 100
+ * after a quiet second). In memory, in this process: the shared buckets' fallback, and their
+ * model. Memory is bounded: full buckets are dropped once a minute, and past `maxBuckets` the
+ * least recently used one goes (at worst a client then starts again from a full bucket).
  */
 export class TokenBuckets {
   readonly limit: number;
   private readonly perMs: number;
+  private readonly maxBuckets: number;
   private buckets = new Map<string, { tokens: number; at: number }>();
   private sweptAt = 0;
 
-  constructor(limit: number, seconds = 1) {
+  constructor(limit: number, seconds = 1, maxBuckets = maxLocalBuckets) {
     this.limit = limit;
     this.perMs = limit / (seconds * 1000);
+    this.maxBuckets = maxBuckets;
+  }
+
+  get size(): number {
+    return this.buckets.size;
   }
 
   /** Takes one call for `client`: 0 if allowed, else the whole seconds until one is (at least 1). */
   take(client: string, now = Date.now()): number {
     this.sweep(now);
     const bucket = this.buckets.get(client);
-    const tokens = bucket ? Math.min(this.limit, bucket.tokens + (now - bucket.at) * this.perMs) : this.limit;
+    const tokens = bucket ? Math.min(this.limit, bucket.tokens + Math.max(0, now - bucket.at) * this.perMs) : this.limit;
+    // Deleted and set again: the map's order is then least recently used first.
+    this.buckets.delete(client);
+    if (this.buckets.size >= this.maxBuckets) this.buckets.delete(this.buckets.keys().next().value as string);
     if (tokens < 1) {
-      if (bucket) Object.assign(bucket, { tokens, at: now });
-      return Math.max(1, Math.ceil((1 - tokens) / this.perMs / 1000));
+      this.buckets.set(client, { tokens, at: now });
+      return retryAfterSeconds(tokens, this.perMs * 1000);
     }
     this.buckets.set(client, { tokens: tokens - 1, at: now });
     return 0;
@@ -60,4 +57,173 @@ export class TokenBuckets {
     this.sweptAt = now;
     for (const [client, b] of this.buckets) if (b.tokens + (now - b.at) * this.perMs >= this.limit) this.buckets.delete(client);
   }
+}
+
+/** Whole seconds until a bucket holding `tokens` (< 1) refilling `perSecond` has one: at least 1. */
+function retryAfterSeconds(tokens: number, perSecond: number): number {
+  return Math.max(1, Math.ceil((1 - tokens) / perSecond));
+}
+
+/** Runs one statement on the shared database, outside any transaction. */
+export type RunStatement = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
+
+export interface SharedBucketsOptions {
+  /** How long a take may wait for the database before this process counts locally instead. */
+  timeoutMs?: number;
+  /** After a failure, how long takes stay local before the database is tried again. */
+  localForMs?: number;
+  /** How many processes share the traffic: while the database cannot be reached each keeps 1/n of a budget. */
+  processes?: number;
+  now?: () => number;
+}
+
+/**
+ * The token buckets of every process in one table (rate_limit_buckets, UNLOGGED: they are worth
+ * nothing after a crash), so a budget is the same with one rpc process or several. A take is one
+ * statement: it refills the bucket by the time since its last call, by the database's clock, takes
+ * as many tokens as there are for the calls asking (a process sends the calls of one client that
+ * queue behind a take together), and returns what is left, so the Retry-After of a refusal is the
+ * same whichever process answers. Refused calls take nothing.
+ *
+ * When the database does not answer within `timeoutMs` (or fails), the process counts in its own
+ * buckets, each budget divided by `processes`, for `localForMs` before it tries the database
+ * again: a limit is never lifted, and never costs every call a timeout.
+ */
+export class SharedBuckets {
+  readonly #run: RunStatement | undefined;
+  readonly #timeoutMs: number;
+  readonly #localForMs: number;
+  readonly #processes: number;
+  readonly #now: () => number;
+  readonly #outage: OutageLog;
+  #localUntil = 0;
+  #sweptAt = 0;
+
+  /** `run` undefined: no shared store (RATE_LIMIT_STORE=local), every take counted in this process. */
+  constructor(run: RunStatement | undefined, logger: Logger, o: SharedBucketsOptions = {}) {
+    this.#run = run;
+    this.#timeoutMs = o.timeoutMs ?? defaultTimeoutMs;
+    this.#localForMs = o.localForMs ?? 5_000;
+    this.#processes = Math.max(1, o.processes ?? 1);
+    this.#now = o.now ?? Date.now;
+    this.#outage = new OutageLog(logger, "shared rate limits");
+  }
+
+  /** Whether takes are counted locally at the moment (the database failed them lately). */
+  get local(): boolean {
+    return this.#run === undefined || this.#now() < this.#localUntil;
+  }
+
+  /** A budget of `limit` calls refilled evenly over `seconds`, named apart from the others in the table. */
+  budget(name: string, limit: number, seconds: number): Limiter {
+    const perSecond = limit / seconds;
+    const fallback = new TokenBuckets(Math.max(1, Math.floor(limit / this.#processes)), seconds);
+    // Calls of one client that arrive while its take is in flight go together in the next one: a
+    // busy key costs the database one statement per round trip, not one per call queued on one row.
+    const queues = new Map<string, ((wait: number) => void)[]>();
+    const drain = async (client: string, queue: ((wait: number) => void)[]) => {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, maxBatch);
+        const answer = await this.#take(`${name} ${client}`, limit, perSecond, batch.length);
+        batch.forEach((resolve, i) => resolve(answer === undefined ? fallback.take(client, this.#now()) : i < answer.granted ? 0 : answer.wait));
+      }
+      queues.delete(client);
+    };
+    return {
+      take: (client) => {
+        if (this.local) return Promise.resolve(fallback.take(client, this.#now()));
+        return new Promise<number>((resolve) => {
+          const queue = queues.get(client);
+          if (queue) return void queue.push(resolve);
+          const started = [resolve];
+          queues.set(client, started);
+          void drain(client, started);
+        });
+      },
+    };
+  }
+
+  /** Takes up to `n` tokens of one bucket: how many it gave, and the wait for the rest; undefined when the store failed. */
+  async #take(key: string, limit: number, perSecond: number, n: number): Promise<{ granted: number; wait: number } | undefined> {
+    if (!this.#run) return undefined;
+    const run = this.#run;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const rows = await Promise.race([
+        run<{ tokens: number; granted: number }>(takeStatement, [key, limit, perSecond, n]),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
+        }),
+      ]);
+      this.#outage.recovered();
+      this.#sweep();
+      const row = rows[0];
+      if (!row) throw new Error("the bucket statement returned no row");
+      const granted = Number(row.granted);
+      return { granted, wait: granted >= n ? 0 : retryAfterSeconds(Number(row.tokens), perSecond) };
+    } catch (err) {
+      this.#outage.failed(err);
+      this.#localUntil = this.#now() + this.#localForMs;
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Deletes the buckets that have refilled (as good as absent), at most once a minute from each process. */
+  #sweep(): void {
+    const now = this.#now();
+    if (now - this.#sweptAt < 60_000) return;
+    this.#sweptAt = now;
+    this.#run?.(`delete from rate_limit_buckets where full_at < now()`, []).catch((err: unknown) => this.#outage.failed(err));
+  }
+}
+
+// One statement per take of n tokens ($1 the bucket's key, $2 its size, $3 its refill a second,
+// $4 the calls asking). now() is the statement's start: a take that waited for the row lock of a
+// later one must not move the bucket's clock back (greatest), nor refill by a negative time.
+const refilled = `least($2::float8, b.tokens + greatest(0, extract(epoch from now() - b.at)::float8) * $3::float8)`;
+const granted = `least($4::int, floor(${refilled}))::int`;
+const takeStatement = `
+insert into rate_limit_buckets as b (key, tokens, granted, at, full_at)
+values ($1::text, $2::float8 - least($4::int, floor($2::float8)), least($4::int, floor($2::float8))::int, now(),
+        now() + make_interval(secs => least($4::int, floor($2::float8)) / $3::float8))
+on conflict (key) do update set
+  granted = ${granted},
+  tokens = ${refilled} - ${granted},
+  at = greatest(b.at, now()),
+  full_at = greatest(b.at, now()) + make_interval(secs => ($2::float8 - (${refilled} - ${granted})) / $3::float8)
+returning tokens, granted`;
+
+/** The most calls of one client one statement answers. */
+const maxBatch = 1_000;
+
+/** How long a take may wait for the shared store (a connection, then its one statement) before the process counts locally. */
+const defaultTimeoutMs = 5_000;
+
+/** The most connections a process's takes use: one short statement each, so a few serve thousands a second. */
+const bucketPoolSize = 4;
+
+/**
+ * Shared buckets on a pool of their own, so a take never queues behind the requests it limits
+ * (a burst of creates holding every connection of the request pool would time every take out).
+ */
+export function sharedBucketsOn(databaseUrl: string, logger: Logger, o: SharedBucketsOptions = {}): { buckets: SharedBuckets; close: () => Promise<void> } {
+  const timeoutMs = o.timeoutMs ?? defaultTimeoutMs;
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: bucketPoolSize,
+    Client: PooledClient,
+    // The wait for a connection counts (pg's pool times its queue with this too): under a burst on
+    // a busy host the takes queue, so the limit is set well above a take's few milliseconds.
+    connectionTimeoutMillis: timeoutMs,
+    // A take blocked on a row lock the server cannot get past is given up on by the server too.
+    statement_timeout: Math.min(timeoutMs, 2_000),
+  });
+  // An idle connection cut by the server is reported here; the next take makes a new one.
+  pool.on("error", () => undefined);
+  // Named: each connection parses and plans the statement once.
+  const run: RunStatement = async <T>(text: string, values: readonly unknown[]) =>
+    (await pool.query({ name: text === takeStatement ? "rate_limit_take" : undefined, text, values: values as unknown[] })).rows as T[];
+  return { buckets: new SharedBuckets(run, logger, { ...o, timeoutMs }), close: () => pool.end() };
 }

@@ -12,9 +12,9 @@ import { apiError, describeError, isDatabaseUnavailable } from "../platform/erro
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { OutageLog } from "../platform/outage.ts";
-import type { RateLimiter, TokenBuckets } from "../platform/rate-limit.ts";
+import type { Limiter } from "../platform/rate-limit.ts";
 import type { InternalPrincipal, InternalRole as RoleName, Principal } from "../auth/principal.ts";
-import { clientAddressKey } from "../platform/client-address.ts";
+import { clientAddressKey, limitKeyOf } from "../platform/client-address.ts";
 import { claimKey } from "../idempotency/context-keys.ts";
 import { deferredRefusalHeader, decodeRefusal } from "../platform/deferred-refusal.ts";
 import { emKey, principalKey } from "./context.ts";
@@ -35,39 +35,56 @@ export interface ServiceInterceptorOptions {
   oneStatement?: ReadonlySet<DescMethod>;
   /**
    * Limits of the routes whose option says rate_limited, on every transport, since all pass here:
-   * a public route's calls per client address; an API key's reads (GET routes) and writes (the
-   * rest) in two token buckets per key; a site credential's creates per credential and its reads
-   * per credential and client address.
+   * a public route's calls per client address (IPv6 by /64); an API key's reads (GET routes) and
+   * writes (the rest) in two token buckets per key; a site credential's creates per credential
+   * and its reads per credential and client address; a cashier session's calls per session and
+   * per client address.
    */
   limits?: Limits;
 }
 
 export interface Limits {
-  perAddress: RateLimiter;
-  perCredential: RateLimiter;
-  apiReads: TokenBuckets;
-  apiWrites: TokenBuckets;
-  siteReads: RateLimiter;
+  perAddress: Limiter;
+  /** Public methods with a budget of their own ("payments.v1.CheckoutService/GetCheckout"), instead of perAddress. */
+  perAddressOf?: ReadonlyMap<string, Limiter>;
+  perCredential: Limiter;
+  apiReads: Limiter;
+  apiWrites: Limiter;
+  siteReads: Limiter;
+  cashier: { perSession: Limiter; perAddress: Limiter };
 }
 
-/** Which budget a rate-limited call takes from, under which key, and what its refusal says. */
-function limitOf(limits: Limits, route: Route, method: DescMethod, principal: Principal, address: string): { limiter: { take(key: string): number }; key: string; message: string } {
+interface LimitCheck {
+  limiter: Limiter;
+  key: string;
+  message: string;
+}
+
+/** Which budgets a rate-limited call takes from, under which keys, and what a refusal says. */
+function limitsOf(limits: Limits, route: Route, method: DescMethod, principal: Principal, address: string): LimitCheck[] {
   const read = route.method === "GET";
+  const client = limitKeyOf(address);
   switch (principal.kind) {
-    case "public":
-      return { limiter: limits.perAddress, key: `${method.name} ${address}`, message: "Too many requests from this address; retry later." };
+    case "public": {
+      const name = `${method.parent.typeName}/${method.name}`;
+      return [{ limiter: limits.perAddressOf?.get(name) ?? limits.perAddress, key: `${method.name} ${client}`, message: "Too many requests from this address; retry later." }];
+    }
     case "api_key":
       return read
-        ? { limiter: limits.apiReads, key: principal.keyId, message: "Too many reads with this API key; retry later." }
-        : { limiter: limits.apiWrites, key: principal.keyId, message: "Too many writes with this API key; retry later." };
+        ? [{ limiter: limits.apiReads, key: principal.keyId, message: "Too many reads with this API key; retry later." }]
+        : [{ limiter: limits.apiWrites, key: principal.keyId, message: "Too many writes with this API key; retry later." }];
     case "site":
       return read
-        ? { limiter: limits.siteReads, key: `${principal.credentialId} ${address}`, message: "Too many reads with this site credential from this address; retry later." }
-        : { limiter: limits.perCredential, key: `site ${principal.credentialId}`, message: "Too many requests with this credential; retry later." };
+        ? [{ limiter: limits.siteReads, key: `${principal.credentialId} ${client}`, message: "Too many reads with this site credential from this address; retry later." }]
+        : [{ limiter: limits.perCredential, key: `site ${principal.credentialId}`, message: "Too many requests with this credential; retry later." }];
     case "cashier":
-      return { limiter: limits.perCredential, key: `cashier ${principal.sessionId}`, message: "Too many requests with this credential; retry later." };
+      // A stolen session is stopped by its own budget; many sessions used from one place, by the address's.
+      return [
+        { limiter: limits.cashier.perSession, key: `${method.name} ${principal.sessionId}`, message: "Too many requests with this cashier session; retry later." },
+        { limiter: limits.cashier.perAddress, key: `${method.name} ${client}`, message: "Too many requests from this address; retry later." },
+      ];
     default:
-      return { limiter: limits.perCredential, key: `${principal.kind} ${principal.credentialId}`, message: "Too many requests with this credential; retry later." };
+      return [{ limiter: limits.perCredential, key: `${principal.kind} ${principal.credentialId}`, message: "Too many requests with this credential; retry later." }];
   }
 }
 
@@ -89,12 +106,13 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"), credentials);
       if (route.rateLimited && limits) {
-        const { limiter, key, message } = limitOf(limits, route, req.method, principal, req.contextValues.get(clientAddressKey));
-        const wait = limiter.take(key);
-        if (wait > 0) {
-          const err = apiError("rate_limited", message);
-          err.metadata.set("retry-after", String(wait));
-          throw err;
+        for (const { limiter, key, message } of limitsOf(limits, route, req.method, principal, req.contextValues.get(clientAddressKey))) {
+          const wait = await limiter.take(key);
+          if (wait > 0) {
+            const err = apiError("rate_limited", message);
+            err.metadata.set("retry-after", String(wait));
+            throw err;
+          }
         }
       }
       if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);

@@ -12,6 +12,7 @@ import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
 import { createScenario } from "./scenarios/create.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
 import { fairnessScenario } from "./scenarios/fairness.ts";
+import { limitsScenario } from "./scenarios/limits.ts";
 import { listScenario } from "./scenarios/list.ts";
 import { replayScenario } from "./scenarios/replay.ts";
 import { retryScenarios } from "./scenarios/retry.ts";
@@ -28,7 +29,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, replayScenario, listScenario, deliveryScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

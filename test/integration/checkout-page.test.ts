@@ -207,7 +207,7 @@ t.test("the handler alone: failures, the root path, a path under /api/", async (
     },
   });
   const server = http.createServer((req, res) => {
-    void handler(req, res, new URL(req.url ?? "/", "http://gateway")).then((taken) => {
+    void handler(req, res, new URL(req.url ?? "/", "http://gateway"), "127.0.0.1").then((taken) => {
       if (!taken) {
         res.writeHead(418);
         res.end("not taken");

@@ -11,7 +11,7 @@ import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../h
 // Checkout pages under /checkout: they answer there in HTML; everything else is the API's.
 // No scheduler: an intent created here and expiring mid-run would record an event between the
 // counts taken around a refused request.
-const { app, base } = await startTestApp(t, { CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", PUBLIC_RATE_LIMIT_PER_MINUTE: "100000" }, ["rpc", "gateway"]);
+const { app, base } = await startTestApp(t, { CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", PUBLIC_RATE_LIMIT_PER_MINUTE: "100000", CHECKOUT_RATE_LIMIT_PER_MINUTE: "100000" }, ["rpc", "gateway"]);
 const port = Number(new URL(base).port);
 const a = await merchantWithKey(app);
 const pi = (await call(base, "POST", `/api/v1/merchants/${a.merchant}/payment-intents`, { key: a.key, idempotencyKey: idemKey(), body: sampleIntent })).body.data;

@@ -71,10 +71,14 @@ export type Route = Message<"payments.v1.Route"> & {
    * the caller's credential: an API key's reads (GET routes) and writes (the
    * others) in two token buckets per key (API_READ_RATE_LIMIT,
    * API_WRITE_RATE_LIMIT per API_RATE_LIMIT_SECONDS); a public route per client
-   * address (PUBLIC_RATE_LIMIT_PER_MINUTE; behind TRUSTED_PROXIES, the address
-   * X-Forwarded-For names); a site credential's creates per credential
+   * address (PUBLIC_RATE_LIMIT_PER_MINUTE, the checkout's
+   * CHECKOUT_RATE_LIMIT_PER_MINUTE; behind TRUSTED_PROXIES, the address
+   * X-Forwarded-For names; IPv6 by /64); a site credential's creates per credential
    * (SITE_RATE_LIMIT_PER_MINUTE) and its reads per credential and client address
-   * (SITE_READ_RATE_LIMIT_PER_MINUTE). Over the limit: 429 rate_limited with
+   * (SITE_READ_RATE_LIMIT_PER_MINUTE); a cashier session's calls per session and
+   * per client address (TERMINAL_RATE_LIMIT_PER_MINUTE,
+   * TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE). Each is a token bucket shared by
+   * every rpc process (in PostgreSQL). Over the limit: 429 rate_limited with
    * Retry-After (gRPC: RESOURCE_EXHAUSTED with ErrorDetail rate_limited and a
    * retry-after header). Every API-key route sets it.
    *

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/terminal.proto.
  */
 export const file_payments_v1_terminal: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEihAIKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIiChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQgiquxgECAEwARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBCABKAlCCaq7GAUIARCAAUgAiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgFIAEoBUIKqrsYBhg8IICjBUgBiAEBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kcyJEChhDcmVhdGVQb3NQYXltZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQypAEKD1Rlcm1pbmFsU2VydmljZRKQAQoQQ3JlYXRlUG9zUGF5bWVudBIkLnBheW1lbnRzLnYxLkNyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlc3BvbnNlIi+iuxgrCgRQT1NUEhwvYXBpL3YxL3Rlcm1pbmFsL3Bvcy9wYXltZW50GgEqKAEwA2IGcHJvdG8z", [file_payments_v1_options, file_payments_v1_payment_intents]);
+  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEihAIKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIiChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQgiquxgECAEwARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBCABKAlCCaq7GAUIARCAAUgAiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgFIAEoBUIKqrsYBhg8IICjBUgBiAEBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kcyJEChhDcmVhdGVQb3NQYXltZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQypgEKD1Rlcm1pbmFsU2VydmljZRKSAQoQQ3JlYXRlUG9zUGF5bWVudBIkLnBheW1lbnRzLnYxLkNyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlc3BvbnNlIjGiuxgtCgRQT1NUEhwvYXBpL3YxL3Rlcm1pbmFsL3Bvcy9wYXltZW50GgEqKAEwAzgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents]);
 
 /**
  * @generated from message payments.v1.CreatePosPaymentRequest
@@ -85,6 +85,9 @@ export const TerminalService: GenService<{
   /**
    * Creates an ordinary Payment Intent marked with its source (pos), the
    * cashier and the terminal, ready to show as a QR code. Requires an Idempotency-Key.
+   * Limited per cashier session (TERMINAL_RATE_LIMIT_PER_MINUTE) and per client
+   * address (TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE): each create takes a deposit
+   * address for good, so a stolen session must not take them without bound.
    *
    * @generated from rpc payments.v1.TerminalService.CreatePosPayment
    */

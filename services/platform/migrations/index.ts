@@ -25,6 +25,7 @@ import { Migration20261127090000_Mempool } from "./Migration20261127090000_Mempo
 import { Migration20261127221818_MempoolAbsence } from "./Migration20261127221818_MempoolAbsence.ts";
 import { Migration20261127223000_ChainBranches } from "./Migration20261127223000_ChainBranches.ts";
 import { Migration20261127224912_ChainSpeakers } from "./Migration20261127224912_ChainSpeakers.ts";
+import { Migration20261128015000_RateLimitBuckets } from "./Migration20261128015000_RateLimitBuckets.ts";
 import { Migration20261128015634_WebhookRecoveries } from "./Migration20261128015634_WebhookRecoveries.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -55,5 +56,6 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261127221818_MempoolAbsence", class: Migration20261127221818_MempoolAbsence },
   { name: "Migration20261127223000_ChainBranches", class: Migration20261127223000_ChainBranches },
   { name: "Migration20261127224912_ChainSpeakers", class: Migration20261127224912_ChainSpeakers },
+  { name: "Migration20261128015000_RateLimitBuckets", class: Migration20261128015000_RateLimitBuckets },
   { name: "Migration20261128015634_WebhookRecoveries", class: Migration20261128015634_WebhookRecoveries },
 ];
