@@ -45,6 +45,8 @@ const statusOf = (alias: string) => `coalesce(${alias}.status, '')`;
 export interface Claimed {
   id: string;
   attempt: number;
+  /** When the claim was made, as recorded (last_attempt_at): the attempt's request goes out soon after, or never (worker.ts). */
+  claimedAt: Date;
   /** The status the delivery had before this claim: "processing" means a worker stopped mid-attempt. */
   previousStatus: DeliveryStatus;
   previousAttemptAt: Date | undefined;
@@ -65,7 +67,9 @@ export interface Claimed {
 
 export type ClaimResult =
   | { claimed: Claimed }
-  | { skipped: "unknown" | "finished" | "duplicate" | "in_flight" }
+  | { skipped: "unknown" | "finished" | "duplicate" }
+  /** Another attempt of the delivery may still be running: it may be taken over `retryInMs` from now, not before. */
+  | { skipped: "in_flight"; retryInMs: number }
   /** A message published again before the delivery's retry is due. */
   | { skipped: "early"; dueInMs: number };
 
@@ -83,10 +87,12 @@ export interface ClaimRequest {
  * processing, counts the attempt and records which message owns it — for a whole
  * batch in one statement (rows locked in id order).
  * A message of another sequence for the same delivery is a duplicate publish.
- * A delivery already processing is taken over only once its attempt started at
- * least `takeoverAfterMs` ago: JetStream redelivers a message whose worker died
- * no sooner than the previous ack deadline, while a copy that arrives right away
- * (some servers can hand out a queued redelivery twice) is the same attempt.
+ * A delivery already processing is taken over only once its attempt was claimed at
+ * least `takeoverAfterMs` ago, when it can no longer be running (its request went out
+ * soon after the claim or never, and it ended at its timeout): a copy of the message
+ * that comes sooner (its worker stalled past the ack deadline, or a server handed a
+ * queued redelivery out twice) would POST the webhook a second time while the first
+ * may still be answered. It is told when it may take over instead.
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   const rows = await executePrepared<
@@ -133,11 +139,11 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
   );
   const claimed = new Map(rows.map((r) => [r.id, r]));
   const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);
-  type Found = { id: string; status: DeliveryStatus; stream_seq: string | number | null; next_attempt_at: Date | string | null };
+  type Found = { id: string; status: DeliveryStatus; stream_seq: string | number | null; next_attempt_at: Date | string | null; last_attempt_at: Date | string | null };
   const existing = new Map<string, Found>();
   if (missing.length > 0) {
     const found = await em.execute<Found[]>(
-      `select id, status, stream_seq, next_attempt_at from webhook_deliveries where id in (?)`,
+      `select id, status, stream_seq, next_attempt_at, last_attempt_at from webhook_deliveries where id in (?)`,
       [missing],
     );
     for (const f of found) existing.set(f.id, f);
@@ -152,6 +158,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
         claimed: {
           id: r.id,
           attempt: r.attempt_count,
+          claimedAt: at,
           previousStatus: r.previous_status,
           previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
           dueAt: r.due_at ? new Date(r.due_at) : undefined,
@@ -167,13 +174,15 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
         },
       };
     }
-    if (r) return { skipped: "in_flight" };
+    if (r) return { skipped: "in_flight", retryInMs: takeoverAfterMs };
     const e = existing.get(b.id);
     if (!e) return { skipped: "unknown" };
     if (e.status === "delivered" || e.status === "failed") return { skipped: "finished" };
     if (e.stream_seq !== null && Number(e.stream_seq) !== b.seq) return { skipped: "duplicate" };
     if (e.status === "pending" && e.next_attempt_at !== null) return { skipped: "early", dueInMs: Math.max(1, new Date(e.next_attempt_at).getTime() - at.getTime()) };
-    return { skipped: "in_flight" };
+    // Processing (or pending, claimed by another copy since this claim's statement): the attempt's claim is its start.
+    const since = e.last_attempt_at === null ? at.getTime() : new Date(e.last_attempt_at).getTime();
+    return { skipped: "in_flight", retryInMs: Math.max(1, since + takeoverAfterMs - at.getTime()) };
   });
 }
 

@@ -60,6 +60,26 @@ export const userAgent = "PaymentIntentService-Webhooks/1.0";
  */
 export const stopGraceMs = 5000;
 
+/**
+ * An attempt whose request has not gone out this long after its claim never sends it (a worker
+ * that stalled, a database outage while it recorded a lost attempt, a slow DNS answer): it is
+ * recorded as lost and retried on schedule. So an attempt is over, whatever became of its worker,
+ * by its claim + this + the request's timeout.
+ */
+export const sendWithinMs = 5000;
+
+/** Clocks of workers differ a little, and a request is over a moment after its timeout fires. */
+const takeoverMarginMs = 2000;
+
+/**
+ * How long after its claim an attempt can no longer be running, so that another copy of its
+ * message may take the delivery over (its worker died or stalled): a copy that comes sooner waits,
+ * and the webhook is never POSTed twice at once. 17 s with the default 10 s timeout.
+ */
+export function takeoverAfter(timeoutMs: number): number {
+  return sendWithinMs + timeoutMs + takeoverMarginMs;
+}
+
 /** What a running worker shows to metrics. */
 export interface WorkerStats {
   /** Attempts in flight per endpoint id. */
@@ -98,9 +118,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const pause = (ms: number) => Promise.race([new Promise((r) => setTimeout(r, ms)), halted]).catch(() => undefined);
   let current: { close(): Promise<void | Error> } | undefined;
   const inflight = new Set<Promise<void>>();
-  // A worker that died is noticed no sooner than an ack deadline after its attempt began.
-  // (Not the message's own count: a 2.9 server can hand a pending message out again as delivery 1.)
-  const takeoverAfterMs = shortestDeadlineMs(o.schedule) / 2;
+  // Another copy of a message takes its delivery over only once the attempt can no longer be running.
+  const takeoverAfterMs = takeoverAfter(o.timeoutMs);
   // A batch the database refuses while it is up is one item's fault: each item is written alone.
   const isolate = (err: unknown) => !isDatabaseUnavailable(err);
   const batches: Batches = {
@@ -405,6 +424,8 @@ interface HandleContext {
 }
 
 const gaveUp = Symbol("gave up");
+/** The attempt's request would have gone out later than sendWithinMs after its claim: it did not go out. */
+const tooLate = Symbol("too late");
 
 function shortestDeadlineMs(s: Schedule): number {
   return Math.min(...Array.from({ length: Math.max(1, s.backoffMs.length) }, (_, i) => delayAfter(s, i + 1)));
@@ -445,8 +466,12 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
     if ("skipped" in claim) {
       switch (claim.skipped) {
         case "in_flight":
-          // A copy of the message whose attempt is running here or elsewhere: that attempt
-          // acknowledges the message, and this copy leaves it alone.
+          // A copy of the message whose attempt may be running here or elsewhere (its worker
+          // stalled past the ack deadline): that attempt acknowledges the message; if it never
+          // does (its worker died), the copy comes back once the delivery may be taken over. A
+          // NAK on a later delivery may bring it back later than that, never sooner.
+          o.logger.debug({ delivery: msg.string(), seq: msg.seq, retryInMs: claim.retryInMs }, "a copy of a message whose attempt is in flight: not sent, back once that attempt is over");
+          msg.nak(Math.max(1, nakDelayFor(o.schedule, deliveryCount, claim.retryInMs)));
           return undefined;
         case "early":
           // Published again before its retry is due: wait for the schedule. A message on a later
@@ -485,9 +510,12 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
     const last = d.attempt >= o.schedule.maxAttempts;
     sending?.();
     const response = await Promise.race([attempt(o, agent, d), givenUp]);
-    if (response === gaveUp) {
-      // Stopping, and the attempt outlived the grace: recorded as lost, and its delivery goes on
-      // without this message (back in the outbox, or failed when it was the last attempt).
+    if (response === tooLate) {
+      o.logger.warn({ delivery: d.id, attempt: d.attempt, sendWithinMs }, "an attempt not sent within its time after the claim is recorded as lost (another copy may take the delivery over)");
+    }
+    if (response === gaveUp || response === tooLate) {
+      // Stopping, and the attempt outlived the grace; or its request did not go out in time: recorded as lost, and its
+      // delivery goes on without this message (back in the outbox, or failed when it was the last attempt).
       const written = await giveUpAttempt(o.db.em.fork(), d.id, d.attempt, startedAt, last, delayAfter(o.schedule, d.attempt)).catch(() => false);
       // Not written (the database is away): JetStream hands the message out again after its
       // deadline, and the next claim records the attempt as worker_lost.
@@ -576,7 +604,7 @@ async function finish(o: WorkerOptions, batches: Batches, persist: HandleContext
 }
 
 /** The security policy again (DNS may have changed since the endpoint was created), then the signed POST. */
-async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promise<Response> {
+async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promise<Response | typeof tooLate> {
   let target;
   try {
     target = await resolveTarget(d.endpointUrl, o.connectTo);
@@ -599,6 +627,8 @@ async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promis
   }
   const body = Buffer.from(d.payload, "utf8");
   const timestamp = Math.floor(Date.now() / 1000);
+  // Checked in the same turn as the request is made, so nothing runs between.
+  if (Date.now() > d.claimedAt.getTime() + sendWithinMs) return tooLate;
   return send({
     url: new URL(d.endpointUrl),
     target,

@@ -1,4 +1,7 @@
 import { createHmac } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { Role } from "../../services/app/app.ts";
 import type { Logger } from "../../services/platform/logger.ts";
 import { connect } from "@nats-io/transport-node";
@@ -168,4 +171,24 @@ export function eventsOnce(receiver: Receiver, secret: string, path?: string): R
   const byId = new Map<string, ReceivedEvent>();
   for (const e of signedEvents(receiver, secret, path)) if (!byId.has(e.id)) byId.set(e.id, e);
   return [...byId.values()];
+}
+
+/** The environment of a worker child process that belongs to the setup's system. */
+export function workerEnv(t: Teardown, s: WebhookSetup, extra: Record<string, string>): Record<string, string> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "test-worker-"));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  return {
+    DATABASE_URL: s.databaseUrl,
+    NATS_URL: natsUrl,
+    JETSTREAM_PREFIX: s.prefix,
+    SECRET_ENCRYPTION_KEY: s.masterKey.toString("hex"),
+    WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${s.receiver.port}`,
+    NODE_EXTRA_CA_CERTS: s.ca.caFile,
+    PORT: "0",
+    RPC_PORT: "0",
+    OPS_PORT: "0",
+    LOG_LEVEL: "warn",
+    DATA_DIR: dataDir,
+    ...extra,
+  };
 }

@@ -3,9 +3,6 @@
 // recorded. Real PostgreSQL, real NATS (the shared one, or a private nats-server),
 // worker child processes (`main.ts worker`) and a local HTTPS receiver.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -16,11 +13,7 @@ import { call, natsUrl, until } from "../helpers/harness.ts";
 import { spawnService, startNatsServer, type ServiceProcess } from "../helpers/processes.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
 import { startTcpProxy } from "../helpers/tcp-proxy.ts";
-import { consumerDrained, deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup, createIntents, eventIdOf } from "../helpers/webhooks.ts";
-
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
+import { consumerDrained, deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup, createIntents, eventIdOf, workerEnv } from "../helpers/webhooks.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -53,26 +46,6 @@ function arrivals(requests: readonly RecordedRequest[]): Map<string, number> {
   const m = new Map<string, number>();
   for (const r of requests) m.set(eventIdOf(r), (m.get(eventIdOf(r)) ?? 0) + 1);
   return m;
-}
-
-/** The environment of a worker child process that belongs to the setup's system. */
-function workerEnv(t: Teardown, s: WebhookSetup, extra: Record<string, string>): Record<string, string> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "test-worker-"));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  return {
-    DATABASE_URL: s.databaseUrl,
-    NATS_URL: natsUrl,
-    JETSTREAM_PREFIX: s.prefix,
-    SECRET_ENCRYPTION_KEY: s.masterKey.toString("hex"),
-    WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${s.receiver.port}`,
-    NODE_EXTRA_CA_CERTS: s.ca.caFile,
-    PORT: "0",
-    RPC_PORT: "0",
-    OPS_PORT: "0",
-    LOG_LEVEL: "warn",
-    DATA_DIR: dataDir,
-    ...extra,
-  };
 }
 
 /** Waits until the durable consumer has at least `n` waiting pull requests (each worker keeps one). */
