@@ -34,15 +34,21 @@ async function createIntent(c = a, body: Record<string, unknown> = sampleIntent)
 
 const simulate = (id: string, body: Record<string, unknown>, c = a) => call(base, "POST", simulatePath(id, c), { key: c.key, body });
 
-/** The signed webhooks the receiver got for an intent, verified with the endpoint's secret, in arrival order. */
+/**
+ * The signed webhooks the receiver got for an intent, verified with the endpoint's secret, in arrival
+ * order, each event once by its id as the docs tell receivers to dedupe (delivery is at least once).
+ */
 function webhooksOf(intentId: string): { type: string; status: string; amount_received: string | null }[] {
   const out = [];
+  const seen = new Set<string>();
   for (const r of s.receiver.requests) {
     const ts = String(r.headers["x-service-timestamp"]);
     const secret = secrets.get(r.url) ?? "";
     const expected = createHmac("sha256", secret).update(`${ts}.`).update(r.body).digest("hex");
     if (expected !== r.headers["x-service-signature"]) throw new Error("a webhook with a bad signature");
     const event = JSON.parse(r.body.toString());
+    if (seen.has(event.id)) continue;
+    seen.add(event.id);
     const pi = event.data.payment_intent;
     if (pi?.public_id === intentId) out.push({ type: event.type, status: pi.status, amount_received: pi.amount_received });
   }
