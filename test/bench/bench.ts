@@ -1,15 +1,16 @@
 // npm run bench [-- --quick] [-- --only create,list] [-- --no-profile]
 // Starts the service on a fresh database and JetStream prefix, runs each scenario
 // after a warm-up (several measured runs; one in --quick mode), then once more under the
-// CPU profiler (not measured), and writes bench-results.md and bench-results.json at the
+// CPU profiler (not measured); fails when a checked target (MetricSpec.checked) is missed; writes bench-results.md and bench-results.json at the
 // repository root, with the top CPU consumers of the service process per scenario.
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { eventLoopMs } from "./cpu.ts";
 import { describeSummary, Inspector, summarise } from "./profile.ts";
-import { report, type ScenarioReport } from "./report.ts";
+import { met, report, type ScenarioReport } from "./report.ts";
 import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
 import { createScenario } from "./scenarios/create.ts";
+import { coldDrainScenario } from "./scenarios/cold-drain.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
 import { fairnessScenario } from "./scenarios/fairness.ts";
 import { limitsScenario } from "./scenarios/limits.ts";
@@ -29,7 +30,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {
@@ -66,6 +67,9 @@ try {
         results.push(r);
       }
       const metrics = Object.fromEntries(Object.keys(scenario.metrics).map((k) => [k, spread(results.map((r) => r[k] ?? Number.NaN))]));
+      const missed = Object.entries(scenario.metrics).filter(([k, spec]) => spec.checked && met(spec, metrics[k]!.median) !== true);
+      for (const [k, spec] of missed) log(`${scenario.name}: ${spec.label} is ${metrics[k]!.median}, the checked target is ${spec.target?.op} ${spec.target?.value}`);
+      if (missed.length > 0) failed = true;
       let profile: ScenarioReport["profile"];
       if (profiling && !scenario.ownSystem) {
         // One more run under the profiler, apart from the measured ones (sampling costs a little).

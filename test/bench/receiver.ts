@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from "node:child_process";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { makeTestCa, type TestCa } from "../helpers/receiver.ts";
 import { freePort } from "../helpers/processes.ts";
 import { EventProducer } from "./events.ts";
@@ -72,14 +73,37 @@ export interface WebhookSystem {
 export async function startWebhookSystem(cleanup: Cleanup, o: { failFirst?: number; env?: Record<string, string> } = {}): Promise<WebhookSystem> {
   const receiver = await startBenchReceiver(cleanup, o.failFirst ?? 0);
   const system = await startSystem(cleanup, { ...receiver.env, ...o.env });
-  const res = await fetch(`${system.base}/api/v1/merchants/${system.merchant.id}/webhook-endpoints`, {
+  const created = await createBenchEndpoint(system, "/hooks");
+  const producer = new EventProducer(system.databaseUrl, system.merchant.id, created.id);
+  cleanup.teardown(() => producer.close());
+  return { system, receiver, secret: created.secret, producer };
+}
+
+/** An endpoint at https://hooks.bench.test<path> for the merchant (the system's own by default), through the REST API. */
+export async function createBenchEndpoint(
+  system: Pick<System, "base" | "merchant">,
+  path: string,
+  merchant: { id: string; key: string } = system.merchant,
+): Promise<{ id: string; secret: string }> {
+  const res = await fetch(`${system.base}/api/v1/merchants/${merchant.id}/webhook-endpoints`, {
     method: "POST",
-    headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
-    body: JSON.stringify({ url: `https://${benchHost}/hooks` }),
+    headers: { authorization: `Bearer ${merchant.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: `https://${benchHost}${path}` }),
   });
   if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
   const created = (await res.json()) as { data: { id: string; signing_secret: string } };
-  const producer = new EventProducer(system.databaseUrl, system.merchant.id, created.data.id);
-  cleanup.teardown(() => producer.close());
-  return { system, receiver, secret: created.data.signing_secret, producer };
+  return { id: created.data.id, secret: created.data.signing_secret };
+}
+
+/** Polls the receiver until every event in `ids` has arrived at least once; their arrivals. */
+export async function waitForArrivals(receiver: BenchReceiver, ids: readonly string[], timeoutMs: number): Promise<Map<string, number[]>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const arrivals = await receiver.arrivals();
+    if (ids.every((id) => arrivals.has(id))) return arrivals;
+    if (Date.now() > deadline) {
+      throw new Error(`${ids.filter((id) => !arrivals.has(id)).length} of ${ids.length} events not delivered within ${timeoutMs} ms`);
+    }
+    await sleep(100);
+  }
 }

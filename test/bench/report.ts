@@ -43,7 +43,7 @@ async function machine(db: Database): Promise<Machine> {
   };
 }
 
-function met(spec: MetricSpec, value: number): boolean | undefined {
+export function met(spec: MetricSpec, value: number): boolean | undefined {
   if (!spec.target || Number.isNaN(value)) return undefined;
   return spec.target.op === ">=" ? value >= spec.target.value : value <= spec.target.value;
 }
@@ -94,7 +94,7 @@ export async function report(
     lines.push(`| metric | unit | min | median | max | target | met |`, `|---|---|---|---|---|---|---|`);
     for (const [key, spec] of Object.entries(s.scenario.metrics)) {
       const v = s.metrics[key];
-      const target = spec.target ? `${spec.target.op} ${spec.target.value}` : "";
+      const target = spec.target ? `${spec.target.op} ${spec.target.value}${spec.checked ? " (checked)" : ""}` : "";
       const ok = v ? met(spec, v.median) : undefined;
       lines.push(
         `| ${spec.label} | ${spec.unit} | ${v ? show(v.min) : "n/a"} | ${v ? show(v.median) : "n/a"} | ${v ? show(v.max) : "n/a"} | ${target} | ${ok === undefined ? "" : ok ? "yes" : "**no**"} |`,

@@ -26,9 +26,9 @@ export interface System extends SystemInfo {
 
 /**
  * A fresh database and JetStream prefix, and the service as its own process
- * (`main.ts`, every role), as an operator would run it. Logs at warn level.
+ * (`main.ts`, every role unless `mainRoles` says which), as an operator would run it. Logs at warn level.
  */
-export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, string> = {}): Promise<System> {
+export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, string> = {}, mainRoles: string[] = []): Promise<System> {
   const databaseUrl = await createTestDatabase(cleanup);
   const masterKey = randomBytes(32);
   const port = await freePort();
@@ -61,7 +61,7 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
   const rpcPort = await freePort();
   const inspectPort = await freePort();
   const inspect = `--inspect=127.0.0.1:${inspectPort}`;
-  const main = await spawn([], { PORT: String(port), RPC_PORT: String(rpcPort), OPS_PORT: "0", NODE_OPTIONS: env.NODE_OPTIONS ? `${env.NODE_OPTIONS} ${inspect}` : inspect });
+  const main = await spawn(mainRoles, { PORT: String(port), RPC_PORT: String(rpcPort), OPS_PORT: "0", NODE_OPTIONS: env.NODE_OPTIONS ? `${env.NODE_OPTIONS} ${inspect}` : inspect });
   const db = await openDatabase(databaseUrl, 4);
   cleanup.teardown(() => db.close());
   const em = db.em.fork();

@@ -33,6 +33,8 @@ export interface MetricSpec {
   unit: string;
   /** A target from the issue: the median of the runs is compared with it. */
   target?: { op: ">=" | "<="; value: number };
+  /** The target must be met: a median that misses it fails the bench (others are only reported, machines being noisy). */
+  checked?: boolean;
 }
 
 /** One measured run returns a value per metric. */

@@ -6,7 +6,7 @@ import pg from "pg";
 import { signPayload } from "../../../services/delivery/signature.ts";
 import { backendsOf, meterGroups, processesNamed } from "../cpu.ts";
 import type { EventProducer } from "../events.ts";
-import { benchHost, startWebhookSystem, type BenchReceiver } from "../receiver.ts";
+import { benchHost, startWebhookSystem, waitForArrivals, type BenchReceiver } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
 import { Cleanup, type System } from "../system.ts";
 import type { BenchContext, Scenario } from "../types.ts";
@@ -18,18 +18,6 @@ let system: System;
 let receiver: BenchReceiver;
 let secret = "";
 let producer: EventProducer;
-
-async function waitForArrivals(ids: readonly string[], timeoutMs: number): Promise<Map<string, number[]>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const arrivals = await receiver.arrivals();
-    if (ids.every((id) => arrivals.has(id))) return arrivals;
-    if (Date.now() > deadline) {
-      throw new Error(`${ids.filter((id) => !arrivals.has(id)).length} of ${ids.length} events not delivered within ${timeoutMs} ms`);
-    }
-    await sleep(100);
-  }
-}
 
 /** Who spends the CPU of a delivery: every process it passes through, on this machine. */
 const pipelineGroups = () => ({
@@ -62,7 +50,7 @@ async function drain<K extends string>(
     next += count;
     ids.push(...(await producer.record(count, table)).ids);
   }
-  const arrivals = await waitForArrivals(ids, 120_000);
+  const arrivals = await waitForArrivals(receiver, ids, 120_000);
   const cpu = meter.stop(n);
   const last = Math.max(...ids.map((id) => arrivals.get(id)![0]!));
   ctx.log(`delivery: ${n} events recorded in ${Math.round(nowMs() - t0)} ms${table ? ` (into ${table})` : ""}`);
@@ -170,7 +158,7 @@ async function latencyAt(rate: number, seconds: number): Promise<Latency> {
   }
   await Promise.all(pending);
   const achieved = commits.size / ((nowMs() - t0) / 1000);
-  const arrivals = await waitForArrivals([...commits.keys()], 120_000);
+  const arrivals = await waitForArrivals(receiver, [...commits.keys()], 120_000);
   const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
   const stages = await producer.stages([...commits.keys()]);
   const stage = (f: (id: string, at: number) => number) => {

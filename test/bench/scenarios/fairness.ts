@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { createApiKey, createMerchant } from "../../../services/auth/admin.ts";
 import { scopes } from "../../../services/auth/keys.ts";
 import { EventProducer } from "../events.ts";
-import { benchHost, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import { createBenchEndpoint, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
 import { Cleanup, startSystem, type System } from "../system.ts";
 import type { Scenario } from "../types.ts";
@@ -17,15 +17,7 @@ let receiver: BenchReceiver;
 let floods: EventProducer[] = [];
 let b: EventProducer;
 
-async function createEndpoint(key: string, merchant: string, path: string): Promise<string> {
-  const res = await fetch(`${system.base}/api/v1/merchants/${merchant}/webhook-endpoints`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ url: `https://${benchHost}${path}` }),
-  });
-  if (res.status !== 200) throw new Error(`create endpoint: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { data: { id: string } }).data.id;
-}
+const createEndpoint = async (key: string, merchant: string, path: string) => (await createBenchEndpoint(system, path, { id: merchant, key })).id;
 
 /**
  * Fair delivery (issue 36): merchant A's 8 endpoints answer only after the attempt timeout and
