@@ -220,7 +220,9 @@ export class EndpointGate {
     // to make it slow. Sooner, a hanging endpoint's message would come back still unknown, on a
     // later JetStream delivery that a NAK can no longer space out, and go round the outbox.
     if (standing === "unknown") return Math.max(firstAnswerMs, unknownSlowFactor * this.s.fastMs - (now - this.oldestSent(e, now)));
-    const slots = this.limitOf(e, standing);
+    // A fast endpoint may use the whole worker, and its limit gets there within a few rounds of
+    // attempts: spaced by its starting limit, a backlog would come back far slower than it is taken.
+    const slots = standing === "fast" ? this.s.total : this.limitOf(e, standing);
     const attemptMs = Math.max(minPaceMs, e.latency ?? 0, now - this.oldestSent(e, now));
     // A quick endpoint frees its slots within moments; a slow one's would only come back to wait.
     const soonest = standing === "slow" ? minRetryInMs : minQuickRetryMs;

@@ -247,13 +247,21 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
     if (decision?.start) return run(msg, endpoint, decision.attempt);
     const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: gate.standing(endpoint) === "fast" };
-    if (waiting >= may || heldCount >= maxHeld) return holdBack(msg, endpoint, gate.heldBack(endpoint));
+    // A fast endpoint's message waits here whatever its queue holds (its messages held while it was
+    // new may be many): each one waiting is one fewer pulled, so they bound themselves. Sent back,
+    // it would come again only after the NAK's spacing, seconds after a slot was free for it.
+    const room = counted ? heldCount < hardMaxHeld : waiting < may && heldCount < maxHeld;
+    if (!room) return holdBack(msg, endpoint, gate.heldBack(endpoint));
     hold(endpoint, msg, counted);
   };
   /**
    * Starts held messages while their endpoints have room, one per endpoint in turn (round-robin,
    * from a different endpoint each time), and sends back those their endpoint may no longer keep
-   * waiting (it turned slow). After each attempt, and every 250 ms.
+   * waiting (it turned slow). A new endpoint that turned fast keeps all its messages waiting here,
+   * counted against the pull from now on, rather than sending them back: after a restart or to a
+   * new endpoint a backlog's first messages are its new endpoint's, and NAKing hundreds of them
+   * spaced by its starting limit made a cold drain 5–9 times slower than a warm one (issue 48).
+   * After each attempt, and every 250 ms.
    */
   let turn = 0;
   const pump = () => {
@@ -272,6 +280,12 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
           unhold(next);
           run(next.msg, endpoint, decision.attempt);
           progressed = true;
+        } else if (decision.counted) {
+          for (const h of queue) {
+            if (h.counted) continue;
+            h.counted = true;
+            heldCounted++;
+          }
         } else if (gate.standing(endpoint) !== "unknown") {
           while (queue.length > decision.hold) {
             const last = queue.pop()!;
@@ -404,7 +418,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
 interface Held {
   msg: JsMsg;
   heartbeat: NodeJS.Timeout;
-  /** Counted against the pull (its endpoint was fast when it was held). */
+  /** Counted against the pull: its endpoint is fast (it was when the message was held, or turned fast since). */
   counted: boolean;
 }
 

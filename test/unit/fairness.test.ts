@@ -163,6 +163,10 @@ t.test("messages held back come again one attempt's time per slot apart, from at
   g.finished("e", "answered", 50);
   t.same([g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0), g.heldBack("e", 0)], [100, 113, 125, 138], "failing quickly (50 ms, 4 slots): 12.5 ms a place, from 100 ms on");
   t.equal(g.heldBack("a", 0), 4000, "not known yet, no request sent: back when a request of it would have made it slow, whatever is queued");
+  startMany(g, "f", 1, 0);
+  g.finished("f", "success", 160);
+  t.equal(g.standing("f", 0), "fast", "one quick success: fast, its limit one over the starting one");
+  t.same([g.heldBack("f", 0), g.heldBack("f", 0), g.heldBack("f", 0)], [100, 110, 120], "fast (160 ms): spaced by the whole worker's 16 slots, 10 ms a place, never by its starting limit (53 ms)");
   g.tryStart("h", 0);
   g.finished("h", "timeout", 10_000);
   g.tryStart("h", 0);
