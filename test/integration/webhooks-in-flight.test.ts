@@ -9,7 +9,8 @@ import { streamNames } from "../../services/delivery/jetstream.ts";
 import { natsUrl, until } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
 import type { RecordedRequest } from "../helpers/receiver.ts";
-import { consumerDrained, createIntents, eventIdOf, waitForDelivery, webhookSetup, workerEnv } from "../helpers/webhooks.ts";
+import { startTcpProxy } from "../helpers/tcp-proxy.ts";
+import { consumerDrained, createIntents, eventIdOf, hookHost, waitForDelivery, webhookSetup, workerEnv } from "../helpers/webhooks.ts";
 
 /** How many requests of each event id reached the receiver. */
 const postsByEvent = (requests: readonly RecordedRequest[]) => {
@@ -20,7 +21,7 @@ const postsByEvent = (requests: readonly RecordedRequest[]) => {
 
 t.test("a copy of a message whose attempt is in flight never POSTs: the receiver gets the webhook once", async (t) => {
   // The first request is answered only when the test says so: long after half the first backoff
-  // (0.25 s), well within the attempt timeout (20 s).
+  // (0.25 s), well within the attempt timeout (30 s).
   let answer!: () => void;
   const answered = new Promise<void>((resolve) => (answer = resolve));
   const s = await webhookSetup(t, {
@@ -31,21 +32,32 @@ t.test("a copy of a message whose attempt is in flight never POSTs: the receiver
     },
   });
   t.teardown(() => answer());
-  const env = workerEnv(t, s, { WEBHOOK_RETRY_DELAYS: "0.5,0.5,0.5,0.5,0.5", WEBHOOK_TIMEOUT_MS: "20000", LOG_LEVEL: "debug" });
-  const first = spawnService(t, ["worker"], env);
-  await first.started;
+  // Both workers run before the event exists, so the attempt's time is not a worker's start-up's;
+  // each reaches the receiver through its own TCP relay, whose bytes show which one sent it.
+  const proxies = [await startTcpProxy(t, s.receiver.port), await startTcpProxy(t, s.receiver.port)];
+  const workers = proxies.map((p) =>
+    spawnService(t, ["worker"], workerEnv(t, s, {
+      WEBHOOK_CONNECT_TO: `${hookHost}:443:127.0.0.1:${p.port}`,
+      WEBHOOK_RETRY_DELAYS: "0.5,0.5,0.5,0.5,0.5",
+      WEBHOOK_TIMEOUT_MS: "30000",
+      LOG_LEVEL: "debug",
+    })),
+  );
+  await Promise.all(workers.map((w) => w.started));
 
   await s.createEndpoint();
   await createIntents(s, 1);
   const [request] = await s.receiver.waitFor(1, 20_000);
   const eventId = eventIdOf(request!);
   const [row] = await s.app.db.em.fork().execute<{ id: string }[]>(`select id from webhook_deliveries where event_id = ?`, [eventId]);
-  const second = spawnService(t, ["worker"], env);
-  await second.started;
+  const sender = proxies.findIndex((p) => p.bytesFromClients > 0);
+  t.ok(sender >= 0 && proxies.filter((p) => p.bytesFromClients > 0).length === 1, "one worker sent the request");
+  const first = workers[sender]!;
+  const second = workers[1 - sender]!;
 
-  // The first worker stalls with its request in flight: no working() goes out, and past the 0.5 s
-  // ack deadline JetStream hands the message out again (to the second worker, or to the first
-  // one's pull request, which it reads once it runs again).
+  // The worker with the request in flight stalls: no working() goes out, and past the 0.5 s ack
+  // deadline JetStream hands the message out again (to the other worker, or to the stalled one's
+  // pull request, which it reads once it runs again).
   first.child.kill("SIGSTOP");
   t.teardown(() => void first.child.kill("SIGCONT"));
   const names = streamNames(s.prefix);
