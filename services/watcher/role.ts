@@ -111,7 +111,7 @@ class ChainWatch {
   readonly #watched: WatchedSync;
   /** The chain's other nodes, asked to agree on each batch before it is reported (none: the node's word is taken). */
   readonly #witnesses: Witnesses;
-  /** The block last refused for want of a second node's agreement, logged once however often it is read again. */
+  /** Why the last batch was refused for want of a second node's agreement (undefined: agreed since), logged once per disagreement. */
   #unwitnessed: string | undefined;
   readonly #log: Logger;
   #follower: Follower | undefined;
@@ -191,15 +191,15 @@ class ChainWatch {
           continue;
         }
         if (err instanceof Unwitnessed) {
-          const key = `${err.height} ${err.hash}`;
           this.#m.unwitnessedHeight.set(this.#labels, err.height);
-          if (this.#unwitnessed !== key) {
-            this.#unwitnessed = key;
+          // Said once until a second node agrees again: the head moves on while they disagree.
+          if (this.#unwitnessed === undefined) {
             this.#log.warn(
               { height: err.height, hash: err.hash, witnesses: err.answers.map((a) => a ?? "no block") },
               "no second node agrees with the node on this block: nothing of it is reported until one does",
             );
           }
+          this.#unwitnessed = err.message;
           this.#failing = err.message;
           await this.#report(`${err.message}: nothing of it is counted until a second node agrees`);
           // Read again each poll: agreement usually comes with the witness's next block.
