@@ -25,7 +25,7 @@ const get = async (id: string) => (await call(s.base, "GET", `${path}/${id}`, { 
 const create = async () => (await call(s.base, "POST", path, { key: a.key, idempotencyKey: idemKey(), body: { network: "bitcoin", asset: "BTC", requested_amount: "0.001" } })).body.data as Intent;
 
 const holder = await until("the watcher holds the bitcoin lease", async () => {
-  const c = await chains.claimChain({ network: "bitcoin", watcherId: "watcher-m", leaseSeconds: 600 }, { headers });
+  const c = await chains.claimChain({ network: "bitcoin", watcherId: "watcher-m", leaseSeconds: 300 }, { headers });
   return c.active ? c : undefined;
 }, 20_000);
 // A tip for the core: mempool reports are taken against it.

@@ -150,7 +150,7 @@ interface Probe {
 const show = (c: Candidate) => (c === absent ? "(absent)" : JSON.stringify(c).slice(0, 80));
 
 t.test("every documented constraint is the validators' own, both ways", async (t) => {
-  const app = await startTestApp(t, { SITE_RATE_LIMIT_PER_MINUTE: "100000", PUBLIC_RATE_LIMIT_PER_MINUTE: "100000" });
+  const app = await startTestApp(t, { SITE_RATE_LIMIT_PER_MINUTE: "100000", PUBLIC_RATE_LIMIT_PER_MINUTE: "100000", CHECKOUT_RATE_LIMIT_PER_MINUTE: "100000", TERMINAL_RATE_LIMIT_PER_MINUTE: "100000", TERMINAL_ADDRESS_RATE_LIMIT_PER_MINUTE: "100000" });
   const a = await merchantWithKey(app.app);
   const em = () => app.app.db.em.fork();
   const site = await createSiteCredential(em(), a.merchant, "test", ["https://shop.example"]);
