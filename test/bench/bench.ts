@@ -68,8 +68,10 @@ try {
       }
       const metrics = Object.fromEntries(Object.keys(scenario.metrics).map((k) => [k, spread(results.map((r) => r[k] ?? Number.NaN))]));
       const missed = Object.entries(scenario.metrics).filter(([k, spec]) => spec.checked && met(spec, metrics[k]!.median) !== true);
-      for (const [k, spec] of missed) log(`${scenario.name}: ${spec.label} is ${metrics[k]!.median}, the checked target is ${spec.target?.op} ${spec.target?.value}`);
-      if (missed.length > 0) failed = true;
+      for (const [k, spec] of missed) log(`${scenario.name}: ${spec.label} is ${metrics[k]!.median}, the checked target is ${spec.target?.op} ${spec.target?.value}${quick ? " (not failed in quick mode: one short run)" : ""}`);
+      // A quick run is one short run on whatever else the machine does (CI's smoke run): checked
+      // targets fail the bench on the median of full runs only.
+      if (missed.length > 0 && !quick) failed = true;
       let profile: ScenarioReport["profile"];
       if (profiling && !scenario.ownSystem) {
         // One more run under the profiler, apart from the measured ones (sampling costs a little).
