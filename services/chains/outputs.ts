@@ -154,6 +154,16 @@ export async function setCounted(em: EntityManager, changes: readonly { id: numb
   );
 }
 
+/** Marks outputs as told to their merchant (payment.exception); returns those not told before. */
+export async function setExceptionReported(em: EntityManager, ids: readonly number[], at: Date): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.execute<{ id: string | number }[]>(
+    `update chain_observations set exception_reported_at = ? where id = any(?::bigint[]) and exception_reported_at is null returning id`,
+    [at, `{${ids.join(",")}}`],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
 /** The intents with live outputs in the given blocks or transactions (to lock before orphaning). */
 export async function intentsTouchedByReorg(em: EntityManager, network: string, environment: Environment, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
   const rows = await em.execute<{ payment_intent_id: string }[]>(
@@ -547,4 +557,5 @@ export const intentOutputs: IntentOutputs = {
     return new Map([...rows].map(([id, list]) => [id, list.map((r): IntentOutput => ({ ...toFact(r), id: r.id, countedLate: r.countedLate }))]));
   },
   markCounted: setCounted,
+  markExceptionReported: setExceptionReported,
 };

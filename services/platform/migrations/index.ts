@@ -28,6 +28,7 @@ import { Migration20261127224912_ChainSpeakers } from "./Migration20261127224912
 import { Migration20261128015000_RateLimitBuckets } from "./Migration20261128015000_RateLimitBuckets.ts";
 import { Migration20261128015634_WebhookRecoveries } from "./Migration20261128015634_WebhookRecoveries.ts";
 import { Migration20261128050000_EndpointSlots } from "./Migration20261128050000_EndpointSlots.ts";
+import { Migration20261128060000_PaymentExceptions } from "./Migration20261128060000_PaymentExceptions.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -60,4 +61,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128015000_RateLimitBuckets", class: Migration20261128015000_RateLimitBuckets },
   { name: "Migration20261128015634_WebhookRecoveries", class: Migration20261128015634_WebhookRecoveries },
   { name: "Migration20261128050000_EndpointSlots", class: Migration20261128050000_EndpointSlots },
+  { name: "Migration20261128060000_PaymentExceptions", class: Migration20261128060000_PaymentExceptions },
 ];
