@@ -280,6 +280,26 @@ export async function listRejections(em: EntityManager, limit: number) {
   );
 }
 
+/**
+ * Payments that will never count for the intent they paid (another asset of the network), the
+ * newest first, for operators: what payment.exception told (or will tell, once confirmed) merchants.
+ */
+export async function listPaymentExceptions(em: EntityManager, o: { merchant?: string | undefined; limit: number }) {
+  return em.execute<
+    {
+      payment_intent_id: string; merchant_id: string; environment: string; network: string; intent_asset: string; intent_status: string;
+      asset: string; amount: string; tx_hash: string; output_index: number; confirmations: number; observed_at: Date; exception_reported_at: Date | null;
+    }[]
+  >(
+    `select o.payment_intent_id, i.merchant_id, o.environment, o.network, i.asset as intent_asset, i.status as intent_status,
+            o.asset, o.amount::text as amount, o.tx_hash, o.output_index, o.confirmations, o.observed_at, o.exception_reported_at
+       from chain_observations o join payment_intents i on i.id = o.payment_intent_id
+      where o.asset <> i.asset and not o.orphaned and (?::text is null or i.merchant_id = ?)
+      order by o.observed_at desc, o.id desc limit ?`,
+    [o.merchant ?? null, o.merchant ?? null, o.limit],
+  );
+}
+
 /** An output a watcher reported, with the intent whose deposit address it paid (null: none). */
 export interface ReportedOutputRow {
   asset: string;

@@ -7,6 +7,7 @@ import type { Hex } from "viem";
 import { signPayment, startDevChain, testTokenCode, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { eventsOnce, hookHost, webhookSetup } from "../helpers/webhooks.ts";
+import { runCli } from "../helpers/processes.ts";
 import { encodeFunctionData, parseUnits } from "viem";
 
 const dev = await startDevChain();
@@ -171,6 +172,15 @@ t.test("another asset of the network to an intent's address: shown, with its ass
     [pi.public_id],
   );
   t.same(rows.map((r) => r.url), [`https://${hookHost}/exceptions`], "one payment.exception, delivered only to the endpoint that named it");
+
+  // Operators find such intents without reading every intent's transactions.
+  const listed = await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl }, "payment-exceptions", "--merchant", a.merchant, "--json");
+  t.equal(listed.code, 0, listed.stderr);
+  const found = (JSON.parse(listed.stdout) as { payment_intent_id: string; intent_asset: string; asset: string; amount: string; tx_hash: string; exception_reported_at: string | null }[]).find(
+    (r) => r.payment_intent_id === pi.public_id,
+  );
+  t.match(found, { intent_asset: "USDC", asset: "USDT", amount: "5", tx_hash: hash }, "ops payment-exceptions lists it");
+  t.ok(found?.exception_reported_at, "with when the merchant was told");
 });
 
 t.test("another token, a Live intent's address, an address of no intent: nothing counted", async (t) => {
