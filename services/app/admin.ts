@@ -154,7 +154,7 @@ type Args = Record<string, string | boolean | string[] | undefined>;
 
 function required(values: Args, name: string): string {
   const value = values[name];
-  if (typeof value !== "string" || value.trim() === "") throw new AdminError(`--${name} is required\n${usage}`);
+  if (typeof value !== "string" || value.trim() === "") throw new AdminError(`--${name} is required: npm run -s admin -- help lists each command's options`);
   return value.trim();
 }
 
@@ -173,7 +173,7 @@ function networkOf(values: Args): string {
 /** A whole number given as --name (the policy checks its range). */
 function count(values: Args, name: string): number {
   const value = values[name];
-  if (typeof value !== "string" || !/^[0-9]{1,9}$/.test(value.trim())) throw new AdminError(`--${name} must be a whole number\n${usage}`);
+  if (typeof value !== "string" || !/^[0-9]{1,9}$/.test(value.trim())) throw new AdminError(`--${name} must be a whole number`);
   return Number(value.trim());
 }
 
@@ -221,7 +221,7 @@ async function main(argv: string[]): Promise<unknown> {
   });
   const command = positionals.join(" ");
   if (!commands.includes(command)) {
-    throw new AdminError(command ? `unknown command "${command}"\n${usage}` : usage);
+    throw new AdminError(`${command ? `unknown command "${command}"` : "no command"}: npm run -s admin -- help lists the commands`);
   }
   if (command === "endpoint rotate-secret") return rotateSecret(required(values, "id"), values.overlap);
   if (values.force && (command !== "endpoint enable" || values["recover-since"] === undefined)) throw new AdminError("--force goes only with endpoint enable --recover-since");

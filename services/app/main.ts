@@ -5,6 +5,7 @@ import { migrate } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
+import { recordOnce } from "../platform/settings.ts";
 import { allRoles, startApp, type Role } from "./app.ts";
 import { recordServerDatabase, resolveDatabase, resolveNats } from "./resources.ts";
 import { startWatcherProcess } from "./watcher-process.ts";
@@ -133,6 +134,12 @@ async function runService(roles: Role[]): Promise<void> {
   }
 
   const { gateway, rpc, ops } = app.ports;
+  // Said at an installation's first start only: at every start it was noise, and the README has the commands.
+  // A database that cannot record it (or not within 2 s: the banner is what tells that the start is done) gets it again rather than never.
+  const firstStart = await Promise.race([
+    recordOnce(app.db.em.fork(), "api_key_hint_said", "1").catch(() => true),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(true), 2000).unref()),
+  ]);
   const lines = [
     "",
     `Payment Intent service: ${roles.join(", ")}`,
@@ -145,10 +152,14 @@ async function runService(roles: Role[]): Promise<void> {
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
     ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}`) : []),
     "",
-    "Get an API key (in another terminal):",
-    "  npm run -s admin -- merchant create --name 'My Shop'",
-    "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
-    "",
+    ...(firstStart
+      ? [
+          "Get an API key (in another terminal):",
+          "  npm run -s admin -- merchant create --name 'My Shop'",
+          "  npm run -s admin -- api-key create --merchant <id> --environment test --scopes payment_intents:read,payment_intents:write,webhooks:read,webhooks:write",
+          "",
+        ]
+      : []),
   ];
   process.stdout.write(lines.filter((l) => l !== null).join("\n") + "\n");
   logger.info({ roles, ports: app.ports }, "started");

@@ -365,8 +365,8 @@ async function main(argv: string[]): Promise<string> {
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) return usage;
   const command = positionals.join(" ");
+  if (values.help || command === "help") return usage;
   const json = (v: unknown) => JSON.stringify(v, null, 2);
   if (command === "consumers") {
     const extra = (["status", "merchant", "limit"] as const).find((k) => values[k] !== undefined);
@@ -398,7 +398,7 @@ async function main(argv: string[]): Promise<string> {
   }
   if (command === "chain-resume") return chainResume(loadConfig(), values.network, values.environment);
   if (command === "reset") return reset(loadConfig(), values.yes === true);
-  throw new OpsError(command ? `unknown command "${command}"\n${usage}` : usage);
+  throw new OpsError(`${command ? `unknown command "${command}"` : "no command"}: npm run -s ops -- help lists the commands`);
 }
 
 // ---- reset ----

@@ -1,10 +1,10 @@
-// The example receiver of docs/webhooks.md, run as a reader saves it (receiver.mjs beside hook.key
-// and hook.crt): it takes the service's real deliveries, refuses a bad signature, and refuses a
+// The example receiver, examples/receiver.mjs (the file itself, which docs/webhooks.md shows), run
+// from the directory holding hook.key and hook.crt as the README's walk-through runs it: it takes the service's real deliveries, refuses a bad signature, and refuses a
 // correctly signed request whose timestamp is more than 5 minutes from its clock (a captured request
 // sent again), either way.
 import { createHmac } from "node:crypto";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
 import os from "node:os";
 import path from "node:path";
@@ -14,9 +14,7 @@ import { call, merchantWithKey, startTestApp, until } from "../helpers/harness.t
 import { makeTestCa, trustTestCa } from "../helpers/receiver.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
-const doc = readFileSync(path.join(root, "docs/webhooks.md"), "utf8");
-const block = /```js\n(\/\/ receiver\.mjs[\s\S]*?)\n```/.exec(doc)?.[1];
-if (!block) throw new Error("docs/webhooks.md has no receiver.mjs block");
+const example = path.join(root, "examples/receiver.mjs");
 
 const hookName = "hooks.receiver-doc.test";
 const ca = await makeTestCa(t, [hookName]);
@@ -27,13 +25,12 @@ const owner = await merchantWithKey(s.app);
 const endpoint = await call(s.base, "POST", `/api/v1/merchants/${owner.merchant}/webhook-endpoints`, { key: owner.key, body: { url: `https://${hookName}/webhooks` } });
 const secret: string = endpoint.body.data.signing_secret;
 
-// The reader's directory: the receiver and its certificate, as the README's walk-through makes them.
+// The reader's directory: the certificate, as the README's walk-through makes it.
 const dir = mkdtempSync(path.join(os.tmpdir(), "receiver-doc-"));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-writeFileSync(path.join(dir, "receiver.mjs"), block);
 writeFileSync(path.join(dir, "hook.key"), ca.key);
 writeFileSync(path.join(dir, "hook.crt"), ca.cert);
-const child = spawn(process.execPath, ["receiver.mjs"], { cwd: dir, env: { PATH: process.env.PATH ?? "", WEBHOOK_SECRET: secret, HOOK_PORT: String(port) } });
+const child = spawn(process.execPath, [example], { cwd: dir, env: { PATH: process.env.PATH ?? "", WEBHOOK_SECRET: secret, HOOK_PORT: String(port) } });
 let printed = "";
 child.stdout.on("data", (c: Buffer) => (printed += c.toString("utf8")));
 child.stderr.on("data", (c: Buffer) => (printed += c.toString("utf8")));

@@ -121,7 +121,7 @@ t.test("the walk-through, step by step", async (t) => {
     t.same(hooks.map((s) => s.number), [1, 2, 3, 4, 5, 6], "six steps");
     const hook = (n: number) => hooks.find((s) => s.number === n)!.lines;
     // Lines that start a process in another terminal: the server restart and the receiver.
-    const elsewhere = (l: string) => /npm start$/.test(l) || /node receiver\.mjs/.test(l);
+    const elsewhere = (l: string) => /npm start$/.test(l) || /node examples\/receiver\.mjs/.test(l);
     const skipped = hooks.flatMap((s) => s.lines.filter(elsewhere));
     t.equal(skipped.length, 2, `only the restart and the receiver are left to other terminals: ${skipped.join(" | ")}`);
     t.match(skipped[0], `WEBHOOK_CONNECT_TO=${hookName}:443:127.0.0.1:\${HOOK_PORT:-8443}`, "the restart maps the name the endpoint uses to the receiver's port");
@@ -186,7 +186,7 @@ t.test("the walk-through, step by step", async (t) => {
 
     const four = await paste(step(4));
     t.equal(four.status, 0, `4: exit 0 (${four.out})`);
-    t.match(four.out, new RegExp(`sent 5 USDC to ${await variable("DEPOSIT")} in 0x[0-9a-f]{64}`), "4: the payment was sent");
+    t.match(four.out, new RegExp(`sent 5 USDC \\(the asset of intent ${await variable("PAID")}\\) to ${await variable("DEPOSIT")} in 0x[0-9a-f]{64}`), "4: the payment was sent, in the intent's asset");
 
     // Step 5 as written (it sleeps 3 s), again until the watcher has seen two blocks on a slow machine.
     let shown: { status?: string } | undefined;

@@ -43,5 +43,5 @@ t.test("a T… deposit address is a tron intent's: USDT on the tron dev chain", 
   r = payTron("1.5");
   t.match(r.stderr, /^devchain: no dev chain answers at http:\/\/127\.0\.0\.1:9: start one with npm run devchain -- tron/, "accepted, then no chain, and how to start one");
   r = spawnSync(process.execPath, [script, "pay", "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdX", "1"], { env, encoding: "utf8", timeout: 30_000 });
-  t.match(r.stderr, /^devchain: usage: npm run -s pay -- <0x deposit address> <amount> \[ETH\|USDC\|USDT\], or <T… deposit address> <amount> \[USDT\]\n$/, "a T… address with a bad checksum is refused");
+  t.match(r.stderr, /^devchain: usage: npm run -s pay -- <pi_… intent id \| 0x deposit address> <amount> \[ETH\|USDC\|USDT\], or <T… deposit address> <amount> \[USDT\]\n$/, "a T… address with a bad checksum is refused");
 });
