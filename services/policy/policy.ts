@@ -58,18 +58,20 @@ export interface PolicySnapshot {
   version: number;
   rules: (ConfirmationRule & { network: string })[];
   toleranceBps: number;
+  /** Taken off the quoted rate of a fiat-priced intent, in basis points (0: none). */
+  priceSpreadBps: number;
 }
 
 /** The owner's policy, in one round trip. */
 export async function policySnapshot(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
-  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; version: string | number | null }[]>(
+  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; spread: number | null; version: string | number | null }[]>(
     `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations) order by network, asset)
                from confirmation_policies where merchant_id = ? and environment = ?) as rules,
-            p.underpayment_tolerance_bps as tolerance, p.version
+            p.underpayment_tolerance_bps as tolerance, p.price_spread_bps as spread, p.version
        from (select 1) one left join merchant_policies p on p.merchant_id = ? and p.environment = ?`,
     [owner.merchantId, owner.environment, owner.merchantId, owner.environment],
   );
-  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0 };
+  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0, priceSpreadBps: row?.spread ?? 0 };
 }
 
 /** A condition, for a statement that writes an intent with a snapshot's values, that the snapshot is still the owner's policy. */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/payment_intents.proto.
  */
 export const file_payments_v1_payment_intents: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxItsICg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAeIAQESFQoIdGVybWluYWwYFSABKAlICIgBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgJiAEBEhcKCmNhbmNlbF91cmwYGiABKAlICogBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgLiAEBGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIVChNfbWVyY2hhbnRfcmVmZXJlbmNlQhIKEF9kZXBvc2l0X2FkZHJlc3NCDgoMX3BheW1lbnRfdXJpQhIKEF9hbW91bnRfcmVjZWl2ZWRCCgoIX3BhaWRfYXRCDQoLX2V4cGlyZWRfYXRCDwoNX2NhbmNlbGxlZF9hdEIKCghfY2FzaGllckILCglfdGVybWluYWxCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybEIRCg9fYW1vdW50X3BlbmRpbmcihQIKElBheW1lbnRUcmFuc2FjdGlvbhIPCgd0eF9oYXNoGAEgASgJEhQKDG91dHB1dF9pbmRleBgCIAEoDRIOCgZhbW91bnQYAyABKAkSFQoNY29uZmlybWF0aW9ucxgEIAEoDRIoCgxibG9ja19oZWlnaHQYBSABKARCDaq7GAkg/////////w9IAIgBARIPCgdjb3VudGVkGAYgASgIEhEKCXNpbXVsYXRlZBgHIAEoCBINCgVhc3NldBgIIAEoCRITCgZyZWFzb24YCSABKAlIAYgBARITCgtyZXBsYWNlYWJsZRgKIAEoCEIPCg1fYmxvY2tfaGVpZ2h0QgkKB19yZWFzb24i4wQKGkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUINqrsYCQgBKgVhc3NldBIiChByZXF1ZXN0ZWRfYW1vdW50GAQgASgJQgiquxgECAEwARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBSABKAlCCaq7GAUIARCAAUgAiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgGIAEoBUIKqrsYBhg8IICjBUgBiAEBElYKCG1ldGFkYXRhGAcgAygLMjUucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QuTWV0YWRhdGFFbnRyeUINqrsYCTgUQAFIKFD0AxIyChp1bmRlcnBheW1lbnRfdG9sZXJhbmNlX2JwcxgIIAEoBUIJqrsYBRgAIOgHSAKIAQESJgoMcmVkaXJlY3RfdXJsGAkgASgJQguquxgHCAEQgBBYAUgDiAEBEiQKCmNhbmNlbF91cmwYCiABKAlCC6q7GAcIARCAEFgBSASIAQEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kc0IdChtfdW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHNCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybCJHChtDcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQiPgoXR2V0UGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkQKGEdldFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCKfAwoZTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIdCgVsaW1pdBgCIAEoBUIJqrsYBRgBIMgBSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQESKAoGc3RhdHVzGAQgASgJQhOquxgPKg1pbnRlbnRfc3RhdHVzSAKIAQESNgoNY3JlYXRlZF9hZnRlchgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIA4gBARI3Cg5jcmVhdGVkX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARIWCglwdWJsaWNfaWQYByABKAlIBYgBARIfChJtZXJjaGFudF9yZWZlcmVuY2UYCCABKAlIBogBAUIICgZfbGltaXRCCQoHX2N1cnNvckIJCgdfc3RhdHVzQhAKDl9jcmVhdGVkX2FmdGVyQhEKD19jcmVhdGVkX2JlZm9yZUIMCgpfcHVibGljX2lkQhUKE19tZXJjaGFudF9yZWZlcmVuY2UiggEKGkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlEigKBGRhdGEYASADKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkEKGkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCSJHChtDYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQyoQYKDUludGVudFNlcnZpY2USwAEKE0NyZWF0ZVBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZSJWorsYUgoEUE9TVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMaASoiFXBheW1lbnRfaW50ZW50czp3cml0ZSgBOAESvwEKEEdldFBheW1lbnRJbnRlbnQSJC5wYXltZW50cy52MS5HZXRQYXltZW50SW50ZW50UmVxdWVzdBolLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXNwb25zZSJekAIBorsYVwoDR0VUEjgvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cy97cHVibGljX2lkfSIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4ARK5AQoSTGlzdFBheW1lbnRJbnRlbnRzEiYucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBonLnBheW1lbnRzLnYxLkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlIlKQAgGiuxhLCgNHRVQSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzIhRwYXltZW50X2ludGVudHM6cmVhZDgBEs4BChNDYW5jZWxQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2UiZKK7GGAKBFBPU1QSPy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L2NhbmNlbCIVcGF5bWVudF9pbnRlbnRzOndyaXRlOAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIukJCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAeIAQESFQoIdGVybWluYWwYFSABKAlICIgBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgJiAEBEhcKCmNhbmNlbF91cmwYGiABKAlICogBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgLiAEBEhkKDHByaWNlX2Ftb3VudBgcIAEoCUgMiAEBEhsKDnByaWNlX2N1cnJlbmN5GB0gASgJSA2IAQESJgoFcXVvdGUYHiABKAsyEi5wYXltZW50cy52MS5RdW90ZUgOiAEBGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIVChNfbWVyY2hhbnRfcmVmZXJlbmNlQhIKEF9kZXBvc2l0X2FkZHJlc3NCDgoMX3BheW1lbnRfdXJpQhIKEF9hbW91bnRfcmVjZWl2ZWRCCgoIX3BhaWRfYXRCDQoLX2V4cGlyZWRfYXRCDwoNX2NhbmNlbGxlZF9hdEIKCghfY2FzaGllckILCglfdGVybWluYWxCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybEIRCg9fYW1vdW50X3BlbmRpbmdCDwoNX3ByaWNlX2Ftb3VudEIRCg9fcHJpY2VfY3VycmVuY3lCCAoGX3F1b3RlIoUBCgVRdW90ZRIMCgRyYXRlGAEgASgJEg8KB3NvdXJjZXMYAiADKAkSLQoJcXVvdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKtAgoSUGF5bWVudFRyYW5zYWN0aW9uEg8KB3R4X2hhc2gYASABKAkSFAoMb3V0cHV0X2luZGV4GAIgASgNEg4KBmFtb3VudBgDIAEoCRIVCg1jb25maXJtYXRpb25zGAQgASgNEigKDGJsb2NrX2hlaWdodBgFIAEoBEINqrsYCSD/////////D0gAiAEBEg8KB2NvdW50ZWQYBiABKAgSEQoJc2ltdWxhdGVkGAcgASgIEg0KBWFzc2V0GAggASgJEhMKBnJlYXNvbhgJIAEoCUgBiAEBEhMKC3JlcGxhY2VhYmxlGAogASgIEhcKCmZpYXRfdmFsdWUYCyABKAlIAogBAUIPCg1fYmxvY2tfaGVpZ2h0QgkKB19yZWFzb25CDQoLX2ZpYXRfdmFsdWUiowYKGkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUINqrsYCQgBKgVhc3NldBIvChByZXF1ZXN0ZWRfYW1vdW50GAQgASgJQhCquxgMCAEwAWoGYW1vdW50SACIAQESKgoSbWVyY2hhbnRfcmVmZXJlbmNlGAUgASgJQgmquxgFCAEQgAFIAYgBARIrChJleHBpcmVzX2luX3NlY29uZHMYBiABKAVCCqq7GAYYPCCAowVIAogBARJWCghtZXRhZGF0YRgHIAMoCzI1LnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0Lk1ldGFkYXRhRW50cnlCDaq7GAk4FEABSChQ9AMSMgoadW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHMYCCABKAVCCaq7GAUYACDoB0gDiAEBEiYKDHJlZGlyZWN0X3VybBgJIAEoCUILqrsYBwgBEIAQWAFIBIgBARIkCgpjYW5jZWxfdXJsGAogASgJQguquxgHCAEQgBBYAUgFiAEBEjsKDHByaWNlX2Ftb3VudBgLIAEoCUIgqrsYHAgBMANqBmFtb3VudHIOcHJpY2VfY3VycmVuY3lIBogBARI7Cg5wcmljZV9jdXJyZW5jeRgMIAEoCUIeqrsYGggBKghjdXJyZW5jeXIMcHJpY2VfYW1vdW50SAeIAQEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhMKEV9yZXF1ZXN0ZWRfYW1vdW50QhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kc0IdChtfdW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHNCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybEIPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeSJHChtDcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQiPgoXR2V0UGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkQKGEdldFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCKfAwoZTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIdCgVsaW1pdBgCIAEoBUIJqrsYBRgBIMgBSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQESKAoGc3RhdHVzGAQgASgJQhOquxgPKg1pbnRlbnRfc3RhdHVzSAKIAQESNgoNY3JlYXRlZF9hZnRlchgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIA4gBARI3Cg5jcmVhdGVkX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARIWCglwdWJsaWNfaWQYByABKAlIBYgBARIfChJtZXJjaGFudF9yZWZlcmVuY2UYCCABKAlIBogBAUIICgZfbGltaXRCCQoHX2N1cnNvckIJCgdfc3RhdHVzQhAKDl9jcmVhdGVkX2FmdGVyQhEKD19jcmVhdGVkX2JlZm9yZUIMCgpfcHVibGljX2lkQhUKE19tZXJjaGFudF9yZWZlcmVuY2UiggEKGkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlEigKBGRhdGEYASADKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIkEKGkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCSJHChtDYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQyoQYKDUludGVudFNlcnZpY2USwAEKE0NyZWF0ZVBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZSJWorsYUgoEUE9TVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMaASoiFXBheW1lbnRfaW50ZW50czp3cml0ZSgBOAESvwEKEEdldFBheW1lbnRJbnRlbnQSJC5wYXltZW50cy52MS5HZXRQYXltZW50SW50ZW50UmVxdWVzdBolLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXNwb25zZSJekAIBorsYVwoDR0VUEjgvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cy97cHVibGljX2lkfSIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4ARK5AQoSTGlzdFBheW1lbnRJbnRlbnRzEiYucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBonLnBheW1lbnRzLnYxLkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlIlKQAgGiuxhLCgNHRVQSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzIhRwYXltZW50X2ludGVudHM6cmVhZDgBEs4BChNDYW5jZWxQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2UiZKK7GGAKBFBPU1QSPy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L2NhbmNlbCIVcGF5bWVudF9pbnRlbnRzOndyaXRlOAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * PaymentIntent is a merchant-owned request for a crypto payment.
@@ -216,6 +216,26 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
    * @generated from field: optional string amount_pending = 27;
    */
   amountPending?: string | undefined;
+
+  /**
+   * A fiat-priced intent's price as given at creation (decimal string) and its currency; unset
+   * on an intent priced in its asset.
+   *
+   * @generated from field: optional string price_amount = 28;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * @generated from field: optional string price_currency = 29;
+   */
+  priceCurrency?: string | undefined;
+
+  /**
+   * The quote requested_amount was computed from; unset on an intent priced in its asset.
+   *
+   * @generated from field: optional payments.v1.Quote quote = 30;
+   */
+  quote?: Quote | undefined;
 };
 
 /**
@@ -224,6 +244,50 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
  */
 export const PaymentIntentSchema: GenMessage<PaymentIntent> = /*@__PURE__*/
   messageDesc(file_payments_v1_payment_intents, 0);
+
+/**
+ * Quote is the exchange rate a fiat-priced intent was created at. It holds for the intent's
+ * payment window: requested_amount does not move with the market, and a payment after
+ * expires_at is late, as for any intent.
+ *
+ * @generated from message payments.v1.Quote
+ */
+export type Quote = Message<"payments.v1.Quote"> & {
+  /**
+   * Units of the price currency per one unit of the asset, a decimal string (after the
+   * merchant's spread, if any).
+   *
+   * @generated from field: string rate = 1;
+   */
+  rate: string;
+
+  /**
+   * The exchanges whose answers made the rate ("kraken", "coinbase", "bitstamp"), or "peg" for a
+   * stablecoin priced in USD (1:1), or "fixed" (the development source, Test only).
+   *
+   * @generated from field: repeated string sources = 2;
+   */
+  sources: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp quoted_at = 3;
+   */
+  quotedAt?: Timestamp | undefined;
+
+  /**
+   * The intent's expires_at: how long the quote holds.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message payments.v1.Quote.
+ * Use `create(QuoteSchema)` to create a new message.
+ */
+export const QuoteSchema: GenMessage<Quote> = /*@__PURE__*/
+  messageDesc(file_payments_v1_payment_intents, 1);
 
 /**
  * PaymentTransaction is one transaction output the server has seen to an intent's address.
@@ -300,6 +364,16 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
    * @generated from field: bool replaceable = 10;
    */
   replaceable: boolean;
+
+  /**
+   * On a fiat-priced intent, for an output of its asset: what it was worth in the intent's
+   * price_currency (decimal string, rounded down to the currency's places) at the intent's quoted
+   * rate, which is fixed when the intent is created and holds for its payment window; unset on
+   * other intents and for other assets.
+   *
+   * @generated from field: optional string fiat_value = 11;
+   */
+  fiatValue?: string | undefined;
 };
 
 /**
@@ -307,7 +381,7 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
  * Use `create(PaymentTransactionSchema)` to create a new message.
  */
 export const PaymentTransactionSchema: GenMessage<PaymentTransaction> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 1);
+  messageDesc(file_payments_v1_payment_intents, 2);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentRequest
@@ -333,11 +407,11 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
   /**
    * Decimal string, greater than zero, at most the asset's decimals, and less
    * than 10^15 (at most 15 digits before the point: more than any accepted
-   * asset's whole supply).
+   * asset's whole supply). Send it, or price_amount with price_currency: not both.
    *
-   * @generated from field: string requested_amount = 4;
+   * @generated from field: optional string requested_amount = 4;
    */
-  requestedAmount: string;
+  requestedAmount?: string | undefined;
 
   /**
    * @generated from field: optional string merchant_reference = 5;
@@ -382,6 +456,23 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
    * @generated from field: optional string cancel_url = 10;
    */
   cancelUrl?: string | undefined;
+
+  /**
+   * The price in a currency instead of requested_amount: a decimal string with at most the
+   * currency's decimal places (ISO 4217: 2 for USD and EUR), greater than zero, less than 10^15.
+   * The intent's requested_amount is then computed from a quote of several exchanges, rounded
+   * up in the asset's smallest unit (the merchant's price spread, if its policy sets one, is taken off the rate first).
+   *
+   * @generated from field: optional string price_amount = 11;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * The currency of price_amount: USD or EUR.
+   *
+   * @generated from field: optional string price_currency = 12;
+   */
+  priceCurrency?: string | undefined;
 };
 
 /**
@@ -389,7 +480,7 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
  * Use `create(CreatePaymentIntentRequestSchema)` to create a new message.
  */
 export const CreatePaymentIntentRequestSchema: GenMessage<CreatePaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 2);
+  messageDesc(file_payments_v1_payment_intents, 3);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentResponse
@@ -406,7 +497,7 @@ export type CreatePaymentIntentResponse = Message<"payments.v1.CreatePaymentInte
  * Use `create(CreatePaymentIntentResponseSchema)` to create a new message.
  */
 export const CreatePaymentIntentResponseSchema: GenMessage<CreatePaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 3);
+  messageDesc(file_payments_v1_payment_intents, 4);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentRequest
@@ -428,7 +519,7 @@ export type GetPaymentIntentRequest = Message<"payments.v1.GetPaymentIntentReque
  * Use `create(GetPaymentIntentRequestSchema)` to create a new message.
  */
 export const GetPaymentIntentRequestSchema: GenMessage<GetPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 4);
+  messageDesc(file_payments_v1_payment_intents, 5);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentResponse
@@ -445,7 +536,7 @@ export type GetPaymentIntentResponse = Message<"payments.v1.GetPaymentIntentResp
  * Use `create(GetPaymentIntentResponseSchema)` to create a new message.
  */
 export const GetPaymentIntentResponseSchema: GenMessage<GetPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 5);
+  messageDesc(file_payments_v1_payment_intents, 6);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsRequest
@@ -505,7 +596,7 @@ export type ListPaymentIntentsRequest = Message<"payments.v1.ListPaymentIntentsR
  * Use `create(ListPaymentIntentsRequestSchema)` to create a new message.
  */
 export const ListPaymentIntentsRequestSchema: GenMessage<ListPaymentIntentsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 6);
+  messageDesc(file_payments_v1_payment_intents, 7);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsResponse
@@ -534,7 +625,7 @@ export type ListPaymentIntentsResponse = Message<"payments.v1.ListPaymentIntents
  * Use `create(ListPaymentIntentsResponseSchema)` to create a new message.
  */
 export const ListPaymentIntentsResponseSchema: GenMessage<ListPaymentIntentsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 7);
+  messageDesc(file_payments_v1_payment_intents, 8);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentRequest
@@ -556,7 +647,7 @@ export type CancelPaymentIntentRequest = Message<"payments.v1.CancelPaymentInten
  * Use `create(CancelPaymentIntentRequestSchema)` to create a new message.
  */
 export const CancelPaymentIntentRequestSchema: GenMessage<CancelPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 8);
+  messageDesc(file_payments_v1_payment_intents, 9);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentResponse
@@ -573,7 +664,7 @@ export type CancelPaymentIntentResponse = Message<"payments.v1.CancelPaymentInte
  * Use `create(CancelPaymentIntentResponseSchema)` to create a new message.
  */
 export const CancelPaymentIntentResponseSchema: GenMessage<CancelPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 9);
+  messageDesc(file_payments_v1_payment_intents, 10);
 
 /**
  * IntentService creates and observes merchant-owned Payment Intents.
