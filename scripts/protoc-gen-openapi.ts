@@ -252,9 +252,9 @@ class Schemas {
     for (const field of fields) {
       const rules = this.rules(field);
       if (rules?.exclusiveGroup) groups.set(rules.exclusiveGroup, [...(groups.get(rules.exclusiveGroup) ?? []), field.name]);
-      for (const other of rules?.requires ?? []) out.push({ if: { required: [field.name] }, then: { required: [other] } });
+      for (const other of rules?.requires ?? []) out.push({ if: { properties: { [field.name]: {} }, required: [field.name] }, then: { properties: { [other]: {} }, required: [other] } });
     }
-    for (const names of groups.values()) out.push({ oneOf: names.map((name) => ({ required: [name] })) });
+    for (const names of groups.values()) out.push({ oneOf: names.map((name) => ({ properties: { [name]: {} }, required: [name] })) });
     // A price's places are its currency's.
     const currency = bySet("currency");
     for (const field of fields) {
