@@ -105,7 +105,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
-    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
+    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays, rates: rates && ((environment) => rates.fresh(environment)) },
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
