@@ -6,6 +6,7 @@ import t from "tap";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { fakeExchanges } from "../helpers/exchanges.ts";
+import { applyPriceSpread } from "../../services/policy/policy.ts";
 import { call, idemKey, merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 
 const btc = (kraken: string, coinbase: string, bitstamp: string) => ({ kraken: { "BTC-USD": kraken }, coinbase: { "BTC-USD": coinbase }, bitstamp: { "BTC-USD": bitstamp } });
@@ -197,4 +198,17 @@ t.test("bad prices are 400s naming the field", async (t) => {
     t.equal(res.body.error.param, param, `${JSON.stringify(body)}: ${res.body.error.message}`);
   }
   t.equal(await count(), before);
+});
+
+t.test("a merchant's price spread comes off the quoted rate: its shoppers pay that much more", async (t) => {
+  const owner = { merchantId: m.merchant, environment: "test" as const };
+  const policy = await applyPriceSpread(app.db.em.fork(), owner, 100);
+  t.equal(policy.price_spread_bps, 100);
+  t.teardown(() => applyPriceSpread(app.db.em.fork(), owner, 0));
+  const res = await createQuotedBy(btcPrice, ["bitstamp", "coinbase", "kraken"]);
+  t.equal(res.body.data.quote.rate, "49500", "50,000 less 1 %");
+  // 100 / 49500 = 0.0020202020…, rounded up.
+  t.equal(res.body.data.requested_amount, "0.00202021");
+  const bad = await applyPriceSpread(app.db.em.fork(), owner, 1001).catch((e: unknown) => e);
+  t.match(String(bad), /price_spread_bps/);
 });
