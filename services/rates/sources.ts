@@ -112,6 +112,11 @@ export const fixedRates: Readonly<Record<string, string>> = {
   "SOL-USD": "150",
   "SOL-EUR": "138",
   "EUR-USD": "1.08",
+  // Read only with RATE_STABLECOIN_PEG=0.
+  "USDC-USD": "1",
+  "USDC-EUR": "0.925",
+  "USDT-USD": "1",
+  "USDT-EUR": "0.925",
 };
 
 export function fixed(): RateSource {
