@@ -446,7 +446,7 @@ const statusTexts: Record<number, string> = {
   415: "The body is not `application/json` (charset utf-8 at most), or has a Content-Encoding other than identity.",
   429: "Too many requests from this client address; retry after Retry-After seconds.",
   500: "An internal error; its message has no internals.",
-  503: "The service cannot reach the database (or the rpc role) now; retry after Retry-After seconds, with the same Idempotency-Key for a create.",
+  503: "The service cannot reach the database (or the rpc role) now, or (rate_unavailable) a fiat-priced create found too few fresh, agreeing exchange rates and recorded nothing; retry after Retry-After seconds, with the same Idempotency-Key for a create.",
 };
 
 function buildDocument(request: CodeGeneratorRequest): Json {

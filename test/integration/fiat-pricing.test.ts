@@ -50,6 +50,10 @@ t.test("BTC priced 100.00 USD at 50,000 / 50,010 / 49,990: 0.002 BTC at the medi
   t.match(pi.payment_uri, /amount=0\.002\b/);
   const got = await call(base, "GET", `${path}/${pi.public_id}`, { key: m.key });
   t.same(got.body.data.quote, pi.quote, "a read shows the stored quote");
+  const [event] = await app.db.em.fork().execute<{ payload: string }[]>(`select payload from webhook_events where payment_intent_id = ? and type = 'payment.intent.created'`, [
+    pi.public_id,
+  ]);
+  t.match((JSON.parse(event?.payload ?? "{}") as { data: { payment_intent: unknown } }).data.payment_intent, { price_amount: "100.00", price_currency: "USD", quote: pi.quote }, "payment.intent.created carries the price and the quote");
 });
 
 t.test("a shop price such as 19.99 USD", async (t) => {
