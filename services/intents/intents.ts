@@ -114,11 +114,12 @@ export class Intents {
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
     const id = newId("pi");
+    // Priced first: with no quote nothing is reserved or derived (the transaction would undo it anyway).
+    const snapshot = await this.#readPolicy(tx, owner);
+    const priced = this.#priced(owner, input, snapshot, now);
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     // The next create for this merchant's network may reserve its address ahead (createClaimed).
     this.#addresses.learn(owner, input.network, address.kind);
-    const snapshot = await this.#readPolicy(tx, owner);
-    const priced = this.#priced(owner, input, snapshot, now);
     const row = newIntentRow(id, owner, priced, origin, now, address.address, this.#policyFor(snapshot, priced));
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));

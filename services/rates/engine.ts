@@ -3,7 +3,7 @@ import type { RateSettings } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { currencyCodes } from "../vocabulary/currencies.ts";
-import { invertRate, parseRate, quoteFrom, type Answer, type QuoteRule } from "./rate-math.ts";
+import { invertRate, parseRate, quoteFrom, rateDecimals, type Answer, type QuoteRule } from "./rate-math.ts";
 import { pairName, sourceFor, type Pair, type RateSource } from "./sources.ts";
 
 /** Stablecoins of the US dollar: 1 USD each while the peg setting is on. */
@@ -123,7 +123,7 @@ export class RateEngine {
    */
   quote(asset: string, currency: string, environment: "test" | "live", now = Date.now()): EngineQuote | undefined {
     if (this.settings.stablecoinPeg && usdStablecoins.has(asset)) {
-      if (currency === "USD") return { rate: 10n ** 18n, sources: ["peg"] };
+      if (currency === "USD") return { rate: 10n ** BigInt(rateDecimals), sources: ["peg"] };
       // The sources quote the currency in dollars (EUR-USD): a dollar in it is the inverse.
       const q = quoteFrom(this.#answersOf({ base: currency, quote: "USD" }, environment), now, this.#rule);
       return q.ok ? { rate: invertRate(q.rate), sources: q.sources } : undefined;
