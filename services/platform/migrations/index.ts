@@ -27,7 +27,7 @@ import { Migration20261127223000_ChainBranches } from "./Migration20261127223000
 import { Migration20261127224912_ChainSpeakers } from "./Migration20261127224912_ChainSpeakers.ts";
 import { Migration20261128015000_RateLimitBuckets } from "./Migration20261128015000_RateLimitBuckets.ts";
 import { Migration20261128015634_WebhookRecoveries } from "./Migration20261128015634_WebhookRecoveries.ts";
-import { Migration20261128050000_FiatPricedIntents } from "./Migration20261128050000_FiatPricedIntents.ts";
+import { Migration20261128070000_FiatPricedIntents } from "./Migration20261128070000_FiatPricedIntents.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -59,5 +59,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261127224912_ChainSpeakers", class: Migration20261127224912_ChainSpeakers },
   { name: "Migration20261128015000_RateLimitBuckets", class: Migration20261128015000_RateLimitBuckets },
   { name: "Migration20261128015634_WebhookRecoveries", class: Migration20261128015634_WebhookRecoveries },
-  { name: "Migration20261128050000_FiatPricedIntents", class: Migration20261128050000_FiatPricedIntents },
+  { name: "Migration20261128070000_FiatPricedIntents", class: Migration20261128070000_FiatPricedIntents },
 ];

@@ -1,8 +1,8 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261128050000_FiatPricedIntents extends Migration {
+export class Migration20261128070000_FiatPricedIntents extends Migration {
 
-  override name = 'Migration20261128050000_FiatPricedIntents';
+  override name = 'Migration20261128070000_FiatPricedIntents';
 
   override up(): void | Promise<void> {
     // Null on every existing intent (priced in its asset). The quote is kept on the row, so a
