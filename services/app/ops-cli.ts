@@ -3,6 +3,7 @@
 //   ops consumers [--json]
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
 //   ops rejected-outputs [--limit N] [--json]
+//   ops payment-exceptions [--merchant ID] [--limit N] [--json]   payments in another asset than their intent's
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   ops chains [--json]                    each chain's watcher: tip, head, lease, whether counting stopped, and what it said of its node
 //   ops chain-resume --network N --environment test|live   resumes a chain a deep reorg stopped
@@ -17,7 +18,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
-import { listRejections } from "../chains/outputs.ts";
+import { listPaymentExceptions, listRejections } from "../chains/outputs.ts";
 import { listWatchers, nodeReports, resumeChain } from "../chains/store.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -36,6 +37,9 @@ const usage = `usage:
                                 webhook deliveries, newest first, with their last error
   ops rejected-outputs [--limit N] [--json]
                                 outputs watchers reported that the core refused, newest first, with why
+  ops payment-exceptions [--merchant ID] [--limit N] [--json]
+                                payments that will never count for the intent they paid (another
+                                asset), newest first, and when the merchant was told (payment.exception)
   ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL
@@ -256,6 +260,25 @@ function rejectedTable(rows: Awaited<ReturnType<typeof rejectedOutputs>>): strin
   );
 }
 
+// ---- payment exceptions ----
+
+async function paymentExceptions(config: Config, o: { merchant?: string | undefined; limit: number }) {
+  const rows = await fromDatabase(config, "chain_observations", (em) => listPaymentExceptions(em, o));
+  return rows.map((r) => ({ ...r, observed_at: iso(r.observed_at), exception_reported_at: iso(r.exception_reported_at) }));
+}
+
+function paymentExceptionsTable(rows: Awaited<ReturnType<typeof paymentExceptions>>): string {
+  if (rows.length === 0) return "no payment exceptions";
+  return table(
+    ["intent", "merchant", "env", "network", "intent asset", "status", "paid", "amount", "tx", "output", "seen", "merchant told"],
+    rows.map((r) => [
+      cell(r.payment_intent_id), cell(r.merchant_id), cell(r.environment), cell(r.network), cell(r.intent_asset), cell(r.intent_status),
+      cell(r.asset), cell(r.amount, 24), cell(r.tx_hash, 20), cell(r.output_index), cell(r.observed_at && new Date(r.observed_at)),
+      r.exception_reported_at ? cell(new Date(r.exception_reported_at)) : "not yet (confirmations)",
+    ]),
+  );
+}
+
 // ---- chains ----
 
 async function chains(config: Config) {
@@ -362,6 +385,12 @@ async function main(argv: string[]): Promise<string> {
     if (extra) throw new OpsError(`--${extra} applies to deliveries, not rejected-outputs`);
     const rows = await rejectedOutputs(loadConfig(), deliveryOptions(values).limit);
     return values.json ? json(rows) : rejectedTable(rows);
+  }
+  if (command === "payment-exceptions") {
+    if (values.status !== undefined) throw new OpsError(`--status applies to deliveries, not payment-exceptions`);
+    const o = deliveryOptions(values);
+    const rows = await paymentExceptions(loadConfig(), { merchant: o.merchant, limit: o.limit });
+    return values.json ? json(rows) : paymentExceptionsTable(rows);
   }
   if (command === "chains") {
     const rows = await chains(loadConfig());

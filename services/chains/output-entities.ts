@@ -38,6 +38,8 @@ export const ChainObservation = defineEntity({
     mempoolAbsentSince: p.datetime().length(3).nullable(),
     /** And from how many consecutive reports (mempool.ts decides when that withdraws it). */
     mempoolAbsentReads: p.integer().default(0),
+    /** When the merchant was told it can never count for its intent (payment.exception: another asset), once. */
+    exceptionReportedAt: p.datetime().length(3).nullable(),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

@@ -154,6 +154,16 @@ export async function setCounted(em: EntityManager, changes: readonly { id: numb
   );
 }
 
+/** Marks outputs as told to their merchant (payment.exception); returns those not told before. */
+export async function setExceptionReported(em: EntityManager, ids: readonly number[], at: Date): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.execute<{ id: string | number }[]>(
+    `update chain_observations set exception_reported_at = ? where id = any(?::bigint[]) and exception_reported_at is null returning id`,
+    [at, `{${ids.join(",")}}`],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
 /** The intents with live outputs in the given blocks or transactions (to lock before orphaning). */
 export async function intentsTouchedByReorg(em: EntityManager, network: string, environment: Environment, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
   const rows = await em.execute<{ payment_intent_id: string }[]>(
@@ -267,6 +277,26 @@ export async function listRejections(em: EntityManager, limit: number) {
     `select network, environment, tx_hash, output_index, asset, to_address, amount, block_hash, reason, reports, first_at, last_at
        from chain_rejected_observations order by last_at desc, tx_hash, output_index limit ?`,
     [limit],
+  );
+}
+
+/**
+ * Payments that will never count for the intent they paid (another asset of the network), the
+ * newest first, for operators: what payment.exception told (or will tell, once confirmed) merchants.
+ */
+export async function listPaymentExceptions(em: EntityManager, o: { merchant?: string | undefined; limit: number }) {
+  return em.execute<
+    {
+      payment_intent_id: string; merchant_id: string; environment: string; network: string; intent_asset: string; intent_status: string;
+      asset: string; amount: string; tx_hash: string; output_index: number; confirmations: number; observed_at: Date; exception_reported_at: Date | null;
+    }[]
+  >(
+    `select o.payment_intent_id, i.merchant_id, o.environment, o.network, i.asset as intent_asset, i.status as intent_status,
+            o.asset, o.amount::text as amount, o.tx_hash, o.output_index, o.confirmations, o.observed_at, o.exception_reported_at
+       from chain_observations o join payment_intents i on i.id = o.payment_intent_id
+      where o.asset <> i.asset and not o.orphaned and (?::text is null or i.merchant_id = ?)
+      order by o.observed_at desc, o.id desc limit ?`,
+    [o.merchant ?? null, o.merchant ?? null, o.limit],
   );
 }
 
@@ -547,4 +577,5 @@ export const intentOutputs: IntentOutputs = {
     return new Map([...rows].map(([id, list]) => [id, list.map((r): IntentOutput => ({ ...toFact(r), id: r.id, countedLate: r.countedLate }))]));
   },
   markCounted: setCounted,
+  markExceptionReported: setExceptionReported,
 };

@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { finalStatuses, otherAssetText, payableStatuses, returnLinks, seenStatusText, seenText, statusTexts } from "./page.ts";
+import { payableStatuses } from "../intents/funds.ts";
+import { finalStatuses, otherAssetText, returnLinks, seenStatusText, seenText, statusTexts } from "./page.ts";
 
 const browser = path.join(import.meta.dirname, "browser");
 /** Mobile first; every text colour has a contrast of at least 4.5:1 on its background (most over 7:1); focus is always visible. */

@@ -8,13 +8,12 @@ import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import QRCode from "qrcode";
 import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
+import { amountDue, payableStatuses } from "../intents/funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 
 /** The statuses after which nothing changes for the shopper: the page stops refreshing. */
 export const finalStatuses: readonly string[] = ["confirmed", "overpaid", "late", "expired", "cancelled"];
-/** The statuses in which the shopper may still pay: the QR code, address and countdown show. */
-export const payableStatuses: readonly string[] = ["pending", "underpaid"];
 
 /**
  * What the page says for each status: a title and a detail line. The detail's
@@ -102,16 +101,6 @@ export function networkLabel(network: string, testMode: boolean): string {
   return names ? names[testMode ? "test" : "live"] : network;
 }
 
-/** The funds still due while the intent can be paid: requested − received, never below zero; "0" otherwise. */
-export function amountDue(view: Pick<ShopperPaymentIntent, "status" | "network" | "asset" | "requestedAmount" | "amountReceived">): string {
-  if (!payableStatuses.includes(view.status)) return "0";
-  const received = view.amountReceived ?? "0";
-  // The asset's decimals; an unknown asset (never, in practice) takes enough for both amounts.
-  const decimals =
-    findAsset(view.network, view.asset)?.decimals ?? Math.max((view.requestedAmount.split(".")[1] ?? "").length, (received.split(".")[1] ?? "").length);
-  const due = toUnits(view.requestedAmount, decimals) - toUnits(received, decimals);
-  return fromUnits(due > 0n ? due : 0n, decimals);
-}
 
 /** The status's title and detail, with the amounts filled in (plain text: escape before putting it in HTML). */
 export function statusText(view: ShopperPaymentIntent): { title: string; detail: string } {

@@ -29,8 +29,14 @@
  * - A **circuit**: `circuitTimeouts` timeouts in a row open it: one attempt at a time (a probe)
  *   until an attempt gets an answer. The probes are the endpoint's own due deliveries, so an open
  *   circuit spends no attempt and moves no delivery off its schedule beyond waiting for that slot.
+ * - **Across workers** (shared-gate.ts): an attempt started here while its endpoint is not known
+ *   yet or slow is `capped`: before its claim it must also take one of the endpoint's slots that every
+ *   worker shares, and the circuit counts every worker's timeouts. A refusal (every slot is held
+ *   elsewhere) tells this gate how long the endpoint has kept another worker waiting, so that its
+ *   standing here knows it too, and nothing of it starts here for a moment (slotAnswer()).
  *
- * Deciding costs nothing: no database read, no message order kept here.
+ * Deciding here costs nothing: no database read, no message order kept here. A capped attempt's
+ * slot costs a statement before its claim and one after it ends, each batched with the worker's others.
  */
 export interface FairnessSettings {
   /** WEBHOOK_ENDPOINT_CONCURRENCY: attempts an endpoint not known to be fast may have in flight in one worker. */
@@ -64,6 +70,22 @@ export interface Attempt {
   sentAt: number | undefined;
   /** Counted against the half of the slots endpoints not known fast share. */
   shared: boolean;
+  /**
+   * Its endpoint was not known yet, or slow: it needs one of the endpoint's slots shared by every
+   * worker, below `cap`. A fast endpoint's attempts take none, nor do a failing one's: it answers
+   * at once, so its attempts free their places at once, and its share is of this worker's slots.
+   */
+  capped: boolean;
+  /** The endpoint's limit when it started. */
+  cap: number;
+}
+
+/** What the shared slots said of an endpoint (shared-gate.ts). */
+export interface Elsewhere {
+  /** Every slot is held by other attempts; the oldest was taken this long ago. */
+  busyMs: number | undefined;
+  /** The circuit, as every worker's timeouts have it. */
+  circuitOpen: boolean;
 }
 
 interface EndpointState {
@@ -78,6 +100,10 @@ interface EndpointState {
   timeoutsInRow: number;
   /** Open: one attempt at a time until one is answered. */
   open: boolean;
+  /** Open as the workers' shared circuit has it (another worker's timeouts may have opened it). */
+  sharedOpen: boolean;
+  /** Every shared slot was held elsewhere: nothing starts here before `until`; the longest wait there began at `since`. */
+  elsewhere: { until: number; since: number } | undefined;
   /** When the last message held back for this endpoint is to come again: its place in a queue kept only as this time. */
   nextAt: number | undefined;
 }
@@ -108,6 +134,9 @@ export const firstAnswerMs = 250;
 /** An endpoint not known yet is slow once a request of it has waited this many times fastMs. */
 export const unknownSlowFactor = 4;
 
+/** How long what a refused slot told of an endpoint's wait elsewhere counts here, after which a try asks again. */
+export const elsewhereMemoryMs = 30_000;
+
 /** Idle endpoints whose standing is remembered (the least recently used are forgotten). */
 const memory = 10_000;
 
@@ -130,7 +159,7 @@ export class EndpointGate {
   }
 
   private standingOf(e: EndpointState, now: number): Standing {
-    if (e.open) return "slow";
+    if (e.open || e.sharedOpen) return "slow";
     // Not known yet: capped whatever it is, and its first requests pay for the connection (and
     // perhaps for a busy machine), so only a request waiting much longer makes it slow.
     if (now - this.oldestSent(e, now) > (e.latency === undefined ? unknownSlowFactor * this.s.fastMs : this.s.fastMs)) return "slow";
@@ -146,10 +175,11 @@ export class EndpointGate {
     const fast = standing === "fast";
     const limit = this.limitOf(e, standing);
     const shared = !fast && e.running.size >= 1;
-    if (this.running >= this.s.total || e.running.size >= limit || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
+    const busyElsewhere = e.elsewhere !== undefined && now < e.elsewhere.until;
+    if (this.running >= this.s.total || e.running.size >= limit || busyElsewhere || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
       return { start: false, hold: this.holdFor(e, standing, limit), counted: fast };
     }
-    const attempt: Attempt = { sentAt: undefined, shared };
+    const attempt: Attempt = { sentAt: undefined, shared, capped: standing === "unknown" || standing === "slow", cap: limit };
     e.running.add(attempt);
     this.running++;
     if (shared) this.shared++;
@@ -166,8 +196,9 @@ export class EndpointGate {
    * kept in the order they started and send in about that order: the first that has sent is taken.
    */
   private oldestSent(e: EndpointState, now: number): number {
-    for (const a of e.running) if (a.sentAt !== undefined) return Math.min(a.sentAt, now);
-    return now;
+    const elsewhere = e.elsewhere && now < e.elsewhere.until + elsewhereMemoryMs ? e.elsewhere.since : now;
+    for (const a of e.running) if (a.sentAt !== undefined) return Math.min(a.sentAt, elsewhere, now);
+    return Math.min(elsewhere, now);
   }
 
   /** How many of an endpoint's messages may wait in the worker for its slots. */
@@ -187,7 +218,7 @@ export class EndpointGate {
   private limitOf(e: EndpointState, standing: Standing): number {
     if (standing === "fast") return e.limit;
     if (standing === "failing") return Math.max(this.s.perEndpoint, Math.min(e.limit, Math.ceil(this.s.total / 2)));
-    return e.open ? 1 : this.s.perEndpoint;
+    return e.open || e.sharedOpen ? 1 : this.s.perEndpoint;
   }
 
   private holdFor(e: EndpointState, standing: Standing, limit: number): number {
@@ -230,10 +261,43 @@ export class EndpointGate {
     return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
   }
 
+  /**
+   * A capped attempt took its shared slot (`busyMs` undefined), or found every slot held by other
+   * attempts: it does not run (it is released), and nothing more of the endpoint starts here for a
+   * moment (a second if it has kept others waiting longer than fastMs, else 100 ms), each try being
+   * a statement; its wait elsewhere counts in its standing here until this worker learns more.
+   */
+  slotAnswer(endpoint: string, attempt: Attempt, answer: Elsewhere, now = Date.now()): void {
+    const e = this.state(endpoint);
+    e.sharedOpen = answer.circuitOpen;
+    if (answer.busyMs === undefined) {
+      e.elsewhere = undefined;
+      return;
+    }
+    this.stopped(e, attempt);
+    const since = now - answer.busyMs;
+    e.elsewhere = { until: now + (answer.busyMs > this.s.fastMs ? minRetryInMs : minQuickRetryMs), since: Math.min(since, e.elsewhere?.since ?? since) };
+    this.remember(endpoint, e);
+  }
+
+  /** Whether an answer of the endpoint must be told to the shared circuit (it has timeouts in a row counted there, or it is open). */
+  owesCircuit(endpoint: string): boolean {
+    const e = this.endpoints.get(endpoint);
+    return e !== undefined && (e.timeoutsInRow > 0 || e.open || e.sharedOpen);
+  }
+
+  /** The shared circuit moved (an attempt's end was recorded): open or closed as every worker's attempts have it. */
+  sharedCircuit(endpoint: string, open: boolean): void {
+    const e = this.endpoints.get(endpoint);
+    if (e) e.sharedOpen = open;
+  }
+
   /** An attempt started by tryStart has ended; `durationMs`: its request's. */
   finished(endpoint: string, attempt: Attempt, ending: Ending, durationMs: number): void {
     const e = this.state(endpoint);
     this.stopped(e, attempt);
+    // What this worker saw itself replaces what it was told of others' waits.
+    e.elsewhere = undefined;
     e.latency = e.latency === undefined ? durationMs : 0.7 * e.latency + 0.3 * durationMs;
     e.failures = 0.7 * e.failures + (ending === "success" ? 0 : 0.3);
     // Any quick answer adds a slot (limitOf bounds a failing endpoint's); no answer, or a slow one, takes it back to the cap.
@@ -247,6 +311,7 @@ export class EndpointGate {
       // Any HTTP status: the endpoint answers again.
       e.timeoutsInRow = 0;
       e.open = false;
+      e.sharedOpen = false;
     }
     this.remember(endpoint, e);
   }
@@ -284,14 +349,14 @@ export class EndpointGate {
   /** How many endpoints have an open circuit. */
   openCircuits(): number {
     let n = 0;
-    for (const e of this.endpoints.values()) if (e.open) n++;
+    for (const e of this.endpoints.values()) if (e.open || e.sharedOpen) n++;
     return n;
   }
 
   private state(endpoint: string): EndpointState {
     let e = this.endpoints.get(endpoint);
     if (!e) {
-      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failures: 0, timeoutsInRow: 0, open: false, nextAt: undefined };
+      e = { running: new Set(), limit: this.s.perEndpoint, latency: undefined, failures: 0, timeoutsInRow: 0, open: false, sharedOpen: false, elsewhere: undefined, nextAt: undefined };
       this.endpoints.set(endpoint, e);
     }
     return e;

@@ -12,6 +12,7 @@ import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import { endpointHeader, type StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
 import { EndpointGate, type Attempt, type Ending, type FairnessSettings } from "./fairness.ts";
+import { endSlots, takeSlots, type SlotAnswer, type SlotEnd, type SlotRequest } from "./shared-gate.ts";
 import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
 import {
@@ -80,6 +81,16 @@ export function takeoverAfter(timeoutMs: number): number {
   return sendWithinMs + timeoutMs + takeoverMarginMs;
 }
 
+/**
+ * How long an endpoint's shared slot (shared-gate.ts) is held at most: taken before the claim, so
+ * the claim may take a while (a database that answers slowly); an attempt whose request could not
+ * be over within it does not send (sendBy), so a lapsed lease never has an attempt running.
+ */
+export function slotLeaseMs(timeoutMs: number): number {
+  return slotClaimAllowanceMs + sendWithinMs + timeoutMs + takeoverMarginMs;
+}
+const slotClaimAllowanceMs = 30_000;
+
 /** What a running worker shows to metrics. */
 export interface WorkerStats {
   /** Attempts in flight per endpoint id. */
@@ -126,6 +137,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     claims: new Batcher((items) => claimDeliveries(o.db.em.fork(), items, new Date(), takeoverAfterMs), { isolate }),
     finishes: new Batcher((items) => finishAttempts(o.db.em.fork(), items), { isolate }),
     heldBack: new Batcher((items) => requeueHeldBack(o.db.em.fork(), items), { isolate }),
+    slots: new Batcher((items) => takeSlots(o.db.em.fork(), items), { isolate }),
+    slotEnds: new Batcher((items) => endSlots(o.db.em.fork(), items, o.fairness.circuitTimeouts), { isolate }),
   };
   // Each outage is logged once when it begins and once when it ends, however many writes retry through it.
   const database = new OutageLog(o.logger, "database (delivery worker)");
@@ -186,14 +199,51 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     heldCount--;
     if (h.counted) heldCounted--;
   };
+  const leaseMs = slotLeaseMs(o.timeoutMs);
+  let slotSeq = 0;
+  const slotPrefix = `${process.pid}.${Date.now().toString(36)}.${Math.random().toString(36).slice(2, 8)}`;
+  /**
+   * A capped attempt's shared slot (shared-gate.ts), taken before its claim: the slot, with the
+   * time its request must go out by; or undefined when every slot is held elsewhere (the message
+   * is dispatched again: the gate holds or sends it back as for a full local limit).
+   */
+  const takeSlot = async (endpoint: string, ticket: Attempt): Promise<{ holder: string; sendBy: number } | undefined> => {
+    const holder = `${slotPrefix}.${++slotSeq}`;
+    const takenAt = Date.now();
+    const answer: SlotAnswer = await persist(() => batches.slots.add({ holder, endpointId: endpoint, cap: ticket.cap, leaseMs }));
+    gate.slotAnswer(endpoint, ticket, { busyMs: answer.granted ? undefined : answer.oldestMs, circuitOpen: answer.circuitOpen });
+    return answer.granted ? { holder, sendBy: takenAt + leaseMs - o.timeoutMs - takeoverMarginMs } : undefined;
+  };
   const run = (msg: JsMsg, endpoint?: string, ticket?: Attempt) => {
-    const task = handle(ctx, msg, ticket && (() => gate.sending(ticket)))
+    let slot: { holder: string; sendBy: number } | undefined;
+    const attempted = (async () => {
+      if (endpoint !== undefined && ticket?.capped) {
+        const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+        slot = await takeSlot(endpoint, ticket).finally(() => clearInterval(heartbeat));
+        if (!slot) return "refused" as const;
+      }
+      return handle(ctx, msg, ticket && (() => gate.sending(ticket)), slot?.sendBy);
+    })();
+    const task = attempted
       .catch((err) => {
         if (!stopped) o.logger.error({ err, seq: msg.seq }, "delivery attempt failed unexpectedly");
         return undefined;
       })
-      .then((ended) => {
+      .then(async (ended) => {
         if (endpoint === undefined || ticket === undefined) return;
+        if (ended === "refused") {
+          // Released by the gate; the message waits here or goes back, as its endpoint's standing says.
+          if (!stopped) dispatch(msg);
+          else msg.nak();
+          return;
+        }
+        // The workers' shared state first: the slot is free for every worker once this worker's gate frees it.
+        const ending = ended?.ending;
+        if (slot || ending === "timeout" || (ending !== undefined && gate.owesCircuit(endpoint))) {
+          const end: SlotEnd = { endpointId: endpoint, holder: slot?.holder, ending };
+          const open = await persist(() => batches.slotEnds.add(end)).catch(() => undefined);
+          if (open !== undefined) gate.sharedCircuit(endpoint, open);
+        }
         if (ended) gate.finished(endpoint, ticket, ended.ending, ended.durationMs);
         else gate.released(endpoint, ticket);
         if (!stopped) pump();
@@ -426,6 +476,8 @@ interface Batches {
   claims: Batcher<ClaimRequest, ClaimResult>;
   finishes: Batcher<AttemptRecord, boolean>;
   heldBack: Batcher<ClaimRequest, boolean>;
+  slots: Batcher<SlotRequest, SlotAnswer>;
+  slotEnds: Batcher<SlotEnd, boolean | undefined>;
 }
 
 interface HandleContext {
@@ -457,9 +509,10 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
 
 /**
  * Handles one message; when it made an attempt, how that ended (for the endpoint's share and
- * circuit). `sending` is called as its request goes out.
+ * circuit). `sending` is called as its request goes out; `sendBy`: the request does not go out
+ * after this (its endpoint's shared slot would lapse before it could be over).
  */
-async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg, sending?: () => void): Promise<{ ending: Ending; durationMs: number } | undefined> {
+async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg, sending?: () => void, sendBy?: number): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -523,7 +576,7 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
     }
     const last = d.attempt >= o.schedule.maxAttempts;
     sending?.();
-    const response = await Promise.race([attempt(o, agent, d), givenUp]);
+    const response = await Promise.race([attempt(o, agent, d, sendBy), givenUp]);
     if (response === tooLate) {
       o.logger.warn({ delivery: d.id, attempt: d.attempt, sendWithinMs }, "an attempt not sent within its time after the claim is recorded as lost (another copy may take the delivery over)");
     }
@@ -618,7 +671,7 @@ async function finish(o: WorkerOptions, batches: Batches, persist: HandleContext
 }
 
 /** The security policy again (DNS may have changed since the endpoint was created), then the signed POST. */
-async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promise<Response | typeof tooLate> {
+async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed, sendBy = Infinity): Promise<Response | typeof tooLate> {
   let target;
   try {
     target = await resolveTarget(d.endpointUrl, o.connectTo);
@@ -642,7 +695,7 @@ async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed): Promis
   const body = Buffer.from(d.payload, "utf8");
   const timestamp = Math.floor(Date.now() / 1000);
   // Checked in the same turn as the request is made, so nothing runs between.
-  if (Date.now() > d.claimedAt.getTime() + sendWithinMs) return tooLate;
+  if (Date.now() > Math.min(d.claimedAt.getTime() + sendWithinMs, sendBy)) return tooLate;
   return send({
     url: new URL(d.endpointUrl),
     target,

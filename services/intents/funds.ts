@@ -1,4 +1,6 @@
 import type { Status } from "./status.ts";
+import { fromUnits, toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 
 /** What an intent's counted funds are, in the asset's smallest units. */
 export interface Funds {
@@ -65,4 +67,21 @@ export function impliedStatus(status: Status, requested: bigint, funds: Funds, e
   const byFunds = statusByFunds(requested, funds.counted, toleranceBps);
   if (expired && (byFunds === "pending" || byFunds === "underpaid")) return "expired";
   return byFunds;
+}
+
+/** The statuses in which the shopper may still pay. */
+export const payableStatuses: readonly string[] = ["pending", "underpaid"];
+
+/**
+ * The funds still due while the intent can be paid (pending, underpaid): requested − received,
+ * never below zero; "0" in any other status. The intent's amount_due and the checkout page's.
+ */
+export function amountDue(view: { status: string; network: string; asset: string; requestedAmount: string; amountReceived?: string | undefined }): string {
+  if (!payableStatuses.includes(view.status)) return "0";
+  const received = view.amountReceived ?? "0";
+  // The asset's decimals; an unknown asset (never, in practice) takes enough for both amounts.
+  const decimals =
+    findAsset(view.network, view.asset)?.decimals ?? Math.max((view.requestedAmount.split(".")[1] ?? "").length, (received.split(".")[1] ?? "").length);
+  const due = toUnits(view.requestedAmount, decimals) - toUnits(received, decimals);
+  return fromUnits(due > 0n ? due : 0n, decimals);
 }

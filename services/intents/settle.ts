@@ -28,6 +28,8 @@ export interface IntentOutputs {
   /** The outputs of each intent, oldest first. */
   of(tx: EntityManager, intentIds: readonly string[]): Promise<Map<string, IntentOutput[]>>;
   markCounted(tx: EntityManager, changes: readonly CountedChange[], at: Date): Promise<void>;
+  /** Marks outputs as told to the merchant (payment.exception); returns the ids not told before. */
+  markExceptionReported(tx: EntityManager, ids: readonly number[], at: Date): Promise<number[]>;
 }
 
 /**
@@ -86,8 +88,63 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
   const settled = await intents.moveMany(tx, moves);
   // After the intent's own moves of this settlement, a millisecond each, so its events order by created_at.
-  await detect(tx, intents, settled, now, new Map(moves.map((m) => [m.row.id, m.to.length])));
+  const movedBy = new Map(moves.map((m) => [m.row.id, m.to.length]));
+  await detect(tx, intents, settled, now, movedBy);
+  await exceptions(tx, intents, chainOutputs, settled, outputsOf, now, movedBy);
   return settled;
+}
+
+/**
+ * payment.exception, once per output: a payment to the intent's address that can never count for
+ * it and that the merchant must act on (refund it, or ask the shopper): another asset of the
+ * network (wrong_asset). Told once the output has the confirmations the intent's own asset would
+ * need, so a reorg does not take back what the merchant was told. Its status does not change.
+ * Delivered only to endpoints that name the type (vocabulary/event-types.ts).
+ */
+async function exceptions(
+  tx: EntityManager,
+  intents: Intents,
+  chainOutputs: IntentOutputs,
+  rows: readonly IntentRow[],
+  outputsOf: ReadonlyMap<string, IntentOutput[]>,
+  now: Date,
+  movedBy: ReadonlyMap<string, number>,
+): Promise<void> {
+  const found = rows.flatMap((row) => {
+    const required = intents.confirmationsOf(row);
+    return (outputsOf.get(row.id) ?? [])
+      .filter((o) => o.asset !== row.asset && !o.orphaned && !o.mempool && o.confirmations >= required)
+      .map((output) => ({ row, output }));
+  });
+  if (found.length === 0) return;
+  const told = new Set(await chainOutputs.markExceptionReported(tx, found.map((f) => f.output.id), now));
+  const tell = found.filter((f) => told.has(f.output.id));
+  await recordEvents(
+    tx,
+    tell.map(({ row, output }, i) => ({
+      merchantId: row.merchantId,
+      environment: row.environment === "live" ? ("live" as const) : ("test" as const),
+      type: "payment.exception" as const,
+      data: {
+        ...intents.views.eventData(row),
+        exception: {
+          reason: "wrong_asset",
+          transaction: {
+            tx_hash: output.txHash,
+            output_index: output.outputIndex,
+            asset: output.asset,
+            amount: output.amount,
+            confirmations: output.confirmations,
+            block_height: output.blockHeight,
+            simulated: output.simulated,
+          },
+        },
+      },
+      paymentIntentId: row.id,
+      // After the intent's moves and its payment.detected of this settlement.
+      createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0) + 1 + i),
+    })),
+  );
 }
 
 /**

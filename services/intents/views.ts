@@ -4,7 +4,7 @@ import { PaymentIntentSchema, PaymentTransactionSchema, QuoteSchema, type Paymen
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
-import { isPending, uncountedReason } from "./funds.ts";
+import { amountDue, isPending, uncountedReason } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow, TransactionFact } from "./store.ts";
@@ -110,6 +110,7 @@ export class IntentViews {
         }),
       ),
       amountPending: this.amountPending(row),
+      amountDue: amountDue({ status: row.status, network: row.network, asset: row.asset, requestedAmount: row.requestedAmount, amountReceived: row.amountReceived ?? undefined }),
       paidAt: ts(row.paidAt),
       expiredAt: ts(row.expiredAt),
       cancelledAt: ts(row.cancelledAt),

@@ -16,15 +16,16 @@ export type EventType = (typeof eventTypes)[number];
  * Event types beyond the spec's list: ours. An endpoint turned off by the service
  * (auto-disable) is announced to the merchant's other enabled endpoints.
  */
-export const extensionEventTypes = ["webhook_endpoint.disabled", "payment.detected"] as const;
+export const extensionEventTypes = ["webhook_endpoint.disabled", "payment.detected", "payment.exception"] as const;
 export type ExtensionEventType = (typeof extensionEventTypes)[number];
 
 /**
  * Types delivered only to endpoints whose enabled_events name them: "*" does not take them, so a
  * receiver written against the spec's list is never sent a type it does not know.
  * payment.detected: an intent first saw funds that do not count yet (a bitcoin payment in the mempool).
+ * payment.exception: a payment to an intent's address that will never count for it (another asset).
  */
-export const optInEventTypes: readonly string[] = ["payment.detected"];
+export const optInEventTypes: readonly string[] = ["payment.detected", "payment.exception"];
 
 /** An endpoint's enabled_events entry that stands for every type (Stripe's), opt-in ones aside. */
 export const allEvents = "*";

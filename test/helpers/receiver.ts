@@ -119,6 +119,8 @@ export interface RecordedRequest {
   headers: http.IncomingHttpHeaders;
   /** The exact raw body bytes. */
   body: Buffer;
+  /** Date.now() when its exchange ended (answered, or the client gave up): unset while it is open. */
+  closedAt?: number;
 }
 
 export interface Reply {
@@ -143,6 +145,23 @@ export interface Receiver {
   setResponder(fn: Responder): void;
   /** Resolves with a copy of `requests` once at least `count` were recorded. */
   waitFor(count: number, timeoutMs?: number): Promise<RecordedRequest[]>;
+}
+
+/**
+ * The most requests open at once among `requests` (each open from `at` to `closedAt`, or still
+ * open): how many the receiver was made to wait on together.
+ */
+export function mostOpenAtOnce(requests: readonly RecordedRequest[]): number {
+  const edges = requests.flatMap((r) => [
+    { t: r.at, d: 1 },
+    { t: r.closedAt ?? Infinity, d: -1 },
+  ]);
+  // A close at the same moment as an open comes first: the two did not overlap.
+  edges.sort((a, b) => a.t - b.t || a.d - b.d);
+  let open = 0;
+  let most = 0;
+  for (const e of edges) most = Math.max(most, (open += e.d));
+  return most;
 }
 
 const defaultResponder: Responder = () => ({ status: 200, body: "ok" });
@@ -171,16 +190,23 @@ export async function startReceiver(t: Teardown, opts: { key: string; cert: stri
 
   const server = https.createServer({ key: opts.key, cert: opts.cert }, (req, res) => {
     const at = Date.now();
+    let closedAt: number | undefined;
+    let recorded: RecordedRequest | undefined;
+    res.on("close", () => {
+      closedAt = Date.now();
+      if (recorded) recorded.closedAt = closedAt;
+    });
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("error", () => {});
     req.on("end", () => {
-      const recorded: RecordedRequest = {
+      recorded = {
         at,
         method: req.method ?? "",
         url: req.url ?? "",
         headers: req.headers,
         body: Buffer.concat(chunks),
+        ...(closedAt === undefined ? {} : { closedAt }),
       };
       requests.push(recorded);
       const n = requests.length;

@@ -6,7 +6,8 @@ import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain, testTokenCode, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
-import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, hookHost, webhookSetup } from "../helpers/webhooks.ts";
+import { runCli } from "../helpers/processes.ts";
 import { encodeFunctionData, parseUnits } from "viem";
 
 const dev = await startDevChain();
@@ -14,6 +15,11 @@ t.teardown(() => dev.stop());
 const s = await webhookSetup(t, { env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100" } });
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
+// An endpoint that names the opt-in payment.exception (the one above takes "*").
+const exceptionsEndpoint = await call(base, "POST", `/api/v1/merchants/${s.creds.merchant}/webhook-endpoints`, {
+  key: s.creds.key,
+  body: { url: `https://${hookHost}/exceptions`, enabled_events: ["payment.exception"] },
+});
 const intentsPath = (m = a.merchant) => `/api/v1/merchants/${m}/payment-intents`;
 
 async function createIntent(body: Record<string, unknown>, c = a) {
@@ -71,15 +77,25 @@ t.test("native ETH in a top-level transaction, amounts exact to the wei", async 
 
 t.test("underpaid, then topped up: confirmed; overpaid", async (t) => {
   const pi = await createIntent({ asset: "USDC", requested_amount: "10" });
+  t.equal((await get(pi.public_id)).amount_due, "10", "pending: all of it is due");
   const first = await pay(pi, "4");
-  await mine(3);
-  t.equal((await seen(pi.public_id, first.hash, 3)).status, "underpaid");
+  await mine(1);
+  const seenOnce = await seen(pi.public_id, first.hash, 1);
+  t.same([seenOnce.status, seenOnce.amount_pending, seenOnce.amount_due], ["pending", "4", "10"], "seen, not counted yet: in amount_pending, still due");
+  await mine(2);
+  const under = await seen(pi.public_id, first.hash, 3);
+  t.same([under.status, under.amount_pending, under.amount_due], ["underpaid", "0", "6"], "underpaid: 6 still due");
+  const status = (await (await fetch(`${base}/${pi.public_id}/status.json`)).json()) as { amount_due: string };
+  t.equal(status.amount_due, under.amount_due, "the checkout page's figure");
   const second = await pay(pi, "6");
   await mine(3);
   const now = await seen(pi.public_id, second.hash, 3);
   t.equal(now.status, "confirmed");
   t.equal(now.amount_received, "10");
+  t.equal(now.amount_due, "0", "topped up: nothing due");
   t.same(await events(pi.public_id, ["a", "b", "c"]), ["payment.confirmed", "payment.intent.created", "payment.underpaid"]);
+  const underpaidEvent = eventsOnce(s.receiver, endpoint.secret).find((e) => e.type === "payment.underpaid" && e.data.payment_intent?.public_id === pi.public_id);
+  t.equal((underpaidEvent?.data.payment_intent as { amount_due?: string } | undefined)?.amount_due, "6", "the webhook's payload carries it");
 
   const over = await createIntent({ asset: "USDT", requested_amount: "5" });
   const tx = await pay(over, "5.000001");
@@ -137,6 +153,34 @@ t.test("another asset of the network to an intent's address: shown, with its ass
   // The checkout page's status (CHECKOUT_BASE_URL has no path here: the page is at /<id>).
   const status = (await (await fetch(`${base}/${pi.public_id}/status.json`)).json()) as { status: string; other_assets_received: string[] };
   t.same([status.status, status.other_assets_received], ["pending", ["USDT"]], "the checkout page tells the shopper");
+
+  // The merchant is told too: payment.exception, to the endpoint that named it.
+  const told = await until("payment.exception reaches the endpoint that named it", async () =>
+    eventsOnce(s.receiver, exceptionsEndpoint.body.data.signing_secret, "/exceptions").find((e) => e.type === "payment.exception" && e.data.payment_intent?.public_id === pi.public_id),
+  20_000);
+  t.match(told.data, {
+    payment_intent: { public_id: pi.public_id, status: "pending", amount_due: "5" },
+    exception: { reason: "wrong_asset", transaction: { tx_hash: hash, output_index: now.transactions[0].output_index, asset: "USDT", amount: "5", confirmations: 3 } },
+  });
+  // Three more blocks settle the intent again; still one event, and never to the "*" endpoint
+  // (its deliveries are decided with the event, in the same transaction).
+  await mine(3);
+  await seen(pi.public_id, hash, 6);
+  const rows = await s.app.db.em.fork().execute<{ url: string }[]>(
+    `select e.url from webhook_events ev join webhook_deliveries d on d.event_id = ev.id join webhook_endpoints e on e.id = d.endpoint_id
+      where ev.payment_intent_id = ? and ev.type = 'payment.exception'`,
+    [pi.public_id],
+  );
+  t.same(rows.map((r) => r.url), [`https://${hookHost}/exceptions`], "one payment.exception, delivered only to the endpoint that named it");
+
+  // Operators find such intents without reading every intent's transactions.
+  const listed = await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl }, "payment-exceptions", "--merchant", a.merchant, "--json");
+  t.equal(listed.code, 0, listed.stderr);
+  const found = (JSON.parse(listed.stdout) as { payment_intent_id: string; intent_asset: string; asset: string; amount: string; tx_hash: string; exception_reported_at: string | null }[]).find(
+    (r) => r.payment_intent_id === pi.public_id,
+  );
+  t.match(found, { intent_asset: "USDC", asset: "USDT", amount: "5", tx_hash: hash }, "ops payment-exceptions lists it");
+  t.ok(found?.exception_reported_at, "with when the merchant was told");
 });
 
 t.test("another token, a Live intent's address, an address of no intent: nothing counted", async (t) => {

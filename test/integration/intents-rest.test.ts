@@ -54,6 +54,7 @@ t.test("create returns the intent in the data envelope and records payment.inten
       sequence: 1,
       redirect_url: null,
       cancel_url: null,
+      amount_due: "12.5",
       price_amount: null,
       price_currency: null,
       quote: null,

@@ -5,8 +5,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import t from "tap";
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutAssets } from "../../services/checkout/assets.ts";
+import { amountDue } from "../../services/intents/funds.ts";
 import {
-  amountDue,
   checkoutStatus,
   escapeHtml,
   formatRemaining,

@@ -230,3 +230,58 @@ t.test("the per-endpoint gauge names the busiest endpoints and sums the rest", a
   t.same(busiest(inFlight, 2), [["e1", 4], ["e3", 3], ["other", 3]]);
   t.same(busiest(inFlight, 10), [["e1", 4], ["e3", 3], ["e4", 2], ["e2", 1]]);
 });
+
+t.test("across workers: an attempt of an endpoint not known fast needs a shared slot; a fast endpoint's does not", async (t) => {
+  const g = new Gate(settings);
+  const now = Date.now();
+  const first = g.tryStart("a", now);
+  t.ok(first.start && first.attempt.capped && first.attempt.cap === 2, "a new endpoint's attempt is capped at the endpoint's limit");
+  if (!first.start) return;
+  g.sending(first.attempt, now);
+  g.finished("a", first.attempt, "success", 20);
+  const fast = g.tryStart("a", now);
+  t.ok(fast.start && !fast.attempt.capped, "once it is fast, its attempts take no shared slot");
+});
+
+t.test("every shared slot held elsewhere: the attempt gives its place back, and what others waited counts here", async (t) => {
+  const g = new Gate(settings);
+  const now = Date.now();
+  const d = g.tryStart("a", now);
+  if (!d.start) return t.fail("started");
+  g.slotAnswer("a", d.attempt, { busyMs: 5000, circuitOpen: false }, now);
+  t.same(Object.fromEntries(g.inFlight()), {}, "the refused attempt does not count as running here");
+  t.equal(g.standing("a", now), "slow", "another worker's request has waited 5 s (over 4 × fastMs): slow here too");
+  t.same(g.tryStart("a", now + 500), { start: false, hold: 0, counted: false }, "nothing starts for a second; its messages go back to JetStream");
+  t.ok(g.heldBack("a", now + 500) >= 1000, "spaced by the wait seen elsewhere");
+  const again = g.tryStart("a", now + 1001);
+  t.ok(again.start, "a second later it may try again");
+  if (!again.start) return;
+  g.slotAnswer("a", again.attempt, { busyMs: undefined, circuitOpen: false }, now + 1001);
+  t.same(Object.fromEntries(g.inFlight()), { a: 1 }, "granted: it runs");
+
+  const h = new Gate(settings);
+  const e = h.tryStart("b", now);
+  if (!e.start) return t.fail("started");
+  h.slotAnswer("b", e.attempt, { busyMs: 50, circuitOpen: false }, now);
+  t.equal(h.standing("b", now), "unknown", "a short wait elsewhere says nothing yet");
+  t.notOk(h.tryStart("b", now + 50).start, "it tries again after 100 ms, not at once");
+  t.ok(h.tryStart("b", now + 101).start);
+  t.equal(h.standing("b", now + 60_000), "unknown", "what it was told is forgotten after a while: a try asks again");
+});
+
+t.test("a circuit opened by other workers' timeouts holds here: one at a time until an answer", async (t) => {
+  const g = new Gate({ ...settings, perEndpoint: 5 });
+  const d = g.tryStart("a");
+  if (!d.start) return t.fail("started");
+  g.slotAnswer("a", d.attempt, { busyMs: undefined, circuitOpen: true });
+  t.equal(g.openCircuits(), 1, "open here as it is everywhere");
+  t.notOk(g.tryStart("a").start, "one at a time");
+  t.ok(g.owesCircuit("a"), "its answer must be told to the others");
+  g.sending(d.attempt);
+  g.finished("a", d.attempt, "answered", 30);
+  t.equal(g.openCircuits(), 0, "its answer closes it");
+  g.sharedCircuit("a", true);
+  t.equal(g.openCircuits(), 1, "reopened by the shared record");
+  g.sharedCircuit("a", false);
+  t.equal(g.openCircuits(), 0);
+});

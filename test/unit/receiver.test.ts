@@ -6,7 +6,7 @@ import type http from "node:http";
 import https from "node:https";
 import type { TLSSocket } from "node:tls";
 import t from "tap";
-import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
+import { makeTestCa, mostOpenAtOnce, startReceiver, trustTestCa } from "../helpers/receiver.ts";
 
 const hostname = "hooks.example.test";
 const ca = await makeTestCa(t, [hostname]);
@@ -132,4 +132,12 @@ t.test("delay, destroy and hang", async (t) => {
   hanging.catch(() => {}); // settled (reset) when the receiver closes at teardown
   const all = await rx.waitFor(rx.requests.length + 1);
   t.equal(all.at(-1)?.url, "/hang");
+});
+
+t.test("mostOpenAtOnce counts requests open together; one closing as another opens did not overlap", async (t) => {
+  const r = (at: number, closedAt?: number) => ({ at, method: "POST", url: "/", headers: {}, body: Buffer.alloc(0), ...(closedAt === undefined ? {} : { closedAt }) });
+  t.equal(mostOpenAtOnce([]), 0);
+  t.equal(mostOpenAtOnce([r(0, 10), r(10, 20), r(20, 30)]), 1, "back to back");
+  t.equal(mostOpenAtOnce([r(0, 10), r(5, 20), r(6, 7), r(25)]), 3);
+  t.equal(mostOpenAtOnce([r(0), r(100), r(50, 60)]), 2, "one still open counts to the end");
 });
