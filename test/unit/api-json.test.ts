@@ -186,6 +186,7 @@ t.test("encodeResponse", async (t) => {
     price_amount: null,
     price_currency: null,
     quote: null,
+    amount_due: "",
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");
