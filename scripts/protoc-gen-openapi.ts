@@ -30,6 +30,7 @@ import { maxAmountLength } from "../services/vocabulary/amount.ts";
 import { assets } from "../services/vocabulary/assets.ts";
 import { amountPattern, httpsUrlPattern, timestampPattern } from "../services/vocabulary/formats.ts";
 import { valueSets } from "../services/vocabulary/value-sets.ts";
+import { findCurrency } from "../services/vocabulary/currencies.ts";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Schema = { [key: string]: Json };
@@ -62,10 +63,12 @@ interface FieldRules {
   valueMaxLen?: number;
   httpsUrl: boolean;
   maxItems?: number;
+  exclusiveGroup: string;
+  requires: string[];
 }
 
 /** AmountRule's values (options.proto). */
-const amountRule = { unspecified: 0, requested: 1, observed: 2 } as const;
+const amountRule = { unspecified: 0, requested: 1, observed: 2, price: 3 } as const;
 
 /** The documented error codes and their statuses, from the error table (a module with no imports: gen/ may be cleaned away while this runs). */
 export function readErrorCodes(): Map<string, number> {
@@ -244,11 +247,31 @@ class Schemas {
         }
       }
     }
+    // Exactly one field of each exclusive group; a field's companions come with it.
+    const groups = new Map<string, string[]>();
+    for (const field of fields) {
+      const rules = this.rules(field);
+      if (rules?.exclusiveGroup) groups.set(rules.exclusiveGroup, [...(groups.get(rules.exclusiveGroup) ?? []), field.name]);
+      for (const other of rules?.requires ?? []) out.push({ if: { properties: { [field.name]: {} }, required: [field.name] }, then: { properties: { [other]: {} }, required: [other] } });
+    }
+    for (const names of groups.values()) out.push({ oneOf: names.map((name) => ({ properties: { [name]: {} }, required: [name] })) });
+    // A price's places are its currency's.
+    const currency = bySet("currency");
+    for (const field of fields) {
+      if (this.rules(field)?.amount !== amountRule.price || !currency) continue;
+      for (const c of valueSets.currency?.values ?? []) {
+        const decimals = findCurrency(c)?.decimals;
+        out.push({
+          if: { properties: { [currency.name]: { const: c } }, required: [currency.name] },
+          then: { properties: { [field.name]: { type: "string", pattern: amountPattern(true, decimals) } } },
+        });
+      }
+    }
     const network = bySet("network");
     const asset = bySet("asset");
     for (const field of fields) {
       const rule = this.rules(field)?.amount ?? amountRule.unspecified;
-      if (rule === amountRule.unspecified || !network || !asset) continue;
+      if (rule === amountRule.unspecified || rule === amountRule.price || !network || !asset) continue;
       for (const a of assets) {
         out.push({
           if: { properties: { [network.name]: { const: a.network }, [asset.name]: { const: a.asset } }, required: [network.name, asset.name] },
@@ -330,7 +353,7 @@ function withRules(schema: Schema, rules: FieldRules, field: DescField): Schema 
   }
   if (rules.maxItems !== undefined) out.maxItems = rules.maxItems;
   if (rules.amount !== amountRule.unspecified) {
-    out.pattern = amountPattern(rules.amount === amountRule.requested);
+    out.pattern = amountPattern(rules.amount !== amountRule.observed);
     out.maxLength = Math.min(maxAmountLength, rules.maxLen ?? maxAmountLength);
   }
   if (rules.httpsUrl) {
@@ -423,7 +446,7 @@ const statusTexts: Record<number, string> = {
   415: "The body is not `application/json` (charset utf-8 at most), or has a Content-Encoding other than identity.",
   429: "Too many requests from this client address; retry after Retry-After seconds.",
   500: "An internal error; its message has no internals.",
-  503: "The service cannot reach the database (or the rpc role) now; retry after Retry-After seconds, with the same Idempotency-Key for a create.",
+  503: "The service cannot reach the database (or the rpc role) now, or (rate_unavailable) a fiat-priced create found too few fresh, agreeing exchange rates and recorded nothing; retry after Retry-After seconds, with the same Idempotency-Key for a create.",
 };
 
 function buildDocument(request: CodeGeneratorRequest): Json {

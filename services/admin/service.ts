@@ -6,7 +6,7 @@ import { fromJson } from "@bufbuild/protobuf";
 import { AdminService, MerchantPolicySchema } from "../../gen/payments/v1/admin_pb.ts";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
+import { anyAsset, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
@@ -85,6 +85,12 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const { em, environment } = adminRequest(ctx);
       const owner = ownerOf(req.merchant, environment);
       return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyTolerance(tx, owner, req.underpaymentToleranceBps))) };
+    },
+
+    async setPriceSpread(req, ctx) {
+      const { em, environment } = adminRequest(ctx);
+      const owner = ownerOf(req.merchant, environment);
+      return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyPriceSpread(tx, owner, req.priceSpreadBps))) };
     },
 
     async getMerchantPolicy(req, ctx) {

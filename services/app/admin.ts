@@ -48,7 +48,7 @@ import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { followedNetworks, networks } from "../vocabulary/assets.ts";
-import { anyAsset, applyConfirmationRule, applyTolerance, readPolicy } from "../policy/policy.ts";
+import { anyAsset, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
@@ -97,6 +97,8 @@ const usage = `usage:
        an amount of that asset, fewer; 0 only with --allow-unconfirmed; fixed on each intent when it is created)
   admin policy tolerance --merchant ID --environment test|live --bps N
       (0-1000: funds this many basis points below the requested amount still confirm an intent; 50 = 0.5 %)
+  admin policy price-spread --merchant ID --environment test|live --bps N
+      (0-1000: basis points taken off the quoted rate of new fiat-priced intents; their shoppers pay that much more)
   admin endpoint enable --id WEBHOOK_ENDPOINT_ID [--recover-since 2026-01-01T00:00:00Z [--force]]
       (a disabled endpoint, by the merchant or after failing: enabled again within the cap of
        enabled endpoints; deliveries that failed meanwhile stay failed, to be replayed. With
@@ -145,6 +147,7 @@ const commands = [
   "policy show",
   "policy confirmations",
   "policy tolerance",
+  "policy price-spread",
   "qr disable",
   "endpoint rotate-secret",
   "secrets reseal",
@@ -269,6 +272,10 @@ async function main(argv: string[]): Promise<unknown> {
     const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
     const bps = count(values, "bps");
     work = (em) => applyTolerance(em, owner, bps).catch(oneLine);
+  } else if (command === "policy price-spread") {
+    const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
+    const bps = count(values, "bps");
+    work = (em) => applyPriceSpread(em, owner, bps).catch(oneLine);
   } else if (command === "endpoint enable") {
     const id = required(values, "id");
     work = (em) => enableEndpoint(em, id).catch(oneLine);

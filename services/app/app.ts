@@ -24,6 +24,7 @@ import { createLocalTransport } from "../rpc/local-transport.ts";
 import { checkSecretKey } from "../webhooks/key-check.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
+import { RateEngine } from "../rates/engine.ts";
 import { IntentViews } from "../intents/views.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
@@ -95,19 +96,21 @@ export async function startApp(o: AppOptions): Promise<App> {
     throw err;
   }
   const nats = new Nats(o.natsUrl, logger, `payments-${roles.join("+")}`);
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides));
+  const metrics = createMetrics({ roles, db, nats });
+  // Quotes are made where creates are handled (the rpc role), from rates read in the background.
+  const rates = roles.includes("rpc") ? new RateEngine(config.rates, { registry: metrics.registry, logger }) : undefined;
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides), undefined, rates);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
-    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays },
+    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays, rates: rates && ((environment) => rates.fresh(environment)) },
     latePaymentWindowSeconds: config.latePaymentWindowSeconds,
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
     recoveryBounds: config.webhookRecovery,
   });
-  const metrics = createMetrics({ roles, db, nats });
   const stops: { step: string; stop: () => Promise<void> }[] = [];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
   const credentials = new CredentialCache();
@@ -136,6 +139,10 @@ export async function startApp(o: AppOptions): Promise<App> {
   const ports: App["ports"] = { ops: 0 };
   let jetstreamPrefix: string | undefined;
   try {
+    if (rates) {
+      rates.start();
+      stops.push({ step: "rate engine", stop: () => rates.stop() });
+    }
     if (roles.includes("rpc")) {
       const rpc = await startRpcServer(serviceRoutes, interceptors, config.rpcHost, config.rpcPort, {
         bodyLimitBytes: config.bodyLimitBytes,

@@ -271,9 +271,17 @@ export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: b
 </div>`
     : "";
 
+  // A fiat-priced intent: its price beside the crypto amount, and how long its rate holds (the payment window).
+  const price = view.priceAmount !== undefined && view.priceCurrency !== undefined ? `<p class="price" id="price">${e(view.priceAmount)} ${e(view.priceCurrency)}</p>\n` : "";
+  const quote =
+    view.quote && view.priceCurrency !== undefined && expiresAt !== null
+      ? `<p class="quote" id="quote">Rate 1 ${e(view.asset)} = ${e(view.quote.rate)} ${e(view.priceCurrency)}, held for <time id="quote-countdown" datetime="${e(expiresAt)}">${e(remaining)}</time></p>\n`
+      : "";
+
   // Phone first: the time left, the address and its buttons, then the QR code for paying from another device.
   const instructions = `<section class="pay" id="pay" aria-label="How to pay"${payable ? "" : " hidden"}>
 ${expiresAt === null ? "" : `<p class="countdown">Time left to pay <time id="countdown" datetime="${e(expiresAt)}">${e(remaining)}</time></p>`}
+${quote}
 ${address}
 ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figcaption>Scan with your wallet app</figcaption>\n</figure>` : ""}
 </section>`;
@@ -285,7 +293,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
 <header class="head">
   <h1 class="title">Payment</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
-  <p class="network">on <span id="network">${e(network)}</span></p>
+${price}  <p class="network">on <span id="network">${e(network)}</span></p>
 </header>
 <section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
   <p class="status-title" id="status-title">${e(text.title)}</p>

@@ -52,6 +52,14 @@ export const PaymentIntentRecord = defineEntity({
     /** When the intent first saw funds of its asset that did not count yet (payment.detected, once). */
     detectedAt: p.datetime().length(3).nullable(),
     watchXid: p.string().columnType("xid8").defaultRaw("pg_current_xact_id()"),
+    /** A fiat-priced intent's price (in priceCurrency) and the quote requestedAmount was computed at; null when priced in its asset. */
+    priceAmount: p.decimal("string").columnType("numeric").nullable(),
+    priceCurrency: p.string().length(3).nullable(),
+    /** Units of priceCurrency per unit of the asset, after the merchant's spread. */
+    quoteRate: p.decimal("string").columnType("numeric").nullable(),
+    /** The sources whose answers made the rate. */
+    quoteSources: p.json<string[]>().nullable(),
+    quotedAt: p.datetime().length(3).nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },

@@ -12,6 +12,8 @@ import { executePrepared } from "../platform/prepared.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
 import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, type IntentSource, statusTimes, updateStatus, updateStatuses, type IntentRow } from "./store.ts";
 import type { CreateInput } from "./validate.ts";
+import { priceInput, type PricedInput } from "./pricing.ts";
+import type { RateEngine } from "../rates/engine.ts";
 import type { IntentViews } from "./views.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
@@ -27,7 +29,7 @@ export interface IntentOrigin {
   terminal?: string | null;
 }
 
-function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy): IntentRow {
+function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy): IntentRow {
   return {
     id,
     merchantId: owner.merchantId,
@@ -53,6 +55,7 @@ function newIntentRow(id: string, owner: Owner, input: CreateInput, origin: Inte
     underpaymentToleranceBps: input.underpaymentToleranceBps ?? policy.underpaymentToleranceBps,
     redirectUrl: input.redirectUrl,
     cancelUrl: input.cancelUrl,
+    price: input.priced ?? null,
   };
 }
 
@@ -71,9 +74,13 @@ export class Intents {
    */
   readonly #policies = new Map<string, PolicySnapshot>();
 
-  constructor(views: IntentViews, addresses = new AddressReserve()) {
+  /** Where fiat-priced creates get their quote; without it such a create answers rate_unavailable. */
+  readonly rates: RateEngine | undefined;
+
+  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine) {
     this.views = views;
     this.#addresses = addresses;
+    this.rates = rates;
   }
 
   /** Confirmations an output of the asset needs to count when no merchant policy says otherwise. */
@@ -94,18 +101,26 @@ export class Intents {
   }
 
   /** What the owner's policy fixes on a new intent: its confirmations and tolerance. */
-  #policyFor(snapshot: PolicySnapshot, input: CreateInput): IntentPolicy {
+  #policyFor(snapshot: PolicySnapshot, input: PricedInput): IntentPolicy {
     const asset = findAsset(input.network, input.asset) as AssetInfo;
     return intentPolicy(snapshot, asset, input.requestedAmount, this.requiredConfirmations(asset));
+  }
+
+  /** The input with its asset amount decided (a price quoted now, less the policy's spread), or rate_unavailable. */
+  #priced(owner: Owner, input: CreateInput, snapshot: PolicySnapshot, now: Date): PricedInput {
+    return priceInput(input, findAsset(input.network, input.asset) as AssetInfo, this.rates, owner.environment, snapshot.priceSpreadBps, now);
   }
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
     const id = newId("pi");
+    // Priced first: with no quote nothing is reserved or derived (the transaction would undo it anyway).
+    const snapshot = await this.#readPolicy(tx, owner);
+    const priced = this.#priced(owner, input, snapshot, now);
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     // The next create for this merchant's network may reserve its address ahead (createClaimed).
     this.#addresses.learn(owner, input.network, address.kind);
-    const row = newIntentRow(id, owner, input, origin, now, address.address, this.#policyFor(await this.#readPolicy(tx, owner), input));
+    const row = newIntentRow(id, owner, priced, origin, now, address.address, this.#policyFor(snapshot, priced));
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));
     return row;
@@ -129,9 +144,17 @@ export class Intents {
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     const now = new Date();
     const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
+    let priced: PricedInput;
+    try {
+      priced = this.#priced(owner, input, snapshot, now);
+    } catch {
+      // No quote: the transactional path answers, where a repeated key replays its stored intent
+      // (with the quote it was created at) rather than failing for want of a new one.
+      throw new NeedsTransaction();
+    }
     const address = await this.#addresses.take(em, owner, input.network);
     if (!address) throw new NeedsTransaction();
-    const row = newIntentRow(newId("pi"), owner, input, { source: "api" }, now, address.address, this.#policyFor(snapshot, input));
+    const row = newIntentRow(newId("pi"), owner, priced, { source: "api" }, now, address.address, this.#policyFor(snapshot, priced));
     // Built once, for the response and for the event's data.
     const view = this.views.message(row);
     const message = respond(view);

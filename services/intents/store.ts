@@ -3,6 +3,7 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage } from "../platform/owned.ts";
 import { PaymentIntentRecord } from "./entities.ts";
+import type { IntentPrice } from "./pricing.ts";
 
 /** Reads and writes of payment_intents: the one owner of the table. */
 
@@ -38,6 +39,8 @@ export interface IntentRow {
   /** The shop's pages the checkout page links back to; null when not given. */
   redirectUrl: string | null;
   cancelUrl: string | null;
+  /** A fiat-priced intent's price and the quote its requested amount was computed at; null when priced in its asset. */
+  price: IntentPrice | null;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
 }
@@ -65,7 +68,8 @@ export interface TransactionFact {
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
-  i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url`;
+  i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
+  i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at`;
 
 interface DbRow {
   id: string;
@@ -92,6 +96,11 @@ interface DbRow {
   underpayment_tolerance_bps: number;
   redirect_url: string | null;
   cancel_url: string | null;
+  price_amount: string | null;
+  price_currency: string | null;
+  quote_rate: string | null;
+  quote_sources: string[] | string | null;
+  quoted_at: Date | string | null;
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -122,12 +131,23 @@ function fromDb(r: DbRow): IntentRow {
     underpaymentToleranceBps: r.underpayment_tolerance_bps,
     redirectUrl: r.redirect_url,
     cancelUrl: r.cancel_url,
+    price:
+      r.price_amount === null || r.price_currency === null || r.quote_rate === null || r.quoted_at === null
+        ? null
+        : {
+            amount: r.price_amount,
+            currency: r.price_currency,
+            rate: r.quote_rate,
+            sources: typeof r.quote_sources === "string" ? (JSON.parse(r.quote_sources) as string[]) : (r.quote_sources ?? []),
+            quotedAt: new Date(r.quoted_at),
+          },
   };
 }
 
 const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
   requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal,
-  sequence, required_confirmations, underpayment_tolerance_bps, redirect_url, cancel_url`;
+  sequence, required_confirmations, underpayment_tolerance_bps, redirect_url, cancel_url,
+  price_amount, price_currency, quote_rate, quote_sources, quoted_at`;
 
 function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
   return [
@@ -153,12 +173,17 @@ function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
     row.underpaymentToleranceBps,
     row.redirectUrl,
     row.cancelUrl,
+    row.price?.amount ?? null,
+    row.price?.currency ?? null,
+    row.price?.rate ?? null,
+    row.price ? JSON.stringify(row.price.sources) : null,
+    row.price?.quotedAt ?? null,
   ];
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, insertParams(row, addressIndex));
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`, insertParams(row, addressIndex));
 }
 
 /** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
@@ -166,7 +191,7 @@ export function insertIntentCte(row: IntentRow, addressIndex: number | null, fro
   return {
     sql: `intent as (
        insert into payment_intents (${insertColumns})
-       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? from ${from}
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz from ${from}
        returning id
      )`,
     params: insertParams(row, addressIndex),

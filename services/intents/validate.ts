@@ -15,7 +15,10 @@ export const defaults = {
 export interface CreateInput {
   network: string;
   asset: string;
-  requestedAmount: string;
+  /** Undefined when the intent is priced in a currency (`price`): the quote computes it. */
+  requestedAmount: string | undefined;
+  /** A price in a currency instead of requestedAmount (the field rules let exactly one through). */
+  price: { amount: string; currency: string } | undefined;
   merchantReference: string | null;
   expiresInSeconds: number;
   metadata: Record<string, string>;
@@ -33,6 +36,7 @@ export function validateCreate(req: CreatePaymentIntentRequest): CreateInput {
     network: req.network,
     asset: req.asset,
     requestedAmount: req.requestedAmount,
+    price: req.priceAmount !== undefined && req.priceCurrency !== undefined ? { amount: req.priceAmount, currency: req.priceCurrency } : undefined,
     merchantReference: req.merchantReference ?? null,
     expiresInSeconds: req.expiresInSeconds ?? defaults.expiresInSeconds,
     metadata: req.metadata,

@@ -1,15 +1,38 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PaymentIntentSchema, PaymentTransactionSchema, type PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { PaymentIntentSchema, PaymentTransactionSchema, QuoteSchema, type PaymentIntent, type Quote } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
 import { amountDue, isPending, uncountedReason } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
-import type { IntentRow } from "./store.ts";
+import type { IntentRow, TransactionFact } from "./store.ts";
+import { parseRate, valueAtRate } from "../rates/rate-math.ts";
+import { findCurrency } from "../vocabulary/currencies.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
+
+/** A fiat-priced intent's quote; it holds until the intent expires. */
+function quoteOf(row: IntentRow): Quote | undefined {
+  if (!row.price) return undefined;
+  return create(QuoteSchema, { rate: row.price.rate, sources: row.price.sources, quotedAt: timestampFromDate(row.price.quotedAt), expiresAt: timestampFromDate(row.expiresAt) });
+}
+
+/**
+ * What an output of the intent's asset was worth in the intent's price currency: its amount at
+ * the quoted rate, fixed on the intent when it was created and held for its payment window, so
+ * the books need no second lookup. Rounded down to the currency's places; none on other intents
+ * and for another asset.
+ */
+function fiatValue(row: IntentRow, t: TransactionFact): string | undefined {
+  if (!row.price || t.asset !== row.asset) return undefined;
+  const asset = findAsset(row.network, row.asset);
+  const currency = findCurrency(row.price.currency);
+  const rate = parseRate(row.price.rate);
+  if (!asset || !currency || rate === undefined) return undefined;
+  return valueAtRate(t.amount, asset.decimals, rate, currency.decimals);
+}
 
 /**
  * How an intent is shown: to the API and, as the same JSON, inside its events.
@@ -83,6 +106,7 @@ export class IntentViews {
           asset: t.asset,
           reason: t.counted ? undefined : uncountedReason(t, { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) }),
           replaceable: t.replaceable,
+          fiatValue: fiatValue(row, t),
         }),
       ),
       amountPending: this.amountPending(row),
@@ -98,6 +122,9 @@ export class IntentViews {
       sequence: row.sequence,
       redirectUrl: row.redirectUrl ?? undefined,
       cancelUrl: row.cancelUrl ?? undefined,
+      priceAmount: row.price?.amount,
+      priceCurrency: row.price?.currency,
+      quote: quoteOf(row),
     });
   }
 
@@ -120,6 +147,9 @@ export class IntentViews {
       cancelUrl: full.cancelUrl,
       amountPending: full.amountPending,
       requiredConfirmations: full.requiredConfirmations,
+      priceAmount: full.priceAmount,
+      priceCurrency: full.priceCurrency,
+      quote: full.quote,
       otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }

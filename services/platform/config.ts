@@ -115,6 +115,54 @@ export interface Config {
   mempoolAbsence: { reads: number; seconds: number };
   /** WATCHER_CREDENTIAL_TEST / _LIVE: the internal credential a watcher in its own process sends, per environment. */
   watcherCredentials: { test?: string; live?: string };
+  /** RATE_*: where fiat-priced intents' quotes come from, and when a quote is refused (services/rates). */
+  rates: RateSettings;
+}
+
+/** The rate engine's settings (docs/operations.md, "Exchange rates"). */
+export interface RateSettings {
+  /** RATE_SOURCES: kraken, coinbase, bitstamp (the default, all three) and fixed (development, Test only). */
+  sources: ("kraken" | "coinbase" | "bitstamp" | "fixed")[];
+  /** RATE_SOURCE_<NAME>_URL: an exchange's API base URL instead of its public one. */
+  urls: { kraken?: string; coinbase?: string; bitstamp?: string };
+  /** RATE_REFRESH_SECONDS: how often every pair is read again from every source, in the background. */
+  refreshSeconds: number;
+  /** RATE_MAX_AGE_SECONDS: an answer older than this is stale and not used. */
+  maxAgeSeconds: number;
+  /** RATE_MAX_SPREAD_BPS: an answer further than this from the median of the fresh ones is an outlier and dropped. */
+  maxSpreadBps: number;
+  /** RATE_MIN_SOURCES: agreeing fresh answers a quote needs (default 2 when 2 or more sources are configured, else 1). */
+  minSources: number;
+  /** RATE_STABLECOIN_PEG: 1 (default) prices USDC and USDT 1:1 in USD; 0 quotes them like any asset. */
+  stablecoinPeg: boolean;
+}
+
+const rateSourceNames = ["kraken", "coinbase", "bitstamp", "fixed"] as const;
+
+function rateSettings(env: Env): RateSettings {
+  const raw = optional(env, "RATE_SOURCES") ?? "kraken,coinbase,bitstamp";
+  const sources = raw.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+  for (const s of sources) {
+    if (!(rateSourceNames as readonly string[]).includes(s)) throw new ConfigError(`RATE_SOURCES takes ${rateSourceNames.join(", ")} separated by commas, got "${s}"`);
+  }
+  if (sources.length === 0) throw new ConfigError(`RATE_SOURCES must name at least one of ${rateSourceNames.join(", ")}`);
+  if (new Set(sources).size !== sources.length) throw new ConfigError(`RATE_SOURCES names a source twice: a source agreeing with itself proves nothing`);
+  const urls: RateSettings["urls"] = {};
+  for (const name of ["kraken", "coinbase", "bitstamp"] as const) {
+    const key = `RATE_SOURCE_${name.toUpperCase()}_URL`;
+    if (optional(env, key) !== undefined) urls[name] = url(env, key, "");
+  }
+  const peg = optional(env, "RATE_STABLECOIN_PEG") ?? "1";
+  if (peg !== "0" && peg !== "1") throw new ConfigError(`RATE_STABLECOIN_PEG must be 1 or 0, got "${peg}"`);
+  return {
+    sources: sources as RateSettings["sources"],
+    urls,
+    refreshSeconds: integer(env, "RATE_REFRESH_SECONDS", 60, 1, 3600),
+    maxAgeSeconds: integer(env, "RATE_MAX_AGE_SECONDS", 300, 1, 86_400),
+    maxSpreadBps: integer(env, "RATE_MAX_SPREAD_BPS", 100, 1, 5000),
+    minSources: integer(env, "RATE_MIN_SOURCES", sources.length >= 2 ? 2 : 1, 1, sources.length),
+    stablecoinPeg: peg === "1",
+  };
 }
 
 /** A chain the watcher role follows: a network in an environment, through one JSON-RPC endpoint. */
@@ -417,5 +465,6 @@ export function loadConfig(env: Env = process.env): Config {
     watcherCredentials: { test: optional(env, "WATCHER_CREDENTIAL_TEST"), live: optional(env, "WATCHER_CREDENTIAL_LIVE") },
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
     grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
+    rates: rateSettings(env),
   };
 }

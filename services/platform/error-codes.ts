@@ -40,6 +40,7 @@ export const errorTable = {
   rate_limited: { status: 429, grpc: "ResourceExhausted" },
   internal_error: { status: 500, grpc: "Internal" },
   unavailable: { status: 503, grpc: "Unavailable" },
+  rate_unavailable: { status: 503, grpc: "Unavailable" },
 } as const satisfies Record<string, { status: number; grpc: GrpcCodeName }>;
 
 export type ErrorCode = keyof typeof errorTable;

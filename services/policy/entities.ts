@@ -32,6 +32,8 @@ export const MerchantPolicy = defineEntity({
     environment: p.string().length(4).primary(),
     /** In basis points of the requested amount (50 = 0.5 %). */
     underpaymentToleranceBps: p.integer().default(0),
+    /** Taken off the quoted rate of its fiat-priced intents, in basis points (their shoppers pay this much more). */
+    priceSpreadBps: p.integer().default(0),
     /** One more with every change to the merchant's policy in this environment (its rules too): a create checks its copy against it. */
     version: p.bigint("number").default(0),
     updatedAt: p.datetime().length(3),

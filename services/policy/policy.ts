@@ -1,5 +1,5 @@
 import { getOption, type DescField } from "@bufbuild/protobuf";
-import { SetConfirmationPolicyRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
+import { SetConfirmationPolicyRequestSchema, SetPriceSpreadRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
 import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -18,6 +18,8 @@ function maxOf(field: DescField): number {
 const policyLimits = {
   /** Basis points: 10 %. */
   maxToleranceBps: maxOf(SetUnderpaymentToleranceRequestSchema.field.underpaymentToleranceBps),
+  /** Basis points: 10 %. */
+  maxPriceSpreadBps: maxOf(SetPriceSpreadRequestSchema.field.priceSpreadBps),
   /** Within the block history a watcher keeps (1 024) to find a reorg and to report again after a restart. */
   maxConfirmations: maxOf(SetConfirmationPolicyRequestSchema.field.confirmations),
 };
@@ -58,18 +60,20 @@ export interface PolicySnapshot {
   version: number;
   rules: (ConfirmationRule & { network: string })[];
   toleranceBps: number;
+  /** Taken off the quoted rate of a fiat-priced intent, in basis points (0: none). */
+  priceSpreadBps: number;
 }
 
 /** The owner's policy, in one round trip. */
 export async function policySnapshot(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
-  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; version: string | number | null }[]>(
+  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; spread: number | null; version: string | number | null }[]>(
     `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations) order by network, asset)
                from confirmation_policies where merchant_id = ? and environment = ?) as rules,
-            p.underpayment_tolerance_bps as tolerance, p.version
+            p.underpayment_tolerance_bps as tolerance, p.price_spread_bps as spread, p.version
        from (select 1) one left join merchant_policies p on p.merchant_id = ? and p.environment = ?`,
     [owner.merchantId, owner.environment, owner.merchantId, owner.environment],
   );
-  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0 };
+  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0, priceSpreadBps: row?.spread ?? 0 };
 }
 
 /** A condition, for a statement that writes an intent with a snapshot's values, that the snapshot is still the owner's policy. */
@@ -135,6 +139,13 @@ export function checkRule(input: ConfirmationRuleInput): ConfirmationRule {
   return { asset: input.asset, confirmations: input.confirmations, belowAmount: amount.value, belowConfirmations: input.belowConfirmations };
 }
 
+export function checkPriceSpread(bps: number): number {
+  if (!Number.isInteger(bps) || bps < 0 || bps > policyLimits.maxPriceSpreadBps) {
+    throw validationError("price_spread_bps", `"price_spread_bps" must be an integer from 0 to ${policyLimits.maxPriceSpreadBps} (10 %).`);
+  }
+  return bps;
+}
+
 export function checkTolerance(bps: number): number {
   if (!Number.isInteger(bps) || bps < 0 || bps > policyLimits.maxToleranceBps) {
     throw validationError("underpayment_tolerance_bps", `"underpayment_tolerance_bps" must be an integer from 0 to ${policyLimits.maxToleranceBps} (10 %).`);
@@ -159,17 +170,19 @@ async function setConfirmationRule(em: EntityManager, owner: Owner, network: str
 }
 
 /** Every change moves the version, so a create holding an older copy of the policy writes nothing and reads it again. */
-async function bumpVersion(em: EntityManager, owner: Owner, now: Date, toleranceBps?: number): Promise<void> {
+async function bumpVersion(em: EntityManager, owner: Owner, now: Date, set: { toleranceBps?: number; priceSpreadBps?: number } = {}): Promise<void> {
   await em.execute(
-    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, version, updated_at) values (?, ?, ?, 1, ?)
+    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, price_spread_bps, version, updated_at) values (?, ?, ?, ?, 1, ?)
      on conflict (merchant_id, environment) do update
-       set underpayment_tolerance_bps = coalesce(?, merchant_policies.underpayment_tolerance_bps), version = merchant_policies.version + 1, updated_at = excluded.updated_at`,
-    [owner.merchantId, owner.environment, toleranceBps ?? 0, now, toleranceBps ?? null],
+       set underpayment_tolerance_bps = coalesce(?, merchant_policies.underpayment_tolerance_bps),
+           price_spread_bps = coalesce(?, merchant_policies.price_spread_bps),
+           version = merchant_policies.version + 1, updated_at = excluded.updated_at`,
+    [owner.merchantId, owner.environment, set.toleranceBps ?? 0, set.priceSpreadBps ?? 0, now, set.toleranceBps ?? null, set.priceSpreadBps ?? null],
   );
 }
 
 async function setTolerance(em: EntityManager, owner: Owner, bps: number, now = new Date()): Promise<void> {
-  await bumpVersion(em, owner, now, bps);
+  await bumpVersion(em, owner, now, { toleranceBps: bps });
 }
 
 /** Everything the owner has set: every network's rules and the tolerance, as AdminService's MerchantPolicy in JSON (the admin CLI prints it). */
@@ -186,6 +199,7 @@ async function showPolicy(em: EntityManager, owner: Owner) {
       below_confirmations: r.belowConfirmations,
     })),
     underpayment_tolerance_bps: snapshot.toleranceBps,
+    price_spread_bps: snapshot.priceSpreadBps,
   };
 }
 
@@ -214,5 +228,13 @@ export async function applyTolerance(em: EntityManager, owner: Owner, bps: numbe
   checkTolerance(bps);
   await merchantExists(em, owner.merchantId);
   await setTolerance(em, owner, bps, now);
+  return showPolicy(em, owner);
+}
+
+/** Sets the owner's price spread (new fiat-priced intents take it; those created keep their quote), and answers with its whole policy. */
+export async function applyPriceSpread(em: EntityManager, owner: Owner, bps: number, now = new Date()) {
+  checkPriceSpread(bps);
+  await merchantExists(em, owner.merchantId);
+  await bumpVersion(em, owner, now, { priceSpreadBps: bps });
   return showPolicy(em, owner);
 }

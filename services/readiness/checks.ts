@@ -12,7 +12,7 @@ import { networksWithNodeProblems } from "../chains/store.ts";
  * carry a token), a secret or a key hint.
  */
 
-export const checkIds = ["webhook_endpoint", "webhook_test_delivered", "deposit_addresses", "chain_watcher", "endpoint_health", "api_key_age"] as const;
+export const checkIds = ["webhook_endpoint", "webhook_test_delivered", "deposit_addresses", "chain_watcher", "exchange_rates", "endpoint_health", "api_key_age"] as const;
 export type CheckId = (typeof checkIds)[number];
 export type Severity = "required" | "recommended";
 
@@ -97,6 +97,14 @@ export interface ReadinessFacts {
   addresses: AddressFacts;
   /** Active (unrevoked) API keys of the merchant in this environment, oldest first. */
   apiKeys: ApiKeyFacts[];
+  /** Whether the merchant has created a fiat-priced intent, in either environment: it prices in fiat. */
+  fiatPricing?: boolean;
+}
+
+/** The rate engine's answer for an environment: whether every pair quotes now, and the pairs that do not. */
+export interface RatesFreshness {
+  ok: boolean;
+  failing: string[];
 }
 
 export interface ReadinessSettings {
@@ -105,6 +113,8 @@ export interface ReadinessSettings {
   /** API_KEY_MAX_AGE_DAYS. */
   apiKeyMaxAgeDays: number;
   now: Date;
+  /** Whether fiat-priced creates would be quoted now, per environment (the rpc process's rate engine); unset: no engine here. */
+  rates?: (environment: "test" | "live") => RatesFreshness;
 }
 
 const dayMs = 86_400_000;
@@ -356,6 +366,30 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
   };
 }
 
+/**
+ * Fiat-priced intents are quoted from fresh, agreeing exchange rates (RATE_SOURCES): without them
+ * a fiat-priced create answers rate_unavailable. It applies once the merchant prices in fiat (a
+ * fiat-priced intent in either environment, so a merchant who tried it in Test is held to it
+ * before going live): required in Live, recommended in Test. The development source (fixed)
+ * never counts for Live.
+ */
+export function exchangeRatesCheck(facts: ReadinessFacts, s: ReadinessSettings): Check {
+  const environment = facts.owner.environment === "live" ? "live" : "test";
+  const severity: Severity = environment === "live" && facts.fiatPricing ? "required" : "recommended";
+  const base = { id: "exchange_rates", severity } as const;
+  if (!facts.fiatPricing) return { ...base, passed: true, message: "No fiat-priced intent yet: this check applies once intents are priced in a currency (price_amount)." };
+  const fresh = s.rates?.(environment);
+  if (!fresh) return { ...base, passed: false, message: "No rate engine answers in this process: fiat-priced intents (price_amount) cannot be quoted." };
+  if (fresh.ok) return { ...base, passed: true, message: `Exchange rates are fresh: fiat-priced intents (price_amount) are quoted in ${environment === "live" ? "Live" : "Test"}.` };
+  return {
+    ...base,
+    passed: false,
+    message:
+      `Fiat-priced intents (price_amount) cannot be quoted in ${environment === "live" ? "Live" : "Test"} now: too few fresh, agreeing rate sources for ${list(fresh.failing)}. ` +
+      `The operator checks RATE_SOURCES and the rate_source_* metrics (the development source "fixed" answers in Test only).`,
+  };
+}
+
 /** Every check, in the documented order; ready when every required check passes. */
 export function evaluate(facts: ReadinessFacts, s: ReadinessSettings): Readiness {
   const checks = [
@@ -363,6 +397,7 @@ export function evaluate(facts: ReadinessFacts, s: ReadinessSettings): Readiness
     webhookTestCheck(facts, s),
     depositAddressCheck(facts),
     chainWatcherCheck(facts, s),
+    exchangeRatesCheck(facts, s),
     endpointHealthCheck(facts, s),
     apiKeyAgeCheck(facts, s),
   ];
@@ -439,7 +474,9 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     [owner.environment],
   );
   const nodeProblems = await networksWithNodeProblems(em, owner.environment, followingWithinMs / 1000);
+  const [fiat] = await em.execute<{ priced: boolean }[]>(`select exists (select 1 from payment_intents where merchant_id = ? and price_currency is not null) as priced`, [owner.merchantId]);
   return {
+    fiatPricing: fiat?.priced === true,
     owner,
     nodeProblems,
     chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at), haltedDepth: c.halted_depth })),

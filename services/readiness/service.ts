@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { GoLiveReadinessSchema, ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { merchantRequest } from "../rpc/context.ts";
-import { evaluate, readFacts } from "./checks.ts";
+import { evaluate, readFacts, type RatesFreshness } from "./checks.ts";
 
 export interface ReadinessDeps {
   readiness: {
@@ -10,17 +10,19 @@ export interface ReadinessDeps {
     publicBaseUrl: string;
     /** API_KEY_MAX_AGE_DAYS. */
     apiKeyMaxAgeDays: number;
+    /** Whether fiat-priced creates would be quoted now (the rate engine), per environment. */
+    rates?: (environment: "test" | "live") => RatesFreshness;
   };
 }
 
 /** ReadinessService: the go-live checks of the API key's merchant and environment (reads only). */
 export function readinessService(deps: ReadinessDeps): ServiceImpl<typeof ReadinessService> {
-  const { publicBaseUrl, apiKeyMaxAgeDays } = deps.readiness;
+  const { publicBaseUrl, apiKeyMaxAgeDays, rates } = deps.readiness;
   return {
     async getGoLiveReadiness(_req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const facts = await readFacts(em, { merchantId: principal.merchantId, environment: principal.environment });
-      const result = evaluate(facts, { publicBaseUrl, apiKeyMaxAgeDays, now: new Date() });
+      const result = evaluate(facts, { publicBaseUrl, apiKeyMaxAgeDays, now: new Date(), rates });
       return { data: create(GoLiveReadinessSchema, result) };
     },
   };

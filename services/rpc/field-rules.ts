@@ -3,6 +3,7 @@ import { AmountRule, field as fieldOption, type FieldRules } from "../../gen/pay
 import { validationError } from "../platform/errors.ts";
 import { checkAmount, checkRequestedAmount, exampleAmount } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
+import { findCurrency } from "../vocabulary/currencies.ts";
 import { httpsUrlFault, httpsUrlPattern } from "../vocabulary/formats.ts";
 import { valueSets, type ValueSet } from "../vocabulary/value-sets.ts";
 
@@ -30,6 +31,29 @@ export function checkFieldRules(desc: DescMessage, message: Message): void {
       default:
         break;
     }
+  }
+  checkPresence(desc, values);
+}
+
+/** Whether a request carries a field: set, and for a field without `optional`, not empty. */
+const sent = (field: DescField, value: unknown) => value !== undefined && (field.proto.proto3Optional || value !== "");
+
+/** exclusive_group (exactly one of the group is sent) and requires (a field's companions come with it). */
+function checkPresence(desc: DescMessage, values: Record<string, unknown>): void {
+  const groups = new Map<string, DescField[]>();
+  for (const { field, rules } of rulesOf(desc)) {
+    if (!sent(field, values[field.localName])) continue;
+    for (const name of rules.requires) {
+      const other = desc.fields.find((f) => f.name === name);
+      if (other && !sent(other, values[other.localName])) throw validationError(name, `"${name}" is missing: "${field.name}" needs it.`);
+    }
+  }
+  for (const { field, rules } of rulesOf(desc)) if (rules.exclusiveGroup) groups.set(rules.exclusiveGroup, [...(groups.get(rules.exclusiveGroup) ?? []), field]);
+  for (const fields of groups.values()) {
+    const given = fields.filter((f) => sent(f, values[f.localName]));
+    const names = fields.map((f) => `"${f.name}"`).join(" or ");
+    if (given.length === 0) throw validationError(fields[0]?.name ?? "", `Send ${names}: none was sent.`);
+    if (given.length > 1) throw validationError(given[1]?.name ?? "", `Send ${names}, not both: ${given.map((f) => `"${f.name}"`).join(" and ")} were sent.`);
   }
 }
 
@@ -80,12 +104,14 @@ function checkString(desc: DescMessage, values: Record<string, unknown>, field: 
     throw validationError(name, `The URL is not allowed: ${httpsUrlFault(value)}.`);
   }
   if (rules.amount !== AmountRule.UNSPECIFIED) {
-    const decimals = assetOf(desc, values)?.decimals;
-    const checked = rules.amount === AmountRule.REQUESTED ? checkRequestedAmount(value, decimals ?? Infinity) : checkAmount(value, decimals ?? Infinity);
+    const decimals = rules.amount === AmountRule.PRICE ? currencyOf(desc, values)?.decimals : assetOf(desc, values)?.decimals;
+    const checked = rules.amount === AmountRule.OBSERVED ? checkAmount(value, decimals ?? Infinity) : checkRequestedAmount(value, decimals ?? Infinity);
     if (!checked.ok) {
       // The reason says what is wrong; a newcomer also needs to see what right looks like.
       const example = checked.problem === "decimals" && decimals !== undefined ? `: send a decimal string such as "${exampleAmount(decimals)}"` : "";
-      throw validationError(name, `"${name}" ${checked.reason}${example}.`);
+      // A price's places are its currency's (ISO 4217), not an asset's.
+      const reason = checked.problem === "decimals" && rules.amount === AmountRule.PRICE ? `has more than ${decimals} decimal places, the most ${currencyOf(desc, values)?.code} has` : checked.reason;
+      throw validationError(name, `"${name}" ${reason}${example}.`);
     }
   }
 }
@@ -133,6 +159,12 @@ function assetOf(desc: DescMessage, values: Record<string, unknown>) {
   const network = valueOfSet(desc, values, "network");
   const asset = valueOfSet(desc, values, "asset");
   return network !== undefined && asset !== undefined ? findAsset(network, asset) : undefined;
+}
+
+/** The currency a request names by its field of the "currency" set, if it names one we accept. */
+function currencyOf(desc: DescMessage, values: Record<string, unknown>) {
+  const code = valueOfSet(desc, values, "currency");
+  return code !== undefined ? findCurrency(code) : undefined;
 }
 
 function checkInteger(field: DescField, rules: FieldRules, value: number | bigint): void {

@@ -5,6 +5,7 @@
  * both from here.
  */
 import { assets, assetsOn, networks } from "./assets.ts";
+import { currencyCodes } from "./currencies.ts";
 import { allEvents, eventTypes, extensionEventTypes } from "./event-types.ts";
 
 /** The Payment Intent statuses (the status machine is services/intents/status.ts). */
@@ -33,4 +34,5 @@ export const valueSets: Readonly<Record<string, ValueSet>> = {
   delivery_status: { values: deliveryStatuses },
   simulate_outcome: { values: simulateOutcomes },
   event_filter: { values: [allEvents, ...eventTypes, ...extensionEventTypes] },
+  currency: { values: currencyCodes },
 };

@@ -10,6 +10,7 @@ import { describeSummary, Inspector, summarise } from "./profile.ts";
 import { met, report, type ScenarioReport } from "./report.ts";
 import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
 import { createScenario } from "./scenarios/create.ts";
+import { fiatCreateScenario } from "./scenarios/fiat-create.ts";
 import { coldDrainScenario } from "./scenarios/cold-drain.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
 import { fairnessScenario } from "./scenarios/fairness.ts";
@@ -30,7 +31,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

@@ -3,6 +3,7 @@ import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import { scopes } from "../../services/auth/keys.ts";
 import { openDatabase } from "../../services/app/database.ts";
 import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "../helpers/harness.ts";
+import { fakeExchanges } from "../helpers/exchanges.ts";
 import { freePort, spawnService, type ServiceProcess } from "../helpers/processes.ts";
 import type { SystemInfo } from "./types.ts";
 
@@ -33,6 +34,10 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
   const masterKey = randomBytes(32);
   const port = await freePort();
   const prefix = uniqueName("bench");
+  // Local exchanges (never the internet), read once at start and not again (refreshed hourly, fresh
+  // for a day): any request they see during a scenario was made by a create (fiat-create checks none is).
+  const exchanges = await fakeExchanges({ kraken: { "BTC-USD": "50000.0" }, coinbase: { "BTC-USD": "50010.00" }, bitstamp: { "BTC-USD": "49990.00" } });
+  cleanup.teardown(() => exchanges.close());
   const env: Record<string, string> = {
     DATABASE_URL: databaseUrl,
     NATS_URL: natsUrl,
@@ -44,6 +49,9 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
     // the service, not the limit.
     API_READ_RATE_LIMIT: "1000000",
     API_WRITE_RATE_LIMIT: "1000000",
+    ...exchanges.env,
+    RATE_REFRESH_SECONDS: "3600",
+    RATE_MAX_AGE_SECONDS: "86400",
     // BENCH_PROFILE_DIR=dir: each service process writes a CPU profile there when it stops.
     ...(process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {}),
     ...extraEnv,
@@ -78,6 +86,7 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
     masterKey,
     env,
     merchant: { id: merchant.id, key: key.api_key },
+    exchangeRequests: () => exchanges.all.reduce((n, e) => n + e.requests, 0),
     processes,
     spawn: (roles) => spawn(roles),
   };

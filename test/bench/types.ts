@@ -20,6 +20,8 @@ export interface SystemInfo {
   /** The system's environment, for scenarios that start processes of their own. */
   env: Record<string, string>;
   merchant: { id: string; key: string };
+  /** Requests the (local) exchange rate sources have answered so far. */
+  exchangeRequests(): number;
 }
 
 /** What every scenario gets: the main system, the mode, and a progress log. */

@@ -78,6 +78,9 @@ export interface TestApp {
  */
 const unlimitedKeys = { API_READ_RATE_LIMIT: "1000000", API_WRITE_RATE_LIMIT: "1000000" };
 
+/** Tests reach no exchange: the development source unless a test points RATE_SOURCES at its own fakes. */
+const offlineRates = { RATE_SOURCES: "fixed" };
+
 export async function startTestApp(
   t: Teardown,
   env: Record<string, string> = {},
@@ -102,6 +105,7 @@ export async function startTestApp(
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
+    ...offlineRates,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -160,6 +164,7 @@ export async function startSplitTestApp(
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
+    ...offlineRates,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -179,6 +184,7 @@ export async function startSplitTestApp(
     OPS_PORT: "0",
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
+    ...offlineRates,
     ...env,
     JETSTREAM_PREFIX: configured,
     RPC_URL: rpcUrl,

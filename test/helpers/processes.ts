@@ -64,7 +64,8 @@ export function spawnService(
   env: Record<string, string | undefined>,
   o: { dir?: string; npm?: boolean } = {},
 ): ServiceProcess {
-  const base: Record<string, string> = {};
+  // Tests reach no exchange: the development rate source unless the test's env names others.
+  const base: Record<string, string> = { RATE_SOURCES: "fixed" };
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
     base[k] = v;

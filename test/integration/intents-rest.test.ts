@@ -55,6 +55,9 @@ t.test("create returns the intent in the data envelope and records payment.inten
       redirect_url: null,
       cancel_url: null,
       amount_due: "12.5",
+      price_amount: null,
+      price_currency: null,
+      quote: null,
     },
   );
   // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.

@@ -85,6 +85,7 @@ t.test("Live: not ready until each required check is met, in order; not ready ag
     ["webhook_test_delivered", "required"],
     ["deposit_addresses", "required"],
     ["chain_watcher", "required"],
+    ["exchange_rates", "recommended"],
     ["endpoint_health", "recommended"],
     ["api_key_age", "recommended"],
   ]);
@@ -263,6 +264,7 @@ t.test("over gRPC with the Connect client", async (t) => {
     ["webhook_test_delivered", true, "required"],
     ["deposit_addresses", true, "required"],
     ["chain_watcher", true, "recommended"],
+    ["exchange_rates", true, "recommended"],
     ["endpoint_health", true, "recommended"],
     ["api_key_age", true, "recommended"],
   ]);

@@ -183,6 +183,10 @@ t.test("encodeResponse", async (t) => {
     redirect_url: null,
     cancel_url: null,
     amount_pending: null,
+    price_amount: null,
+    price_currency: null,
+    quote: null,
+    amount_due: "",
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

@@ -39,6 +39,7 @@ const expectedStatus: Record<ErrorCode, number> = {
   rate_limited: 429,
   internal_error: 500,
   unavailable: 503,
+  rate_unavailable: 503,
 };
 
 t.test("every documented code round-trips through describeError", async (t) => {

@@ -47,6 +47,7 @@ t.test("the checks, in order, with their severities; ready only when every requi
       ["webhook_test_delivered", "required"],
       ["deposit_addresses", "required"],
       ["chain_watcher", "required"],
+      ["exchange_rates", "recommended"],
       ["endpoint_health", "recommended"],
       ["api_key_age", "recommended"],
     ],

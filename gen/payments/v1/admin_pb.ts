@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/admin.proto.
  */
 export const file_payments_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIjYKGEdldE1lcmNoYW50UG9saWN5UmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEAirwEKEENvbmZpcm1hdGlvblJ1bGUSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCRIVCg1jb25maXJtYXRpb25zGAMgASgNEhkKDGJlbG93X2Ftb3VudBgEIAEoCUgAiAEBEiAKE2JlbG93X2NvbmZpcm1hdGlvbnMYBSABKA1IAYgBAUIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zIpYBCg5NZXJjaGFudFBvbGljeRIQCghtZXJjaGFudBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRI5ChJjb25maXJtYXRpb25fcnVsZXMYAyADKAsyHS5wYXltZW50cy52MS5Db25maXJtYXRpb25SdWxlEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAQgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkgKGUdldE1lcmNoYW50UG9saWN5UmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiYwoaUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSHAoPb3ZlcmxhcF9zZWNvbmRzGAIgASgNSACIAQFCEgoQX292ZXJsYXBfc2Vjb25kcyKuAQobUm90YXRlU2lnbmluZ1NlY3JldFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEhYKDnNpZ25pbmdfc2VjcmV0GAIgASgJEkMKGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBQh0KG19wcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdCJgCh5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKH1JlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2USEQoJcmVjb3ZlcmVkGAEgASgNEhQKDGRlbGl2ZXJ5X2lkcxgCIAMoCSKMAQocRW5hYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRI2Cg1yZWNvdmVyX3NpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEg0KBWZvcmNlGAMgASgIQhAKDl9yZWNvdmVyX3NpbmNlIskCCh1FbmFibGVXZWJob29rRW5kcG9pbnRSZXNwb25zZRITCgtlbmRwb2ludF9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSMwoKZW5hYmxlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAIgBARIRCglyZWNvdmVyZWQYBCABKA0SEAoIZW5xdWV1ZWQYBiABKA0SGAoLcmVjb3ZlcnlfaWQYByABKAlIAYgBARIbCg5maXJzdF9ldmVudF9pZBgIIAEoCUgCiAEBEhoKDWxhc3RfZXZlbnRfaWQYCSABKAlIA4gBAUINCgtfZW5hYmxlZF9hdEIOCgxfcmVjb3ZlcnlfaWRCEQoPX2ZpcnN0X2V2ZW50X2lkQhAKDl9sYXN0X2V2ZW50X2lkSgQIBRAGUgxkZWxpdmVyeV9pZHMy6wUKDEFkbWluU2VydmljZRJyChNSb3RhdGVTaWduaW5nU2VjcmV0EicucGF5bWVudHMudjEuUm90YXRlU2lnbmluZ1NlY3JldFJlcXVlc3QaKC5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2UiCKK7GAQwBUACEn4KF1JlY292ZXJGYWlsZWREZWxpdmVyaWVzEisucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0GiwucGF5bWVudHMudjEuUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZSIIorsYBDAFQAISeAoVRW5hYmxlV2ViaG9va0VuZHBvaW50EikucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVxdWVzdBoqLnBheW1lbnRzLnYxLkVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIgiiuxgEMAVAAhJ4ChVTZXRDb25maXJtYXRpb25Qb2xpY3kSKS5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXF1ZXN0GioucGF5bWVudHMudjEuU2V0Q29uZmlybWF0aW9uUG9saWN5UmVzcG9uc2UiCKK7GAQwBUACEoEBChhTZXRVbmRlcnBheW1lbnRUb2xlcmFuY2USLC5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXF1ZXN0Gi0ucGF5bWVudHMudjEuU2V0VW5kZXJwYXltZW50VG9sZXJhbmNlUmVzcG9uc2UiCKK7GAQwBUACEm8KEUdldE1lcmNoYW50UG9saWN5EiUucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0GiYucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZSILkAIBorsYBDAFQAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIlYKFVNldFByaWNlU3ByZWFkUmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEASIQoQcHJpY2Vfc3ByZWFkX2JwcxgCIAEoDUIHqrsYAyDoByI2ChhHZXRNZXJjaGFudFBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAIq8BChBDb25maXJtYXRpb25SdWxlEg8KB25ldHdvcmsYASABKAkSDQoFYXNzZXQYAiABKAkSFQoNY29uZmlybWF0aW9ucxgDIAEoDRIZCgxiZWxvd19hbW91bnQYBCABKAlIAIgBARIgChNiZWxvd19jb25maXJtYXRpb25zGAUgASgNSAGIAQFCDwoNX2JlbG93X2Ftb3VudEIWChRfYmVsb3dfY29uZmlybWF0aW9ucyKwAQoOTWVyY2hhbnRQb2xpY3kSEAoIbWVyY2hhbnQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSOQoSY29uZmlybWF0aW9uX3J1bGVzGAMgAygLMh0ucGF5bWVudHMudjEuQ29uZmlybWF0aW9uUnVsZRIiChp1bmRlcnBheW1lbnRfdG9sZXJhbmNlX2JwcxgEIAEoDRIYChBwcmljZV9zcHJlYWRfYnBzGAUgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkUKFlNldFByaWNlU3ByZWFkUmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiSAoZR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZRIrCgZwb2xpY3kYASABKAsyGy5wYXltZW50cy52MS5NZXJjaGFudFBvbGljeSJjChpSb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIcCg9vdmVybGFwX3NlY29uZHMYAiABKA1IAIgBAUISChBfb3ZlcmxhcF9zZWNvbmRzIq4BChtSb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2USEwoLZW5kcG9pbnRfaWQYASABKAkSFgoOc2lnbmluZ19zZWNyZXQYAiABKAkSQwoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCHQobX3ByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0ImAKHlJlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgofUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZRIRCglyZWNvdmVyZWQYASABKA0SFAoMZGVsaXZlcnlfaWRzGAIgAygJIowBChxFbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEjYKDXJlY292ZXJfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQESDQoFZm9yY2UYAyABKAhCEAoOX3JlY292ZXJfc2luY2UiyQIKHUVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIzCgplbmFibGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEhEKCXJlY292ZXJlZBgEIAEoDRIQCghlbnF1ZXVlZBgGIAEoDRIYCgtyZWNvdmVyeV9pZBgHIAEoCUgBiAEBEhsKDmZpcnN0X2V2ZW50X2lkGAggASgJSAKIAQESGgoNbGFzdF9ldmVudF9pZBgJIAEoCUgDiAEBQg0KC19lbmFibGVkX2F0Qg4KDF9yZWNvdmVyeV9pZEIRCg9fZmlyc3RfZXZlbnRfaWRCEAoOX2xhc3RfZXZlbnRfaWRKBAgFEAZSDGRlbGl2ZXJ5X2lkczLQBgoMQWRtaW5TZXJ2aWNlEnIKE1JvdGF0ZVNpZ25pbmdTZWNyZXQSJy5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBooLnBheW1lbnRzLnYxLlJvdGF0ZVNpZ25pbmdTZWNyZXRSZXNwb25zZSIIorsYBDAFQAISfgoXUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXMSKy5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QaLC5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlIgiiuxgEMAVAAhJ4ChVFbmFibGVXZWJob29rRW5kcG9pbnQSKS5wYXltZW50cy52MS5FbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GioucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiCKK7GAQwBUACEngKFVNldENvbmZpcm1hdGlvblBvbGljeRIpLnBheW1lbnRzLnYxLlNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QaKi5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXNwb25zZSIIorsYBDAFQAISgQEKGFNldFVuZGVycGF5bWVudFRvbGVyYW5jZRIsLnBheW1lbnRzLnYxLlNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QaLS5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXNwb25zZSIIorsYBDAFQAISYwoOU2V0UHJpY2VTcHJlYWQSIi5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlcXVlc3QaIy5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlc3BvbnNlIgiiuxgEMAVAAhJvChFHZXRNZXJjaGFudFBvbGljeRIlLnBheW1lbnRzLnYxLkdldE1lcmNoYW50UG9saWN5UmVxdWVzdBomLnBheW1lbnRzLnYxLkdldE1lcmNoYW50UG9saWN5UmVzcG9uc2UiC5ACAaK7GAQwBUACYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.SetConfirmationPolicyRequest
@@ -102,6 +102,30 @@ export const SetUnderpaymentToleranceRequestSchema: GenMessage<SetUnderpaymentTo
   messageDesc(file_payments_v1_admin, 1);
 
 /**
+ * @generated from message payments.v1.SetPriceSpreadRequest
+ */
+export type SetPriceSpreadRequest = Message<"payments.v1.SetPriceSpreadRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * 0 to 1000 basis points (10 %), taken off the quoted rate of new fiat-priced intents.
+   *
+   * @generated from field: uint32 price_spread_bps = 2;
+   */
+  priceSpreadBps: number;
+};
+
+/**
+ * Describes the message payments.v1.SetPriceSpreadRequest.
+ * Use `create(SetPriceSpreadRequestSchema)` to create a new message.
+ */
+export const SetPriceSpreadRequestSchema: GenMessage<SetPriceSpreadRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 2);
+
+/**
  * @generated from message payments.v1.GetMerchantPolicyRequest
  */
 export type GetMerchantPolicyRequest = Message<"payments.v1.GetMerchantPolicyRequest"> & {
@@ -116,7 +140,7 @@ export type GetMerchantPolicyRequest = Message<"payments.v1.GetMerchantPolicyReq
  * Use `create(GetMerchantPolicyRequestSchema)` to create a new message.
  */
 export const GetMerchantPolicyRequestSchema: GenMessage<GetMerchantPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 2);
+  messageDesc(file_payments_v1_admin, 3);
 
 /**
  * @generated from message payments.v1.ConfirmationRule
@@ -153,7 +177,7 @@ export type ConfirmationRule = Message<"payments.v1.ConfirmationRule"> & {
  * Use `create(ConfirmationRuleSchema)` to create a new message.
  */
 export const ConfirmationRuleSchema: GenMessage<ConfirmationRule> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 3);
+  messageDesc(file_payments_v1_admin, 4);
 
 /**
  * MerchantPolicy is what a merchant has set in one environment.
@@ -180,6 +204,13 @@ export type MerchantPolicy = Message<"payments.v1.MerchantPolicy"> & {
    * @generated from field: uint32 underpayment_tolerance_bps = 4;
    */
   underpaymentToleranceBps: number;
+
+  /**
+   * Basis points taken off the quoted rate of its fiat-priced intents (0: none).
+   *
+   * @generated from field: uint32 price_spread_bps = 5;
+   */
+  priceSpreadBps: number;
 };
 
 /**
@@ -187,7 +218,7 @@ export type MerchantPolicy = Message<"payments.v1.MerchantPolicy"> & {
  * Use `create(MerchantPolicySchema)` to create a new message.
  */
 export const MerchantPolicySchema: GenMessage<MerchantPolicy> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 4);
+  messageDesc(file_payments_v1_admin, 5);
 
 /**
  * @generated from message payments.v1.SetConfirmationPolicyResponse
@@ -204,7 +235,7 @@ export type SetConfirmationPolicyResponse = Message<"payments.v1.SetConfirmation
  * Use `create(SetConfirmationPolicyResponseSchema)` to create a new message.
  */
 export const SetConfirmationPolicyResponseSchema: GenMessage<SetConfirmationPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 5);
+  messageDesc(file_payments_v1_admin, 6);
 
 /**
  * @generated from message payments.v1.SetUnderpaymentToleranceResponse
@@ -221,7 +252,24 @@ export type SetUnderpaymentToleranceResponse = Message<"payments.v1.SetUnderpaym
  * Use `create(SetUnderpaymentToleranceResponseSchema)` to create a new message.
  */
 export const SetUnderpaymentToleranceResponseSchema: GenMessage<SetUnderpaymentToleranceResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 6);
+  messageDesc(file_payments_v1_admin, 7);
+
+/**
+ * @generated from message payments.v1.SetPriceSpreadResponse
+ */
+export type SetPriceSpreadResponse = Message<"payments.v1.SetPriceSpreadResponse"> & {
+  /**
+   * @generated from field: payments.v1.MerchantPolicy policy = 1;
+   */
+  policy?: MerchantPolicy | undefined;
+};
+
+/**
+ * Describes the message payments.v1.SetPriceSpreadResponse.
+ * Use `create(SetPriceSpreadResponseSchema)` to create a new message.
+ */
+export const SetPriceSpreadResponseSchema: GenMessage<SetPriceSpreadResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 8);
 
 /**
  * @generated from message payments.v1.GetMerchantPolicyResponse
@@ -238,7 +286,7 @@ export type GetMerchantPolicyResponse = Message<"payments.v1.GetMerchantPolicyRe
  * Use `create(GetMerchantPolicyResponseSchema)` to create a new message.
  */
 export const GetMerchantPolicyResponseSchema: GenMessage<GetMerchantPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 7);
+  messageDesc(file_payments_v1_admin, 9);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretRequest
@@ -263,7 +311,7 @@ export type RotateSigningSecretRequest = Message<"payments.v1.RotateSigningSecre
  * Use `create(RotateSigningSecretRequestSchema)` to create a new message.
  */
 export const RotateSigningSecretRequestSchema: GenMessage<RotateSigningSecretRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 8);
+  messageDesc(file_payments_v1_admin, 10);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretResponse
@@ -294,7 +342,7 @@ export type RotateSigningSecretResponse = Message<"payments.v1.RotateSigningSecr
  * Use `create(RotateSigningSecretResponseSchema)` to create a new message.
  */
 export const RotateSigningSecretResponseSchema: GenMessage<RotateSigningSecretResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 9);
+  messageDesc(file_payments_v1_admin, 11);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesRequest
@@ -318,7 +366,7 @@ export type RecoverFailedDeliveriesRequest = Message<"payments.v1.RecoverFailedD
  * Use `create(RecoverFailedDeliveriesRequestSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesRequestSchema: GenMessage<RecoverFailedDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 10);
+  messageDesc(file_payments_v1_admin, 12);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesResponse
@@ -344,7 +392,7 @@ export type RecoverFailedDeliveriesResponse = Message<"payments.v1.RecoverFailed
  * Use `create(RecoverFailedDeliveriesResponseSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesResponseSchema: GenMessage<RecoverFailedDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 11);
+  messageDesc(file_payments_v1_admin, 13);
 
 /**
  * @generated from message payments.v1.EnableWebhookEndpointRequest
@@ -375,7 +423,7 @@ export type EnableWebhookEndpointRequest = Message<"payments.v1.EnableWebhookEnd
  * Use `create(EnableWebhookEndpointRequestSchema)` to create a new message.
  */
 export const EnableWebhookEndpointRequestSchema: GenMessage<EnableWebhookEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 12);
+  messageDesc(file_payments_v1_admin, 14);
 
 /**
  * @generated from message payments.v1.EnableWebhookEndpointResponse
@@ -439,7 +487,7 @@ export type EnableWebhookEndpointResponse = Message<"payments.v1.EnableWebhookEn
  * Use `create(EnableWebhookEndpointResponseSchema)` to create a new message.
  */
 export const EnableWebhookEndpointResponseSchema: GenMessage<EnableWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 13);
+  messageDesc(file_payments_v1_admin, 15);
 
 /**
  * AdminService is for operators (the admin and ops CLIs): it acts on any merchant's
@@ -514,6 +562,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetUnderpaymentToleranceRequestSchema;
     output: typeof SetUnderpaymentToleranceResponseSchema;
+  },
+  /**
+   * Sets a merchant's price spread in the credential's environment: taken off the quoted rate of
+   * its fiat-priced intents (their shoppers pay that much more).
+   *
+   * @generated from rpc payments.v1.AdminService.SetPriceSpread
+   */
+  setPriceSpread: {
+    methodKind: "unary";
+    input: typeof SetPriceSpreadRequestSchema;
+    output: typeof SetPriceSpreadResponseSchema;
   },
   /**
    * A merchant's policy in the credential's environment.

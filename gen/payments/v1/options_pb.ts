@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file payments/v1/options.proto.
  */
 export const file_payments_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLZAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSKeAwoKRmllbGRSdWxlcxIUCgdtaW5fbGVuGAEgASgNSACIAQESFAoHbWF4X2xlbhgCIAEoDUgBiAEBEhAKA21pbhgDIAEoA0gCiAEBEhAKA21heBgEIAEoA0gDiAEBEg4KBm9uZV9vZhgFIAEoCRInCgZhbW91bnQYBiABKA4yFy5wYXltZW50cy52MS5BbW91bnRSdWxlEhYKCW1heF9wYWlycxgHIAEoDUgEiAEBEhgKC2tleV9taW5fbGVuGAggASgNSAWIAQESGAoLa2V5X21heF9sZW4YCSABKA1IBogBARIaCg12YWx1ZV9tYXhfbGVuGAogASgNSAeIAQESEQoJaHR0cHNfdXJsGAsgASgIEhYKCW1heF9pdGVtcxgMIAEoDUgIiAEBQgoKCF9taW5fbGVuQgoKCF9tYXhfbGVuQgYKBF9taW5CBgoEX21heEIMCgpfbWF4X3BhaXJzQg4KDF9rZXlfbWluX2xlbkIOCgxfa2V5X21heF9sZW5CEAoOX3ZhbHVlX21heF9sZW5CDAoKX21heF9pdGVtcyphCgxJbnRlcm5hbFJvbGUSHQoZSU5URVJOQUxfUk9MRV9VTlNQRUNJRklFRBAAEhkKFUlOVEVSTkFMX1JPTEVfT0JTRVJWRRABEhcKE0lOVEVSTkFMX1JPTEVfQURNSU4QAiqyAQoKQ3JlZGVudGlhbBIaChZDUkVERU5USUFMX1VOU1BFQ0lGSUVEEAASGwoXQ1JFREVOVElBTF9URVNUX0FQSV9LRVkQARIbChdDUkVERU5USUFMX1NJVEVfR0FURVdBWRACEh4KGkNSRURFTlRJQUxfQ0FTSElFUl9TRVNTSU9OEAMSFQoRQ1JFREVOVElBTF9QVUJMSUMQBBIXChNDUkVERU5USUFMX0lOVEVSTkFMEAUqXgoKQW1vdW50UnVsZRIbChdBTU9VTlRfUlVMRV9VTlNQRUNJRklFRBAAEhkKFUFNT1VOVF9SVUxFX1JFUVVFU1RFRBABEhgKFEFNT1VOVF9SVUxFX09CU0VSVkVEEAI6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlOk4KBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi1hwMgASgLMhcucGF5bWVudHMudjEuRmllbGRSdWxlc1IFZmllbGRiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLZAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUiKgoLRXJyb3JEZXRhaWwSDAoEY29kZRgBIAEoCRINCgVwYXJhbRgCIAEoCSLJAwoKRmllbGRSdWxlcxIUCgdtaW5fbGVuGAEgASgNSACIAQESFAoHbWF4X2xlbhgCIAEoDUgBiAEBEhAKA21pbhgDIAEoA0gCiAEBEhAKA21heBgEIAEoA0gDiAEBEg4KBm9uZV9vZhgFIAEoCRInCgZhbW91bnQYBiABKA4yFy5wYXltZW50cy52MS5BbW91bnRSdWxlEhYKCW1heF9wYWlycxgHIAEoDUgEiAEBEhgKC2tleV9taW5fbGVuGAggASgNSAWIAQESGAoLa2V5X21heF9sZW4YCSABKA1IBogBARIaCg12YWx1ZV9tYXhfbGVuGAogASgNSAeIAQESEQoJaHR0cHNfdXJsGAsgASgIEhYKCW1heF9pdGVtcxgMIAEoDUgIiAEBEhcKD2V4Y2x1c2l2ZV9ncm91cBgNIAEoCRIQCghyZXF1aXJlcxgOIAMoCUIKCghfbWluX2xlbkIKCghfbWF4X2xlbkIGCgRfbWluQgYKBF9tYXhCDAoKX21heF9wYWlyc0IOCgxfa2V5X21pbl9sZW5CDgoMX2tleV9tYXhfbGVuQhAKDl92YWx1ZV9tYXhfbGVuQgwKCl9tYXhfaXRlbXMqYQoMSW50ZXJuYWxSb2xlEh0KGUlOVEVSTkFMX1JPTEVfVU5TUEVDSUZJRUQQABIZChVJTlRFUk5BTF9ST0xFX09CU0VSVkUQARIXChNJTlRFUk5BTF9ST0xFX0FETUlOEAIqsgEKCkNyZWRlbnRpYWwSGgoWQ1JFREVOVElBTF9VTlNQRUNJRklFRBAAEhsKF0NSRURFTlRJQUxfVEVTVF9BUElfS0VZEAESGwoXQ1JFREVOVElBTF9TSVRFX0dBVEVXQVkQAhIeChpDUkVERU5USUFMX0NBU0hJRVJfU0VTU0lPThADEhUKEUNSRURFTlRJQUxfUFVCTElDEAQSFwoTQ1JFREVOVElBTF9JTlRFUk5BTBAFKnUKCkFtb3VudFJ1bGUSGwoXQU1PVU5UX1JVTEVfVU5TUEVDSUZJRUQQABIZChVBTU9VTlRfUlVMRV9SRVFVRVNURUQQARIYChRBTU9VTlRfUlVMRV9PQlNFUlZFRBACEhUKEUFNT1VOVF9SVUxFX1BSSUNFEAM6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlOk4KBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi1hwMgASgLMhcucGF5bWVudHMudjEuRmllbGRSdWxlc1IFZmllbGRiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * Route is the one place an RPC's public surface is defined: the REST gateway
@@ -216,6 +216,21 @@ export type FieldRules = Message<"payments.v1.FieldRules"> & {
    * @generated from field: optional uint32 max_items = 12;
    */
   maxItems?: number | undefined;
+
+  /**
+   * Exactly one field of the request with the same group name is sent (each is `optional`):
+   * an intent is priced in its asset (requested_amount) or in a currency (price_amount).
+   *
+   * @generated from field: string exclusive_group = 13;
+   */
+  exclusiveGroup: string;
+
+  /**
+   * Fields that must be sent with this one when it is sent (price_amount with price_currency).
+   *
+   * @generated from field: repeated string requires = 14;
+   */
+  requires: string[];
 };
 
 /**
@@ -356,6 +371,14 @@ export const AmountRule = {
    * @generated from enum value: AMOUNT_RULE_OBSERVED = 2;
    */
   OBSERVED: 2,
+
+  /**
+   * A price in a currency: as REQUESTED, with the decimal places of the request's currency (the
+   * field whose one_of is "currency": ISO 4217's minor units) instead of the asset's.
+   *
+   * @generated from enum value: AMOUNT_RULE_PRICE = 3;
+   */
+  PRICE: 3,
 } as const;
 
 /**

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/payment_intents.proto.
  */
 export const file_payments_v1_payment_intents: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIu8ICg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAeIAQESFQoIdGVybWluYWwYFSABKAlICIgBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgJiAEBEhcKCmNhbmNlbF91cmwYGiABKAlICogBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgLiAEBEhIKCmFtb3VudF9kdWUYKCABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCEgoQX2RlcG9zaXRfYWRkcmVzc0IOCgxfcGF5bWVudF91cmlCEgoQX2Ftb3VudF9yZWNlaXZlZEIKCghfcGFpZF9hdEINCgtfZXhwaXJlZF9hdEIPCg1fY2FuY2VsbGVkX2F0QgoKCF9jYXNoaWVyQgsKCV90ZXJtaW5hbEIPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQhEKD19hbW91bnRfcGVuZGluZyKFAgoSUGF5bWVudFRyYW5zYWN0aW9uEg8KB3R4X2hhc2gYASABKAkSFAoMb3V0cHV0X2luZGV4GAIgASgNEg4KBmFtb3VudBgDIAEoCRIVCg1jb25maXJtYXRpb25zGAQgASgNEigKDGJsb2NrX2hlaWdodBgFIAEoBEINqrsYCSD/////////D0gAiAEBEg8KB2NvdW50ZWQYBiABKAgSEQoJc2ltdWxhdGVkGAcgASgIEg0KBWFzc2V0GAggASgJEhMKBnJlYXNvbhgJIAEoCUgBiAEBEhMKC3JlcGxhY2VhYmxlGAogASgIQg8KDV9ibG9ja19oZWlnaHRCCQoHX3JlYXNvbiLjBAoaQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSIAoHbmV0d29yaxgCIAEoCUIPqrsYCwgBKgduZXR3b3JrEhwKBWFzc2V0GAMgASgJQg2quxgJCAEqBWFzc2V0EiIKEHJlcXVlc3RlZF9hbW91bnQYBCABKAlCCKq7GAQIATABEioKEm1lcmNoYW50X3JlZmVyZW5jZRgFIAEoCUIJqrsYBQgBEIABSACIAQESKwoSZXhwaXJlc19pbl9zZWNvbmRzGAYgASgFQgqquxgGGDwggKMFSAGIAQESVgoIbWV0YWRhdGEYByADKAsyNS5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVxdWVzdC5NZXRhZGF0YUVudHJ5Qg2quxgJOBRAAUgoUPQDEjIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAggASgFQgmquxgFGAAg6AdIAogBARImCgxyZWRpcmVjdF91cmwYCSABKAlCC6q7GAcIARCAEFgBSAOIAQESJAoKY2FuY2VsX3VybBgKIAEoCUILqrsYBwgBEIAQWAFIBIgBARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX21lcmNoYW50X3JlZmVyZW5jZUIVChNfZXhwaXJlc19pbl9zZWNvbmRzQh0KG191bmRlcnBheW1lbnRfdG9sZXJhbmNlX2Jwc0IPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsIkcKG0NyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCI+ChdHZXRQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRAoYR2V0UGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50Ip8DChlMaXN0UGF5bWVudEludGVudHNSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEh0KBWxpbWl0GAIgASgFQgmquxgFGAEgyAFIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBARIoCgZzdGF0dXMYBCABKAlCE6q7GA8qDWludGVudF9zdGF0dXNIAogBARI2Cg1jcmVhdGVkX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjcKDmNyZWF0ZWRfYmVmb3JlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEhYKCXB1YmxpY19pZBgHIAEoCUgFiAEBEh8KEm1lcmNoYW50X3JlZmVyZW5jZRgIIAEoCUgGiAEBQggKBl9saW1pdEIJCgdfY3Vyc29yQgkKB19zdGF0dXNCEAoOX2NyZWF0ZWRfYWZ0ZXJCEQoPX2NyZWF0ZWRfYmVmb3JlQgwKCl9wdWJsaWNfaWRCFQoTX21lcmNoYW50X3JlZmVyZW5jZSKCAQoaTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2USKAoEZGF0YRgBIAMoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiQQoaQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkcKG0NhbmNlbFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudDKhBgoNSW50ZW50U2VydmljZRLAAQoTQ3JlYXRlUGF5bWVudEludGVudBInLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0GigucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlc3BvbnNlIlaiuxhSCgRQT1NUEiwvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cxoBKiIVcGF5bWVudF9pbnRlbnRzOndyaXRlKAE4ARK/AQoQR2V0UGF5bWVudEludGVudBIkLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuR2V0UGF5bWVudEludGVudFJlc3BvbnNlIl6QAgGiuxhXCgNHRVQSOC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9IhRwYXltZW50X2ludGVudHM6cmVhZDgBErkBChJMaXN0UGF5bWVudEludGVudHMSJi5wYXltZW50cy52MS5MaXN0UGF5bWVudEludGVudHNSZXF1ZXN0GicucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2UiUpACAaK7GEsKA0dFVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMiFHBheW1lbnRfaW50ZW50czpyZWFkOAESzgEKE0NhbmNlbFBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNhbmNlbFBheW1lbnRJbnRlbnRSZXNwb25zZSJkorsYYAoEUE9TVBI/L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0vY2FuY2VsIhVwYXltZW50X2ludGVudHM6d3JpdGU4AWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIv0JCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAeIAQESFQoIdGVybWluYWwYFSABKAlICIgBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgJiAEBEhcKCmNhbmNlbF91cmwYGiABKAlICogBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgLiAEBEhkKDHByaWNlX2Ftb3VudBgcIAEoCUgMiAEBEhsKDnByaWNlX2N1cnJlbmN5GB0gASgJSA2IAQESJgoFcXVvdGUYHiABKAsyEi5wYXltZW50cy52MS5RdW90ZUgOiAEBEhIKCmFtb3VudF9kdWUYKCABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCEgoQX2RlcG9zaXRfYWRkcmVzc0IOCgxfcGF5bWVudF91cmlCEgoQX2Ftb3VudF9yZWNlaXZlZEIKCghfcGFpZF9hdEINCgtfZXhwaXJlZF9hdEIPCg1fY2FuY2VsbGVkX2F0QgoKCF9jYXNoaWVyQgsKCV90ZXJtaW5hbEIPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQhEKD19hbW91bnRfcGVuZGluZ0IPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeUIICgZfcXVvdGUihQEKBVF1b3RlEgwKBHJhdGUYASABKAkSDwoHc291cmNlcxgCIAMoCRItCglxdW90ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIq0CChJQYXltZW50VHJhbnNhY3Rpb24SDwoHdHhfaGFzaBgBIAEoCRIUCgxvdXRwdXRfaW5kZXgYAiABKA0SDgoGYW1vdW50GAMgASgJEhUKDWNvbmZpcm1hdGlvbnMYBCABKA0SKAoMYmxvY2tfaGVpZ2h0GAUgASgEQg2quxgJIP////////8PSACIAQESDwoHY291bnRlZBgGIAEoCBIRCglzaW11bGF0ZWQYByABKAgSDQoFYXNzZXQYCCABKAkSEwoGcmVhc29uGAkgASgJSAGIAQESEwoLcmVwbGFjZWFibGUYCiABKAgSFwoKZmlhdF92YWx1ZRgLIAEoCUgCiAEBQg8KDV9ibG9ja19oZWlnaHRCCQoHX3JlYXNvbkINCgtfZmlhdF92YWx1ZSKjBgoaQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSIAoHbmV0d29yaxgCIAEoCUIPqrsYCwgBKgduZXR3b3JrEhwKBWFzc2V0GAMgASgJQg2quxgJCAEqBWFzc2V0Ei8KEHJlcXVlc3RlZF9hbW91bnQYBCABKAlCEKq7GAwIATABagZhbW91bnRIAIgBARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBSABKAlCCaq7GAUIARCAAUgBiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgGIAEoBUIKqrsYBhg8IICjBUgCiAEBElYKCG1ldGFkYXRhGAcgAygLMjUucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QuTWV0YWRhdGFFbnRyeUINqrsYCTgUQAFIKFD0AxIyChp1bmRlcnBheW1lbnRfdG9sZXJhbmNlX2JwcxgIIAEoBUIJqrsYBRgAIOgHSAOIAQESJgoMcmVkaXJlY3RfdXJsGAkgASgJQguquxgHCAEQgBBYAUgEiAEBEiQKCmNhbmNlbF91cmwYCiABKAlCC6q7GAcIARCAEFgBSAWIAQESOwoMcHJpY2VfYW1vdW50GAsgASgJQiCquxgcCAEwA2oGYW1vdW50cg5wcmljZV9jdXJyZW5jeUgGiAEBEjsKDnByaWNlX2N1cnJlbmN5GAwgASgJQh6quxgaCAEqCGN1cnJlbmN5cgxwcmljZV9hbW91bnRIB4gBARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3JlcXVlc3RlZF9hbW91bnRCFQoTX21lcmNoYW50X3JlZmVyZW5jZUIVChNfZXhwaXJlc19pbl9zZWNvbmRzQh0KG191bmRlcnBheW1lbnRfdG9sZXJhbmNlX2Jwc0IPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5IkcKG0NyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCI+ChdHZXRQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRAoYR2V0UGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50Ip8DChlMaXN0UGF5bWVudEludGVudHNSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEh0KBWxpbWl0GAIgASgFQgmquxgFGAEgyAFIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBARIoCgZzdGF0dXMYBCABKAlCE6q7GA8qDWludGVudF9zdGF0dXNIAogBARI2Cg1jcmVhdGVkX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjcKDmNyZWF0ZWRfYmVmb3JlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEhYKCXB1YmxpY19pZBgHIAEoCUgFiAEBEh8KEm1lcmNoYW50X3JlZmVyZW5jZRgIIAEoCUgGiAEBQggKBl9saW1pdEIJCgdfY3Vyc29yQgkKB19zdGF0dXNCEAoOX2NyZWF0ZWRfYWZ0ZXJCEQoPX2NyZWF0ZWRfYmVmb3JlQgwKCl9wdWJsaWNfaWRCFQoTX21lcmNoYW50X3JlZmVyZW5jZSKCAQoaTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2USKAoEZGF0YRgBIAMoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiQQoaQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkcKG0NhbmNlbFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudDKhBgoNSW50ZW50U2VydmljZRLAAQoTQ3JlYXRlUGF5bWVudEludGVudBInLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0GigucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlc3BvbnNlIlaiuxhSCgRQT1NUEiwvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cxoBKiIVcGF5bWVudF9pbnRlbnRzOndyaXRlKAE4ARK/AQoQR2V0UGF5bWVudEludGVudBIkLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuR2V0UGF5bWVudEludGVudFJlc3BvbnNlIl6QAgGiuxhXCgNHRVQSOC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9IhRwYXltZW50X2ludGVudHM6cmVhZDgBErkBChJMaXN0UGF5bWVudEludGVudHMSJi5wYXltZW50cy52MS5MaXN0UGF5bWVudEludGVudHNSZXF1ZXN0GicucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2UiUpACAaK7GEsKA0dFVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMiFHBheW1lbnRfaW50ZW50czpyZWFkOAESzgEKE0NhbmNlbFBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNhbmNlbFBheW1lbnRJbnRlbnRSZXNwb25zZSJkorsYYAoEUE9TVBI/L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0vY2FuY2VsIhVwYXltZW50X2ludGVudHM6d3JpdGU4AWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * PaymentIntent is a merchant-owned request for a crypto payment.
@@ -218,6 +218,26 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
   amountPending?: string | undefined;
 
   /**
+   * A fiat-priced intent's price as given at creation (decimal string) and its currency; unset
+   * on an intent priced in its asset.
+   *
+   * @generated from field: optional string price_amount = 28;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * @generated from field: optional string price_currency = 29;
+   */
+  priceCurrency?: string | undefined;
+
+  /**
+   * The quote requested_amount was computed from; unset on an intent priced in its asset.
+   *
+   * @generated from field: optional payments.v1.Quote quote = 30;
+   */
+  quote?: Quote | undefined;
+
+  /**
    * What the shopper still has to pay (decimal string): requested_amount − amount_received, never
    * below zero, while the intent can be paid (pending, underpaid); "0" in every other status.
    * The checkout page's figure. Funds in amount_pending are not taken off it until they count.
@@ -233,6 +253,50 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
  */
 export const PaymentIntentSchema: GenMessage<PaymentIntent> = /*@__PURE__*/
   messageDesc(file_payments_v1_payment_intents, 0);
+
+/**
+ * Quote is the exchange rate a fiat-priced intent was created at. It holds for the intent's
+ * payment window: requested_amount does not move with the market, and a payment after
+ * expires_at is late, as for any intent.
+ *
+ * @generated from message payments.v1.Quote
+ */
+export type Quote = Message<"payments.v1.Quote"> & {
+  /**
+   * Units of the price currency per one unit of the asset, a decimal string (after the
+   * merchant's spread, if any).
+   *
+   * @generated from field: string rate = 1;
+   */
+  rate: string;
+
+  /**
+   * The exchanges whose answers made the rate ("kraken", "coinbase", "bitstamp"), or "peg" for a
+   * stablecoin priced in USD (1:1), or "fixed" (the development source, Test only).
+   *
+   * @generated from field: repeated string sources = 2;
+   */
+  sources: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp quoted_at = 3;
+   */
+  quotedAt?: Timestamp | undefined;
+
+  /**
+   * The intent's expires_at: how long the quote holds.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message payments.v1.Quote.
+ * Use `create(QuoteSchema)` to create a new message.
+ */
+export const QuoteSchema: GenMessage<Quote> = /*@__PURE__*/
+  messageDesc(file_payments_v1_payment_intents, 1);
 
 /**
  * PaymentTransaction is one transaction output the server has seen to an intent's address.
@@ -309,6 +373,16 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
    * @generated from field: bool replaceable = 10;
    */
   replaceable: boolean;
+
+  /**
+   * On a fiat-priced intent, for an output of its asset: what it was worth in the intent's
+   * price_currency (decimal string, rounded down to the currency's places) at the intent's quoted
+   * rate, which is fixed when the intent is created and holds for its payment window; unset on
+   * other intents and for other assets.
+   *
+   * @generated from field: optional string fiat_value = 11;
+   */
+  fiatValue?: string | undefined;
 };
 
 /**
@@ -316,7 +390,7 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
  * Use `create(PaymentTransactionSchema)` to create a new message.
  */
 export const PaymentTransactionSchema: GenMessage<PaymentTransaction> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 1);
+  messageDesc(file_payments_v1_payment_intents, 2);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentRequest
@@ -342,11 +416,11 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
   /**
    * Decimal string, greater than zero, at most the asset's decimals, and less
    * than 10^15 (at most 15 digits before the point: more than any accepted
-   * asset's whole supply).
+   * asset's whole supply). Send it, or price_amount with price_currency: not both.
    *
-   * @generated from field: string requested_amount = 4;
+   * @generated from field: optional string requested_amount = 4;
    */
-  requestedAmount: string;
+  requestedAmount?: string | undefined;
 
   /**
    * @generated from field: optional string merchant_reference = 5;
@@ -391,6 +465,23 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
    * @generated from field: optional string cancel_url = 10;
    */
   cancelUrl?: string | undefined;
+
+  /**
+   * The price in a currency instead of requested_amount: a decimal string with at most the
+   * currency's decimal places (ISO 4217: 2 for USD and EUR), greater than zero, less than 10^15.
+   * The intent's requested_amount is then computed from a quote of several exchanges, rounded
+   * up in the asset's smallest unit (the merchant's price spread, if its policy sets one, is taken off the rate first).
+   *
+   * @generated from field: optional string price_amount = 11;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * The currency of price_amount: USD or EUR.
+   *
+   * @generated from field: optional string price_currency = 12;
+   */
+  priceCurrency?: string | undefined;
 };
 
 /**
@@ -398,7 +489,7 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
  * Use `create(CreatePaymentIntentRequestSchema)` to create a new message.
  */
 export const CreatePaymentIntentRequestSchema: GenMessage<CreatePaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 2);
+  messageDesc(file_payments_v1_payment_intents, 3);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentResponse
@@ -415,7 +506,7 @@ export type CreatePaymentIntentResponse = Message<"payments.v1.CreatePaymentInte
  * Use `create(CreatePaymentIntentResponseSchema)` to create a new message.
  */
 export const CreatePaymentIntentResponseSchema: GenMessage<CreatePaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 3);
+  messageDesc(file_payments_v1_payment_intents, 4);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentRequest
@@ -437,7 +528,7 @@ export type GetPaymentIntentRequest = Message<"payments.v1.GetPaymentIntentReque
  * Use `create(GetPaymentIntentRequestSchema)` to create a new message.
  */
 export const GetPaymentIntentRequestSchema: GenMessage<GetPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 4);
+  messageDesc(file_payments_v1_payment_intents, 5);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentResponse
@@ -454,7 +545,7 @@ export type GetPaymentIntentResponse = Message<"payments.v1.GetPaymentIntentResp
  * Use `create(GetPaymentIntentResponseSchema)` to create a new message.
  */
 export const GetPaymentIntentResponseSchema: GenMessage<GetPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 5);
+  messageDesc(file_payments_v1_payment_intents, 6);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsRequest
@@ -514,7 +605,7 @@ export type ListPaymentIntentsRequest = Message<"payments.v1.ListPaymentIntentsR
  * Use `create(ListPaymentIntentsRequestSchema)` to create a new message.
  */
 export const ListPaymentIntentsRequestSchema: GenMessage<ListPaymentIntentsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 6);
+  messageDesc(file_payments_v1_payment_intents, 7);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsResponse
@@ -543,7 +634,7 @@ export type ListPaymentIntentsResponse = Message<"payments.v1.ListPaymentIntents
  * Use `create(ListPaymentIntentsResponseSchema)` to create a new message.
  */
 export const ListPaymentIntentsResponseSchema: GenMessage<ListPaymentIntentsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 7);
+  messageDesc(file_payments_v1_payment_intents, 8);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentRequest
@@ -565,7 +656,7 @@ export type CancelPaymentIntentRequest = Message<"payments.v1.CancelPaymentInten
  * Use `create(CancelPaymentIntentRequestSchema)` to create a new message.
  */
 export const CancelPaymentIntentRequestSchema: GenMessage<CancelPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 8);
+  messageDesc(file_payments_v1_payment_intents, 9);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentResponse
@@ -582,7 +673,7 @@ export type CancelPaymentIntentResponse = Message<"payments.v1.CancelPaymentInte
  * Use `create(CancelPaymentIntentResponseSchema)` to create a new message.
  */
 export const CancelPaymentIntentResponseSchema: GenMessage<CancelPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 9);
+  messageDesc(file_payments_v1_payment_intents, 10);
 
 /**
  * IntentService creates and observes merchant-owned Payment Intents.

@@ -72,8 +72,9 @@ export type GoLiveReadiness = Message<"payments.v1.GoLiveReadiness"> & {
   environment: string;
 
   /**
-   * webhook_endpoint, webhook_test_delivered, deposit_addresses (required),
-   * then endpoint_health and api_key_age (recommended), in this order.
+   * webhook_endpoint, webhook_test_delivered, deposit_addresses, chain_watcher (required in
+   * Live), exchange_rates (required in Live once the merchant prices in fiat), then
+   * endpoint_health and api_key_age (recommended), in this order.
    *
    * @generated from field: repeated payments.v1.ReadinessCheck checks = 3;
    */

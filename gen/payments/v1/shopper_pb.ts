@@ -7,13 +7,15 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_payments_v1_options } from "./options_pb.ts";
+import type { Quote } from "./payment_intents_pb.ts";
+import { file_payments_v1_payment_intents } from "./payment_intents_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file payments/v1/shopper.proto.
  */
 export const file_payments_v1_shopper: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9zaG9wcGVyLnByb3RvEgtwYXltZW50cy52MSK6BAoUU2hvcHBlclBheW1lbnRJbnRlbnQSEQoJcHVibGljX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIPCgduZXR3b3JrGAMgASgJEg0KBWFzc2V0GAQgASgJEhgKEHJlcXVlc3RlZF9hbW91bnQYBSABKAkSHAoPYW1vdW50X3JlY2VpdmVkGAYgASgJSACIAQESHAoPZGVwb3NpdF9hZGRyZXNzGAcgASgJSAGIAQESGAoLcGF5bWVudF91cmkYCCABKAlIAogBARIUCgxjaGVja291dF91cmwYCSABKAkSLgoKZXhwaXJlc19hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoMcmVkaXJlY3RfdXJsGAwgASgJSAOIAQESFwoKY2FuY2VsX3VybBgNIAEoCUgEiAEBEh0KFW90aGVyX2Fzc2V0c19yZWNlaXZlZBgOIAMoCRIbCg5hbW91bnRfcGVuZGluZxgPIAEoCUgFiAEBEh4KFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYECABKA1CEgoQX2Ftb3VudF9yZWNlaXZlZEISChBfZGVwb3NpdF9hZGRyZXNzQg4KDF9wYXltZW50X3VyaUIPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQhEKD19hbW91bnRfcGVuZGluZyKLAgoeQ3JlYXRlU2l0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIiChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQgiquxgECAEwARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBCABKAlCCaq7GAUIARCAAUgAiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgFIAEoBUIKqrsYBhg8IICjBUgBiAEBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kcyJSCh9DcmVhdGVTaXRlUGF5bWVudEludGVudFJlc3BvbnNlEi8KBGRhdGEYASABKAsyIS5wYXltZW50cy52MS5TaG9wcGVyUGF5bWVudEludGVudCIwChtHZXRTaXRlUGF5bWVudEludGVudFJlcXVlc3QSEQoJcHVibGljX2lkGAEgASgJIk8KHEdldFNpdGVQYXltZW50SW50ZW50UmVzcG9uc2USLwoEZGF0YRgBIAEoCzIhLnBheW1lbnRzLnYxLlNob3BwZXJQYXltZW50SW50ZW50IigKFkNoZWNrU2l0ZU9yaWdpblJlcXVlc3QSDgoGb3JpZ2luGAEgASgJIioKF0NoZWNrU2l0ZU9yaWdpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgiJwoSR2V0Q2hlY2tvdXRSZXF1ZXN0EhEKCXB1YmxpY19pZBgBIAEoCSJZChNHZXRDaGVja291dFJlc3BvbnNlEi8KBGRhdGEYASABKAsyIS5wYXltZW50cy52MS5TaG9wcGVyUGF5bWVudEludGVudBIRCgl0ZXN0X21vZGUYAiABKAgyzAMKC1NpdGVTZXJ2aWNlEqcBChdDcmVhdGVTaXRlUGF5bWVudEludGVudBIrLnBheW1lbnRzLnYxLkNyZWF0ZVNpdGVQYXltZW50SW50ZW50UmVxdWVzdBosLnBheW1lbnRzLnYxLkNyZWF0ZVNpdGVQYXltZW50SW50ZW50UmVzcG9uc2UiMaK7GC0KBFBPU1QSHC9hcGkvdjEvc2l0ZS1wYXltZW50LWludGVudHMaASooATACOAESpwEKFEdldFNpdGVQYXltZW50SW50ZW50EigucGF5bWVudHMudjEuR2V0U2l0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0GikucGF5bWVudHMudjEuR2V0U2l0ZVBheW1lbnRJbnRlbnRSZXNwb25zZSI6kAIBorsYMwoDR0VUEigvYXBpL3YxL3NpdGUtcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9MAI4ARJpCg9DaGVja1NpdGVPcmlnaW4SIy5wYXltZW50cy52MS5DaGVja1NpdGVPcmlnaW5SZXF1ZXN0GiQucGF5bWVudHMudjEuQ2hlY2tTaXRlT3JpZ2luUmVzcG9uc2UiC5ACAaK7GAQwBDgBMnAKD0NoZWNrb3V0U2VydmljZRJdCgtHZXRDaGVja291dBIfLnBheW1lbnRzLnYxLkdldENoZWNrb3V0UmVxdWVzdBogLnBheW1lbnRzLnYxLkdldENoZWNrb3V0UmVzcG9uc2UiC5ACAaK7GAQwBDgBYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChlwYXltZW50cy92MS9zaG9wcGVyLnByb3RvEgtwYXltZW50cy52MSLIBQoUU2hvcHBlclBheW1lbnRJbnRlbnQSEQoJcHVibGljX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIPCgduZXR3b3JrGAMgASgJEg0KBWFzc2V0GAQgASgJEhgKEHJlcXVlc3RlZF9hbW91bnQYBSABKAkSHAoPYW1vdW50X3JlY2VpdmVkGAYgASgJSACIAQESHAoPZGVwb3NpdF9hZGRyZXNzGAcgASgJSAGIAQESGAoLcGF5bWVudF91cmkYCCABKAlIAogBARIUCgxjaGVja291dF91cmwYCSABKAkSLgoKZXhwaXJlc19hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoMcmVkaXJlY3RfdXJsGAwgASgJSAOIAQESFwoKY2FuY2VsX3VybBgNIAEoCUgEiAEBEh0KFW90aGVyX2Fzc2V0c19yZWNlaXZlZBgOIAMoCRIbCg5hbW91bnRfcGVuZGluZxgPIAEoCUgFiAEBEh4KFnJlcXVpcmVkX2NvbmZpcm1hdGlvbnMYECABKA0SGQoMcHJpY2VfYW1vdW50GBEgASgJSAaIAQESGwoOcHJpY2VfY3VycmVuY3kYEiABKAlIB4gBARImCgVxdW90ZRgTIAEoCzISLnBheW1lbnRzLnYxLlF1b3RlSAiIAQFCEgoQX2Ftb3VudF9yZWNlaXZlZEISChBfZGVwb3NpdF9hZGRyZXNzQg4KDF9wYXltZW50X3VyaUIPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQhEKD19hbW91bnRfcGVuZGluZ0IPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeUIICgZfcXVvdGUiywMKHkNyZWF0ZVNpdGVQYXltZW50SW50ZW50UmVxdWVzdBIgCgduZXR3b3JrGAEgASgJQg+quxgLCAEqB25ldHdvcmsSHAoFYXNzZXQYAiABKAlCDaq7GAkIASoFYXNzZXQSLwoQcmVxdWVzdGVkX2Ftb3VudBgDIAEoCUIQqrsYDAgBMAFqBmFtb3VudEgAiAEBEioKEm1lcmNoYW50X3JlZmVyZW5jZRgEIAEoCUIJqrsYBQgBEIABSAGIAQESKwoSZXhwaXJlc19pbl9zZWNvbmRzGAUgASgFQgqquxgGGDwggKMFSAKIAQESOwoMcHJpY2VfYW1vdW50GAYgASgJQiCquxgcCAEwA2oGYW1vdW50cg5wcmljZV9jdXJyZW5jeUgDiAEBEjsKDnByaWNlX2N1cnJlbmN5GAcgASgJQh6quxgaCAEqCGN1cnJlbmN5cgxwcmljZV9hbW91bnRIBIgBAUITChFfcmVxdWVzdGVkX2Ftb3VudEIVChNfbWVyY2hhbnRfcmVmZXJlbmNlQhUKE19leHBpcmVzX2luX3NlY29uZHNCDwoNX3ByaWNlX2Ftb3VudEIRCg9fcHJpY2VfY3VycmVuY3kiUgofQ3JlYXRlU2l0ZVBheW1lbnRJbnRlbnRSZXNwb25zZRIvCgRkYXRhGAEgASgLMiEucGF5bWVudHMudjEuU2hvcHBlclBheW1lbnRJbnRlbnQiMAobR2V0U2l0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhEKCXB1YmxpY19pZBgBIAEoCSJPChxHZXRTaXRlUGF5bWVudEludGVudFJlc3BvbnNlEi8KBGRhdGEYASABKAsyIS5wYXltZW50cy52MS5TaG9wcGVyUGF5bWVudEludGVudCIoChZDaGVja1NpdGVPcmlnaW5SZXF1ZXN0Eg4KBm9yaWdpbhgBIAEoCSIqChdDaGVja1NpdGVPcmlnaW5SZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIicKEkdldENoZWNrb3V0UmVxdWVzdBIRCglwdWJsaWNfaWQYASABKAkiWQoTR2V0Q2hlY2tvdXRSZXNwb25zZRIvCgRkYXRhGAEgASgLMiEucGF5bWVudHMudjEuU2hvcHBlclBheW1lbnRJbnRlbnQSEQoJdGVzdF9tb2RlGAIgASgIMswDCgtTaXRlU2VydmljZRKnAQoXQ3JlYXRlU2l0ZVBheW1lbnRJbnRlbnQSKy5wYXltZW50cy52MS5DcmVhdGVTaXRlUGF5bWVudEludGVudFJlcXVlc3QaLC5wYXltZW50cy52MS5DcmVhdGVTaXRlUGF5bWVudEludGVudFJlc3BvbnNlIjGiuxgtCgRQT1NUEhwvYXBpL3YxL3NpdGUtcGF5bWVudC1pbnRlbnRzGgEqKAEwAjgBEqcBChRHZXRTaXRlUGF5bWVudEludGVudBIoLnBheW1lbnRzLnYxLkdldFNpdGVQYXltZW50SW50ZW50UmVxdWVzdBopLnBheW1lbnRzLnYxLkdldFNpdGVQYXltZW50SW50ZW50UmVzcG9uc2UiOpACAaK7GDMKA0dFVBIoL2FwaS92MS9zaXRlLXBheW1lbnQtaW50ZW50cy97cHVibGljX2lkfTACOAESaQoPQ2hlY2tTaXRlT3JpZ2luEiMucGF5bWVudHMudjEuQ2hlY2tTaXRlT3JpZ2luUmVxdWVzdBokLnBheW1lbnRzLnYxLkNoZWNrU2l0ZU9yaWdpblJlc3BvbnNlIguQAgGiuxgEMAQ4ATJwCg9DaGVja291dFNlcnZpY2USXQoLR2V0Q2hlY2tvdXQSHy5wYXltZW50cy52MS5HZXRDaGVja291dFJlcXVlc3QaIC5wYXltZW50cy52MS5HZXRDaGVja291dFJlc3BvbnNlIguQAgGiuxgEMAQ4AWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options, file_payments_v1_payment_intents]);
 
 /**
  * ShopperPaymentIntent is what a shopper (a web shop's browser, the checkout
@@ -115,6 +117,24 @@ export type ShopperPaymentIntent = Message<"payments.v1.ShopperPaymentIntent"> &
    * @generated from field: uint32 required_confirmations = 16;
    */
   requiredConfirmations: number;
+
+  /**
+   * A fiat-priced intent's price and its quote (see PaymentIntent): the checkout page shows the
+   * price beside the crypto amount, and the time left on the quote.
+   *
+   * @generated from field: optional string price_amount = 17;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * @generated from field: optional string price_currency = 18;
+   */
+  priceCurrency?: string | undefined;
+
+  /**
+   * @generated from field: optional payments.v1.Quote quote = 19;
+   */
+  quote?: Quote | undefined;
 };
 
 /**
@@ -140,11 +160,11 @@ export type CreateSitePaymentIntentRequest = Message<"payments.v1.CreateSitePaym
 
   /**
    * Decimal string, greater than zero, at most the asset's decimals, and less
-   * than 10^15, as for CreatePaymentIntent.
+   * than 10^15, as for CreatePaymentIntent; or price_amount with price_currency, not both.
    *
-   * @generated from field: string requested_amount = 3;
+   * @generated from field: optional string requested_amount = 3;
    */
-  requestedAmount: string;
+  requestedAmount?: string | undefined;
 
   /**
    * @generated from field: optional string merchant_reference = 4;
@@ -157,6 +177,23 @@ export type CreateSitePaymentIntentRequest = Message<"payments.v1.CreateSitePaym
    * @generated from field: optional int32 expires_in_seconds = 5;
    */
   expiresInSeconds?: number | undefined;
+
+  /**
+   * The price in a currency instead of requested_amount: a decimal string with at most the
+   * currency's decimal places (ISO 4217: 2 for USD and EUR), greater than zero, less than 10^15.
+   * The intent's requested_amount is then computed from a quote of several exchanges, rounded
+   * up in the asset's smallest unit, as for CreatePaymentIntent.
+   *
+   * @generated from field: optional string price_amount = 6;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * The currency of price_amount: USD or EUR.
+   *
+   * @generated from field: optional string price_currency = 7;
+   */
+  priceCurrency?: string | undefined;
 };
 
 /**

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/terminal.proto.
  */
 export const file_payments_v1_terminal: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEihAIKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIiChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQgiquxgECAEwARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBCABKAlCCaq7GAUIARCAAUgAiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgFIAEoBUIKqrsYBhg8IICjBUgBiAEBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kcyJEChhDcmVhdGVQb3NQYXltZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQypgEKD1Rlcm1pbmFsU2VydmljZRKSAQoQQ3JlYXRlUG9zUGF5bWVudBIkLnBheW1lbnRzLnYxLkNyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlc3BvbnNlIjGiuxgtCgRQT1NUEhwvYXBpL3YxL3Rlcm1pbmFsL3Bvcy9wYXltZW50GgEqKAEwAzgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents]);
+  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEixAMKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIvChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQhCquxgMCAEwAWoGYW1vdW50SACIAQESKgoSbWVyY2hhbnRfcmVmZXJlbmNlGAQgASgJQgmquxgFCAEQgAFIAYgBARIrChJleHBpcmVzX2luX3NlY29uZHMYBSABKAVCCqq7GAYYPCCAowVIAogBARI7CgxwcmljZV9hbW91bnQYBiABKAlCIKq7GBwIATADagZhbW91bnRyDnByaWNlX2N1cnJlbmN5SAOIAQESOwoOcHJpY2VfY3VycmVuY3kYByABKAlCHqq7GBoIASoIY3VycmVuY3lyDHByaWNlX2Ftb3VudEgEiAEBQhMKEV9yZXF1ZXN0ZWRfYW1vdW50QhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kc0IPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeSJEChhDcmVhdGVQb3NQYXltZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQypgEKD1Rlcm1pbmFsU2VydmljZRKSAQoQQ3JlYXRlUG9zUGF5bWVudBIkLnBheW1lbnRzLnYxLkNyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlc3BvbnNlIjGiuxgtCgRQT1NUEhwvYXBpL3YxL3Rlcm1pbmFsL3Bvcy9wYXltZW50GgEqKAEwAzgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents]);
 
 /**
  * @generated from message payments.v1.CreatePosPaymentRequest
@@ -31,11 +31,11 @@ export type CreatePosPaymentRequest = Message<"payments.v1.CreatePosPaymentReque
 
   /**
    * Decimal string, greater than zero, at most the asset's decimals, and less
-   * than 10^15, as for CreatePaymentIntent.
+   * than 10^15, as for CreatePaymentIntent; or price_amount with price_currency, not both.
    *
-   * @generated from field: string requested_amount = 3;
+   * @generated from field: optional string requested_amount = 3;
    */
-  requestedAmount: string;
+  requestedAmount?: string | undefined;
 
   /**
    * @generated from field: optional string merchant_reference = 4;
@@ -48,6 +48,23 @@ export type CreatePosPaymentRequest = Message<"payments.v1.CreatePosPaymentReque
    * @generated from field: optional int32 expires_in_seconds = 5;
    */
   expiresInSeconds?: number | undefined;
+
+  /**
+   * The price in a currency instead of requested_amount: a decimal string with at most the
+   * currency's decimal places (ISO 4217: 2 for USD and EUR), greater than zero, less than 10^15.
+   * The intent's requested_amount is then computed from a quote of several exchanges, rounded
+   * up in the asset's smallest unit, as for CreatePaymentIntent.
+   *
+   * @generated from field: optional string price_amount = 6;
+   */
+  priceAmount?: string | undefined;
+
+  /**
+   * The currency of price_amount: USD or EUR.
+   *
+   * @generated from field: optional string price_currency = 7;
+   */
+  priceCurrency?: string | undefined;
 };
 
 /**

@@ -151,9 +151,13 @@
     var h = Math.floor(total / 3600), m = Math.floor((total % 3600) / 60), s = total % 60;
     return h > 0 ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
   }
+  // A fiat-priced intent's rate holds as long as the intent: the same time left.
+  var quoteCountdown = $("quote-countdown");
   function tick() {
-    if (!countdown || isNaN(state.expiresAt)) return;
-    setText(countdown, remaining(state.expiresAt - (Date.now() + skew)));
+    if (isNaN(state.expiresAt)) return;
+    var left = remaining(state.expiresAt - (Date.now() + skew));
+    if (countdown) setText(countdown, left);
+    if (quoteCountdown) setText(quoteCountdown, left);
   }
   tick();
   var ticker = setInterval(tick, 1000);

@@ -29,6 +29,7 @@ import { Migration20261128015000_RateLimitBuckets } from "./Migration20261128015
 import { Migration20261128015634_WebhookRecoveries } from "./Migration20261128015634_WebhookRecoveries.ts";
 import { Migration20261128050000_EndpointSlots } from "./Migration20261128050000_EndpointSlots.ts";
 import { Migration20261128060000_PaymentExceptions } from "./Migration20261128060000_PaymentExceptions.ts";
+import { Migration20261128070000_FiatPricedIntents } from "./Migration20261128070000_FiatPricedIntents.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -62,4 +63,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128015634_WebhookRecoveries", class: Migration20261128015634_WebhookRecoveries },
   { name: "Migration20261128050000_EndpointSlots", class: Migration20261128050000_EndpointSlots },
   { name: "Migration20261128060000_PaymentExceptions", class: Migration20261128060000_PaymentExceptions },
+  { name: "Migration20261128070000_FiatPricedIntents", class: Migration20261128070000_FiatPricedIntents },
 ];

@@ -1,0 +1,44 @@
+import { apiError } from "../platform/errors.ts";
+import { amountForPrice, applySpread, formatRate } from "../rates/rate-math.ts";
+import type { RateEngine } from "../rates/engine.ts";
+import type { AssetInfo } from "../vocabulary/assets.ts";
+import { findCurrency } from "../vocabulary/currencies.ts";
+import type { CreateInput } from "./validate.ts";
+
+/** What a fiat-priced intent keeps of its price and the quote it was created at. */
+export interface IntentPrice {
+  amount: string;
+  currency: string;
+  /** Units of the currency per unit of the asset, after the merchant's spread: a decimal string. */
+  rate: string;
+  sources: string[];
+  quotedAt: Date;
+}
+
+/** A create request with its amount decided: given, or computed from a quote. */
+export type PricedInput = CreateInput & { requestedAmount: string; priced: IntentPrice | undefined };
+
+/**
+ * Decides the asset amount of a create: the one given, or the price at the engine's quote (less
+ * the merchant's spread), rounded up in the asset's smallest unit. With no quote it refuses with
+ * 503 rate_unavailable and Retry-After (the next refresh), before anything is written.
+ */
+export function priceInput(input: CreateInput, asset: AssetInfo, rates: RateEngine | undefined, environment: string, spreadBps: number, now: Date): PricedInput {
+  if (input.requestedAmount !== undefined) return { ...input, requestedAmount: input.requestedAmount, priced: undefined };
+  const price = input.price;
+  const currency = price && findCurrency(price.currency);
+  // The field rules let exactly one of the two through; reaching here without either is a bug.
+  if (!price || !currency) throw apiError("internal_error", "A create request reached its handler unchecked.");
+  const quote = rates?.quote(asset.asset, currency.code, environment === "live" ? "live" : "test", now.getTime());
+  if (!quote) {
+    const err = apiError("rate_unavailable", `No ${asset.asset} rate in ${currency.code} now: too few exchange rate sources answered recently and agreed. Nothing was created; retry later.`, "price_currency");
+    err.metadata.set("retry-after", String(rates?.retryAfterSeconds(now.getTime()) ?? 60));
+    throw err;
+  }
+  const rate = applySpread(quote.rate, spreadBps);
+  return {
+    ...input,
+    requestedAmount: amountForPrice(price.amount, currency.decimals, rate, asset.decimals),
+    priced: { amount: price.amount, currency: currency.code, rate: formatRate(rate), sources: quote.sources, quotedAt: now },
+  };
+}

@@ -1,0 +1,154 @@
+import { Counter, Gauge, type Registry } from "prom-client";
+import type { RateSettings } from "../platform/config.ts";
+import type { Logger } from "../platform/logger.ts";
+import { assets } from "../vocabulary/assets.ts";
+import { currencyCodes } from "../vocabulary/currencies.ts";
+import { invertRate, parseRate, quoteFrom, rateDecimals, type Answer, type QuoteRule } from "./rate-math.ts";
+import { pairName, sourceFor, type Pair, type RateSource } from "./sources.ts";
+
+/** Stablecoins of the US dollar: 1 USD each while the peg setting is on. */
+export const usdStablecoins: ReadonlySet<string> = new Set(["USDC", "USDT"]);
+
+/** A quote of one asset in one currency, from the engine's latest answers. */
+export interface EngineQuote {
+  rate: bigint;
+  sources: string[];
+}
+
+/** How long one read of one source may take; a slower source misses this round. */
+const readTimeoutMs = 5_000;
+
+/**
+ * The rate engine: reads every pair from every configured source in the background, every
+ * RATE_REFRESH_SECONDS, and keeps each source's latest good answer. A quote is computed from
+ * those in memory, so a create never waits on an exchange (nor fails because one is slow); it
+ * fails only when too few fresh sources agree (quoteFrom).
+ */
+export class RateEngine {
+  readonly settings: RateSettings;
+  readonly #sources: RateSource[];
+  readonly #pairs: Pair[];
+  readonly #answers = new Map<string, Answer>();
+  readonly #logger: Logger | undefined;
+  readonly #metrics: { errors: Counter<"source" | "pair">; outliers: Counter<"source" | "pair"> } | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = new AbortController();
+  #lastRefresh = 0;
+
+  constructor(settings: RateSettings, o: { registry?: Registry; logger?: Logger } = {}) {
+    this.settings = settings;
+    this.#sources = settings.sources.map((name) => sourceFor(name, settings.urls));
+    this.#pairs = pairsToRead(settings.stablecoinPeg);
+    this.#logger = o.logger;
+    if (o.registry) {
+      const answers = this.#answers;
+      new Gauge({
+        name: "rate_source_answer_age_seconds",
+        help: "Age of each rate source's last good answer, per pair: beyond RATE_MAX_AGE_SECONDS it is not used.",
+        labelNames: ["source", "pair"],
+        registers: [o.registry],
+        collect() {
+          const now = Date.now();
+          for (const [key, a] of answers) this.set({ source: a.source, pair: key.split("|")[1] ?? "" }, (now - a.at) / 1000);
+        },
+      });
+      this.#metrics = {
+        errors: new Counter({ name: "rate_source_errors_total", help: "Reads of a rate source that failed (no answer, an error, or no price in it), per pair.", labelNames: ["source", "pair"], registers: [o.registry] }),
+        outliers: new Counter({
+          name: "rate_source_outliers_total",
+          help: "Fresh answers of a rate source dropped as outliers (further than RATE_MAX_SPREAD_BPS from the median), per pair, counted once per refresh.",
+          labelNames: ["source", "pair"],
+          registers: [o.registry],
+        }),
+      };
+    }
+  }
+
+  get #rule(): QuoteRule {
+    return { maxAgeMs: this.settings.maxAgeSeconds * 1000, maxSpreadBps: this.settings.maxSpreadBps, minSources: this.settings.minSources };
+  }
+
+  /** Starts the background refresh: once now, then every RATE_REFRESH_SECONDS. */
+  start(): void {
+    const tick = () => {
+      this.#running = this.refresh().finally(() => {
+        this.#running = undefined;
+        if (!this.#stopped.signal.aborted) this.#timer = setTimeout(tick, this.settings.refreshSeconds * 1000);
+      });
+    };
+    tick();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped.abort();
+    clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  /** Reads every pair from every source once (concurrently); failures are counted and logged, never thrown. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.#sources.flatMap((source) => this.#pairs.map((pair) => this.#read(source, pair))));
+    this.#lastRefresh = Date.now();
+    for (const environment of ["test", "live"] as const) {
+      if (environment === "test" && this.#sources.every((s) => !s.testOnly)) continue;
+      for (const pair of this.#pairs) {
+        for (const source of quoteFrom(this.#answersOf(pair, environment), Date.now(), this.#rule).outliers) this.#metrics?.outliers.inc({ source, pair: pairName(pair) });
+      }
+    }
+  }
+
+  async #read(source: RateSource, pair: Pair): Promise<void> {
+    const signal = AbortSignal.any([AbortSignal.timeout(readTimeoutMs), this.#stopped.signal]);
+    try {
+      const rate = parseRate(await source.read(pair, signal));
+      if (rate === undefined) throw new Error("not a positive decimal");
+      this.#answers.set(`${source.name}|${pairName(pair)}`, { source: source.name, rate, at: Date.now() });
+    } catch (err) {
+      if (this.#stopped.signal.aborted) return;
+      this.#metrics?.errors.inc({ source: source.name, pair: pairName(pair) });
+      this.#logger?.debug({ source: source.name, pair: pairName(pair), err: (err as Error).message }, "rate source read failed");
+    }
+  }
+
+  #answersOf(pair: Pair, environment: "test" | "live"): Answer[] {
+    const usable = this.#sources.filter((s) => environment === "test" || !s.testOnly);
+    return usable.flatMap((s) => this.#answers.get(`${s.name}|${pairName(pair)}`) ?? []);
+  }
+
+  /**
+   * The rate of one unit of `asset` in `currency` (units of the currency per unit), or undefined
+   * when too few fresh sources agree. A USD stablecoin is 1 USD while pegged; in another currency
+   * it is the dollar's rate in that currency.
+   */
+  quote(asset: string, currency: string, environment: "test" | "live", now = Date.now()): EngineQuote | undefined {
+    if (this.settings.stablecoinPeg && usdStablecoins.has(asset)) {
+      if (currency === "USD") return { rate: 10n ** BigInt(rateDecimals), sources: ["peg"] };
+      // The sources quote the currency in dollars (EUR-USD): a dollar in it is the inverse.
+      const q = quoteFrom(this.#answersOf({ base: currency, quote: "USD" }, environment), now, this.#rule);
+      return q.ok ? { rate: invertRate(q.rate), sources: q.sources } : undefined;
+    }
+    const q = quoteFrom(this.#answersOf({ base: asset, quote: currency }, environment), now, this.#rule);
+    return q.ok ? { rate: q.rate, sources: q.sources } : undefined;
+  }
+
+  /** When a refused quote is worth asking for again: at the next refresh. */
+  retryAfterSeconds(now = Date.now()): number {
+    const next = this.#lastRefresh + this.settings.refreshSeconds * 1000;
+    return Math.max(1, Math.ceil((next - now) / 1000));
+  }
+
+  /** Whether every pair quotes in the environment now (go-live readiness asks it of Live). */
+  fresh(environment: "test" | "live", now = Date.now()): { ok: boolean; failing: string[] } {
+    const failing = this.#pairs.filter((p) => !quoteFrom(this.#answersOf(p, environment), now, this.#rule).ok).map(pairName);
+    return { ok: failing.length === 0, failing };
+  }
+}
+
+/** Every pair a quote may need: each asset that is not a pegged stablecoin in each currency, and each other currency in dollars. */
+export function pairsToRead(stablecoinPeg: boolean): Pair[] {
+  const bases = [...new Set(assets.map((a) => a.asset))].filter((a) => !(stablecoinPeg && usdStablecoins.has(a)));
+  const pairs = bases.flatMap((base) => currencyCodes.map((quote) => ({ base, quote })));
+  if (stablecoinPeg) for (const c of currencyCodes) if (c !== "USD") pairs.push({ base: c, quote: "USD" });
+  return pairs;
+}
