@@ -40,6 +40,8 @@ export const ChainObservation = defineEntity({
     mempoolAbsentReads: p.integer().default(0),
     /** When the merchant was told it can never count for its intent (payment.exception: another asset), once. */
     exceptionReportedAt: p.datetime().length(3).nullable(),
+    /** A fiat-priced intent's output of its asset: its value in the price currency when first seen (settle.ts). */
+    fiatValue: p.decimal("string").columnType("numeric").nullable(),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

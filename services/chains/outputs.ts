@@ -36,11 +36,13 @@ export interface ObservationRow extends ObservationInput {
   mempool: boolean;
   /** Its transaction signalled replace-by-fee (BIP 125) in the mempool. */
   replaceable: boolean;
+  /** A fiat-priced intent's output of its asset: its value in the price currency when first seen. */
+  fiatValue: string | null;
   createdAt: Date;
 }
 
 const columns = `id, network, environment, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
-  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, mempool, replaceable, created_at`;
+  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, mempool, replaceable, fiat_value::text as fiat_value, created_at`;
 
 interface DbRow {
   id: string | number;
@@ -62,6 +64,7 @@ interface DbRow {
   simulated: boolean;
   mempool: boolean;
   replaceable: boolean;
+  fiat_value: string | null;
   created_at: Date | string;
 }
 
@@ -86,6 +89,7 @@ function fromDb(r: DbRow): ObservationRow {
     simulated: r.simulated,
     mempool: r.mempool,
     replaceable: r.replaceable,
+    fiatValue: r.fiat_value,
     createdAt: new Date(r.created_at),
   };
 }
@@ -164,6 +168,16 @@ export async function setExceptionReported(em: EntityManager, ids: readonly numb
   return rows.map((r) => Number(r.id));
 }
 
+/** Fixes outputs' value in their intent's price currency, where none was fixed yet. */
+export async function setFiatValues(em: EntityManager, values: readonly { id: number; value: string }[]): Promise<void> {
+  if (values.length === 0) return;
+  await em.execute(
+    `update chain_observations o set fiat_value = v.value::numeric
+       from json_to_recordset(?::json) as v(id bigint, value text) where o.id = v.id and o.fiat_value is null`,
+    [JSON.stringify(values)],
+  );
+}
+
 /** The intents with live outputs in the given blocks or transactions (to lock before orphaning). */
 export async function intentsTouchedByReorg(em: EntityManager, network: string, environment: Environment, blockHashes: readonly string[], txHashes: readonly string[]): Promise<string[]> {
   const rows = await em.execute<{ payment_intent_id: string }[]>(
@@ -213,6 +227,7 @@ export function toFact(r: ObservationRow): TransactionFact {
     orphaned: r.orphaned,
     mempool: r.mempool,
     replaceable: r.replaceable && r.mempool && !r.orphaned,
+    fiatValue: r.fiatValue ?? undefined,
   };
 }
 
@@ -578,4 +593,5 @@ export const intentOutputs: IntentOutputs = {
   },
   markCounted: setCounted,
   markExceptionReported: setExceptionReported,
+  setFiatValues,
 };

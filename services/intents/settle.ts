@@ -1,5 +1,7 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
+import { findCurrency } from "../vocabulary/currencies.ts";
+import { parseRate, valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
@@ -30,6 +32,8 @@ export interface IntentOutputs {
   markCounted(tx: EntityManager, changes: readonly CountedChange[], at: Date): Promise<void>;
   /** Marks outputs as told to the merchant (payment.exception); returns the ids not told before. */
   markExceptionReported(tx: EntityManager, ids: readonly number[], at: Date): Promise<number[]>;
+  /** Fixes outputs' value in their intent's price currency, where none was fixed yet. */
+  setFiatValues(tx: EntityManager, values: readonly { id: number; value: string }[]): Promise<void>;
 }
 
 /**
@@ -51,6 +55,8 @@ export async function settle(tx: EntityManager, intents: Intents, outputs: Inten
 export async function settleMany(tx: EntityManager, intents: Intents, chainOutputs: IntentOutputs, locked: readonly IntentRow[], now: Date): Promise<IntentRow[]> {
   if (locked.length === 0) return [];
   const outputsOf = await chainOutputs.of(tx, locked.map((r) => r.id));
+  // Before the intents' transactions are copied from the outputs below.
+  const valued = fiatValues(intents, locked, outputsOf, now);
   const changes: CountedChange[] = [];
   const amounts: { id: string; amount: string }[] = [];
   const plans = locked.map((row) => {
@@ -84,6 +90,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   });
   await chainOutputs.markCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
+  await chainOutputs.setFiatValues(tx, valued);
 
   const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
   const settled = await intents.moveMany(tx, moves);
@@ -92,6 +99,34 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   await detect(tx, intents, settled, now, movedBy);
   await exceptions(tx, intents, chainOutputs, settled, outputsOf, now, movedBy);
   return settled;
+}
+
+/**
+ * What each output of a fiat-priced intent's asset was worth in its price currency, fixed by the
+ * settlement that first sees it, so the merchant's books need no second lookup: at the intent's
+ * quote while the quote holds (its payment window: what the shopper was asked to pay at), at the
+ * market's rate of the moment for a late payment (none fixed while no rate is fresh: the next
+ * settlement tries again). Rounded down to the currency's places. Sets them on the outputs too.
+ */
+function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: ReadonlyMap<string, IntentOutput[]>, now: Date): { id: number; value: string }[] {
+  const values: { id: number; value: string }[] = [];
+  for (const row of rows) {
+    if (!row.price) continue;
+    const asset = findAsset(row.network, row.asset);
+    const currency = findCurrency(row.price.currency);
+    if (!asset || !currency) continue;
+    const pending = (outputsOf.get(row.id) ?? []).filter((o) => o.asset === row.asset && o.fiatValue === undefined && !o.orphaned);
+    if (pending.length === 0) continue;
+    const quoted = parseRate(row.price.rate);
+    const market = () => intents.rates?.quote(row.asset, currency.code, row.environment === "live" ? "live" : "test", now.getTime())?.rate;
+    const rate = now.getTime() <= row.expiresAt.getTime() ? quoted : market();
+    if (rate === undefined) continue;
+    for (const o of pending) {
+      o.fiatValue = valueAtRate(o.amount, asset.decimals, rate, currency.decimals);
+      values.push({ id: o.id, value: o.fiatValue });
+    }
+  }
+  return values;
 }
 
 /**

@@ -63,6 +63,8 @@ export interface TransactionFact {
   mempool: boolean;
   /** Signals replace-by-fee (BIP 125) while in the mempool. */
   replaceable: boolean;
+  /** A fiat-priced intent's output of its asset: its value in the price currency when first seen. */
+  fiatValue?: string | undefined;
 }
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,

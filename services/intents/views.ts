@@ -8,8 +8,6 @@ import { amountDue, isPending, uncountedReason } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow, TransactionFact } from "./store.ts";
-import { parseRate, valueAtRate } from "../rates/rate-math.ts";
-import { findCurrency } from "../vocabulary/currencies.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
@@ -20,18 +18,12 @@ function quoteOf(row: IntentRow): Quote | undefined {
 }
 
 /**
- * What an output of the intent's asset was worth in the intent's price currency: its amount at
- * the quoted rate, fixed on the intent when it was created and held for its payment window, so
- * the books need no second lookup. Rounded down to the currency's places; none on other intents
- * and for another asset.
+ * What an output of the intent's asset was worth in the intent's price currency, fixed by the
+ * settlement that first saw it (intents/settle.ts): at the quote within the payment window, at the
+ * market's rate then for a late payment. None on other intents and for another asset.
  */
 function fiatValue(row: IntentRow, t: TransactionFact): string | undefined {
-  if (!row.price || t.asset !== row.asset) return undefined;
-  const asset = findAsset(row.network, row.asset);
-  const currency = findCurrency(row.price.currency);
-  const rate = parseRate(row.price.rate);
-  if (!asset || !currency || rate === undefined) return undefined;
-  return valueAtRate(t.amount, asset.decimals, rate, currency.decimals);
+  return row.price && t.asset === row.asset ? t.fiatValue : undefined;
 }
 
 /**

@@ -216,3 +216,31 @@ t.test("a merchant's price spread comes off the quoted rate: its shoppers pay th
   const bad = await applyPriceSpread(app.db.em.fork(), owner, 1001).catch((e: unknown) => e);
   t.match(String(bad), /price_spread_bps/);
 });
+
+t.test("a late payment is valued at the market's rate when it is seen, not at the expired quote", async (t) => {
+  const res = await createQuotedBy(btcPrice, ["bitstamp", "coinbase", "kraken"]);
+  const pi = res.body.data;
+  t.equal(pi.quote.rate, "50000");
+  // The market falls to 40,000 after the quote was made.
+  const before = ex.all.map((e) => e.prices.get("BTC-USD"));
+  for (const e of ex.all) e.prices.set("BTC-USD", "40000.0");
+  t.teardown(() => ex.all.forEach((e, i) => e.prices.set("BTC-USD", before[i]!)));
+  await until("the engine quotes 40,000", async () => {
+    const probe = await create(btcPrice);
+    return probe.status === 200 && probe.body.data.quote.rate === "40000";
+  }, 10_000);
+  // Paid in full after its window: late.
+  const sim = await call(base, "POST", `/api/v1/sandbox/merchants/${m.merchant}/payment-intents/${pi.public_id}/simulate`, { key: m.key, body: { outcome: "late", amount: "0.002" } });
+  t.equal(sim.status, 200, JSON.stringify(sim.body));
+  t.equal(sim.body.data.status, "late");
+  t.equal(sim.body.data.transactions[0].fiat_value, "80", "0.002 BTC at 40,000 USD, the rate when it was seen");
+  t.equal(sim.body.data.quote.rate, "50000", "the intent's quote is unchanged");
+  // Fixed once: the market moving again does not move it.
+  for (const e of ex.all) e.prices.set("BTC-USD", "45000.0");
+  await until("the engine quotes 45,000", async () => {
+    const probe = await create(btcPrice);
+    return probe.status === 200 && probe.body.data.quote.rate === "45000";
+  }, 10_000);
+  const got = await call(base, "GET", `${path}/${pi.public_id}`, { key: m.key });
+  t.equal(got.body.data.transactions[0].fiat_value, "80", "kept as it was first valued");
+});

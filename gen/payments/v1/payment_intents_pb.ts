@@ -376,9 +376,10 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
 
   /**
    * On a fiat-priced intent, for an output of its asset: what it was worth in the intent's
-   * price_currency (decimal string, rounded down to the currency's places) at the intent's quoted
-   * rate, which is fixed when the intent is created and holds for its payment window; unset on
-   * other intents and for other assets.
+   * price_currency (decimal string, rounded down to the currency's places) when it was first
+   * seen: at the intent's quote while the quote holds (its payment window), at the market's rate
+   * of that moment for a late payment. Fixed then, never recomputed; unset on other intents, for
+   * other assets, and for a late payment seen while no rate was fresh (until one is).
    *
    * @generated from field: optional string fiat_value = 11;
    */

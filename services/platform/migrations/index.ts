@@ -30,6 +30,7 @@ import { Migration20261128015634_WebhookRecoveries } from "./Migration2026112801
 import { Migration20261128050000_EndpointSlots } from "./Migration20261128050000_EndpointSlots.ts";
 import { Migration20261128060000_PaymentExceptions } from "./Migration20261128060000_PaymentExceptions.ts";
 import { Migration20261128070000_FiatPricedIntents } from "./Migration20261128070000_FiatPricedIntents.ts";
+import { Migration20261128080000_FiatValueAtFirstSight } from "./Migration20261128080000_FiatValueAtFirstSight.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -64,4 +65,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128050000_EndpointSlots", class: Migration20261128050000_EndpointSlots },
   { name: "Migration20261128060000_PaymentExceptions", class: Migration20261128060000_PaymentExceptions },
   { name: "Migration20261128070000_FiatPricedIntents", class: Migration20261128070000_FiatPricedIntents },
+  { name: "Migration20261128080000_FiatValueAtFirstSight", class: Migration20261128080000_FiatValueAtFirstSight },
 ];
