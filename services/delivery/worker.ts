@@ -199,6 +199,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     heldCount--;
     if (h.counted) heldCounted--;
   };
+  /** Keeps a message the worker holds from redelivery (working() three times per ack deadline) until the interval is cleared. */
+  const keepAlive = (msg: JsMsg) => setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
   const leaseMs = slotLeaseMs(o.timeoutMs);
   let slotSeq = 0;
   const slotPrefix = `${process.pid}.${Date.now().toString(36)}.${Math.random().toString(36).slice(2, 8)}`;
@@ -218,7 +220,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     let slot: { holder: string; sendBy: number } | undefined;
     const attempted = (async () => {
       if (endpoint !== undefined && ticket?.capped) {
-        const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+        const heartbeat = keepAlive(msg);
         slot = await takeSlot(endpoint, ticket).finally(() => clearInterval(heartbeat));
         if (!slot) return "refused" as const;
       }
@@ -271,7 +273,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       return msg.nak(nakDelayFor(o.schedule, n, waitMs));
     }
     heldBack++;
-    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, n) / 3)));
+    const heartbeat = keepAlive(msg);
     track(
       persist(() => batches.heldBack.add({ id: msg.string(), seq: msg.seq }))
         // Not pending any more (finished, or a copy's attempt runs): the message is left for its redelivery.
@@ -281,7 +283,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     );
   };
   const hold = (endpoint: string, msg: JsMsg, counted: boolean) => {
-    const heartbeat = setInterval(() => msg.working(), Math.max(25, Math.floor(delayAfter(o.schedule, msg.info.deliveryCount) / 3)));
+    const heartbeat = keepAlive(msg);
     const queue = held.get(endpoint) ?? [];
     queue.push({ msg, heartbeat, counted });
     held.set(endpoint, queue);
