@@ -85,6 +85,7 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
 
   const side = view.sideBelow;
   if (side === undefined) {
+    if (first.height <= tip.height && !best.has(first.height - 1)) return belowKept(batch, { ...view, tip });
     // Linked to nothing kept, from below the deepest fork followed: the branches part deeper than that.
     const depthAtLeast = tip.height - first.height + 2;
     if (first.height - 1 <= tip.height && depthAtLeast > view.maxDepth) {
@@ -149,4 +150,45 @@ export function admit(
   }
   const other = report.genesisHash !== undefined && stored.genesisHash !== null && stored.genesisHash !== report.genesisHash;
   return { kind: "admitted", newChain: other };
+}
+
+/**
+ * A batch that starts at or below the first block the core keeps, so its parent is no block kept:
+ * the core began following the chain fewer blocks ago than the fork is deep. Where one of the
+ * batch's blocks is kept, the branches part there, as in any fork. Where none is, every kept block
+ * leaves (nothing below them was ever counted), the fork parts just below the batch at most
+ * (its depth counts from there), and the branch must beat the kept chain in this one batch, having
+ * no kept block to be kept beside.
+ */
+function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlock }): Linkage {
+  const { tip, best } = view;
+  const last = batch.at(-1) as LinkBlock;
+  const lastKept: KeptBlock = { height: last.height, hash: last.hash, work: last.work };
+  // Blocks below the first one kept that lead up to a kept block are no fork.
+  const common = batch.findLastIndex((b) => best.get(b.height) === b.hash) >= 0;
+  const fresh = batch.slice(batch.findLastIndex((b) => best.get(b.height) === b.hash) + 1);
+  const start = fresh[0];
+  if (!start) return { kind: "apply", append: [], rejoin: [], leave: [], tip, restart: false };
+  const forkHeight = start.height - 1;
+  if (common && forkHeight >= tip.height) return { kind: "apply", append: fresh, rejoin: [], leave: [], tip: lastKept, restart: false };
+  if (!atLeastAsGood(lastKept, tip)) {
+    if (common) return { kind: "side", keep: fresh };
+    return {
+      kind: "unlinked",
+      reason: `blocks ${start.height}-${last.height} replace every block the core keeps (its best tip is ${tip.height}, ${tip.hash}) without beating them yet: report the branch up to the node's head`,
+    };
+  }
+  const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
+  // Where no block is in common, the watcher reads from just above where it found the branches
+  // part (it knows the node's blocks below the first one reported), or from the first block kept.
+  const depth = tip.height - forkHeight;
+  if (depth > view.maxDepth && !view.acceptDeeper) {
+    return {
+      kind: "halt",
+      depth,
+      forkHeight,
+      reason: `a branch from block ${forkHeight} takes ${depth} blocks off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
+    };
+  }
+  return { kind: "apply", append: fresh, rejoin: [], leave, tip: lastKept, restart: false };
 }

@@ -95,14 +95,27 @@ export class Follower {
   #keep: number;
   #height: number;
   #recent: BlockRef[];
+  /**
+   * Every block the core keeps left the node's best chain: the other branch is read up to the
+   * head in one batch, since the core has no kept block to keep a part of it beside.
+   */
+  #wholeBranch = false;
   /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
   #next: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> } | undefined;
 
-  constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[] }) {
+  /** The highest of the recent blocks that was never reported (read from the node when following began): the core keeps none up to it. */
+  #unreported: number;
+
+  /**
+   * `unreported`: recent blocks up to this height were read from the node, not reported (a chain
+   * followed for the first time), so that a fork below the first block reported is found where it is.
+   */
+  constructor(o: FollowerOptions, position: { height: number; recentBlocks: BlockRef[]; unreported?: number }) {
     this.#o = o;
     this.#keep = Math.max(1, o.keep);
     this.#height = position.height;
     this.#recent = [...position.recentBlocks];
+    this.#unreported = position.unreported ?? -1;
   }
 
   get position(): { height: number; recentBlocks: BlockRef[] } {
@@ -120,7 +133,7 @@ export class Follower {
     if (head < this.#height) return false;
     if (await this.#checkCanonical()) return true;
     if (head <= this.#height) return false;
-    const to = Math.min(head, this.#height + this.#o.source.batchBlocks);
+    const to = Math.min(head, this.#height + this.#o.source.batchBlocks + (this.#wholeBranch ? this.#keep : 0));
     await this.#scan(this.#height + 1, to, head);
     return true;
   }
@@ -145,9 +158,11 @@ export class Follower {
     if (base === undefined) return false;
     const orphaned = this.#recent.slice(base + 1).reverse();
     this.#recent.splice(base + 1);
-    // Deeper than the history kept: everything kept is gone; go on from below it (the core then
-    // finds the fork deeper than it follows, and stops the chain).
+    // Deeper than the history kept: everything kept is gone; go on from below it. The core then
+    // finds the fork deeper than it follows and stops the chain, or (a chain followed for fewer
+    // blocks than the maximum depth) replaces every block it keeps.
     const top = this.#recent.at(-1);
+    this.#wholeBranch = top === undefined || top.height <= this.#unreported;
     this.#height = top ? top.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
     if (orphaned.length > 0) this.#o.onReorg?.(orphaned);
     return true;
@@ -214,5 +229,6 @@ export class Follower {
     }
     if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
     this.#height = to;
+    this.#wholeBranch = false;
   }
 }

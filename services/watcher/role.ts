@@ -354,9 +354,12 @@ class ChainWatch {
    * new chain, read from the first block that could pay an intent still watched (the old chain's
    * outputs keep what was recorded of them); on Live it is refused (a Live node serves mainnet).
    */
-  async #startingPosition(claim: Claim, head: number): Promise<{ height: number; recentBlocks: BlockRef[] }> {
+  async #startingPosition(claim: Claim, head: number): Promise<{ height: number; recentBlocks: BlockRef[]; unreported?: number }> {
     const saved = claim.position;
-    if (!saved) return { height: Math.max(0, head - 1), recentBlocks: [] };
+    if (!saved) {
+      const height = Math.max(0, head - 1);
+      return { height, recentBlocks: await this.#hashesBelow(height, claim.maxReorgDepth), unreported: height };
+    }
     if (saved.genesisHash === undefined || saved.genesisHash === this.#genesis) return saved;
     if (this.#e.environment === "live") throw new NodeRefused(`the node serves a chain whose block 0 is ${this.#genesis}, not the one followed so far (${saved.genesisHash})`);
     let from = head + 1;
@@ -372,6 +375,24 @@ class ChainWatch {
     );
     // The first report carries the new block 0: the core starts its chain over from it.
     return { height: from - 1, recentBlocks: [] };
+  }
+
+  /**
+   * The node's hashes of the `depth` + 1 blocks up to `height`, oldest first: a chain followed for
+   * the first time has no reported blocks below where following starts, and a fork parting below
+   * them is found where it parts (and its depth told to the core) by these.
+   */
+  async #hashesBelow(height: number, depth: number): Promise<BlockRef[]> {
+    const heights = Array.from({ length: Math.min(height, depth) + 1 }, (_, i) => height - Math.min(height, depth) + i);
+    const out: BlockRef[] = [];
+    for (let i = 0; i < heights.length; i += 16) {
+      const part = heights.slice(i, i + 16);
+      const hashes = await Promise.all(part.map((h) => this.#source.hashAt(h)));
+      // The head moved back under the read: start without them, as before.
+      if (hashes.includes(undefined)) return [];
+      out.push(...part.map((h, j) => ({ height: h, hash: hashes[j] as string })));
+    }
+    return out;
   }
 
   /**

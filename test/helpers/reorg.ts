@@ -67,9 +67,11 @@ export interface ReorgSetup {
   diagnosis(): Promise<string>;
 }
 
-export async function reorgSetup(t: Teardown, env: Record<string, string> = {}): Promise<ReorgSetup> {
+/** `premine`: blocks mined before the app starts, so its watcher begins following the chain there. */
+export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, o: { premine?: number } = {}): Promise<ReorgSetup> {
   const dev = await startDevChain();
   t.teardown(() => dev.stop());
+  if (o.premine) await dev.test.mine({ blocks: o.premine });
   const log = memoryLog();
   const s = await webhookSetup(t, {
     env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100", ...env },

@@ -127,3 +127,14 @@ t.test("Live's block 0 is the mainnet's, from the code, never from a report", as
   t.same(admit(live, { ...by, epoch: 3, genesisHash: "gm", blocks: 1 }, "live", undefined), { kind: "other_chain" }, "a network without a known mainnet is not counted on Live");
   t.same(admit(live, { ...by, epoch: 2, genesisHash: "gm", blocks: 1 }, "live", "gm"), { kind: "stale_epoch" }, "the epoch first");
 });
+
+t.test("a batch that starts below the first block kept (a chain followed fewer blocks than the fork is deep)", async (t) => {
+  const best = chain(50, 60);
+  const tip = { height: 60, hash: "a-60" };
+  t.same(link(blocks(50, 60, "b", "b"), onBest(best, { sideBelow: undefined })), apply(blocks(50, 60, "b", "b"), blocks(50, 60, "a").map((b) => b.hash), { height: 60, hash: "b-60" }), "no block in common, as high: every kept block leaves, the branch is best");
+  t.same(link(blocks(45, 62, "b", "b"), onBest(best, { sideBelow: undefined })).kind, "apply", "one starting further down: the same");
+  t.match(link(blocks(50, 58, "b", "b"), onBest(best, { sideBelow: undefined })), { kind: "unlinked", reason: /replace every block the core keeps/ }, "lower: refused, nothing leaves (no kept block to keep it beside)");
+  t.same(link([...blocks(48, 54, "a"), ...blocks(55, 61, "b", "a")], onBest(best, { sideBelow: undefined })), apply(blocks(55, 61, "b", "a"), blocks(55, 60, "a").map((b) => b.hash), { height: 61, hash: "b-61" }), "a kept block in the batch: the branches part there");
+  t.same(link(blocks(48, 55, "a"), onBest(best, { sideBelow: undefined })), apply([], [], tip), "kept blocks reported again from below: nothing changes");
+  t.match(link(blocks(50, 61, "b", "b"), onBest(best, { sideBelow: undefined, maxDepth: 10 })), { kind: "halt", depth: 11 }, "more kept blocks than the maximum: the chain stops");
+});

@@ -163,3 +163,36 @@ t.test("a fork deeper than the window the follower was given is found by halves;
   t.same(halts, [151], "with its depth: blocks 250 to 400 would leave");
   t.equal(left.length, 1, "nothing more left the best chain");
 });
+
+t.test("a fork below every block the follower and the core keep (a chain followed since a few blocks ago): the other branch is reported up to the head at once", async (t) => {
+  const chain = memoryChain(100);
+  const { core, left, halts, tips } = recordingCore(128);
+  // Starts at block 79, as a new watcher does just below the head; reads 5 blocks a batch.
+  const f = new Follower({ source: chain.source, core, keep: 272 }, { height: 79, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.fork(60, 100, "b");
+  await followToHead(f, chain.head());
+  t.same(halts, [], "not stopped");
+  t.same(left.map((l) => l.length), [20], "every kept block left, once");
+  t.same(tips.slice(-1), [99], "the tip never went down");
+  t.equal(f.position.height, 99, "followed to the head");
+});
+
+t.test("a chain followed for the first time with the node's hashes below where it starts: a fork below the first block reported is told with its true depth", async (t) => {
+  const seeded = () => ({ height: 89, recentBlocks: Array.from({ length: 31 }, (_, i) => ({ height: 59 + i, hash: `a-${59 + i}` })), unreported: 89 });
+  const within = memoryChain(100);
+  const a = recordingCore(30);
+  const f = new Follower({ source: within.source, core: a.core, keep: 76 }, seeded());
+  await followToHead(f, within.head());
+  within.fork(80, 100, "b");
+  await followToHead(f, within.head());
+  t.same([a.halts, a.left.map((l) => l.length)], [[], [10]], "parting at block 79, 20 blocks deep: followed; the 10 blocks reported leave");
+
+  const deeper = memoryChain(100);
+  const b = recordingCore(30);
+  const g = new Follower({ source: deeper.source, core: b.core, keep: 76 }, seeded());
+  await followToHead(g, deeper.head());
+  deeper.fork(65, 100, "b");
+  await t.rejects(followToHead(g, deeper.head()), /halt/, "parting at block 64, 35 blocks deep: refused");
+  t.same(b.halts, [35], "with its true depth, not the 10 blocks the core keeps");
+});

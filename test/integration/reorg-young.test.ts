@@ -1,0 +1,75 @@
+// A reorg deeper than every block the core keeps of a chain it began following a few blocks ago
+// (the watcher starts just below the node's head): no kept block is left in common with the node.
+// Within the maximum depth the chain is followed, not stopped silently; deeper, it stops loudly with
+// the fork's true depth, not the few blocks kept. Against anvil followed by the app's in-process
+// watcher, ethereum Test (ETHEREUM_CONFIRMATIONS=3; maximum 128, and 30 for the second chain).
+import t from "tap";
+import type { Hex } from "viem";
+import { until } from "../helpers/harness.ts";
+import { metricValue, reorgSetup } from "../helpers/reorg.ts";
+import { consumerDrained } from "../helpers/webhooks.ts";
+
+// 60 blocks before the app starts: its watcher follows from block 59 on.
+const r = await reorgSetup(t, {}, { premine: 60 });
+const shallow = await reorgSetup(t, { ETHEREUM_MAX_REORG_DEPTH: "30" }, { premine: 60 });
+
+t.test("a 46-block reorg below the first block the core kept: followed; the payment withdrawn once; a payment on the new branch counted", async (t) => {
+  t.teardown(async () => {
+    if (!t.passing()) console.error(await r.diagnosis());
+  });
+  const first = await r.head();
+  const x = await r.createIntent("5");
+  const paid = await r.pay(x, "5");
+  await r.mine();
+  // More kept blocks than a watcher reads in one batch (20): the new branch is longer than a batch too.
+  await r.mine(30);
+  await r.statusIs(x.public_id, "confirmed");
+  await r.eventSeen(x.public_id, "payment.confirmed");
+  const T = await r.caughtUp();
+
+  const depth = 46;
+  await r.reorg(depth);
+  await r.dev.test.request({ method: "anvil_dropAllTransactions" as never });
+  t.equal(await r.head(), T, "the new branch is as high as the old one");
+  t.ok(T - depth + 1 < first, "the branches part below the first block the watcher followed");
+
+  const y = await r.createIntent("1");
+  const sentinel = await r.pay(y, "1");
+  await r.mine(3);
+  try {
+    await r.statusIs(y.public_id, "confirmed");
+    await r.eventSeen(y.public_id, "payment.confirmed");
+    await consumerDrained(r.s);
+  } catch (err) {
+    t.fail(`the chain is followed after a reorg below every kept block: a payment on the new branch is counted (${(err as Error).message})`);
+  }
+  const counted = await r.get(y.public_id);
+  t.match(counted, { status: "confirmed", amount_received: "1" }, "the payment on the new branch counts");
+  t.equal(counted.transactions[0]?.tx_hash, sentinel.hash as Hex, "by its transaction");
+
+  const now = await r.get(x.public_id);
+  t.same([now.status, now.amount_received, now.transactions.length], ["pending", "0", 1], "the dropped payment no longer counts: the intent is pending again, the transaction still listed");
+  t.match(now.transactions[0], { tx_hash: paid.hash, counted: false, reason: "orphaned" }, "not counted, as orphaned");
+  t.same(r.eventsOf(x.public_id), ["payment.confirmed", "payment.intent.created", "payment.reorged"], "withdrawn once: exactly one payment.reorged");
+  const chains = await r.ops("chains");
+  t.notMatch(chains.stdout, /halted|stopped/i, "the chain is not stopped");
+});
+
+t.test("a 40-block reorg below the first block the core kept, past ETHEREUM_MAX_REORG_DEPTH=30: the chain stops with the fork's depth", async (t) => {
+  t.teardown(async () => {
+    if (!t.passing()) console.error(await shallow.diagnosis());
+  });
+  await shallow.mine(10);
+  const T = await shallow.caughtUp();
+  await shallow.reorg(40);
+  t.equal(await shallow.head(), T, "the new branch is as high as the old one");
+  let depth: number | undefined;
+  try {
+    await until("chain_halted_reorg_depth 40", async () => (depth = await metricValue(shallow.s.app.ports.ops, "chain_halted_reorg_depth", { network: "ethereum", environment: "test" })) === 40, 40_000, () => String(depth));
+  } catch (err) {
+    t.fail((err as Error).message);
+  }
+  t.equal(depth, 40, "stopped, with the fork's true depth (40), not the few blocks the core kept");
+  const chains = await shallow.ops("chains");
+  t.match(chains.stdout, /40/, `ops chains shows it: ${chains.stdout}`);
+});
