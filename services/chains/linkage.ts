@@ -112,17 +112,7 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
     return { kind: "apply", append: fresh, rejoin: [], leave: [], tip: lastKept, restart: false };
   }
   if (!atLeastAsGood(lastKept, tip)) return { kind: "side", keep: fresh };
-  const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
-  const depth = tip.height - forkHeight;
-  if (depth > view.maxDepth && !view.acceptDeeper) {
-    return {
-      kind: "halt",
-      depth,
-      forkHeight,
-      reason: `a branch from block ${forkHeight} takes ${depth} blocks off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
-    };
-  }
-  return { kind: "apply", append: fresh, rejoin: side.map((b) => b.hash), leave, tip: lastKept, restart: false };
+  return forkFrom(forkHeight, fresh, side.map((b) => b.hash), lastKept, { ...view, tip });
 }
 
 /**
@@ -178,9 +168,15 @@ function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlo
       reason: `blocks ${start.height}-${last.height} replace every block the core keeps (its best tip is ${tip.height}, ${tip.hash}) without beating them yet: report the branch up to the node's head`,
     };
   }
-  const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
   // Where no block is in common, the watcher reads from just above where it found the branches
   // part (it knows the node's blocks below the first one reported), or from the first block kept.
+  return forkFrom(forkHeight, fresh, [], lastKept, view);
+}
+
+/** A branch parting from the best chain above `forkHeight` that beats it: best, unless it takes more blocks away than the maximum. */
+function forkFrom(forkHeight: number, append: LinkBlock[], rejoin: string[], lastKept: KeptBlock, view: ChainView & { tip: KeptBlock }): Linkage {
+  const { tip, best } = view;
+  const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
   const depth = tip.height - forkHeight;
   if (depth > view.maxDepth && !view.acceptDeeper) {
     return {
@@ -190,5 +186,5 @@ function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlo
       reason: `a branch from block ${forkHeight} takes ${depth} blocks off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
     };
   }
-  return { kind: "apply", append: fresh, rejoin: [], leave, tip: lastKept, restart: false };
+  return { kind: "apply", append, rejoin, leave, tip: lastKept, restart: false };
 }

@@ -383,7 +383,9 @@ class ChainWatch {
    * them is found where it parts (and its depth told to the core) by these.
    */
   async #hashesBelow(height: number, depth: number): Promise<BlockRef[]> {
-    const heights = Array.from({ length: Math.min(height, depth) + 1 }, (_, i) => height - Math.min(height, depth) + i);
+    // Block 0 is no block a fork replaces (and a proxy may pass another chain's off as it).
+    const from = Math.max(1, height - depth);
+    const heights = Array.from({ length: Math.max(0, height - from + 1) }, (_, i) => from + i);
     const out: BlockRef[] = [];
     for (let i = 0; i < heights.length; i += 16) {
       const part = heights.slice(i, i + 16);

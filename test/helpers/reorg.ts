@@ -3,13 +3,14 @@
 // kept in memory, and the calls the tests make: intents through REST, events as the receiver got
 // them (deduplicated by event id), blocks mined and replaced with anvil's own methods.
 import { Writable } from "node:stream";
+import type { Test } from "tap";
 import { pino } from "pino";
 import type { Hex } from "viem";
 import { signPayment, startDevChain, type DevChain } from "../../scripts/devchain/chain.ts";
 import type { Logger } from "../../services/platform/logger.ts";
 import { call, idemKey, until } from "./harness.ts";
 import { runCli } from "./processes.ts";
-import { signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
+import { consumerDrained, signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -163,4 +164,36 @@ export async function metricValue(opsPort: number, name: string, labels: Record<
     if (JSON.stringify(got) === JSON.stringify(want)) return Number(m[3]);
   }
   return undefined;
+}
+
+/**
+ * After a reorg that dropped `x`'s payment `paid`: a payment on the new branch (the sentinel) is
+ * counted once the watcher followed the reorg, and `x` is pending again with its payment orphaned,
+ * withdrawn once (exactly one payment.reorged).
+ */
+export async function newBranchCounts(
+  t: Test,
+  r: ReorgSetup,
+  x: Intent,
+  paid: { hash: Hex },
+  what: string,
+): Promise<void> {
+  const y = await r.createIntent("1");
+  const sentinel = await r.pay(y, "1");
+  await r.mine(3);
+  try {
+    await r.statusIs(y.public_id, "confirmed");
+    await r.eventSeen(y.public_id, "payment.confirmed");
+    await consumerDrained(r.s);
+  } catch (err) {
+    t.fail(`the chain is followed after ${what}: a payment on the new branch is counted (${(err as Error).message})`);
+  }
+  const counted = await r.get(y.public_id);
+  t.match(counted, { status: "confirmed", amount_received: "1" }, "the payment on the new branch counts");
+  t.equal(counted.transactions[0]?.tx_hash, sentinel.hash, "by its transaction");
+
+  const now = await r.get(x.public_id);
+  t.same([now.status, now.amount_received, now.transactions.length], ["pending", "0", 1], "the dropped payment no longer counts: the intent is pending again, the transaction still listed");
+  t.match(now.transactions[0], { tx_hash: paid.hash, counted: false, reason: "orphaned" }, "not counted, as orphaned");
+  t.same(r.eventsOf(x.public_id), ["payment.confirmed", "payment.intent.created", "payment.reorged"], "withdrawn once: exactly one payment.reorged");
 }

@@ -4,9 +4,7 @@
 // min(1024, 2·3 + 16) = 22 blocks: a 46-block reorg leaves it no block in common with the node, the
 // core refuses every batch as unlinked, and the chain stops, silently.
 import t from "tap";
-import type { Hex } from "viem";
-import { reorgSetup } from "../helpers/reorg.ts";
-import { consumerDrained } from "../helpers/webhooks.ts";
+import { newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
 
 const r = await reorgSetup(t);
 
@@ -33,22 +31,5 @@ t.test("a 46-block reorg dropping a confirmed payment's block: followed; the pay
   t.equal(await r.dev.test.request({ method: "eth_getTransactionByHash" as never, params: [paid.hash] as never }), null, "the payment's transaction is on no chain and in no pool");
 
   // The sentinel: a payment on the new branch, counted once the watcher followed the reorg.
-  const y = await r.createIntent("1");
-  const sentinel = await r.pay(y, "1");
-  await r.mine(3);
-  try {
-    await r.statusIs(y.public_id, "confirmed");
-    await r.eventSeen(y.public_id, "payment.confirmed");
-    await consumerDrained(r.s);
-  } catch (err) {
-    t.fail(`the chain is followed after a 46-block reorg: a payment on the new branch is counted (${(err as Error).message})`);
-  }
-  const counted = await r.get(y.public_id);
-  t.match(counted, { status: "confirmed", amount_received: "1" }, "the payment on the new branch counts");
-  t.equal(counted.transactions[0]?.tx_hash, sentinel.hash as Hex, "by its transaction");
-
-  const now = await r.get(x.public_id);
-  t.same([now.status, now.amount_received, now.transactions.length], ["pending", "0", 1], "the dropped payment no longer counts: the intent is pending again, the transaction still listed");
-  t.match(now.transactions[0], { tx_hash: paid.hash, counted: false, reason: "orphaned" }, "not counted, as orphaned");
-  t.same(r.eventsOf(x.public_id), ["payment.confirmed", "payment.intent.created", "payment.reorged"], "withdrawn once: exactly one payment.reorged");
+  await newBranchCounts(t, r, x, paid, "a 46-block reorg");
 });

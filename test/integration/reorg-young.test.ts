@@ -4,10 +4,8 @@
 // the fork's true depth, not the few blocks kept. Against anvil followed by the app's in-process
 // watcher, ethereum Test (ETHEREUM_CONFIRMATIONS=3; maximum 128, and 30 for the second chain).
 import t from "tap";
-import type { Hex } from "viem";
 import { until } from "../helpers/harness.ts";
-import { metricValue, reorgSetup } from "../helpers/reorg.ts";
-import { consumerDrained } from "../helpers/webhooks.ts";
+import { metricValue, newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
 
 // 60 blocks before the app starts: its watcher follows from block 59 on.
 const r = await reorgSetup(t, {}, { premine: 60 });
@@ -33,24 +31,7 @@ t.test("a 46-block reorg below the first block the core kept: followed; the paym
   t.equal(await r.head(), T, "the new branch is as high as the old one");
   t.ok(T - depth + 1 < first, "the branches part below the first block the watcher followed");
 
-  const y = await r.createIntent("1");
-  const sentinel = await r.pay(y, "1");
-  await r.mine(3);
-  try {
-    await r.statusIs(y.public_id, "confirmed");
-    await r.eventSeen(y.public_id, "payment.confirmed");
-    await consumerDrained(r.s);
-  } catch (err) {
-    t.fail(`the chain is followed after a reorg below every kept block: a payment on the new branch is counted (${(err as Error).message})`);
-  }
-  const counted = await r.get(y.public_id);
-  t.match(counted, { status: "confirmed", amount_received: "1" }, "the payment on the new branch counts");
-  t.equal(counted.transactions[0]?.tx_hash, sentinel.hash as Hex, "by its transaction");
-
-  const now = await r.get(x.public_id);
-  t.same([now.status, now.amount_received, now.transactions.length], ["pending", "0", 1], "the dropped payment no longer counts: the intent is pending again, the transaction still listed");
-  t.match(now.transactions[0], { tx_hash: paid.hash, counted: false, reason: "orphaned" }, "not counted, as orphaned");
-  t.same(r.eventsOf(x.public_id), ["payment.confirmed", "payment.intent.created", "payment.reorged"], "withdrawn once: exactly one payment.reorged");
+  await newBranchCounts(t, r, x, paid, "a reorg below every kept block");
   const chains = await r.ops("chains");
   t.notMatch(chains.stdout, /halted|stopped/i, "the chain is not stopped");
 });
