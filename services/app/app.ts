@@ -110,6 +110,8 @@ export async function startApp(o: AppOptions): Promise<App> {
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
     recoveryBounds: config.webhookRecovery,
+    dashboardBaseUrl: config.dashboardBaseUrl,
+    dashboardSessions: config.dashboardSessions,
   });
   const stops: { step: string; stop: () => Promise<void> }[] = [];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
