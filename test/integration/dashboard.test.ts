@@ -164,6 +164,64 @@ t.test("a one-time link (AdminService and the admin CLI): works once; a read-onl
   t.equal(bad.code, 2, "another environment than the credential's is refused");
 });
 
+t.test("the payments list's exception badge: underpaid, reorged, a payment in another asset; none for a plain pending one", async (t) => {
+  const simulate = async (id: string, outcome: string) => {
+    const res = await call(s.base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/payment-intents/${id}/simulate`, { key: a.key, body: { outcome } });
+    if (res.status !== 200) throw new Error(`simulate: ${res.status} ${JSON.stringify(res.body)}`);
+  };
+  const underpaid = await createIntent(a.key, a.merchant);
+  await simulate(underpaid.public_id, "underpaid");
+  const reorged = await createIntent(a.key, a.merchant);
+  await simulate(reorged.public_id, "confirmed");
+  await simulate(reorged.public_id, "reorged");
+  const wrong = await createIntent(a.key, a.merchant);
+  // A USDT output to a USDC intent's address, as a watcher records it (payment.exception's case).
+  await s.app.db.em.fork().execute(
+    `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, observed_at, payment_intent_id, counted, exception_reported_at, created_at, updated_at)
+     values ('ethereum', 'test', 'USDT', ?, ?, 0, 5, 3, now(), ?, false, now(), now(), now())`,
+    [wrong.deposit_address, `0x${"ab".repeat(32)}`, wrong.public_id],
+  );
+  const plain = await createIntent(a.key, a.merchant);
+  const c = dashboardClient(s.base);
+  await c.signIn(a.key);
+  const page = (await c.get("/dashboard/payments")).body;
+  const rowOf = (id: string) => page.split("<tr>").find((r) => r.includes(`>${id}</a>`)) ?? "";
+  t.match(rowOf(underpaid.public_id), /Exception: underpaid/);
+  t.match(rowOf(reorged.public_id), /Exception: [^<]*reorged/);
+  t.match(rowOf(wrong.public_id), /Exception: wrong asset/);
+  t.notMatch(rowOf(plain.public_id), /Exception/);
+  t.match((await c.get(`/dashboard/payments/${wrong.public_id}`)).body, /Exception: wrong asset/, "and on the intent's page");
+  const byHash = await c.get(`/dashboard/payments?search=0x${"ab".repeat(32)}`);
+  t.match(byHash.body, wrong.public_id, "found by its transaction hash");
+  t.equal(byHash.body.split("<tr>").length - 2, 1, "and only it");
+});
+
+t.test("a key with read scopes only: no action shown, and a forged one refused", async (t) => {
+  const reader = await merchantWithKey(s.app, "test", ["payment_intents:read", "webhooks:read"], a.merchant);
+  const pi = await createIntent(a.key, a.merchant);
+  const c = dashboardClient(s.base);
+  t.equal((await c.signIn(reader.key)).status, 303);
+  const page = await c.get(`/dashboard/payments/${pi.public_id}`);
+  t.equal(page.status, 200);
+  t.notMatch(page.body, /Cancel payment/);
+  const forged = await c.post(`/dashboard/payments/${pi.public_id}/cancel`, { idem: "dash-" + "g".repeat(24) });
+  t.equal(forged.status, 403);
+  t.equal(await statusOf(pi.public_id), "pending");
+  t.equal((await c.get("/dashboard/readiness")).status, 403, "a page its key may not read is refused, not shown empty");
+});
+
+t.test("a session unused past its idle time, or past its absolute expiry, is over", async (t) => {
+  for (const column of ["last_seen_at", "expires_at"]) {
+    const c = dashboardClient(s.base);
+    await c.signIn(a.key);
+    t.equal((await c.get("/dashboard/payments")).status, 200);
+    await s.app.db.em.fork().execute(`update dashboard_sessions set ${column} = now() - interval '1 day' where revoked_at is null and created_at > now() - interval '1 minute'`);
+    const after = await c.get("/dashboard/payments");
+    t.equal(after.status, 303, column);
+    t.equal(after.headers.get("location"), "/dashboard/sign-in");
+  }
+});
+
 t.test("sign-in is rate-limited per address: past the limit even the right key gets no session", async (t) => {
   let limited: Awaited<ReturnType<ReturnType<typeof dashboardClient>["signIn"]>> | undefined;
   for (let i = 0; i < signInLimit * 2 + 2 && !limited; i++) {
