@@ -197,7 +197,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
             first === "sign-in"
               ? secret === "" || /\s/.test(secret)
                 ? undefined
-                : await dashboard.createDashboardSession({}, callOptions(secret, clientAddress))
+                : await dashboard.createDashboardSession({ apiKey: secret.slice(0, 128) }, callOptions(undefined, clientAddress))
               : await dashboard.exchangeDashboardLink({ token: secret.slice(0, 128) }, callOptions(undefined, clientAddress));
           session = opened?.data;
         } catch (err) {

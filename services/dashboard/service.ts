@@ -1,5 +1,8 @@
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { fromJson } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { create, fromJson } from "@bufbuild/protobuf";
+import { Credential, RouteSchema } from "../../gen/payments/v1/options_pb.ts";
+import { authenticate } from "../auth/authenticate.ts";
+import type { EntityManager } from "../platform/db.ts";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DashboardService, IntentEventSchema, type DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
 import { readOnlyScopes } from "../auth/dashboard-sessions.ts";
@@ -14,6 +17,28 @@ import { intentEvents, intentExceptions, searchIntents } from "./queries.ts";
 
 export interface DashboardDeps {
   dashboardSessions: SessionLifetime;
+}
+
+/** How the key given to sign in is checked: as any route taking an API key, with no scope of its own. */
+const signInRoute = create(RouteSchema, { credential: Credential.UNSPECIFIED });
+
+/**
+ * The key a sign-in gives, checked as a call with it would be. One refusal for every failure
+ * (unknown, revoked, malformed, a session token): nothing tells whether a key exists.
+ */
+async function keyOf(em: EntityManager, apiKey: string): Promise<MerchantPrincipal> {
+  const refused = () => apiError("invalid_api_key", "That API key was not accepted.");
+  if (!/^\S+$/.test(apiKey)) throw refused();
+  let principal;
+  try {
+    principal = await authenticate(em, signInRoute, `Bearer ${apiKey}`);
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.Unauthenticated) throw refused();
+    throw err;
+  }
+  // A session signs in no other session: only a key opens one.
+  if (principal.kind !== "api_key" || principal.session) throw refused();
+  return principal;
 }
 
 /** The session a dashboard call is made with; a bare API key is refused (it has no session to show or end). */
@@ -40,10 +65,9 @@ function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" |
 export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof DashboardService> {
   const lifetime = deps.dashboardSessions;
   return {
-    async createDashboardSession(_req, ctx) {
-      const { principal, em } = merchantRequest(ctx);
-      // A session signs in no other session: only the key itself opens one.
-      if (principal.session) throw apiError("invalid_api_key", "Sign in with an API key.");
+    async createDashboardSession(req, ctx) {
+      const { em } = requestOf(ctx, "public");
+      const principal = await keyOf(em, req.apiKey);
       const opened = await openKeySession(em, principal, lifetime);
       return { data: view(opened, principal.scopes, opened.token) };
     },
