@@ -6,7 +6,8 @@ export interface PageResponse {
   body: string;
 }
 
-export function dashboardClient(base: string, prefix = "/dashboard") {
+/** `headers` go with every request (an X-Forwarded-For, to be another address behind a trusted proxy). */
+export function dashboardClient(base: string, prefix = "/dashboard", extraHeaders: Record<string, string> = {}) {
   const jar = new Map<string, string>();
   const client = {
     /** The last session token this client held (kept after sign-out, to try it again). */
@@ -17,7 +18,7 @@ export function dashboardClient(base: string, prefix = "/dashboard") {
     async request(method: string, path: string, o: { form?: URLSearchParams; session?: string } = {}): Promise<PageResponse> {
       const cookies = new Map(jar);
       if (o.session !== undefined) cookies.set("dashboard_session", o.session);
-      const headers: Record<string, string> = {};
+      const headers: Record<string, string> = { ...extraHeaders };
       if (cookies.size > 0) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join("; ");
       if (o.form) headers["content-type"] = "application/x-www-form-urlencoded";
       const res = await fetch(base + path, { method, headers, body: o.form?.toString(), redirect: "manual" });

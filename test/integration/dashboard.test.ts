@@ -13,7 +13,8 @@ import { runCli } from "../helpers/processes.ts";
 import { dashboardClient } from "../helpers/dashboard.ts";
 
 const signInLimit = 40;
-const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: String(signInLimit) });
+// Loopback is a trusted proxy, so a request can come from another address (X-Forwarded-For).
+const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: String(signInLimit), TRUSTED_PROXIES: "127.0.0.1" });
 const a = await merchantWithKey(s.app);
 const b = await merchantWithKey(s.app);
 const { credential } = await createInternalCredential(s.app.db.em.fork(), "dashboard test", ["admin"], "test");
@@ -220,6 +221,18 @@ t.test("a session unused past its idle time, or past its absolute expiry, is ove
     t.equal(after.status, 303, column);
     t.equal(after.headers.get("location"), "/dashboard/sign-in");
   }
+});
+
+t.test("sign-in is rate-limited per key tried, from however many addresses", async (t) => {
+  const guessed = `sk_test_${"1".repeat(32)}`;
+  let limited: Awaited<ReturnType<ReturnType<typeof dashboardClient>["signIn"]>> | undefined;
+  for (let i = 1; i <= signInLimit * 2 + 2 && !limited; i++) {
+    const res = await dashboardClient(s.base, "/dashboard", { "x-forwarded-for": `198.51.${Math.floor(i / 250)}.${i % 250}` }).signIn(guessed);
+    if (res.status === 429) limited = res;
+  }
+  t.ok(limited, "the same key from a new address each time is refused with 429");
+  const elsewhere = dashboardClient(s.base, "/dashboard", { "x-forwarded-for": "203.0.113.9" });
+  t.equal((await elsewhere.signIn(a.key)).status, 303, "another key from another address signs in");
 });
 
 t.test("sign-in is rate-limited per address: past the limit even the right key gets no session", async (t) => {
