@@ -36,7 +36,9 @@ t.test("gen/ is what buf generate makes from proto/", async (t) => {
   }
 });
 
-t.test("the checkout page's browser script type-checks as the browser runs it (DOM, ES5)", async (t) => {
-  const r = run(bin("tsc"), ["--noEmit", "-p", "services/checkout/browser"]);
-  t.equal(r.status, 0, r.stdout + r.stderr);
-});
+for (const [page, dir] of [["checkout page", "services/checkout/browser"], ["dashboard", "services/dashboard/browser"]] as const) {
+  t.test(`the ${page}'s browser script type-checks as the browser runs it (DOM, ES5)`, async (t) => {
+    const r = run(bin("tsc"), ["--noEmit", "-p", dir]);
+    t.equal(r.status, 0, r.stdout + r.stderr);
+  });
+}

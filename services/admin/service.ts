@@ -11,6 +11,7 @@ import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
 import { startRecovery, type RecoveryBounds } from "../webhooks/recovery.ts";
+import { createDashboardLink } from "../dashboard/sessions.ts";
 
 /**
  * An operator's call: an internal caller and the environment it acts in. A credential without
@@ -33,6 +34,8 @@ function ownerOf(merchantId: string, environment: Environment): Owner {
 export interface AdminDeps {
   secrets: SecretBox;
   recoveryBounds: RecoveryBounds;
+  /** DASHBOARD_BASE_URL: where a one-time link signs in. */
+  dashboardBaseUrl: string;
 }
 
 /** A time given to a recovery: valid, and not in the future. */
@@ -109,6 +112,15 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       return { recovered: ids.length, deliveryIds: ids };
     },
 
+    async createDashboardLink(req, ctx) {
+      const { em, environment } = adminRequest(ctx);
+      if (req.environment !== "" && req.environment !== environment) {
+        throw apiError("validation_failed", `This internal credential acts in ${environment}, not ${req.environment}: use one issued for ${req.environment}.`, "environment");
+      }
+      const link = await createDashboardLink(em, { merchantId: req.merchant, environment, readOnly: req.readOnly, ttlSeconds: req.ttlSeconds });
+      // The token travels in the fragment: no server, proxy or log on the way sees it.
+      return { linkId: link.id, token: link.token, url: `${deps.dashboardBaseUrl.replace(/\/+$/, "")}/link#token=${link.token}`, expiresAt: timestampFromDate(link.expiresAt) };
+    },
     async enableWebhookEndpoint(req, ctx) {
       const { em, environment } = adminRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);

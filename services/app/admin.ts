@@ -24,6 +24,7 @@
 //   admin endpoint delete --id ID
 //   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   admin secrets reseal   (SECRET_ENCRYPTION_KEY new, SECRET_ENCRYPTION_KEY_PREVIOUS old)
+//   admin dashboard-link --merchant ID --environment test|live [--read-only] [--ttl 24h]   (the running service's AdminService)
 import { readFileSync } from "node:fs";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
@@ -114,7 +115,10 @@ const usage = `usage:
        prints the new signing secret once)
   admin secrets reseal
       (re-encrypts every webhook signing secret under SECRET_ENCRYPTION_KEY, opening it with that key
-       or SECRET_ENCRYPTION_KEY_PREVIOUS, and records the new key's check value; safe to run again)`;
+       or SECRET_ENCRYPTION_KEY_PREVIOUS, and records the new key's check value; safe to run again)
+  admin dashboard-link --merchant ID --environment test|live [--read-only] [--ttl 24h (60s to 7d; s, m, h or d)]
+      (a one-time sign-in link to the merchant's dashboard, printed once; calls the running service at
+       RPC_URL with an internal credential of that environment in INTERNAL_CREDENTIAL)`;
 
 /** The endpoint operations speak the API's errors (not found, over the cap, wrong state); the CLI prints one line. */
 function oneLine(err: unknown): never {
@@ -151,6 +155,7 @@ const commands = [
   "qr disable",
   "endpoint rotate-secret",
   "secrets reseal",
+  "dashboard-link",
 ];
 
 type Args = Record<string, string | boolean | string[] | undefined>;
@@ -220,6 +225,8 @@ async function main(argv: string[]): Promise<unknown> {
       "allow-unconfirmed": { type: "boolean" },
       remove: { type: "boolean" },
       bps: { type: "string" },
+      "read-only": { type: "boolean" },
+      ttl: { type: "string" },
     },
   });
   const command = positionals.join(" ");
@@ -227,6 +234,8 @@ async function main(argv: string[]): Promise<unknown> {
     throw new AdminError(`${command ? `unknown command "${command}"` : "no command"}: npm run -s admin -- help lists the commands`);
   }
   if (command === "endpoint rotate-secret") return rotateSecret(required(values, "id"), values.overlap);
+  if (command === "dashboard-link") return dashboardLink(required(values, "merchant"), environmentOf(values), values["read-only"] === true, values.ttl);
+  if (values["read-only"] || values.ttl !== undefined) throw new AdminError("--read-only and --ttl go only with dashboard-link");
   if (values.force && (command !== "endpoint enable" || values["recover-since"] === undefined)) throw new AdminError("--force goes only with endpoint enable --recover-since");
   if (command === "endpoint enable" && values["recover-since"] !== undefined) return enableAndRecover(required(values, "id"), values["recover-since"], values.force === true);
   // Arguments are checked before anything is started or written.
@@ -403,6 +412,23 @@ async function rotateSecret(endpointId: string, overlapRaw: string | undefined) 
       signing_secret: res.signingSecret,
       previous_secret_expires_at: res.previousSecretExpiresAt ? timestampDate(res.previousSecretExpiresAt).toISOString() : null,
     };
+  } catch (err) {
+    throw remoteError(err, config.rpcUrl);
+  }
+}
+
+const ttlUnits: Readonly<Record<string, number>> = { "": 1, s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** Issues a one-time dashboard link through the running service's AdminService; the URL (with its token) is printed once. */
+async function dashboardLink(merchant: string, environment: Environment, readOnly: boolean, ttlRaw: string | undefined) {
+  const ttl = ttlRaw === undefined ? undefined : /^(\d{1,7})([smhd]?)$/.exec(ttlRaw.trim());
+  if (ttlRaw !== undefined && !ttl) throw new AdminError(`--ttl must be a duration like 600, 30m, 24h or 7d, got "${ttlRaw}"`);
+  const config = loadConfig();
+  const { client, headers } = adminClient(config);
+  try {
+    const ttlSeconds = ttl ? Number(ttl[1]) * (ttlUnits[ttl[2] ?? ""] ?? 1) : 0;
+    const res = await client.createDashboardLink({ merchant, environment, readOnly, ttlSeconds }, { headers, timeoutMs: 30_000 });
+    return { id: res.linkId, merchant, environment, read_only: readOnly, url: res.url, expires_at: res.expiresAt ? timestampDate(res.expiresAt).toISOString() : null };
   } catch (err) {
     throw remoteError(err, config.rpcUrl);
   }

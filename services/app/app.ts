@@ -1,6 +1,7 @@
 import { createClient, createContextValues } from "@connectrpc/connect";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
+import { dashboardPages } from "../dashboard/handler.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
@@ -110,6 +111,8 @@ export async function startApp(o: AppOptions): Promise<App> {
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
     recoveryBounds: config.webhookRecovery,
+    dashboardBaseUrl: config.dashboardBaseUrl,
+    dashboardSessions: config.dashboardSessions,
   });
   const stops: { step: string; stop: () => Promise<void> }[] = [];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
@@ -168,7 +171,16 @@ export async function startApp(o: AppOptions): Promise<App> {
           corsOriginAllowed: async (origin, address) =>
             (await siteClient.checkSiteOrigin({ origin }, { headers: { "x-forwarded-for": address }, contextValues: createContextValues().set(clientAddressKey, address) })).allowed,
           observe: metrics.observeHttp,
-          pages: [checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger })],
+          // The dashboard first: a checkout served at the root would otherwise take its paths.
+          pages: [
+            dashboardPages({
+              dashboardBaseUrl: config.dashboardBaseUrl,
+              transport,
+              signInLimiter: buckets.budget("dashboard-sign-in", config.dashboardSignInRateLimitPerMinute, 60),
+              logger,
+            }),
+            checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger }),
+          ],
         }),
         config.host,
         config.port,

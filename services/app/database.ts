@@ -1,7 +1,7 @@
 import type { PostgreSqlConnection } from "@mikro-orm/postgresql";
 import type pg from "pg";
 import { AddressSource, PooledAddress } from "../addresses/entities.ts";
-import { ApiKey, CashierSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
+import { ApiKey, CashierSession, DashboardLink, DashboardSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
 import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecoveryRecord } from "../webhooks/delivery-entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
@@ -33,6 +33,8 @@ export const entities = [
   RejectedObservation,
   SiteCredential,
   CashierSession,
+  DashboardLink,
+  DashboardSession,
   QrConfiguration,
   SecretKeyCheck,
   ChainWatcher,

@@ -2,7 +2,8 @@ import type { Route } from "../../gen/payments/v1/options_pb.ts";
 import { Credential } from "../../gen/payments/v1/options_pb.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
-import { hashApiKey, parseBearer, parseCashierBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
+import { hashApiKey, parseBearer, parseCashierBearer, parseDashboardBearer, parseInternalBearer, parseSiteBearer } from "./keys.ts";
+import { dashboardSessionCaller } from "./dashboard-sessions.ts";
 import type { CredentialCache, CredentialKind } from "./credential-cache.ts";
 import type { CashierPrincipal, InternalPrincipal, InternalRole, MerchantPrincipal, Principal, SitePrincipal } from "./principal.ts";
 
@@ -27,8 +28,11 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
   };
   switch (route.credential) {
     case Credential.UNSPECIFIED:
-    case Credential.TEST_API_KEY:
-      return apiKeyCaller(find, route, authorization);
+    case Credential.TEST_API_KEY: {
+      // A dashboard session acts with its key's (or link's) scopes wherever the key could.
+      const session = parseDashboardBearer(authorization);
+      return session === undefined ? apiKeyCaller(find, route, authorization) : authorizeKeyCaller(route, await dashboardSessionCaller(em, session, () => invalidCredential(route.credential)));
+    }
     case Credential.INTERNAL:
       return internalCaller(find, authorization);
     case Credential.SITE_GATEWAY:
@@ -84,19 +88,24 @@ async function apiKeyCaller(find: Find, route: Route, authorization: string | nu
     `select id, merchant_id, environment, scopes, revoked_at from api_keys where secret_hash = ?`,
   );
   if (!key || key.revoked_at) invalidCredential(route.credential);
-  if (route.credential === Credential.TEST_API_KEY && key.environment !== "test") {
-    throw apiError("test_mode_only", "This route accepts only a Test API key.");
-  }
-  if (route.scope && !key.scopes.includes(route.scope)) {
-    throw apiError("insufficient_scope", `The API key lacks the scope ${route.scope}.`);
-  }
-  return {
+  return authorizeKeyCaller(route, {
     kind: "api_key",
     keyId: key.id,
     merchantId: key.merchant_id,
     environment: key.environment === "live" ? "live" : "test",
     scopes: new Set(key.scopes),
-  };
+  });
+}
+
+/** The route's environment and scope, for a key or a dashboard session acting for one. */
+function authorizeKeyCaller(route: Route, caller: MerchantPrincipal): MerchantPrincipal {
+  if (route.credential === Credential.TEST_API_KEY && caller.environment !== "test") {
+    throw apiError("test_mode_only", "This route accepts only a Test API key.");
+  }
+  if (route.scope && !caller.scopes.has(route.scope)) {
+    throw apiError("insufficient_scope", `The API key lacks the scope ${route.scope}.`);
+  }
+  return caller;
 }
 
 async function internalCaller(find: Find, authorization: string | null): Promise<InternalPrincipal> {

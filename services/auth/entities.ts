@@ -115,3 +115,46 @@ export const CashierSession = defineEntity({
   triggers: [credentialChanged("cashier_sessions")],
 });
 export type CashierSession = InferEntity<typeof CashierSession>;
+
+/**
+ * A merchant dashboard session (DASHBOARD_BASE_URL): the browser holds its token in a cookie, the
+ * table only its hash. Bound to the API key it was signed in with (the key's scopes, and the key's
+ * revocation ends it at once: checked on every request), or to the one-time link it came from.
+ * It ends at expiresAt, or after idleSeconds unused.
+ */
+export const DashboardSession = defineEntity({
+  name: "DashboardSession",
+  tableName: "dashboard_sessions",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    secretHash: p.string().length(64).unique(),
+    apiKey: () => p.manyToOne(ApiKey).deleteRule("cascade").nullable(),
+    link: () => p.manyToOne(DashboardLink).deleteRule("cascade").nullable(),
+    readOnly: p.boolean().default(false),
+    createdAt: p.datetime().length(3),
+    lastSeenAt: p.datetime().length(3),
+    idleSeconds: p.integer(),
+    expiresAt: p.datetime().length(3),
+    revokedAt: p.datetime().length(3).nullable(),
+  },
+});
+export type DashboardSession = InferEntity<typeof DashboardSession>;
+
+/** A one-time dashboard sign-in link an operator issued (AdminService.CreateDashboardLink): its token's hash, usable once. */
+export const DashboardLink = defineEntity({
+  name: "DashboardLink",
+  tableName: "dashboard_links",
+  properties: {
+    id: p.string().primary(),
+    merchant: () => p.manyToOne(Merchant).deleteRule("cascade"),
+    environment: p.string().length(4),
+    secretHash: p.string().length(64).unique(),
+    readOnly: p.boolean().default(false),
+    createdAt: p.datetime().length(3),
+    expiresAt: p.datetime().length(3),
+    usedAt: p.datetime().length(3).nullable(),
+  },
+});
+export type DashboardLink = InferEntity<typeof DashboardLink>;

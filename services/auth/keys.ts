@@ -120,6 +120,29 @@ export function parseCashierBearer(header: string | null): { ok: true; secret: s
   return { ok: true, secret: match[1] as string };
 }
 
+const dashboardSessionPattern = /^dsh_(test|live)_[0-9A-Za-z]{40}$/;
+
+/** A new dashboard session token (the dashboard's cookie): "dsh_test_" or "dsh_live_" and 40 base62 characters. */
+export function generateDashboardSession(environment: Environment): string {
+  return `dsh_${environment}_${randomBase62(40)}`;
+}
+
+/** The token of "Authorization: Bearer dsh_…", or undefined when it is not one. */
+export function parseDashboardBearer(header: string | null): string | undefined {
+  const match = /^Bearer +(\S+) *$/i.exec(header ?? "");
+  return match && dashboardSessionPattern.test(match[1] as string) ? (match[1] as string) : undefined;
+}
+
+/** A new one-time dashboard link token: "dlk_" and 40 base62 characters. */
+export function generateDashboardLink(): string {
+  return `dlk_${randomBase62(40)}`;
+}
+
+/** Whether a string has the shape of a dashboard link token (anything else is not looked up). */
+export function isDashboardLinkToken(token: string): boolean {
+  return /^dlk_[0-9A-Za-z]{40}$/.test(token);
+}
+
 /** The roles an internal credential can hold (the route option's internal_role). */
 export function isInternalRole(value: string): value is "observe" | "admin" {
   return value === "observe" || value === "admin";

@@ -10,8 +10,19 @@ export type Principal = MerchantPrincipal | SitePrincipal | CashierPrincipal | I
 /** A merchant's API key: it decides the merchant and the environment of every query. */
 export interface MerchantPrincipal extends Owner {
   kind: "api_key";
+  /** The key's id; a dashboard session's key, or its link's id (whose budgets it takes from). */
   keyId: string;
   scopes: ReadonlySet<string>;
+  /** Set when the caller is a dashboard session (a dsh_… token) rather than the key itself. */
+  session?: DashboardSessionInfo;
+}
+
+/** What a dashboard session is, beside the key or link it acts for. */
+export interface DashboardSessionInfo {
+  id: string;
+  readOnly: boolean;
+  expiresAt: Date;
+  idleSeconds: number;
 }
 
 /** What an internal credential may do (the route option's internal_role). */

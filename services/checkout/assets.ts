@@ -29,7 +29,7 @@ export interface Asset {
   version: string;
 }
 
-function asset(text: string, contentType: string): Asset {
+export function asset(text: string, contentType: string): Asset {
   const body = Buffer.from(text, "utf8");
   return { body, contentType, version: createHash("sha256").update(body).digest("hex").slice(0, 16) };
 }

@@ -12,7 +12,7 @@ import { CheckoutService, type ShopperPaymentIntent } from "../../gen/payments/v
 import { clientAddressKey } from "../platform/client-address.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
-import { assetUrls, checkoutAssets } from "./assets.ts";
+import { assetUrls, checkoutAssets, type Asset } from "./assets.ts";
 import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, type PagePaths } from "./page.ts";
 
 export interface CheckoutPagesOptions {
@@ -38,7 +38,7 @@ const maxRestLength = 64;
 export const contentSecurityPolicy =
   "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-const commonHeaders: Readonly<Record<string, string>> = {
+export const commonHeaders: Readonly<Record<string, string>> = {
   "X-Content-Type-Options": "nosniff",
   "Referrer-Policy": "no-referrer",
 };
@@ -58,16 +58,41 @@ const jsonHeaders: Readonly<Record<string, string>> = {
 
 /** The path part of CHECKOUT_BASE_URL without trailing slashes: "/checkout", or "" for the root. */
 export function checkoutPathOf(checkoutBaseUrl: string): string {
-  const base = new URL(checkoutBaseUrl).pathname.replace(/\/+$/, "");
+  return pagesPathOf(checkoutBaseUrl, "CHECKOUT_BASE_URL");
+}
+
+/** The path part of a pages' base URL setting without trailing slashes; never under /api/ (the API's own paths). */
+export function pagesPathOf(baseUrl: string, setting: string): string {
+  const base = new URL(baseUrl).pathname.replace(/\/+$/, "");
   if (base === "/api" || base.startsWith("/api/")) {
-    throw new Error(`CHECKOUT_BASE_URL must not be under /api/ (the API's own paths), got "${checkoutBaseUrl}"`);
+    throw new Error(`${setting} must not be under /api/ (the API's own paths), got "${baseUrl}"`);
   }
   return base;
 }
 
-function send(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: Buffer, headers: Record<string, string>): void {
+export function send(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: Buffer, headers: Record<string, string>): void {
   res.writeHead(status, { ...headers, "Content-Length": body.length });
   res.end(req.method === "HEAD" ? undefined : body);
+}
+
+/** Sends one of a page's asset files (cached for a year: its URL carries its hash); false when there is no such file. */
+export function sendAsset(req: http.IncomingMessage, res: http.ServerResponse, assets: Readonly<Record<string, Asset>>, name: string): boolean {
+  const file = Object.hasOwn(assets, name) ? assets[name] : undefined;
+  if (!file) return false;
+  const etag = `"${file.version}"`;
+  const headers = {
+    ...commonHeaders,
+    "Content-Type": file.contentType,
+    "Cache-Control": "public, max-age=31536000, immutable",
+    ETag: etag,
+  };
+  if (req.headers["if-none-match"] === etag) {
+    res.writeHead(304, headers);
+    res.end();
+  } else {
+    send(req, res, 200, file.body, headers);
+  }
+  return true;
 }
 
 export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
@@ -110,24 +135,7 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
     const [first = "", second, ...more] = parts;
 
     if (first === "assets" && second !== undefined && more.length === 0) {
-      const file = Object.hasOwn(checkoutAssets, second) ? checkoutAssets[second] : undefined;
-      if (!file) {
-        sendNotFound();
-        return true;
-      }
-      const etag = `"${file.version}"`;
-      const headers = {
-        ...commonHeaders,
-        "Content-Type": file.contentType,
-        "Cache-Control": "public, max-age=31536000, immutable",
-        ETag: etag,
-      };
-      if (req.headers["if-none-match"] === etag) {
-        res.writeHead(304, headers);
-        res.end();
-        return true;
-      }
-      send(req, res, 200, file.body, headers);
+      if (!sendAsset(req, res, checkoutAssets, second)) sendNotFound();
       return true;
     }
 

@@ -222,7 +222,8 @@ export interface PagePaths {
 
 const defaultPaths: PagePaths = { base: "/checkout" };
 
-function htmlDocument(o: { title: string; paths: PagePaths; body: string; script: boolean }): string {
+/** A whole page: the head with its stylesheet (and script), then `body`. The dashboard's pages use it too. */
+export function htmlDocument(o: { title: string; paths: PagePaths; body: string; script: boolean }): string {
   const css = o.paths.css ?? `${o.paths.base}/assets/checkout.css`;
   const js = o.paths.js ?? `${o.paths.base}/assets/checkout.js`;
   return `<!doctype html>

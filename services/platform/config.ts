@@ -30,6 +30,12 @@ export interface Config {
   opsHost: string;
   publicBaseUrl: string;
   checkoutBaseUrl: string;
+  /** DASHBOARD_BASE_URL: where the merchant dashboard is served (its path; never under /api/). */
+  dashboardBaseUrl: string;
+  /** DASHBOARD_SESSION_IDLE_MINUTES and DASHBOARD_SESSION_MAX_HOURS, in seconds: a dashboard session ends unused for idleSeconds, or maxSeconds after sign-in. */
+  dashboardSessions: { idleSeconds: number; maxSeconds: number };
+  /** DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: dashboard sign-in attempts a minute per client address, and per key tried. */
+  dashboardSignInRateLimitPerMinute: number;
   /** Unset: the installation's own, "payments-<installation id>". */
   jetstreamPrefix: string | undefined;
   webhookRetryDelaysSeconds: number[];
@@ -413,6 +419,12 @@ export function loadConfig(env: Env = process.env): Config {
     opsHost: optional(env, "OPS_HOST") ?? "127.0.0.1",
     publicBaseUrl,
     checkoutBaseUrl: url(env, "CHECKOUT_BASE_URL", `${publicBaseUrl}/checkout`),
+    dashboardBaseUrl: url(env, "DASHBOARD_BASE_URL", `${publicBaseUrl}/dashboard`),
+    dashboardSessions: {
+      idleSeconds: integer(env, "DASHBOARD_SESSION_IDLE_MINUTES", 30, 1, 7 * 24 * 60) * 60,
+      maxSeconds: integer(env, "DASHBOARD_SESSION_MAX_HOURS", 12, 1, 30 * 24) * 3600,
+    },
+    dashboardSignInRateLimitPerMinute: integer(env, "DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE", 10, 1, 1_000_000),
     jetstreamPrefix: prefix,
     webhookRetryDelaysSeconds: parseRetryDelays(env.WEBHOOK_RETRY_DELAYS?.trim() || "60,300,1800,7200,43200"),
     webhookMaxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 100),

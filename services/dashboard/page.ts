@@ -1,0 +1,398 @@
+/**
+ * The dashboard's pages, rendered on the server from the API's own messages. No inline script
+ * or style (the CSP forbids both): one stylesheet and one small script (assets.ts), and every
+ * page works without the script. Every form posts with the session's CSRF token.
+ */
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonValue } from "@bufbuild/protobuf";
+import type { DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
+import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
+import type { GoLiveReadiness } from "../../gen/payments/v1/readiness_pb.ts";
+import type { CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "../../gen/payments/v1/webhooks_pb.ts";
+import { escapeHtml as e, htmlDocument } from "../checkout/page.ts";
+import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-types.ts";
+import { intentStatuses } from "../vocabulary/value-sets.ts";
+
+/** Where the pages and their two files are. */
+export interface DashboardPaths {
+  base: string;
+  css: string;
+  js: string;
+}
+
+/** The signed-in view every page is drawn for: who, where, what it may do, and the forms' CSRF token. */
+export interface Viewer {
+  session: DashboardSession;
+  csrf: string;
+}
+
+export const can = (v: Viewer, scope: string) => v.session.scopes.includes(scope);
+
+export function when(ts: Timestamp | undefined): string {
+  return ts === undefined ? "—" : timestampDate(ts).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+/** A dashboard page: the checkout's document, with the dashboard's files and a skip link first. */
+function document(o: { title: string; paths: DashboardPaths; body: string }): string {
+  return htmlDocument({ title: `${o.title} — Dashboard`, paths: o.paths, script: true, body: `<a class="skip" href="#main">Skip to content</a>\n${o.body}` });
+}
+
+const navItems = [
+  ["payments", "Payments"],
+  ["webhooks", "Webhooks"],
+  ["readiness", "Go-live readiness"],
+] as const;
+
+/** A signed-in page: the header with the environment and merchant, the navigation, then `main`. */
+export function layout(paths: DashboardPaths, v: Viewer, o: { title: string; section: string; main: string; notice?: string }): string {
+  const s = v.session;
+  const env = s.environment === "live" ? `<span class="env env-live">Live</span>` : `<span class="env env-test">Test mode</span>`;
+  const nav = navItems
+    .map(([path, label]) => `<li><a href="${e(`${paths.base}/${path}`)}"${o.section === path ? ` aria-current="page"` : ""}>${label}</a></li>`)
+    .join("");
+  return document({
+    title: o.title,
+    paths,
+    body: `<header class="top">
+<p class="who">${env} <span class="merchant">Merchant <code>${e(s.merchantId)}</code></span>${s.readOnly ? ` <span class="badge">Read-only</span>` : ""}</p>
+<nav aria-label="Sections"><ul class="nav">${nav}</ul></nav>
+<form method="post" action="${e(`${paths.base}/sign-out`)}" class="sign-out">${csrfField(v.csrf)}<button type="submit" class="button button-secondary">Sign out</button></form>
+</header>
+<main id="main" tabindex="-1">
+<h1>${e(o.title)}</h1>
+${o.notice ?? ""}${o.main}
+</main>`,
+  });
+}
+
+export function csrfField(token: string): string {
+  return `<input type="hidden" name="csrf" value="${e(token)}">`;
+}
+
+/** A form of one button that posts an action (with the CSRF token and, for idempotent calls, a key made when the page was drawn). */
+export function actionForm(v: Viewer, action: string, label: string, o: { idem?: string; danger?: boolean; id?: string } = {}): string {
+  return `<form method="post" action="${e(action)}" class="inline">${csrfField(v.csrf)}${o.idem ? `<input type="hidden" name="idem" value="${e(o.idem)}">` : ""}<button type="submit" class="button${o.danger ? " button-danger" : ""}"${o.id ? ` id="${e(o.id)}"` : ""}>${e(label)}</button></form>`;
+}
+
+export function notice(text: string, kind: "ok" | "error" | "warning" = "ok"): string {
+  return `<p class="notice notice-${kind}" role="${kind === "error" ? "alert" : "status"}">${e(text)}</p>\n`;
+}
+
+/** A sign-in page: one secret field, posted with the pre-sign-in CSRF token. */
+function secretFormPage(
+  paths: DashboardPaths,
+  csrf: string,
+  o: { title: string; action: string; formId: string; fieldId: string; name: string; label: string; help: string; after?: string; message?: string },
+): string {
+  return document({
+    title: o.title,
+    paths,
+    body: `<main id="main" class="narrow" tabindex="-1">
+<h1>${e(o.title)}</h1>
+${o.message ? notice(o.message, "error") : ""}<form method="post" action="${e(`${paths.base}/${o.action}`)}" class="stack" id="${o.formId}">
+${csrfField(csrf)}
+<label for="${o.fieldId}">${e(o.label)}</label>
+<input id="${o.fieldId}" name="${o.name}" type="password" autocomplete="off" spellcheck="false" required maxlength="128" aria-describedby="${o.fieldId}-help">
+<p id="${o.fieldId}-help" class="help">${e(o.help)}</p>
+<button type="submit" class="button">Sign in</button>
+</form>
+${o.after ?? ""}</main>`,
+  });
+}
+
+/** The sign-in page: an API key form (and where the one-time link goes). */
+export function signInPage(paths: DashboardPaths, csrf: string, message?: string): string {
+  return secretFormPage(paths, csrf, {
+    title: "Sign in to the dashboard",
+    action: "sign-in",
+    formId: "sign-in-form",
+    fieldId: "api-key",
+    name: "api_key",
+    label: "API key",
+    help: "A secret key of your merchant (sk_test_… or sk_live_…). It is checked, then forgotten: the session remembers only which key it was.",
+    after: `<p class="help">Were you given a sign-in link? Open it as it is.</p>\n`,
+    message,
+  });
+}
+
+/**
+ * Where a one-time link lands (…/link#token=…): the token is in the fragment, which never reaches
+ * a server; the page's script puts it into this form and sends it. Without JavaScript, paste the
+ * part after "#token=" into the field.
+ */
+export function linkPage(paths: DashboardPaths, csrf: string, message?: string): string {
+  return secretFormPage(paths, csrf, {
+    title: "Sign in with a link",
+    action: "link",
+    formId: "link-form",
+    fieldId: "link-token",
+    name: "token",
+    label: "Sign-in link token",
+    help: "Filled in from the link. Without JavaScript, paste the part of the link after “#token=”.",
+    message,
+  });
+}
+
+/** A page of its own for a refusal or failure: what went wrong in one line, and a way back. */
+export function messagePage(paths: DashboardPaths, title: string, text: string, back?: string): string {
+  return document({
+    title,
+    paths,
+    body: `<main id="main" class="narrow" tabindex="-1">
+<h1>${e(title)}</h1>
+<p>${e(text)}</p>
+<p><a href="${e(back ?? `${paths.base}/payments`)}">Back to the dashboard</a></p>
+</main>`,
+  });
+}
+
+const exceptionText: Readonly<Record<string, string>> = {
+  underpaid: "underpaid",
+  overpaid: "overpaid",
+  late: "paid late",
+  wrong_asset: "wrong asset",
+  reorged: "reorged",
+};
+
+export function exceptionBadge(reasons: readonly string[] | undefined): string {
+  if (!reasons || reasons.length === 0) return "";
+  return ` <span class="badge badge-exception">Exception: ${e(reasons.map((r) => exceptionText[r] ?? r).join(", "))}</span>`;
+}
+
+export interface PaymentFilters {
+  status?: string;
+  reference?: string;
+  publicId?: string;
+  search?: string;
+  from?: string;
+  to?: string;
+}
+
+export function paymentsPage(
+  paths: DashboardPaths,
+  v: Viewer,
+  o: { intents: PaymentIntent[]; exceptions: Map<string, string[]>; filters: PaymentFilters; next?: string; notice?: string },
+): string {
+  const f = o.filters;
+  const statusOptions = ["", ...intentStatuses].map((s) => `<option value="${s}"${f.status === s ? " selected" : ""}>${s === "" ? "Any" : s}</option>`).join("");
+  const rows = o.intents
+    .map(
+      (pi) => `<tr>
+<td><a href="${e(`${paths.base}/payments/${pi.publicId}`)}">${e(pi.publicId)}</a></td>
+<td>${e(pi.merchantReference ?? "—")}</td>
+<td><span class="status status-${e(pi.status)}">${e(pi.status)}</span>${exceptionBadge(o.exceptions.get(pi.publicId))}</td>
+<td class="num">${e(pi.requestedAmount)} ${e(pi.asset)}</td>
+<td>${e(pi.network)}</td>
+<td>${when(pi.createdAt)}</td>
+</tr>`,
+    )
+    .join("\n");
+  const query = new URLSearchParams(Object.entries({ status: f.status, reference: f.reference, public_id: f.publicId, from: f.from, to: f.to }).filter((x): x is [string, string] => !!x[1]));
+  const more = o.next ? `<p><a href="${e(`${paths.base}/payments?${query.toString() ? `${query}&` : ""}cursor=${encodeURIComponent(o.next)}`)}" rel="next">Next page</a></p>` : "";
+  return layout(paths, v, {
+    title: "Payments",
+    section: "payments",
+    notice: o.notice,
+    main: `<form method="get" action="${e(`${paths.base}/payments`)}" class="filters" role="search" aria-label="Find payments">
+<div class="field"><label for="f-search">Deposit address or transaction hash</label><input id="f-search" name="search" value="${e(f.search ?? "")}" maxlength="128"></div>
+<div class="field"><label for="f-reference">Merchant reference</label><input id="f-reference" name="reference" value="${e(f.reference ?? "")}" maxlength="128"></div>
+<div class="field"><label for="f-id">Payment id</label><input id="f-id" name="public_id" value="${e(f.publicId ?? "")}" maxlength="64"></div>
+<div class="field"><label for="f-status">Status</label><select id="f-status" name="status">${statusOptions}</select></div>
+<div class="field"><label for="f-from">Created from</label><input id="f-from" name="from" type="date" value="${e(f.from ?? "")}"></div>
+<div class="field"><label for="f-to">Created before</label><input id="f-to" name="to" type="date" value="${e(f.to ?? "")}"></div>
+<div class="field"><button type="submit" class="button">Find</button></div>
+</form>
+${
+  o.intents.length === 0
+    ? `<p id="no-results">No payments found.</p>`
+    : `<div class="scroll"><table id="payments">
+<caption class="visually-hidden">Payments, newest first</caption>
+<thead><tr><th scope="col">Payment</th><th scope="col">Reference</th><th scope="col">Status</th><th scope="col">Amount</th><th scope="col">Network</th><th scope="col">Created</th></tr></thead>
+<tbody>
+${rows}
+</tbody>
+</table></div>`
+}
+${more}`,
+  });
+}
+
+function dl(items: [string, string][]): string {
+  return `<dl class="facts">${items.map(([k, val]) => `<div><dt>${e(k)}</dt><dd>${val}</dd></div>`).join("")}</dl>`;
+}
+
+function json(value: JsonValue | undefined): string {
+  return `<pre class="payload">${e(JSON.stringify(value ?? {}, null, 2))}</pre>`;
+}
+
+export interface TimelineEvent {
+  id: string;
+  type: string;
+  createdAt: string;
+  data: JsonValue;
+}
+
+export function intentPage(
+  paths: DashboardPaths,
+  v: Viewer,
+  o: { intent: PaymentIntent; events: TimelineEvent[]; exceptions: string[]; idem: string; notice?: string },
+): string {
+  const pi = o.intent;
+  const cancel = can(v, "payment_intents:write") && pi.status === "pending" ? `<section aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>${actionForm(v, `${paths.base}/payments/${pi.publicId}/cancel`, "Cancel payment", { idem: o.idem, danger: true, id: "cancel" })}</section>` : "";
+  const txs =
+    pi.transactions.length === 0
+      ? `<p>No transaction seen yet.</p>`
+      : `<div class="scroll"><table id="transactions"><thead><tr><th scope="col">Transaction</th><th scope="col">Amount</th><th scope="col">Confirmations</th><th scope="col">Counts</th></tr></thead><tbody>
+${pi.transactions
+  .map(
+    (t) =>
+      `<tr><td><code class="hash">${e(t.txHash)}:${t.outputIndex}</code></td><td class="num">${e(t.amount)} ${e(t.asset)}</td><td class="num">${t.confirmations}</td><td>${t.counted ? "Yes" : `No${t.reason ? ` — ${e(t.reason.replace(/_/g, " "))}` : ""}`}</td></tr>`,
+  )
+  .join("\n")}
+</tbody></table></div>`;
+  const timeline = o.events
+    .map(
+      (ev) => `<li><details><summary><time datetime="${e(ev.createdAt)}">${e(ev.createdAt.replace("T", " ").replace(/\.\d+Z$/, " UTC"))}</time> <strong>${e(ev.type)}</strong></summary>
+<p><a href="${e(`${paths.base}/deliveries?event=${ev.id}`)}">Deliveries of ${e(ev.id)}</a></p>
+${json(ev.data)}</details></li>`,
+    )
+    .join("\n");
+  const amounts: [string, string][] = [
+    ["Status", `<span class="status status-${e(pi.status)}" id="intent-status">${e(pi.status)}</span>${exceptionBadge(o.exceptions)}`],
+    ["Requested", `${e(pi.requestedAmount)} ${e(pi.asset)} on ${e(pi.network)}`],
+    ["Received", `${e(pi.amountReceived ?? "0")} ${e(pi.asset)}`],
+    ["Still due", `${e(pi.amountDue)} ${e(pi.asset)}`],
+    ...(pi.priceAmount !== undefined ? ([["Price", `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}${pi.quote ? ` at ${e(pi.quote.rate)} a unit` : ""}`]] as [string, string][]) : []),
+    ["Reference", e(pi.merchantReference ?? "—")],
+    ["Deposit address", pi.depositAddress ? `<code class="hash">${e(pi.depositAddress)}</code>` : "—"],
+    ["Created", when(pi.createdAt)],
+    ["Expires", when(pi.expiresAt)],
+    ["Checkout page", `<a href="${e(pi.checkoutUrl)}">${e(pi.checkoutUrl)}</a>`],
+  ];
+  return layout(paths, v, {
+    title: `Payment ${pi.publicId}`,
+    section: "payments",
+    notice: o.notice,
+    main: `${dl(amounts)}
+${cancel}
+<section aria-labelledby="tx-h"><h2 id="tx-h">Transactions</h2>${txs}</section>
+<section aria-labelledby="timeline-h"><h2 id="timeline-h">Timeline</h2>${o.events.length === 0 ? "<p>No events yet.</p>" : `<ol class="timeline" id="timeline">${timeline}</ol>`}</section>`,
+  });
+}
+
+const eventChoices = [allEvents, ...eventTypes, ...extensionEventTypes];
+
+export function webhooksPage(paths: DashboardPaths, v: Viewer, o: { endpoints: WebhookEndpoint[]; idem: string; created?: CreatedWebhookEndpoint; notice?: string }): string {
+  const rows = o.endpoints
+    .map(
+      (ep) =>
+        `<tr><td><a href="${e(`${paths.base}/webhooks/${ep.id}`)}">${e(ep.url)}</a></td><td>${e(ep.description ?? "—")}</td><td><span class="status status-${e(ep.status)}">${e(ep.status)}</span></td><td>${e(ep.enabledEvents.join(", "))}</td></tr>`,
+    )
+    .join("\n");
+  const created = o.created
+    ? `<section class="secret" aria-labelledby="secret-h" id="created">
+<h2 id="secret-h">Endpoint created: its signing secret</h2>
+<p>Copy it now: it is shown only this once. Your receiver checks each webhook's signature with it.</p>
+<p><code class="hash" id="signing-secret">${e(o.created.signingSecret)}</code></p>
+<p><button type="button" class="button" data-copy="${e(o.created.signingSecret)}" hidden>Copy secret</button> <span role="status" aria-live="polite" class="copy-status"></span></p>
+<p><a href="${e(`${paths.base}/webhooks/${o.created.id}`)}">Open the endpoint</a></p>
+</section>`
+    : "";
+  const create = can(v, "webhooks:write")
+    ? `<section aria-labelledby="create-h"><h2 id="create-h">Add an endpoint</h2>
+<form method="post" action="${e(`${paths.base}/webhooks`)}" class="stack" id="create-endpoint">
+${csrfField(v.csrf)}<input type="hidden" name="idem" value="${e(o.idem)}">
+<label for="ep-url">Endpoint URL</label><input id="ep-url" name="url" type="url" required maxlength="2048" placeholder="https://">
+<label for="ep-description">Description (optional)</label><input id="ep-description" name="description" maxlength="256">
+<fieldset><legend>Events to send</legend>
+${eventChoices.map((t, i) => `<label class="check"><input type="checkbox" name="events" value="${e(t)}"${t === allEvents ? " checked" : ""} id="ev-${i}"> ${t === allEvents ? "All (*)" : e(t)}</label>`).join("\n")}
+</fieldset>
+<button type="submit" class="button">Add endpoint</button>
+</form></section>`
+    : "";
+  return layout(paths, v, {
+    title: "Webhooks",
+    section: "webhooks",
+    notice: o.notice,
+    main: `${created}
+<section aria-labelledby="endpoints-h"><h2 id="endpoints-h">Endpoints</h2>
+${o.endpoints.length === 0 ? "<p>No endpoints yet.</p>" : `<div class="scroll"><table id="endpoints"><thead><tr><th scope="col">URL</th><th scope="col">Description</th><th scope="col">Status</th><th scope="col">Events</th></tr></thead><tbody>\n${rows}\n</tbody></table></div>`}
+<p><a href="${e(`${paths.base}/deliveries`)}">All deliveries</a></p>
+</section>
+${create}`,
+  });
+}
+
+/** Deliveries with each attempt: time, status code, duration, response excerpt; replay where allowed. */
+export function deliveriesTable(paths: DashboardPaths, v: Viewer, deliveries: WebhookDelivery[], idem: () => string): string {
+  if (deliveries.length === 0) return `<p>No deliveries.</p>`;
+  return `<ol class="deliveries" id="deliveries">
+${deliveries
+  .map((d) => {
+    const attempts = d.attempts
+      .map(
+        (a) =>
+          `<tr><td class="num">${a.number}</td><td>${when(a.startedAt)}</td><td>${a.statusCode ?? "—"}</td><td class="num">${a.durationMs} ms</td><td>${e(a.outcome)}${a.error ? ` (${e(a.error)})` : ""}</td><td><code class="excerpt">${e(a.responseExcerpt ?? "")}</code></td></tr>`,
+      )
+      .join("");
+    const replay = can(v, "webhooks:write") && d.status === "failed" ? actionForm(v, `${paths.base}/deliveries/${d.id}/replay`, "Replay", { idem: idem() }) : "";
+    return `<li class="delivery" data-delivery="${e(d.id)}" data-status="${e(d.status)}">
+<p><strong>${e(d.eventType)}</strong> <span class="status status-${e(d.status)}">${e(d.status)}</span> — delivery <code>${e(d.id)}</code> of event <a href="${e(`${paths.base}/deliveries?event=${d.eventId}`)}"><code>${e(d.eventId)}</code></a> to <a href="${e(`${paths.base}/webhooks/${d.endpointId}`)}"><code>${e(d.endpointId)}</code></a>${d.replayOf ? `, a replay of <code>${e(d.replayOf)}</code>` : ""}, ${when(d.createdAt)}</p>
+${d.attempts.length === 0 ? "<p>No attempt yet.</p>" : `<div class="scroll"><table class="attempts"><caption>Attempts</caption><thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">Status code</th><th scope="col">Duration</th><th scope="col">Outcome</th><th scope="col">Response</th></tr></thead><tbody>${attempts}</tbody></table></div>`}
+${replay}
+</li>`;
+  })
+  .join("\n")}
+</ol>`;
+}
+
+export function endpointPage(paths: DashboardPaths, v: Viewer, o: { endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; idem: () => string; next?: string; notice?: string }): string {
+  const ep = o.endpoint;
+  const write = can(v, "webhooks:write");
+  const disabled = ep.status !== "enabled";
+  const banner = disabled
+    ? `<p class="notice notice-warning" id="disabled-banner" role="status">This endpoint is disabled${ep.disabledAt ? ` since ${when(ep.disabledAt)}` : ""}: it gets no deliveries. To recover, fix the receiver, enable the endpoint again${write ? " (below)" : ""}, then replay the failed deliveries you need (each delivery's Replay button), or ask your operator to recover the events it missed (admin endpoint enable --recover-since).</p>\n`
+    : "";
+  const actions = write
+    ? `<section aria-labelledby="ep-actions-h"><h2 id="ep-actions-h">Actions</h2>
+${disabled ? actionForm(v, `${paths.base}/webhooks/${ep.id}/enable`, "Enable endpoint", { id: "enable" }) : `${actionForm(v, `${paths.base}/webhooks/${ep.id}/test`, "Send test event", { id: "send-test" })} ${actionForm(v, `${paths.base}/webhooks/${ep.id}/disable`, "Disable endpoint", { danger: true, id: "disable" })}`}
+</section>`
+    : "";
+  const more = o.next ? `<p><a rel="next" href="${e(`${paths.base}/webhooks/${ep.id}?cursor=${encodeURIComponent(o.next)}`)}">Older deliveries</a></p>` : "";
+  return layout(paths, v, {
+    title: `Endpoint ${ep.url}`,
+    section: "webhooks",
+    notice: (o.notice ?? "") + banner,
+    main: `${dl([
+      ["Id", `<code>${e(ep.id)}</code>`],
+      ["Status", `<span class="status status-${e(ep.status)}" id="endpoint-status">${e(ep.status)}</span>`],
+      ["Events", e(ep.enabledEvents.join(", "))],
+      ["Description", e(ep.description ?? "—")],
+      ["Created", when(ep.createdAt)],
+    ])}
+${actions}
+<section aria-labelledby="deliveries-h"><h2 id="deliveries-h">Deliveries</h2>
+${deliveriesTable(paths, v, o.deliveries, o.idem)}
+${more}</section>`,
+  });
+}
+
+export function deliveriesPage(paths: DashboardPaths, v: Viewer, o: { eventId?: string; deliveries: WebhookDelivery[]; idem: () => string; notice?: string }): string {
+  return layout(paths, v, {
+    title: o.eventId ? `Deliveries of ${o.eventId}` : "Deliveries",
+    section: "webhooks",
+    notice: o.notice,
+    main: deliveriesTable(paths, v, o.deliveries, o.idem),
+  });
+}
+
+export function readinessPage(paths: DashboardPaths, v: Viewer, r: GoLiveReadiness): string {
+  return layout(paths, v, {
+    title: "Go-live readiness",
+    section: "readiness",
+    main: `<p id="ready">${r.ready ? "Ready to go live." : "Not ready to go live yet: see what is left below."}</p>
+<ul class="checklist" id="checklist">
+${r.checks.map((c) => `<li class="${c.passed ? "passed" : "failed"}"><span class="mark">${c.passed ? "Done" : c.severity === "required" ? "To do" : "Advice"}</span> <strong>${e(c.id.replace(/_/g, " "))}</strong>: ${e(c.message)}</li>`).join("\n")}
+</ul>`,
+  });
+}

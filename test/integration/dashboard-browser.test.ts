@@ -1,0 +1,209 @@
+// The merchant dashboard in Chromium (playwright-core with Debian's chromium; skipped without it),
+// on the real app with a webhook receiver: sign in with a key; find an intent made through the API
+// by its reference and its deposit address, read its timeline, cancel it; create an endpoint and
+// see its secret once; send a test event and see its delivery and attempt; replay a failed
+// delivery; a read-only link sees no action button. Every page passes axe-core with no serious or
+// critical violation, and is screenshotted at desktop and phone size (.tap/dashboard-screenshots/).
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { chromium, type Browser, type Page } from "playwright-core";
+import t from "tap";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { createInternalCredential } from "../../services/auth/admin.ts";
+import { call, idemKey, sampleIntent, until } from "../helpers/harness.ts";
+import { finished, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
+
+const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const shots = path.join(import.meta.dirname, "..", "..", ".tap", "dashboard-screenshots");
+mkdirSync(shots, { recursive: true });
+
+// The receiver answers 500 on /fail, 200 elsewhere: a delivery there fails for good after two attempts.
+const s = await webhookSetup(t, {
+  env: { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", WEBHOOK_MAX_ATTEMPTS: "2", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: "1000" },
+  respond: (req) => (req.url.startsWith("/fail") ? { status: 500, body: "receiver is down" } : { status: 200, body: "ok" }),
+});
+const { base, creds } = s;
+const dash = `${base}/dashboard`;
+
+async function createIntent(body: Record<string, unknown>) {
+  const res = await call(base, "POST", `/api/v1/merchants/${creds.merchant}/payment-intents`, { key: creds.key, idempotencyKey: idemKey(), body });
+  if (res.status !== 200) throw new Error(`create: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data;
+}
+
+/** axe-core in the page (through DevTools, outside the page's CSP): the serious and critical violations. */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.evaluate(axeSource);
+  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
+  return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+/** Checks a page with axe and screenshots it as it is now, at desktop and phone width. */
+async function check(t: { same: (found: unknown, wanted: unknown, message: string) => unknown }, page: Page, name: string): Promise<void> {
+  t.same(await axeViolations(page), [], `${name}: no serious or critical accessibility violation`);
+  for (const [size, viewport] of [["desktop", { width: 1280, height: 900 }], ["phone", { width: 390, height: 844 }]] as const) {
+    await page.setViewportSize(viewport);
+    await page.screenshot({ path: path.join(shots, `${name}-${size}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+async function newPage(browser: Browser, cspErrors: string[]): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" });
+  const page = await context.newPage();
+  page.on("console", (msg) => {
+    if (/Content[- ]Security[- ]Policy|Refused to/i.test(msg.text())) cspErrors.push(msg.text());
+  });
+  page.on("pageerror", (err) => cspErrors.push(err.message));
+  return page;
+}
+
+t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  t.teardown(() => browser.close());
+  const problems: string[] = [];
+  const page = await newPage(browser, problems);
+
+  // Sign in with a key.
+  await page.goto(dash);
+  t.equal(new URL(page.url()).pathname, "/dashboard/sign-in", "signed out: the sign-in page");
+  await check(t, page, "sign-in");
+  await page.getByLabel("API key").fill(creds.key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${dash}/payments`);
+  t.match(await page.locator("header").textContent(), "Test mode", "the environment on every page");
+
+  // An intent made through the API appears, found by its reference and by its deposit address.
+  const reference = `order-${Date.now()}`;
+  const pi = await createIntent({ ...sampleIntent, merchant_reference: reference });
+  const other = await createIntent(sampleIntent);
+  await page.goto(`${dash}/payments`);
+  t.ok(await page.locator("#payments").getByRole("link", { name: pi.public_id }).isVisible(), "in the list");
+  await check(t, page, "payments");
+  await page.getByLabel("Merchant reference").fill(reference);
+  await page.getByRole("button", { name: "Find" }).click();
+  await page.waitForURL(/reference=/);
+  t.equal(await page.locator("#payments tbody tr").count(), 1, "by reference: that one");
+  t.match(await page.locator("#payments").textContent(), pi.public_id);
+  await page.getByLabel("Merchant reference").fill("");
+  await page.getByLabel("Deposit address or transaction hash").fill(pi.deposit_address);
+  await page.getByRole("button", { name: "Find" }).click();
+  await page.waitForURL(/search=/);
+  t.equal(await page.locator("#payments tbody tr").count(), 1, "by deposit address: that one");
+  t.notMatch(await page.locator("#payments").textContent(), other.public_id);
+
+  // Its page: the timeline with the payload, then cancel.
+  await page.locator("#payments").getByRole("link", { name: pi.public_id }).click();
+  await page.waitForURL(`${dash}/payments/${pi.public_id}`);
+  t.match(await page.locator("#timeline").textContent(), "payment.intent.created", "the timeline");
+  t.match(await page.locator("#timeline pre").first().textContent({ timeout: 5_000 }), pi.public_id, "with its payload");
+  await check(t, page, "payment");
+  await page.getByRole("button", { name: "Cancel payment" }).click();
+  await page.waitForURL(/done=cancelled/);
+  t.match(await page.locator("#intent-status").textContent(), "cancelled");
+  const after = await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents/${pi.public_id}`, { key: creds.key });
+  t.equal(after.body.data.status, "cancelled", "the API answers cancelled");
+  t.equal(await page.getByRole("button", { name: "Cancel payment" }).count(), 0, "no cancel button once cancelled");
+
+  // An endpoint made in the browser: its secret once, never again.
+  await page.goto(`${dash}/webhooks`);
+  await page.getByLabel("Endpoint URL").fill(`https://hooks.example.test/dash`);
+  await page.getByLabel("Description (optional)").fill("from the dashboard");
+  await page.getByRole("button", { name: "Add endpoint" }).click();
+  const secret = ((await page.locator("#signing-secret").textContent()) ?? "").trim();
+  t.match(secret, /^whsec_/, "the signing secret is shown");
+  t.ok(await page.getByRole("button", { name: "Copy secret" }).isVisible(), "with a copy button");
+  await check(t, page, "endpoint-created");
+  await page.getByRole("link", { name: "Open the endpoint" }).click();
+  await page.waitForURL(/\/dashboard\/webhooks\/we_/);
+  const endpointUrl = page.url();
+  t.notMatch(await page.content(), secret, "not on the endpoint's page");
+  await page.goto(`${dash}/webhooks`);
+  t.notMatch(await page.content(), secret, "nor on the list");
+  t.notMatch(JSON.stringify((await call(base, "GET", `/api/v1/merchants/${creds.merchant}/webhook-endpoints`, { key: creds.key })).body), secret, "nor in the API");
+  await check(t, page, "webhooks");
+
+  // Send test: it reaches the receiver, and its delivery and attempt appear.
+  await page.goto(endpointUrl);
+  await page.getByRole("button", { name: "Send test event" }).click();
+  await page.waitForURL(/done=tested/);
+  await until("the test event at the receiver", async () => s.receiver.requests.find((r) => r.url === "/dash" && r.body.toString().includes("webhook.test")), 15_000);
+  const delivered = await until(
+    "the test delivery delivered on the page",
+    async () => {
+      await page.reload();
+      const item = page.locator(`.delivery[data-status="delivered"]`);
+      return (await item.count()) > 0 ? item.first() : undefined;
+    },
+    15_000,
+  );
+  t.match(await delivered.textContent(), "webhook.test");
+  t.match(await delivered.locator(".attempts tbody tr").first().textContent(), "200", "the attempt's status code");
+  await check(t, page, "endpoint");
+
+  // A failed delivery, replayed from the dashboard.
+  const failing = await s.createEndpoint("/fail");
+  const test = await call(base, "POST", `/api/v1/merchants/${creds.merchant}/webhook-endpoints/${failing.id}/test`, { key: creds.key });
+  const failed = await waitForDelivery(s, test.body.data.id, finished);
+  t.equal(failed.status, "failed");
+  await page.goto(`${dash}/webhooks/${failing.id}`);
+  const item = page.locator(`.delivery[data-delivery="${failed.id}"]`);
+  t.match(await item.textContent(), "receiver is down", "the response excerpt");
+  await item.getByRole("button", { name: "Replay" }).click();
+  await page.waitForURL(/done=replayed/);
+  const replay = await until("the replay", async () => {
+    const list = await call(base, "GET", `/api/v1/merchants/${creds.merchant}/webhook-deliveries?endpoint_id=${failing.id}`, { key: creds.key });
+    return list.body.data.find((d: { replay_of?: string }) => d.replay_of === failed.id);
+  }, 10_000);
+  t.ok(await page.locator(`.delivery[data-delivery="${replay.id}"]`).count(), "the new delivery is listed");
+  await page.goto(`${dash}/deliveries?event=${failed.event_id}`);
+  t.equal(await page.locator(".delivery").count(), 2, "per event: the delivery and its replay");
+  await check(t, page, "deliveries");
+
+  // Disable and enable again, with the disabled banner between.
+  await page.goto(`${dash}/webhooks/${failing.id}`);
+  await page.getByRole("button", { name: "Disable endpoint" }).click();
+  await page.waitForURL(/done=disabled/);
+  t.match(await page.locator("#disabled-banner").textContent(), "To recover");
+  await page.getByRole("button", { name: "Enable endpoint" }).click();
+  await page.waitForURL(/done=enabled/);
+  t.match(await page.locator("#endpoint-status").textContent(), "enabled");
+
+  await page.goto(`${dash}/readiness`);
+  t.ok(await page.locator("#checklist li").count(), "the readiness checklist");
+  await check(t, page, "readiness");
+
+  // Keyboard: the skip link is the first stop and leads to the content.
+  await page.keyboard.press("Tab");
+  t.equal(await page.evaluate("document.activeElement && document.activeElement.textContent"), "Skip to content");
+
+  // A read-only one-time link: the token leaves the address bar, and no action button is shown.
+  const { credential } = await createInternalCredential(s.app.db.em.fork(), "dashboard browser test", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const link = await admin.createDashboardLink({ merchant: creds.merchant, readOnly: true }, { headers: { authorization: `Bearer ${credential}` } });
+  const reader = await newPage(browser, problems);
+  await reader.goto(link.url.replace("http://127.0.0.1", base));
+  await reader.waitForURL(`${dash}/payments`);
+  t.notMatch(reader.url(), "token", "the token is gone from the address bar");
+  t.match(await reader.locator("header").textContent(), "Read-only");
+  const pending = await createIntent(sampleIntent);
+  await reader.goto(`${dash}/payments/${pending.public_id}`);
+  t.equal(await reader.getByRole("button", { name: "Cancel payment" }).count(), 0, "no cancel button");
+  await reader.goto(`${dash}/webhooks/${failing.id}`);
+  t.equal(await reader.locator("main button").count(), 0, "no endpoint actions, no replay");
+  await reader.goto(`${dash}/webhooks`);
+  t.equal(await reader.getByRole("button", { name: "Add endpoint" }).count(), 0, "no create form");
+  // The same link again, in another browser: used.
+  const again = await newPage(browser, problems);
+  await again.goto(link.url.replace("http://127.0.0.1", base));
+  await again.waitForLoadState("networkidle");
+  t.equal(new URL(again.url()).pathname, "/dashboard/link");
+  t.match(await again.locator("main").textContent(), "not valid", "a link works once");
+
+  t.same(problems, [], "no CSP violation or script error on any page");
+});
