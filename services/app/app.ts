@@ -100,14 +100,14 @@ export async function startApp(o: AppOptions): Promise<App> {
   const metrics = createMetrics({ roles, db, nats });
   // Quotes are made where creates are handled (the rpc role), from rates read in the background.
   const rates = roles.includes("rpc") ? new RateEngine(config.rates, { registry: metrics.registry, logger }) : undefined;
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides), undefined, rates);
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, config.latePaymentWindowSeconds), undefined, rates);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
     readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays, rates: rates && ((environment) => rates.fresh(environment)) },
-    latePaymentWindowSeconds: config.latePaymentWindowSeconds,
+    watch: { lateSeconds: config.latePaymentWindowSeconds, exceptionSeconds: config.exceptionWatchSeconds },
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
     recoveryBounds: config.webhookRecovery,

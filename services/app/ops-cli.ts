@@ -3,7 +3,7 @@
 //   ops consumers [--json]
 //   ops deliveries [--status S] [--merchant ID] [--limit N] [--json]
 //   ops rejected-outputs [--limit N] [--json]
-//   ops payment-exceptions [--merchant ID] [--limit N] [--json]   payments in another asset than their intent's
+//   ops payment-exceptions [--merchant ID] [--limit N] [--json]   payments that never count: another asset, or after the intent stopped taking payments
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   ops chains [--json]                    each chain's watcher: tip, head, lease, whether counting stopped, and what it said of its node
 //   ops chain-resume --network N --environment test|live   resumes a chain a deep reorg stopped
@@ -39,7 +39,8 @@ const usage = `usage:
                                 outputs watchers reported that the core refused, newest first, with why
   ops payment-exceptions [--merchant ID] [--limit N] [--json]
                                 payments that will never count for the intent they paid (another
-                                asset), newest first, and when the merchant was told (payment.exception)
+                                asset, or paid after it was cancelled or past its late-payment window),
+                                newest first, and when the merchant was told (payment.exception)
   ops recover --endpoint WEBHOOK_ENDPOINT_ID --since 2026-01-01T00:00:00Z
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL
@@ -263,16 +264,16 @@ function rejectedTable(rows: Awaited<ReturnType<typeof rejectedOutputs>>): strin
 // ---- payment exceptions ----
 
 async function paymentExceptions(config: Config, o: { merchant?: string | undefined; limit: number }) {
-  const rows = await fromDatabase(config, "chain_observations", (em) => listPaymentExceptions(em, o));
-  return rows.map((r) => ({ ...r, observed_at: iso(r.observed_at), exception_reported_at: iso(r.exception_reported_at) }));
+  const rows = await fromDatabase(config, "chain_observations", (em) => listPaymentExceptions(em, { ...o, lateWindowSeconds: config.latePaymentWindowSeconds }));
+  return rows.map(({ id: _, ...r }) => ({ ...r, observed_at: iso(r.observed_at), exception_reported_at: iso(r.exception_reported_at) }));
 }
 
 function paymentExceptionsTable(rows: Awaited<ReturnType<typeof paymentExceptions>>): string {
   if (rows.length === 0) return "no payment exceptions";
   return table(
-    ["intent", "merchant", "env", "network", "intent asset", "status", "paid", "amount", "tx", "output", "seen", "merchant told"],
+    ["intent", "merchant", "env", "network", "intent asset", "status", "reason", "paid", "amount", "tx", "output", "seen", "merchant told"],
     rows.map((r) => [
-      cell(r.payment_intent_id), cell(r.merchant_id), cell(r.environment), cell(r.network), cell(r.intent_asset), cell(r.intent_status),
+      cell(r.payment_intent_id), cell(r.merchant_id), cell(r.environment), cell(r.network), cell(r.intent_asset), cell(r.intent_status), cell(r.reason),
       cell(r.asset), cell(r.amount, 24), cell(r.tx_hash, 20), cell(r.output_index), cell(r.observed_at && new Date(r.observed_at)),
       r.exception_reported_at ? cell(new Date(r.exception_reported_at)) : "not yet (confirmations)",
     ]),

@@ -54,7 +54,7 @@ export async function applyMempool(tx: EntityManager, deps: MempoolDeps, chain: 
   const keep = [...outputs.keys()];
   const byAddress = await intentIdsByAddress(tx, chain, [...new Set([...outputs.values()].map((o) => o.toAddress))]);
   for (const o of outputs.values()) o.intentId = byAddress.get(o.toAddress) ?? null;
-  const missing = await missingFromMempool(tx, chain, keep, deps.latePaymentWindowSeconds);
+  const missing = await missingFromMempool(tx, chain, keep, deps.watch);
   const conflicted = new Set(r.conflicted);
   const rule = deps.mempoolAbsence ?? defaultMempoolAbsence;
   const leaving = missing.filter((o) => withdrawsFromMempool({ conflicted: conflicted.has(o.txHash), absentSince: o.absentSince, absentReads: o.absentReads }, now, rule));

@@ -1,6 +1,6 @@
 import type { EntityManager } from "../platform/db.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
-import { stillWatched, type TransactionFact } from "../intents/store.ts";
+import { stillWatched, watchArgs, type TransactionFact, type WatchWindow } from "../intents/store.ts";
 import type { IntentOutput, IntentOutputs } from "../intents/settle.ts";
 import type { Environment } from "../auth/keys.ts";
 
@@ -228,6 +228,8 @@ export function toFact(r: ObservationRow): TransactionFact {
     mempool: r.mempool,
     replaceable: r.replaceable && r.mempool && !r.orphaned,
     fiatValue: r.fiatValue ?? undefined,
+    recordedAt: r.createdAt,
+    observedAt: r.observedAt,
   };
 }
 
@@ -296,22 +298,28 @@ export async function listRejections(em: EntityManager, limit: number) {
 }
 
 /**
- * Payments that will never count for the intent they paid (another asset of the network), the
- * newest first, for operators: what payment.exception told (or will tell, once confirmed) merchants.
+ * Payments that will never count for the intent they paid, the newest first, for operators: what
+ * payment.exception told (or will tell, once confirmed) merchants, with its reason, decided as
+ * funds.ts's exceptionReason decides it (`lateWindowSeconds`: LATE_PAYMENT_WINDOW_SECONDS).
  */
-export async function listPaymentExceptions(em: EntityManager, o: { merchant?: string | undefined; limit: number }) {
+export async function listPaymentExceptions(em: EntityManager, o: { merchant?: string | undefined; limit: number; lateWindowSeconds: number }) {
   return em.execute<
     {
-      payment_intent_id: string; merchant_id: string; environment: string; network: string; intent_asset: string; intent_status: string;
+      id: string; payment_intent_id: string; merchant_id: string; environment: string; network: string; intent_asset: string; intent_status: string; reason: string;
       asset: string; amount: string; tx_hash: string; output_index: number; confirmations: number; observed_at: Date; exception_reported_at: Date | null;
     }[]
   >(
-    `select o.payment_intent_id, i.merchant_id, o.environment, o.network, i.asset as intent_asset, i.status as intent_status,
-            o.asset, o.amount::text as amount, o.tx_hash, o.output_index, o.confirmations, o.observed_at, o.exception_reported_at
-       from chain_observations o join payment_intents i on i.id = o.payment_intent_id
-      where o.asset <> i.asset and not o.orphaned and (?::text is null or i.merchant_id = ?)
-      order by o.observed_at desc, o.id desc limit ?`,
-    [o.merchant ?? null, o.merchant ?? null, o.limit],
+    `select * from (
+       select o.id, o.payment_intent_id, i.merchant_id, o.environment, o.network, i.asset as intent_asset, i.status as intent_status,
+              case when o.asset <> i.asset then 'wrong_asset'
+                   when i.status = 'cancelled' then case when o.created_at > coalesce(i.cancelled_at, i.expires_at) then 'intent_cancelled' end
+                   when least(o.created_at, o.observed_at) > i.expires_at + make_interval(secs => ?) then 'after_late_window' end as reason,
+              o.asset, o.amount::text as amount, o.tx_hash, o.output_index, o.confirmations, o.observed_at, o.exception_reported_at
+         from chain_observations o join payment_intents i on i.id = o.payment_intent_id
+        where not o.orphaned and (?::text is null or i.merchant_id = ?)
+     ) e where reason is not null
+      order by observed_at desc, id desc limit ?`,
+    [o.lateWindowSeconds, o.merchant ?? null, o.merchant ?? null, o.limit],
   );
 }
 
@@ -539,14 +547,14 @@ export async function missingFromMempool(
   em: EntityManager,
   chain: { network: string; environment: Environment },
   keep: readonly string[],
-  lateWindowSeconds: number,
+  watch: WatchWindow,
 ): Promise<MissingMempoolOutput[]> {
   const rows = await em.execute<{ id: string | number; payment_intent_id: string | null; tx_hash: string; mempool_absent_since: Date | string | null; mempool_absent_reads: number }[]>(
     `select id, payment_intent_id, tx_hash, mempool_absent_since, mempool_absent_reads from chain_observations o
       where network = ? and environment = ? and mempool and not orphaned
         and not (tx_hash || ':' || output_index = any(?::text[])) and ${watchedOrNone("o")}
       order by id`,
-    [chain.network, chain.environment, `{${keep.join(",")}}`, lateWindowSeconds],
+    [chain.network, chain.environment, `{${keep.join(",")}}`, ...watchArgs(watch)],
   );
   return rows.map((r) => ({
     id: Number(r.id),
@@ -581,7 +589,7 @@ export async function withdrawFromMempool(em: EntityManager, ids: readonly numbe
   return rows.length;
 }
 
-/** An output (`alias`) of no intent, or of one whose address the watchers still look for (the late-payment window's seconds are the one `?`). */
+/** An output (`alias`) of no intent, or of one whose address the watchers still look for (stillWatched's two `?`). */
 const watchedOrNone = (alias: string) =>
   `(${alias}.payment_intent_id is null or exists (select 1 from payment_intents p where p.id = ${alias}.payment_intent_id and ${stillWatched("p")}))`;
 

@@ -1,6 +1,6 @@
 import type { Environment } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
-import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
+import { intentIdsByAddress, lockIntents, type WatchWindow } from "../intents/store.ts";
 import { apiError, describeError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { settleMany } from "../intents/settle.ts";
@@ -54,7 +54,8 @@ export interface ReportOutcome {
 
 export interface ReportDeps {
   intents: Intents;
-  latePaymentWindowSeconds: number;
+  /** How long an intent's address is still watched once it can no longer be paid on time. */
+  watch: WatchWindow;
   /** The highest counts fixed on open intents, reused between reports (required.ts says why that is safe). */
   fixedCounts?: FixedCounts;
   /** How many best blocks a fork may take away on the network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
@@ -226,7 +227,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   }
 
   const newTip = linkage.tip;
-  const required = await requiredOnChain(tx, deps.intents, chain, deps.latePaymentWindowSeconds, deps.fixedCounts);
+  const required = await requiredOnChain(tx, deps.intents, chain, deps.watch, deps.fixedCounts);
   // Outputs this far below the tip have every confirmation they can need: those above it, as of
   // the tip before this report (a catch-up batch moves the tip far) and after it, get theirs anew,
   // and so do those of every block that joins the best chain, however deep.

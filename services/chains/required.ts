@@ -1,5 +1,5 @@
 import type { Intents } from "../intents/intents.ts";
-import { highestFixedConfirmations } from "../intents/store.ts";
+import { highestFixedConfirmations, type WatchWindow } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { highestConfirmations } from "../policy/policy.ts";
 import { assets } from "../vocabulary/assets.ts";
@@ -20,12 +20,12 @@ export type FixedCounts = Map<string, { value: number; at: number }>;
  * merchants' rules now, and the counts open intents were created with (a rule lowered or removed
  * since does not lower theirs).
  */
-export async function requiredOnChain(em: EntityManager, intents: Intents, chain: Chain, latePaymentWindowSeconds: number, reuse?: FixedCounts): Promise<Record<string, number>> {
+export async function requiredOnChain(em: EntityManager, intents: Intents, chain: Chain, watch: WatchWindow, reuse?: FixedCounts): Promise<Record<string, number>> {
   const key = `${chain.network}/${chain.environment}`;
   const kept = reuse?.get(key);
   let fixed = kept && Date.now() - kept.at < fixedReuseMs ? kept.value : undefined;
   if (fixed === undefined) {
-    fixed = await highestFixedConfirmations(em, chain, latePaymentWindowSeconds);
+    fixed = await highestFixedConfirmations(em, chain, watch);
     reuse?.set(key, { value: fixed, at: Date.now() });
   }
   const highest = Math.max(await highestConfirmations(em, chain.environment, chain.network), fixed);

@@ -4,7 +4,7 @@ import { ChainService, type ReportBlocksRequest, type ReportMempoolRequest } fro
 import type { Environment } from "../auth/keys.ts";
 import { speaksFor, type InternalPrincipal } from "../auth/principal.ts";
 import type { Intents } from "../intents/intents.ts";
-import { oldestWatchedCreatedAt, watchedAddresses } from "../intents/store.ts";
+import { oldestWatchedCreatedAt, watchedAddresses, type WatchWindow } from "../intents/store.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
@@ -21,8 +21,8 @@ import { decodeWatchedCursor, encodeWatchedCursor, positionAfter } from "./watch
 export interface ChainDeps {
   intents: Intents;
   cursors: CursorCodec;
-  /** How long after expiry an intent's address is still watched (LATE_PAYMENT_WINDOW_SECONDS). */
-  latePaymentWindowSeconds: number;
+  /** How long an intent's address is still watched once it can no longer be paid on time (LATE_PAYMENT_WINDOW_SECONDS, EXCEPTION_WATCH_SECONDS). */
+  watch: WatchWindow;
   /** How many best blocks a fork may take away on a network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
   maxReorgDepth(network: string): number;
   /** When a payment missing from the mempool's reports is withdrawn (MEMPOOL_ABSENT_READS, MEMPOOL_ABSENT_SECONDS). */
@@ -119,8 +119,8 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       // A claim that does not win learns who holds the chain and until when, and nothing else:
       // no epoch, position or tip to report under or build on.
       if (!active) return { active, holder: row.holder, leaseExpiresAt: timestampFromDate(row.leaseExpiresAt), maxReorgDepth };
-      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.latePaymentWindowSeconds);
-      const oldest = await oldestWatchedCreatedAt(em, chain, deps.latePaymentWindowSeconds);
+      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch);
+      const oldest = await oldestWatchedCreatedAt(em, chain, deps.watch);
       // The position is the core's best tip and the blocks below it: enough to find where a fork
       // twice as deep as the deepest followed left the chain (so a deeper one is told by its depth).
       const recent = await recentBest(em, chain, Math.min(keptDepth, reorgWindow(maxReorgDepth)));
@@ -187,7 +187,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       // starts at the oldest transaction still open when the read began (watched-cursor.ts), so an
       // intent whose create commits late, however late, is handed out then (the caller keeps a set).
       const from = decodeWatchedCursor(cursors, chain, req.cursor);
-      const { rows, horizon } = await watchedAddresses(em, chain, deps.latePaymentWindowSeconds, from.after, limit + 1);
+      const { rows, horizon } = await watchedAddresses(em, chain, deps.watch, from.after, limit + 1);
       const page = rows.slice(0, limit);
       const hasMore = rows.length > limit;
       const last = page.at(-1);

@@ -11,26 +11,65 @@ export interface Funds {
 }
 
 /** Why an output to an intent's address does not count toward it (the documented reasons). */
-export type UncountedReason = "wrong_asset" | "orphaned" | "withdrawn" | "unconfirmed" | "below_confirmations";
+export type UncountedReason = "wrong_asset" | "orphaned" | "withdrawn" | "unconfirmed" | "below_confirmations" | "intent_cancelled" | "after_late_window";
+
+/** Why a payment to the intent's address can never count, whatever the chain says: the merchant must act on it (payment.exception). */
+export type ExceptionReason = "wrong_asset" | "intent_cancelled" | "after_late_window";
+
+/** What an output must meet to count toward an intent. */
+export interface IntentTerms {
+  asset: string;
+  requiredConfirmations: number;
+  /** From when a payment no longer counts, and why: its cancellation, or the end of its late-payment window. */
+  closes?: { at: Date; reason: "intent_cancelled" | "after_late_window" } | undefined;
+}
+
+/** An output as counting weighs it. */
+export interface CountedOutput {
+  asset: string;
+  orphaned: boolean;
+  confirmations: number;
+  mempool?: boolean;
+  /** When the core first recorded it. */
+  recordedAt?: Date | undefined;
+  /** Its block's time (when first recorded in the mempool: that moment). */
+  observedAt?: Date | undefined;
+}
+
+/**
+ * Whether a payment came after its intent stopped taking payments: recorded after the intent was
+ * cancelled; or paid (its block's time, or when it was first seen if earlier: a watcher that was
+ * down reads it later) after the late-payment window ended.
+ */
+function afterClose(o: CountedOutput, closes: NonNullable<IntentTerms["closes"]>): boolean {
+  if (o.recordedAt === undefined) return false;
+  const paidAt = closes.reason === "intent_cancelled" ? o.recordedAt : new Date(Math.min(o.recordedAt.getTime(), (o.observedAt ?? o.recordedAt).getTime()));
+  return paidAt.getTime() > closes.at.getTime();
+}
 
 /**
  * Whether an output counts toward its intent, and if not why: the intent's asset, not on a block
- * that left the best chain nor withdrawn from the mempool, with the intent's own confirmation
- * count (an output in the mempool has 0: it counts only for an intent that requires 0).
- * Undefined: it counts.
+ * that left the best chain nor withdrawn from the mempool, paid while the intent took payments,
+ * with the intent's own confirmation count (an output in the mempool has 0: it counts only for an
+ * intent that requires 0). Undefined: it counts.
  */
-export function uncountedReason(
-  o: { asset: string; orphaned: boolean; confirmations: number; mempool?: boolean },
-  intent: { asset: string; requiredConfirmations: number },
-): UncountedReason | undefined {
+export function uncountedReason(o: CountedOutput, intent: IntentTerms): UncountedReason | undefined {
   if (o.asset !== intent.asset) return "wrong_asset";
   if (o.orphaned) return o.mempool ? "withdrawn" : "orphaned";
+  if (intent.closes && afterClose(o, intent.closes)) return intent.closes.reason;
   if (o.confirmations < intent.requiredConfirmations) return o.mempool ? "unconfirmed" : "below_confirmations";
   return undefined;
 }
 
+/** Why a payment is an exception the merchant must act on, if it is one: another asset, or paid after the intent stopped taking payments. */
+export function exceptionReason(o: CountedOutput, intent: IntentTerms): ExceptionReason | undefined {
+  if (o.asset !== intent.asset) return "wrong_asset";
+  if (intent.closes && afterClose(o, intent.closes)) return intent.closes.reason;
+  return undefined;
+}
+
 /** Funds of the intent's asset seen on the chain that do not count yet: live, below the intent's confirmations. */
-export function isPending(o: { asset: string; orphaned: boolean; confirmations: number; mempool?: boolean }, intent: { asset: string; requiredConfirmations: number }): boolean {
+export function isPending(o: CountedOutput, intent: IntentTerms): boolean {
   const reason = uncountedReason(o, intent);
   return reason === "unconfirmed" || reason === "below_confirmations";
 }

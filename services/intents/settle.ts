@@ -3,7 +3,7 @@ import { findAsset } from "../vocabulary/assets.ts";
 import { findCurrency } from "../vocabulary/currencies.ts";
 import { parseRate, valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
-import { impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
+import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
 import { markDetected, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
 import { recordEvents } from "../events/record.ts";
@@ -62,7 +62,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   const plans = locked.map((row) => {
     const asset = findAsset(row.network, row.asset);
     if (!asset) throw new Error(`intent ${row.id} has an unknown asset`);
-    const required = intents.confirmationsOf(row);
+    const terms = intents.views.terms(row);
     const expired = now.getTime() >= row.expiresAt.getTime();
     // Past its expiry an unpaid intent is expired, whether or not the scheduler got there first:
     // funds that count from now on are late.
@@ -71,7 +71,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
     const outputs = outputsOf.get(row.id) ?? [];
     const funds: Funds = { counted: 0n, countedLate: 0n };
     for (const o of outputs) {
-      const counts = uncountedReason(o, { asset: row.asset, requiredConfirmations: required }) === undefined;
+      const counts = uncountedReason(o, terms) === undefined;
       const late = counts && (o.counted ? o.countedLate : lateFromNow);
       if (counts !== o.counted || late !== o.countedLate) {
         changes.push({ id: o.id, counted: counts, countedLate: late });
@@ -132,7 +132,8 @@ function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: Rea
 /**
  * payment.exception, once per output: a payment to the intent's address that can never count for
  * it and that the merchant must act on (refund it, or ask the shopper): another asset of the
- * network (wrong_asset). Told once the output has the confirmations the intent's own asset would
+ * network (wrong_asset), or paid after the intent stopped taking payments (intent_cancelled,
+ * after_late_window). Told once the output has the confirmations the intent's own asset would
  * need, so a reorg does not take back what the merchant was told. Its status does not change.
  * Delivered only to endpoints that name the type (vocabulary/event-types.ts).
  */
@@ -146,24 +147,25 @@ async function exceptions(
   movedBy: ReadonlyMap<string, number>,
 ): Promise<void> {
   const found = rows.flatMap((row) => {
-    const required = intents.confirmationsOf(row);
-    return (outputsOf.get(row.id) ?? [])
-      .filter((o) => o.asset !== row.asset && !o.orphaned && !o.mempool && o.confirmations >= required)
-      .map((output) => ({ row, output }));
+    const terms = intents.views.terms(row);
+    return (outputsOf.get(row.id) ?? []).flatMap((output) => {
+      const reason = exceptionReason(output, terms);
+      return reason !== undefined && !output.orphaned && !output.mempool && output.confirmations >= terms.requiredConfirmations ? [{ row, output, reason }] : [];
+    });
   });
   if (found.length === 0) return;
   const told = new Set(await chainOutputs.markExceptionReported(tx, found.map((f) => f.output.id), now));
   const tell = found.filter((f) => told.has(f.output.id));
   await recordEvents(
     tx,
-    tell.map(({ row, output }, i) => ({
+    tell.map(({ row, output, reason }, i) => ({
       merchantId: row.merchantId,
       environment: row.environment === "live" ? ("live" as const) : ("test" as const),
       type: "payment.exception" as const,
       data: {
         ...intents.views.eventData(row),
         exception: {
-          reason: "wrong_asset",
+          reason,
           transaction: {
             tx_hash: output.txHash,
             output_index: output.outputIndex,
@@ -192,7 +194,7 @@ async function detect(tx: EntityManager, intents: Intents, rows: readonly Intent
   const candidates = rows.filter(
     (row) =>
       (row.status === "pending" || row.status === "underpaid") &&
-      (row.transactions ?? []).some((t) => isPending(t, { asset: row.asset, requiredConfirmations: intents.confirmationsOf(row) })),
+      (row.transactions ?? []).some((t) => isPending(t, intents.views.terms(row))),
   );
   const marked = new Set(await markDetected(tx, candidates.map((r) => r.id), now));
   if (marked.size === 0) return;

@@ -65,6 +65,10 @@ export interface TransactionFact {
   replaceable: boolean;
   /** A fiat-priced intent's output of its asset: its value in the price currency when first seen. */
   fiatValue?: string | undefined;
+  /** When the core first recorded it. */
+  recordedAt?: Date | undefined;
+  /** Its block's time, or when it was first seen in the mempool. */
+  observedAt?: Date | undefined;
 }
 
 const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_reference, i.network, i.asset,
@@ -326,14 +330,27 @@ export interface WatchedAddress {
 }
 
 /**
- * An intent (`alias`) whose deposit address the watchers still look for: not cancelled, and not
- * expired for longer than the late-payment window (its seconds are the one `?`).
+ * How long an intent's deposit address is watched once it can no longer be paid on time: past
+ * its expiry for the late-payment window (a payment then counts, late), and past that, or past its
+ * cancellation, for the exception window (a payment then never counts: it is told to the merchant,
+ * payment.exception). Addresses are never handed out twice, so watching one longer is safe.
  */
-export const stillWatched = (alias: string) => `${alias}.status <> 'cancelled' and ${alias}.expires_at > now() - make_interval(secs => ?)`;
+export interface WatchWindow {
+  /** LATE_PAYMENT_WINDOW_SECONDS */
+  lateSeconds: number;
+  /** EXCEPTION_WATCH_SECONDS */
+  exceptionSeconds: number;
+}
+
+/** An intent (`alias`) whose deposit address the watchers still look for (its two `?` are watchArgs'). */
+export const stillWatched = (alias: string) =>
+  `(case when ${alias}.status = 'cancelled' then coalesce(${alias}.cancelled_at, ${alias}.expires_at) > now() - make_interval(secs => ?) else ${alias}.expires_at > now() - make_interval(secs => ?) end)`;
+
+/** The values of stillWatched's `?`, in order. */
+export const watchArgs = (w: WatchWindow): [number, number] => [w.exceptionSeconds, w.lateSeconds + w.exceptionSeconds];
 
 /**
- * Deposit addresses on a chain whose intents can still receive a payment that counts: not
- * cancelled, and not expired for longer than `lateWindowSeconds`; after `after` in the order of
+ * Deposit addresses on a chain whose intents the watchers still look for (stillWatched); after `after` in the order of
  * (watch_xid, id). With them, in the same statement and so of the same snapshot, that snapshot's
  * xmin (`horizon`): every transaction below it had ended when the rows were read, so the rows of
  * those that committed are among them (if after `after`); one at or above it may commit later.
@@ -341,7 +358,7 @@ export const stillWatched = (alias: string) => `${alias}.status <> 'cancelled' a
 export async function watchedAddresses(
   em: EntityManager,
   chain: { network: string; environment: string },
-  lateWindowSeconds: number,
+  watch: WatchWindow,
   after: { xid: string; id: string },
   limit: number,
 ): Promise<{ rows: WatchedAddress[]; horizon: string }> {
@@ -355,7 +372,7 @@ export async function watchedAddresses(
             and (watch_xid, id) > (?::xid8, ?)
           order by watch_xid, id limit ?
        ) w on true`,
-    [chain.network, chain.environment, lateWindowSeconds, after.xid, after.id, limit],
+    [chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
   );
   const horizon = rows[0]?.horizon;
   if (horizon === undefined) throw new Error("watchedAddresses: no snapshot horizon");
@@ -369,24 +386,24 @@ const longestLifetimeSeconds = 86_400;
 /**
  * The most confirmations a watched intent of the chain has fixed on it: an intent keeps the count
  * it was created with, whatever the merchant's rules say now. Read by created_at (indexed), since
- * an intent still watched was created within its lifetime and the late-payment window.
+ * an intent still watched was created within its lifetime and the watch windows.
  */
-export async function highestFixedConfirmations(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<number> {
+export async function highestFixedConfirmations(em: EntityManager, chain: { network: string; environment: string }, watch: WatchWindow): Promise<number> {
   const [row] = await em.execute<{ n: number | null }[]>(
     `select max(required_confirmations) as n from payment_intents p
       where network = ? and environment = ? and created_at > now() - make_interval(secs => ?) and ${stillWatched("p")}`,
-    [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
+    [chain.network, chain.environment, longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds, ...watchArgs(watch)],
   );
   return row?.n ?? 0;
 }
 
 /** When the oldest intent whose address is still watched on the chain was created (as watchedAddresses counts them); undefined when none is. */
-export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network: string; environment: string }, lateWindowSeconds: number): Promise<Date | undefined> {
+export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network: string; environment: string }, watch: WatchWindow): Promise<Date | undefined> {
   const [row] = await em.execute<{ at: Date | string | null }[]>(
     `select min(created_at) as at from payment_intents p
       where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
         and deposit_address is not null and ${stillWatched("p")}`,
-    [chain.network, chain.environment, longestLifetimeSeconds + lateWindowSeconds, lateWindowSeconds],
+    [chain.network, chain.environment, longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds, ...watchArgs(watch)],
   );
   return row?.at ? new Date(row.at) : undefined;
 }

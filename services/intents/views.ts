@@ -4,7 +4,7 @@ import { PaymentIntentSchema, PaymentTransactionSchema, QuoteSchema, type Paymen
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
-import { amountDue, isPending, uncountedReason } from "./funds.ts";
+import { amountDue, isPending, uncountedReason, type IntentTerms } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow, TransactionFact } from "./store.ts";
@@ -33,11 +33,26 @@ function fiatValue(row: IntentRow, t: TransactionFact): string | undefined {
 export class IntentViews {
   readonly checkoutBaseUrl: string;
   readonly #confirmations: Readonly<Record<string, number>>;
+  readonly #lateWindowMs: number;
 
-  /** `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS). */
-  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}) {
+  /**
+   * `confirmations`: per network, what an output needs to count instead of the asset table's
+   * (<NETWORK>_CONFIRMATIONS); `lateWindowSeconds`: how long after its expiry a payment still
+   * counts (LATE_PAYMENT_WINDOW_SECONDS).
+   */
+  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}, lateWindowSeconds = 86_400) {
     this.checkoutBaseUrl = checkoutBaseUrl;
     this.#confirmations = confirmations;
+    this.#lateWindowMs = lateWindowSeconds * 1000;
+  }
+
+  /** What an output must meet to count toward the intent: its asset, its confirmations, and paid before the intent stopped taking payments. */
+  terms(row: Pick<IntentRow, "network" | "asset" | "requiredConfirmations" | "status" | "cancelledAt" | "expiresAt">): IntentTerms {
+    const closes =
+      row.status === "cancelled"
+        ? { at: row.cancelledAt ?? row.expiresAt, reason: "intent_cancelled" as const }
+        : { at: new Date(row.expiresAt.getTime() + this.#lateWindowMs), reason: "after_late_window" as const };
+    return { asset: row.asset, requiredConfirmations: this.confirmationsOf(row), closes };
   }
 
   /** Confirmations an output of the asset needs when no merchant policy says otherwise (and on intents from before policies). */
@@ -61,7 +76,7 @@ export class IntentViews {
     const asset = findAsset(row.network, row.asset);
     const transactions = row.transactions ?? [];
     if (!asset || row.amountReceived === null || transactions.length === 0) return undefined;
-    const intent = { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) };
+    const intent = this.terms(row);
     const units = transactions.filter((t) => !t.counted && isPending(t, intent)).reduce((sum, t) => sum + toUnits(t.amount, asset.decimals), 0n);
     return fromUnits(units, asset.decimals);
   }
@@ -96,7 +111,7 @@ export class IntentViews {
           counted: t.counted,
           simulated: t.simulated,
           asset: t.asset,
-          reason: t.counted ? undefined : uncountedReason(t, { asset: row.asset, requiredConfirmations: this.confirmationsOf(row) }),
+          reason: t.counted ? undefined : uncountedReason(t, this.terms(row)),
           replaceable: t.replaceable,
           fiatValue: fiatValue(row, t),
         }),

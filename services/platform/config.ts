@@ -113,6 +113,8 @@ export interface Config {
   maxReorgDepth: Record<(typeof followedNetworks)[number], number>;
   /** LATE_PAYMENT_WINDOW_SECONDS: how long after expiry an intent's address is still watched, so a late payment is seen. */
   latePaymentWindowSeconds: number;
+  /** EXCEPTION_WATCH_SECONDS: how long after that window, or after a cancellation, an intent's address is still watched, so that a payment which can no longer count is told (payment.exception). */
+  exceptionWatchSeconds: number;
   /**
    * MEMPOOL_ABSENT_READS / MEMPOOL_ABSENT_SECONDS: a bitcoin payment seen in the mempool that is
    * missing from later reads (and no conflicting spend was seen) is withdrawn only once it was
@@ -473,6 +475,7 @@ export function loadConfig(env: Env = process.env): Config {
     confirmationOverrides: confirmationOverrides(env),
     maxReorgDepth: maxReorgDepth(env),
     latePaymentWindowSeconds: integer(env, "LATE_PAYMENT_WINDOW_SECONDS", 86_400, 0, 365 * 86_400),
+    exceptionWatchSeconds: integer(env, "EXCEPTION_WATCH_SECONDS", 7 * 86_400, 0, 365 * 86_400),
     mempoolAbsence: { reads: integer(env, "MEMPOOL_ABSENT_READS", 3, 1, 1000), seconds: integer(env, "MEMPOOL_ABSENT_SECONDS", 60, 0, 86_400) },
     watcherCredentials: { test: optional(env, "WATCHER_CREDENTIAL_TEST"), live: optional(env, "WATCHER_CREDENTIAL_LIVE") },
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),

@@ -23,7 +23,7 @@ export type ExtensionEventType = (typeof extensionEventTypes)[number];
  * Types delivered only to endpoints whose enabled_events name them: "*" does not take them, so a
  * receiver written against the spec's list is never sent a type it does not know.
  * payment.detected: an intent first saw funds that do not count yet (a bitcoin payment in the mempool).
- * payment.exception: a payment to an intent's address that will never count for it (another asset).
+ * payment.exception: a payment to an intent's address that will never count for it (another asset, or after it stopped taking payments).
  */
 export const optInEventTypes: readonly string[] = ["payment.detected", "payment.exception"];
 

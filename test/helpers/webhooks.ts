@@ -112,6 +112,17 @@ export async function createIntents(s: WebhookSetup, n: number, parallel = 10): 
   return ids;
 }
 
+/** Creates an ethereum USDC intent for `amount` through the REST API (the merchant's own key); returns it. */
+export async function createUsdcIntent(s: WebhookSetup, amount: string): Promise<{ public_id: string; deposit_address: `0x${string}` }> {
+  const res = await call(s.base, "POST", `/api/v1/merchants/${s.creds.merchant}/payment-intents`, {
+    key: s.creds.key,
+    idempotencyKey: idemKey(),
+    body: { network: "ethereum", asset: "USDC", requested_amount: amount },
+  });
+  if (res.status !== 200) throw new Error(`create: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data;
+}
+
 /** The event a webhook request carries. */
 export const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);
 

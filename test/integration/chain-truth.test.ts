@@ -12,7 +12,7 @@ import { encodeFunctionData, parseUnits, type Hex, type WalletClient } from "vie
 import { signPayment, startDevChain, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+import { createUsdcIntent, eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 
 const genesisTimestamp = 1_700_000_000;
 const [nodeA, nodeB] = await Promise.all([startDevChain({ genesisTimestamp }), startDevChain({ genesisTimestamp })]);
@@ -23,11 +23,7 @@ const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
 const intentsPath = `/api/v1/merchants/${a.merchant}/payment-intents`;
 
-async function createIntent(amount: string) {
-  const res = await call(base, "POST", intentsPath, { key: a.key, idempotencyKey: idemKey(), body: { network: "ethereum", asset: "USDC", requested_amount: amount } });
-  if (res.status !== 200) throw new Error(`create: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body.data as { public_id: string; deposit_address: Hex };
-}
+const createIntent = (amount: string) => createUsdcIntent(s, amount);
 const get = async (id: string) => (await call(base, "GET", `${intentsPath}/${id}`, { key: a.key })).body.data;
 const statusIs = (id: string, status: string) =>
   until(`${id} ${status}`, async () => {

@@ -2,9 +2,9 @@
 // missing from it. One of an intent still watched is withdrawn for a reason only: at once when the
 // watcher reports its transaction conflicted; when merely missing, only once it was missing from
 // MEMPOOL_ABSENT_READS consecutive reports over at least MEMPOOL_ABSENT_SECONDS (2 and 2 here), a
-// report that has it again starting the count over. One of an intent no longer watched (cancelled)
-// is missing because the watcher stopped looking for its address, not because it left the
-// mempool, and keeps what was last known of it. Over gRPC with a watcher's internal credential,
+// report that has it again starting the count over. One of an intent no longer watched (cancelled,
+// with EXCEPTION_WATCH_SECONDS=0: past its watch windows) is missing because the watcher stopped
+// looking for its address, not because it left the mempool, and keeps what was last known of it. Over gRPC with a watcher's internal credential,
 // read back through REST.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -14,7 +14,7 @@ import { call, idemKey, startTestApp, merchantWithKey, until } from "../helpers/
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
 
 const absentSeconds = 2;
-const s = await startTestApp(t, { MEMPOOL_ABSENT_READS: "2", MEMPOOL_ABSENT_SECONDS: String(absentSeconds) }, ["rpc", "gateway"]);
+const s = await startTestApp(t, { MEMPOOL_ABSENT_READS: "2", MEMPOOL_ABSENT_SECONDS: String(absentSeconds), EXCEPTION_WATCH_SECONDS: "0" }, ["rpc", "gateway"]);
 const a = await merchantWithKey(s.app);
 const { headers } = await watcherClient(s.app, s.rpcUrl, "test");
 const chains = createClient(ChainService, createGrpcTransport({ baseUrl: s.rpcUrl }));

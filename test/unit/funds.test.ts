@@ -2,7 +2,7 @@
 // what impliedStatus asks for is always a move settle can make through the status machine.
 import fc from "fast-check";
 import t from "tap";
-import { impliedStatus, statusByFunds, type Funds } from "../../services/intents/funds.ts";
+import { exceptionReason, impliedStatus, statusByFunds, uncountedReason, type Funds, type IntentTerms } from "../../services/intents/funds.ts";
 import { canTransition, statuses, type Status } from "../../services/intents/status.ts";
 
 const requested = 10_000_000n; // 10 USDC in units (6 decimals)
@@ -101,4 +101,24 @@ t.test("property: the boundaries of statusByFunds", async (t) => {
     }),
   );
   t.pass("statusByFunds orders by counted vs requested");
+});
+
+t.test("a payment after the intent stopped taking payments never counts, and is an exception", async (t) => {
+  const at = (s: number) => new Date(Date.UTC(2026, 10, 28, 12, 0, s));
+  const mined = (recorded: number, block: number, o: Partial<{ asset: string; orphaned: boolean; confirmations: number }> = {}) => ({ asset: "USDC", orphaned: false, confirmations: 3, recordedAt: at(recorded), observedAt: at(block), ...o });
+  const lateWindowEnds: IntentTerms = { asset: "USDC", requiredConfirmations: 3, closes: { at: at(30), reason: "after_late_window" } };
+  const cancelledAt: IntentTerms = { asset: "USDC", requiredConfirmations: 3, closes: { at: at(30), reason: "intent_cancelled" } };
+  t.equal(uncountedReason(mined(20, 20), lateWindowEnds), undefined, "paid within the window: counts");
+  t.equal(uncountedReason(mined(40, 40), lateWindowEnds), "after_late_window", "paid after it");
+  t.equal(uncountedReason(mined(40, 25), lateWindowEnds), undefined, "mined within it, recorded after (a watcher that was down): its block's time decides");
+  t.equal(uncountedReason(mined(25, 40), lateWindowEnds), undefined, "first seen within it (the mempool), mined after: counts");
+  t.equal(uncountedReason(mined(40, 25), cancelledAt), "intent_cancelled", "recorded after a cancellation: never counts, whatever its block's time");
+  t.equal(uncountedReason(mined(20, 20), cancelledAt), undefined, "recorded before it: counts as before");
+  t.equal(uncountedReason(mined(40, 40, { asset: "USDT" }), cancelledAt), "wrong_asset", "another asset says so first");
+  t.equal(uncountedReason(mined(40, 40, { orphaned: true }), lateWindowEnds), "orphaned", "an orphaned output is orphaned");
+  t.equal(uncountedReason(mined(40, 40, { confirmations: 1 }), lateWindowEnds), "after_late_window", "not below_confirmations: it never will count");
+  t.equal(exceptionReason(mined(40, 40), cancelledAt), "intent_cancelled");
+  t.equal(exceptionReason(mined(40, 40, { asset: "USDT" }), lateWindowEnds), "wrong_asset");
+  t.equal(exceptionReason(mined(20, 20), lateWindowEnds), undefined, "a payment that counts is no exception");
+  t.equal(uncountedReason(mined(40, 40), { asset: "USDC", requiredConfirmations: 3 }), undefined, "terms with no close (the simulator's): counts");
 });

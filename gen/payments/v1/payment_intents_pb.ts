@@ -357,7 +357,8 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
 
   /**
    * Why it does not count, when it does not: wrong_asset (another asset than the intent's),
-   * below_confirmations (fewer confirmations than required_confirmations, yet), unconfirmed (seen
+   * intent_cancelled (recorded after the intent was cancelled), after_late_window (paid after the
+   * intent's late-payment window ended), below_confirmations (fewer confirmations than required_confirmations, yet), unconfirmed (seen
    * in the node's mempool, in no block yet), withdrawn (it left the mempool without being mined:
    * replaced, double-spent by a block, or evicted; it will not confirm), orphaned (its block left
    * the best chain). Null when it counts.
