@@ -151,6 +151,8 @@ const exceptionText: Readonly<Record<string, string>> = {
   overpaid: "overpaid",
   late: "paid late",
   wrong_asset: "wrong asset",
+  intent_cancelled: "paid after cancellation",
+  after_late_window: "paid after the late window",
   reorged: "reorged",
 };
 

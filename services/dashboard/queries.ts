@@ -23,16 +23,19 @@ export async function searchIntents(em: EntityManager, owner: Owner, query: stri
 
 /**
  * The exception badge's reasons for each of the given intents that has one: its status
- * (underpaid, overpaid, late), a payment in another asset (payment.exception), or a payment its
- * chain took back in a reorganisation (an orphaned output that had been in a block).
+ * (underpaid, overpaid, late), a payment that never counts (payment.exception: another asset;
+ * recorded after a cancellation; and, once told, paid after the late-payment window), or a
+ * payment its chain took back in a reorganisation (an orphaned output that had been in a block).
  */
 export async function intentExceptions(em: EntityManager, owner: Owner, ids: readonly string[]): Promise<{ publicId: string; reasons: string[] }[]> {
   // Only the id shape newId("pi") makes goes into the array literal.
   const wanted = ids.filter((id) => /^pi_[0-9A-Za-z]{24}$/.test(id));
   if (wanted.length === 0) return [];
-  const rows = await em.execute<{ id: string; status: string; wrong_asset: boolean; reorged: boolean }[]>(
+  const rows = await em.execute<{ id: string; status: string; wrong_asset: boolean; intent_cancelled: boolean; after_late_window: boolean; reorged: boolean }[]>(
     `select i.id, i.status,
-            coalesce(bool_or(o.asset <> i.asset or o.exception_reported_at is not null), false) as wrong_asset,
+            coalesce(bool_or(o.asset <> i.asset), false) as wrong_asset,
+            coalesce(bool_or(o.asset = i.asset and i.status = 'cancelled' and o.created_at > coalesce(i.cancelled_at, i.expires_at)), false) as intent_cancelled,
+            coalesce(bool_or(o.asset = i.asset and i.status <> 'cancelled' and o.exception_reported_at is not null), false) as after_late_window,
             coalesce(bool_or(o.orphaned and o.block_hash is not null), false) as reorged
        from payment_intents i left join chain_observations o on o.payment_intent_id = i.id
       where i.merchant_id = ? and i.environment = ? and i.id = any(?::text[])
@@ -41,7 +44,8 @@ export async function intentExceptions(em: EntityManager, owner: Owner, ids: rea
   );
   const byStatus = new Set(["underpaid", "overpaid", "late"]);
   return rows.flatMap((r) => {
-    const reasons = [...(byStatus.has(r.status) ? [r.status] : []), ...(r.wrong_asset ? ["wrong_asset"] : []), ...(r.reorged ? ["reorged"] : [])];
+    const flagged = (["wrong_asset", "intent_cancelled", "after_late_window", "reorged"] as const).filter((k) => r[k]);
+    const reasons = [...(byStatus.has(r.status) ? [r.status] : []), ...flagged];
     return reasons.length === 0 ? [] : [{ publicId: r.id, reasons }];
   });
 }

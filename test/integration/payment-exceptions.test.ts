@@ -8,6 +8,7 @@ import t from "tap";
 import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
+import { dashboardClient } from "../helpers/dashboard.ts";
 import { runCli } from "../helpers/processes.ts";
 import { createUsdcIntent, eventsOnce, hookHost, webhookSetup } from "../helpers/webhooks.ts";
 
@@ -88,4 +89,13 @@ t.test("paid after the late-payment window: never counted, the intent stays expi
   t.ok(rows.find((r) => r.payment_intent_id === after.public_id)?.exception_reported_at, "and when the merchant was told");
   t.match(rows.find((r) => r.payment_intent_id !== after.public_id), { reason: "intent_cancelled" }, "and the cancelled intent's");
   t.notOk(rows.some((r) => r.payment_intent_id === within.public_id), "not the payment that counted");
+
+  // And in the dashboard: the exception badge on the payments list.
+  const dashboard = dashboardClient(base);
+  await dashboard.signIn(a.key);
+  const page = (await dashboard.get("/dashboard/payments")).body;
+  const rowOf = (id: string) => page.split("<tr>").find((r) => r.includes(`>${id}</a>`)) ?? "";
+  t.match(rowOf(after.public_id), /Exception: [^<]*paid after the late window/, "the dashboard flags the payment after the window");
+  t.match(rowOf(rows.find((r) => r.reason === "intent_cancelled")?.payment_intent_id ?? "none"), /Exception: [^<]*paid after cancellation/, "and the cancelled intent's");
+  t.notMatch(rowOf(within.public_id), /paid after/, "not the one paid within the window");
 });
