@@ -8,6 +8,7 @@ import { amountDue, isPending, uncountedReason } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow, TransactionFact } from "./store.ts";
+import { unwatchedNotice, type ChainWatch } from "./watched.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
@@ -33,11 +34,21 @@ function fiatValue(row: IntentRow, t: TransactionFact): string | undefined {
 export class IntentViews {
   readonly checkoutBaseUrl: string;
   readonly #confirmations: Readonly<Record<string, number>>;
+  readonly #watch: ChainWatch | undefined;
 
-  /** `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS). */
-  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}) {
+  /**
+   * `confirmations`: per network, what an output needs to count instead of the asset table's (<NETWORK>_CONFIRMATIONS).
+   * `watch`: which chains a watcher follows (chains/coverage.ts); unset, every chain counts as followed.
+   */
+  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}, watch?: ChainWatch) {
     this.checkoutBaseUrl = checkoutBaseUrl;
     this.#confirmations = confirmations;
+    this.#watch = watch;
+  }
+
+  /** Whether a watcher follows the network in the environment now. */
+  watched(network: string, environment: "test" | "live"): boolean {
+    return this.#watch?.follows(network, environment) ?? true;
   }
 
   /** Confirmations an output of the asset needs when no merchant policy says otherwise (and on intents from before policies). */
@@ -68,6 +79,7 @@ export class IntentViews {
 
   message(row: IntentRow): PaymentIntent {
     const environment = row.environment === "live" ? "live" : "test";
+    const watched = this.watched(row.network, environment);
     return create(PaymentIntentSchema, {
       publicId: row.id,
       status: row.status,
@@ -117,6 +129,8 @@ export class IntentViews {
       priceAmount: row.price?.amount,
       priceCurrency: row.price?.currency,
       quote: quoteOf(row),
+      watched,
+      notice: watched ? undefined : unwatchedNotice(row.network, environment),
     });
   }
 
@@ -142,6 +156,7 @@ export class IntentViews {
       priceAmount: full.priceAmount,
       priceCurrency: full.priceCurrency,
       quote: full.quote,
+      watched: full.watched,
       otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }

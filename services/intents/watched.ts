@@ -12,7 +12,7 @@ export interface ChainWatch {
 
 /** What the operator sets so that a watcher follows `network` in `environment` (the refusal's and go-live readiness's wording). */
 export function howToWatch(network: string, environment: "test" | "live"): string {
-  const own = `names ${network} in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService)`;
+  const own = `names ${network} in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService or ChainService)`;
   if (!(followedNetworks as readonly string[]).includes(network)) return `The operator ${own}.`;
   return `The operator sets ${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL and runs the watcher role (npm start, or npm start -- watcher), or ${own}.`;
 }

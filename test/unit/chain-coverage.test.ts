@@ -19,9 +19,9 @@ t.test("a chain is followed when configured here, named by the operator, or repo
 t.test("what the operator sets, and the notice", async (t) => {
   t.equal(
     howToWatch("bitcoin", "live"),
-    "The operator sets BITCOIN_LIVE_RPC_URL and runs the watcher role (npm start, or npm start -- watcher), or names bitcoin in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).",
+    "The operator sets BITCOIN_LIVE_RPC_URL and runs the watcher role (npm start, or npm start -- watcher), or names bitcoin in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService or ChainService).",
   );
-  t.equal(howToWatch("solana", "live"), "The operator names solana in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).", "no built-in watcher: only the operator's own");
+  t.equal(howToWatch("solana", "live"), "The operator names solana in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService or ChainService).", "no built-in watcher: only the operator's own");
   t.match(unwatchedNotice("solana", "test"), /does not watch solana in test.*sandbox simulator pays this intent/);
   t.notMatch(unwatchedNotice("solana", "live"), /sandbox/, "Live is never paid by the sandbox");
 });
