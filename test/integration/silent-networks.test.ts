@@ -14,6 +14,7 @@ import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { importAddresses } from "../../services/addresses/admin.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
+import { createCashierSession } from "../../services/terminal/sessions.ts";
 import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
@@ -65,7 +66,7 @@ t.test("REST: a Live create on an unwatched network is refused, names what the o
   t.equal(Number(leased?.n), 0, "the pool's address is not leased");
 });
 
-t.test("gRPC and the Site Gateway: the same refusal", async (t) => {
+t.test("gRPC, the Site Gateway and the terminal: the same refusal", async (t) => {
   const client = createClient(IntentService, createGrpcTransport({ baseUrl: rpcUrl }));
   const err = await client
     .createPaymentIntent({ merchant: live.merchant, network: "ethereum", asset: "USDC", requestedAmount: "3" }, { headers: { authorization: `Bearer ${live.key}`, "idempotency-key": idemKey() } })
@@ -77,6 +78,9 @@ t.test("gRPC and the Site Gateway: the same refusal", async (t) => {
   const site = await createSiteCredential(em(), live.merchant, "live", ["https://shop.example.test"]);
   const res = await call(base, "POST", "/api/v1/site-payment-intents", { key: site.credential, idempotencyKey: idemKey(), body: usdc, headers: { origin: "https://shop.example.test" } });
   t.same([res.status, res.body.error?.code], [409, "network_not_watched"], "a shop's Live create too");
+  const till = await createCashierSession(em(), { merchantId: live.merchant, environment: "live", cashier: "Ana" });
+  const pos = await call(base, "POST", "/api/v1/terminal/pos/payment", { key: till.session, idempotencyKey: idemKey(), body: usdc });
+  t.same([pos.status, pos.body.error?.code], [409, "network_not_watched"], "and a cashier's");
   t.equal(await rows("payment_intents", live.merchant), 0, "still nothing recorded");
 });
 
