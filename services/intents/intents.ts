@@ -87,7 +87,7 @@ export class Intents {
   /**
    * A Live create on a chain no watcher follows is refused with 409 network_not_watched before
    * anything is read or written: nobody would see the shopper's payment. A Test one goes ahead,
-   * and its view says so (IntentViews.notice).
+   * and its view says so (watched: false, and a notice: IntentViews.message).
    */
   #refuseUnwatched(owner: Owner, network: string): void {
     if (owner.environment !== "live" || this.views.watched(network, "live")) return;
