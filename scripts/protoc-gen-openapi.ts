@@ -441,7 +441,7 @@ const statusTexts: Record<number, string> = {
   401: "No credential, or not an active one of the kind the route takes.",
   403: "The credential may not call this route.",
   404: "No such object for this credential (another merchant's or environment's objects included), or no such route.",
-  409: "The request conflicts with the object's state or with an earlier request under the same Idempotency-Key.",
+  409: "The request conflicts with the object's state, with an earlier request under the same Idempotency-Key, or with the server's set-up (a Live create with no deposit-address source for the network, or on a network no watcher follows: network_not_watched); nothing was recorded.",
   413: "The request body is over the size limit (BODY_LIMIT_BYTES).",
   415: "The body is not `application/json` (charset utf-8 at most), or has a Content-Encoding other than identity.",
   429: "Too many requests from this client address; retry after Retry-After seconds.",

@@ -27,6 +27,7 @@ import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
 import { RateEngine } from "../rates/engine.ts";
 import { IntentViews } from "../intents/views.ts";
+import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
 import { startScheduler } from "./scheduler.ts";
@@ -100,13 +101,22 @@ export async function startApp(o: AppOptions): Promise<App> {
   const metrics = createMetrics({ roles, db, nats });
   // Quotes are made where creates are handled (the rpc role), from rates read in the background.
   const rates = roles.includes("rpc") ? new RateEngine(config.rates, { registry: metrics.registry, logger }) : undefined;
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, config.latePaymentWindowSeconds), undefined, rates);
+  // Which chains a watcher follows (this process's config, OPERATOR_WATCHED_NETWORKS, the chains
+  // watchers report): a Live create elsewhere is refused, a Test one carries a notice.
+  const coverage = new ChainCoverage({ configured: config.chainEndpoints, operatorNetworks: config.operatorWatchedNetworks });
+  await coverage.start(() => db.em.fork(), logger);
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
-    readiness: { publicBaseUrl: config.publicBaseUrl, apiKeyMaxAgeDays: config.apiKeyMaxAgeDays, rates: rates && ((environment) => rates.fresh(environment)) },
+    readiness: {
+      publicBaseUrl: config.publicBaseUrl,
+      apiKeyMaxAgeDays: config.apiKeyMaxAgeDays,
+      rates: rates && ((environment) => rates.fresh(environment)),
+      operatorWatchedNetworks: config.operatorWatchedNetworks,
+    },
     watch: { lateSeconds: config.latePaymentWindowSeconds, exceptionSeconds: config.exceptionWatchSeconds },
     maxReorgDepth: (network) => config.maxReorgDepth[network as keyof typeof config.maxReorgDepth] ?? 1,
     mempoolAbsence: config.mempoolAbsence,
@@ -114,7 +124,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     dashboardBaseUrl: config.dashboardBaseUrl,
     dashboardSessions: config.dashboardSessions,
   });
-  const stops: { step: string; stop: () => Promise<void> }[] = [];
+  const stops: { step: string; stop: () => Promise<void> }[] = [{ step: "chain coverage", stop: async () => coverage.stop() }];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
   const credentials = new CredentialCache();
   const credentialListener = roles.includes("rpc") ? credentials.listen(o.databaseUrl, logger) : undefined;

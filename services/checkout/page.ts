@@ -153,6 +153,15 @@ export function seenNotice(
   return seenText.replace("{pending}", pending).replace("{asset}", view.asset).replace("{confirmations}", String(view.requiredConfirmations));
 }
 
+/**
+ * What a Test page says when no watcher of the server follows its network ({network} filled in):
+ * a payment sent there is never seen, and the sandbox simulator is what pays it. A Live intent is
+ * not created there (network_not_watched); one whose watcher stopped later says nothing of it to
+ * the shopper, whose payment is seen once a watcher follows again.
+ */
+export const unwatchedText =
+  "This server does not watch {network}: a payment sent to this address is not seen. The sandbox simulator pays this test payment (the merchant runs it with a Test API key).";
+
 /** What the page says when another asset reached the address: {other} and {asset} filled in. */
 export const otherAssetText = "We also received {other} at this address, which this payment does not take: it does not count toward the {asset} due. Contact the merchant to sort it out.";
 
@@ -259,6 +268,8 @@ export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: b
   const banner = testMode
     ? `<p class="banner" role="note"><strong>Test mode</strong> — this is a test payment. Send only ${e(network)} funds; nothing real is charged.</p>\n`
     : "";
+  // A Test intent on a network no watcher follows: only the sandbox pays it.
+  const unwatched = testMode && !view.watched ? `<p class="note note-warning" id="unwatched" role="note">${e(unwatchedText.replace("{network}", network))}</p>\n` : "";
 
   const address = view.depositAddress
     ? `<div class="field">
@@ -296,7 +307,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
 ${price}  <p class="network">on <span id="network">${e(network)}</span></p>
 </header>
-<section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
+${unwatched}<section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
   <p class="status-title" id="status-title">${e(text.title)}</p>
   <p class="status-detail" id="status-detail">${e(text.detail)}</p>
 </section>

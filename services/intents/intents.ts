@@ -18,6 +18,7 @@ import type { IntentViews } from "./views.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
 import { setBounded } from "../platform/bounded.ts";
+import { howToWatch } from "./watched.ts";
 
 /** Merchants whose policy a process keeps a copy of (the rest read theirs again). */
 const maxCachedPolicies = 10_000;
@@ -83,6 +84,20 @@ export class Intents {
     this.rates = rates;
   }
 
+  /**
+   * A Live create on a chain no watcher follows is refused with 409 network_not_watched before
+   * anything is read or written: nobody would see the shopper's payment. A Test one goes ahead,
+   * and its view says so (watched: false, and a notice: IntentViews.message).
+   */
+  #refuseUnwatched(owner: Owner, network: string): void {
+    if (owner.environment !== "live" || this.views.watched(network, "live")) return;
+    throw apiError(
+      "network_not_watched",
+      `No watcher follows ${network} in live on this server, so a payment there would not be seen; nothing was created. ${howToWatch(network, "live")}`,
+      "network",
+    );
+  }
+
   /** Confirmations an output of the asset needs to count when no merchant policy says otherwise. */
   requiredConfirmations(asset: AssetInfo): number {
     return this.views.defaultConfirmations(asset);
@@ -113,6 +128,7 @@ export class Intents {
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
+    this.#refuseUnwatched(owner, input.network);
     const id = newId("pi");
     // Priced first: with no quote nothing is reserved or derived (the transaction would undo it anyway).
     const snapshot = await this.#readPolicy(tx, owner);
@@ -142,6 +158,8 @@ export class Intents {
     claim: IdempotencyClaim,
     respond: (intent: PaymentIntent) => Message,
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
+    // Refused here, the transactional path answers: a repeated key replays what it stored.
+    if (owner.environment === "live" && !this.views.watched(input.network, "live")) throw new NeedsTransaction();
     const now = new Date();
     const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
     let priced: PricedInput;

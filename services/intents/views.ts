@@ -8,6 +8,7 @@ import { amountDue, isPending, uncountedReason, type IntentTerms } from "./funds
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import type { IntentRow, TransactionFact } from "./store.ts";
+import { unwatchedNotice, type ChainWatch } from "./watched.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
@@ -34,16 +35,19 @@ export class IntentViews {
   readonly checkoutBaseUrl: string;
   readonly #confirmations: Readonly<Record<string, number>>;
   readonly #lateWindowMs: number;
+  readonly #watch: ChainWatch | undefined;
 
   /**
    * `confirmations`: per network, what an output needs to count instead of the asset table's
    * (<NETWORK>_CONFIRMATIONS); `lateWindowSeconds`: how long after its expiry a payment still
-   * counts (LATE_PAYMENT_WINDOW_SECONDS).
+   * counts (LATE_PAYMENT_WINDOW_SECONDS); `watch`: which chains a watcher follows
+   * (chains/coverage.ts), unset: every chain counts as followed.
    */
-  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}, lateWindowSeconds = 86_400) {
+  constructor(checkoutBaseUrl: string, confirmations: Readonly<Record<string, number>> = {}, o: { lateWindowSeconds?: number; watch?: ChainWatch } = {}) {
     this.checkoutBaseUrl = checkoutBaseUrl;
     this.#confirmations = confirmations;
-    this.#lateWindowMs = lateWindowSeconds * 1000;
+    this.#lateWindowMs = (o.lateWindowSeconds ?? 86_400) * 1000;
+    this.#watch = o.watch;
   }
 
   /** What an output must meet to count toward the intent: its asset, its confirmations, and paid before the intent stopped taking payments. */
@@ -53,6 +57,11 @@ export class IntentViews {
         ? { at: row.cancelledAt ?? row.expiresAt, reason: "intent_cancelled" as const }
         : { at: new Date(row.expiresAt.getTime() + this.#lateWindowMs), reason: "after_late_window" as const };
     return { asset: row.asset, requiredConfirmations: this.confirmationsOf(row), closes };
+  }
+
+  /** Whether a watcher follows the network in the environment now. */
+  watched(network: string, environment: "test" | "live"): boolean {
+    return this.#watch?.follows(network, environment) ?? true;
   }
 
   /** Confirmations an output of the asset needs when no merchant policy says otherwise (and on intents from before policies). */
@@ -83,6 +92,7 @@ export class IntentViews {
 
   message(row: IntentRow): PaymentIntent {
     const environment = row.environment === "live" ? "live" : "test";
+    const watched = this.watched(row.network, environment);
     return create(PaymentIntentSchema, {
       publicId: row.id,
       status: row.status,
@@ -132,6 +142,8 @@ export class IntentViews {
       priceAmount: row.price?.amount,
       priceCurrency: row.price?.currency,
       quote: quoteOf(row),
+      watched,
+      notice: watched ? undefined : unwatchedNotice(row.network, environment),
     });
   }
 
@@ -157,6 +169,7 @@ export class IntentViews {
       priceAmount: full.priceAmount,
       priceCurrency: full.priceCurrency,
       quote: full.quote,
+      watched: full.watched,
       otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }

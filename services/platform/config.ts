@@ -1,5 +1,5 @@
 import path from "node:path";
-import { defaultMaxReorgDepth, followedNetworks } from "../vocabulary/assets.ts";
+import { defaultMaxReorgDepth, followedNetworks, networks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
@@ -99,6 +99,13 @@ export interface Config {
   grpcReflection: "on" | "off" | "auto";
   /** <NETWORK>_<ENVIRONMENT>_RPC_URL: the nodes the watcher role follows, over http(s) (Bitcoin Core's RPC; Ethereum's or TRON's JSON-RPC, several comma-separated: the first read, the others asked to agree). */
   chainEndpoints: ChainEndpoint[];
+  /**
+   * OPERATOR_WATCHED_NETWORKS: networks a watcher of the operator's own follows (reporting through
+   * ObservationService or ChainService), in both environments. With the built-in watchers
+   * (<NETWORK>_<ENVIRONMENT>_RPC_URL) and the chains a watcher reports, they decide where a Live
+   * create is taken (services/chains/coverage.ts).
+   */
+  operatorWatchedNetworks: string[];
   /** WATCHER_POLL_MS: how often a watcher asks its node for a new head. */
   watcherPollMs: number;
   /** WATCHER_MEMPOOL_MS: how often the bitcoin watcher reads its node's mempool once caught up (default: every poll). */
@@ -257,6 +264,16 @@ function checkNodeUrl(name: string, raw: string, what: string, environment: "tes
       `${name} must be https to a host other than this machine (${parsed.hostname} over http): anyone on the path could answer for a Live node; on a private network set ALLOW_INSECURE_LIVE_RPC=1`,
     );
   }
+}
+
+/** OPERATOR_WATCHED_NETWORKS: network names of the asset table, comma-separated, each once. */
+export function parseOperatorWatchedNetworks(raw: string | undefined): string[] {
+  if (raw === undefined) return [];
+  const names = raw.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+  for (const n of names) {
+    if (!networks.includes(n)) throw new ConfigError(`OPERATOR_WATCHED_NETWORKS takes networks (${networks.join(", ")}) separated by commas, got "${n}"`);
+  }
+  return [...new Set(names)];
 }
 
 function confirmationOverrides(env: Env): Record<string, number> {
@@ -468,6 +485,7 @@ export function loadConfig(env: Env = process.env): Config {
     // traffic can let a client pick the address its limits count against.
     trustedProxies: trustedProxies(env.TRUSTED_PROXIES ?? ""),
     chainEndpoints: chainEndpoints(env),
+    operatorWatchedNetworks: parseOperatorWatchedNetworks(optional(env, "OPERATOR_WATCHED_NETWORKS")),
     watcherPollMs,
     watcherMempoolMs: integer(env, "WATCHER_MEMPOOL_MS", watcherPollMs, 50, 3_600_000),
     watcherLeaseSeconds: integer(env, "WATCHER_LEASE_SECONDS", 15, 5, 300),

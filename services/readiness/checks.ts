@@ -4,6 +4,8 @@ import { followedNetworks, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { networksWithNodeProblems } from "../chains/store.ts";
+import { followingWithinMs } from "../chains/coverage.ts";
+import { howToWatch } from "../intents/watched.ts";
 
 /**
  * Go-live readiness: what the database shows of a merchant in one environment (readFacts,
@@ -79,8 +81,8 @@ export interface ChainFacts {
   haltedDepth?: number | null;
 }
 
-/** A watcher that saved its position within this long is following its chain. */
-export const followingWithinMs = 120_000;
+/** A watcher that saved its position within this long is following its chain (the create path's notion too). */
+export { followingWithinMs };
 
 export interface ReadinessFacts {
   owner: Owner;
@@ -115,6 +117,8 @@ export interface ReadinessSettings {
   now: Date;
   /** Whether fiat-priced creates would be quoted now, per environment (the rpc process's rate engine); unset: no engine here. */
   rates?: (environment: "test" | "live") => RatesFreshness;
+  /** OPERATOR_WATCHED_NETWORKS: networks a watcher of the operator's own follows, as the create path takes them. */
+  operatorWatchedNetworks?: readonly string[];
 }
 
 const dayMs = 86_400_000;
@@ -128,7 +132,7 @@ function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-function list(items: string[]): string {
+function list(items: readonly string[]): string {
   if (items.length <= 1) return items.join("");
   return `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
 }
@@ -307,11 +311,15 @@ export function apiKeyAgeCheck(facts: ReadinessFacts, s: ReadinessSettings): Che
 
 /**
  * Live: every network the merchant accepts (a deposit-address source, or intents created on it)
- * that the built-in watcher follows has a watcher following its mainnet now; else no payment
- * on it is ever seen. Test: recommended, a Test chain followed (else only the sandbox pays).
+ * has a watcher following its mainnet now: the built-in one (a position saved within
+ * followingWithinMs), or one of the operator's own named in OPERATOR_WATCHED_NETWORKS; else no
+ * payment on it is ever seen, and Live creates there are refused (network_not_watched, the same
+ * settings: chains/coverage.ts). Test: recommended, a Test chain followed (else only the sandbox pays).
  */
 export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): Check {
   const { owner, addresses } = facts;
+  const operator = s.operatorWatchedNetworks ?? [];
+  const builtIn = (n: string) => (followedNetworks as readonly string[]).includes(n);
   const following = (n: string) => facts.chains.some((c) => c.network === n && c.savedAt !== null && s.now.getTime() - c.savedAt.getTime() <= followingWithinMs);
   const followed = followedNetworks.filter(following);
   // Which chains not followed have a watcher that runs but does not follow its node: nothing of the node.
@@ -333,36 +341,46 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
         ", deeper than is followed without a person looking. Nothing there is counted or taken back until the operator checks the chain and resumes it.",
     };
   }
+  const operatorNote = (networks: readonly string[]) =>
+    networks.length > 0 ? ` Payments on ${list(networks)} are seen only through a watcher of your operator's own (ObservationService; OPERATOR_WATCHED_NETWORKS).` : "";
   if (owner.environment === "test") {
     const base = { id: "chain_watcher", severity: "recommended" } as const;
-    if (followed.length > 0) return { ...base, passed: true, message: `A watcher follows the Test chain of ${list(followed)}: Test intents there can be paid with real transactions.` };
+    if (followed.length > 0) return { ...base, passed: true, message: `A watcher follows the Test chain of ${list(followed)}: Test intents there can be paid with real transactions.${operatorNote(operator)}` };
+    if (operator.length > 0) return { ...base, passed: true, message: `No built-in watcher follows a Test chain.${operatorNote(operator)}` };
     return {
       ...base,
       passed: false,
       message:
-        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator. Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL, TRON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
+        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator (their responses and checkout pages say so). Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL, TRON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
         said(followedNetworks),
     };
   }
   const base = { id: "chain_watcher", severity: "required" } as const;
   const accepted = [...new Set([...addresses.usedNetworks, ...addresses.accountKeys, ...addresses.pools.filter((p) => p.imported > 0).map((p) => p.network)])].sort(byNetworkOrder);
-  const own = accepted.filter((n) => !(followedNetworks as readonly string[]).includes(n));
-  const ownNote = own.length > 0 ? ` Payments on ${list(own)} are seen only through a watcher of your operator's own (ObservationService).` : "";
-  const missing = accepted.filter((n) => (followedNetworks as readonly string[]).includes(n) && !following(n));
+  const own = accepted.filter((n) => operator.includes(n));
+  const missing = accepted.filter((n) => !operator.includes(n) && !(builtIn(n) && following(n)));
   if (missing.length > 0) {
+    const missingBuiltIn = missing.filter(builtIn);
+    const missingOwn = missing.filter((n) => !builtIn(n));
     return {
       ...base,
       passed: false,
       message:
-        `No watcher has followed the Live chain of ${list(missing)} in the last ${followingWithinMs / 60_000} minutes, so no payment there would be seen. ` +
-        `The operator sets ${missing.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher).${said(missing)}${ownNote}`,
+        `No watcher has followed the Live chain of ${list(missing)} in the last ${followingWithinMs / 60_000} minutes, so no payment there would be seen (and Live creates there are refused: network_not_watched).` +
+        (missingBuiltIn.length > 0
+          ? ` The operator sets ${missingBuiltIn.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher), or names ${missingBuiltIn.length === 1 ? "it" : "them"} in OPERATOR_WATCHED_NETWORKS when a watcher of their own reports ${missingBuiltIn.length === 1 ? "it" : "them"}.`
+          : "") +
+        missingOwn.map((n) => ` ${n} has no built-in watcher: t${howToWatch(n, "live").slice(1)}`).join("") +
+        said(missingBuiltIn) +
+        operatorNote(own),
     };
   }
-  const watched = accepted.filter((n) => (followedNetworks as readonly string[]).includes(n));
+  const watched = accepted.filter((n) => builtIn(n) && !operator.includes(n));
   return {
     ...base,
     passed: true,
-    message: watched.length > 0 ? `A watcher follows the Live chain of ${list(watched)}.${ownNote}` : `No Live network with a built-in watcher is accepted yet.${ownNote}`,
+    message:
+      watched.length > 0 ? `A watcher follows the Live chain of ${list(watched)}.${operatorNote(own)}` : `No Live network with a built-in watcher is accepted yet.${operatorNote(own)}`,
   };
 }
 

@@ -12,6 +12,7 @@ import { scopes as allScopes } from "../../services/auth/keys.ts";
 import { allRoles, startApp, type App, type Role } from "../../services/app/app.ts";
 import { loadConfig, type Config } from "../../services/platform/config.ts";
 import { createLogger, type Logger } from "../../services/platform/logger.ts";
+import { networks } from "../../services/vocabulary/assets.ts";
 
 /**
  * Each test file gets its own database on the machine's PostgreSQL (dropped
@@ -81,6 +82,14 @@ const unlimitedKeys = { API_READ_RATE_LIMIT: "1000000", API_WRITE_RATE_LIMIT: "1
 /** Tests reach no exchange: the development source unless a test points RATE_SOURCES at its own fakes. */
 const offlineRates = { RATE_SOURCES: "fixed" };
 
+/**
+ * Tests report their payments themselves (ObservationService, the sandbox, ChainService as a
+ * watcher of their own), so every network counts as followed, as an operator with such watchers
+ * names them: Live creates are taken, Test intents carry no notice. A test of which chains are
+ * followed (silent-networks, readiness) sets OPERATOR_WATCHED_NETWORKS itself, "" for none.
+ */
+export const operatorWatchedEverywhere = { OPERATOR_WATCHED_NETWORKS: networks.join(",") };
+
 export async function startTestApp(
   t: Teardown,
   env: Record<string, string> = {},
@@ -106,6 +115,7 @@ export async function startTestApp(
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
     ...offlineRates,
+    ...operatorWatchedEverywhere,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -165,6 +175,7 @@ export async function startSplitTestApp(
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
     ...offlineRates,
+    ...operatorWatchedEverywhere,
     ...env,
     JETSTREAM_PREFIX: configured,
   });
@@ -185,6 +196,7 @@ export async function startSplitTestApp(
     CHECKOUT_BASE_URL: "https://checkout.example.test",
     ...unlimitedKeys,
     ...offlineRates,
+    ...operatorWatchedEverywhere,
     ...env,
     JETSTREAM_PREFIX: configured,
     RPC_URL: rpcUrl,

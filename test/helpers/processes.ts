@@ -16,7 +16,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { reachable } from "../../services/app/embedded-nats.ts";
 import { scopes } from "../../services/auth/keys.ts";
 import { freePort } from "../../services/platform/listen.ts";
-import { createTestDatabase, deleteStream, natsUrl, uniqueName } from "./harness.ts";
+import { createTestDatabase, deleteStream, natsUrl, operatorWatchedEverywhere, uniqueName } from "./harness.ts";
 import { makeTestCa, startReceiver, type Receiver, type Responder } from "./receiver.ts";
 import { hookHost } from "./webhooks.ts";
 
@@ -64,8 +64,9 @@ export function spawnService(
   env: Record<string, string | undefined>,
   o: { dir?: string; npm?: boolean } = {},
 ): ServiceProcess {
-  // Tests reach no exchange: the development rate source unless the test's env names others.
-  const base: Record<string, string> = { RATE_SOURCES: "fixed" };
+  // Tests reach no exchange: the development rate source unless the test's env names others; and
+  // they report payments themselves, so every network counts as followed (harness.ts says why).
+  const base: Record<string, string> = { RATE_SOURCES: "fixed", ...operatorWatchedEverywhere };
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined || k === "NODE_OPTIONS" || k.startsWith("TAP") || k.startsWith("_TAP")) continue;
     base[k] = v;

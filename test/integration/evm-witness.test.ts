@@ -30,7 +30,7 @@ second.genesisHash = mainnetGenesis.ethereum;
 
 const log = memoryLog();
 const s = await webhookSetup(t, {
-  env: { ETHEREUM_LIVE_RPC_URL: `${node.url},${second.url}`, ETHEREUM_CONFIRMATIONS: "2", WATCHER_POLL_MS: "100" },
+  env: { OPERATOR_WATCHED_NETWORKS: "", ETHEREUM_LIVE_RPC_URL: `${node.url},${second.url}`, ETHEREUM_CONFIRMATIONS: "2", WATCHER_POLL_MS: "100" },
   logger: log.logger,
 });
 const live = await merchantWithKey(s.app, "live");

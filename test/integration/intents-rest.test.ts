@@ -54,6 +54,8 @@ t.test("create returns the intent in the data envelope and records payment.inten
       sequence: 1,
       redirect_url: null,
       cancel_url: null,
+      watched: true,
+      notice: null,
       amount_due: "12.5",
       price_amount: null,
       price_currency: null,

@@ -22,7 +22,8 @@ import { hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts"
 
 // Paths under /fail answer 410 (terminal: the delivery fails at its first attempt); the rest 200.
 // A watcher follows a Live ethereum (a dev chain with mainnet's chain id, passing for mainnet
-// through a proxy that answers mainnet's block 0) and a Test one: chain_watcher passes.
+// through a proxy that answers mainnet's block 0) and a Test one: chain_watcher passes. Solana
+// has no built-in watcher: the operator names it as followed by a watcher of its own.
 const mainnet = await startDevChain({ chainId: 1 });
 const sepolia = await startDevChain();
 t.teardown(() => Promise.all([mainnet.stop(), sepolia.stop()]));
@@ -30,7 +31,7 @@ const mainnetNode = await startRpcProxy(t, mainnet.url);
 mainnetNode.genesisHash = mainnetGenesis.ethereum;
 const s = await webhookSetup(t, {
   respond: (req): Reply => (req.url.startsWith("/fail") ? { status: 410, body: "gone" } : { status: 200, body: "ok" }),
-  env: { ETHEREUM_LIVE_RPC_URL: mainnetNode.url, ETHEREUM_TEST_RPC_URL: sepolia.url, WATCHER_POLL_MS: "100" },
+  env: { OPERATOR_WATCHED_NETWORKS: "solana", ETHEREUM_LIVE_RPC_URL: mainnetNode.url, ETHEREUM_TEST_RPC_URL: sepolia.url, WATCHER_POLL_MS: "100" },
 });
 await until(
   "both chains followed",

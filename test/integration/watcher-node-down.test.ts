@@ -14,7 +14,7 @@ const mainnet = await startDevChain({ chainId: 1 });
 t.teardown(() => mainnet.stop());
 const node = await startRpcProxy(t, mainnet.url);
 node.genesisHash = mainnetGenesis.ethereum;
-const s = await webhookSetup(t, { env: { ETHEREUM_LIVE_RPC_URL: node.url, WATCHER_POLL_MS: "200" } });
+const s = await webhookSetup(t, { env: { OPERATOR_WATCHED_NETWORKS: "", ETHEREUM_LIVE_RPC_URL: node.url, WATCHER_POLL_MS: "200" } });
 const live = await merchantWithKey(s.app, "live");
 const metrics = async () => (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
 const lagSeconds = async () => Number(/^chain_lag_seconds\{network="ethereum",environment="live"\} (\S+)$/m.exec(await metrics())?.[1]);

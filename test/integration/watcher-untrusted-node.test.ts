@@ -19,6 +19,8 @@ const liveNode = await startRpcProxy(t, dev.url);
 await liveNode.down();
 const s = await webhookSetup(t, {
   env: {
+    // Readiness here reads only what the built-in watchers follow (the harness names every network otherwise).
+    OPERATOR_WATCHED_NETWORKS: "",
     ETHEREUM_TEST_RPC_URL: testNode.url,
     ETHEREUM_LIVE_RPC_URL: liveNode.url,
     ETHEREUM_CONFIRMATIONS: "2",

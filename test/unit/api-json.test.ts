@@ -186,6 +186,8 @@ t.test("encodeResponse", async (t) => {
     price_amount: null,
     price_currency: null,
     quote: null,
+    watched: false,
+    notice: null,
     amount_due: "",
   });
   t.notOk("publicId" in json, "no camelCase names");

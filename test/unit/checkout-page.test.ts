@@ -15,6 +15,7 @@ import {
   renderNotFoundPage,
   returnLinks,
   statusTexts,
+  unwatchedText,
 } from "../../services/checkout/page.ts";
 
 const now = new Date("2026-03-01T12:00:00.000Z");
@@ -32,6 +33,7 @@ function view(fields: MessageInitShape<typeof ShopperPaymentIntentSchema> = {}):
     checkoutUrl: "https://pay.example.test/checkout/pi_0123456789abcdefghijABCD",
     expiresAt: timestampFromDate(new Date(now.getTime() + 14 * 60_000 + 59_000)),
     createdAt: timestampFromDate(now),
+    watched: true,
     ...fields,
   });
 }
@@ -275,4 +277,13 @@ t.test("a payment seen but not counting that covers what is due: the status box 
   const part = { ...view, amountPending: "0.01" };
   t.equal(statusText(part as never).title, "Waiting for payment", "part of it seen: still waiting for the rest");
   t.match(seenNotice(part as never), /Payment seen: 0\.01 BTC/);
+});
+
+t.test("a Test intent on a network no watcher follows: the page says so, and that the sandbox pays it", async (t) => {
+  const unwatched = await renderCheckoutPage(view({ network: "solana", asset: "SOL", depositAddress: undefined, paymentUri: undefined, watched: false }), true, now);
+  t.match(unwatched, '<p class="note note-warning" id="unwatched" role="note">');
+  t.match(text(unwatched), "This server does not watch Solana devnet: a payment sent to this address is not seen. The sandbox simulator pays this test payment");
+  t.match(unwatchedText, "{network}");
+  t.notMatch(await renderCheckoutPage(view(), true, now), 'id="unwatched"', "watched: no notice");
+  t.notMatch(await renderCheckoutPage(view({ watched: false }), false, now), 'id="unwatched"', "Live: nothing said to the shopper");
 });

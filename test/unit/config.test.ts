@@ -267,3 +267,10 @@ t.test("WATCHER_MAX_RESPONSE_BYTES: the most one node answer may hold", async (t
   t.equal(loadConfig({ ETHEREUM_TEST_RPC_URL: "http://127.0.0.1:8545", WATCHER_MAX_RESPONSE_BYTES: "1048576" }).chainEndpoints[0]?.maxResponseBytes, 1_048_576);
   refuses(t, { WATCHER_MAX_RESPONSE_BYTES: "100" }, /^WATCHER_MAX_RESPONSE_BYTES must be between 65536 and 1073741824/, "too small");
 });
+
+t.test("OPERATOR_WATCHED_NETWORKS: networks of the asset table, else a startup error naming the setting", async (t) => {
+  t.same(loadConfig({}).operatorWatchedNetworks, [], "none by default");
+  t.same(loadConfig({ OPERATOR_WATCHED_NETWORKS: " Solana, ethereum,,solana " }).operatorWatchedNetworks, ["solana", "ethereum"], "trimmed, lowercased, each once");
+  refuses(t, { OPERATOR_WATCHED_NETWORKS: "solana,dogecoin" }, /^OPERATOR_WATCHED_NETWORKS takes networks \(bitcoin, .*solana.*\) separated by commas, got "dogecoin"$/, "an unknown network");
+  refuses(t, { OPERATOR_WATCHED_NETWORKS: "ethereum:live" }, /OPERATOR_WATCHED_NETWORKS .* got "ethereum:live"/, "a network, not a chain");
+});

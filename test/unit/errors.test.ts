@@ -34,6 +34,7 @@ const expectedStatus: Record<ErrorCode, number> = {
   idempotency_in_progress: 409,
   invalid_state: 409,
   deposit_address_unavailable: 409,
+  network_not_watched: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

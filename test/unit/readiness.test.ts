@@ -196,18 +196,30 @@ t.test("api_key_age", async (t) => {
 
 t.test("chain_watcher: each accepted Live network the built-in watcher follows is followed now", async (t) => {
   const accepts = { usedNetworks: [], accountKeys: ["ethereum", "polygon", "bitcoin", "tron"], pools: [{ network: "solana", imported: 5, free: 5 }] };
-  const ok = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }), settings);
+  const operated = { ...settings, operatorWatchedNetworks: ["solana"] };
+  const ok = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }), operated);
   t.same([ok.passed, ok.severity], [true, "required"]);
   t.match(ok.message, "A watcher follows the Live chain of bitcoin, ethereum, tron and polygon.");
-  t.match(ok.message, "Payments on solana are seen only through a watcher of your operator's own (ObservationService).");
+  t.match(ok.message, "Payments on solana are seen only through a watcher of your operator's own (ObservationService; OPERATOR_WATCHED_NETWORKS).");
+  // solana has no built-in watcher: unless the operator names it, nobody follows it (and Live creates there are refused).
+  const unnamed = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }), settings);
+  t.equal(unnamed.passed, false, "an accepted network no watcher follows fails, built-in watcher or not");
+  t.match(unnamed.message, "No watcher has followed the Live chain of solana");
+  t.match(unnamed.message, "network_not_watched");
+  t.match(unnamed.message, "solana has no built-in watcher: the operator names solana in OPERATOR_WATCHED_NETWORKS");
+  // A built-in network the operator's own watcher follows counts without a chain position.
+  const ownTron = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }] }), { ...settings, operatorWatchedNetworks: ["solana", "tron"] });
+  t.equal(ownTron.passed, true, "tron named in OPERATOR_WATCHED_NETWORKS");
+  t.match(ownTron.message, "Payments on tron and solana are seen only through a watcher of your operator's own");
   const noTron = chainWatcherCheck(facts({ addresses: accepts, chains: [...facts().chains, { network: "bitcoin", savedAt: now }] }), settings);
   t.equal(noTron.passed, false, "tron is followed by the built-in watcher: accepted on Live, it needs one");
   t.match(noTron.message, "sets TRON_LIVE_RPC_URL to a mainnet node");
+  t.match(noTron.message, "or names it in OPERATOR_WATCHED_NETWORKS");
 
   const minute = 60_000;
   const stale = chainWatcherCheck(
     facts({ addresses: accepts, chains: [{ network: "ethereum", savedAt: new Date(now.getTime() - 3 * minute) }, { network: "polygon", savedAt: now }, { network: "bitcoin", savedAt: now }, { network: "tron", savedAt: now }] }),
-    settings,
+    operated,
   );
   t.equal(stale.passed, false, "a watcher that stopped saving 3 minutes ago is not following");
   t.match(stale.message, "No watcher has followed the Live chain of ethereum in the last 2 minutes");
@@ -222,5 +234,6 @@ t.test("chain_watcher: each accepted Live network the built-in watcher follows i
   const test = chainWatcherCheck(facts({ chains: [] }, "test"), settings);
   t.same([test.passed, test.severity], [false, "recommended"]);
   t.match(test.message, "npm run devchain");
+  t.equal(chainWatcherCheck(facts({ chains: [] }, "test"), { ...settings, operatorWatchedNetworks: ["ethereum"] }).passed, true, "a watcher of the operator's own follows a Test chain");
   t.equal(chainWatcherCheck(facts({}, "test"), settings).passed, true);
 });
