@@ -17,7 +17,9 @@ import { hookHost, signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
 // The network's setting stays ethereum's default (12): every count below comes from a policy.
-const s = await webhookSetup(t, { env: { ETHEREUM_TEST_RPC_URL: dev.url, WATCHER_POLL_MS: "100" } });
+// EXCEPTION_WATCH_SECONDS=0: a cancelled intent's address is no longer watched, so the count it
+// fixed stops mattering to watchers at once (by default it is watched a week more, for exceptions).
+const s = await webhookSetup(t, { env: { ETHEREUM_TEST_RPC_URL: dev.url, WATCHER_POLL_MS: "100", EXCEPTION_WATCH_SECONDS: "0" } });
 const { base, creds: a } = s;
 const intentsPath = `/api/v1/merchants/${a.merchant}/payment-intents`;
 const endpointsPath = `/api/v1/merchants/${a.merchant}/webhook-endpoints`;
