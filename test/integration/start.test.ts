@@ -11,6 +11,10 @@ import t from "tap";
 import { call, createTestDatabase, deleteStream, idemKey, natsUrl, sampleIntent, until } from "../helpers/harness.ts";
 import { spawnService } from "../helpers/processes.ts";
 
+// Six whole services started one after another (npm, embedded PostgreSQL, NATS): more than
+// tap's 180 s default under CI's two jobs at a time.
+t.setTimeout(420_000);
+
 const root = path.resolve(import.meta.dirname, "../..");
 const dataDir = mkdtempSync(path.join(tmpdir(), "payments-start-"));
 // The embedded PostgreSQL runs as the "postgres" user, which must be able to enter the directory.
