@@ -93,6 +93,7 @@ export class IntentViews {
   message(row: IntentRow): PaymentIntent {
     const environment = row.environment === "live" ? "live" : "test";
     const watched = this.watched(row.network, environment);
+    const terms = this.terms(row);
     return create(PaymentIntentSchema, {
       publicId: row.id,
       status: row.status,
@@ -121,7 +122,7 @@ export class IntentViews {
           counted: t.counted,
           simulated: t.simulated,
           asset: t.asset,
-          reason: t.counted ? undefined : uncountedReason(t, this.terms(row)),
+          reason: t.counted ? undefined : uncountedReason(t, terms),
           replaceable: t.replaceable,
           fiatValue: fiatValue(row, t),
         }),

@@ -167,6 +167,21 @@ export async function metricValue(opsPort: number, name: string, labels: Record<
 }
 
 /**
+ * A payment of `amount` to a new intent, mined, then `after` more blocks: confirmed, its event
+ * received, the watcher caught up. Returns the intent, the payment, its block's height and the head.
+ */
+export async function confirmedPayment(r: ReorgSetup, amount: string, after: number): Promise<{ x: Intent; paid: { hash: Hex }; block: number; head: number }> {
+  const x = await r.createIntent(amount);
+  const paid = await r.pay(x, amount);
+  await r.mine();
+  const block = await r.head();
+  await r.mine(after);
+  await r.statusIs(x.public_id, "confirmed");
+  await r.eventSeen(x.public_id, "payment.confirmed");
+  return { x, paid, block, head: await r.caughtUp() };
+}
+
+/**
  * After a reorg that dropped `x`'s payment `paid`: a payment on the new branch (the sentinel) is
  * counted once the watcher followed the reorg, and `x` is pending again with its payment orphaned,
  * withdrawn once (exactly one payment.reorged).

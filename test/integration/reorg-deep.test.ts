@@ -4,7 +4,7 @@
 // min(1024, 2·3 + 16) = 22 blocks: a 46-block reorg leaves it no block in common with the node, the
 // core refuses every batch as unlinked, and the chain stops, silently.
 import t from "tap";
-import { newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
+import { confirmedPayment, newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
 
 const r = await reorgSetup(t);
 
@@ -13,14 +13,7 @@ t.test("a 46-block reorg dropping a confirmed payment's block: followed; the pay
     if (!t.passing()) console.error(await r.diagnosis());
   });
   await r.mine(60);
-  const x = await r.createIntent("5");
-  const paid = await r.pay(x, "5");
-  await r.mine();
-  const P = await r.head();
-  await r.mine(10);
-  await r.statusIs(x.public_id, "confirmed");
-  await r.eventSeen(x.public_id, "payment.confirmed");
-  const T = await r.caughtUp();
+  const { x, paid, block: P, head: T } = await confirmedPayment(r, "5", 10);
 
   const depth = 46;
   await r.reorg(depth);

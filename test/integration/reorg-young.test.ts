@@ -5,7 +5,7 @@
 // watcher, ethereum Test (ETHEREUM_CONFIRMATIONS=3; maximum 128, and 30 for the second chain).
 import t from "tap";
 import { until } from "../helpers/harness.ts";
-import { metricValue, newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
+import { confirmedPayment, metricValue, newBranchCounts, reorgSetup } from "../helpers/reorg.ts";
 
 // 60 blocks before the app starts: its watcher follows from block 59 on.
 const r = await reorgSetup(t, {}, { premine: 60 });
@@ -16,14 +16,8 @@ t.test("a 46-block reorg below the first block the core kept: followed; the paym
     if (!t.passing()) console.error(await r.diagnosis());
   });
   const first = await r.head();
-  const x = await r.createIntent("5");
-  const paid = await r.pay(x, "5");
-  await r.mine();
   // More kept blocks than a watcher reads in one batch (20): the new branch is longer than a batch too.
-  await r.mine(30);
-  await r.statusIs(x.public_id, "confirmed");
-  await r.eventSeen(x.public_id, "payment.confirmed");
-  const T = await r.caughtUp();
+  const { x, paid, head: T } = await confirmedPayment(r, "5", 30);
 
   const depth = 46;
   await r.reorg(depth);
