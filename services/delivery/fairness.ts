@@ -20,7 +20,8 @@
  *   their time.
  * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
  *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
- *   endpoint's first attempt. Of their messages over the limit, a failing but quick endpoint's
+ *   endpoint's first attempt. A fast endpoint made slow only by one request waiting (wavering())
+ *   keeps its messages waiting in the worker for a moment. Of their messages over the limit, a failing but quick endpoint's
  *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too, until
  *   it is known (perhaps a fast endpoint's burst; the worker bounds how many), and any more come
  *   back from JetStream when it will be known; a slow endpoint's go back to JetStream (heldBack),
@@ -177,7 +178,7 @@ export class EndpointGate {
     const shared = !fast && e.running.size >= 1;
     const busyElsewhere = e.elsewhere !== undefined && now < e.elsewhere.until;
     if (this.running >= this.s.total || e.running.size >= limit || busyElsewhere || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
-      return { start: false, hold: this.holdFor(e, standing, limit), counted: fast };
+      return { start: false, ...this.waitingOf(e, standing, limit, now) };
     }
     const attempt: Attempt = { sentAt: undefined, shared, capped: standing === "unknown" || standing === "slow", cap: limit };
     e.running.add(attempt);
@@ -201,12 +202,31 @@ export class EndpointGate {
     return Math.min(elsewhere, now);
   }
 
-  /** How many of an endpoint's messages may wait in the worker for its slots. */
-  hold(endpoint: string, now = Date.now()): number {
+  /** How many of an endpoint's messages may wait in the worker for its slots, and whether they count against the pull. */
+  waiting(endpoint: string, now = Date.now()): { hold: number; counted: boolean } {
     const e = this.endpoints.get(endpoint);
-    if (!e) return this.s.perEndpoint;
+    if (!e) return { hold: this.s.total, counted: false };
     const standing = this.standingOf(e, now);
-    return this.holdFor(e, standing, this.limitOf(e, standing));
+    return this.waitingOf(e, standing, this.limitOf(e, standing), now);
+  }
+
+  private waitingOf(e: EndpointState, standing: Standing, limit: number, now: number): { hold: number; counted: boolean } {
+    // A moment's wait: its messages stay as a fast endpoint's do (see wavering()).
+    if (standing === "slow" && this.wavering(e, now)) return { hold: this.s.total, counted: true };
+    return { hold: this.holdFor(e, standing, limit), counted: standing === "fast" };
+  }
+
+  /**
+   * Slow only because one of its requests has waited longer than fastMs, not yet unknownSlowFactor
+   * × fastMs, while its recent requests were fast and none timed out: on a loaded machine that is
+   * as often the worker's own wait as the endpoint's. Nothing more of it starts beyond its cap, but
+   * its messages waiting in the worker stay there (counted against the pull, as a fast endpoint's)
+   * rather than going back to JetStream at a slow endpoint's pace: sent back, a fast endpoint's
+   * held backlog (hundreds of messages after a restart) came again over minutes, not seconds.
+   */
+  private wavering(e: EndpointState, now: number): boolean {
+    if (e.latency === undefined || e.latency > this.s.fastMs || e.timeoutsInRow > 0 || e.open || e.sharedOpen || e.failures >= 0.5) return false;
+    return now - this.oldestSent(e, now) <= unknownSlowFactor * this.s.fastMs;
   }
 
   /**

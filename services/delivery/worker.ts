@@ -182,7 +182,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   // Messages held in all: a bound on memory and heartbeats, however many endpoints are busy; and
   // a larger one for messages of endpoints not known yet, which wait here until their endpoint is (holdBack).
   const maxHeld = 4 * o.concurrency;
-  const hardMaxHeld = 16 * o.concurrency;
+  const hardMaxHeld = 64 * o.concurrency;
   let heldCount = 0;
   // Of those, the ones of fast endpoints (they may use the whole worker): the pull takes that many fewer.
   let heldCounted = 0;
@@ -298,7 +298,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     const waiting = held.get(endpoint)?.length ?? 0;
     const decision = waiting === 0 ? gate.tryStart(endpoint) : undefined;
     if (decision?.start) return run(msg, endpoint, decision.attempt);
-    const { hold: may, counted } = decision ?? { hold: gate.hold(endpoint), counted: gate.standing(endpoint) === "fast" };
+    const { hold: may, counted } = decision ?? gate.waiting(endpoint);
     // A fast endpoint's message waits here whatever its queue holds (its messages held while it was
     // new may be many): each one waiting is one fewer pulled, so they bound themselves. Sent back,
     // it would come again only after the NAK's spacing, seconds after a slot was free for it.

@@ -108,7 +108,24 @@ t.test("a fast endpoint that fails, slows down or hangs is back to its cap", asy
   t.equal(startMany(hang, "h", 4, 0), 4, "fast: 4 slots");
   t.equal(hang.standing("h", 500), "fast");
   t.equal(hang.standing("h", 1001), "slow", "an attempt running longer than fastMs makes it slow at once");
-  t.same(hang.tryStart("h", 1001), { start: false, hold: 0, counted: false }, "slow: nothing more starts and nothing waits in the worker");
+  t.same(hang.tryStart("h", 1001), { start: false, hold: 16, counted: true }, "slow for a moment: nothing more starts, but its messages still wait in the worker, counted against the pull");
+  t.equal(hang.standing("h", 4000), "slow");
+  t.same(hang.tryStart("h", 4000), { start: false, hold: 16, counted: true }, "up to 4 × fastMs of waiting");
+  t.same(hang.tryStart("h", 4001), { start: false, hold: 0, counted: false }, "longer: slow, and nothing waits in the worker");
+  for (let i = 0; i < 2; i++) hang.finished("h", "timeout", 10_000);
+  for (let i = 0; i < 2; i++) hang.finished("h", "answered", 9000);
+  t.equal(startMany(hang, "h", 2, 10_000), 2, "timeouts and slow answers: its cap");
+  t.same(hang.tryStart("h", 10_000), { start: false, hold: 0, counted: false }, "and nothing waits in the worker, whatever its requests have waited");
+
+  const blip = new EndpointGate(settings);
+  startMany(blip, "b", 2, 0);
+  for (let i = 0; i < 2; i++) blip.finished("b", "success", 5);
+  t.equal(startMany(blip, "b", 4, 0), 4);
+  t.same(blip.tryStart("b", 1500), { start: false, hold: 16, counted: true }, "a request waiting 1.5 s");
+  for (let i = 0; i < 3; i++) blip.finished("b", "success", 5);
+  blip.finished("b", "success", 1500);
+  t.equal(blip.standing("b", 1600), "fast", "it answered: its recent requests still fast on average, it is fast again");
+  t.same(blip.tryStart("b", 1600), { start: true }, "and its waiting messages start");
 
   const busy = new EndpointGate(settings);
   busy.tryStart("f", 0);

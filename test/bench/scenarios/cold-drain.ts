@@ -29,9 +29,24 @@ async function record(producer: EventProducer, n: number): Promise<string[]> {
   return ids;
 }
 
-async function lastArrival(ids: readonly string[], timeoutMs: number): Promise<number> {
+/** A drain from `t0`: when its last delivery arrived, and the longest time from `t0` on that none arrived. */
+async function drained(ids: readonly string[], t0: number, timeoutMs: number): Promise<{ last: number; pauseMs: number }> {
   const arrivals = await waitForArrivals(receiver, ids, timeoutMs);
-  return Math.max(...ids.map((id) => arrivals.get(id)![0]!));
+  const times = ids.map((id) => arrivals.get(id)![0]!).sort((a, b) => a - b);
+  let pauseMs = 0;
+  for (let i = 0, before = t0; i < times.length; before = times[i++]!) pauseMs = Math.max(pauseMs, times[i]! - before);
+  return { last: times[times.length - 1]!, pauseMs };
+}
+
+interface Drain {
+  rate: number;
+  pauseMs: number;
+}
+
+function drain(ctx: BenchContext, kind: string, n: number, t0: number, d: { last: number; pauseMs: number }): Drain {
+  const rate = (n / (d.last - t0)) * 1000;
+  ctx.log(`cold-drain: ${kind} drain of ${n} at ${Math.round(rate)}/s, none delivered for ${Math.round(d.pauseMs)} ms at most`);
+  return { rate, pauseMs: d.pauseMs };
 }
 
 async function startWorkers() {
@@ -39,17 +54,15 @@ async function startWorkers() {
 }
 
 /** Warm: workers that have delivered to the endpoint before; deliveries/s from the first commit to the last arrival. */
-async function warm(ctx: BenchContext, n: number): Promise<number> {
+async function warm(ctx: BenchContext, n: number): Promise<Drain> {
   const running = await startWorkers();
   try {
     const producer = await newEndpoint();
-    await lastArrival(await record(producer, warmupEvents), 120_000);
+    await waitForArrivals(receiver, await record(producer, warmupEvents), 120_000);
     await receiver.reset();
     const t0 = nowMs();
     const ids = await record(producer, n);
-    const rate = n / ((await lastArrival(ids, 300_000)) - t0) * 1000;
-    ctx.log(`cold-drain: warm drain of ${n} at ${Math.round(rate)}/s`);
-    return rate;
+    return drain(ctx, "warm", n, t0, await drained(ids, t0, 300_000));
   } finally {
     await Promise.all(running.map((w) => w.kill("SIGTERM")));
   }
@@ -60,16 +73,14 @@ async function warm(ctx: BenchContext, n: number): Promise<number> {
  * was recorded, as after a worker outage), then freshly started workers drain it; deliveries/s
  * from the moment both have started to the last arrival.
  */
-async function cold(ctx: BenchContext, n: number): Promise<number> {
+async function cold(ctx: BenchContext, n: number): Promise<Drain> {
   const producer = await newEndpoint();
   const ids = await record(producer, n);
   await receiver.reset();
   const running = await startWorkers();
   const t0 = nowMs();
   try {
-    const rate = n / ((await lastArrival(ids, 300_000)) - t0) * 1000;
-    ctx.log(`cold-drain: cold drain of ${n} at ${Math.round(rate)}/s`);
-    return rate;
+    return drain(ctx, "cold", n, t0, await drained(ids, t0, 300_000));
   } finally {
     await Promise.all(running.map((w) => w.kill("SIGTERM")));
   }
@@ -89,6 +100,8 @@ export const coldDrainScenario: Scenario = {
     warm_per_s: { label: "warm drain: deliveries/s (workers that know the endpoint)", unit: "/s" },
     cold_per_s: { label: "cold drain: deliveries/s (fresh workers, a new endpoint, the backlog waiting)", unit: "/s" },
     cold_ratio: { label: "cold drain ÷ warm drain", unit: "×", target: { op: ">=", value: 0.9 }, checked: true },
+    warm_pause_ms: { label: "warm drain: the longest time no delivery arrived", unit: "ms" },
+    cold_pause_ms: { label: "cold drain: the longest time no delivery arrived (messages sent back to JetStream show here)", unit: "ms" },
   },
   async setup(ctx) {
     receiver = await startBenchReceiver(cleanup);
@@ -98,9 +111,9 @@ export const coldDrainScenario: Scenario = {
   },
   async run(ctx) {
     const n = ctx.quick ? 5000 : 10_000;
-    const warmRate = await warm(ctx, n);
-    const coldRate = await cold(ctx, n);
-    return { events: n, warm_per_s: warmRate, cold_per_s: coldRate, cold_ratio: coldRate / warmRate };
+    const w = await warm(ctx, n);
+    const c = await cold(ctx, n);
+    return { events: n, warm_per_s: w.rate, cold_per_s: c.rate, cold_ratio: c.rate / w.rate, warm_pause_ms: w.pauseMs, cold_pause_ms: c.pauseMs };
   },
   async teardown() {
     await cleanup.run();
