@@ -145,6 +145,7 @@ async function runService(roles: Role[]): Promise<void> {
     `Payment Intent service: ${roles.join(", ")}`,
     // A route that answers (401 without a key), not the bare /api/v1 prefix, which is a 404.
     gateway !== undefined ? `  REST API     http://${inUrl(config.host)}:${gateway}/api/v1/merchants/{merchant}/payment-intents  (Authorization: Bearer <API key>)` : null,
+    gateway !== undefined ? `  dashboard    http://${inUrl(config.host)}:${gateway}${new URL(config.dashboardBaseUrl).pathname}  (sign in with an API key, or a link from: npm run -s admin -- dashboard-link)` : null,
     rpc !== undefined ? `  gRPC/Connect http://${inUrl(config.rpcHost)}:${rpc}  (gRPC over h2c; Connect and gRPC-Web over h2c or HTTP/1.1)` : null,
     `  health       http://${inUrl(config.opsHost)}:${ops}/healthz  readiness: /readyz  metrics: /metrics`,
     `  OpenAPI      http://${inUrl(config.opsHost)}:${ops}/openapi.json  (the REST API's document)`,
