@@ -146,7 +146,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       perAddress: buckets.budget("cashier-address", config.terminalRateLimit.perAddress, 60),
     },
   };
-  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
+  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, {
+      credentials,
+      oneStatement: oneStatementMethods,
+      limits,
+      idempotencyRetentionSeconds: config.retention.idempotencySeconds,
+    }), createInputGuard()];
   // Beside the rpc role, the gateway and the watcher call the handlers directly (no encoding).
   const inProcess = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
   const ports: App["ports"] = { ops: 0 };
@@ -220,7 +225,10 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }
     if (roles.includes("scheduler")) {
-      const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
+      const scheduler = startScheduler(db, logger, intents, {
+        autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds,
+        idempotencyRetentionSeconds: config.retention.idempotencySeconds,
+      });
       stops.push({ step: "scheduler", stop: scheduler.stop });
     }
     const ops = await listen(createOpsServer(db, nats, metrics.registry), config.opsHost, config.opsPort);

@@ -1,7 +1,7 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
 import { autoDisableFailing } from "../webhooks/operations.ts";
 import { advanceRecoveries } from "../webhooks/recovery.ts";
-import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
+import { defaultRetentionSeconds, purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
 import { isDatabaseUnavailable } from "../platform/errors.ts";
@@ -15,6 +15,8 @@ export interface SchedulerOptions {
   intervalMs?: number;
   /** WEBHOOK_AUTO_DISABLE_AFTER_SECONDS (default 5 days); 0: never. */
   autoDisableAfterSeconds?: number;
+  /** IDEMPOTENCY_RETENTION, in seconds (default 24 h). */
+  idempotencyRetentionSeconds?: number;
 }
 
 /**
@@ -47,7 +49,7 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
         else logger.warn(line, "webhook recovery stopped: its endpoint was disabled");
       }
       if (Date.now() - lastPurge > 3_600_000) {
-        const purged = await purgeExpiredKeys(db.em.fork());
+        const purged = await purgeExpiredKeys(db.em.fork(), o.idempotencyRetentionSeconds ?? defaultRetentionSeconds);
         lastPurge = Date.now();
         if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
       }
