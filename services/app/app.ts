@@ -111,6 +111,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
+    eventRetentionSeconds: config.retention.eventSeconds,
     readiness: {
       publicBaseUrl: config.publicBaseUrl,
       apiKeyMaxAgeDays: config.apiKeyMaxAgeDays,
