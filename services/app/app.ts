@@ -30,7 +30,7 @@ import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
-import { startScheduler } from "./scheduler.ts";
+import { startRetention, startScheduler } from "./scheduler.ts";
 import { startWatcher } from "./watcher-process.ts";
 import { InProcessWatcherCredentials } from "../auth/watcher-credentials.ts";
 
@@ -226,13 +226,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }
     if (roles.includes("scheduler")) {
-      const scheduler = startScheduler(db, logger, intents, {
-        autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds,
-        idempotencyRetentionSeconds: config.retention.idempotencySeconds,
-      });
+      const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
       stops.push({ step: "scheduler", stop: scheduler.stop });
+      const retention = startRetention(db, logger, config.retention, metrics.retentionRun);
+      stops.push({ step: "retention job", stop: retention.stop });
     }
-    const ops = await listen(createOpsServer(db, nats, metrics.registry), config.opsHost, config.opsPort);
+    const ops = await listen(createOpsServer(db, nats, metrics.registry, config.retention), config.opsHost, config.opsPort);
     ports.ops = ops.port;
     stops.push({ step: "ops server", stop: ops.close });
   } catch (err) {

@@ -171,14 +171,3 @@ function isLockTimeout(err: unknown): boolean {
   const e = err as { code?: string; cause?: { code?: string } } | null;
   return e?.code === "55P03" || e?.cause?.code === "55P03";
 }
-
-
-/**
- * Deletes keys past retention; the scheduler calls it. Only committed rows are seen: a request
- * still running holds its row uncommitted, and one taking over an expired row has locked it (the
- * delete then waits and finds it new).
- */
-export async function purgeExpiredKeys(em: EntityManager, retentionSeconds: number): Promise<number> {
-  const rows = await em.execute<{ key: string }[]>(`delete from idempotency_records where created_at <= now() - make_interval(secs => ?) returning key`, [retentionSeconds]);
-  return rows.length;
-}
