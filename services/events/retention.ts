@@ -28,3 +28,8 @@ export function eventKept(ev: string, retentionSeconds: number): string {
 export function deliveryKept(d: string, ev: string, retentionSeconds: number): string {
   return `(${ev}.created_at > ${cutoff(retentionSeconds)} or ${d}.status in ${unfinished})`;
 }
+
+/** The earliest time an operator's recovery may reach back to: nothing before the retention is sent again (its event is gone, or about to be). */
+export function retainedSince(since: Date, retentionSeconds: number, now: Date): Date {
+  return new Date(Math.max(since.getTime(), now.getTime() - retentionSeconds * 1000));
+}

@@ -3,7 +3,12 @@
 // (this app runs no scheduler role); a delivery still retrying, of an event of the same age, is
 // kept with its event until it ends, then goes the same way. Rows are aged in the database, as
 // time would age them.
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import t from "tap";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
@@ -68,4 +73,20 @@ t.test("a retrying delivery of the same age is kept, with its event, until it en
   await until("delivered once the endpoint answers", async () => (await statusOf(deliveryId))?.status === "delivered", 30_000);
   t.equal((await getEvent(eventId)).status, 404, "ended: its event is past retention");
   t.notOk((await listed()).includes(deliveryId), "and the delivery left the list");
+});
+
+t.test("an operator's recovery reaches back no further than the retention: a failed delivery past it is not sent again", async (t) => {
+  failing = true;
+  const old = await sendTest(flaky.id);
+  const recent = await sendTest(flaky.id);
+  for (const d of [old, recent]) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
+  // Both end failed (as after their last attempt); one is past retention.
+  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [old.deliveryId, recent.deliveryId]);
+  await age(old.eventId, 61);
+  const { credential } = await createInternalCredential(em(), "retention test", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const res = await admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(0)) }, { headers: { authorization: `Bearer ${credential}` } });
+  const replayOf = await em().execute<{ replay_of: string }[]>(`select replay_of from webhook_deliveries where id = any(?::text[])`, [`{${res.deliveryIds.join(",")}}`]);
+  t.same(replayOf.map((r) => r.replay_of), [recent.deliveryId], "only the failure within retention is replayed");
+  failing = false;
 });
