@@ -117,19 +117,9 @@ export async function runRetention(em: EntityManager, settings: RetentionSetting
     const [other] = await em.execute<{ holder: string; lease_until: Date }[]>(`select holder, lease_until from retention_state where id = 'retention'`);
     return { ran: false, holder: other?.holder ?? "unknown", leaseUntil: new Date(other?.lease_until ?? 0) };
   }
-  const removed = noneRemoved();
+  let removed: Removed;
   try {
-    for (const batch of batches) {
-      const seconds = batch.seconds(settings);
-      for (;;) {
-        if (stopped()) throw new RunStopped();
-        const [counts] = await em.execute<Partial<Removed>[]>(batch.sql, paramsOf(batch.sql, seconds, batchRows));
-        for (const [table, n] of Object.entries(counts ?? {})) removed[table as RetentionTable] += Number(n);
-        const first = Number(Object.values(counts ?? {})[0] ?? 0);
-        await renew(em, holder);
-        if (first < batchRows) break;
-      }
-    }
+    removed = await removePastRetention(em, settings, () => renew(em, holder), stopped);
   } catch (err) {
     await em.execute(`update retention_state set holder = null, lease_until = null where id = 'retention' and holder = ?`, [holder]).catch(() => undefined);
     throw err;
@@ -139,6 +129,28 @@ export async function runRetention(em: EntityManager, settings: RetentionSetting
     [JSON.stringify(removed), holder],
   );
   return { ran: true, removed };
+}
+
+/**
+ * The removal itself, batch after batch until each kind has nothing left past its retention;
+ * `afterBatch` runs after each (the lease's renewal). Safe to run twice at once (a lease taken
+ * over from a holder that was only slow): each batch locks what it removes and checks it again,
+ * so no row is removed, or counted, twice.
+ */
+export async function removePastRetention(em: EntityManager, settings: RetentionSettings, afterBatch: () => Promise<void>, stopped: () => boolean = () => false): Promise<Removed> {
+  const removed = noneRemoved();
+  for (const batch of batches) {
+    const seconds = batch.seconds(settings);
+    for (;;) {
+      if (stopped()) throw new RunStopped();
+      const [counts] = await em.execute<Partial<Removed>[]>(batch.sql, paramsOf(batch.sql, seconds, batchRows));
+      for (const [table, n] of Object.entries(counts ?? {})) removed[table as RetentionTable] += Number(n);
+      const first = Number(Object.values(counts ?? {})[0] ?? 0);
+      await afterBatch();
+      if (first < batchRows) break;
+    }
+  }
+  return removed;
 }
 
 /** Thrown when a run is stopped between batches (the process is stopping). */

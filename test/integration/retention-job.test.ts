@@ -5,6 +5,8 @@
 // rejection reported again, a session not yet ended. The scheduler role runs it by itself,
 // metrics show it, and readiness warns when it has not succeeded lately.
 import t from "tap";
+import { loadConfig } from "../../services/platform/config.ts";
+import { removePastRetention } from "../../services/retention/job.ts";
 import { call, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
@@ -147,6 +149,25 @@ t.test("a held lease: the run says who holds it and removes nothing", async (t) 
   // A lapsed lease (its holder died) is taken over.
   await em().execute(`update retention_state set lease_until = now() - interval '1 second'`);
   t.equal((await runCli("services/app/ops-cli.ts", cliEnv, "retention", "run")).code, 0, "taken over once lapsed");
+});
+
+t.test("two runs at once without the lease (one taken over from a holder that was only slow) still remove and count each row once", async (t) => {
+  await events("evt_twice", expiredEvents, 120);
+  await em().execute(
+    `insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
+     select ?, 'test', 'twice-' || g, 'x', 'f', '\\x00', now() - interval '2 minutes', now() from generate_series(1, ?) g`,
+    [m, expiredKeys],
+  );
+  const settings = loadConfig(retentionEnv).retention;
+  const [a, b] = await Promise.all([removePastRetention(em(), settings, async () => undefined), removePastRetention(em(), settings, async () => undefined)]);
+  const sum = (table: keyof typeof a) => a[table] + b[table];
+  t.same(
+    [sum("webhook_events"), sum("webhook_deliveries"), sum("webhook_attempts"), sum("idempotency_records")],
+    [expiredEvents, 2 * expiredEvents, 2 * expiredEvents, expiredKeys],
+    `each row once (${JSON.stringify(a)} + ${JSON.stringify(b)})`,
+  );
+  t.equal(await count(`webhook_events where id like 'evt_twice%'`), 0);
+  t.equal(await count(`idempotency_records where key like 'twice-%'`), 0);
 });
 
 t.test("the scheduler role runs it by itself; metrics show it; readiness warns when it is late", async (t) => {
