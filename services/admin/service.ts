@@ -11,6 +11,7 @@ import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../webhooks/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
 import { startRecovery, type RecoveryBounds } from "../webhooks/recovery.ts";
+import { retainedSince } from "../events/retention.ts";
 import { createDashboardLink } from "../dashboard/sessions.ts";
 
 /**
@@ -36,6 +37,8 @@ export interface AdminDeps {
   recoveryBounds: RecoveryBounds;
   /** DASHBOARD_BASE_URL: where a one-time link signs in. */
   dashboardBaseUrl: string;
+  /** EVENT_RETENTION, in seconds: a recovery reaches back no further. */
+  eventRetentionSeconds: number;
 }
 
 /** A time given to a recovery: valid, and not in the future. */
@@ -107,7 +110,7 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const endpointId = endpointIdOf(req.endpointId);
       if (!req.since) throw validationError("since", `"since" is required.`);
       const now = new Date();
-      const since = pastTime(req.since, "since", now);
+      const since = retainedSince(pastTime(req.since, "since", now), deps.eventRetentionSeconds, now);
       const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, environment, now));
       return { recovered: ids.length, deliveryIds: ids };
     },
@@ -125,7 +128,7 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const { em, environment } = adminRequest(ctx);
       const endpointId = endpointIdOf(req.endpointId);
       const now = new Date();
-      const since = req.recoverSince ? pastTime(req.recoverSince, "recover_since", now) : undefined;
+      const since = req.recoverSince ? retainedSince(pastTime(req.recoverSince, "recover_since", now), deps.eventRetentionSeconds, now) : undefined;
       return inTransaction(em, async (tx) => {
         const enabled = await enableEndpoint(tx, endpointId, now, environment);
         const recovery = since ? await startRecovery(tx, endpointId, since, environment, { bounds: deps.recoveryBounds, force: req.force, now }) : undefined;

@@ -30,7 +30,7 @@ import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
-import { startScheduler } from "./scheduler.ts";
+import { startRetention, startScheduler } from "./scheduler.ts";
 import { startWatcher } from "./watcher-process.ts";
 import { InProcessWatcherCredentials } from "../auth/watcher-credentials.ts";
 
@@ -111,6 +111,7 @@ export async function startApp(o: AppOptions): Promise<App> {
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
     secrets,
     connectTo: config.webhookConnectTo,
+    eventRetentionSeconds: config.retention.eventSeconds,
     readiness: {
       publicBaseUrl: config.publicBaseUrl,
       apiKeyMaxAgeDays: config.apiKeyMaxAgeDays,
@@ -146,7 +147,12 @@ export async function startApp(o: AppOptions): Promise<App> {
       perAddress: buckets.budget("cashier-address", config.terminalRateLimit.perAddress, 60),
     },
   };
-  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, { credentials, oneStatement: oneStatementMethods, limits }), createInputGuard()];
+  const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, {
+      credentials,
+      oneStatement: oneStatementMethods,
+      limits,
+      idempotencyRetentionSeconds: config.retention.idempotencySeconds,
+    }), createInputGuard()];
   // Beside the rpc role, the gateway and the watcher call the handlers directly (no encoding).
   const inProcess = roles.includes("rpc") ? createLocalTransport(serviceRoutes, interceptors) : undefined;
   const ports: App["ports"] = { ops: 0 };
@@ -222,8 +228,10 @@ export async function startApp(o: AppOptions): Promise<App> {
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
       stops.push({ step: "scheduler", stop: scheduler.stop });
+      const retention = startRetention(db, logger, config.retention, metrics.retentionRun);
+      stops.push({ step: "retention job", stop: retention.stop });
     }
-    const ops = await listen(createOpsServer(db, nats, metrics.registry), config.opsHost, config.opsPort);
+    const ops = await listen(createOpsServer(db, nats, metrics.registry, config.retention), config.opsHost, config.opsPort);
     ports.ops = ops.port;
     stops.push({ step: "ops server", stop: ops.close });
   } catch (err) {

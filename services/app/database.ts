@@ -12,6 +12,7 @@ import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
 import { QrConfiguration } from "../qr/entities.ts";
+import { RetentionState } from "../retention/entities.ts";
 import { SecretKeyCheck, WebhookEndpointRecord } from "../webhooks/entities.ts";
 
 /** Every entity of every domain, for the ORM and the migration generator. */
@@ -42,6 +43,7 @@ export const entities = [
   ChainNodeReport,
   ConfirmationPolicy,
   MerchantPolicy,
+  RetentionState,
 ];
 
 /** The service's database: every domain's entities on the committed migrations. */

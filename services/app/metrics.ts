@@ -7,6 +7,7 @@ import type { WorkerStats } from "../delivery/worker.ts";
 import type { Database } from "../platform/db.ts";
 import { describeError } from "../platform/errors.ts";
 import type { Nats } from "../platform/nats.ts";
+import { retentionTables, type Removed } from "../retention/job.ts";
 
 type Role = "rpc" | "gateway" | "worker" | "scheduler" | "watcher";
 
@@ -87,6 +88,8 @@ export interface Metrics {
   watchConsumer(prefix: string): void;
   /** The delivery worker's fair-share state, read at scrape. */
   watchWorker(stats: WorkerStats): void;
+  /** What a retention run of this process removed (startRetention's onRun). */
+  retentionRun(removed: Removed): void;
 }
 
 /** Endpoints named in the per-endpoint in-flight gauge: the busiest ones; the rest are summed as "other". */
@@ -198,6 +201,21 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
   const backlog = gauge("payments_webhook_outbox_backlog", `Deliveries not yet published to JetStream (counted up to ${countCap}).`, "worker");
   const pendingRetry = gauge("payments_webhook_deliveries_pending_retry", `Deliveries waiting for a retry after a failed attempt (counted up to ${countCap}).`, "worker");
   const lag = gauge("payments_scheduler_lag_seconds", "Seconds since the oldest payment intent due for expiry that is not expired yet (0 when none is due).", "scheduler");
+  const retentionRemoved = new Counter({
+    name: "payments_retention_rows_removed_total",
+    help: "Rows this process's retention runs removed, by table.",
+    labelNames: ["table"] as const,
+    registers: on("scheduler"),
+  });
+  for (const table of retentionTables) retentionRemoved.inc({ table }, 0);
+  const tableBytes = new ScrapedGauge({
+    name: "payments_table_bytes",
+    help: "Size of each table that grows with traffic, its indexes and TOAST included (pg_total_relation_size).",
+    labelNames: ["table"] as const,
+    registers: on("scheduler"),
+    collect: async () => void (await snapshot()),
+  });
+  const retentionSuccess = gauge("payments_retention_last_success_timestamp_seconds", "When the retention job (any process's) last completed a run, in Unix seconds; readiness warns when it is late.", "scheduler");
   const numPending = gauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending).", "worker");
   const numAckPending = gauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending).", "worker");
   const numRedelivered = gauge("payments_jetstream_consumer_num_redelivered", "The delivery consumer's messages delivered more than once and not yet acknowledged (num_redelivered).", "worker");
@@ -210,20 +228,30 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
       columns.push(`${counts("webhook_deliveries", "status = 'pending' and attempt_count > 0")} as pending_retry`);
     }
     if (has("scheduler")) {
+      for (const table of [...retentionTables, "payment_intents"]) columns.push(`pg_total_relation_size('${table}')::float8 as "bytes_${table}"`);
+      columns.push(`(select extract(epoch from last_success_at)::float8 from retention_state where id = 'retention') as retention_success`);
       // One index lookup per status (status, expires_at), not a scan of every due intent.
       const oldest = (status: string) => `(select min(expires_at) from payment_intents where status = '${status}' and expires_at <= now())`;
       columns.push(`coalesce(extract(epoch from now() - least(${oldest("pending")}, ${oldest("underpaid")})), 0)::float8 as lag`);
     }
     const rows = await o.db.em.fork().transactional(async (tx) => {
       await tx.execute("set local statement_timeout = 2000");
-      return tx.execute<{ backlog?: number; pending_retry?: number; lag?: number }[]>(`select ${columns.join(", ")}`);
+      return tx.execute<{ backlog?: number; pending_retry?: number; lag?: number; retention_success?: number | null; [bytes: `bytes_${string}`]: number }[]>(
+        `select ${columns.join(", ")}`,
+      );
     });
     const row = rows[0] ?? {};
     if (has("worker")) {
       backlog.set(Number(row.backlog));
       pendingRetry.set(Number(row.pending_retry));
     }
-    if (has("scheduler")) lag.set(Number(row.lag));
+    if (has("scheduler")) {
+      lag.set(Number(row.lag));
+      for (const table of [...retentionTables, "payment_intents"]) tableBytes.set({ table }, Number(row[`bytes_${table}`]));
+      // Never run: no series, rather than a 1970 that would read as very late and very precise.
+      if (row.retention_success === null || row.retention_success === undefined) retentionSuccess.reset();
+      else retentionSuccess.set(Number(row.retention_success));
+    }
   };
   const readConsumer = async () => {
     if (!consumer) throw new Error("the delivery consumer is not known yet");
@@ -250,7 +278,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
             },
           ),
         );
-      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag] : [])], readDatabase);
+      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag, tableBytes, retentionSuccess] : [])], readDatabase);
       if (has("worker")) read("nats", [numPending, numAckPending, numRedelivered], readConsumer);
       await Promise.all(reads);
     })().finally(() => (inflight = undefined));
@@ -288,6 +316,9 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     },
     watchWorker(stats) {
       worker = stats;
+    },
+    retentionRun(removed) {
+      for (const [table, n] of Object.entries(removed)) if (n > 0) retentionRemoved.inc({ table }, n);
     },
     watchConsumer(prefix) {
       const names = streamNames(prefix);

@@ -7,6 +7,8 @@
 //   ops recover --endpoint ID --since TIME   (JSON always; the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   ops chains [--json]                    each chain's watcher: tip, head, lease, whether counting stopped, and what it said of its node
 //   ops chain-resume --network N --environment test|live   resumes a chain a deep reorg stopped
+//   ops retention [--json]                 each table's size, oldest row and what the next retention run removes
+//   ops retention run [--json]             runs retention now (unless a process is running it)
 //   ops reset [--yes]                      removes this checkout's embedded data and its JetStream streams
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -30,6 +32,8 @@ import { installationId } from "../platform/settings.ts";
 import { cliDatabase, locateNats, resolveDatabase } from "./resources.ts";
 import { reachable } from "./embedded-nats.ts";
 import { rootDataDir } from "./embedded-postgres.ts";
+import { hostname } from "node:os";
+import { formatSeconds, retentionLate, retentionReport, retentionStatus, runRetention, type Removed, type RetentionStatus, type TableReport } from "../retention/job.ts";
 
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
@@ -50,6 +54,10 @@ const usage = `usage:
   ops chain-resume --network NETWORK --environment test|live
                                 resumes a stopped chain once a person has checked the node: the next
                                 fork is taken whatever its depth, once
+  ops retention [--json]        each table that grows with traffic: its retention, size, oldest row,
+                                and what the next retention run removes; when the job last ran
+  ops retention run [--json]    applies retention now (one run at a time across processes: says so
+                                and exits 1 when another process holds the job's lease)
   ops reset [--yes]             what npm start's embedded default keeps for this checkout (DATA_DIR, the
                                 cluster it names, the JetStream streams of its prefix): listed, and
                                 removed with --yes; the server must be stopped`;
@@ -346,6 +354,54 @@ async function chainResume(config: Config, network: string | undefined, environm
   return `${network} (${environment}) resumed: the next fork is taken whatever its depth (it was stopped: ${lifted.reason})`;
 }
 
+// ---- retention ----
+
+async function retention(config: Config) {
+  const [tables, status] = await fromDatabase(config, "retention_state", async (em) => [await retentionReport(em, config.retention), await retentionStatus(em)] as const);
+  return {
+    tables: tables.map((t) => ({ ...t, oldest: iso(t.oldest) })),
+    job: { ...jobView(status), interval: formatSeconds(config.retention.intervalSeconds), late: retentionLate(status, config.retention.intervalSeconds) },
+  };
+}
+
+function jobView(s: RetentionStatus) {
+  return { last_success_at: iso(s.lastSuccessAt), last_started_at: iso(s.lastStartedAt), running: s.holder, lease_until: iso(s.leaseUntil), last_removed: s.lastRemoved };
+}
+
+function bytes(n: number): string {
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+function retentionTable(view: Awaited<ReturnType<typeof retention>>): string {
+  const removable = (t: { removable: number | null }) => (t.removable === null ? "-" : t.removable >= 1_000_000 ? "≥1000000" : String(t.removable));
+  const rows = table(
+    ["table", "retention", "size", "oldest row", "next run removes"],
+    view.tables.map((t: Omit<TableReport, "oldest"> & { oldest: string | null }) => [cell(t.table), cell(t.retention), bytes(t.bytes), cell(t.oldest && new Date(t.oldest)), removable(t)]),
+  );
+  const j = view.job;
+  const last = j.last_success_at ? `last run ${j.last_success_at}${j.last_removed ? ` removed ${removedLine(j.last_removed)}` : ""}` : "never run";
+  return `${rows}
+
+retention job (every ${j.interval}): ${last}${j.running ? `; running now in ${j.running} (lease until ${j.lease_until})` : ""}${j.late ? "; LATE: is a scheduler role running?" : ""}`;
+}
+
+function removedLine(removed: Partial<Removed>): string {
+  const parts = Object.entries(removed).filter(([, n]) => (n ?? 0) > 0).map(([t, n]) => `${n} ${t}`);
+  return parts.length > 0 ? parts.join(", ") : "nothing";
+}
+
+async function retentionRun(config: Config) {
+  const result = await fromDatabase(config, "retention_state", (em) => runRetention(em, config.retention, `ops-cli ${hostname()}-${process.pid}`));
+  if (!result.ran) throw new OpsError(`retention is running in ${result.holder} (lease until ${result.leaseUntil.toISOString()}): nothing was run`, 1);
+  return { removed: result.removed };
+}
+
 // ---- main ----
 
 async function main(argv: string[]): Promise<string> {
@@ -396,6 +452,16 @@ async function main(argv: string[]): Promise<string> {
   if (command === "chains") {
     const rows = await chains(loadConfig());
     return values.json ? json(rows) : chainsTable(rows);
+  }
+  if (command === "retention" || command === "retention run") {
+    const extra = (["status", "merchant", "limit"] as const).find((k) => values[k] !== undefined);
+    if (extra) throw new OpsError(`--${extra} applies to deliveries, not retention`);
+    if (command === "retention run") {
+      const run = await retentionRun(loadConfig());
+      return values.json ? json(run) : `removed ${removedLine(run.removed)}`;
+    }
+    const view = await retention(loadConfig());
+    return values.json ? json(view) : retentionTable(view);
   }
   if (command === "chain-resume") return chainResume(loadConfig(), values.network, values.environment);
   if (command === "reset") return reset(loadConfig(), values.yes === true);

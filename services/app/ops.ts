@@ -4,6 +4,8 @@ import { join } from "node:path";
 import type { Database } from "../platform/db.ts";
 import type { Nats } from "../platform/nats.ts";
 import type { Registry } from "prom-client";
+import type { RetentionSettings } from "../platform/config.ts";
+import { retentionLate, retentionStatus } from "../retention/job.ts";
 
 /** The OpenAPI document of the REST API, as generated into gen/ (read once). */
 const openapi = readFileSync(join(import.meta.dirname, "../../gen/openapi.json"));
@@ -12,7 +14,7 @@ const openapi = readFileSync(join(import.meta.dirname, "../../gen/openapi.json")
  * Health, readiness, Prometheus metrics and the OpenAPI document, apart from the merchant API so
  * that it has only the documented routes.
  */
-export function createOpsServer(db: Database, nats: Nats, metrics?: Registry): http.Server {
+export function createOpsServer(db: Database, nats: Nats, metrics?: Registry, retention?: Pick<RetentionSettings, "intervalSeconds">): http.Server {
   return http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
       res.writeHead(status, { "Content-Type": "application/json" });
@@ -46,7 +48,23 @@ export function createOpsServer(db: Database, nats: Nats, metrics?: Registry): h
         nats.ready(),
       ]);
       const ok = database && broker;
-      return reply(ok ? 200 : 503, { status: ok ? "ready" : "not_ready", database, nats: broker });
+      // A warning, not a refusal: a late retention job costs disk, not answers (reads apply retention themselves).
+      const warnings: string[] = [];
+      let retentionView: { last_success_at: string | null } | undefined;
+      if (database && retention) {
+        const status = await retentionStatus(db.em.fork()).catch(() => undefined);
+        if (status) {
+          retentionView = { last_success_at: status.lastSuccessAt?.toISOString() ?? null };
+          if (retentionLate(status, retention.intervalSeconds)) {
+            warnings.push(
+              status.lastSuccessAt
+                ? `retention has not run since ${status.lastSuccessAt.toISOString()} (RETENTION_INTERVAL ${retention.intervalSeconds} s): is a scheduler role running?`
+                : "retention has never run: is a scheduler role running?",
+            );
+          }
+        }
+      }
+      return reply(ok ? 200 : 503, { status: ok ? "ready" : "not_ready", database, nats: broker, ...(retentionView ? { retention: retentionView } : {}), warnings });
     }
     reply(404, { status: "not_found" });
   });

@@ -1,7 +1,10 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { setTimeout as sleepFor } from "node:timers/promises";
+import type { RetentionSettings } from "../platform/config.ts";
+import { runRetention, RunStopped, type Removed } from "../retention/job.ts";
 import { autoDisableFailing } from "../webhooks/operations.ts";
 import { advanceRecoveries } from "../webhooks/recovery.ts";
-import { purgeExpiredKeys } from "../idempotency/idempotent.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { Database } from "../platform/db.ts";
 import { isDatabaseUnavailable } from "../platform/errors.ts";
@@ -19,8 +22,7 @@ export interface SchedulerOptions {
 
 /**
  * The scheduler role: expires intents every second, enqueues the next page of each running
- * recovery of missed events whose endpoint has taken most of its last one (every second), purges
- * old idempotency keys every hour, and disables endpoints where a failure ended a delivery after
+ * recovery of missed events whose endpoint has taken most of its last one (every second), and disables endpoints where a failure ended a delivery after
  * they had only failed for autoDisableAfterSeconds (checked every minute, or more often when the
  * period is shorter than a few minutes).
  */
@@ -28,7 +30,6 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
   const intervalMs = o.intervalMs ?? 1000;
   const autoDisableAfterSeconds = o.autoDisableAfterSeconds ?? 5 * 86_400;
   const autoDisableEveryMs = Math.min(60_000, Math.max(intervalMs, (autoDisableAfterSeconds * 1000) / 4));
-  let lastPurge = 0;
   let lastAutoDisable = 0;
   return runPasses({
     logger,
@@ -46,11 +47,6 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
         if (r.status === "done") logger.info(line, "webhook recovery done: every missed event has its delivery");
         else logger.warn(line, "webhook recovery stopped: its endpoint was disabled");
       }
-      if (Date.now() - lastPurge > 3_600_000) {
-        const purged = await purgeExpiredKeys(db.em.fork());
-        lastPurge = Date.now();
-        if (purged > 0) logger.info({ purged }, "purged idempotency keys past retention");
-      }
       if (autoDisableAfterSeconds > 0 && Date.now() - lastAutoDisable >= autoDisableEveryMs) {
         let disabled: string[];
         do {
@@ -59,6 +55,33 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
         } while (disabled.length > 0 && !stopped());
         lastAutoDisable = Date.now();
       }
+    },
+  });
+}
+
+/**
+ * The scheduler role's retention job (services/retention): a run at start and every
+ * RETENTION_INTERVAL after, in a loop of its own so that a long run never holds up expiries. One
+ * process runs at a time (the job's lease); another finds it held and waits for its next turn.
+ */
+export function startRetention(db: Database, logger: Logger, settings: RetentionSettings, onRun?: (removed: Removed) => void): { stop(): Promise<void> } {
+  const holder = `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  return runPasses({
+    logger,
+    intervalMs: settings.intervalSeconds * 1000,
+    maxBackoffMs: Math.max(schedulerMaxBackoffMs, settings.intervalSeconds * 1000),
+    pass: async (stopped) => {
+      let result;
+      try {
+        result = await runRetention(db.em.fork(), settings, holder, stopped);
+      } catch (err) {
+        if (err instanceof RunStopped) return;
+        throw err;
+      }
+      if (!result.ran) return logger.debug({ holder: result.holder, lease_until: result.leaseUntil }, "retention: another process is running it");
+      onRun?.(result.removed);
+      const removed = Object.fromEntries(Object.entries(result.removed).filter(([, n]) => n > 0));
+      if (Object.keys(removed).length > 0) logger.info({ removed }, "retention: removed rows past their retention");
     },
   });
 }

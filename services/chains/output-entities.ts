@@ -74,7 +74,8 @@ export const RejectedObservation = defineEntity({
     blockHash: p.string().length(200).nullable(),
     reason: p.string().length(500),
     firstAt: p.datetime().length(3),
-    lastAt: p.datetime().length(3),
+    /** Past REJECTED_OUTPUT_RETENTION from it the rejection is removed (indexed for the retention job). */
+    lastAt: p.datetime().length(3).index(),
     reports: p.integer().default(1),
   },
 });

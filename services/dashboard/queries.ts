@@ -2,6 +2,7 @@
  * The dashboard's reads that the merchant API has no route for, each scoped by the caller's
  * merchant and environment like every query: another merchant's intent is simply not there.
  */
+import { eventKept } from "../events/retention.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 
@@ -50,16 +51,18 @@ export async function intentExceptions(em: EntityManager, owner: Owner, ids: rea
   });
 }
 
-/** An intent's events, oldest first, each with its data as delivered; undefined when the intent is not the owner's. */
+/** An intent's events kept under EVENT_RETENTION, oldest first, each with its data as delivered; undefined when the intent is not the owner's. */
 export async function intentEvents(
   em: EntityManager,
   owner: Owner,
   publicId: string,
+  retentionSeconds: number,
 ): Promise<{ id: string; type: string; createdAt: string; data: Record<string, never> }[] | undefined> {
   const [intent] = await em.execute<{ id: string }[]>(`select id from payment_intents where id = ? and merchant_id = ? and environment = ?`, [publicId, owner.merchantId, owner.environment]);
   if (!intent) return undefined;
   const rows = await em.execute<{ id: string; type: string; created_at: Date | string; payload: string }[]>(
-    `select id, type, created_at, payload from webhook_events where payment_intent_id = ? and merchant_id = ? and environment = ? order by created_at, id`,
+    `select id, type, created_at, payload from webhook_events ev
+      where payment_intent_id = ? and merchant_id = ? and environment = ? and ${eventKept("ev", retentionSeconds)} order by created_at, id`,
     [publicId, owner.merchantId, owner.environment],
   );
   return rows.map((r) => ({ id: r.id, type: r.type, createdAt: new Date(r.created_at).toISOString(), data: (JSON.parse(r.payload) as { data?: Record<string, never> }).data ?? {} }));

@@ -17,6 +17,8 @@ import { intentEvents, intentExceptions, searchIntents } from "./queries.ts";
 
 export interface DashboardDeps {
   dashboardSessions: SessionLifetime;
+  /** EVENT_RETENTION, in seconds: an intent's history shows the events the API still answers. */
+  eventRetentionSeconds: number;
 }
 
 /** How the key given to sign in is checked: as any route taking an API key, with no scope of its own. */
@@ -96,7 +98,7 @@ export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof Dashbo
     },
     async listPaymentIntentEvents(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const events = await intentEvents(em, principal, req.publicId);
+      const events = await intentEvents(em, principal, req.publicId, deps.eventRetentionSeconds);
       if (events === undefined) throw apiError("not_found", `No payment intent ${req.publicId}.`, "public_id");
       return { data: events.map((e) => fromJson(IntentEventSchema, { id: e.id, type: e.type, createdAt: e.createdAt, data: e.data })) };
     },

@@ -17,6 +17,7 @@ export const WebhookEventRecord = defineEntity({
     payload: p.text(),
     createdAt: p.datetime().length(3),
   },
-  indexes: [{ properties: ["merchant", "environment", "createdAt"] }, { properties: ["paymentIntentId"] }],
+  // created_at alone: the retention job's removal and the oldest event (services/retention).
+  indexes: [{ properties: ["merchant", "environment", "createdAt"] }, { properties: ["paymentIntentId"] }, { properties: ["createdAt"] }],
 });
 export type WebhookEventRecord = InferEntity<typeof WebhookEventRecord>;

@@ -1,3 +1,4 @@
+import { eventKept } from "./retention.ts";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
@@ -140,10 +141,10 @@ export function deliveriesFit(merchantId: string, environment: string): { sql: s
 }
 
 /** An event's stored envelope bytes, if the owner's. */
-export async function findEventPayload(em: EntityManager, owner: Owner, id: string): Promise<{ payload: string } | undefined> {
+export async function findEventPayload(em: EntityManager, owner: Owner, id: string, retentionSeconds: number): Promise<{ payload: string } | undefined> {
   return findOwned<{ payload: string; merchant_id: string; environment: string }>(
     em,
-    `select payload, merchant_id, environment from webhook_events where id = ?`,
+    `select payload, merchant_id, environment from webhook_events ev where ${eventKept("ev", retentionSeconds)} and id = ?`,
     id,
     owner,
   );

@@ -15,7 +15,8 @@ export const IdempotencyRecord = defineEntity({
     rpc: p.string(),
     fingerprint: p.string().length(64),
     response: p.blob(),
-    createdAt: p.datetime().length(3),
+    /** Past IDEMPOTENCY_RETENTION from it the key is absent (indexed for the retention job). */
+    createdAt: p.datetime().length(3).index(),
     expiresAt: p.datetime().length(3).index(),
   },
 });

@@ -6,10 +6,22 @@ import { apiError } from "../platform/errors.ts";
 import type { Owner } from "../auth/keys.ts";
 import { replayKey } from "./context-keys.ts";
 
-/** How long a key's result is kept for replay. */
-export const retentionHours = 24;
+/** IDEMPOTENCY_RETENTION's default: how long a key's result is kept for replay (as Stripe keeps keys). */
+export const defaultRetentionSeconds = 86_400;
 /** How long a duplicate waits for the first request with its key before giving up with 409. */
 const waitForFirstMs = 10_000;
+
+/**
+ * The end of a key row's insert: a row of the key already there is taken over as new only when it
+ * is past retention (one parameter: the retention in seconds), else left alone (no row returned).
+ * A row whose request is still running is uncommitted: the insert waits for it (under the lock
+ * timeout) and then sees the row that request committed, well within retention, so a running
+ * request's key is never taken over; the retention job cannot see it at all.
+ */
+const takeOver = `on conflict (merchant_id, environment, key) do update
+   set rpc = excluded.rpc, fingerprint = excluded.fingerprint, response = excluded.response,
+       created_at = excluded.created_at, expires_at = excluded.expires_at
+ where idempotency_records.created_at <= now() - make_interval(secs => ?)`;
 
 type Next = (em: EntityManager) => Promise<UnaryResponse<DescMessage, DescMessage>>;
 
@@ -20,7 +32,9 @@ type Next = (em: EntityManager) => Promise<UnaryResponse<DescMessage, DescMessag
  * - another request under the key is refused with idempotency_conflict;
  * - a duplicate arriving while the first is running waits on the key's row lock and
  *   then replays, or gets idempotency_in_progress after waitForFirstMs;
- * - a request that fails rolls back, key included, so it can be retried.
+ * - a request that fails rolls back, key included, so it can be retried;
+ * - a key whose row is older than the claim's retention is absent: the request takes the row
+ *   over as a new one (takeOver), whether or not the retention job has removed it yet.
  */
 export async function runIdempotent(
   em: EntityManager,
@@ -39,9 +53,9 @@ export async function runIdempotent(
       const inserted = await em.execute<{ key: string }[]>(
         `with timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true))
          insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
-         select ?, ?, ?, ?, ?, '\\x', now(), now() + interval '${retentionHours} hours' from timeout
-         on conflict do nothing returning key`,
-        [...where, rpc, fingerprint],
+         select ?, ?, ?, ?, ?, '\\x', now(), now() + make_interval(secs => ?) from timeout
+         ${takeOver} returning key`,
+        [...where, rpc, fingerprint, claim.retentionSeconds, claim.retentionSeconds],
       );
       if (inserted.length === 0) {
         const [row] = await em.execute<{ rpc: string; fingerprint: string; response: Buffer }[]>(
@@ -86,12 +100,14 @@ export interface IdempotencyClaim {
   key: string;
   rpc: string;
   fingerprint: string;
+  /** IDEMPOTENCY_RETENTION: a key's row older than this is absent. */
+  retentionSeconds: number;
   sent: boolean;
   encode(message: Message): Uint8Array;
   decode(bytes: Uint8Array): Message;
 }
 
-export function claimFor(owner: Owner, key: string, req: UnaryRequest<DescMessage, DescMessage>): IdempotencyClaim {
+export function claimFor(owner: Owner, key: string, req: UnaryRequest<DescMessage, DescMessage>, retentionSeconds = defaultRetentionSeconds): IdempotencyClaim {
   const output = req.method.output;
   return {
     merchantId: owner.merchantId,
@@ -99,6 +115,7 @@ export function claimFor(owner: Owner, key: string, req: UnaryRequest<DescMessag
     key,
     rpc: req.method.parent.typeName + "/" + req.method.name,
     fingerprint: sha256Hex(canonicalJson(toJson(req.method.input, req.message, { useProtoFieldName: true }))),
+    retentionSeconds,
     sent: false,
     encode: (message) => toBinary(output, message),
     decode: (bytes) => fromBinary(output, bytes),
@@ -121,14 +138,19 @@ export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: s
     sql: `timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true)),
      claimed as (
        insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
-       select ?, ?, ?, ?, ?, ?, now(), now() + interval '${retentionHours} hours' from timeout, ${gate} where ${gate}.ok
-       on conflict do nothing returning key
+       select ?, ?, ?, ?, ?, ?, now(), now() + make_interval(secs => ?) from timeout, ${gate} where ${gate}.ok
+       ${takeOver} returning key
      ),
      existing as (
        select rpc, fingerprint, response from idempotency_records
         where merchant_id = ? and environment = ? and key = ? and not exists (select 1 from claimed)
+          and created_at > now() - make_interval(secs => ?)
      )`,
-    params: [claim.merchantId, claim.environment, claim.key, claim.rpc, claim.fingerprint, Buffer.from(response), claim.merchantId, claim.environment, claim.key],
+    params: [
+      ...[claim.merchantId, claim.environment, claim.key, claim.rpc, claim.fingerprint, Buffer.from(response), claim.retentionSeconds],
+      claim.retentionSeconds,
+      ...[claim.merchantId, claim.environment, claim.key, claim.retentionSeconds],
+    ],
   };
 }
 
@@ -148,10 +170,4 @@ export function settleExisting(claim: IdempotencyClaim, existing: { rpc: string 
 function isLockTimeout(err: unknown): boolean {
   const e = err as { code?: string; cause?: { code?: string } } | null;
   return e?.code === "55P03" || e?.cause?.code === "55P03";
-}
-
-/** Deletes results past their retention; the scheduler calls it. */
-export async function purgeExpiredKeys(em: EntityManager): Promise<number> {
-  const rows = await em.execute<{ key: string }[]>(`delete from idempotency_records where expires_at < now() returning key`);
-  return rows.length;
 }

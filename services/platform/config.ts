@@ -132,6 +132,51 @@ export interface Config {
   watcherCredentials: { test?: string; live?: string };
   /** RATE_*: where fiat-priced intents' quotes come from, and when a quote is refused (services/rates). */
   rates: RateSettings;
+  /** *_RETENTION and RETENTION_INTERVAL: how long what is only kept for a while is kept (services/retention). */
+  retention: RetentionSettings;
+}
+
+/**
+ * How long each kind of record that is only kept for a while is kept, in seconds (docs/operations.md,
+ * "Retention"). Payment Intents and their transactions are the merchant's records and have none.
+ */
+export interface RetentionSettings {
+  /** IDEMPOTENCY_RETENTION (24h, as Stripe keeps keys): past it a key reused is a new request. */
+  idempotencySeconds: number;
+  /** EVENT_RETENTION (90d): an event past it, with its deliveries and attempts, is gone (404), unless a delivery of it is still pending or processing. */
+  eventSeconds: number;
+  /** REJECTED_OUTPUT_RETENTION (30d): outputs the core refused, counted from their last report. */
+  rejectedOutputSeconds: number;
+  /** CASHIER_SESSION_RETENTION (30d): a cashier session is kept this long after it expired or was revoked. */
+  cashierSessionSeconds: number;
+  /** RETENTION_INTERVAL (1h): how often the scheduler applies retention. */
+  intervalSeconds: number;
+}
+
+const durationUnits: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** A duration such as `60s`, `15m`, `24h` or `90d`, in seconds; a bare number is refused, since its unit would be a guess. */
+export function parseDuration(name: string, raw: string, minSeconds: number, maxSeconds: number): number {
+  const m = /^(\d+)\s*([smhd])$/.exec(raw.trim());
+  if (!m) throw new ConfigError(`${name} must be a duration such as 60s, 15m, 24h or 90d, got "${raw}"`);
+  const seconds = Number(m[1]) * durationUnits[m[2]!]!;
+  if (seconds < minSeconds || seconds > maxSeconds) throw new ConfigError(`${name} must be between ${minSeconds}s and ${maxSeconds / 86_400}d, got "${raw}"`);
+  return seconds;
+}
+
+/** At least a minute: less would remove a record while the request or the delivery that wrote it may still be running. */
+const minRetentionSeconds = 60;
+const maxRetentionSeconds = 10 * 365 * 86_400;
+
+function retentionSettings(env: Env): RetentionSettings {
+  const d = (name: string, fallback: string) => parseDuration(name, optional(env, name) ?? fallback, minRetentionSeconds, maxRetentionSeconds);
+  return {
+    idempotencySeconds: d("IDEMPOTENCY_RETENTION", "24h"),
+    eventSeconds: d("EVENT_RETENTION", "90d"),
+    rejectedOutputSeconds: d("REJECTED_OUTPUT_RETENTION", "30d"),
+    cashierSessionSeconds: d("CASHIER_SESSION_RETENTION", "30d"),
+    intervalSeconds: parseDuration("RETENTION_INTERVAL", optional(env, "RETENTION_INTERVAL") ?? "1h", 1, 86_400),
+  };
 }
 
 /** The rate engine's settings (docs/operations.md, "Exchange rates"). */
@@ -499,5 +544,6 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
     grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
     rates: rateSettings(env),
+    retention: retentionSettings(env),
   };
 }

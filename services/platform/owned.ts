@@ -35,16 +35,16 @@ export interface OwnedPage<R> {
 /**
  * A page of an owner's rows, newest first on (created_at, id), with a keyset cursor bound
  * to `binding` (the list and its filters): `select` reads from a table aliased `alias`,
- * `filters` are extra conditions with one `?` each.
+ * `filters` are extra conditions with one `?` each, `conditions` ones with none.
  */
 export async function pageOwned<R extends { id: string; created_at: Date | string }>(
   em: EntityManager,
   cursors: CursorCodec,
-  q: { select: string; alias: string; owner: RowOwner; filters: [string, unknown][]; binding: string; cursor: string | undefined; limit: number },
+  q: { select: string; alias: string; owner: RowOwner; filters: [string, unknown][]; conditions?: string[]; binding: string; cursor: string | undefined; limit: number },
 ): Promise<OwnedPage<R>> {
   const a = q.alias;
   const after = cursors.start(q.binding, q.cursor);
-  const where = [`${a}.merchant_id = ?`, `${a}.environment = ?`, ...q.filters.map(([clause]) => clause)];
+  const where = [`${a}.merchant_id = ?`, `${a}.environment = ?`, ...q.filters.map(([clause]) => clause), ...(q.conditions ?? [])];
   const params: unknown[] = [q.owner.merchantId, q.owner.environment, ...q.filters.map(([, value]) => value)];
   if (after) {
     where.push(`(${a}.created_at, ${a}.id) < (?, ?)`);

@@ -41,6 +41,8 @@ export interface ServiceInterceptorOptions {
    * per client address.
    */
   limits?: Limits;
+  /** IDEMPOTENCY_RETENTION, in seconds (default 24 h): an older key's row is absent. */
+  idempotencyRetentionSeconds?: number;
 }
 
 export interface Limits {
@@ -135,7 +137,7 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
             ? apiError("idempotency_key_required", "This request requires an Idempotency-Key header.")
             : apiError("invalid_idempotency_key", "The Idempotency-Key must be 8 to 128 characters from A-Z a-z 0-9 . _ : -");
         }
-        const claim = claimFor(principal, key.key, req);
+        const claim = claimFor(principal, key.key, req, o.idempotencyRetentionSeconds);
         const keyId = `${principal.merchantId}|${principal.environment}|${key.key}`;
         let written: UnaryResponse<DescMessage, DescMessage> | undefined;
         if (oneStatement.has(req.method) && !answered.has(keyId)) {

@@ -2,6 +2,7 @@ import type { Owner } from "../auth/keys.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform/owned.ts";
+import { deliveryKept } from "../events/retention.ts";
 import { newId } from "../platform/ids.ts";
 import { WebhookDeliveryRecord } from "./delivery-entities.ts";
 import type { DeliveryStatus } from "./delivery-status.ts";
@@ -39,8 +40,9 @@ const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id,
 
 const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`;
 
-export async function findDelivery(em: EntityManager, owner: Owner, id: string): Promise<DeliveryRow | undefined> {
-  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where d.id = ?`, id, owner);
+/** The owner's delivery, unless it is past EVENT_RETENTION (events/retention.ts). */
+export async function findDelivery(em: EntityManager, owner: Owner, id: string, retentionSeconds: number): Promise<DeliveryRow | undefined> {
+  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where ${deliveryKept("d", "ev", retentionSeconds)} and d.id = ?`, id, owner);
   if (!row) return undefined;
   const { merchant_id: _, environment: __, ...delivery } = row;
   return delivery;
@@ -52,19 +54,27 @@ export interface DeliveryFilters {
   status?: string;
 }
 
-/** A page of the owner's deliveries, newest first; a cursor is bound to the owner and the filters. */
+/** A page of the owner's deliveries kept under EVENT_RETENTION, newest first; a cursor is bound to the owner and the filters. */
 export async function listDeliveries(
   em: EntityManager,
   cursors: CursorCodec,
   owner: Owner,
   f: DeliveryFilters,
   page: { cursor: string | undefined; limit: number; binding: string },
+  retentionSeconds: number,
 ): Promise<OwnedPage<DeliveryRow>> {
   const filters: [string, unknown][] = [];
   if (f.endpointId !== undefined) filters.push(["d.endpoint_id = ?", f.endpointId]);
   if (f.eventId !== undefined) filters.push(["d.event_id = ?", f.eventId]);
   if (f.status !== undefined) filters.push(["d.status = ?", f.status]);
-  return pageOwned<DeliveryRow>(em, cursors, { select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`, alias: "d", owner, filters, ...page });
+  return pageOwned<DeliveryRow>(em, cursors, {
+    select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`,
+    alias: "d",
+    owner,
+    filters,
+    conditions: [deliveryKept("d", "ev", retentionSeconds)],
+    ...page,
+  });
 }
 
 /**

@@ -24,6 +24,8 @@ export interface WebhookDeps {
   secrets: SecretBox;
   cursors: CursorCodec;
   connectTo: readonly ConnectTo[];
+  /** EVENT_RETENTION, in seconds: older events and their ended deliveries are gone (events/retention.ts). */
+  eventRetentionSeconds: number;
 }
 
 async function endpointOf(em: EntityManager, owner: Owner, id: string, lock = false): Promise<EndpointRow> {
@@ -32,8 +34,8 @@ async function endpointOf(em: EntityManager, owner: Owner, id: string, lock = fa
   return row;
 }
 
-async function deliveryView(em: EntityManager, owner: Owner, id: string) {
-  const row = await findDelivery(em, owner, id);
+async function deliveryView(em: EntityManager, owner: Owner, id: string, retentionSeconds: number) {
+  const row = await findDelivery(em, owner, id, retentionSeconds);
   if (!row) throw apiError("internal_error", "The delivery just created is missing.");
   return deliveryMessage(row, await attemptsOf(em, [id]));
 }
@@ -45,7 +47,7 @@ function enabledEventsOf(requested: readonly string[]): string[] {
 }
 
 export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
-  const { secrets, cursors, connectTo } = deps;
+  const { secrets, cursors, connectTo, eventRetentionSeconds } = deps;
 
   return {
     async createWebhookEndpoint(req, ctx) {
@@ -123,7 +125,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         });
         return event.deliveryIds[0]!;
       });
-      return { data: await deliveryView(em, principal, deliveryId) };
+      return { data: await deliveryView(em, principal, deliveryId, eventRetentionSeconds) };
     },
 
     async listWebhookDeliveries(req, ctx) {
@@ -132,7 +134,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       // One of the delivery statuses, or absent: its field rules (one_of) were checked before this handler.
       const query = { endpointId: req.endpointId, eventId: req.eventId, status: req.status as DeliveryStatus | undefined };
       const binding = canonicalJson(["webhook-deliveries", principal.merchantId, principal.environment, query]);
-      const page = await listDeliveries(em, cursors, principal, query, { cursor: req.cursor, limit, binding });
+      const page = await listDeliveries(em, cursors, principal, query, { cursor: req.cursor, limit, binding }, eventRetentionSeconds);
       const attempts = await attemptsOf(em, page.rows.map((r) => r.id));
       const byDelivery = new Map<string, AttemptRow[]>();
       for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), a]);
@@ -142,19 +144,19 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     async replayWebhookDelivery(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const id = await inTransaction(em, async (tx) => {
-        const original = await findDelivery(tx, principal, req.deliveryId);
+        const original = await findDelivery(tx, principal, req.deliveryId, eventRetentionSeconds);
         if (!original) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
         const endpoint = await endpointOf(tx, principal, original.endpoint_id, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");
         const [replay] = await insertReplays(tx, [original.id], new Date());
         return replay as string;
       });
-      return { data: await deliveryView(em, principal, id) };
+      return { data: await deliveryView(em, principal, id, eventRetentionSeconds) };
     },
 
     async getWebhookEvent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      const event = await findEventPayload(em, principal, req.eventId);
+      const event = await findEventPayload(em, principal, req.eventId, eventRetentionSeconds);
       if (!event) {
         throw apiError("not_found", `No webhook event ${req.eventId}.`, "event_id");
       }

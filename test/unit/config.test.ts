@@ -274,3 +274,15 @@ t.test("OPERATOR_WATCHED_NETWORKS: networks of the asset table, else a startup e
   refuses(t, { OPERATOR_WATCHED_NETWORKS: "solana,dogecoin" }, /^OPERATOR_WATCHED_NETWORKS takes networks \(bitcoin, .*solana.*\) separated by commas, got "dogecoin"$/, "an unknown network");
   refuses(t, { OPERATOR_WATCHED_NETWORKS: "ethereum:live" }, /OPERATOR_WATCHED_NETWORKS .* got "ethereum:live"/, "a network, not a chain");
 });
+
+t.test("retention: durations with a unit, at least a minute, documented defaults", async (t) => {
+  t.same(loadConfig({}).retention, { idempotencySeconds: 86_400, eventSeconds: 90 * 86_400, rejectedOutputSeconds: 30 * 86_400, cashierSessionSeconds: 30 * 86_400, intervalSeconds: 3600 }, "24h, 90d, 30d, 30d; every hour");
+  const set = loadConfig({ IDEMPOTENCY_RETENTION: "60s", EVENT_RETENTION: " 2m ", REJECTED_OUTPUT_RETENTION: "48h", CASHIER_SESSION_RETENTION: "7d", RETENTION_INTERVAL: "5s" }).retention;
+  t.same(set, { idempotencySeconds: 60, eventSeconds: 120, rejectedOutputSeconds: 172_800, cashierSessionSeconds: 604_800, intervalSeconds: 5 });
+  refuses(t, { IDEMPOTENCY_RETENTION: "59s" }, /^IDEMPOTENCY_RETENTION must be between 60s and 3650d, got "59s"$/, "under a minute");
+  refuses(t, { EVENT_RETENTION: "90" }, /^EVENT_RETENTION must be a duration such as 60s, 15m, 24h or 90d, got "90"$/, "no unit");
+  refuses(t, { EVENT_RETENTION: "1w" }, /^EVENT_RETENTION must be a duration/, "an unknown unit");
+  refuses(t, { EVENT_RETENTION: "-5d" }, /^EVENT_RETENTION must be a duration/, "negative");
+  refuses(t, { CASHIER_SESSION_RETENTION: "99999d" }, /^CASHIER_SESSION_RETENTION must be between/, "beyond ten years");
+  refuses(t, { RETENTION_INTERVAL: "2d" }, /^RETENTION_INTERVAL must be between 1s and 1d/, "the job runs at least daily");
+});

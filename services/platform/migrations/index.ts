@@ -32,6 +32,7 @@ import { Migration20261128060000_PaymentExceptions } from "./Migration2026112806
 import { Migration20261128070000_FiatPricedIntents } from "./Migration20261128070000_FiatPricedIntents.ts";
 import { Migration20261128080000_FiatValueAtFirstSight } from "./Migration20261128080000_FiatValueAtFirstSight.ts";
 import { Migration20261128090000_DashboardSessions } from "./Migration20261128090000_DashboardSessions.ts";
+import { Migration20261128100000_Retention } from "./Migration20261128100000_Retention.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -68,4 +69,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128070000_FiatPricedIntents", class: Migration20261128070000_FiatPricedIntents },
   { name: "Migration20261128080000_FiatValueAtFirstSight", class: Migration20261128080000_FiatValueAtFirstSight },
   { name: "Migration20261128090000_DashboardSessions", class: Migration20261128090000_DashboardSessions },
+  { name: "Migration20261128100000_Retention", class: Migration20261128100000_Retention },
 ];

@@ -1,0 +1,268 @@
+import type { RetentionSettings } from "../platform/config.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { unfinishedDeliveryStatuses } from "../events/retention.ts";
+
+/**
+ * The retention job (issue 50): removes what is past its retention (docs/operations.md,
+ * "Retention"), a batch per statement so no transaction holds many rows, one run at a time across
+ * every process on the database (a lease in retention_state). Reads already hide what is past
+ * retention (idempotency/idempotent.ts, events/retention.ts): the job only frees the space, so a
+ * late or skipped run changes no answer. What is still needed is never removed: a key whose
+ * request is running is uncommitted (invisible here) or locked and re-checked; an event with a
+ * delivery that has not ended stays with all its deliveries.
+ */
+
+/** Rows removed in one statement: small enough to hold few locks briefly, large enough to be cheap per row. */
+export const batchRows = 5000;
+/** A run renews its lease after each batch; a holder silent this long is presumed dead and its run taken over. */
+export const leaseSeconds = 300;
+
+/** The tables the job removes from, in its report's order. */
+export const retentionTables = [
+  "idempotency_records",
+  "webhook_events",
+  "webhook_deliveries",
+  "webhook_attempts",
+  "chain_rejected_observations",
+  "cashier_sessions",
+] as const;
+export type RetentionTable = (typeof retentionTables)[number];
+export type Removed = Record<RetentionTable, number>;
+
+const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
+const before = "now() - make_interval(secs => ?)";
+
+/** One batch of each kind: its statement (parameters: the retention in seconds, then the batch size) and the tables whose counts it returns. */
+const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
+  {
+    seconds: (s) => s.idempotencySeconds,
+    // The outer condition is checked again on the row as it is when locked: a request that took
+    // the key over meanwhile made it new, and it stays.
+    sql: `with candidates as (
+            select merchant_id, environment, key from idempotency_records where created_at <= ${before} order by created_at limit ?
+          ), gone as (
+            delete from idempotency_records r using candidates c
+             where r.merchant_id = c.merchant_id and r.environment = c.environment and r.key = c.key and r.created_at <= ${before}
+            returning 1
+          )
+          select (select count(*) from gone)::int as idempotency_records`,
+  },
+  {
+    seconds: (s) => s.eventSeconds,
+    // Events locked first (skip locked: one a replay is being inserted for holds a key-share lock
+    // and waits for the next run, when its replay shows as unfinished); their deliveries, which have
+    // all ended, and attempts go in the same statement, counted.
+    sql: `with ev as (
+            select e.id from webhook_events e
+             where e.created_at <= ${before}
+               and not exists (select 1 from webhook_deliveries k where k.event_id = e.id and k.status in ${unfinished})
+             order by e.created_at limit ? for update of e skip locked
+          ), d as (
+            select id from webhook_deliveries where event_id in (select id from ev) for update
+          ), a as (
+            delete from webhook_attempts where delivery_id in (select id from d) returning 1
+          ), dd as (
+            delete from webhook_deliveries where id in (select id from d) returning 1
+          ), ee as (
+            delete from webhook_events where id in (select id from ev) returning 1
+          )
+          select (select count(*) from ee)::int as webhook_events, (select count(*) from dd)::int as webhook_deliveries, (select count(*) from a)::int as webhook_attempts`,
+  },
+  {
+    seconds: (s) => s.rejectedOutputSeconds,
+    // A rejection reported again meanwhile has a new last_at and stays.
+    sql: `with candidates as (
+            select network, environment, tx_hash, output_index from chain_rejected_observations where last_at <= ${before} order by last_at limit ?
+          ), gone as (
+            delete from chain_rejected_observations r using candidates c
+             where (r.network, r.environment, r.tx_hash, r.output_index) = (c.network, c.environment, c.tx_hash, c.output_index) and r.last_at <= ${before}
+            returning 1
+          )
+          select (select count(*) from gone)::int as chain_rejected_observations`,
+  },
+  {
+    seconds: (s) => s.cashierSessionSeconds,
+    // A session ended when it expired or was revoked, whichever came first.
+    sql: `with gone as (
+            delete from cashier_sessions where id in (
+              select id from cashier_sessions where least(coalesce(revoked_at, expires_at), expires_at) <= ${before} limit ?)
+            returning 1
+          )
+          select (select count(*) from gone)::int as cashier_sessions`,
+  },
+];
+
+/** Parameters of a batch: the retention where `?` stands for it, the batch size where `limit ?` does. */
+function paramsOf(sql: string, seconds: number, limit: number): unknown[] {
+  return [...sql.matchAll(/make_interval\(secs => \?\)|limit \?/g)].map((m) => (m[0] === "limit ?" ? limit : seconds));
+}
+
+export function noneRemoved(): Removed {
+  return Object.fromEntries(retentionTables.map((t) => [t, 0])) as Removed;
+}
+
+export type RunResult = { ran: true; removed: Removed } | { ran: false; holder: string; leaseUntil: Date };
+
+/**
+ * Runs retention once if no other process is (else says who is); `stopped()` cuts a long run short
+ * between batches (its lease is given back, and what it removed stays removed).
+ */
+export async function runRetention(em: EntityManager, settings: RetentionSettings, holder: string, stopped: () => boolean = () => false): Promise<RunResult> {
+  const [taken] = await em.execute<{ id: string }[]>(
+    `update retention_state set holder = ?, lease_until = now() + make_interval(secs => ?), last_started_at = now()
+      where id = 'retention' and (lease_until is null or lease_until < now()) returning id`,
+    [holder, leaseSeconds],
+  );
+  if (!taken) {
+    const [other] = await em.execute<{ holder: string; lease_until: Date }[]>(`select holder, lease_until from retention_state where id = 'retention'`);
+    return { ran: false, holder: other?.holder ?? "unknown", leaseUntil: new Date(other?.lease_until ?? 0) };
+  }
+  let removed: Removed;
+  try {
+    removed = await removePastRetention(em, settings, () => renew(em, holder), stopped);
+  } catch (err) {
+    await em.execute(`update retention_state set holder = null, lease_until = null where id = 'retention' and holder = ?`, [holder]).catch(() => undefined);
+    throw err;
+  }
+  await em.execute(
+    `update retention_state set holder = null, lease_until = null, last_success_at = now(), last_removed = ?::jsonb where id = 'retention' and holder = ?`,
+    [JSON.stringify(removed), holder],
+  );
+  return { ran: true, removed };
+}
+
+/**
+ * The removal itself, batch after batch until each kind has nothing left past its retention;
+ * `afterBatch` runs after each (the lease's renewal). Safe to run twice at once (a lease taken
+ * over from a holder that was only slow): each batch locks what it removes and checks it again,
+ * so no row is removed, or counted, twice.
+ */
+export async function removePastRetention(em: EntityManager, settings: RetentionSettings, afterBatch: () => Promise<void>, stopped: () => boolean = () => false): Promise<Removed> {
+  const removed = noneRemoved();
+  for (const batch of batches) {
+    const seconds = batch.seconds(settings);
+    for (;;) {
+      if (stopped()) throw new RunStopped();
+      const [counts] = await em.execute<Partial<Removed>[]>(batch.sql, paramsOf(batch.sql, seconds, batchRows));
+      for (const [table, n] of Object.entries(counts ?? {})) removed[table as RetentionTable] += Number(n);
+      const first = Number(Object.values(counts ?? {})[0] ?? 0);
+      await afterBatch();
+      if (first < batchRows) break;
+    }
+  }
+  return removed;
+}
+
+/** Thrown when a run is stopped between batches (the process is stopping). */
+export class RunStopped extends Error {
+  override name = "RunStopped";
+}
+
+/** Extends the lease; a run that lost it (silent longer than leaseSeconds, and taken over) stops. */
+async function renew(em: EntityManager, holder: string): Promise<void> {
+  const [still] = await em.execute<{ id: string }[]>(
+    `update retention_state set lease_until = now() + make_interval(secs => ?) where id = 'retention' and holder = ? returning id`,
+    [leaseSeconds, holder],
+  );
+  if (!still) throw new Error("the retention run lost its lease to another process");
+}
+
+/** The job's last run, for readiness, metrics and the ops view. */
+export interface RetentionStatus {
+  lastSuccessAt: Date | null;
+  lastStartedAt: Date | null;
+  holder: string | null;
+  leaseUntil: Date | null;
+  lastRemoved: Partial<Removed> | null;
+}
+
+export async function retentionStatus(em: EntityManager): Promise<RetentionStatus> {
+  const [row] = await em.execute<{ last_success_at: Date | null; last_started_at: Date | null; holder: string | null; lease_until: Date | null; last_removed: Partial<Removed> | string | null }[]>(
+    `select last_success_at, last_started_at, holder, lease_until, last_removed from retention_state where id = 'retention'`,
+  );
+  const date = (v: Date | string | null | undefined) => (v === null || v === undefined ? null : new Date(v));
+  const removed = row?.last_removed ?? null;
+  return {
+    lastSuccessAt: date(row?.last_success_at),
+    lastStartedAt: date(row?.last_started_at),
+    holder: row?.holder ?? null,
+    leaseUntil: date(row?.lease_until),
+    lastRemoved: typeof removed === "string" ? (JSON.parse(removed) as Partial<Removed>) : removed,
+  };
+}
+
+/**
+ * Whether the job is late: it has not succeeded within twice its interval and a minute (one run
+ * may be long, or missed by a restart), or never has. Readiness warns of it.
+ */
+export function retentionLate(status: Pick<RetentionStatus, "lastSuccessAt">, intervalSeconds: number, now = new Date()): boolean {
+  if (!status.lastSuccessAt) return true;
+  return now.getTime() - status.lastSuccessAt.getTime() > (2 * intervalSeconds + 60) * 1000;
+}
+
+/** What `ops retention` shows of each table: its size, its oldest row, and what the next run would remove (counted up to countCap). */
+export interface TableReport {
+  table: string;
+  retention: string;
+  bytes: number;
+  oldest: Date | null;
+  removable: number | null;
+}
+
+/** Counting what the next run removes stops here: the count stays cheap on a huge backlog, shown as "at least". */
+export const reportCountCap = 1_000_000;
+
+export async function retentionReport(em: EntityManager, settings: RetentionSettings): Promise<TableReport[]> {
+  const capped = (from: string) => `(select count(*) from (select 1 from ${from} limit ${reportCountCap}) s)::bigint`;
+  const removableEvents = `webhook_events e where e.created_at <= ${before}
+    and not exists (select 1 from webhook_deliveries k where k.event_id = e.id and k.status in ${unfinished})`;
+  const rows: { table: string; retention: string; oldest: string; removable: string | null; seconds: number }[] = [
+    { table: "idempotency_records", retention: "IDEMPOTENCY_RETENTION", oldest: "min(created_at)", removable: capped(`idempotency_records where created_at <= ${before}`), seconds: settings.idempotencySeconds },
+    { table: "webhook_events", retention: "EVENT_RETENTION", oldest: "min(created_at)", removable: capped(removableEvents), seconds: settings.eventSeconds },
+    {
+      table: "webhook_deliveries",
+      retention: "EVENT_RETENTION (with their event)",
+      oldest: "min(created_at)",
+      removable: capped(`webhook_deliveries d where d.event_id in (select e.id from ${removableEvents})`),
+      seconds: settings.eventSeconds,
+    },
+    {
+      table: "webhook_attempts",
+      retention: "EVENT_RETENTION (with their event)",
+      oldest: "min(started_at)",
+      removable: capped(`webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id where d.event_id in (select e.id from ${removableEvents})`),
+      seconds: settings.eventSeconds,
+    },
+    { table: "chain_rejected_observations", retention: "REJECTED_OUTPUT_RETENTION", oldest: "min(last_at)", removable: capped(`chain_rejected_observations where last_at <= ${before}`), seconds: settings.rejectedOutputSeconds },
+    {
+      table: "cashier_sessions",
+      retention: "CASHIER_SESSION_RETENTION (after it ended)",
+      oldest: "min(created_at)",
+      removable: capped(`cashier_sessions where least(coalesce(revoked_at, expires_at), expires_at) <= ${before}`),
+      seconds: settings.cashierSessionSeconds,
+    },
+    { table: "payment_intents", retention: "kept (the merchant's records)", oldest: "min(created_at)", removable: null, seconds: 0 },
+  ];
+  const out: TableReport[] = [];
+  for (const r of rows) {
+    const removable = r.removable ?? "null::bigint";
+    const [row] = await em.execute<{ bytes: string; oldest: Date | null; removable: string | null }[]>(
+      `select pg_total_relation_size('${r.table}') as bytes, (select ${r.oldest} from ${r.table}) as oldest, ${removable} as removable`,
+      paramsOf(removable, r.seconds, 0),
+    );
+    out.push({
+      table: r.table,
+      retention: r.seconds > 0 ? `${r.retention}: ${formatSeconds(r.seconds)}` : r.retention,
+      bytes: Number(row?.bytes ?? 0),
+      oldest: row?.oldest ? new Date(row.oldest) : null,
+      removable: row?.removable === null || row?.removable === undefined ? null : Number(row.removable),
+    });
+  }
+  return out;
+}
+
+/** A retention as the settings write it: 90d, 24h, 15m or 60s. */
+export function formatSeconds(seconds: number): string {
+  for (const [unit, n] of [["d", 86_400], ["h", 3600], ["m", 60]] as const) if (seconds % n === 0) return `${seconds / n}${unit}`;
+  return `${seconds}s`;
+}

@@ -1,0 +1,92 @@
+// EVENT_RETENTION (issue 50): an event older than the retention answers 404 and its deliveries
+// leave the list (and cannot be replayed) at once, whatever the retention job has removed yet
+// (this app runs no scheduler role); a delivery still retrying, of an event of the same age, is
+// kept with its event until it ends, then goes the same way. Rows are aged in the database, as
+// time would age them.
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import t from "tap";
+import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { createInternalCredential } from "../../services/auth/admin.ts";
+import { call, idemKey, until } from "../helpers/harness.ts";
+import { webhookSetup } from "../helpers/webhooks.ts";
+
+let failing = true;
+const s = await webhookSetup(t, {
+  env: { EVENT_RETENTION: "60s", WEBHOOK_RETRY_DELAYS: "1,1,1,1,1,1,1,1,1,1", WEBHOOK_MAX_ATTEMPTS: "11" },
+  roles: ["rpc", "gateway", "worker"],
+  respond: (req) => (req.url.startsWith("/failing") && failing ? { status: 500 } : { status: 200 }),
+});
+const { base, creds: c } = s;
+const em = () => s.app.db.em.fork();
+const ok = await s.createEndpoint("/ok");
+const flaky = await s.createEndpoint("/failing");
+const merchantPath = `/api/v1/merchants/${c.merchant}`;
+
+const sendTest = async (endpointId: string) => {
+  const res = await call(base, "POST", `${merchantPath}/webhook-endpoints/${endpointId}/test`, { key: c.key });
+  if (res.status !== 200) throw new Error(`test event: ${res.status} ${JSON.stringify(res.body)}`);
+  return { deliveryId: res.body.data.id as string, eventId: res.body.data.event_id as string };
+};
+const statusOf = async (deliveryId: string) => (await em().execute<{ status: string; attempt_count: number }[]>(`select status, attempt_count from webhook_deliveries where id = ?`, [deliveryId]))[0];
+/** Ages an event and its deliveries by `seconds`, as time would. */
+const age = async (eventId: string, seconds: number) => {
+  await em().execute(`update webhook_events set created_at = created_at - make_interval(secs => ?) where id = ?`, [seconds, eventId]);
+  await em().execute(`update webhook_deliveries set created_at = created_at - make_interval(secs => ?) where event_id = ?`, [seconds, eventId]);
+};
+const getEvent = (eventId: string) => call(base, "GET", `${merchantPath}/webhook-events/${eventId}`, { key: c.key });
+const listed = async (query = "") => {
+  const res = await call(base, "GET", `${merchantPath}/webhook-deliveries?limit=100${query}`, { key: c.key });
+  return (res.body.data as { id: string }[]).map((d) => d.id);
+};
+
+t.test("an event past retention is 404 and gone from the deliveries list; within it, it is there", async (t) => {
+  const { deliveryId, eventId } = await sendTest(ok.id);
+  await until("delivered", async () => (await statusOf(deliveryId))?.status === "delivered", 20_000);
+  await age(eventId, 50);
+  t.equal((await getEvent(eventId)).status, 200, "at 50 s: within retention");
+  t.ok((await listed()).includes(deliveryId), "listed");
+
+  await age(eventId, 11);
+  const gone = await getEvent(eventId);
+  t.equal(gone.status, 404, "past retention");
+  t.equal(gone.body.error.code, "not_found");
+  t.notOk((await listed()).includes(deliveryId), "not in the list");
+  t.same(await listed(`&event_id=${eventId}`), [], "not by its event either");
+  const replay = await call(base, "POST", `${merchantPath}/webhook-deliveries/${deliveryId}/replay`, { key: c.key, idempotencyKey: idemKey() });
+  t.equal(replay.status, 404, "and cannot be replayed");
+  const [row] = await em().execute<{ n: number }[]>(`select count(*)::int as n from webhook_events where id = ?`, [eventId]);
+  t.equal(row?.n, 1, "nothing removed it yet: the read alone hides it");
+});
+
+t.test("a retrying delivery of the same age is kept, with its event, until it ends", async (t) => {
+  const { deliveryId, eventId } = await sendTest(flaky.id);
+  await until("a failed attempt, a retry waiting", async () => ((await statusOf(deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
+  await age(eventId, 61);
+  const st = await statusOf(deliveryId);
+  t.ok(st && (st.status === "pending" || st.status === "processing"), `still retrying (${JSON.stringify(st)})`);
+  t.equal((await getEvent(eventId)).status, 200, "its event still answers");
+  t.ok((await listed()).includes(deliveryId), "the retrying delivery is listed");
+
+  failing = false;
+  await until("delivered once the endpoint answers", async () => (await statusOf(deliveryId))?.status === "delivered", 30_000);
+  t.equal((await getEvent(eventId)).status, 404, "ended: its event is past retention");
+  t.notOk((await listed()).includes(deliveryId), "and the delivery left the list");
+});
+
+t.test("an operator's recovery reaches back no further than the retention: a failed delivery past it is not sent again", async (t) => {
+  failing = true;
+  const old = await sendTest(flaky.id);
+  const recent = await sendTest(flaky.id);
+  for (const d of [old, recent]) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
+  // Both end failed (as after their last attempt); one is past retention.
+  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [old.deliveryId, recent.deliveryId]);
+  await age(old.eventId, 61);
+  const { credential } = await createInternalCredential(em(), "retention test", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const res = await admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(0)) }, { headers: { authorization: `Bearer ${credential}` } });
+  const replayOf = await em().execute<{ replay_of: string }[]>(`select replay_of from webhook_deliveries where id = any(?::text[])`, [`{${res.deliveryIds.join(",")}}`]);
+  t.same(replayOf.map((r) => r.replay_of), [recent.deliveryId], "only the failure within retention is replayed");
+  failing = false;
+});
