@@ -23,7 +23,7 @@ export const ChainWatcher = defineEntity({
     savedAt: p.datetime().length(3).nullable(),
     genesisHash: p.string().length(66).nullable(),
     /** Grows with each takeover by another watcher: reports carry it, and one from a past epoch is refused. */
-    epoch: p.bigint("number").default(1),
+    epoch: p.bigint("number").defaultRaw("1"),
     /** Set when a reorg deeper than the network's maximum was refused: the chain counts nothing until an operator resumes it. */
     haltedDepth: p.integer().nullable(),
     haltedAt: p.datetime().length(3).nullable(),

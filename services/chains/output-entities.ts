@@ -50,6 +50,8 @@ export const ChainObservation = defineEntity({
     { properties: ["network", "environment", "blockHeight"] },
     { properties: ["network", "environment", "toAddress"] },
     { properties: ["paymentIntentId", "createdAt", "id"] },
+    // The live mempool outputs a mempool report is checked against (mempool.ts).
+    { name: "chain_observations_mempool_index", properties: ["network", "environment"], where: `"mempool" and not "orphaned"` },
   ],
   uniques: [{ properties: ["network", "environment", "txHash", "outputIndex"] }],
 });

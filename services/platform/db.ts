@@ -31,6 +31,8 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
       silent: true,
       migrationsList: migrations,
     },
+    // Tables kept by plain SQL, with no entity (their modules say why): a generated migration must not drop them.
+    schemaGenerator: { skipTables: ["rate_limit_buckets", "webhook_endpoint_circuits", "webhook_endpoint_slots"] },
     debug: false,
     // Every unit of work runs on its own fork; a stray global use is a bug.
     allowGlobalContext: false,

@@ -35,7 +35,7 @@ export const MerchantPolicy = defineEntity({
     /** Taken off the quoted rate of its fiat-priced intents, in basis points (their shoppers pay this much more). */
     priceSpreadBps: p.integer().default(0),
     /** One more with every change to the merchant's policy in this environment (its rules too): a create checks its copy against it. */
-    version: p.bigint("number").default(0),
+    version: p.bigint("number").defaultRaw("0"),
     updatedAt: p.datetime().length(3),
   },
 });
