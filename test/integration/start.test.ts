@@ -159,13 +159,13 @@ t.test("SIGTERM to exactly the PID of npm start stops the server and its embedde
   const { pgPort } = JSON.parse(readFileSync(path.join(dir, "embedded.json"), "utf8")) as { pgPort: number };
   listening.push({ host: "127.0.0.1", port: pgPort });
   for (const { host, port } of listening) t.notOk(await free(host, port), `${host}:${port} is held while it runs`);
-  const dashboard = await fetch(banner("dashboard"));
-  t.equal(dashboard.status, 200, "the banner's dashboard address answers");
-  t.match(await dashboard.text(), /API key/, "with its sign-in page");
   const tree = processTree(child.pid!);
   t.ok(tree.length >= 3, `npm, the server and PostgreSQL run under npm's PID (${tree.length} processes)`);
   // Should any outlive npm, they must not outlive the test.
   t.teardown(() => tree.filter(running).forEach((pid) => process.kill(pid, "SIGKILL")));
+  const dashboard = await fetch(banner("dashboard"));
+  t.equal(dashboard.status, 200, "the banner's dashboard address answers");
+  t.match(await dashboard.text(), /API key/, "with its sign-in page");
 
   child.kill("SIGTERM");
   t.equal(await exited, 0, "npm exits 0");
