@@ -40,9 +40,15 @@ const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id,
 
 const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`;
 
-/** The owner's delivery, unless it is past EVENT_RETENTION (events/retention.ts). */
-export async function findDelivery(em: EntityManager, owner: Owner, id: string, retentionSeconds: number): Promise<DeliveryRow | undefined> {
-  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where ${deliveryKept("d", "ev", retentionSeconds)} and d.id = ?`, id, owner);
+/**
+ * The owner's delivery, unless it is past EVENT_RETENTION (events/retention.ts). `keepEvent` (in a
+ * transaction that adds a delivery of the event, a replay): the event is locked against removal
+ * until the transaction ends, and one being removed meanwhile is waited for and then absent, so
+ * the insert never meets a missing event (a foreign-key error, a 500) where the answer is 404.
+ */
+export async function findDelivery(em: EntityManager, owner: Owner, id: string, retentionSeconds: number, keepEvent = false): Promise<DeliveryRow | undefined> {
+  const lock = keepEvent ? " for key share of ev" : "";
+  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where ${deliveryKept("d", "ev", retentionSeconds)} and d.id = ?${lock}`, id, owner);
   if (!row) return undefined;
   const { merchant_id: _, environment: __, ...delivery } = row;
   return delivery;

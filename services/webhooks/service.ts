@@ -144,7 +144,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
     async replayWebhookDelivery(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const id = await inTransaction(em, async (tx) => {
-        const original = await findDelivery(tx, principal, req.deliveryId, eventRetentionSeconds);
+        const original = await findDelivery(tx, principal, req.deliveryId, eventRetentionSeconds, true);
         if (!original) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
         const endpoint = await endpointOf(tx, principal, original.endpoint_id, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");

@@ -90,3 +90,26 @@ t.test("an operator's recovery reaches back no further than the retention: a fai
   t.same(replayOf.map((r) => r.replay_of), [recent.deliveryId], "only the failure within retention is replayed");
   failing = false;
 });
+
+t.test("a replay racing the job's removal of its event is 404, never a 500", async (t) => {
+  const { deliveryId, eventId } = await sendTest(ok.id);
+  await until("delivered", async () => (await statusOf(deliveryId))?.status === "delivered", 20_000);
+  let replay: Promise<Awaited<ReturnType<typeof call>>> | undefined;
+  // The job's batch as it runs (retention/job.ts): the event locked, then it and its rows removed,
+  // the commit held until the replay's request waits on that lock.
+  await em().transactional(async (tx) => {
+    await tx.execute(`select id from webhook_events where id = ? for update`, [eventId]);
+    await tx.execute(`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id = ?)`, [eventId]);
+    await tx.execute(`delete from webhook_deliveries where event_id = ?`, [eventId]);
+    await tx.execute(`delete from webhook_events where id = ?`, [eventId]);
+    replay = call(base, "POST", `${merchantPath}/webhook-deliveries/${deliveryId}/replay`, { key: c.key, idempotencyKey: idemKey() });
+    await until(
+      "the replay waits on the removal's locks",
+      async () => (await em().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n > 0,
+      20_000,
+    );
+  });
+  const res = await replay!;
+  t.equal(res.status, 404, `the delivery is gone with its event (${res.status} ${JSON.stringify(res.body)})`);
+  t.equal(res.body.error?.code, "not_found");
+});
