@@ -189,6 +189,26 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   let heldBack = 0;
   // Wakes the pull loop when a slot frees or a held message leaves.
   let wake: () => void = () => undefined;
+  /**
+   * A worker holding all it may (hardMaxHeld) pulls nothing more for up to fullPauseMs, or until
+   * what it holds moves (an endpoint turned out fast, so its messages count against the pull, or
+   * turned out slow, so they went back). Pulled meanwhile, a new endpoint's message could only go
+   * back to JetStream until the endpoint would be known, seconds away: a fresh worker on a backlog
+   * to a new endpoint pulls several thousand a second before its first answer, and a drain then
+   * waited seconds for its last messages (issue 48). Past fullPauseMs it pulls again, so a flood
+   * to hanging endpoints holds up other endpoints' messages behind it at most that long.
+   */
+  const fullPauseMs = o.fairness.fastMs;
+  let fullSince: number | undefined;
+  let fullTimer: NodeJS.Timeout | undefined;
+  const heldFull = () => {
+    if (heldCount < hardMaxHeld) {
+      fullSince = undefined;
+      return false;
+    }
+    fullSince ??= Date.now();
+    return Date.now() - fullSince < fullPauseMs;
+  };
   const chores = new Set<Promise<unknown>>();
   const track = (p: Promise<unknown>) => {
     chores.add(p);
@@ -375,9 +395,19 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
         while (!stopped) {
           // Refill in batches (one pull request per batch, not per message). Messages waiting for
           // a slot of a fast endpoint are as good as running.
-          while (!stopped && inflight.size + heldCounted > o.concurrency / 2) await new Promise<void>((resolve) => (wake = resolve));
+          while (!stopped && (inflight.size + heldCounted > o.concurrency / 2 || heldFull())) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+              clearTimeout(fullTimer);
+              const pauseLeft = fullSince === undefined ? 0 : fullSince + fullPauseMs - Date.now();
+              if (pauseLeft > 0) fullTimer = setTimeout(resolve, pauseLeft);
+            });
+          }
           if (stopped) break;
-          const batch = await consumer.fetch({ max_messages: o.concurrency - inflight.size - heldCounted, expires: expiresMs });
+          // Never more than the worker may hold: a message pulled beyond that could only go back.
+          const room = hardMaxHeld - heldCount;
+          const max = o.concurrency - inflight.size - heldCounted;
+          const batch = await consumer.fetch({ max_messages: room > 0 ? Math.min(max, room) : max, expires: expiresMs });
           current = batch;
           // A pull's close() takes effect inside its iteration, so awaiting it here would wait
           // forever: the iteration below ends it.
@@ -444,6 +474,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       halt(new Error("stopped"));
       clearInterval(sweep);
       clearInterval(pumping);
+      clearTimeout(fullTimer);
       wake();
       await current?.close();
       await loop;
