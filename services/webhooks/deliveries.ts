@@ -127,18 +127,26 @@ export async function failPendingOfEndpoint(em: EntityManager, endpointId: strin
  * A new pending delivery of the same event (the same bytes) to the same endpoint for each
  * original, replay_of it, with the original's merchant and environment; returns their ids in
  * the originals' order. The replay route and the operator's recovery both insert through here.
+ * An original the retention job removed meanwhile, with its event, gets none (and no id back):
+ * each event is locked against removal as its replay is inserted (a removal under way is waited
+ * for), so the insert never meets a missing event.
  */
 export async function insertReplays(em: EntityManager, originalIds: readonly string[], at: Date): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < originalIds.length; i += 1000) {
     const input = originalIds.slice(i, i + 1000).map((original) => ({ id: newId("wd"), original }));
-    await em.execute(
+    const inserted = await em.execute<{ id: string }[]>(
       `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
        select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
-         from json_to_recordset(?::json) as i(id text, original text) join webhook_deliveries d on d.id = i.original`,
+         from json_to_recordset(?::json) as i(id text, original text)
+         join webhook_deliveries d on d.id = i.original
+         join webhook_events ev on ev.id = d.event_id
+          for key share of ev
+       returning id`,
       [at, at, JSON.stringify(input)],
     );
-    ids.push(...input.map((x) => x.id));
+    const made = new Set(inserted.map((r) => r.id));
+    ids.push(...input.filter((x) => made.has(x.id)).map((x) => x.id));
   }
   return ids;
 }

@@ -149,7 +149,8 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         const endpoint = await endpointOf(tx, principal, original.endpoint_id, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");
         const [replay] = await insertReplays(tx, [original.id], new Date());
-        return replay as string;
+        if (replay === undefined) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
+        return replay;
       });
       return { data: await deliveryView(em, principal, id, eventRetentionSeconds) };
     },

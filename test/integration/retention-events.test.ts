@@ -113,3 +113,32 @@ t.test("a replay racing the job's removal of its event is 404, never a 500", asy
   t.equal(res.status, 404, `the delivery is gone with its event (${res.status} ${JSON.stringify(res.body)})`);
   t.equal(res.body.error?.code, "not_found");
 });
+
+t.test("an operator's recovery racing the job's removal of an event replays what is left, and names only the replays it made", async (t) => {
+  failing = true;
+  const gone = await sendTest(flaky.id);
+  const left = await sendTest(flaky.id);
+  for (const d of [gone, left]) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
+  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [gone.deliveryId, left.deliveryId]);
+  failing = false;
+  const { credential } = await createInternalCredential(em(), "retention race", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  let recovery: Promise<{ deliveryIds: string[] }> | undefined;
+  // As the job removes one event (locked, then removed with its rows), the recovery starts.
+  await em().transactional(async (tx) => {
+    await tx.execute(`select id from webhook_events where id = ? for update`, [gone.eventId]);
+    await tx.execute(`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id = ?)`, [gone.eventId]);
+    await tx.execute(`delete from webhook_deliveries where event_id = ?`, [gone.eventId]);
+    await tx.execute(`delete from webhook_events where id = ?`, [gone.eventId]);
+    recovery = admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(Date.now() - 30_000)) }, { headers: { authorization: `Bearer ${credential}` } });
+    await until(
+      "the recovery waits on the removal's locks",
+      async () => (await em().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n > 0,
+      20_000,
+    );
+  });
+  const res = await recovery!;
+  const replayOf = await em().execute<{ id: string; replay_of: string }[]>(`select id, replay_of from webhook_deliveries where replay_of in (?, ?)`, [gone.deliveryId, left.deliveryId]);
+  t.same(replayOf.map((r) => r.replay_of), [left.deliveryId], "the delivery still there is replayed");
+  t.same(res.deliveryIds, replayOf.map((r) => r.id), "and the reply names that replay alone");
+});
