@@ -41,6 +41,28 @@ const listed = async (query = "") => {
   return (res.body.data as { id: string }[]).map((d) => d.id);
 };
 
+/**
+ * The retention job's batch as it runs (retention/job.ts): the event locked, then it and its rows
+ * removed, the commit held until `request` (started meanwhile) waits on those locks; its answer.
+ */
+async function whileRemoving<T>(eventId: string, request: () => Promise<T>): Promise<T> {
+  let answer: Promise<T> | undefined;
+  await em().transactional(async (tx) => {
+    await tx.execute(`select id from webhook_events where id = ? for update`, [eventId]);
+    await tx.execute(`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id = ?)`, [eventId]);
+    await tx.execute(`delete from webhook_deliveries where event_id = ?`, [eventId]);
+    await tx.execute(`delete from webhook_events where id = ?`, [eventId]);
+    answer = request();
+    answer.catch(() => undefined);
+    await until(
+      "the request waits on the removal's locks",
+      async () => (await em().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n > 0,
+      20_000,
+    );
+  });
+  return answer!;
+}
+
 t.test("an event past retention is 404 and gone from the deliveries list; within it, it is there", async (t) => {
   const { deliveryId, eventId } = await sendTest(ok.id);
   await until("delivered", async () => (await statusOf(deliveryId))?.status === "delivered", 20_000);
@@ -94,22 +116,7 @@ t.test("an operator's recovery reaches back no further than the retention: a fai
 t.test("a replay racing the job's removal of its event is 404, never a 500", async (t) => {
   const { deliveryId, eventId } = await sendTest(ok.id);
   await until("delivered", async () => (await statusOf(deliveryId))?.status === "delivered", 20_000);
-  let replay: Promise<Awaited<ReturnType<typeof call>>> | undefined;
-  // The job's batch as it runs (retention/job.ts): the event locked, then it and its rows removed,
-  // the commit held until the replay's request waits on that lock.
-  await em().transactional(async (tx) => {
-    await tx.execute(`select id from webhook_events where id = ? for update`, [eventId]);
-    await tx.execute(`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id = ?)`, [eventId]);
-    await tx.execute(`delete from webhook_deliveries where event_id = ?`, [eventId]);
-    await tx.execute(`delete from webhook_events where id = ?`, [eventId]);
-    replay = call(base, "POST", `${merchantPath}/webhook-deliveries/${deliveryId}/replay`, { key: c.key, idempotencyKey: idemKey() });
-    await until(
-      "the replay waits on the removal's locks",
-      async () => (await em().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n > 0,
-      20_000,
-    );
-  });
-  const res = await replay!;
+  const res = await whileRemoving(eventId, () => call(base, "POST", `${merchantPath}/webhook-deliveries/${deliveryId}/replay`, { key: c.key, idempotencyKey: idemKey() }));
   t.equal(res.status, 404, `the delivery is gone with its event (${res.status} ${JSON.stringify(res.body)})`);
   t.equal(res.body.error?.code, "not_found");
 });
@@ -123,21 +130,9 @@ t.test("an operator's recovery racing the job's removal of an event replays what
   failing = false;
   const { credential } = await createInternalCredential(em(), "retention race", ["admin"], "test");
   const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
-  let recovery: Promise<{ deliveryIds: string[] }> | undefined;
-  // As the job removes one event (locked, then removed with its rows), the recovery starts.
-  await em().transactional(async (tx) => {
-    await tx.execute(`select id from webhook_events where id = ? for update`, [gone.eventId]);
-    await tx.execute(`delete from webhook_attempts where delivery_id in (select id from webhook_deliveries where event_id = ?)`, [gone.eventId]);
-    await tx.execute(`delete from webhook_deliveries where event_id = ?`, [gone.eventId]);
-    await tx.execute(`delete from webhook_events where id = ?`, [gone.eventId]);
-    recovery = admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(Date.now() - 30_000)) }, { headers: { authorization: `Bearer ${credential}` } });
-    await until(
-      "the recovery waits on the removal's locks",
-      async () => (await em().execute<{ n: number }[]>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n > 0,
-      20_000,
-    );
-  });
-  const res = await recovery!;
+  const res = await whileRemoving(gone.eventId, () =>
+    admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(Date.now() - 30_000)) }, { headers: { authorization: `Bearer ${credential}` } }),
+  );
   const replayOf = await em().execute<{ id: string; replay_of: string }[]>(`select id, replay_of from webhook_deliveries where replay_of in (?, ?)`, [gone.deliveryId, left.deliveryId]);
   t.same(replayOf.map((r) => r.replay_of), [left.deliveryId], "the delivery still there is replayed");
   t.same(res.deliveryIds, replayOf.map((r) => r.id), "and the reply names that replay alone");
