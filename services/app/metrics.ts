@@ -215,6 +215,8 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     registers: on("scheduler"),
     collect: async () => void (await snapshot()),
   });
+  // The tables retention removes from, and the one it keeps whole, sized for payments_table_bytes.
+  const sizedTables = [...retentionTables, "payment_intents"];
   const retentionSuccess = gauge("payments_retention_last_success_timestamp_seconds", "When the retention job (any process's) last completed a run, in Unix seconds; readiness warns when it is late.", "scheduler");
   const numPending = gauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending).", "worker");
   const numAckPending = gauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending).", "worker");
@@ -228,7 +230,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
       columns.push(`${counts("webhook_deliveries", "status = 'pending' and attempt_count > 0")} as pending_retry`);
     }
     if (has("scheduler")) {
-      for (const table of [...retentionTables, "payment_intents"]) columns.push(`pg_total_relation_size('${table}')::float8 as "bytes_${table}"`);
+      for (const table of sizedTables) columns.push(`pg_total_relation_size('${table}')::float8 as "bytes_${table}"`);
       columns.push(`(select extract(epoch from last_success_at)::float8 from retention_state where id = 'retention') as retention_success`);
       // One index lookup per status (status, expires_at), not a scan of every due intent.
       const oldest = (status: string) => `(select min(expires_at) from payment_intents where status = '${status}' and expires_at <= now())`;
@@ -247,7 +249,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     }
     if (has("scheduler")) {
       lag.set(Number(row.lag));
-      for (const table of [...retentionTables, "payment_intents"]) tableBytes.set({ table }, Number(row[`bytes_${table}`]));
+      for (const table of sizedTables) tableBytes.set({ table }, Number(row[`bytes_${table}`]));
       // Never run: no series, rather than a 1970 that would read as very late and very precise.
       if (row.retention_success === null || row.retention_success === undefined) retentionSuccess.reset();
       else retentionSuccess.set(Number(row.retention_success));

@@ -17,7 +17,13 @@ export const IdempotencyRecord = defineEntity({
     response: p.blob(),
     /** Past IDEMPOTENCY_RETENTION from it the key is absent (indexed for the retention job). */
     createdAt: p.datetime().length(3).index(),
-    expiresAt: p.datetime().length(3).index(),
+    /**
+     * No longer written or read: the retention is counted from created_at, so a changed
+     * IDEMPOTENCY_RETENTION applies to every key. Nullable so that processes of the previous
+     * version, which still write it, and this one run side by side during an upgrade; a later
+     * migration drops it.
+     */
+    expiresAt: p.datetime().length(3).nullable(),
   },
 });
 export type IdempotencyRecord = InferEntity<typeof IdempotencyRecord>;

@@ -20,7 +20,7 @@ const waitForFirstMs = 10_000;
  */
 const takeOver = `on conflict (merchant_id, environment, key) do update
    set rpc = excluded.rpc, fingerprint = excluded.fingerprint, response = excluded.response,
-       created_at = excluded.created_at, expires_at = excluded.expires_at
+       created_at = excluded.created_at
  where idempotency_records.created_at <= now() - make_interval(secs => ?)`;
 
 type Next = (em: EntityManager) => Promise<UnaryResponse<DescMessage, DescMessage>>;
@@ -52,10 +52,10 @@ export async function runIdempotent(
       // the wait on a concurrent request's key row, which happens after it is set.
       const inserted = await em.execute<{ key: string }[]>(
         `with timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true))
-         insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
-         select ?, ?, ?, ?, ?, '\\x', now(), now() + make_interval(secs => ?) from timeout
+         insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at)
+         select ?, ?, ?, ?, ?, '\\x', now() from timeout
          ${takeOver} returning key`,
-        [...where, rpc, fingerprint, claim.retentionSeconds, claim.retentionSeconds],
+        [...where, rpc, fingerprint, claim.retentionSeconds],
       );
       if (inserted.length === 0) {
         const [row] = await em.execute<{ rpc: string; fingerprint: string; response: Buffer }[]>(
@@ -137,8 +137,8 @@ export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: s
   return {
     sql: `timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true)),
      claimed as (
-       insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at, expires_at)
-       select ?, ?, ?, ?, ?, ?, now(), now() + make_interval(secs => ?) from timeout, ${gate} where ${gate}.ok
+       insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at)
+       select ?, ?, ?, ?, ?, ?, now() from timeout, ${gate} where ${gate}.ok
        ${takeOver} returning key
      ),
      existing as (
@@ -147,7 +147,7 @@ export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: s
           and created_at > now() - make_interval(secs => ?)
      )`,
     params: [
-      ...[claim.merchantId, claim.environment, claim.key, claim.rpc, claim.fingerprint, Buffer.from(response), claim.retentionSeconds],
+      ...[claim.merchantId, claim.environment, claim.key, claim.rpc, claim.fingerprint, Buffer.from(response)],
       claim.retentionSeconds,
       ...[claim.merchantId, claim.environment, claim.key, claim.retentionSeconds],
     ],

@@ -41,6 +41,23 @@ const listed = async (query = "") => {
   return (res.body.data as { id: string }[]).map((d) => d.id);
 };
 
+/** Two webhook.test deliveries to the failing endpoint, each after a failed attempt, then ended failed (as after their last attempt). */
+async function twoFailed() {
+  failing = true;
+  const both = [await sendTest(flaky.id), await sendTest(flaky.id)] as const;
+  for (const d of both) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
+  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [both[0].deliveryId, both[1].deliveryId]);
+  failing = false;
+  return both;
+}
+
+/** An operator's AdminService.RecoverFailedDeliveries for the failing endpoint, from `since`. */
+async function recover(since: Date) {
+  const { credential } = await createInternalCredential(em(), "retention test", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  return admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(since) }, { headers: { authorization: `Bearer ${credential}` } });
+}
+
 /**
  * The retention job's batch as it runs (retention/job.ts): the event locked, then it and its rows
  * removed, the commit held until `request` (started meanwhile) waits on those locks; its answer.
@@ -98,19 +115,12 @@ t.test("a retrying delivery of the same age is kept, with its event, until it en
 });
 
 t.test("an operator's recovery reaches back no further than the retention: a failed delivery past it is not sent again", async (t) => {
-  failing = true;
-  const old = await sendTest(flaky.id);
-  const recent = await sendTest(flaky.id);
-  for (const d of [old, recent]) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
-  // Both end failed (as after their last attempt); one is past retention.
-  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [old.deliveryId, recent.deliveryId]);
+  const [old, recent] = await twoFailed();
+  // One is past retention.
   await age(old.eventId, 61);
-  const { credential } = await createInternalCredential(em(), "retention test", ["admin"], "test");
-  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
-  const res = await admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(0)) }, { headers: { authorization: `Bearer ${credential}` } });
+  const res = await recover(new Date(0));
   const replayOf = await em().execute<{ replay_of: string }[]>(`select replay_of from webhook_deliveries where id = any(?::text[])`, [`{${res.deliveryIds.join(",")}}`]);
   t.same(replayOf.map((r) => r.replay_of), [recent.deliveryId], "only the failure within retention is replayed");
-  failing = false;
 });
 
 t.test("a replay racing the job's removal of its event is 404, never a 500", async (t) => {
@@ -122,17 +132,8 @@ t.test("a replay racing the job's removal of its event is 404, never a 500", asy
 });
 
 t.test("an operator's recovery racing the job's removal of an event replays what is left, and names only the replays it made", async (t) => {
-  failing = true;
-  const gone = await sendTest(flaky.id);
-  const left = await sendTest(flaky.id);
-  for (const d of [gone, left]) await until("a failed attempt", async () => ((await statusOf(d.deliveryId))?.attempt_count ?? 0) >= 1, 20_000);
-  await em().execute(`update webhook_deliveries set status = 'failed', next_attempt_at = null where id in (?, ?)`, [gone.deliveryId, left.deliveryId]);
-  failing = false;
-  const { credential } = await createInternalCredential(em(), "retention race", ["admin"], "test");
-  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
-  const res = await whileRemoving(gone.eventId, () =>
-    admin.recoverFailedDeliveries({ endpointId: flaky.id, since: timestampFromDate(new Date(Date.now() - 30_000)) }, { headers: { authorization: `Bearer ${credential}` } }),
-  );
+  const [gone, left] = await twoFailed();
+  const res = await whileRemoving(gone.eventId, () => recover(new Date(Date.now() - 30_000)));
   const replayOf = await em().execute<{ id: string; replay_of: string }[]>(`select id, replay_of from webhook_deliveries where replay_of in (?, ?)`, [gone.deliveryId, left.deliveryId]);
   t.same(replayOf.map((r) => r.replay_of), [left.deliveryId], "the delivery still there is replayed");
   t.same(res.deliveryIds, replayOf.map((r) => r.id), "and the reply names that replay alone");

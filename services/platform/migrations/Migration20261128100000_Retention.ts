@@ -14,9 +14,17 @@ export class Migration20261128100000_Retention extends Migration {
     this.addSql(`create index if not exists "webhook_events_created_at_index" on "webhook_events" ("created_at");`);
     this.addSql(`create index if not exists "idempotency_records_created_at_index" on "idempotency_records" ("created_at");`);
     this.addSql(`create index if not exists "chain_rejected_observations_last_at_index" on "chain_rejected_observations" ("last_at");`);
+    // An idempotency key's retention counts from created_at (its index above): expires_at is no
+    // longer written or read, and its index was one more write on every create. Nullable, not
+    // dropped, while processes of the previous version still write it.
+    this.addSql(`drop index if exists "idempotency_records_expires_at_index";`);
+    this.addSql(`alter table "idempotency_records" alter column "expires_at" drop not null;`);
   }
 
   override down(): void | Promise<void> {
+    this.addSql(`update "idempotency_records" set "expires_at" = "created_at" + interval '24 hours' where "expires_at" is null;`);
+    this.addSql(`alter table "idempotency_records" alter column "expires_at" set not null;`);
+    this.addSql(`create index if not exists "idempotency_records_expires_at_index" on "idempotency_records" ("expires_at");`);
     this.addSql(`drop index if exists "chain_rejected_observations_last_at_index";`);
     this.addSql(`drop index if exists "idempotency_records_created_at_index";`);
     this.addSql(`drop index if exists "webhook_events_created_at_index";`);
