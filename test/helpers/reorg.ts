@@ -86,7 +86,7 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
     const byId = new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e]));
     return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
   };
-  return {
+  const r: ReorgSetup = {
     dev,
     s,
     endpoint,
@@ -150,6 +150,11 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
       ].join("\n");
     },
   };
+  // The watcher follows the chain before the test mines or reorgs: one started late (a loaded
+  // machine) begins just below the node's head and knows only the maximum depth's blocks below it,
+  // so a deeper fork right after would be measured from there (a 40-block reorg halted as 32).
+  await r.caughtUp();
+  return r;
 }
 
 /** The value of a sample of /metrics on the ops port with exactly these labels; undefined when absent. */
