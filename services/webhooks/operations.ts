@@ -177,7 +177,7 @@ export async function enableEndpoint(em: EntityManager, id: string, now = new Da
 }
 
 /**
- * Deletes a disabled endpoint and its deliveries with their attempts (the admin CLI), as deleting
+ * Deletes a disabled endpoint and its deliveries with their attempts, its circuit and its slots (the admin CLI), as deleting
  * an endpoint does at Stripe; the events stay, readable and replayable to other endpoints. An
  * enabled endpoint is refused: disabling first fails what it still had pending, so nothing is lost
  * in flight.
@@ -188,7 +188,10 @@ export async function deleteEndpoint(em: EntityManager, id: string): Promise<{ i
     if (!row) throw apiError("not_found", `No webhook endpoint ${id}.`, "endpoint_id");
     if (row.status !== "disabled") throw apiError("invalid_state", `Webhook endpoint ${id} is ${row.status}: disable it first.`, "endpoint_id");
     const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(`select count(*) as n from webhook_deliveries where endpoint_id = ?`, [id]);
-    // Deliveries and attempts go with it (on delete cascade).
+    // Deliveries and attempts go with it (on delete cascade). Its circuit and slots are the
+    // workers' plain-SQL tables, with no foreign key: they go here, or stay forever.
+    await tx.execute(`delete from webhook_endpoint_circuits where endpoint_id = ?`, [id]);
+    await tx.execute(`delete from webhook_endpoint_slots where endpoint_id = ?`, [id]);
     await tx.execute(`delete from webhook_endpoints where id = ?`, [id]);
     return { id, deleted: true, deliveries_deleted: Number(n) };
   });

@@ -129,6 +129,10 @@ t.test("endpoint delete: a disabled endpoint goes with its deliveries; the event
   t.equal((await call(base, "GET", `${hooks}/${id}`, { key: a.key })).status, 200, "and is still there");
 
   t.equal((await call(base, "POST", `${hooks}/${id}/disable`, { key: a.key, idempotencyKey: idemKey() })).status, 200);
+  // What workers keep of an endpoint that timed out: its circuit, and a slot of an attempt that lapsed.
+  const em = app.db.em.fork();
+  await em.execute(`insert into webhook_endpoint_circuits (endpoint_id, timeouts_in_row, open, updated_at) values (?, 3, true, now())`, [id]);
+  await em.execute(`insert into webhook_endpoint_slots (endpoint_id, slot, holder, taken_at, until) values (?, 0, 'worker-gone', now(), now())`, [id]);
   const deleted = await admin("endpoint", "delete", "--id", id);
   t.equal(deleted.status, 0, deleted.stderr);
   t.match(deleted.json, { id, deleted: true, deliveries_deleted: 1 });
@@ -136,6 +140,11 @@ t.test("endpoint delete: a disabled endpoint goes with its deliveries; the event
   const deliveries = await call(base, "GET", `/api/v1/merchants/${a.merchant}/webhook-deliveries?endpoint_id=${id}`, { key: a.key });
   t.same(deliveries.body.data, [], "with its deliveries");
   t.equal((await call(base, "GET", `/api/v1/merchants/${a.merchant}/webhook-events/${eventId}`, { key: a.key })).status, 200, "the event stays");
+  const left = await em.execute<{ n: number }[]>(
+    `select (select count(*) from webhook_endpoint_circuits where endpoint_id = ?) + (select count(*) from webhook_endpoint_slots where endpoint_id = ?) as n`,
+    [id, id],
+  );
+  t.equal(Number(left[0]?.n), 0, "and its circuit and slots");
   const again = await admin("endpoint", "delete", "--id", id);
   t.not(again.status, 0);
   t.match(again.stderr, new RegExp(`No webhook endpoint ${id}`));
