@@ -149,6 +149,8 @@ export interface RetentionSettings {
   rejectedOutputSeconds: number;
   /** CASHIER_SESSION_RETENTION (30d): a cashier session is kept this long after it expired or was revoked. */
   cashierSessionSeconds: number;
+  /** DASHBOARD_SESSION_RETENTION (30d): a dashboard session, or a sign-in link, is kept this long after it ended (expired, idle, revoked or used). */
+  dashboardSessionSeconds: number;
   /** RETENTION_INTERVAL (1h): how often the scheduler applies retention. */
   intervalSeconds: number;
 }
@@ -175,6 +177,7 @@ function retentionSettings(env: Env): RetentionSettings {
     eventSeconds: d("EVENT_RETENTION", "90d"),
     rejectedOutputSeconds: d("REJECTED_OUTPUT_RETENTION", "30d"),
     cashierSessionSeconds: d("CASHIER_SESSION_RETENTION", "30d"),
+    dashboardSessionSeconds: d("DASHBOARD_SESSION_RETENTION", "30d"),
     intervalSeconds: parseDuration("RETENTION_INTERVAL", optional(env, "RETENTION_INTERVAL") ?? "1h", 1, 86_400),
   };
 }

@@ -23,14 +23,18 @@ export const retentionTables = [
   "webhook_events",
   "webhook_deliveries",
   "webhook_attempts",
+  "webhook_recoveries",
   "chain_rejected_observations",
   "cashier_sessions",
+  "dashboard_sessions",
+  "dashboard_links",
 ] as const;
 export type RetentionTable = (typeof retentionTables)[number];
 export type Removed = Record<RetentionTable, number>;
 
 const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
 const before = "now() - make_interval(secs => ?)";
+const dashboardSessionEnded = "least(expires_at, coalesce(revoked_at, expires_at), last_seen_at + make_interval(secs => idle_seconds))";
 
 /** One batch of each kind: its statement (parameters: the retention in seconds, then the batch size) and the tables whose counts it returns. */
 const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
@@ -69,6 +73,16 @@ const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
           select (select count(*) from ee)::int as webhook_events, (select count(*) from dd)::int as webhook_deliveries, (select count(*) from a)::int as webhook_attempts`,
   },
   {
+    seconds: (s) => s.eventSeconds,
+    // An operator's recovery that ended: what it sent is past retention too. A running one stays.
+    sql: `with gone as (
+            delete from webhook_recoveries where id in (
+              select id from webhook_recoveries where status <> 'running' and updated_at <= ${before} limit ?)
+            returning 1
+          )
+          select (select count(*) from gone)::int as webhook_recoveries`,
+  },
+  {
     seconds: (s) => s.rejectedOutputSeconds,
     // A rejection reported again meanwhile has a new last_at and stays.
     sql: `with candidates as (
@@ -89,6 +103,31 @@ const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
             returning 1
           )
           select (select count(*) from gone)::int as cashier_sessions`,
+  },
+  {
+    seconds: (s) => s.dashboardSessionSeconds,
+    // A dashboard session ended at the first of its absolute expiry, its idle expiry and its
+    // revocation (sign-out): past any of them it is refused, and it never comes back.
+    sql: `with gone as (
+            delete from dashboard_sessions where id in (
+              select id from dashboard_sessions where ${dashboardSessionEnded} <= ${before} limit ?)
+            returning 1
+          )
+          select (select count(*) from gone)::int as dashboard_sessions`,
+  },
+  {
+    seconds: (s) => s.dashboardSessionSeconds,
+    // A sign-in link ended when used or expired; one a session still came from stays with it
+    // (removing the link would end that session: its foreign key cascades).
+    sql: `with gone as (
+            delete from dashboard_links where id in (
+              select l.id from dashboard_links l
+               where least(coalesce(l.used_at, l.expires_at), l.expires_at) <= ${before}
+                 and not exists (select 1 from dashboard_sessions s where s.link_id = l.id)
+               limit ?)
+            returning 1
+          )
+          select (select count(*) from gone)::int as dashboard_links`,
   },
 ];
 
@@ -240,6 +279,27 @@ export async function retentionReport(em: EntityManager, settings: RetentionSett
       oldest: "min(created_at)",
       removable: capped(`cashier_sessions where least(coalesce(revoked_at, expires_at), expires_at) <= ${before}`),
       seconds: settings.cashierSessionSeconds,
+    },
+    {
+      table: "webhook_recoveries",
+      retention: "EVENT_RETENTION (after it ended)",
+      oldest: "min(created_at)",
+      removable: capped(`webhook_recoveries where status <> 'running' and updated_at <= ${before}`),
+      seconds: settings.eventSeconds,
+    },
+    {
+      table: "dashboard_sessions",
+      retention: "DASHBOARD_SESSION_RETENTION (after it ended)",
+      oldest: "min(created_at)",
+      removable: capped(`dashboard_sessions where ${dashboardSessionEnded} <= ${before}`),
+      seconds: settings.dashboardSessionSeconds,
+    },
+    {
+      table: "dashboard_links",
+      retention: "DASHBOARD_SESSION_RETENTION (after used or expired)",
+      oldest: "min(created_at)",
+      removable: capped(`dashboard_links l where least(coalesce(l.used_at, l.expires_at), l.expires_at) <= ${before} and not exists (select 1 from dashboard_sessions s where s.link_id = l.id)`),
+      seconds: settings.dashboardSessionSeconds,
     },
     { table: "payment_intents", retention: "kept (the merchant's records)", oldest: "min(created_at)", removable: null, seconds: 0 },
   ];

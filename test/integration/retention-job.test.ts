@@ -11,7 +11,7 @@ import { call, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
-const retentionEnv = { EVENT_RETENTION: "60s", IDEMPOTENCY_RETENTION: "60s", REJECTED_OUTPUT_RETENTION: "60s", CASHIER_SESSION_RETENTION: "60s" };
+const retentionEnv = { EVENT_RETENTION: "60s", IDEMPOTENCY_RETENTION: "60s", REJECTED_OUTPUT_RETENTION: "60s", CASHIER_SESSION_RETENTION: "60s", DASHBOARD_SESSION_RETENTION: "60s" };
 // No scheduler here: the runs are the test's own.
 const s = await webhookSetup(t, { env: retentionEnv, roles: ["rpc", "gateway"] });
 const em = () => s.app.db.em.fork();
@@ -67,6 +67,33 @@ t.before(async () => {
             ('cs_active', ?, 'test', 'b', 'h2', 'x', now() - interval '1 day', now() + interval '1 hour', null)`,
     [m, m],
   );
+  // An operator's recoveries: one ended long ago goes; one still running, and one ended lately, stay.
+  await em().execute(
+    `insert into webhook_recoveries (id, endpoint_id, since, until, page_size, events, enqueued, status, page_at, created_at, updated_at)
+     values ('wr_ended', ?, now() - interval '1 day', now() - interval '1 hour', 100, 5, 5, 'done', now() - interval '1 hour', now() - interval '1 hour', now() - interval '2 minutes'),
+            ('wr_running', ?, now() - interval '1 day', now() - interval '1 hour', 100, 500, 100, 'running', now() - interval '1 hour', now() - interval '1 hour', now() - interval '2 minutes'),
+            ('wr_lately', ?, now() - interval '1 day', now() - interval '1 hour', 100, 5, 5, 'stopped', now() - interval '1 hour', now() - interval '1 hour', now() - interval '5 seconds')`,
+    [endpoint.id, endpoint.id, endpoint.id],
+  );
+  // Dashboard sign-in links and sessions: ended (signed out, idle, past expiry; a link used or
+  // expired) more than a minute ago they go; a live session stays, and so does the used link it came from.
+  await em().execute(
+    `insert into dashboard_links (id, merchant_id, environment, secret_hash, read_only, created_at, expires_at, used_at)
+     values ('dlk_used', ?, 'test', 'lh1', false, now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
+            ('dlk_expired', ?, 'test', 'lh2', false, now() - interval '1 day', now() - interval '2 minutes', null),
+            ('dlk_of_live', ?, 'test', 'lh3', false, now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
+            ('dlk_unused', ?, 'test', 'lh4', false, now(), now() + interval '10 minutes', null)`,
+    [m, m, m, m],
+  );
+  await em().execute(
+    `insert into dashboard_sessions (id, merchant_id, environment, secret_hash, api_key_id, link_id, read_only, created_at, last_seen_at, idle_seconds, expires_at, revoked_at)
+     values ('dss_signed_out', ?, 'test', 'sh1', null, 'dlk_used', false, now() - interval '1 day', now() - interval '1 hour', 1800, now() + interval '1 hour', now() - interval '2 minutes'),
+            ('dss_idle', ?, 'test', 'sh2', null, null, false, now() - interval '1 day', now() - interval '1 hour', 60, now() + interval '1 hour', null),
+            ('dss_expired', ?, 'test', 'sh3', null, null, false, now() - interval '1 day', now() - interval '2 minutes', 1800, now() - interval '2 minutes', null),
+            ('dss_live', ?, 'test', 'sh4', null, 'dlk_of_live', false, now() - interval '1 day', now(), 1800, now() + interval '1 hour', null),
+            ('dss_lately', ?, 'test', 'sh5', null, null, false, now() - interval '1 day', now(), 1800, now() + interval '1 hour', now() - interval '5 seconds')`,
+    [m, m, m, m, m],
+  );
 });
 
 const cliEnv = { DATABASE_URL: s.databaseUrl, ...retentionEnv };
@@ -82,6 +109,9 @@ t.test("ops retention: each table's size, oldest row and what the next run remov
   t.equal(of("idempotency_records").removable, expiredKeys);
   t.equal(of("chain_rejected_observations").removable, 1);
   t.equal(of("cashier_sessions").removable, 1);
+  t.equal(of("webhook_recoveries").removable, 1, "the recovery that ended long ago");
+  t.equal(of("dashboard_sessions").removable, 3, "signed out, idle and expired sessions");
+  t.equal(of("dashboard_links").removable, 1, "the expired link: the used one still has its session until this run removes it");
   t.equal(of("payment_intents").removable, null, "intents are kept");
   t.match(of("payment_intents").retention, /kept/);
   t.equal(of("webhook_events").retention, "EVENT_RETENTION: 1m");
@@ -114,6 +144,9 @@ t.test("ops retention run from two processes at once removes each thing once, an
       webhook_attempts: 2 * expiredEvents,
       chain_rejected_observations: 1,
       cashier_sessions: 1,
+      webhook_recoveries: 1,
+      dashboard_sessions: 3,
+      dashboard_links: 2,
     },
     "the removed counts add up to what was past retention, once",
   );
@@ -127,6 +160,9 @@ t.test("ops retention run from two processes at once removes each thing once, an
   t.equal(await count(`idempotency_records where merchant_id = ?`, [m]), 20, "keys within retention stay");
   t.same((await em().execute<{ tx_hash: string }[]>(`select tx_hash from chain_rejected_observations`)).map((r) => r.tx_hash), ["0xagain"], "a rejection reported again stays");
   t.same((await em().execute<{ id: string }[]>(`select id from cashier_sessions where id like 'cs_%'`)).map((r) => r.id), ["cs_active"], "a session not ended stays");
+  t.same((await em().execute<{ id: string }[]>(`select id from webhook_recoveries order by id`)).map((r) => r.id), ["wr_lately", "wr_running"], "a running recovery, and one ended lately, stay");
+  t.same((await em().execute<{ id: string }[]>(`select id from dashboard_sessions order by id`)).map((r) => r.id), ["dss_lately", "dss_live"], "a live session, and one ended lately, stay");
+  t.same((await em().execute<{ id: string }[]>(`select id from dashboard_links order by id`)).map((r) => r.id), ["dlk_of_live", "dlk_unused"], "the link of a live session, and one not yet used, stay");
 
   const after = JSON.parse((await runCli("services/app/ops-cli.ts", cliEnv, "retention", "--json")).stdout) as { tables: { table: string; removable: number }[]; job: { last_success_at: string | null; late: boolean; last_removed: Record<string, number> } };
   t.ok(after.job.last_success_at, "the run is recorded");

@@ -276,9 +276,9 @@ t.test("OPERATOR_WATCHED_NETWORKS: networks of the asset table, else a startup e
 });
 
 t.test("retention: durations with a unit, at least a minute, documented defaults", async (t) => {
-  t.same(loadConfig({}).retention, { idempotencySeconds: 86_400, eventSeconds: 90 * 86_400, rejectedOutputSeconds: 30 * 86_400, cashierSessionSeconds: 30 * 86_400, intervalSeconds: 3600 }, "24h, 90d, 30d, 30d; every hour");
-  const set = loadConfig({ IDEMPOTENCY_RETENTION: "60s", EVENT_RETENTION: " 2m ", REJECTED_OUTPUT_RETENTION: "48h", CASHIER_SESSION_RETENTION: "7d", RETENTION_INTERVAL: "5s" }).retention;
-  t.same(set, { idempotencySeconds: 60, eventSeconds: 120, rejectedOutputSeconds: 172_800, cashierSessionSeconds: 604_800, intervalSeconds: 5 });
+  t.same(loadConfig({}).retention, { idempotencySeconds: 86_400, eventSeconds: 90 * 86_400, rejectedOutputSeconds: 30 * 86_400, cashierSessionSeconds: 30 * 86_400, dashboardSessionSeconds: 30 * 86_400, intervalSeconds: 3600 }, "24h, 90d, 30d, 30d, 30d; every hour");
+  const set = loadConfig({ IDEMPOTENCY_RETENTION: "60s", EVENT_RETENTION: " 2m ", REJECTED_OUTPUT_RETENTION: "48h", CASHIER_SESSION_RETENTION: "7d", DASHBOARD_SESSION_RETENTION: "12h", RETENTION_INTERVAL: "5s" }).retention;
+  t.same(set, { idempotencySeconds: 60, eventSeconds: 120, rejectedOutputSeconds: 172_800, cashierSessionSeconds: 604_800, dashboardSessionSeconds: 43_200, intervalSeconds: 5 });
   refuses(t, { IDEMPOTENCY_RETENTION: "59s" }, /^IDEMPOTENCY_RETENTION must be between 60s and 3650d, got "59s"$/, "under a minute");
   refuses(t, { EVENT_RETENTION: "90" }, /^EVENT_RETENTION must be a duration such as 60s, 15m, 24h or 90d, got "90"$/, "no unit");
   refuses(t, { EVENT_RETENTION: "1w" }, /^EVENT_RETENTION must be a duration/, "an unknown unit");
