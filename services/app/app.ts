@@ -2,6 +2,7 @@ import { createClient, createContextValues } from "@connectrpc/connect";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { dashboardPages } from "../dashboard/handler.ts";
+import { dashboardCallSecret } from "../auth/dashboard-sessions.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
@@ -167,6 +168,7 @@ export async function startApp(o: AppOptions): Promise<App> {
         bodyLimitBytes: config.bodyLimitBytes,
         reflection: reflectionGate(config.grpcReflection, db),
         clientAddresses,
+        dashboardCallSecrets: [o.masterKey, config.secretEncryptionKeyPrevious].filter((k) => k !== undefined).map(dashboardCallSecret),
       });
       ports.rpc = rpc.port;
       stops.push({ step: "rpc server", stop: rpc.close });
@@ -193,6 +195,7 @@ export async function startApp(o: AppOptions): Promise<App> {
               dashboardBaseUrl: config.dashboardBaseUrl,
               transport,
               signInLimiter: buckets.budget("dashboard-sign-in", config.dashboardSignInRateLimitPerMinute, 60),
+              callProofSecret: inProcess ? undefined : dashboardCallSecret(o.masterKey),
               logger,
             }),
             checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger }),

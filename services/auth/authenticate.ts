@@ -17,9 +17,10 @@ import type { CashierPrincipal, InternalPrincipal, InternalRole, MerchantPrincip
  * unauthenticated; any bearer token that is not an active credential of the kind this
  * route takes (malformed, of another kind, unknown, revoked, or an internal credential past its
  * expiry) is invalid_api_key. Only the holder of a real cashier session can learn that it expired
- * (session_expired).
+ * (session_expired). A dashboard session token is taken only when `dashboardCall` (the call is the
+ * dashboard's own: dashboardCallKey); on any other call it is one more token that is no key.
  */
-export async function authenticate(em: EntityManager, route: Route, authorization: string | null, cache?: CredentialCache): Promise<Principal> {
+export async function authenticate(em: EntityManager, route: Route, authorization: string | null, cache?: CredentialCache, dashboardCall = false): Promise<Principal> {
   if (route.credential !== Credential.PUBLIC) requireBearer(authorization, route.credential);
   // Plain SQL on the secret hash's unique index, no ORM hydration; a verified row is cached, never past its own expiry.
   const find = <T>(kind: CredentialKind, secretHash: string, sql: string, expiresAt?: (row: T) => number | null): Promise<T | undefined> => {
@@ -30,7 +31,7 @@ export async function authenticate(em: EntityManager, route: Route, authorizatio
     case Credential.UNSPECIFIED:
     case Credential.TEST_API_KEY: {
       // A dashboard session acts with its key's (or link's) scopes wherever the key could.
-      const session = parseDashboardBearer(authorization);
+      const session = dashboardCall ? parseDashboardBearer(authorization) : undefined;
       return session === undefined ? apiKeyCaller(find, route, authorization) : authorizeKeyCaller(route, await dashboardSessionCaller(em, session, () => invalidCredential(route.credential)));
     }
     case Credential.INTERNAL:

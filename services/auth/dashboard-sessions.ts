@@ -3,9 +3,48 @@
  * signed in with, or of the link it came from. Never cached: revoking the key, signing out and
  * the idle and absolute expiries all take effect on the very next request.
  */
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { createContextKey } from "@connectrpc/connect";
 import type { EntityManager } from "../platform/db.ts";
-import { hashApiKey, scopes as allScopes } from "./keys.ts";
+import { deriveKey } from "../platform/secret-key.ts";
+import { hashApiKey, parseDashboardBearer, scopes as allScopes } from "./keys.ts";
 import type { MerchantPrincipal } from "./principal.ts";
+
+/**
+ * Set on the calls the dashboard makes for a browser, and by nothing a caller sends: the only
+ * calls that take a session token. The session is the dashboard's cookie, not an API credential;
+ * anywhere else it is refused as any unknown token is. In one process the dashboard sets it
+ * itself; a gateway-only process's dashboard proves its calls to the rpc role with
+ * dashboardCallHeader.
+ */
+export const dashboardCallKey = createContextKey<boolean>(false);
+
+/** The header of a gateway-only dashboard's call: the session token's HMAC under dashboardCallSecret. */
+export const dashboardCallHeader = "x-dashboard-call";
+
+/** The key of that HMAC, from the master key every process holds (and no caller does). */
+export function dashboardCallSecret(masterKey: Buffer): Buffer {
+  return deriveKey(masterKey, "dashboard-call");
+}
+
+/** The proof a call with this session token carries in dashboardCallHeader. */
+export function dashboardCallProof(secret: Buffer, token: string): string {
+  return createHmac("sha256", secret).update(token).digest("base64url");
+}
+
+/**
+ * Whether a call that came over the network is the dashboard's: its proof is its session token's
+ * under one of `secrets` (the current master key's and, while the key is rotated, the previous one's).
+ */
+export function isProvenDashboardCall(secrets: readonly Buffer[], authorization: string | undefined, proof: string | undefined): boolean {
+  const token = parseDashboardBearer(authorization ?? null);
+  if (token === undefined || proof === undefined) return false;
+  const given = Buffer.from(proof);
+  return secrets.some((secret) => {
+    const expected = Buffer.from(dashboardCallProof(secret, token));
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
 
 /** What a read-only session keeps of its scopes: reading, never writing. */
 export function readOnlyScopes(scopes: Iterable<string>): Set<string> {

@@ -15,6 +15,7 @@ import { IntentService, type PaymentIntent } from "../../gen/payments/v1/payment
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { commonHeaders, pagesPathOf, send, sendAsset } from "../checkout/handler.ts";
+import { dashboardCallHeader, dashboardCallKey, dashboardCallProof } from "../auth/dashboard-sessions.ts";
 import { clientAddressKey, limitKeyOf } from "../platform/client-address.ts";
 import { describeError } from "../platform/errors.ts";
 import { randomBase62 } from "../platform/ids.ts";
@@ -30,6 +31,8 @@ export interface DashboardPagesOptions {
   transport: Transport;
   /** Sign-in attempts (key and link), taken per client address and per key tried before anything is looked up. */
   signInLimiter: Limiter;
+  /** When `transport` reaches the rpc role over the network (a gateway-only process): dashboardCallSecret, to prove the calls are the dashboard's. */
+  callProofSecret?: Buffer;
   logger?: Logger;
 }
 
@@ -124,8 +127,9 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
   function callOptions(credential: string | undefined, clientAddress: string, idem?: string) {
     const headers: Record<string, string> = { "x-forwarded-for": clientAddress };
     if (credential !== undefined) headers.authorization = `Bearer ${credential}`;
+    if (credential !== undefined && o.callProofSecret) headers[dashboardCallHeader] = dashboardCallProof(o.callProofSecret, credential);
     if (idem !== undefined) headers["idempotency-key"] = idem;
-    return { timeoutMs: 10_000, headers, contextValues: createContextValues().set(clientAddressKey, clientAddress) };
+    return { timeoutMs: 10_000, headers, contextValues: createContextValues().set(clientAddressKey, clientAddress).set(dashboardCallKey, true) };
   }
 
   /** Refusals of the API as pages: the API's own message (it never holds a secret) and status. */

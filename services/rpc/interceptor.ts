@@ -3,6 +3,7 @@ import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse }
 import { InternalRole, route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import type { CredentialCache } from "../auth/credential-cache.ts";
+import { dashboardCallKey } from "../auth/dashboard-sessions.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
 import { claimFor, inProgressOnLockTimeout, NeedsTransaction, runIdempotent } from "../idempotency/idempotent.ts";
@@ -106,7 +107,7 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       const route = routeOf(req.method);
       if (!route) throw apiError("route_not_found", "This method is not callable.");
       const em = db.em.fork();
-      const principal = await authenticate(em, route, req.header.get("authorization"), credentials);
+      const principal = await authenticate(em, route, req.header.get("authorization"), credentials, req.contextValues.get(dashboardCallKey));
       if (route.rateLimited && limits) {
         for (const { limiter, key, message } of limitsOf(limits, route, req.method, principal, req.contextValues.get(clientAddressKey))) {
           const wait = await limiter.take(key);

@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import type net from "node:net";
 import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { dashboardCallHeader, dashboardCallKey, isProvenDashboardCall } from "../auth/dashboard-sessions.ts";
 import { clientAddressKey, type ClientAddresses } from "../platform/client-address.ts";
 import { listen } from "../platform/listen.ts";
 import { boundary, compressions, jsonBodyDecoder, withDocumentedErrors } from "./documented-errors.ts";
@@ -23,6 +24,8 @@ export interface RpcServerOptions {
   reflection?: ReflectionGate;
   /** Who a call comes from, for the routes' per-client limits. Unset: the socket's peer. */
   clientAddresses?: ClientAddresses;
+  /** The keys a gateway-only process's dashboard proves its calls with (dashboardCallSecret). Unset: no call is the dashboard's. */
+  dashboardCallSecrets?: readonly Buffer[];
 }
 
 /** How long close() lets in-flight calls finish before it drops the connections left. */
@@ -56,7 +59,11 @@ export async function startRpcServer(
       const forwarded = req.headers["x-forwarded-for"];
       const peer = req.socket.remoteAddress;
       const address = options.clientAddresses ? options.clientAddresses.of(peer, Array.isArray(forwarded) ? forwarded.join(",") : forwarded) : (peer ?? "unknown");
-      return createContextValues().set(clientAddressKey, address);
+      const values = createContextValues().set(clientAddressKey, address);
+      const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : undefined);
+      const secrets = options.dashboardCallSecrets;
+      if (secrets && isProvenDashboardCall(secrets, header("authorization"), header(dashboardCallHeader))) values.set(dashboardCallKey, true);
+      return values;
     },
     acceptCompression: compressions,
     // Connect checks the declared size (Content-Length, or a gRPC envelope's length prefix) before

@@ -1,11 +1,15 @@
 // The merchant dashboard on the real app (gateway, rpc, worker, NATS, PostgreSQL), HTTP-level:
 // headers, cookies and CSRF; sign-in that never tells whether a key exists, and its rate limit;
 // a session that ends with its key or with sign-out; one-time links used once; read-only links
-// refused a forged action; another merchant's ids not found. Browser flows: dashboard-browser.test.ts.
-import { createClient } from "@connectrpc/connect";
+// refused a forged action; another merchant's ids not found; a session token refused on the API
+// (REST and the RPC port) as an unknown key is. Browser flows: dashboard-browser.test.ts.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
+import { DashboardService } from "../../gen/payments/v1/dashboard_pb.ts";
+import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
+import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { createInternalCredential, revokeApiKey } from "../../services/auth/admin.ts";
 import { dashboardContentSecurityPolicy } from "../../services/dashboard/handler.ts";
 import { call, freshMinute, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
@@ -83,6 +87,53 @@ t.test("sign-in with a key: a session cookie; a wrong key, an unknown one and a 
   t.equal(c.session(), undefined, "the cookie is cleared");
   t.equal((await c.get("/dashboard/payments")).status, 303, "signed out");
   t.equal((await c.get("/dashboard/payments", { session: c.lastSession })).status, 303, "the old session token is refused");
+});
+
+t.test("a session token is the dashboard's only: on the REST API and the RPC port it is refused like an unknown key", async (t) => {
+  const intent = await createIntent(a.key, a.merchant);
+  const c = dashboardClient(s.base);
+  t.equal((await c.signIn(a.key)).status, 303);
+  const token = c.session() ?? "";
+  t.match(token, /^dsh_test_[0-9A-Za-z]{40}$/);
+
+  const list = `/api/v1/merchants/${a.merchant}/payment-intents`;
+  const withSession = await call(s.base, "GET", list, { key: token });
+  const withUnknownKey = await call(s.base, "GET", list, { key: `sk_test_${"U".repeat(32)}` });
+  t.equal(withSession.status, 401);
+  t.equal(withSession.body?.error?.code, "invalid_api_key");
+  t.match(withSession.headers.get("x-request-id"), /^req_/);
+  t.equal(withSession.body?.error?.request_id, withSession.headers.get("x-request-id"), "the documented envelope");
+  const bare = (body: { error: Record<string, unknown> }) => ({ ...body, error: { ...body.error, request_id: undefined } });
+  t.same(bare(withSession.body), bare(withUnknownKey.body), "the same answer as a made-up key's, but for the request id");
+  t.notOk(JSON.stringify(withSession.body).includes("dsh_"), "nothing says what the token looks like");
+  // Not through a header meant for the dashboard's own calls either.
+  for (const name of ["x-dashboard-call", "x-dashboard-session", "cookie"]) {
+    const res = await call(s.base, "GET", list, { key: token, headers: { [name]: name === "cookie" ? `dashboard_session=${token}` : "true" } });
+    t.equal(res.body?.error?.code, "invalid_api_key", `with ${name}`);
+  }
+
+  // Over gRPC on the RPC port: the API's methods, and the dashboard's own.
+  const transport = createGrpcTransport({ baseUrl: s.rpcUrl });
+  const refusal = async (p: Promise<unknown>) => {
+    try {
+      await p;
+    } catch (err) {
+      const e = ConnectError.from(err);
+      return { code: e.code, detail: e.findDetails(ErrorDetailSchema)[0]?.code, message: e.rawMessage };
+    }
+    return undefined;
+  };
+  const bearer = (v: string) => ({ headers: { authorization: `Bearer ${v}` } });
+  const rpcUnknown = await refusal(createClient(IntentService, transport).listPaymentIntents({ merchant: a.merchant }, bearer(`sk_test_${"U".repeat(32)}`)));
+  t.same(rpcUnknown && { code: rpcUnknown.code, detail: rpcUnknown.detail }, { code: Code.Unauthenticated, detail: "invalid_api_key" });
+  t.same(await refusal(createClient(IntentService, transport).listPaymentIntents({ merchant: a.merchant }, bearer(token))), rpcUnknown, "ListPaymentIntents");
+  t.same(await refusal(createClient(DashboardService, transport).getDashboardSession({}, bearer(token))), rpcUnknown, "GetDashboardSession");
+
+  // The same session still works where it belongs.
+  const page = await c.get("/dashboard/payments");
+  t.equal(page.status, 200);
+  t.match(page.body, intent.public_id, "the dashboard lists the intent");
+  t.equal(c.session(), token, "with the same session");
 });
 
 t.test("a form without its CSRF token changes nothing", async (t) => {

@@ -3,9 +3,14 @@
 // REST flows must answer as they do in one process, headers included, and a missing
 // rpc role must be a 503 the client can retry, not a 500.
 import { createHmac } from "node:crypto";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import t, { type Test } from "tap";
+import { DashboardService } from "../../gen/payments/v1/dashboard_pb.ts";
+import { dashboardCallHeader, dashboardCallProof, dashboardCallSecret } from "../../services/auth/dashboard-sessions.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until, type ApiResponse, type SplitTestApp } from "../helpers/harness.ts";
+import { dashboardClient } from "../helpers/dashboard.ts";
 import { hookHost, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
 // Through startTestApp, as any acceptance test run with TEST_SPLIT=1 would be.
@@ -154,6 +159,30 @@ t.test("site gateway: CORS headers survive the hop, on answers and on errors", a
   const preflight = await fetch(`${base}/api/v1/site-payment-intents`, { method: "OPTIONS", headers: { origin: shop, "access-control-request-method": "POST" } });
   t.equal(preflight.status, 204);
   t.equal(preflight.headers.get("access-control-allow-origin"), shop, "the preflight asks the rpc role which origins are allowed");
+});
+
+t.test("the dashboard of a gateway-only process: its calls are proven to the rpc role, and its session is no API credential", async (t) => {
+  const made = await call(base, "POST", intents(a), { key: a.key, idempotencyKey: idemKey(), body: sampleIntent });
+  const c = dashboardClient(base);
+  t.equal((await c.signIn(a.key)).status, 303);
+  const page = await c.get("/dashboard/payments");
+  t.equal(page.status, 200);
+  t.match(page.body, made.body.data.public_id, "the dashboard lists the intent");
+  const token = c.session() ?? "";
+  isEnvelope(t, await call(base, "GET", intents(a), { key: token }), 401, "invalid_api_key");
+  // Straight to the rpc role: only the proof made with the master key makes it a dashboard call.
+  const dashboard = createClient(DashboardService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const withProof = (proof: string) => ({ headers: { authorization: `Bearer ${token}`, [dashboardCallHeader]: proof } });
+  for (const [name, proof] of [
+    ["no proof", ""],
+    ["a made-up proof", "A".repeat(43)],
+    ["another master key's", dashboardCallProof(dashboardCallSecret(Buffer.alloc(32, 7)), token)],
+  ] as const) {
+    const err = await dashboard.getDashboardSession({}, withProof(proof)).then(() => undefined, (e: unknown) => ConnectError.from(e));
+    t.equal(err?.code, Code.Unauthenticated, name);
+  }
+  const session = await dashboard.getDashboardSession({}, withProof(dashboardCallProof(dashboardCallSecret(s.masterKey), token)));
+  t.equal(session.data?.merchantId, a.merchant, "the dashboard's own proof");
 });
 
 // Last: it stops the rpc role.

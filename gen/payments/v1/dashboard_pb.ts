@@ -427,8 +427,9 @@ export const DashboardServiceEnableWebhookEndpointResponseSchema: GenMessage<Das
  * DashboardService is what the merchant dashboard (DASHBOARD_BASE_URL) needs beyond the
  * merchant API: its sessions, and the few reads and actions the API has no route for. No REST
  * route: the spec's route table stays as it is. A session token (dsh_test_… or dsh_live_…) is
- * taken wherever an API key is, with the scopes of its key (or link), so the dashboard calls the
- * API's own RPCs with it.
+ * taken wherever an API key is, with the scopes of its key (or link), on the dashboard's own
+ * calls only, so the dashboard calls the API's own RPCs with it; sent by anyone else (REST or this
+ * port), it is refused as an unknown key is.
  *
  * @generated from service payments.v1.DashboardService
  */
