@@ -26,6 +26,8 @@ export const ChainWatcher = defineEntity({
     epoch: p.bigint("number").defaultRaw("1"),
     /** Set when a reorg deeper than the network's maximum was refused: the chain counts nothing until an operator resumes it. */
     haltedDepth: p.integer().nullable(),
+    /** The fork parts below every block the watcher and the core knew of the chain: haltedDepth is a lower bound. */
+    haltedDepthIsLowerBound: p.boolean().default(false),
     haltedAt: p.datetime().length(3).nullable(),
     /** What stopped the chain, in an operator's words: the blocks that would leave and where the branches part. */
     haltedReason: p.string().length(500).nullable(),

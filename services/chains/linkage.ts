@@ -6,6 +6,7 @@
  * chain until it beats it, and then becomes best at once: a block that stays on the best chain
  * never loses a confirmation while the rest of a fork is on its way.
  */
+import { blocksTaken } from "../vocabulary/assets.ts";
 
 export interface LinkBlock {
   height: number;
@@ -37,6 +38,11 @@ export interface ChainView {
   maxDepth: number;
   /** An operator resumed the chain after a deeper fork stopped it: the next fork is taken whatever its depth. */
   acceptDeeper: boolean;
+  /**
+   * The watcher did not find where the node's chain parts from the one it reported (every block it
+   * knew left it): the batch's parent is where it could read from, and the branches may part lower.
+   */
+  forkPointUnknown?: boolean;
 }
 
 export type Linkage =
@@ -46,8 +52,12 @@ export type Linkage =
   | { kind: "unlinked"; reason: string }
   /** A branch that does not beat the best chain (yet): its new blocks are kept beside it, nothing counts differently. */
   | { kind: "side"; keep: LinkBlock[] }
-  /** A branch that beats the best chain by taking away more blocks than the maximum: nothing changes, and the chain stops counting. */
-  | { kind: "halt"; depth: number; forkHeight: number; reason: string }
+  /**
+   * A branch that beats the best chain by taking away more blocks than the maximum: nothing
+   * changes, and the chain stops counting. `atLeast`: the branches part at `forkHeight` or below
+   * (below every block the watcher and the core knew), so `depth` is a lower bound.
+   */
+  | { kind: "halt"; depth: number; atLeast: boolean; forkHeight: number; reason: string }
   | {
       kind: "apply";
       /** Blocks of the batch not on the best chain yet (appended, or coming back). */
@@ -90,7 +100,7 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
     const depthAtLeast = tip.height - first.height + 2;
     if (first.height - 1 <= tip.height && depthAtLeast > view.maxDepth) {
       const reason = `block ${first.height}'s parent ${first.parentHash} is not a block the core keeps: the node's chain parts from the one counted at least ${depthAtLeast} blocks below the tip ${tip.height}`;
-      if (!view.acceptDeeper) return { kind: "halt", depth: depthAtLeast, forkHeight: first.height - 1, reason };
+      if (!view.acceptDeeper) return { kind: "halt", depth: depthAtLeast, atLeast: true, forkHeight: first.height - 1, reason };
       return { kind: "apply", append: [...batch], rejoin: [], leave: [], tip: lastKept, restart: true };
     }
     return {
@@ -169,21 +179,27 @@ function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlo
     };
   }
   // Where no block is in common, the watcher reads from just above where it found the branches
-  // part (it knows the node's blocks below the first one reported), or from the first block kept.
-  return forkFrom(forkHeight, fresh, [], lastKept, view);
+  // part (it knows the node's blocks below the first one reported), or, where it did not find
+  // it (it says so), from the lowest block it knew: then they part there or further down.
+  return forkFrom(forkHeight, fresh, [], lastKept, view, !common && view.forkPointUnknown === true);
 }
 
-/** A branch parting from the best chain above `forkHeight` that beats it: best, unless it takes more blocks away than the maximum. */
-function forkFrom(forkHeight: number, append: LinkBlock[], rejoin: string[], lastKept: KeptBlock, view: ChainView & { tip: KeptBlock }): Linkage {
+/**
+ * A branch parting from the best chain above `forkHeight` (`atLeast`: at it or below) that beats
+ * it: best, unless it takes more blocks away than the maximum.
+ */
+function forkFrom(forkHeight: number, append: LinkBlock[], rejoin: string[], lastKept: KeptBlock, view: ChainView & { tip: KeptBlock }, atLeast = false): Linkage {
   const { tip, best } = view;
   const leave = [...best.entries()].filter(([h]) => h > forkHeight).sort(([a], [b]) => a - b).map(([, hash]) => hash);
   const depth = tip.height - forkHeight;
   if (depth > view.maxDepth && !view.acceptDeeper) {
+    const from = atLeast ? `block ${forkHeight} or below` : `block ${forkHeight}`;
     return {
       kind: "halt",
       depth,
+      atLeast,
       forkHeight,
-      reason: `a branch from block ${forkHeight} takes ${depth} blocks off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
+      reason: `a branch from ${from} takes ${blocksTaken(depth, atLeast)} off the best chain (tip ${tip.height}, ${tip.hash}), more than the ${view.maxDepth} followed`,
     };
   }
   return { kind: "apply", append, rejoin, leave, tip: lastKept, restart: false };

@@ -40,6 +40,8 @@ export interface BlockReport extends Reporter {
   genesisHash: string | undefined;
   blocks: { height: number; hash: string; parentHash: string; time: Date | undefined; work: bigint | undefined; outputs: ReportedOutput[] }[];
   head: { height: number; time: Date | undefined };
+  /** The watcher did not find where the node's chain parts from the one reported: the first block's parent is only as far down as it could read (a fork measured from there is a lower bound). */
+  forkPointUnknown?: boolean;
 }
 
 export interface ReportOutcome {
@@ -190,14 +192,15 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const sideBelow = tip ? await sideBranchTo(tx, chain, first.parentHash) : [];
   const best = tip ? await bestFrom(tx, chain, Math.min(first.height, sideBelow?.[0]?.height ?? first.height) - 1) : new Map<number, string>();
   const maxDepth = deps.maxReorgDepth(chain.network);
-  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: watcher.acceptReorg });
+  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: watcher.acceptReorg, forkPointUnknown: r.forkPointUnknown === true });
   if (linkage.kind === "unlinked") throw refusal("unlinked", linkage.reason);
   if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
   if (linkage.kind === "halt") {
     // Kept, not thrown: the halt must outlive this report (the caller refuses it after the commit).
     const reason = `${linkage.reason}: counting stopped until an operator resumes the chain (ops chain-resume)`;
-    await tx.execute(`update chain_watchers set halted_depth = ?, halted_at = ?, halted_reason = ? where network = ? and environment = ?`, [
+    await tx.execute(`update chain_watchers set halted_depth = ?, halted_depth_is_lower_bound = ?, halted_at = ?, halted_reason = ? where network = ? and environment = ?`, [
       linkage.depth,
+      linkage.atLeast,
       now,
       reason.slice(0, 500),
       chain.network,

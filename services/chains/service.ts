@@ -81,6 +81,7 @@ function reportOf(req: ReportBlocksRequest, credentialId: string): BlockReport {
     genesisHash: req.genesisHash === "" ? undefined : req.genesisHash.toLowerCase(),
     blocks,
     head: { height: Number(req.headHeight), time: req.headTime && timestampDate(req.headTime) },
+    forkPointUnknown: req.forkPointUnknown,
   };
 }
 
@@ -140,6 +141,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
         maxReorgDepth,
         halted: row.haltedReason ?? "",
         haltedDepth: row.haltedDepth ?? 0,
+        haltedDepthIsLowerBound: row.haltedDepth !== null && row.haltedDepthIsLowerBound,
       };
     },
 

@@ -18,6 +18,8 @@ export interface WatcherRow {
   /** Why the chain counts nothing now (a fork deeper than its maximum), and how deep; null while it counts. */
   haltedReason: string | null;
   haltedDepth: number | null;
+  /** The fork parts below every block known of the chain: it is at least haltedDepth deep. */
+  haltedDepthIsLowerBound: boolean;
 }
 
 interface DbRow {
@@ -31,9 +33,10 @@ interface DbRow {
   epoch: string | number;
   halted_reason: string | null;
   halted_depth: number | null;
+  halted_depth_is_lower_bound: boolean;
 }
 
-const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch, halted_reason, halted_depth";
+const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch, halted_reason, halted_depth, halted_depth_is_lower_bound";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
@@ -47,6 +50,7 @@ function fromDb(r: DbRow): WatcherRow {
     epoch: Number(r.epoch),
     haltedReason: r.halted_reason,
     haltedDepth: r.halted_depth,
+    haltedDepthIsLowerBound: r.halted_depth_is_lower_bound === true,
   };
 }
 
@@ -129,13 +133,13 @@ export async function chainFollowed(em: EntityManager, chain: Chain): Promise<bo
  * the next fork is taken whatever its depth, once. Returns the halt lifted; undefined when the
  * chain was not stopped.
  */
-export async function resumeChain(em: EntityManager, chain: Chain): Promise<{ depth: number | null; reason: string } | undefined> {
-  const [row] = await em.execute<{ halted_depth: number | null; halted_reason: string }[]>(
-    `update chain_watchers w set halted_depth = null, halted_at = null, halted_reason = null, accept_reorg = true
-       from (select halted_depth, halted_reason from chain_watchers where network = ? and environment = ? for update) prior
+export async function resumeChain(em: EntityManager, chain: Chain): Promise<{ depth: number | null; depthIsLowerBound: boolean; reason: string } | undefined> {
+  const [row] = await em.execute<{ halted_depth: number | null; halted_depth_is_lower_bound: boolean; halted_reason: string }[]>(
+    `update chain_watchers w set halted_depth = null, halted_depth_is_lower_bound = false, halted_at = null, halted_reason = null, accept_reorg = true
+       from (select halted_depth, halted_depth_is_lower_bound, halted_reason from chain_watchers where network = ? and environment = ? for update) prior
       where w.network = ? and w.environment = ? and prior.halted_reason is not null
-      returning prior.halted_depth, prior.halted_reason`,
+      returning prior.halted_depth, prior.halted_depth_is_lower_bound, prior.halted_reason`,
     [chain.network, chain.environment, chain.network, chain.environment],
   );
-  return row && { depth: row.halted_depth, reason: row.halted_reason };
+  return row && { depth: row.halted_depth, depthIsLowerBound: row.halted_depth_is_lower_bound === true, reason: row.halted_reason };
 }

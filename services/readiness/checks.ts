@@ -1,6 +1,6 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
-import { followedNetworks, networks } from "../vocabulary/assets.ts";
+import { blocksTaken, followedNetworks, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { networksWithNodeProblems } from "../chains/store.ts";
@@ -77,8 +77,10 @@ export interface ApiKeyFacts {
 export interface ChainFacts {
   network: string;
   savedAt: Date | null;
-  /** Set while the core counts nothing on the chain: a fork would take this many best blocks away (at least), more than the network's maximum. */
+  /** Set while the core counts nothing on the chain: a fork would take this many best blocks away, more than the network's maximum. */
   haltedDepth?: number | null;
+  /** The fork parts below every block known of the chain: it would take at least haltedDepth blocks away. */
+  haltedDepthIsLowerBound?: boolean;
 }
 
 /** A watcher that saved its position within this long is following its chain (the create path's notion too). */
@@ -337,7 +339,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
       passed: false,
       message:
         `Payments on ${list(stopped.map((c) => c.network))} do not count for now: ` +
-        stopped.map((c) => `on ${c.network} a reorg would take ${c.haltedDepth} blocks off the chain counted so far`).join("; ") +
+        stopped.map((c) => `on ${c.network} a reorg would take ${blocksTaken(c.haltedDepth as number, c.haltedDepthIsLowerBound === true)} off the chain counted so far`).join("; ") +
         ", deeper than is followed without a person looking. Nothing there is counted or taken back until the operator checks the chain and resumes it.",
     };
   }
@@ -487,8 +489,8 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     `select id, created_at, scopes from api_keys where merchant_id = ? and environment = ? and revoked_at is null order by created_at, id`,
     scope,
   );
-  const chains = await em.execute<{ network: string; saved_at: Date | string | null; halted_depth: number | null }[]>(
-    `select network, saved_at, halted_depth from chain_watchers where environment = ?`,
+  const chains = await em.execute<{ network: string; saved_at: Date | string | null; halted_depth: number | null; halted_depth_is_lower_bound: boolean }[]>(
+    `select network, saved_at, halted_depth, halted_depth_is_lower_bound from chain_watchers where environment = ?`,
     [owner.environment],
   );
   const nodeProblems = await networksWithNodeProblems(em, owner.environment, followingWithinMs / 1000);
@@ -497,7 +499,7 @@ export async function readFacts(em: EntityManager, owner: Owner): Promise<Readin
     fiatPricing: fiat?.priced === true,
     owner,
     nodeProblems,
-    chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at), haltedDepth: c.halted_depth })),
+    chains: chains.map((c) => ({ network: c.network, savedAt: c.saved_at === null ? null : new Date(c.saved_at), haltedDepth: c.halted_depth, haltedDepthIsLowerBound: c.halted_depth_is_lower_bound === true })),
     endpoints,
     addresses: { usedNetworks: used.map((r) => r.network), accountKeys: keys.map((r) => r.network), pools },
     apiKeys: apiKeys.map((k) => ({ id: k.id, createdAt: new Date(k.created_at), scopes: k.scopes })),

@@ -88,6 +88,14 @@ export function reorgWindow(maxReorgDepth: number): number {
 }
 
 /**
+ * How many blocks a fork takes away, in words: "40 blocks", or "at least 32 blocks" when the
+ * branches part below every block known of the chain (the depth counted is a lower bound).
+ */
+export function blocksTaken(depth: number, atLeast: boolean): string {
+  return `${atLeast ? "at least " : ""}${depth} ${depth === 1 ? "block" : "blocks"}`;
+}
+
+/**
  * Block 0 of each followed network's mainnet: a Live node must serve it, whatever chain id or name
  * it claims, and a Live chain's reports must name it (the core never learns Live's block 0 from a
  * report). Bitcoin's hash is bare, as Bitcoin Core writes it; the others as their JSON-RPC writes

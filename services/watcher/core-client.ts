@@ -13,8 +13,11 @@ export interface Claim {
   oldestWatched: Date | undefined;
   /** How many best blocks a fork may take away and still be followed: the follower keeps twice that, and some. */
   maxReorgDepth: number;
-  /** Why the core counts nothing on the chain now (a fork deeper than the maximum), and how deep; undefined while it counts. */
-  halted: { reason: string; depth: number } | undefined;
+  /**
+   * Why the core counts nothing on the chain now (a fork deeper than the maximum), and how deep
+   * (`depthIsLowerBound`: at least that deep, the branches part below every block known); undefined while it counts.
+   */
+  halted: { reason: string; depth: number; depthIsLowerBound: boolean } | undefined;
 }
 
 /**
@@ -48,12 +51,12 @@ export class CoreClient {
       required: res.requiredConfirmations,
       oldestWatched: res.oldestWatchedCreatedAt && timestampDate(res.oldestWatchedCreatedAt),
       maxReorgDepth: res.maxReorgDepth,
-      halted: res.halted === "" ? undefined : { reason: res.halted, depth: res.haltedDepth },
+      halted: res.halted === "" ? undefined : { reason: res.halted, depth: res.haltedDepth, depthIsLowerBound: res.haltedDepthIsLowerBound },
     };
   }
 
   /** Reports blocks (none: a heartbeat) under the lease's epoch; the core answers with its tip and what it did. */
-  report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }, epoch: bigint, genesisHash: string | undefined) {
+  report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }, epoch: bigint, genesisHash: string | undefined, forkPointUnknown = false) {
     return this.#chains.reportBlocks(
       {
         network: this.#network,
@@ -70,6 +73,7 @@ export class CoreClient {
         })),
         headHeight: BigInt(head.height),
         headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),
+        forkPointUnknown,
       },
       { headers: this.#headers },
     );

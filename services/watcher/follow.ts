@@ -33,8 +33,10 @@ export interface Core {
    * Reports consecutive blocks of the node's best chain, lowest first (none: a heartbeat with the
    * head). The core links them to the best chain it keeps (a different block at a height is a
    * fork, which the core itself applies), derives confirmations and settles intents.
+   * `forkPointUnknown`: every block the follower knew left the node's best chain, so the first
+   * block's parent is only as low as it could read, not where the branches part (maybe lower).
    */
-  report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }): Promise<void>;
+  report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }, o?: { forkPointUnknown?: boolean }): Promise<void>;
 }
 
 /** A block as a source read it. */
@@ -100,6 +102,12 @@ export class Follower {
    * head in one batch, since the core has no kept block to keep a part of it beside.
    */
   #wholeBranch = false;
+  /**
+   * Every block kept left the node's best chain, the oldest too: where the branches part is below
+   * what the follower knows, and the next batch reported says so (a depth counted from its parent
+   * is a lower bound).
+   */
+  #forkPointUnknown = false;
   /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
   #next: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> } | undefined;
 
@@ -163,6 +171,7 @@ export class Follower {
     // blocks than the maximum depth) replaces every block it keeps.
     const top = this.#recent.at(-1);
     this.#wholeBranch = top === undefined || top.height <= this.#unreported;
+    this.#forkPointUnknown = top === undefined;
     this.#height = top ? top.height : (orphaned.at(-1)?.height ?? this.#height + 1) - 1;
     if (orphaned.length > 0) this.#o.onReorg?.(orphaned);
     return true;
@@ -221,7 +230,7 @@ export class Follower {
       pending.catch(() => undefined);
       this.#next = { ...ahead, read: pending };
     }
-    await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined });
+    await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
     for (const b of reported) {
       this.#recent.push({ height: b.height, hash: b.hash });
       this.#o.onBlock?.(b, head);
@@ -230,5 +239,6 @@ export class Follower {
     if (this.#recent.length > this.#keep) this.#recent.splice(0, this.#recent.length - this.#keep);
     this.#height = to;
     this.#wholeBranch = false;
+    this.#forkPointUnknown = false;
   }
 }

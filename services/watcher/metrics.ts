@@ -43,7 +43,13 @@ export function watcherMetrics(registry: Registry) {
     }),
     haltedDepth: new Gauge({
       name: "chain_halted_reorg_depth",
-      help: "While the core counts nothing on the chain because a fork would take more blocks off its best chain than the network's maximum: how many (at least); 0 while it counts. ops chain-resume lifts it.",
+      help: "While the core counts nothing on the chain because a fork would take more blocks off its best chain than the network's maximum: how many (at least that many when chain_halted_reorg_depth_is_lower_bound is 1); 0 while it counts. ops chain-resume lifts it.",
+      labelNames,
+      registers,
+    }),
+    haltedDepthIsLowerBound: new Gauge({
+      name: "chain_halted_reorg_depth_is_lower_bound",
+      help: "1 while chain_halted_reorg_depth is a lower bound: the fork parts below every block the watcher and the core knew of the chain, so it is at least that deep; 0 when the depth is exact or the chain counts.",
       labelNames,
       registers,
     }),

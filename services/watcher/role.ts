@@ -9,7 +9,7 @@ import { chainReader, type ChainReader } from "./chain-reader.ts";
 import { CoreClient, type Claim } from "./core-client.ts";
 import { redactNodeUrl } from "./evm-node.ts";
 import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
-import { reorgWindow } from "../vocabulary/assets.ts";
+import { blocksTaken, reorgWindow } from "../vocabulary/assets.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
 import { WatchedSync } from "./watched-sync.ts";
@@ -135,7 +135,7 @@ class ChainWatch {
   /** The epoch the current follower started under: a follower reports under its own tenure only. */
   #followerEpoch: bigint | undefined;
   /** What the core said last of a halt of the chain (undefined: it counts), as logged. */
-  #halted: { reason: string; depth: number } | undefined;
+  #halted: { reason: string; depth: number; depthIsLowerBound: boolean } | undefined;
   #haltLogged: string | undefined;
   /** The mempool report last applied by the core (its tip and outputs), and when: one that says the same is sent again only as a heartbeat. */
   #mempoolSent: { key: string; at: number } | undefined;
@@ -488,9 +488,10 @@ class ChainWatch {
   #isHalted(): boolean {
     const halt = this.#halted;
     this.#m.haltedDepth.set(this.#labels, halt?.depth ?? 0);
+    this.#m.haltedDepthIsLowerBound.set(this.#labels, halt?.depthIsLowerBound ? 1 : 0);
     if (halt && this.#haltLogged !== halt.reason) {
       this.#log.error(
-        { depth: halt.depth, reason: halt.reason },
+        { depth: halt.depth, depth_is_lower_bound: halt.depthIsLowerBound, blocks_taken: blocksTaken(halt.depth, halt.depthIsLowerBound), reason: halt.reason },
         "the core stopped counting this chain: a reorg deeper than the maximum followed; check the node, then resume it with ops chain-resume",
       );
     } else if (!halt && this.#haltLogged !== undefined) {
@@ -539,7 +540,7 @@ class ChainWatch {
   /** The follower's core: blocks reported under the lease epoch the follower started with, and no other. */
   #reporter(epoch: bigint | undefined): Core {
     return {
-      report: async (blocks, head) => {
+      report: async (blocks, head, o) => {
         // A long step (a catch-up batch full of outputs) may outlast the renewal schedule: renew
         // first, so the report is not refused for a lease that merely ran out while this watcher worked.
         if (Date.now() >= this.#leaseRenewAt) {
@@ -558,7 +559,7 @@ class ChainWatch {
         }
         let res;
         try {
-          res = await this.#core.report(blocks, head, epoch ?? 0n, this.#genesis);
+          res = await this.#core.report(blocks, head, epoch ?? 0n, this.#genesis, o?.forkPointUnknown === true);
         } catch (err) {
           // Refused because the chain stopped: said once by #isHalted, not as a failure each retry.
           if (err instanceof ConnectError && err.code === Code.FailedPrecondition && (await this.#claim()).halted) throw new ChainHalted(err.rawMessage);

@@ -62,6 +62,8 @@ export interface ReorgSetup {
   reorg(depth: number, txs?: [Hex, number][]): Promise<void>;
   /** Runs the ops CLI against the app's database (and NATS prefix). */
   ops(...args: string[]): ReturnType<typeof runCli>;
+  /** The merchant's go-live readiness check of the chain watcher (Test). */
+  chainCheck(): Promise<{ id: string; passed: boolean; message: string }>;
   /** Sets a confirmation rule of the merchant with the admin CLI. */
   confirmations(asset: string, n: number): Promise<void>;
   /** What a failed run needs to be understood: the chain's row and blocks as the core keeps them, and the watcher's log lines. */
@@ -132,6 +134,13 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
       await dev.test.request({ method: "anvil_reorg" as never, params: [depth, txs] as never });
     },
     ops: (...args) => runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl, NATS_URL: s.config.natsUrl ?? "nats://127.0.0.1:4222", JETSTREAM_PREFIX: s.prefix }, ...args),
+    async chainCheck() {
+      const res = await call(s.base, "GET", `/api/v1/merchants/${a.merchant}/go-live/readiness`, { key: a.key });
+      if (res.status !== 200) throw new Error(`readiness: ${res.status} ${JSON.stringify(res.body)}`);
+      const check = (res.body.data.checks as { id: string; passed: boolean; message: string }[]).find((c) => c.id === "chain_watcher");
+      if (!check) throw new Error(`readiness has no chain_watcher check: ${JSON.stringify(res.body.data.checks)}`);
+      return check;
+    },
     async confirmations(asset, n) {
       const run = await runCli("services/app/admin.ts", { DATABASE_URL: s.databaseUrl }, "policy", "confirmations", "--merchant", a.merchant, "--environment", "test", "--network", "ethereum", "--asset", asset, "--confirmations", String(n));
       if (run.code !== 0) throw new Error(`admin policy confirmations: ${run.stderr}`);
@@ -139,7 +148,7 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
     async diagnosis() {
       const em = s.app.db.em.fork();
       const chain = `network = 'ethereum' and environment = 'test'`;
-      const [row] = await em.execute(`select holder, epoch, height, head_height, lease_expires_at > now() as lease_live, halted_depth, halted_reason, accept_reorg from chain_watchers where ${chain}`);
+      const [row] = await em.execute(`select holder, epoch, height, head_height, lease_expires_at > now() as lease_live, halted_depth, halted_depth_is_lower_bound, halted_reason, accept_reorg from chain_watchers where ${chain}`);
       const blocks = await em.execute<{ height: string; hash: string; best: boolean }[]>(`select height, hash, best from chain_blocks where ${chain} order by height desc, best desc limit 120`);
       const watcher = log.lines().filter((l) => typeof l.chain === "string" || Number(l.level) >= 40).slice(-60);
       return [

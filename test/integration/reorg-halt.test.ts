@@ -72,6 +72,8 @@ t.test("a 40-block reorg past ETHEREUM_MAX_REORG_DEPTH=30 stops the chain loudly
   t.equal(check.passed, false, `chain_watcher fails while the chain is stopped: ${check.message}`);
   t.match(check.message, /ethereum/, "the message names the network");
   t.match(check.message, /\b40\b/, "and the reorg's depth");
+  t.match(check.message, /a reorg would take 40 blocks off the chain counted so far/, "exactly: the watcher knew where the branches part");
+  t.notMatch(check.message, /at least/, "not as a lower bound");
   t.notOk(check.message.includes(nodeAddress) || check.message.includes(nodePort), `and never the node's address: ${check.message}`);
 
   // (c) the gauge.

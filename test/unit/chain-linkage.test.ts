@@ -4,6 +4,7 @@
 // chain, and a batch that links to nothing is refused.
 import t from "tap";
 import { admit, link, type ChainView, type KeptBlock, type LinkBlock } from "../../services/chains/linkage.ts";
+import { blocksTaken } from "../../services/vocabulary/assets.ts";
 import { keptChain } from "../helpers/kept-chain.ts";
 
 /** Blocks `from..to` of branch `b` (hash `<b>-<height>`), the first one's parent on branch `parent`. */
@@ -76,6 +77,7 @@ t.test("a fork that takes away more than the maximum stops the chain; an operato
   const deep = blocks(60, 101, "b", "a");
   const halted = link(deep, onBest(best, { maxDepth: 30 }));
   t.same(halted.kind === "halt" && [halted.depth, halted.forkHeight], [41, 59], "41 blocks would leave: stopped, nothing applied");
+  t.match(halted, { atLeast: false, reason: /^a branch from block 59 takes 41 blocks off the best chain/ }, "exactly: the branches part at a kept block");
   const resumed = link(deep, onBest(best, { maxDepth: 30, acceptDeeper: true }));
   t.same(resumed.kind === "apply" && [resumed.leave.length, resumed.tip.hash], [41, "b-101"], "resumed: the branch is best");
   t.equal(link(blocks(71, 101, "b", "a"), onBest(best, { maxDepth: 30 })).kind, "apply", "30 deep: followed");
@@ -87,7 +89,7 @@ t.test("a batch linked to nothing kept: read further back, unless it is below th
   const unknown = (from: number, o: Partial<ChainView> = {}) => link(blocks(from, from + 1, "c", "x"), onBest(best, { sideBelow: undefined, maxDepth: 30, ...o }));
   t.equal(unknown(90).kind, "unlinked", "11 below the tip: the watcher reads from further back");
   const deep = unknown(60);
-  t.same(deep.kind === "halt" && deep.depth, 42, "42 and more below the tip: stopped, the depth a lower bound");
+  t.same(deep.kind === "halt" && [deep.depth, deep.atLeast], [42, true], "42 and more below the tip: stopped, the depth a lower bound");
   const restart = unknown(60, { acceptDeeper: true });
   t.same(restart.kind === "apply" && [restart.restart, restart.tip.hash], [true, "c-61"], "resumed: the kept chain starts over from the node's");
   t.equal(link(blocks(102, 103, "a"), onBest(best, { sideBelow: undefined })).kind, "unlinked", "a gap above the tip");
@@ -137,4 +139,26 @@ t.test("a batch that starts below the first block kept (a chain followed fewer b
   t.same(link([...blocks(48, 54, "a"), ...blocks(55, 61, "b", "a")], onBest(best, { sideBelow: undefined })), apply(blocks(55, 61, "b", "a"), blocks(55, 60, "a").map((b) => b.hash), { height: 61, hash: "b-61" }), "a kept block in the batch: the branches part there");
   t.same(link(blocks(48, 55, "a"), onBest(best, { sideBelow: undefined })), apply([], [], tip), "kept blocks reported again from below: nothing changes");
   t.match(link(blocks(50, 61, "b", "b"), onBest(best, { sideBelow: undefined, maxDepth: 10 })), { kind: "halt", depth: 11 }, "more kept blocks than the maximum: the chain stops");
+});
+
+t.test("a deep fork below every block kept: its depth is exact where the watcher found the branches part, a lower bound where it did not", async (t) => {
+  const best = chain(50, 60);
+  const found = link(blocks(45, 61, "b", "a"), onBest(best, { sideBelow: undefined, maxDepth: 10 }));
+  t.match(found, { kind: "halt", depth: 16, atLeast: false, forkHeight: 44 }, "parting at block 44, as the watcher found: 16 blocks");
+  t.match(found, { reason: /^a branch from block 44 takes 16 blocks off the best chain/ }, "said exactly");
+  const unknown = link(blocks(45, 61, "b", "b"), onBest(best, { sideBelow: undefined, maxDepth: 10, forkPointUnknown: true }));
+  t.match(unknown, { kind: "halt", depth: 16, atLeast: true, forkHeight: 44 }, "the watcher did not find where: at least 16 blocks");
+  t.match(unknown, { reason: /^a branch from block 44 or below takes at least 16 blocks off the best chain/ }, "said as a lower bound");
+  const common = link([...blocks(48, 54, "a"), ...blocks(55, 71, "b", "a")], onBest(best, { sideBelow: undefined, maxDepth: 3, forkPointUnknown: true }));
+  t.match(common, { kind: "halt", depth: 6, atLeast: false }, "a kept block in the batch: the branches part there, whatever the watcher said");
+  const onBestChain = link(blocks(60, 101, "b", "a"), onBest(chain(0, 100), { maxDepth: 30, forkPointUnknown: true }));
+  t.match(onBestChain, { kind: "halt", depth: 41, atLeast: false }, "a parent on the best chain: exact");
+  t.equal(link(blocks(45, 61, "b", "b"), onBest(best, { sideBelow: undefined, maxDepth: 20, forkPointUnknown: true })).kind, "apply", "within the maximum: followed");
+});
+
+t.test("blocksTaken: a depth in words, \"at least\" when it is a lower bound", async (t) => {
+  t.equal(blocksTaken(40, false), "40 blocks");
+  t.equal(blocksTaken(32, true), "at least 32 blocks");
+  t.equal(blocksTaken(1, false), "1 block");
+  t.equal(blocksTaken(1, true), "at least 1 block");
 });

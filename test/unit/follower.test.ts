@@ -55,15 +55,18 @@ function recordingCore(maxDepth = 128) {
   const heartbeats: number[] = [];
   const tips: number[] = [];
   const halts: number[] = [];
+  /** Whether each halt's depth was a lower bound (the follower did not find where the branches part). */
+  const atLeast: boolean[] = [];
   const core: Core = {
-    async report(blocks, head) {
+    async report(blocks, head, o) {
       if (blocks.length === 0) {
         heartbeats.push(head.height);
         return;
       }
-      const linkage = link(blocks, kept.view(blocks, maxDepth));
+      const linkage = link(blocks, { ...kept.view(blocks, maxDepth), forkPointUnknown: o?.forkPointUnknown === true });
       if (linkage.kind === "halt") {
         halts.push(linkage.depth);
+        atLeast.push(linkage.atLeast);
         throw new Error(`halt: ${linkage.reason}`);
       }
       if (linkage.kind !== "apply" && linkage.kind !== "side") throw new Error(`${linkage.kind}: ${linkage.reason}`);
@@ -73,7 +76,7 @@ function recordingCore(maxDepth = 128) {
       for (const b of blocks) for (const o of b.outputs) outputs.push({ tx: o.txHash, block: b.hash });
     },
   };
-  return { core, left, outputs, heartbeats, tips, halts, kept, tip: () => kept.tip() && { height: kept.tip()?.height, hash: kept.tip()?.hash } };
+  return { core, left, outputs, heartbeats, tips, halts, atLeast, kept, tip: () => kept.tip() && { height: kept.tip()?.height, hash: kept.tip()?.hash } };
 }
 
 async function followToHead(f: Follower, head: number) {
@@ -195,4 +198,25 @@ t.test("a chain followed for the first time with the node's hashes below where i
   deeper.fork(65, 100, "b");
   await t.rejects(followToHead(g, deeper.head()), /halt/, "parting at block 64, 35 blocks deep: refused");
   t.same(b.halts, [35], "with its true depth, not the 10 blocks the core keeps");
+  t.same(b.atLeast, [false], "exact: the branches were found to part at block 64");
+
+  // Parting below every hash the follower read (59..89): it reports from 59, saying it did not find
+  // where they part; the core counts 41 blocks (99 - 58) and says that is a lower bound.
+  const below = memoryChain(100);
+  const c = recordingCore(30);
+  const h = new Follower({ source: below.source, core: c.core, keep: 76 }, seeded());
+  await followToHead(h, below.head());
+  below.fork(50, 100, "b");
+  await t.rejects(followToHead(h, below.head()), /halt: a branch from block 58 or below takes at least 41 blocks off/, "parting at block 49, 50 blocks deep: refused");
+  t.same([c.halts, c.atLeast], [[41], [true]], "with 41 as a lower bound: the branches part below what the follower knew");
+});
+
+t.test("a fork below every block kept of a chain followed for long: reported from the oldest block kept, as a lower bound", async (t) => {
+  const chain = memoryChain(200);
+  const { core, halts, atLeast } = recordingCore(30);
+  const f = new Follower({ source: chain.source, core, keep: 76 }, { height: 0, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.fork(100, 200, "b");
+  await t.rejects(followToHead(f, chain.head()), /halt/, "a 100-block fork, deeper than the 76 blocks kept: refused");
+  t.same([halts, atLeast], [[77], [true]], "at least 77 blocks (from below block 124, the oldest kept), the depth a lower bound");
 });

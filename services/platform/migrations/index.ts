@@ -33,6 +33,7 @@ import { Migration20261128070000_FiatPricedIntents } from "./Migration2026112807
 import { Migration20261128080000_FiatValueAtFirstSight } from "./Migration20261128080000_FiatValueAtFirstSight.ts";
 import { Migration20261128090000_DashboardSessions } from "./Migration20261128090000_DashboardSessions.ts";
 import { Migration20261128100000_Retention } from "./Migration20261128100000_Retention.ts";
+import { Migration20261128220000_HaltedDepthLowerBound } from "./Migration20261128220000_HaltedDepthLowerBound.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -70,4 +71,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128080000_FiatValueAtFirstSight", class: Migration20261128080000_FiatValueAtFirstSight },
   { name: "Migration20261128090000_DashboardSessions", class: Migration20261128090000_DashboardSessions },
   { name: "Migration20261128100000_Retention", class: Migration20261128100000_Retention },
+  { name: "Migration20261128220000_HaltedDepthLowerBound", class: Migration20261128220000_HaltedDepthLowerBound },
 ];
