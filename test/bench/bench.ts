@@ -18,6 +18,7 @@ import { limitsScenario } from "./scenarios/limits.ts";
 import { listScenario } from "./scenarios/list.ts";
 import { replayScenario } from "./scenarios/replay.ts";
 import { retentionScenario } from "./scenarios/retention.ts";
+import { scaleScenario } from "./scenarios/scale.ts";
 import { retryScenarios } from "./scenarios/retry.ts";
 import { watcherScenario } from "./scenarios/watcher.ts";
 import { bitcoinWatcherScenario } from "./scenarios/bitcoin-watcher.ts";
@@ -32,7 +33,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

@@ -1,0 +1,170 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { loadConfig } from "../../../services/platform/config.ts";
+import { removePastRetention } from "../../../services/retention/job.ts";
+import { SecretBox } from "../../../services/webhooks/secrets.ts";
+import { load } from "../load.ts";
+import { startWebhookSystem, waitForArrivals, type WebhookSystem } from "../receiver.ts";
+import { nowMs } from "../stats.ts";
+import { Cleanup } from "../system.ts";
+import type { BenchContext, RunResult, Scenario } from "../types.ts";
+
+/**
+ * The hot path at scale (issue 50): create, GET an event, the drain and the first page of the
+ * deliveries list, measured on an empty database and again once the webhook tables hold 90 past
+ * days of BENCH_SCALE_DELIVERIES deliveries (200k in --quick, 2M in full; 100000000 for the issue's
+ * figure), with their events (one per two deliveries) and an attempt each; and the retention run
+ * that removes the oldest day (each run one more). Loaded in the database (INSERT … SELECT from
+ * generate_series, a day at a time), to a disabled endpoint of the same merchant. The tables are not
+ * partitioned yet: this is the figure a partitioned layout is to be compared with.
+ */
+
+const day = 86_400_000;
+const days = 90;
+const connections = 32;
+const deliveriesFor = (ctx: BenchContext) => Number(process.env.BENCH_SCALE_DELIVERIES ?? (ctx.quick ? 200_000 : 2_000_000));
+const seconds = (ctx: BenchContext) => (ctx.quick ? 3 : 8);
+const drainEvents = (ctx: BenchContext) => (ctx.quick ? 2_000 : 10_000);
+
+const cleanup = new Cleanup();
+let ws: WebhookSystem;
+let empty: Phase;
+let firstDay = 0;
+let dropped = 0;
+let loadSeconds = 0;
+
+interface Phase {
+  create: number;
+  get: number;
+  drain: number;
+  list: number;
+}
+
+/** Throughputs of the four, on the system as it is now. */
+async function phase(ctx: BenchContext): Promise<Phase> {
+  const { system, producer, receiver } = ws;
+  const auth = { authorization: `Bearer ${system.merchant.key}` };
+  const merchantPath = `${system.base}/api/v1/merchants/${system.merchant.id}`;
+  const create = await load({
+    url: `${merchantPath}/payment-intents`,
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ network: "ethereum", asset: "USDC", requested_amount: "12.50", merchant_reference: "bench-scale" }),
+    connections,
+    seconds: seconds(ctx),
+    idempotencyKeys: true,
+  });
+  // The drain: events recorded at once, deliveries/s from the first commit to the last arrival.
+  await receiver.reset();
+  const t0 = nowMs();
+  const ids: string[] = [];
+  for (let left = drainEvents(ctx); left > 0; left -= 1000) ids.push(...(await producer.record(Math.min(1000, left))).ids);
+  const arrivals = await waitForArrivals(receiver, ids, 300_000);
+  const drain = ids.length / ((Math.max(...ids.map((id) => arrivals.get(id)![0]!)) - t0) / 1000);
+  const get = await load({ url: `${merchantPath}/webhook-events/${ids[ids.length >> 1]}`, headers: auth, connections, seconds: seconds(ctx) });
+  const list = await load({ url: `${merchantPath}/webhook-deliveries?limit=50`, headers: auth, connections, seconds: seconds(ctx) });
+  return { create: create.rps, get: get.rps, drain, list: list.rps };
+}
+
+export const scaleScenario: Scenario = {
+  name: "scale",
+  title: "Create, GET, the drain and the list on an empty database and beside 90 days of deliveries; the retention run removing a day",
+  ownSystem: true,
+  metrics: {
+    deliveries: { label: "deliveries loaded over 90 past days (BENCH_SCALE_DELIVERIES), with half as many events and an attempt each", unit: "rows" },
+    load_seconds: { label: "loading them", unit: "s" },
+    create_ratio: { label: "create: requests/s loaded ÷ empty", unit: "×" },
+    get_ratio: { label: "GET one event: requests/s loaded ÷ empty", unit: "×" },
+    drain_ratio: { label: "the drain: deliveries/s loaded ÷ empty", unit: "×" },
+    list_ratio: { label: "GET webhook-deliveries, first page: requests/s loaded ÷ empty", unit: "×" },
+    create_rps: { label: "create, loaded", unit: "req/s" },
+    get_rps: { label: "GET one event, loaded", unit: "req/s" },
+    drain_rate: { label: "the drain, loaded", unit: "deliveries/s" },
+    list_rps: { label: "list, loaded", unit: "req/s" },
+    pass_seconds: { label: "retention run removing one day (events, deliveries and attempts)", unit: "s" },
+    dropped_deliveries: { label: "deliveries it removed", unit: "rows" },
+  },
+
+  async setup(ctx) {
+    ws = await startWebhookSystem(cleanup);
+    // Once to warm the processes up (a cold one is slower, and would flatter the loaded figures), then measured.
+    await phase(ctx);
+    ctx.log("scale: the empty database");
+    empty = await phase(ctx);
+    ctx.log(`scale: empty: ${JSON.stringify(empty)}`);
+    const client = new pg.Client({ connectionString: ws.system.databaseUrl });
+    await client.connect();
+    try {
+      firstDay = Math.floor(Date.now() / day) * day - days * day;
+      const merchant = ws.system.merchant.id;
+      const endpoint = `we_bench_scale_${randomBytes(4).toString("hex")}`;
+      await client.query(
+        `insert into webhook_endpoints (id, merchant_id, environment, url, status, secret_ciphertext, created_at, disabled_at)
+         values ($1, $2, 'test', 'https://bench.example.test/scale', 'disabled', $3, now(), now())`,
+        [endpoint, merchant, SecretBox.fromMasterKeys(ws.system.masterKey).seal(endpoint, "whsec_" + randomBytes(24).toString("hex"))],
+      );
+      const perDay = Math.floor(deliveriesFor(ctx) / days / 2);
+      ctx.log(`scale: loading ${perDay * 2 * days} deliveries, ${perDay * days} events and ${perDay * 2 * days} attempts over ${days} days`);
+      const t0 = performance.now();
+      for (let d = 0; d < days; d++) {
+        const start = firstDay + d * day;
+        // Per event: its id, then two deliveries and an attempt of each, all at the event's time.
+        await client.query(
+          `with t as (
+             select ($1::bigint + (g::bigint * ${day - 1000}) / $2) as ms from generate_series(0, $2 - 1) g
+           ), ev as (
+             insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
+             select 'evt_' || substr(md5(random()::text), 1, 24), $3, 'test', 'webhook.test', '{"bench":"scale"}',
+                    timestamptz 'epoch' + ms * interval '1 millisecond'
+               from t
+             returning id, created_at
+           ), d as (
+             insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, last_attempt_at, last_status_code, published_at, created_at, updated_at)
+             select 'wd_' || substr(md5(random()::text), 1, 24), $3, 'test', ev.id, $4, 'delivered', 1, ev.created_at, 200, ev.created_at, ev.created_at, ev.created_at
+               from ev, generate_series(1, 2)
+             returning id, created_at
+           )
+           insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, outcome)
+           select id, 1, created_at, 12, 200, 'success' from d`,
+          [start, perDay, merchant, endpoint],
+        );
+        if ((d + 1) % 10 === 0) ctx.log(`scale: ${d + 1} of ${days} days loaded (${Math.round((performance.now() - t0) / 1000)} s)`);
+      }
+      await client.query(`analyze webhook_events, webhook_deliveries, webhook_attempts`);
+      loadSeconds = (performance.now() - t0) / 1000;
+    } finally {
+      await client.end();
+    }
+  },
+
+  async run(ctx): Promise<RunResult> {
+    const loaded = await phase(ctx);
+    ctx.log(`scale: loaded: ${JSON.stringify(loaded)}`);
+    // The retention that puts the oldest day left just past it.
+    const dayEnd = firstDay + (dropped + 1) * day;
+    const settings = { ...loadConfig({}).retention, eventSeconds: Math.floor((Date.now() - dayEnd) / 1000) };
+    const t0 = performance.now();
+    const pass = await removePastRetention(ws.system.db.em.fork(), settings, async () => undefined);
+    const passSeconds = (performance.now() - t0) / 1000;
+    dropped += 1;
+    ctx.log(`scale: the retention run removed ${pass.webhook_deliveries} deliveries in ${passSeconds.toFixed(2)} s`);
+    return {
+      deliveries: deliveriesFor(ctx),
+      load_seconds: loadSeconds,
+      create_ratio: loaded.create / empty.create,
+      get_ratio: loaded.get / empty.get,
+      drain_ratio: loaded.drain / empty.drain,
+      list_ratio: loaded.list / empty.list,
+      create_rps: loaded.create,
+      get_rps: loaded.get,
+      drain_rate: loaded.drain,
+      list_rps: loaded.list,
+      pass_seconds: passSeconds,
+      dropped_deliveries: pass.webhook_deliveries,
+    };
+  },
+
+  async teardown() {
+    await cleanup.run();
+  },
+};
