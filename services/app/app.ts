@@ -31,7 +31,8 @@ import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
-import { startRetention, startScheduler } from "./scheduler.ts";
+import { startPartitionKeeper, startRetention, startScheduler } from "./scheduler.ts";
+import { ensurePartitions } from "../retention/partitions.ts";
 import { startWatcher } from "./watcher-process.ts";
 import { InProcessWatcherCredentials } from "../auth/watcher-credentials.ts";
 
@@ -228,6 +229,11 @@ export async function startApp(o: AppOptions): Promise<App> {
       const watcher = await startWatcher({ config, logger, registry: metrics.registry, local });
       stops.unshift({ step: "chain watcher", stop: watcher.stop });
     }
+    // The days ahead exist before anything is served (a first start has only the legacy partition);
+    // the keeper keeps them so, and retries what fails here.
+    await ensurePartitions(db.em.fork()).catch((err: unknown) => logger.warn({ err }, "partitions: could not make the days ahead at start"));
+    const partitions = startPartitionKeeper(db, logger);
+    stops.push({ step: "partition keeper", stop: partitions.stop });
     if (roles.includes("scheduler")) {
       const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
       stops.push({ step: "scheduler", stop: scheduler.stop });

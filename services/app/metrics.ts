@@ -8,6 +8,7 @@ import type { Database } from "../platform/db.ts";
 import { describeError } from "../platform/errors.ts";
 import type { Nats } from "../platform/nats.ts";
 import { retentionTables, type Removed } from "../retention/job.ts";
+import { daysCovered, listPartitions, partitionedTables } from "../retention/partitions.ts";
 
 type Role = "rpc" | "gateway" | "worker" | "scheduler" | "watcher";
 
@@ -210,11 +211,23 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
   for (const table of retentionTables) retentionRemoved.inc({ table }, 0);
   const tableBytes = new ScrapedGauge({
     name: "payments_table_bytes",
-    help: "Size of each table that grows with traffic, its indexes and TOAST included (pg_total_relation_size).",
+    help: "Size of each table that grows with traffic, its indexes and TOAST included (pg_total_relation_size; of all its partitions for one partitioned by day).",
     labelNames: ["table"] as const,
     registers: on("scheduler"),
     collect: async () => void (await snapshot()),
   });
+  const partitionBytes = new ScrapedGauge({
+    name: "payments_partition_bytes",
+    help: "Size of each partition of the webhook tables partitioned by day (its legacy partition: the rows from before), indexes and TOAST included.",
+    labelNames: ["table", "partition"] as const,
+    registers: on("scheduler"),
+    collect: async () => void (await snapshot()),
+  });
+  const daysAhead = gauge(
+    "payments_partition_days_ahead",
+    "Days after now that every table partitioned by day has partitions for (made a week ahead; an insert of a day with none fails): readiness warns under 2.",
+    "scheduler",
+  );
   // The tables retention removes from, and the one it keeps whole, sized for payments_table_bytes.
   const sizedTables = [...retentionTables, "payment_intents"];
   const retentionSuccess = gauge("payments_retention_last_success_timestamp_seconds", "When the retention job (any process's) last completed a run, in Unix seconds; readiness warns when it is late.", "scheduler");
@@ -230,7 +243,8 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
       columns.push(`${counts("webhook_deliveries", "status = 'pending' and attempt_count > 0")} as pending_retry`);
     }
     if (has("scheduler")) {
-      for (const table of sizedTables) columns.push(`pg_total_relation_size('${table}')::float8 as "bytes_${table}"`);
+      // A table partitioned by day is the sum of its partitions (it has none of its own; a plain table has no tree).
+      for (const table of sizedTables) columns.push(`greatest(pg_total_relation_size('${table}'), (select coalesce(sum(pg_total_relation_size(relid)), 0) from pg_partition_tree('${table}')))::float8 as "bytes_${table}"`);
       columns.push(`(select extract(epoch from last_success_at)::float8 from retention_state where id = 'retention') as retention_success`);
       // One index lookup per status (status, expires_at), not a scan of every due intent.
       const oldest = (status: string) => `(select min(expires_at) from payment_intents where status = '${status}' and expires_at <= now())`;
@@ -250,6 +264,14 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     if (has("scheduler")) {
       lag.set(Number(row.lag));
       for (const table of sizedTables) tableBytes.set({ table }, Number(row[`bytes_${table}`]));
+      const parts = await o.db.em.fork().execute<{ parent: string; name: string; bytes: number }[]>(
+        `select p.relname as parent, c.relname as name, pg_total_relation_size(c.oid)::float8 as bytes
+           from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+          where p.relname in (${partitionedTables.map((t) => `'${t.table}'`).join(", ")})`,
+      );
+      partitionBytes.reset();
+      for (const r of parts) partitionBytes.set({ table: r.parent, partition: r.name }, Number(r.bytes));
+      daysAhead.set(daysCovered(await listPartitions(o.db.em.fork()), new Date()));
       // Never run: no series, rather than a 1970 that would read as very late and very precise.
       if (row.retention_success === null || row.retention_success === undefined) retentionSuccess.reset();
       else retentionSuccess.set(Number(row.retention_success));
@@ -280,7 +302,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
             },
           ),
         );
-      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag, tableBytes, retentionSuccess] : [])], readDatabase);
+      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag, tableBytes, partitionBytes, daysAhead, retentionSuccess] : [])], readDatabase);
       if (has("worker")) read("nats", [numPending, numAckPending, numRedelivered], readConsumer);
       await Promise.all(reads);
     })().finally(() => (inflight = undefined));

@@ -34,6 +34,7 @@ import { reachable } from "./embedded-nats.ts";
 import { rootDataDir } from "./embedded-postgres.ts";
 import { hostname } from "node:os";
 import { formatSeconds, retentionLate, retentionReport, retentionStatus, runRetention, type Removed, type RetentionStatus, type TableReport } from "../retention/job.ts";
+import { daysCovered, listPartitions, partitionedTables, partitionsDropped } from "../retention/partitions.ts";
 
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
@@ -359,9 +360,27 @@ async function chainResume(config: Config, network: string | undefined, environm
 // ---- retention ----
 
 async function retention(config: Config) {
-  const [tables, status] = await fromDatabase(config, "retention_state", async (em) => [await retentionReport(em, config.retention), await retentionStatus(em)] as const);
+  const [tables, status, days, dropping] = await fromDatabase(
+    config,
+    "retention_state",
+    async (em) => [await retentionReport(em, config.retention), await retentionStatus(em), await listPartitions(em), await partitionsDropped(em, config.retention)] as const,
+  );
+  const now = new Date();
   return {
     tables: tables.map((t) => ({ ...t, oldest: iso(t.oldest) })),
+    partitions: partitionedTables.map(({ table }) => {
+      const own = days.filter((p) => p.table === table);
+      const daily = own.filter((p) => p.from !== undefined);
+      return {
+        table,
+        legacy_until: iso(own.find((p) => p.from === undefined)?.to ?? null),
+        days: daily.length,
+        first_day: iso(daily[0]?.from ?? null),
+        made_until: iso(own.length ? new Date(Math.max(...own.map((p) => p.to.getTime()))) : null),
+        next_run_drops: dropping.names.filter((n) => own.some((p) => p.name === n)),
+      };
+    }),
+    days_ahead: Math.floor(daysCovered(days, now) * 10) / 10,
     job: { ...jobView(status), interval: formatSeconds(config.retention.intervalSeconds), late: retentionLate(status, config.retention.intervalSeconds) },
   };
 }
@@ -386,9 +405,15 @@ function retentionTable(view: Awaited<ReturnType<typeof retention>>): string {
     ["table", "retention", "size", "oldest row", "next run removes"],
     view.tables.map((t: Omit<TableReport, "oldest"> & { oldest: string | null }) => [cell(t.table), cell(t.retention), bytes(t.bytes), cell(t.oldest && new Date(t.oldest)), removable(t)]),
   );
+  const parts = table(
+    ["partitioned by day", "legacy until", "days", "made until", "next run drops"],
+    view.partitions.map((p) => [cell(p.table), cell(p.legacy_until && new Date(p.legacy_until)), String(p.days), cell(p.made_until && new Date(p.made_until)), p.next_run_drops.join(" ") || "-"]),
+  );
   const j = view.job;
   const last = j.last_success_at ? `last run ${j.last_success_at}${j.last_removed ? ` removed ${removedLine(j.last_removed)}` : ""}` : "never run";
   return `${rows}
+
+${parts}
 
 retention job (every ${j.interval}): ${last}${j.running ? `; running now in ${j.running} (lease until ${j.lease_until})` : ""}${j.late ? "; LATE: is a scheduler role running?" : ""}`;
 }

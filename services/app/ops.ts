@@ -6,6 +6,7 @@ import type { Nats } from "../platform/nats.ts";
 import type { Registry } from "prom-client";
 import type { RetentionSettings } from "../platform/config.ts";
 import { retentionLate, retentionStatus } from "../retention/job.ts";
+import { daysCovered, listPartitions, minDaysAhead } from "../retention/partitions.ts";
 
 /** The OpenAPI document of the REST API, as generated into gen/ (read once). */
 const openapi = readFileSync(join(import.meta.dirname, "../../gen/openapi.json"));
@@ -62,6 +63,14 @@ export function createOpsServer(db: Database, nats: Nats, metrics?: Registry, re
                 : "retention has never run: is a scheduler role running?",
             );
           }
+        }
+      }
+      if (database) {
+        // Made a week ahead by every process: fewer days means none has run its keeper for days, and
+        // inserts (events, deliveries, attempts) fail on the first day without one.
+        const ahead = await listPartitions(db.em.fork()).then((p) => daysCovered(p, new Date()), () => undefined);
+        if (ahead !== undefined && ahead < minDaysAhead) {
+          warnings.push(`the webhook tables have partitions for ${Math.max(0, ahead).toFixed(1)} more days only (a week is kept ahead): is any process running? ops retention shows them`);
         }
       }
       return reply(ok ? 200 : 503, { status: ok ? "ready" : "not_ready", database, nats: broker, ...(retentionView ? { retention: retentionView } : {}), warnings });

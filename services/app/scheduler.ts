@@ -3,6 +3,7 @@ import { hostname } from "node:os";
 import { setTimeout as sleepFor } from "node:timers/promises";
 import type { RetentionSettings } from "../platform/config.ts";
 import { runRetention, RunStopped, type Removed } from "../retention/job.ts";
+import { ensurePartitions } from "../retention/partitions.ts";
 import { autoDisableFailing } from "../webhooks/operations.ts";
 import { advanceRecoveries } from "../webhooks/recovery.ts";
 import type { Intents } from "../intents/intents.ts";
@@ -82,6 +83,23 @@ export function startRetention(db: Database, logger: Logger, settings: Retention
       onRun?.(result.removed);
       const removed = Object.fromEntries(Object.entries(result.removed).filter(([, n]) => n > 0));
       if (Object.keys(removed).length > 0) logger.info({ removed }, "retention: removed rows past their retention");
+    },
+  });
+}
+
+/**
+ * Keeps the webhook tables' partitions made a week ahead (services/retention/partitions.ts): at start
+ * and every hour, in every process whatever its roles, since an insert of a day with no partition
+ * fails, and a deployment may run no scheduler role for a while.
+ */
+export function startPartitionKeeper(db: Database, logger: Logger): { stop(): Promise<void> } {
+  return runPasses({
+    logger,
+    intervalMs: 3_600_000,
+    maxBackoffMs: schedulerMaxBackoffMs,
+    pass: async () => {
+      const made = await ensurePartitions(db.em.fork());
+      if (made.length > 0) logger.info({ partitions: made }, "partitions: made the days ahead");
     },
   });
 }

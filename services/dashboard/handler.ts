@@ -51,8 +51,8 @@ const htmlHeaders: Readonly<Record<string, string>> = {
 /** What the session and pre-sign-in cookies are called. */
 const sessionCookie = "dashboard_session";
 const signInCookie = "dashboard_sign_in";
-/** An id in a path: the shapes newId makes, nothing else is looked up. */
-const idPattern = /^[a-z]{2,4}_[0-9A-Za-z]{24}$/;
+/** An id in a path: the shapes newId and newTimedId make, nothing else is looked up. */
+const idPattern = /^[a-z]{2,4}_(?:[0-9A-Za-z]{24}|[0-9A-Za-z]{26})$/;
 /** An Idempotency-Key a page put in its form. */
 const idemPattern = /^dash-[0-9A-Za-z]{24}$/;
 const newIdem = () => `dash-${randomBase62(24)}`;

@@ -1,5 +1,6 @@
 import type { EntityManager } from "../platform/db.ts";
 import { executePrepared } from "../platform/prepared.ts";
+import { createdAtOfId, createdAtRange, deliveryTimeOf } from "../platform/time-partitions.ts";
 import type { Outcome } from "./classify.ts";
 import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
 
@@ -20,8 +21,8 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
 export async function takeUnpublished(em: EntityManager, batch: number): Promise<{ id: string; msgId: string; endpointId: string }[]> {
   const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string }[]>(
     `update webhook_deliveries d set published_at = now()
-       from (select id from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
-      where d.id = due.id
+       from (select id, created_at from webhook_deliveries where published_at is null order by created_at limit ? for update skip locked) due
+      where d.published_at is null and d.id = due.id and d.created_at = due.created_at
       returning d.id, d.republished, d.created_at, d.endpoint_id`,
     [batch],
   );
@@ -95,6 +96,8 @@ export interface ClaimRequest {
  * may still be answered. It is told when it may take over instead.
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
+  // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
+  const range = createdAtRange(batch.map((b) => b.id));
   const rows = await executePrepared<
     {
       id: string;
@@ -117,8 +120,9 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     `with input as (
        select distinct on (id) id, seq from json_to_recordset(?::json) as i(id text, seq bigint)
      ), old as (
-       select d.id, d.status, d.last_attempt_at, d.next_attempt_at, input.seq from webhook_deliveries d join input on input.id = d.id
-        where (d.stream_seq is null or d.stream_seq = input.seq)
+       select d.id, d.created_at, d.status, d.last_attempt_at, d.next_attempt_at, input.seq
+         from webhook_deliveries d join input on input.id = d.id and ${createdAtOfId("d.created_at", "input.id")}
+        where d.created_at between ?::timestamptz and ?::timestamptz and (d.stream_seq is null or d.stream_seq = input.seq)
           and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
                or (${statusOf("d")} = 'processing' and d.last_attempt_at <= ?))
         order by d.id
@@ -127,13 +131,14 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        update webhook_deliveries d
           set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
               last_attempt_at = ?, next_attempt_at = null, updated_at = ?
-         from old where d.id = old.id
+         from old where d.id = old.id and d.created_at = old.created_at and d.created_at between ?::timestamptz and ?::timestamptz
        returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ev.payload,
             ev.created_at as event_created_at
-       from claimed c join webhook_endpoints e on e.id = c.endpoint_id join webhook_events ev on ev.id = c.event_id`,
-    [JSON.stringify(batch), new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at],
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id
+       cross join lateral (select ev.payload, ev.created_at from webhook_events ev where ev.id = c.event_id and ${createdAtOfId("ev.created_at", "c.event_id")} limit 1) ev`,
+    [JSON.stringify(batch), ...range, new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at, ...range],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -189,9 +194,9 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
 /** Records an attempt whose worker stopped before it could record an outcome. */
 export async function recordLostAttempt(em: EntityManager, deliveryId: string, number: number, startedAt: Date): Promise<void> {
   await em.execute(
-    `insert into webhook_attempts (delivery_id, number, started_at, error, outcome) values (?, ?, ?, 'worker_lost', 'unknown')
+    `insert into webhook_attempts (delivery_id, number, started_at, error, outcome, delivery_time) values (?, ?, ?, 'worker_lost', 'unknown', ${deliveryTimeOf("?")})
      on conflict do nothing`,
-    [deliveryId, number, startedAt],
+    [deliveryId, number, startedAt, deliveryId],
   );
 }
 
@@ -238,16 +243,17 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
        update webhook_deliveries d
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
               last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
-         from input where d.id = input.id and ${statusOf("d")} = 'processing' and d.attempt_count = input.number
+         from input where d.id = input.id and ${createdAtOfId("d.created_at", "input.id")} and d.created_at between ?::timestamptz and ?::timestamptz
+          and ${statusOf("d")} = 'processing' and d.attempt_count = input.number
        returning d.id, input.number
      )
-     insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt)
-     select input.id, input.number, input.started_at, input.duration_ms, input.status_code, input.error, input.outcome, input.excerpt
+     insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt, delivery_time)
+     select input.id, input.number, input.started_at, input.duration_ms, input.status_code, input.error, input.outcome, input.excerpt, ${deliveryTimeOf("input.id")}
        from input join moved on moved.id = input.id and moved.number = input.number
-     on conflict (delivery_id, number) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
+     on conflict (delivery_id, number, delivery_time) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
      returning delivery_id, number`,
-    [JSON.stringify(input)],
+    [JSON.stringify(input), ...createdAtRange(batch.map((a) => a.deliveryId))],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -258,8 +264,8 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
 /** Ends a claimed delivery without an HTTP attempt (its endpoint was disabled meanwhile). */
 export async function failClaimed(em: EntityManager, id: string, reason: string): Promise<void> {
   await em.execute(
-    `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
-    [reason, id],
+    `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ? and ${createdAtOfId("created_at", "?")}`,
+    [reason, id, id, id],
   );
 }
 
@@ -292,14 +298,14 @@ const backToOutbox = `published_at = null, stream_seq = null, republished = repu
 export async function republishStranded(em: EntityManager, maxAttempts: number, strandedAfterMs: number, timeoutMs: number): Promise<number[]> {
   const rows = await em.execute<{ stream_seq: string | number | null }[]>(
     `with stranded as (
-       select id, stream_seq from webhook_deliveries
+       select id, created_at, stream_seq from webhook_deliveries
         where published_at is not null and (
           (status = 'pending' and coalesce(next_attempt_at, published_at) < now() - make_interval(secs => ?))
           or (status = 'processing' and attempt_count < ? and last_attempt_at < now() - make_interval(secs => ?)))
         for update skip locked
      )
      update webhook_deliveries d set ${backToOutbox}
-       from stranded where d.id = stranded.id
+       from stranded where d.id = stranded.id and d.created_at = stranded.created_at
      returning stranded.stream_seq`,
     [strandedAfterMs / 1000, maxAttempts, (strandedAfterMs + timeoutMs) / 1000],
   );
@@ -316,8 +322,8 @@ const waking = (update: string) => `with back as (${update}) select id, pg_notif
 /** Puts a pending delivery back in the outbox, to be published as a new message; whether it was pending. */
 export async function requeue(em: EntityManager, id: string): Promise<boolean> {
   const rows = await em.execute<{ id: string }[]>(
-    waking(`update webhook_deliveries set ${backToOutbox} where id = ? and status = 'pending' returning id`),
-    [id],
+    waking(`update webhook_deliveries set ${backToOutbox} where id = ? and ${createdAtOfId("created_at", "?")} and status = 'pending' returning id`),
+    [id, id, id],
   );
   return rows.length > 0;
 }
@@ -334,9 +340,10 @@ export async function requeueHeldBack(em: EntityManager, held: readonly ClaimReq
     em,
     waking(`update webhook_deliveries d set ${backToOutbox}
         from unnest(?::text[], ?::bigint[]) as h(id, seq)
-       where d.id = h.id and d.status = 'pending' and d.published_at is not null and (d.stream_seq is null or d.stream_seq = h.seq)
+       where d.id = h.id and ${createdAtOfId("d.created_at", "h.id")} and d.created_at between ?::timestamptz and ?::timestamptz
+         and d.status = 'pending' and d.published_at is not null and (d.stream_seq is null or d.stream_seq = h.seq)
        returning d.id`),
-    [held.map((h) => h.id), held.map((h) => h.seq)],
+    [held.map((h) => h.id), held.map((h) => h.seq), ...createdAtRange(held.map((h) => h.id))],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -356,11 +363,11 @@ export async function giveUpAttempt(em: EntityManager, deliveryId: string, numbe
     const rows = await tx.execute<{ id: string }[]>(
       last
         ? `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', next_attempt_at = null, updated_at = now()
-            where id = ? and status = 'processing' and attempt_count = ? returning id`
+            where id = ? and ${createdAtOfId("created_at", "?")} and status = 'processing' and attempt_count = ? returning id`
         : waking(`update webhook_deliveries set status = 'pending', last_error = 'worker_lost', next_attempt_at = now() + make_interval(secs => ?),
                   last_status_code = null, ${backToOutbox}
-            where id = ? and status = 'processing' and attempt_count = ? returning id`),
-      last ? [deliveryId, number] : [waitMs / 1000, deliveryId, number],
+            where id = ? and ${createdAtOfId("created_at", "?")} and status = 'processing' and attempt_count = ? returning id`),
+      last ? [deliveryId, deliveryId, deliveryId, number] : [waitMs / 1000, deliveryId, deliveryId, deliveryId, number],
     );
     if (rows.length === 0) return false;
     await recordLostAttempt(tx, deliveryId, number, startedAt);

@@ -1,9 +1,10 @@
-import { eventKept } from "./retention.ts";
+import { hasUnfinishedDelivery } from "./retention.ts";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { newId, newIds } from "../platform/ids.ts";
+import { newTimedId, newTimedIds } from "../platform/ids.ts";
+import { createdAtOfId } from "../platform/time-partitions.ts";
 import { allEvents, optInEventTypes, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
@@ -52,7 +53,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
   let missing = (rows[0]?.enabled ?? 0) - rows.length;
   while (missing > 0) {
     // The endpoints still without a delivery of this event (one enabled meanwhile included).
-    const ids = newIds("wd", missing);
+    const ids = newTimedIds("wd", createdAt, missing);
     const more = await em.execute<{ id: string; remaining: number }[]>(
       `with endpoint as (
          select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
@@ -81,11 +82,11 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
  * caller writing it all in one statement guards with deliveriesFit).
  */
 export function eventCtes(event: NewEvent, from?: string): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
-  const id = newId("evt");
   const createdAt = event.createdAt ?? new Date();
+  const id = newTimedId("evt", createdAt);
   const payload = envelope(id, event, createdAt);
   const only = endpointsFor(event);
-  const ids = newIds("wd", maxEnabledEndpoints);
+  const ids = newTimedIds("wd", createdAt, maxEnabledEndpoints);
   return {
     id,
     payload,
@@ -140,14 +141,22 @@ export function deliveriesFit(merchantId: string, environment: string): { sql: s
   };
 }
 
-/** An event's stored envelope bytes, if the owner's. */
+/**
+ * An event's stored envelope bytes, if the owner's and kept (events/retention.ts). Read from its
+ * day alone; only an event past retention has its deliveries looked at (a condition on them in the
+ * same statement would be planned against every day's deliveries, on every read).
+ */
 export async function findEventPayload(em: EntityManager, owner: Owner, id: string, retentionSeconds: number): Promise<{ payload: string } | undefined> {
-  return findOwned<{ payload: string; merchant_id: string; environment: string }>(
+  const row = await findOwned<{ payload: string; merchant_id: string; environment: string; recent: boolean }>(
     em,
-    `select payload, merchant_id, environment from webhook_events ev where ${eventKept("ev", retentionSeconds)} and id = ?`,
+    `select payload, merchant_id, environment, created_at > now() - make_interval(secs => ${Math.floor(retentionSeconds)}) as recent
+       from webhook_events ev where id = ? and ${createdAtOfId("ev.created_at", "?")}`,
     id,
     owner,
   );
+  if (!row) return undefined;
+  if (!row.recent && !(await hasUnfinishedDelivery(em, id))) return undefined;
+  return { payload: row.payload };
 }
 
 /**
@@ -158,10 +167,10 @@ export async function findEventPayload(em: EntityManager, owner: Owner, id: stri
 export async function recordEvents(em: EntityManager, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
   if (events.some((e) => e.endpointId)) throw new Error("recordEvents: an event for one endpoint goes through recordEvent");
-  const ids = newIds("evt", events.length);
-  const rows = events.map((e, i) => {
-    const createdAt = e.createdAt ?? new Date();
-    const id = ids[i] as string;
+  const now = new Date();
+  const rows = events.map((e) => {
+    const createdAt = e.createdAt ?? now;
+    const id = newTimedId("evt", createdAt);
     return {
       id,
       merchant_id: e.merchantId,
@@ -190,20 +199,17 @@ export async function recordEvents(em: EntityManager, events: readonly NewEvent[
     const k = `${e.merchant_id}\u0000${e.environment}`;
     byOwner.set(k, [...(byOwner.get(k) ?? []), e]);
   }
-  const deliveries: { event_id: string; endpoint_id: string; merchant_id: string; environment: string; created_at: string }[] = [];
+  const deliveries: { id: string; event_id: string; endpoint_id: string; merchant_id: string; environment: string; created_at: string }[] = [];
   for (const r of rows) {
-    for (const e of byOwner.get(`${r.merchant_id}\u0000${r.environment}`) ?? []) {
-      if (receives(e.enabled_events, r.type)) {
-        deliveries.push({ event_id: r.id, endpoint_id: e.id, merchant_id: r.merchant_id, environment: r.environment, created_at: r.created_at });
-      }
-    }
+    const takers = (byOwner.get(`${r.merchant_id}\u0000${r.environment}`) ?? []).filter((e) => receives(e.enabled_events, r.type));
+    const ids = newTimedIds("wd", new Date(r.created_at), takers.length);
+    takers.forEach((e, i) => deliveries.push({ id: ids[i] as string, event_id: r.id, endpoint_id: e.id, merchant_id: r.merchant_id, environment: r.environment, created_at: r.created_at }));
   }
   if (deliveries.length === 0) return;
-  const deliveryIds = newIds("wd", deliveries.length);
   await em.execute(
     `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
      select id, merchant_id, environment, event_id, endpoint_id, 'pending', 0, created_at, created_at
        from json_to_recordset(?::json) as d(id text, merchant_id text, environment text, event_id text, endpoint_id text, created_at timestamptz)`,
-    [JSON.stringify(deliveries.map((d, i) => ({ ...d, id: deliveryIds[i] })))],
+    [JSON.stringify(deliveries)],
   );
 }

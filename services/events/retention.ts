@@ -1,3 +1,5 @@
+import type { EntityManager } from "../platform/db.ts";
+
 /**
  * EVENT_RETENTION on read: an event older than the retention is gone for the API (404, out of the
  * deliveries list) as soon as it is past it, whatever the retention job has removed yet, so what a
@@ -32,4 +34,10 @@ export function deliveryKept(d: string, ev: string, retentionSeconds: number): s
 /** The earliest time an operator's recovery may reach back to: nothing before the retention is sent again (its event is gone, or about to be). */
 export function retainedSince(since: Date, retentionSeconds: number, now: Date): Date {
   return new Date(Math.max(since.getTime(), now.getTime() - retentionSeconds * 1000));
+}
+
+/** Whether a delivery of the event has not ended (it keeps the event past retention). */
+export async function hasUnfinishedDelivery(em: EntityManager, eventId: string): Promise<boolean> {
+  const [row] = await em.execute<{ kept: boolean }[]>(`select exists (select 1 from webhook_deliveries where event_id = ? and status in ${unfinished}) as kept`, [eventId]);
+  return row?.kept === true;
 }

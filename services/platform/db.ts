@@ -32,7 +32,13 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
       migrationsList: migrations,
     },
     // Tables kept by plain SQL, with no entity (their modules say why): a generated migration must not drop them.
-    schemaGenerator: { skipTables: ["rate_limit_buckets", "webhook_endpoint_circuits", "webhook_endpoint_slots"] },
+    // The webhook tables partitioned by day, and their partitions, are laid out by their migration
+    // (Migration20261128230000_TimePartitions) and the retention job: the generator knows no partitions.
+    // Functions are written by migrations too (payments_id_time, which the partitions' lookups read): none is dropped.
+    schemaGenerator: {
+      skipTables: ["rate_limit_buckets", "webhook_endpoint_circuits", "webhook_endpoint_slots", /^webhook_(events|deliveries|attempts)(_legacy|_p\d{8})?$/],
+      ignoreRoutines: true,
+    },
     debug: false,
     // Every unit of work runs on its own fork; a stray global use is a bug.
     allowGlobalContext: false,

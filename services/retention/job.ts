@@ -1,6 +1,7 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { unfinishedDeliveryStatuses } from "../events/retention.ts";
+import { dropExpiredPartitions, ensurePartitions, partitionsDropped, type PartitionedTable } from "./partitions.ts";
 
 /**
  * The retention job (issue 50): removes what is past its retention (docs/operations.md,
@@ -36,8 +37,13 @@ const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", "
 const before = "now() - make_interval(secs => ?)";
 const dashboardSessionEnded = "least(expires_at, coalesce(revoked_at, expires_at), last_seen_at + make_interval(secs => idle_seconds))";
 
-/** One batch of each kind: its statement (parameters: the retention in seconds, then the batch size) and the tables whose counts it returns. */
-const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
+/**
+ * One batch of each kind: its statement (parameters: the retention in seconds, then the batch size)
+ * and the tables whose counts it returns. `legacy`: it deletes from the legacy partitions of the
+ * webhook tables (rows from before they were partitioned by day), and is skipped once those are
+ * gone; the days after are dropped whole (partitions.ts).
+ */
+const batches: { seconds: (s: RetentionSettings) => number; sql: string; legacy?: true }[] = [
   {
     seconds: (s) => s.idempotencySeconds,
     // The outer condition is checked again on the row as it is when locked: a request that took
@@ -53,22 +59,23 @@ const batches: { seconds: (s: RetentionSettings) => number; sql: string }[] = [
   },
   {
     seconds: (s) => s.eventSeconds,
+    legacy: true,
     // Events locked first (skip locked: one a replay is being inserted for holds a key-share lock
     // and waits for the next run, when its replay shows as unfinished); their deliveries, which have
     // all ended, and attempts go in the same statement, counted.
     sql: `with ev as (
-            select e.id from webhook_events e
+            select e.id from webhook_events_legacy e
              where e.created_at <= ${before}
                and not exists (select 1 from webhook_deliveries k where k.event_id = e.id and k.status in ${unfinished})
              order by e.created_at limit ? for update of e skip locked
           ), d as (
-            select id from webhook_deliveries where event_id in (select id from ev) for update
+            select id from webhook_deliveries_legacy where event_id in (select id from ev) for update
           ), a as (
-            delete from webhook_attempts where delivery_id in (select id from d) returning 1
+            delete from webhook_attempts_legacy where delivery_id in (select id from d) returning 1
           ), dd as (
-            delete from webhook_deliveries where id in (select id from d) returning 1
+            delete from webhook_deliveries_legacy where id in (select id from d) returning 1
           ), ee as (
-            delete from webhook_events where id in (select id from ev) returning 1
+            delete from webhook_events_legacy where id in (select id from ev) returning 1
           )
           select (select count(*) from ee)::int as webhook_events, (select count(*) from dd)::int as webhook_deliveries, (select count(*) from a)::int as webhook_attempts`,
   },
@@ -176,9 +183,17 @@ export async function runRetention(em: EntityManager, settings: RetentionSetting
  * over from a holder that was only slow): each batch locks what it removes and checks it again,
  * so no row is removed, or counted, twice.
  */
-export async function removePastRetention(em: EntityManager, settings: RetentionSettings, afterBatch: () => Promise<void>, stopped: () => boolean = () => false): Promise<Removed> {
+export async function removePastRetention(
+  em: EntityManager,
+  settings: RetentionSettings,
+  afterBatch: () => Promise<void>,
+  stopped: () => boolean = () => false,
+  now = new Date(),
+): Promise<Removed> {
   const removed = noneRemoved();
+  const legacy = await legacyPresent(em);
   for (const batch of batches) {
+    if (batch.legacy && !legacy) continue;
     const seconds = batch.seconds(settings);
     for (;;) {
       if (stopped()) throw new RunStopped();
@@ -189,7 +204,20 @@ export async function removePastRetention(em: EntityManager, settings: Retention
       if (first < batchRows) break;
     }
   }
+  if (stopped()) throw new RunStopped();
+  const days = await dropExpiredPartitions(em, settings, now, stopped);
+  for (const [table, n] of Object.entries(days.removed)) removed[table as RetentionTable] += n;
+  await afterBatch();
+  await ensurePartitions(em, now);
   return removed;
+}
+
+/** Whether the webhook tables still have their legacy partitions (rows from before the days). */
+async function legacyPresent(em: EntityManager): Promise<boolean> {
+  const [row] = await em.execute<{ n: number }[]>(
+    `select count(to_regclass(t))::int as n from unnest(array['webhook_events_legacy', 'webhook_deliveries_legacy', 'webhook_attempts_legacy']) t`,
+  );
+  return row?.n === 3;
 }
 
 /** Thrown when a run is stopped between batches (the process is stopping). */
@@ -253,8 +281,11 @@ export const reportCountCap = 1_000_000;
 
 export async function retentionReport(em: EntityManager, settings: RetentionSettings): Promise<TableReport[]> {
   const capped = (from: string) => `(select count(*) from (select 1 from ${from} limit ${reportCountCap}) s)::bigint`;
-  const removableEvents = `webhook_events e where e.created_at <= ${before}
+  // The webhook tables: what the batches delete from their legacy partitions, and the days dropped whole.
+  const legacy = await legacyPresent(em);
+  const removableEvents = `webhook_events_legacy e where ${legacy ? "" : "false and "}e.created_at <= ${before}
     and not exists (select 1 from webhook_deliveries k where k.event_id = e.id and k.status in ${unfinished})`;
+  const days = await partitionsDropped(em, settings);
   const rows: { table: string; retention: string; oldest: string; removable: string | null; seconds: number }[] = [
     { table: "idempotency_records", retention: "IDEMPOTENCY_RETENTION", oldest: "min(created_at)", removable: capped(`idempotency_records where created_at <= ${before}`), seconds: settings.idempotencySeconds },
     { table: "webhook_events", retention: "EVENT_RETENTION", oldest: "min(created_at)", removable: capped(removableEvents), seconds: settings.eventSeconds },
@@ -262,14 +293,14 @@ export async function retentionReport(em: EntityManager, settings: RetentionSett
       table: "webhook_deliveries",
       retention: "EVENT_RETENTION (with their event)",
       oldest: "min(created_at)",
-      removable: capped(`webhook_deliveries d where d.event_id in (select e.id from ${removableEvents})`),
+      removable: capped(`webhook_deliveries_legacy d where d.event_id in (select e.id from ${removableEvents})`),
       seconds: settings.eventSeconds,
     },
     {
       table: "webhook_attempts",
       retention: "EVENT_RETENTION (with their event)",
       oldest: "min(started_at)",
-      removable: capped(`webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id where d.event_id in (select e.id from ${removableEvents})`),
+      removable: capped(`webhook_attempts_legacy a join webhook_deliveries_legacy d on d.id = a.delivery_id where d.event_id in (select e.id from ${removableEvents})`),
       seconds: settings.eventSeconds,
     },
     { table: "chain_rejected_observations", retention: "REJECTED_OUTPUT_RETENTION", oldest: "min(last_at)", removable: capped(`chain_rejected_observations where last_at <= ${before}`), seconds: settings.rejectedOutputSeconds },
@@ -307,7 +338,9 @@ export async function retentionReport(em: EntityManager, settings: RetentionSett
   for (const r of rows) {
     const removable = r.removable ?? "null::bigint";
     const [row] = await em.execute<{ bytes: string; oldest: Date | null; removable: string | null }[]>(
-      `select pg_total_relation_size('${r.table}') as bytes, (select ${r.oldest} from ${r.table}) as oldest, ${removable} as removable`,
+      // A partitioned table's size is its partitions' (it has none of its own; a plain table has no tree).
+      `select greatest(pg_total_relation_size('${r.table}'), (select coalesce(sum(pg_total_relation_size(relid)), 0) from pg_partition_tree('${r.table}'))) as bytes,
+              (select ${r.oldest} from ${r.table}) as oldest, ${removable} as removable`,
       paramsOf(removable, r.seconds, 0),
     );
     out.push({
@@ -315,7 +348,7 @@ export async function retentionReport(em: EntityManager, settings: RetentionSett
       retention: r.seconds > 0 ? `${r.retention}: ${formatSeconds(r.seconds)}` : r.retention,
       bytes: Number(row?.bytes ?? 0),
       oldest: row?.oldest ? new Date(row.oldest) : null,
-      removable: row?.removable === null || row?.removable === undefined ? null : Number(row.removable),
+      removable: row?.removable === null || row?.removable === undefined ? null : Number(row.removable) + (days.rows[r.table as PartitionedTable] ?? 0),
     });
   }
   return out;

@@ -2,8 +2,9 @@ import type { Owner } from "../auth/keys.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform/owned.ts";
-import { deliveryKept } from "../events/retention.ts";
-import { newId } from "../platform/ids.ts";
+import { deliveryKept, unfinishedDeliveryStatuses } from "../events/retention.ts";
+import { idTime, newTimedId } from "../platform/ids.ts";
+import { createdAtOfId, createdAtRange } from "../platform/time-partitions.ts";
 import { WebhookDeliveryRecord } from "./delivery-entities.ts";
 import type { DeliveryStatus } from "./delivery-status.ts";
 
@@ -35,10 +36,19 @@ export interface AttemptRow {
   response_excerpt: string | null;
 }
 
-const deliveryColumns = `d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.attempt_count,
+const deliveryOwnColumns = `d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count,
   d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
+const deliveryColumns = `${deliveryOwnColumns}, ev.type as event_type`;
 
-const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`;
+/**
+ * The delivery `d`'s event as `ev`, read in its own day's partition only: a lateral lookup for each
+ * delivery (a page, one row), where a join would be planned against every day's events and could
+ * read them all. `lock`: its key-share lock.
+ */
+const eventOf = (lock = "") =>
+  `cross join lateral (select ev.id, ev.type, ev.created_at from webhook_events ev where ev.id = d.event_id and ${createdAtOfId("ev.created_at", "d.event_id")} limit 1${lock}) ev`;
+
+const deliveryFrom = (lock = "") => `select ${deliveryColumns}, d.merchant_id, d.environment from webhook_deliveries d ${eventOf(lock)}`;
 
 /**
  * The owner's delivery, unless it is past EVENT_RETENTION (events/retention.ts). `keepEvent` (in a
@@ -47,8 +57,8 @@ const deliveryFrom = `select ${deliveryColumns}, d.merchant_id, d.environment fr
  * the insert never meets a missing event (a foreign-key error, a 500) where the answer is 404.
  */
 export async function findDelivery(em: EntityManager, owner: Owner, id: string, retentionSeconds: number, keepEvent = false): Promise<DeliveryRow | undefined> {
-  const lock = keepEvent ? " for key share of ev" : "";
-  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom} where ${deliveryKept("d", "ev", retentionSeconds)} and d.id = ?${lock}`, id, owner);
+  const lock = keepEvent ? " for key share" : "";
+  const row = await findOwned<DeliveryRow & OwnedRow>(em, `${deliveryFrom(lock)} where ${deliveryKept("d", "ev", retentionSeconds)} and d.id = ? and ${createdAtOfId("d.created_at", "?")}`, id, owner);
   if (!row) return undefined;
   const { merchant_id: _, environment: __, ...delivery } = row;
   return delivery;
@@ -60,7 +70,14 @@ export interface DeliveryFilters {
   status?: string;
 }
 
-/** A page of the owner's deliveries kept under EVENT_RETENTION, newest first; a cursor is bound to the owner and the filters. */
+/**
+ * A page of the owner's deliveries kept under EVENT_RETENTION, newest first; a cursor is bound to
+ * the owner and the filters. In two steps, each planned only for the days it reads: the page of
+ * deliveries (their table alone, in the last day, week, five weeks, then all), then their events by
+ * id in the days the page spans. A delivery made after retention's cutoff can still be of an event
+ * before it (a replay of an old event): such a one, ended, is left out, and the page made up from
+ * the next deliveries.
+ */
 export async function listDeliveries(
   em: EntityManager,
   cursors: CursorCodec,
@@ -73,14 +90,41 @@ export async function listDeliveries(
   if (f.endpointId !== undefined) filters.push(["d.endpoint_id = ?", f.endpointId]);
   if (f.eventId !== undefined) filters.push(["d.event_id = ?", f.eventId]);
   if (f.status !== undefined) filters.push(["d.status = ?", f.status]);
-  return pageOwned<DeliveryRow>(em, cursors, {
-    select: `select ${deliveryColumns} from webhook_deliveries d join webhook_events ev on ev.id = d.event_id`,
-    alias: "d",
-    owner,
-    filters,
-    conditions: [deliveryKept("d", "ev", retentionSeconds)],
-    ...page,
-  });
+  const rows: DeliveryRow[] = [];
+  let cursor = page.cursor;
+  for (;;) {
+    const part = await pageOwned<Omit<DeliveryRow, "event_type">>(em, cursors, {
+      select: `select ${deliveryOwnColumns} from webhook_deliveries d`,
+      alias: "d",
+      owner,
+      filters,
+      // What the event's condition implies (it is no newer than its delivery), to keep the page short of rows left out.
+      conditions: [deliveryKept("d", "d", retentionSeconds)],
+      windowsDays: [1, 7, 35],
+      binding: page.binding,
+      cursor,
+      limit: page.limit - rows.length,
+    });
+    const events = await eventsOf(em, part.rows.map((d) => d.event_id), retentionSeconds);
+    for (const d of part.rows) {
+      const ev = events.get(d.event_id);
+      if (ev && (ev.kept || unfinishedDeliveryStatuses.includes(d.status as (typeof unfinishedDeliveryStatuses)[number]))) rows.push({ ...d, event_type: ev.type });
+    }
+    if (!part.hasMore || rows.length >= page.limit) return { rows, hasMore: part.hasMore, nextCursor: part.nextCursor };
+    cursor = part.nextCursor;
+  }
+}
+
+/** The events of these ids (their type; kept: within EVENT_RETENTION), read in the days the ids name. */
+async function eventsOf(em: EntityManager, ids: readonly string[], retentionSeconds: number): Promise<Map<string, { type: string; kept: boolean }>> {
+  if (ids.length === 0) return new Map();
+  const found = await em.execute<{ id: string; type: string; kept: boolean }[]>(
+    `select id, type, created_at > now() - make_interval(secs => ?) as kept from webhook_events
+      where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz`,
+    // An array literal: ids are letters, digits and "_" (knex would spread a JS array into a list).
+    [retentionSeconds, `{${[...new Set(ids)].join(",")}}`, ...createdAtRange(ids)],
+  );
+  return new Map(found.map((e) => [e.id, { type: e.type, kept: e.kept }]));
 }
 
 /**
@@ -98,19 +142,23 @@ export async function listDeliveriesForOps(em: EntityManager, f: { status?: stri
   return em.execute<Record<string, unknown>[]>(
     `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempt_count,
             d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at
-       from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
+       from webhook_deliveries d ${eventOf()}
       ${where.length ? `where ${where.join(" and ")}` : ""}
       order by d.created_at desc, d.id desc limit ?`,
     [...params, f.limit],
   );
 }
 
+/** The attempts of these deliveries, read in the days their ids name (an attempt is kept in its delivery's day). */
 export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return [];
+  const times = deliveryIds.map((id) => idTime(id));
+  // An id of the older shape has its attempts in the legacy partition (delivery_time -infinity).
+  const [from, to] = times.some((t) => t === undefined) ? ["-infinity", "infinity"] : [Math.min(...times.map((t) => t!.getTime())), Math.max(...times.map((t) => t!.getTime()))].map((t) => new Date(t).toISOString());
   return em.execute<AttemptRow[]>(
     `select delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt
-       from webhook_attempts where delivery_id in (?) order by delivery_id, number`,
-    [deliveryIds],
+       from webhook_attempts where delivery_id in (?) and delivery_time between ?::timestamptz and ?::timestamptz order by delivery_id, number`,
+    [deliveryIds, from, to],
   );
 }
 
@@ -134,14 +182,13 @@ export async function failPendingOfEndpoint(em: EntityManager, endpointId: strin
 export async function insertReplays(em: EntityManager, originalIds: readonly string[], at: Date): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < originalIds.length; i += 1000) {
-    const input = originalIds.slice(i, i + 1000).map((original) => ({ id: newId("wd"), original }));
+    const input = originalIds.slice(i, i + 1000).map((original) => ({ id: newTimedId("wd", at), original }));
     const inserted = await em.execute<{ id: string }[]>(
       `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
        select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
          from json_to_recordset(?::json) as i(id text, original text)
-         join webhook_deliveries d on d.id = i.original
-         join webhook_events ev on ev.id = d.event_id
-          for key share of ev
+         cross join lateral (select d.* from webhook_deliveries d where d.id = i.original and ${createdAtOfId("d.created_at", "i.original")} limit 1) d
+         ${eventOf(" for key share")}
        returning id`,
       [at, at, JSON.stringify(input)],
     );

@@ -1,7 +1,7 @@
 import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { newId, newIds } from "../platform/ids.ts";
+import { newId, newTimedId } from "../platform/ids.ts";
 import { eventTypes, extensionEventTypes, receives } from "../vocabulary/event-types.ts";
 
 /**
@@ -94,7 +94,8 @@ async function enqueuePage(em: EntityManager, scope: Scope, after: Cursor | unde
     [...where.params, size],
   );
   if (page.length === 0) return { ids: [], firstEventId: undefined, last: undefined };
-  const ids = newIds("wd", page.length);
+  // Each id carries its delivery's created_at (now + n ms, below).
+  const ids = page.map((_, n) => newTimedId("wd", new Date(now.getTime() + n)));
   await em.execute(
     `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
      select i.id, ?, ?, i.event, ?, 'pending', 0, ?::timestamptz + i.n * interval '1 millisecond', ?

@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs";
 import https from "node:https";
 import pg from "pg";
 import { signPayload } from "../../services/delivery/signature.ts";
+import { createdAtOfId } from "../../services/platform/time-partitions.ts";
 
 const table = process.env.RAW_TABLE!;
 if (!/^[a-z_]+$/.test(table)) throw new Error(`bad RAW_TABLE ${table}`);
@@ -31,7 +32,7 @@ const claim = {
   name: "raw-claim",
   text: `update ${table} d set status = 'processing', attempt_count = d.attempt_count + 1, last_attempt_at = now(), updated_at = now()
            from (select id from ${table} where status = 'pending' order by updated_at limit $1 for update skip locked) due, webhook_events ev
-          where d.id = due.id and ev.id = d.event_id
+          where d.id = due.id and ev.id = d.event_id and ${createdAtOfId("ev.created_at", "d.event_id")}
           returning d.id, d.event_id, ev.payload`,
   values: [batch],
 };

@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import pg from "pg";
-import { newId } from "../../services/platform/ids.ts";
+import { newTimedIds } from "../../services/platform/ids.ts";
 import { nowMs } from "./stats.ts";
 
 /**
@@ -33,12 +33,14 @@ export class EventProducer {
    * the durable raw worker's table of the same shape (the drain's baseline: same events, same rows).
    */
   async record(count: number, deliveries = "webhook_deliveries"): Promise<{ ids: string[]; committedAt: number }> {
-    const ids = Array.from({ length: count }, () => newId("evt"));
-    const createdAt = new Date().toISOString();
+    // Ids as the service makes them: carrying their created_at (the partition of their day).
+    const at = new Date();
+    const ids = newTimedIds("evt", at, count);
+    const createdAt = at.toISOString();
     const payloads = ids.map((id) =>
       JSON.stringify({ id, type: "webhook.test", created_at: createdAt, data: { test: { synthetic: true, environment: "test", endpoint_id: this.endpointId } } }),
     );
-    const deliveryIds = ids.map(() => newId("wd"));
+    const deliveryIds = newTimedIds("wd", at, count);
     await this.pool.query(
       `with ev as (
          insert into webhook_events (id, merchant_id, environment, type, payload, created_at)

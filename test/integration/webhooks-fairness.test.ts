@@ -85,7 +85,7 @@ t.test("a worker stopped mid-batch leaves no delivery unaccounted, and another w
   t.teardown(() => db.end());
   const { rows } = await db.query<{ id: string; status: string; attempt_count: number; recorded: number; lost: number }>(
     `select d.id, d.status, d.attempt_count, count(a.*)::int as recorded, count(a.*) filter (where a.error = 'worker_lost')::int as lost
-       from webhook_deliveries d left join webhook_attempts a on a.delivery_id = d.id group by d.id order by d.id`,
+       from webhook_deliveries d left join webhook_attempts a on a.delivery_id = d.id group by d.id, d.created_at order by d.id`,
   );
   t.equal(rows.length, 20, "20 deliveries");
   t.same(rows.filter((r) => r.status === "processing"), [], "no delivery is left processing by the stopped worker");

@@ -1,6 +1,7 @@
 // Public ids: a prefix and 24 base62 characters, one at a time or several from one draw.
 import t from "tap";
-import { newId, newIds } from "../../services/platform/ids.ts";
+import fc from "fast-check";
+import { idTime, newId, newIds, newTimedId, newTimedIds } from "../../services/platform/ids.ts";
 
 const shape = /^wd_[0-9A-Za-z]{24}$/;
 t.match(newId("wd"), shape);
@@ -23,3 +24,26 @@ for (const id of drawn) for (const c of id.slice(3)) counts.set(c, (counts.get(c
 const expected = (drawn.length * 24) / 62;
 t.equal(counts.size, 62);
 t.ok([...counts.values()].every((n) => Math.abs(n - expected) < expected * 0.15), "every character within 15 % of its expected count");
+
+// Timed ids (rows of time-partitioned tables): the creation time to the millisecond, read back
+// exactly; ids of the older shape, and anything else, carry none.
+t.test("a timed id carries its creation time, and sorts by it", async (t) => {
+  const at = new Date("2026-11-28T21:43:07.123Z");
+  const id = newTimedId("evt", at);
+  t.match(id, /^evt_[0-9A-Za-z]{26}$/);
+  t.same(idTime(id), at);
+  const ids = newTimedIds("wd", at, 5);
+  t.equal(new Set(ids).size, 5, "distinct");
+  t.ok(ids.every((i) => idTime(i)?.getTime() === at.getTime()), "each with the time");
+  t.equal(idTime(newId("evt")), undefined, "an id of the older shape (24 characters) has no time");
+  for (const other of ["evt_old1", "", "wd_", "wd_" + "!".repeat(26), "evt_" + "a".repeat(27)]) t.equal(idTime(other), undefined, JSON.stringify(other));
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 4_102_444_800_000 }), fc.integer({ min: 0, max: 4_102_444_800_000 }), (a, b) => {
+      const [x, y] = [newTimedId("wd", new Date(a)), newTimedId("wd", new Date(b))];
+      if (idTime(x)?.getTime() !== a || idTime(y)?.getTime() !== b) return false;
+      // The time part compares bytewise as the times do (the random part decides only within one millisecond).
+      const [tx, ty] = [x.slice(3, 11), y.slice(3, 11)];
+      return a === b ? tx === ty : a < b === tx < ty;
+    }),
+  );
+});

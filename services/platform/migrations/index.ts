@@ -34,6 +34,7 @@ import { Migration20261128080000_FiatValueAtFirstSight } from "./Migration202611
 import { Migration20261128090000_DashboardSessions } from "./Migration20261128090000_DashboardSessions.ts";
 import { Migration20261128100000_Retention } from "./Migration20261128100000_Retention.ts";
 import { Migration20261128220000_HaltedDepthLowerBound } from "./Migration20261128220000_HaltedDepthLowerBound.ts";
+import { Migration20261128230000_TimePartitions } from "./Migration20261128230000_TimePartitions.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -72,4 +73,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128090000_DashboardSessions", class: Migration20261128090000_DashboardSessions },
   { name: "Migration20261128100000_Retention", class: Migration20261128100000_Retention },
   { name: "Migration20261128220000_HaltedDepthLowerBound", class: Migration20261128220000_HaltedDepthLowerBound },
+  { name: "Migration20261128230000_TimePartitions", class: Migration20261128230000_TimePartitions },
 ];
