@@ -12,7 +12,8 @@ export const defaultEventRetentionSeconds = 90 * 86_400;
 
 /** Delivery statuses that have not ended: such a delivery and its event outlive EVENT_RETENTION until it ends. */
 export const unfinishedDeliveryStatuses = ["pending", "processing"] as const;
-const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
+/** unfinishedDeliveryStatuses as an SQL list, for `status in ${unfinishedSql}`. */
+export const unfinishedSql = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
 
 /** The retention as SQL: a whole number of seconds from validated config, written in (prepared statements stay one per process). */
 function cutoff(retentionSeconds: number): string {
@@ -23,12 +24,12 @@ function cutoff(retentionSeconds: number): string {
 /** SQL condition: the event aliased `ev` is kept (within retention, or one of its deliveries has not ended). */
 export function eventKept(ev: string, retentionSeconds: number): string {
   return `(${ev}.created_at > ${cutoff(retentionSeconds)}
-    or exists (select 1 from webhook_deliveries kept where kept.event_id = ${ev}.id and kept.status in ${unfinished}))`;
+    or exists (select 1 from webhook_deliveries kept where kept.event_id = ${ev}.id and kept.status in ${unfinishedSql}))`;
 }
 
 /** SQL condition: the delivery aliased `d`, of the event aliased `ev`, is kept (its event within retention, or it has not ended). */
 export function deliveryKept(d: string, ev: string, retentionSeconds: number): string {
-  return `(${ev}.created_at > ${cutoff(retentionSeconds)} or ${d}.status in ${unfinished})`;
+  return `(${ev}.created_at > ${cutoff(retentionSeconds)} or ${d}.status in ${unfinishedSql})`;
 }
 
 /** The earliest time an operator's recovery may reach back to: nothing before the retention is sent again (its event is gone, or about to be). */
@@ -38,6 +39,6 @@ export function retainedSince(since: Date, retentionSeconds: number, now: Date):
 
 /** Whether a delivery of the event has not ended (it keeps the event past retention). */
 export async function hasUnfinishedDelivery(em: EntityManager, eventId: string): Promise<boolean> {
-  const [row] = await em.execute<{ kept: boolean }[]>(`select exists (select 1 from webhook_deliveries where event_id = ? and status in ${unfinished}) as kept`, [eventId]);
+  const [row] = await em.execute<{ kept: boolean }[]>(`select exists (select 1 from webhook_deliveries where event_id = ? and status in ${unfinishedSql}) as kept`, [eventId]);
   return row?.kept === true;
 }

@@ -1,6 +1,6 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { unfinishedDeliveryStatuses } from "../events/retention.ts";
+import { unfinishedSql as unfinished } from "../events/retention.ts";
 import { dropExpiredPartitions, ensurePartitions, partitionsDropped, type PartitionedTable } from "./partitions.ts";
 
 /**
@@ -33,7 +33,6 @@ export const retentionTables = [
 export type RetentionTable = (typeof retentionTables)[number];
 export type Removed = Record<RetentionTable, number>;
 
-const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
 const before = "now() - make_interval(secs => ?)";
 const dashboardSessionEnded = "least(expires_at, coalesce(revoked_at, expires_at), last_seen_at + make_interval(secs => idle_seconds))";
 

@@ -1,6 +1,6 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { unfinishedDeliveryStatuses } from "../events/retention.ts";
+import { unfinishedSql as unfinished } from "../events/retention.ts";
 
 /**
  * The webhook tables partitioned by day (Migration20261128230000_TimePartitions): `<table>_legacy`
@@ -11,9 +11,10 @@ import { unfinishedDeliveryStatuses } from "../events/retention.ts";
  */
 
 export const partitionedTables = [
-  { table: "webhook_events", key: "created_at" },
-  { table: "webhook_deliveries", key: "created_at" },
-  { table: "webhook_attempts", key: "delivery_time" },
+  // Events and deliveries by created_at, attempts by their delivery's (delivery_time).
+  { table: "webhook_events" },
+  { table: "webhook_deliveries" },
+  { table: "webhook_attempts" },
 ] as const;
 export type PartitionedTable = (typeof partitionedTables)[number]["table"];
 
@@ -25,7 +26,6 @@ export const minDaysAhead = 2;
 export const dropMarginSeconds = 3600;
 
 const day = 86_400_000;
-const unfinished = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
 
 export interface Partition {
   table: PartitionedTable;

@@ -3,7 +3,7 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform/owned.ts";
 import { deliveryKept, unfinishedDeliveryStatuses } from "../events/retention.ts";
-import { idTime, newTimedId } from "../platform/ids.ts";
+import { newTimedId } from "../platform/ids.ts";
 import { createdAtOfId, createdAtRange } from "../platform/time-partitions.ts";
 import { WebhookDeliveryRecord } from "./delivery-entities.ts";
 import type { DeliveryStatus } from "./delivery-status.ts";
@@ -152,9 +152,8 @@ export async function listDeliveriesForOps(em: EntityManager, f: { status?: stri
 /** The attempts of these deliveries, read in the days their ids name (an attempt is kept in its delivery's day). */
 export async function attemptsOf(em: EntityManager, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return [];
-  const times = deliveryIds.map((id) => idTime(id));
-  // An id of the older shape has its attempts in the legacy partition (delivery_time -infinity).
-  const [from, to] = times.some((t) => t === undefined) ? ["-infinity", "infinity"] : [Math.min(...times.map((t) => t!.getTime())), Math.max(...times.map((t) => t!.getTime()))].map((t) => new Date(t).toISOString());
+  // The deliveries' days hold their attempts; an id of the older shape has them in the legacy partition (delivery_time -infinity).
+  const [from, to] = createdAtRange(deliveryIds);
   return em.execute<AttemptRow[]>(
     `select delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt
        from webhook_attempts where delivery_id in (?) and delivery_time between ?::timestamptz and ?::timestamptz order by delivery_id, number`,
