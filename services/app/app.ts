@@ -6,6 +6,7 @@ import { dashboardCallSecret } from "../auth/dashboard-sessions.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
+import { attemptSpanSeconds, schedule as retrySchedule } from "../delivery/schedule.ts";
 import type { Config } from "../platform/config.ts";
 import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
@@ -235,7 +236,10 @@ export async function startApp(o: AppOptions): Promise<App> {
     const partitions = startPartitionKeeper(db, logger);
     stops.push({ step: "partition keeper", stop: partitions.stop });
     if (roles.includes("scheduler")) {
-      const scheduler = startScheduler(db, logger, intents, { autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds });
+      const scheduler = startScheduler(db, logger, intents, {
+        autoDisableAfterSeconds: config.webhookAutoDisableAfterSeconds,
+        attemptSpanSeconds: attemptSpanSeconds(retrySchedule(config.webhookRetryDelaysSeconds, config.webhookMaxAttempts)),
+      });
       stops.push({ step: "scheduler", stop: scheduler.stop });
       const retention = startRetention(db, logger, config.retention, metrics.retentionRun);
       stops.push({ step: "retention job", stop: retention.stop });

@@ -19,6 +19,8 @@ export interface SchedulerOptions {
   intervalMs?: number;
   /** WEBHOOK_AUTO_DISABLE_AFTER_SECONDS (default 5 days); 0: never. */
   autoDisableAfterSeconds?: number;
+  /** How long after its creation a delivery may still be attempted (delivery/schedule.ts attemptSpanSeconds): what auto-disable looks back over, beyond the period. */
+  attemptSpanSeconds?: number;
 }
 
 /**
@@ -51,7 +53,7 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
       if (autoDisableAfterSeconds > 0 && Date.now() - lastAutoDisable >= autoDisableEveryMs) {
         let disabled: string[];
         do {
-          disabled = await autoDisableFailing(db.em.fork(), autoDisableAfterSeconds);
+          disabled = await autoDisableFailing(db.em.fork(), autoDisableAfterSeconds, 100, new Date(), o.attemptSpanSeconds);
           for (const id of disabled) logger.warn({ endpoint: id, after_seconds: autoDisableAfterSeconds }, "webhook endpoint auto-disabled: every delivery failed");
         } while (disabled.length > 0 && !stopped());
         lastAutoDisable = Date.now();

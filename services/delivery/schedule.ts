@@ -22,6 +22,16 @@ export function delayAfter(s: Schedule, attempt: number): number {
   return list[Math.min(attempt, list.length) - 1]!;
 }
 
+/**
+ * How long after its creation a delivery may still be attempted: the waits between its attempts,
+ * and a day for a delivery held up (a broker or worker outage, a republish).
+ */
+export function attemptSpanSeconds(s: Schedule): number {
+  let ms = 0;
+  for (let attempt = 1; attempt < s.maxAttempts; attempt++) ms += delayAfter(s, attempt);
+  return Math.ceil(ms / 1000) + 86_400;
+}
+
 /** Ack wait when there is a single attempt (no backoff list). */
 export const ackWaitWithoutBackoffMs = 60_000;
 

@@ -5,6 +5,7 @@ import { recordEvent } from "../events/record.ts";
 import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 import { checkEnabledCap } from "./store.ts";
+import { deliveryTimeOf } from "../platform/time-partitions.ts";
 
 /** Operator actions on any merchant's webhook endpoints (AdminService, the scheduler). */
 
@@ -76,6 +77,9 @@ export async function recoverFailedDeliveries(em: EntityManager, endpointId: str
   return insertReplays(em, failed.map((f) => f.id), now);
 }
 
+/** How long after its creation a delivery is still attempted under the default schedule (14.6 hours), and a day for outages. */
+export const defaultAttemptSpanSeconds = 52_560 + 86_400;
+
 interface FailingEndpoint {
   id: string;
   merchant_id: string;
@@ -98,30 +102,49 @@ interface FailingEndpoint {
  * of that environment, all in one transaction. Rows are taken with SKIP LOCKED, so several
  * schedulers share the work and never disable (or announce) one endpoint twice. Returns the
  * endpoints disabled.
+ *
+ * It runs every minute beside months of deliveries, so it reads none of an endpoint's history but
+ * its failures (issue 50): the last success is the last attempt of the endpoint's newest delivered
+ * delivery, found from the newest back; failures are read from the deliveries not delivered, by
+ * status and updated_at (a delivery's updated_at is at or after its last attempt); and only the
+ * last `afterSeconds` + `attemptSpanSeconds` are looked at (attemptSpanSeconds: how long after its
+ * creation a delivery is still attempted), so failures older than that, with no success since, do
+ * not count.
  */
-export async function autoDisableFailing(em: EntityManager, afterSeconds: number, limit = 100, now = new Date()): Promise<string[]> {
+export async function autoDisableFailing(
+  em: EntityManager,
+  afterSeconds: number,
+  limit = 100,
+  now = new Date(),
+  attemptSpanSeconds = defaultAttemptSpanSeconds,
+): Promise<string[]> {
+  const from = new Date(now.getTime() - (afterSeconds + attemptSpanSeconds) * 1000);
   return em.transactional(async (tx) => {
     const rows = await tx.execute<FailingEndpoint[]>(
       `with streak as (
          select e.id, e.merchant_id, e.environment, e.url, e.description, e.created_at,
-                greatest(coalesce(e.enabled_at, '-infinity'),
-                         coalesce((select max(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                                    where d.endpoint_id = e.id and a.outcome = 'success'), '-infinity')) as since
+                greatest(coalesce(e.enabled_at, '-infinity'), ?::timestamptz,
+                         coalesce((select d.last_attempt_at from webhook_deliveries d
+                                    where d.endpoint_id = e.id and d.status = 'delivered' and d.created_at >= ?::timestamptz
+                                    order by d.created_at desc limit 1), '-infinity')) as since
            from webhook_endpoints e
           where e.status = 'enabled'
        ), failing as (
-         select s.*, (select min(a.started_at) from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id
-                       where d.endpoint_id = s.id and a.outcome in ('retryable', 'terminal') and a.started_at > s.since) as first_failure
+         select s.*, (select min(a.started_at) from webhook_deliveries d
+                        join webhook_attempts a on a.delivery_id = d.id and a.delivery_time = ${deliveryTimeOf("d.id")}
+                       where d.endpoint_id = s.id and d.status in ('pending', 'processing', 'failed') and d.updated_at > s.since
+                         and a.outcome in ('retryable', 'terminal') and a.started_at > s.since) as first_failure
            from streak s
        )
        select f.id, f.merchant_id, f.environment, f.url, f.description, f.created_at from failing f
         where f.first_failure is not null
           and exists (select 1 from webhook_deliveries d
-                       where d.endpoint_id = f.id and d.status = 'failed'
-                         and (select max(a.started_at) from webhook_attempts a where a.delivery_id = d.id and a.outcome in ('retryable', 'terminal'))
+                       where d.endpoint_id = f.id and d.status = 'failed' and d.updated_at >= f.first_failure + make_interval(secs => ?)
+                         and (select max(a.started_at) from webhook_attempts a
+                               where a.delivery_id = d.id and a.delivery_time = ${deliveryTimeOf("d.id")} and a.outcome in ('retryable', 'terminal'))
                              >= f.first_failure + make_interval(secs => ?))
         order by f.id limit ?`,
-      [afterSeconds, limit],
+      [from, from, afterSeconds, afterSeconds, limit],
     );
     // Locked one by one, skipping any another scheduler holds; still enabled once locked.
     const locked: FailingEndpoint[] = [];

@@ -1,5 +1,5 @@
 import t from "tap";
-import { ackWaitWithoutBackoffMs, delayAfter, nakDelayFor, schedule } from "../../services/delivery/schedule.ts";
+import { ackWaitWithoutBackoffMs, attemptSpanSeconds, delayAfter, nakDelayFor, schedule } from "../../services/delivery/schedule.ts";
 
 const defaults = [60, 300, 1800, 7200, 43200];
 const defaultMs = [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000];
@@ -88,4 +88,11 @@ t.test("nakDelayFor: the server then waits exactly the asked time, at every deli
 t.test("nakDelayFor: a retry on schedule is a NAK of backoff[0], whatever the delivery count", async (t) => {
   const s = schedule(defaults, 6);
   for (let n = 1; n <= 5; n++) t.equal(nakDelayFor(s, n, delayAfter(s, n)), 60_000, `delivery ${n}`);
+});
+
+t.test("attemptSpanSeconds: the waits between a delivery's attempts, and a day", async (t) => {
+  t.equal(attemptSpanSeconds(schedule([60, 300, 1800, 7200, 43200], 6)), 60 + 300 + 1800 + 7200 + 43200 + 86_400, "the default schedule: 14.6 hours and a day");
+  t.equal(attemptSpanSeconds(schedule([60, 300], 5)), 60 + 300 + 300 + 300 + 86_400, "the last wait repeats");
+  t.equal(attemptSpanSeconds(schedule([60], 1)), 86_400, "one attempt: the day alone");
+  t.equal(attemptSpanSeconds(schedule([0.5], 2)), 1 + 86_400, "part of a second counts whole");
 });
