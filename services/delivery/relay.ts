@@ -25,6 +25,12 @@ export interface RelayOptions {
 }
 
 /**
+ * What a relay pass woken by a commit reads: the days of deliveries still attempted (the default
+ * schedule's 14.6 hours and more), so a retry put back in the outbox goes out at once.
+ */
+const recentWindowMs = 3 * 86_400_000;
+
+/**
  * The outbox relay: publishes every unpublished delivery to JetStream with
  * Nats-Msg-Id = delivery id, then marks it published. It wakes on the
  * webhook_outbox notification (sent when deliveries commit) and polls as a
@@ -65,12 +71,17 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   const outage = new OutageLog(o.logger, "outbox relay");
   let failures = 0;
+  // Most passes read the recent days only; one a pollMs reads every day, for a delivery put back in
+  // the outbox long after it was made (a stranded one republished).
+  let everyDayAt = 0;
   const pass = async (): Promise<number> => {
+    const everyDay = Date.now() - everyDayAt >= pollMs;
+    if (everyDay) everyDayAt = Date.now();
     const nc = await Promise.race([o.nats.connected, halted]);
     await o.streamReady(failures > 0);
     const js = jetstream(nc);
     return o.db.em.fork().transactional(async (tx) => {
-      const rows = await takeUnpublished(tx, batch);
+      const rows = await takeUnpublished(tx, batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs));
       if (rows.length === 0) return 0;
       await Promise.all(rows.map(({ id, msgId, endpointId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000, headers: endpointHeaders(endpointId) })));
       return rows.length;

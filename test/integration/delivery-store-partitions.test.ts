@@ -91,3 +91,21 @@ for (const kind of ["day", "legacy"] as const) {
     t.match(await row(disabled.id), { status: "failed", last_error: "endpoint_disabled" }, "a claim whose endpoint was disabled ends");
   });
 }
+
+t.test("the relay's pass over recent days leaves an older unpublished delivery to its pass over every day", async (t) => {
+  const at = new Date(Date.now() - 5 * day);
+  const id = newTimedId("wd", at);
+  await em().execute(
+    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+     values (?, 'mer_store', 'test', 'evt_old_unpublished', 'we_store', 'pending', 0, ?, ?)`,
+    [id, at, at],
+  );
+  const recent = await delivery("day", false);
+  const taken = await takeUnpublished(em(), 1000, new Date(Date.now() - 3 * day));
+  t.ok(taken.some((x) => x.id === recent.id), "the recent one is taken");
+  t.notOk(taken.some((x) => x.id === id), "the one made 5 days ago is not");
+  t.equal((await row(id))?.published_at, null, "and stays unpublished");
+  const everyDay = await takeUnpublished(em(), 1000);
+  t.same(everyDay.map((x) => x.id), [id], "the pass over every day takes it");
+  t.ok((await row(id))?.published_at, "and marks it published");
+});
