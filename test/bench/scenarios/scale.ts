@@ -5,6 +5,7 @@ import { removePastRetention } from "../../../services/retention/job.ts";
 import { dropMarginSeconds, listPartitions, partitionName } from "../../../services/retention/partitions.ts";
 import { SecretBox } from "../../../services/webhooks/secrets.ts";
 import { load } from "../load.ts";
+import { loadPastDays, writtenOut, type Loaded } from "../scale-load.ts";
 import { startWebhookSystem, waitForArrivals, type WebhookSystem } from "../receiver.ts";
 import { nowMs } from "../stats.ts";
 import { Cleanup } from "../system.ts";
@@ -14,15 +15,16 @@ import type { BenchContext, RunResult, Scenario } from "../types.ts";
  * The hot path at scale (issue 50): create, GET an event, the drain and the first page of the
  * deliveries list, measured on an empty database and again once the webhook tables hold 90 past
  * days of BENCH_SCALE_DELIVERIES deliveries (200k in --quick, 2M in full; 100000000 for the issue's
- * figure), with their events (one per two deliveries) and an attempt each; and the retention run
- * that drops the oldest day (each run one more). Loaded in the database (INSERT … SELECT from
- * generate_series, a day at a time, each into its day's partition, with ids of the shape the
- * service makes: they carry their day), to a disabled endpoint of the same merchant.
+ * figure), with their events (one per BENCH_SCALE_ENDPOINTS deliveries, 2) and an attempt each
+ * (BENCH_SCALE_ATTEMPTS=0: none); and the retention run that drops the oldest day (each run one
+ * more). Each day is loaded in the database into its own partition, with ids of the shape the
+ * service makes (they carry their day), to disabled endpoints of the same merchant: scale-load.ts.
  */
 
 const day = 86_400_000;
 const days = 90;
 const connections = 32;
+const endpointsFor = () => Number(process.env.BENCH_SCALE_ENDPOINTS ?? 2);
 const deliveriesFor = (ctx: BenchContext) => Number(process.env.BENCH_SCALE_DELIVERIES ?? (ctx.quick ? 200_000 : 2_000_000));
 const seconds = (ctx: BenchContext) => (ctx.quick ? 3 : 8);
 const drainEvents = (ctx: BenchContext) => (ctx.quick ? 2_000 : 10_000);
@@ -33,6 +35,7 @@ let empty: Phase;
 let firstDay = 0;
 let dropped = 0;
 let loadSeconds = 0;
+let loadedRows: Loaded;
 
 interface Phase {
   create: number;
@@ -67,16 +70,13 @@ async function phase(ctx: BenchContext): Promise<Phase> {
   return { create: create.rps, get: get.rps, drain, list: list.rps };
 }
 
-/** The base62 time of ids (platform/ids.ts newTimedIds), in SQL. */
-const encodeTime = `create or replace function pg_temp.b62(ms bigint) returns text language sql immutable as $$
-  select string_agg(substr('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz', ((ms / (62::bigint ^ (7 - i))::bigint) % 62)::int + 1, 1), '' order by i)
-    from generate_series(0, 7) i $$`;
-
 /**
  * The webhook tables laid out as if partitioned by day for 90 days already: the legacy partition (empty on
- * this new database) ends 90 days ago, and each day since has its partition.
+ * this new database) ends 90 days ago, and today and the days the service has not made yet (on a new
+ * database its days begin at the cutover, services/retention/partitions.ts) get their partitions. The
+ * 90 days between are loadPastDays'.
  */
-async function pastDays(client: pg.Client): Promise<void> {
+async function layOut(client: pg.Client): Promise<void> {
   const today = Math.floor(Date.now() / day) * day;
   firstDay = today - days * day;
   for (const table of ["webhook_events", "webhook_deliveries", "webhook_attempts"]) {
@@ -87,7 +87,7 @@ async function pastDays(client: pg.Client): Promise<void> {
     await client.query(`create table ${legacy.name} (like ${table} including defaults)`);
     await client.query(`alter table ${table} attach partition ${legacy.name} for values from (minvalue) to ('${new Date(firstDay).toISOString()}')`);
     const from = Math.min(...own.filter((p) => p.from !== undefined).map((p) => p.from!.getTime()));
-    for (let d = firstDay; d < from; d += day) {
+    for (let d = today; d < from; d += day) {
       const name = partitionName(table, new Date(d));
       await client.query(`create table ${name} (like ${table} including defaults)`);
       await client.query(`alter table ${table} attach partition ${name} for values from ('${new Date(d).toISOString()}') to ('${new Date(d + day).toISOString()}')`);
@@ -100,7 +100,9 @@ export const scaleScenario: Scenario = {
   title: "Create, GET, the drain and the list on an empty database and beside 90 days of deliveries; the retention run dropping a day",
   ownSystem: true,
   metrics: {
-    deliveries: { label: "deliveries loaded over 90 past days (BENCH_SCALE_DELIVERIES), with half as many events and an attempt each", unit: "rows" },
+    deliveries: { label: "deliveries loaded over 90 past days (BENCH_SCALE_DELIVERIES), to BENCH_SCALE_ENDPOINTS endpoints an event (2)", unit: "rows" },
+    events: { label: "their events", unit: "rows" },
+    attempts: { label: "their attempts (none with BENCH_SCALE_ATTEMPTS=0)", unit: "rows" },
     load_seconds: { label: "loading them", unit: "s" },
     create_ratio: { label: "create: requests/s loaded ÷ empty", unit: "×" },
     get_ratio: { label: "GET one event: requests/s loaded ÷ empty", unit: "×" },
@@ -124,46 +126,35 @@ export const scaleScenario: Scenario = {
     const client = new pg.Client({ connectionString: ws.system.databaseUrl });
     await client.connect();
     try {
-      await client.query(encodeTime);
-      // The events recorded so far (the empty phase) are today's: the days laid out are before them.
-      await pastDays(client);
+      // The events recorded so far (the empty phase) go with the legacy partition: the days are laid out anew.
+      await layOut(client);
       const merchant = ws.system.merchant.id;
-      const endpoint = `we_bench_scale_${randomBytes(4).toString("hex")}`;
-      await client.query(
-        `insert into webhook_endpoints (id, merchant_id, environment, url, status, secret_ciphertext, created_at, disabled_at)
-         values ($1, $2, 'test', 'https://bench.example.test/scale', 'disabled', $3, now(), now())`,
-        [endpoint, merchant, SecretBox.fromMasterKeys(ws.system.masterKey).seal(endpoint, "whsec_" + randomBytes(24).toString("hex"))],
-      );
-      const perDay = Math.floor(deliveriesFor(ctx) / days / 2);
-      ctx.log(`scale: loading ${perDay * 2 * days} deliveries, ${perDay * days} events and ${perDay * 2 * days} attempts over ${days} days`);
-      const t0 = performance.now();
-      for (let d = 0; d < days; d++) {
-        const start = firstDay + d * day;
-        // Per event: its id, then two deliveries and an attempt of each, all at the event's time.
+      const box = SecretBox.fromMasterKeys(ws.system.masterKey);
+      const endpoints: string[] = [];
+      for (let k = 0; k < endpointsFor(); k++) {
+        const endpoint = `we_bench_scale_${randomBytes(4).toString("hex")}`;
         await client.query(
-          `with t as (
-             select ($1::bigint + (g::bigint * ${day - 1000}) / $2) as ms from generate_series(0, $2 - 1) g
-           ), ev as (
-             insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
-             select 'evt_' || pg_temp.b62(ms) || substr(md5(random()::text), 1, 18), $3, 'test', 'webhook.test', '{"bench":"scale"}',
-                    timestamptz 'epoch' + ms * interval '1 millisecond'
-               from t
-             returning id, created_at
-           ), d as (
-             insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, last_attempt_at, last_status_code, published_at, created_at, updated_at)
-             select 'wd_' || substr(ev.id, 5, 8) || substr(md5(random()::text), 1, 18), $3, 'test', ev.id, $4, 'delivered', 1, ev.created_at, 200, ev.created_at, ev.created_at, ev.created_at
-               from ev, generate_series(1, 2)
-             returning id, created_at
-           )
-           insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, outcome, delivery_time)
-           select id, 1, created_at, 12, 200, 'success', created_at from d`,
-          [start, perDay, merchant, endpoint],
+          `insert into webhook_endpoints (id, merchant_id, environment, url, status, secret_ciphertext, created_at, disabled_at)
+           values ($1, $2, 'test', $3, 'disabled', $4, now(), now())`,
+          [endpoint, merchant, `https://bench.example.test/scale/${k}`, box.seal(endpoint, "whsec_" + randomBytes(24).toString("hex"))],
         );
-        if ((d + 1) % 10 === 0) ctx.log(`scale: ${d + 1} of ${days} days loaded (${Math.round((performance.now() - t0) / 1000)} s)`);
+        endpoints.push(endpoint);
       }
-      // Vacuumed as well: autovacuum would otherwise be at work on every loaded day during the measured runs.
-      await client.query(`vacuum (analyze) webhook_events, webhook_deliveries, webhook_attempts`);
+      const eventsPerDay = Math.floor(deliveriesFor(ctx) / days / endpoints.length);
+      const withAttempts = process.env.BENCH_SCALE_ATTEMPTS !== "0";
+      ctx.log(
+        `scale: loading ${eventsPerDay * endpoints.length * days} deliveries (${endpoints.length} endpoints), ${eventsPerDay * days} events` +
+          ` and ${withAttempts ? "an attempt each" : "no attempts"} over ${days} days`,
+      );
+      const t0 = performance.now();
+      loadedRows = await loadPastDays(ws.system.databaseUrl, firstDay, days, { merchant, endpoints, eventsPerDay, attempts: withAttempts }, {
+        workers: 2,
+        minFreeBytes: Number(process.env.BENCH_SCALE_MIN_FREE_GB ?? 10) * 2 ** 30,
+        log: ctx.log,
+      });
       loadSeconds = (performance.now() - t0) / 1000;
+      await client.query(`checkpoint`);
+      ctx.log(`scale: loaded in ${loadSeconds.toFixed(0)} s; written out after ${(await writtenOut(600_000)).toFixed(0)} s more`);
     } finally {
       await client.end();
     }
@@ -182,7 +173,9 @@ export const scaleScenario: Scenario = {
     dropped += 1;
     ctx.log(`scale: the retention run dropped a day of ${pass.webhook_deliveries} deliveries in ${passSeconds.toFixed(2)} s`);
     return {
-      deliveries: deliveriesFor(ctx),
+      deliveries: loadedRows.deliveries,
+      events: loadedRows.events,
+      attempts: loadedRows.attempts,
       load_seconds: loadSeconds,
       create_ratio: loaded.create / empty.create,
       get_ratio: loaded.get / empty.get,
