@@ -20,7 +20,7 @@ export interface SchedulerOptions {
   /** WEBHOOK_AUTO_DISABLE_AFTER_SECONDS (default 5 days); 0: never. */
   autoDisableAfterSeconds?: number;
   /** How long after its creation a delivery may still be attempted (delivery/schedule.ts attemptSpanSeconds): what auto-disable looks back over, beyond the period. */
-  attemptSpanSeconds?: number;
+  attemptSpanSeconds: number;
 }
 
 /**
@@ -29,7 +29,7 @@ export interface SchedulerOptions {
  * they had only failed for autoDisableAfterSeconds (checked every minute, or more often when the
  * period is shorter than a few minutes).
  */
-export function startScheduler(db: Database, logger: Logger, intents: Intents, o: SchedulerOptions = {}): { stop(): Promise<void> } {
+export function startScheduler(db: Database, logger: Logger, intents: Intents, o: SchedulerOptions): { stop(): Promise<void> } {
   const intervalMs = o.intervalMs ?? 1000;
   const autoDisableAfterSeconds = o.autoDisableAfterSeconds ?? 5 * 86_400;
   const autoDisableEveryMs = Math.min(60_000, Math.max(intervalMs, (autoDisableAfterSeconds * 1000) / 4));
@@ -53,7 +53,7 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
       if (autoDisableAfterSeconds > 0 && Date.now() - lastAutoDisable >= autoDisableEveryMs) {
         let disabled: string[];
         do {
-          disabled = await autoDisableFailing(db.em.fork(), autoDisableAfterSeconds, 100, new Date(), o.attemptSpanSeconds);
+          disabled = await autoDisableFailing(db.em.fork(), autoDisableAfterSeconds, o.attemptSpanSeconds);
           for (const id of disabled) logger.warn({ endpoint: id, after_seconds: autoDisableAfterSeconds }, "webhook endpoint auto-disabled: every delivery failed");
         } while (disabled.length > 0 && !stopped());
         lastAutoDisable = Date.now();

@@ -11,10 +11,10 @@ import { unfinishedSql as unfinished } from "../events/retention.ts";
  */
 
 export const partitionedTables = [
-  // Events and deliveries by created_at, attempts by their delivery's (delivery_time).
-  { table: "webhook_events" },
-  { table: "webhook_deliveries" },
-  { table: "webhook_attempts" },
+  // Each table and its partition key: attempts go by their delivery's time.
+  { table: "webhook_events", key: "created_at" },
+  { table: "webhook_deliveries", key: "created_at" },
+  { table: "webhook_attempts", key: "delivery_time" },
 ] as const;
 export type PartitionedTable = (typeof partitionedTables)[number]["table"];
 

@@ -77,9 +77,6 @@ export async function recoverFailedDeliveries(em: EntityManager, endpointId: str
   return insertReplays(em, failed.map((f) => f.id), now);
 }
 
-/** How long after its creation a delivery is still attempted under the default schedule (14.6 hours), and a day for outages. */
-export const defaultAttemptSpanSeconds = 52_560 + 86_400;
-
 interface FailingEndpoint {
   id: string;
   merchant_id: string;
@@ -111,13 +108,7 @@ interface FailingEndpoint {
  * creation a delivery is still attempted), so failures older than that, with no success since, do
  * not count.
  */
-export async function autoDisableFailing(
-  em: EntityManager,
-  afterSeconds: number,
-  limit = 100,
-  now = new Date(),
-  attemptSpanSeconds = defaultAttemptSpanSeconds,
-): Promise<string[]> {
+export async function autoDisableFailing(em: EntityManager, afterSeconds: number, attemptSpanSeconds: number, limit = 100, now = new Date()): Promise<string[]> {
   const from = new Date(now.getTime() - (afterSeconds + attemptSpanSeconds) * 1000);
   return em.transactional(async (tx) => {
     const rows = await tx.execute<FailingEndpoint[]>(

@@ -1,7 +1,7 @@
 import { readFile, statfs } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { partitionName } from "../../services/retention/partitions.ts";
+import { partitionName, partitionedTables as tables } from "../../services/retention/partitions.ts";
 
 /**
  * Past days of webhook deliveries for the scale scenario, laid out as the service's partitions by day
@@ -40,12 +40,6 @@ const b62 = `create or replace function pg_temp.b62(ms bigint) returns text lang
   { length: 8 },
   (_, i) => `substr('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz', ((ms / ${62 ** (7 - i)}::bigint) % 62)::int + 1, 1)`,
 ).join(" || ")} $$`;
-
-const tables = [
-  { table: "webhook_events", key: "created_at" },
-  { table: "webhook_deliveries", key: "created_at" },
-  { table: "webhook_attempts", key: "delivery_time" },
-] as const;
 
 /** The statements that give a detached day the parent's primary key and indexes. */
 async function indexStatements(client: pg.Client, table: string, child: string): Promise<string[]> {

@@ -348,7 +348,7 @@ t.test("auto-disable: a new failure that ends a delivery after the endpoint fail
   // Two schedulers, as two scheduler processes would run, from the start: the period is 2 s.
   const intents = new Intents(new IntentViews("https://checkout.example.test"));
   const logger = createLogger("silent", 2);
-  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2 }));
+  const schedulers = [0, 1].map(() => startScheduler(s.app.db, logger, intents, { intervalMs: 100, autoDisableAfterSeconds: 2, attemptSpanSeconds: 60 }));
   t.teardown(() => Promise.all(schedulers.map((x) => x.stop())));
 
   // The idle endpoint fails once and then gets nothing more; the failing one fails too.

@@ -5,9 +5,10 @@
 import t from "tap";
 import { openDatabase } from "../../services/app/database.ts";
 import { newTimedId } from "../../services/platform/ids.ts";
-import { ensurePartitions, listPartitions, partitionName } from "../../services/retention/partitions.ts";
+import { ensurePartitions } from "../../services/retention/partitions.ts";
 import { autoDisableFailing } from "../../services/webhooks/operations.ts";
 import { createTestDatabase } from "../helpers/harness.ts";
+import { partitionsFrom } from "../helpers/partition-layout.ts";
 
 const db = await openDatabase(await createTestDatabase(t));
 t.teardown(() => db.close());
@@ -23,18 +24,7 @@ const span = 24 * 3600;
 // Upgraded yesterday: the legacy partition (empty here) holds what came before yesterday, and each day since has its own.
 const day = 24 * hour;
 const firstDay = Math.floor(now.getTime() / day) * day - day;
-for (const table of ["webhook_events", "webhook_deliveries", "webhook_attempts"]) {
-  const own = (await listPartitions(em())).filter((p) => p.table === table);
-  const legacyPart = own.find((p) => p.from === undefined)!;
-  await em().execute(`alter table ${table} detach partition ${legacyPart.name}`);
-  await em().execute(`alter table ${table} attach partition ${legacyPart.name} for values from (minvalue) to ('${new Date(firstDay).toISOString()}')`);
-  const made = Math.min(...own.filter((p) => p.from !== undefined).map((p) => p.from!.getTime()));
-  for (let d = firstDay; d < made; d += day) {
-    const name = partitionName(table, new Date(d));
-    await em().execute(`create table ${name} (like ${table} including defaults)`);
-    await em().execute(`alter table ${table} attach partition ${name} for values from ('${new Date(d).toISOString()}') to ('${new Date(d + day).toISOString()}')`);
-  }
-}
+await partitionsFrom(em(), (sql) => em().execute(sql), firstDay);
 
 await em().execute(`insert into merchants (id, name, created_at) values ('mer_ad', 'Auto-disable', now())`);
 
@@ -114,7 +104,7 @@ t.test("the rows are where the test means them to be", async (t) => {
 });
 
 t.test("disables the endpoints that failed for the whole period, in day and legacy partitions; leaves the others", async (t) => {
-  const disabled = await autoDisableFailing(em(), after, 100, now, span);
+  const disabled = await autoDisableFailing(em(), after, span, 100, now);
   t.same(disabled.sort(), [failing, legacy].sort());
   const rows = await em().execute<{ id: string; status: string; last_error: string | null }[]>(`select id, status, last_error from webhook_endpoints order by id`);
   for (const r of rows) t.equal(r.status, [failing, legacy].includes(r.id) ? "disabled" : "enabled", r.id);
@@ -125,6 +115,6 @@ t.test("looks back over the period and the attempt span only: a failure before t
   await delivery(quiet, 200, "delivered", [[200, "success"]]);
   await failures(quiet, 150, 150, 6);
   await delivery(quiet, 0.2, "failed", [[0.2, "terminal"]]);
-  t.same(await autoDisableFailing(em(), after, 100, now, span), [], "the failure 150 hours ago is past the 72 hours looked at");
-  t.same(await autoDisableFailing(em(), after, 100, now, 200 * 3600), [quiet], "with a span that reaches it, it counts");
+  t.same(await autoDisableFailing(em(), after, span, 100, now), [], "the failure 150 hours ago is past the 72 hours looked at");
+  t.same(await autoDisableFailing(em(), after, 200 * 3600, 100, now), [quiet], "with a span that reaches it, it counts");
 });

@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { loadConfig } from "../../../services/platform/config.ts";
 import { removePastRetention } from "../../../services/retention/job.ts";
-import { dropMarginSeconds, listPartitions, partitionName } from "../../../services/retention/partitions.ts";
+import { dropMarginSeconds } from "../../../services/retention/partitions.ts";
+import { partitionsFrom } from "../../helpers/partition-layout.ts";
 import { SecretBox } from "../../../services/webhooks/secrets.ts";
 import { load } from "../load.ts";
 import { loadPastDays, writtenOut, type Loaded } from "../scale-load.ts";
@@ -70,31 +71,6 @@ async function phase(ctx: BenchContext): Promise<Phase> {
   return { create: create.rps, get: get.rps, drain, list: list.rps };
 }
 
-/**
- * The webhook tables laid out as if partitioned by day for 90 days already: the legacy partition (empty on
- * this new database) ends 90 days ago, and today and the days the service has not made yet (on a new
- * database its days begin at the cutover, services/retention/partitions.ts) get their partitions. The
- * 90 days between are loadPastDays'.
- */
-async function layOut(client: pg.Client): Promise<void> {
-  const today = Math.floor(Date.now() / day) * day;
-  firstDay = today - days * day;
-  for (const table of ["webhook_events", "webhook_deliveries", "webhook_attempts"]) {
-    const own = (await listPartitions(ws.system.db.em.fork())).filter((p) => p.table === table);
-    const legacy = own.find((p) => p.from === undefined)!;
-    await client.query(`alter table ${table} detach partition ${legacy.name}`);
-    await client.query(`drop table ${legacy.name}`);
-    await client.query(`create table ${legacy.name} (like ${table} including defaults)`);
-    await client.query(`alter table ${table} attach partition ${legacy.name} for values from (minvalue) to ('${new Date(firstDay).toISOString()}')`);
-    const from = Math.min(...own.filter((p) => p.from !== undefined).map((p) => p.from!.getTime()));
-    for (let d = today; d < from; d += day) {
-      const name = partitionName(table, new Date(d));
-      await client.query(`create table ${name} (like ${table} including defaults)`);
-      await client.query(`alter table ${table} attach partition ${name} for values from ('${new Date(d).toISOString()}') to ('${new Date(d + day).toISOString()}')`);
-    }
-  }
-}
-
 export const scaleScenario: Scenario = {
   name: "scale",
   title: "Create, GET, the drain and the list on an empty database and beside 90 days of deliveries; the retention run dropping a day",
@@ -126,8 +102,11 @@ export const scaleScenario: Scenario = {
     const client = new pg.Client({ connectionString: ws.system.databaseUrl });
     await client.connect();
     try {
-      // The events recorded so far (the empty phase) go with the legacy partition: the days are laid out anew.
-      await layOut(client);
+      // The days are laid out anew (the empty phase's rows go with the legacy partition): loadPastDays
+      // makes the 90 before today, today and the days up to the service's first are made empty.
+      const today = Math.floor(Date.now() / day) * day;
+      firstDay = today - days * day;
+      await partitionsFrom(ws.system.db.em.fork(), (sql) => client.query(sql), firstDay, today);
       const merchant = ws.system.merchant.id;
       const box = SecretBox.fromMasterKeys(ws.system.masterKey);
       const endpoints: string[] = [];
