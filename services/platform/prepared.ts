@@ -65,3 +65,31 @@ export async function executePrepared<T>(em: EntityManager, sql: string, params:
   const result = await pool.query(o.replan ? { text: statement.text, values: params as unknown[] } : { name: statement.name, text: statement.text, values: params as unknown[] });
   return result.rows as T[];
 }
+
+/** Plain SQL on one connection: `?` placeholders, rows back (what the ORM's `execute` takes). */
+export interface Session {
+  execute<T>(sql: string, params?: readonly unknown[]): Promise<T>;
+}
+
+/**
+ * Runs `work` on one connection of the pool, outside any transaction, for what must hold a
+ * session's state between statements that cannot share a transaction (a session advisory lock
+ * around DETACH … CONCURRENTLY). It is the pool's own connection, so a pool of one (the ops CLI)
+ * still works; one whose work failed is discarded, not handed out again with a lock it may hold.
+ */
+export async function withSession<T>(em: EntityManager, work: (session: Session) => Promise<T>): Promise<T> {
+  const pool = pools.get(em.getConnection());
+  if (!pool || em.isInTransaction()) throw new Error("withSession needs the ORM's pool, outside a transaction");
+  const client = await pool.connect();
+  const session: Session = {
+    execute: async <T>(sql: string, params: readonly unknown[] = []) => (await client.query(numberPlaceholders(sql), params as unknown[])).rows as T,
+  };
+  try {
+    const result = await work(session);
+    client.release();
+    return result;
+  } catch (err) {
+    client.release(true);
+    throw err;
+  }
+}

@@ -1,5 +1,6 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { withSession, type Session } from "../platform/prepared.ts";
 import { unfinishedSql as unfinished } from "../events/retention.ts";
 
 /**
@@ -45,7 +46,7 @@ export function parseBound(bound: string): { from: Date | undefined; to: Date } 
 }
 
 /** The partitions of each partitioned table, oldest first. */
-export async function listPartitions(em: EntityManager): Promise<Partition[]> {
+export async function listPartitions(em: Session): Promise<Partition[]> {
   const rows = await em.execute<{ parent: string; name: string; bound: string; detach_pending: boolean }[]>(
     `select p.relname as parent, c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, i.inhdetachpending as detach_pending
        from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
@@ -130,12 +131,12 @@ function neededSql(p: Partition): string {
   return `select exists (select 1 from webhook_deliveries d join "${p.name}" a on a.delivery_id = d.id where d.status in ${unfinished})`;
 }
 
-async function needed(em: EntityManager, p: Partition): Promise<boolean> {
+async function needed(em: Session, p: Partition): Promise<boolean> {
   const [row] = await em.execute<{ exists: boolean }[]>(neededSql(p));
   return row?.exists === true;
 }
 
-async function stillAttached(em: EntityManager, p: Partition): Promise<boolean> {
+async function stillAttached(em: Session, p: Partition): Promise<boolean> {
   const [row] = await em.execute<{ attached: boolean }[]>(
     `select exists (select 1 from pg_inherits where inhrelid = to_regclass(?) and inhparent = to_regclass(?) and not inhdetachpending) as attached`,
     [p.name, p.table],
@@ -154,6 +155,12 @@ export function expiredPartitions(partitions: readonly Partition[], settings: Pi
  * row of one is still needed: it waits for a later run. Each is detached CONCURRENTLY (no lock
  * that stops reads or writes of the table; not inside a transaction), checked again (a replay
  * that committed meanwhile puts it back), and dropped. Returns the rows each table lost.
+ *
+ * One run at a time drops days: its statements go on one connection that holds a session
+ * advisory lock. Two runs at once (a lease taken over from a holder that was only slow) would
+ * finish each other's detaches, and the one that lost would fail, or leave a day detached and
+ * never dropped. A run that finds another dropping leaves the days to it; a holder that dies lets
+ * go with its connection, and a detach it left half done is finished by the next run.
  */
 export async function dropExpiredPartitions(
   em: EntityManager,
@@ -163,30 +170,35 @@ export async function dropExpiredPartitions(
 ): Promise<{ dropped: string[]; removed: Record<PartitionedTable, number> }> {
   const removed: Record<PartitionedTable, number> = { webhook_events: 0, webhook_deliveries: 0, webhook_attempts: 0 };
   const dropped: string[] = [];
-  const all = await listPartitions(em);
-  // A detach a dead run left half done is finished first (a pending detach blocks others).
-  for (const p of all.filter((p) => p.detachPending)) await em.execute(`alter table "${p.table}" detach partition "${p.name}" finalize`);
-  for (const p of expiredPartitions(all, settings, now)) {
-    if (stopped()) break;
-    if (p.detachPending) continue;
-    try {
-      if (await needed(em, p)) continue;
-      await em.execute(`alter table "${p.table}" detach partition "${p.name}" concurrently`);
-    } catch (err) {
-      // Another run (a lease taken over from one only slow) detached or dropped it first: its run counts it.
-      if (!(await stillAttached(em, p))) continue;
-      throw err;
+  return withSession(em, async (db) => {
+    const [lock] = await db.execute<{ taken: boolean }[]>(`select pg_try_advisory_lock(hashtext('payments.partitions.drop')) as taken`);
+    if (lock?.taken !== true) return { dropped, removed };
+    const all = await listPartitions(db);
+    // A detach a dead run left half done is finished first (a pending detach blocks others).
+    for (const p of all.filter((p) => p.detachPending)) await db.execute(`alter table "${p.table}" detach partition "${p.name}" finalize`);
+    for (const p of expiredPartitions(all, settings, now)) {
+      if (stopped()) break;
+      if (p.detachPending) continue;
+      try {
+        if (await needed(db, p)) continue;
+        await db.execute(`alter table "${p.table}" detach partition "${p.name}" concurrently`);
+      } catch (err) {
+        // A detach cut short (left pending: the next run finishes it), or a day dropped by hand: nothing to count now.
+        if (!(await stillAttached(db, p))) continue;
+        throw err;
+      }
+      const [{ n } = { n: 0 }] = await db.execute<{ n: number }[]>(`select count(*)::int as n from "${p.name}"`);
+      if (await needed(db, p)) {
+        await db.execute(`alter table "${p.table}" attach partition "${p.name}" for values from (${p.from ? `'${p.from.toISOString()}'` : "minvalue"}) to ('${p.to.toISOString()}')`);
+        continue;
+      }
+      await db.execute(`drop table "${p.name}"`);
+      removed[p.table] += n;
+      dropped.push(p.name);
     }
-    const [{ n } = { n: 0 }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from "${p.name}"`);
-    if (await needed(em, p)) {
-      await em.execute(`alter table "${p.table}" attach partition "${p.name}" for values from (${p.from ? `'${p.from.toISOString()}'` : "minvalue"}) to ('${p.to.toISOString()}')`);
-      continue;
-    }
-    await em.execute(`drop table "${p.name}"`);
-    removed[p.table] += n;
-    dropped.push(p.name);
-  }
-  return { dropped, removed };
+    await db.execute(`select pg_advisory_unlock(hashtext('payments.partitions.drop'))`);
+    return { dropped, removed };
+  });
 }
 
 /**
