@@ -24,7 +24,7 @@ export interface HeaderFields {
 }
 
 /** Which check a block failed: a label of chain_blocks_refused_total and a word of the log line. */
-export type BlockCheck = "header" | "proof_of_work" | "merkle_root" | "duplicate_tx" | "target";
+export type BlockCheck = "header" | "proof_of_work" | "merkle_root" | "duplicate_tx" | "witness_commitment" | "target";
 
 /** A block that failed a check: nothing of it is believed. */
 export class BlockRefused extends Error {

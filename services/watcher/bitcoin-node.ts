@@ -11,8 +11,11 @@ export interface BitcoinNode {
   headHeight(): Promise<number>;
   /** The best chain's block hash at `height`, or undefined past the head. */
   hashAt(height: number): Promise<string | undefined>;
-  /** The block with every transaction decoded (`getblock <hash> 2`), or undefined if the node does not know the hash. */
-  block(hash: string): Promise<BitcoinBlock | undefined>;
+  /**
+   * The block's bytes as hex (`getblock <hash> 0`), or undefined if the node does not know the
+   * hash. Never the decoded JSON: what counts is parsed from the bytes (bitcoin-bytes.ts).
+   */
+  block(hash: string): Promise<string | undefined>;
   /** A block's header (`getblockheader <hash>`), or undefined if the node does not know the hash. */
   header(hash: string): Promise<HeaderFields | undefined>;
   /** The txids in the node's mempool (`getrawmempool`). */
@@ -23,35 +26,8 @@ export interface BitcoinNode {
    * mempool. An answer without the field (an older node) is taken as loaded.
    */
   mempoolLoaded(): Promise<boolean>;
-  /** A mempool transaction decoded (`getrawtransaction <txid> 1`: no txindex needed while it is in the mempool), or undefined once it left. */
-  transaction(txid: string): Promise<BitcoinTx | undefined>;
-}
-
-/** A transaction as `getrawtransaction <txid> 1` writes it, reduced to what the watcher reads. */
-export interface BitcoinTx {
-  txid: string;
-  vin: BitcoinInput[];
-  vout: { value: number; n: number; scriptPubKey: { hex: string } }[];
-}
-
-/** A transaction input: the output it spends (`txid`, `vout`); a coinbase's has neither, but `coinbase`. */
-export interface BitcoinInput {
-  txid?: string;
-  vout?: number;
-  sequence: number;
-}
-
-/**
- * A block as `getblock <hash> 2` writes it, reduced to what the watcher reads: its header's
- * fields (checked against its hash, its target and its transactions before anything of it is
- * believed: bitcoin-checks.ts) and its transactions.
- */
-export interface BitcoinBlock extends HeaderFields {
-  /** Absent for the genesis block. */
-  previousblockhash?: string;
-  /** The chain's total work up to this block, hex (Bitcoin Core and bcoin both write it). */
-  chainwork?: string;
-  tx: BitcoinTx[];
+  /** A mempool transaction's bytes as hex (`getrawtransaction <txid> 0`: no txindex needed while it is in the mempool), or undefined once it left. */
+  transaction(txid: string): Promise<string | undefined>;
 }
 
 /** An error object from the node (Bitcoin Core's RPC error codes). */
@@ -155,7 +131,7 @@ export function bitcoinNode(url: string, timeoutMs = 20_000, maxResponseBytes = 
     },
     async block(hash) {
       try {
-        return await call<BitcoinBlock>("getblock", [hash, 2]);
+        return await call<string>("getblock", [hash, 0]);
       } catch (err) {
         if (err instanceof RpcError && err.code === unknownBlock) return undefined;
         throw err;
@@ -178,24 +154,12 @@ export function bitcoinNode(url: string, timeoutMs = 20_000, maxResponseBytes = 
     },
     async transaction(txid) {
       try {
-        return await call<BitcoinTx>("getrawtransaction", [txid, 1]);
+        // false, not 0: Core before 25 takes only a boolean here, and every later one still does.
+        return await call<string>("getrawtransaction", [txid, false]);
       } catch (err) {
         if (err instanceof RpcError && err.code === unknownBlock) return undefined;
         throw err;
       }
     },
   };
-}
-
-const satoshisPerCoin = 100_000_000;
-
-/**
- * An output's value as bitcoind writes it (a JSON number of BTC with 8 decimals) in exact
- * satoshis. Exact for every amount that can exist: below 21 million BTC a double is within
- * 0.19 satoshi of the decimal it was parsed from, and the product within 0.13 more, so rounding
- * lands on the integer.
- */
-export function satoshis(value: number): bigint {
-  if (!Number.isFinite(value) || value < 0 || value > 21_000_000) throw new RangeError(`not an output value: ${value}`);
-  return BigInt(Math.round(value * satoshisPerCoin));
 }

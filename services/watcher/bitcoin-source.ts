@@ -1,8 +1,9 @@
 import { formatUnits } from "viem";
 import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
-import { BlockRefused, checkHeader, checkTransactions, mainnetNextBits, mainnetPowLimit, parseBits, retargetInterval, type HeaderFields } from "./bitcoin-checks.ts";
-import { satoshis, type BitcoinBlock, type BitcoinInput, type BitcoinNode, type BitcoinTx } from "./bitcoin-node.ts";
+import { checkWitnessCommitment, parseBlock, parseTransaction, type ParsedBlock, type ParsedTx, type TxInput } from "./bitcoin-bytes.ts";
+import { BlockRefused, checkHeader, checkTransactions, mainnetNextBits, mainnetPowLimit, merkleRoot, parseBits, retargetInterval, type HeaderFields } from "./bitcoin-checks.ts";
+import type { BitcoinNode } from "./bitcoin-node.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -31,23 +32,30 @@ export class BitcoinWatched implements WatchedAddresses {
 
 /**
  * Bitcoin as the follower reads it, through Bitcoin Core's RPC: each block by height
- * (`getblockhash`) and then whole (`getblock <hash> 2`), every output of every transaction
+ * (`getblockhash`) and then its bytes (`getblock <hash> 0`), every output of every transaction
  * (the coinbase's too) matched by its script. An output is a payment whether or not it is spent
  * later: the service receives, it does not keep a wallet. Each block read is shown to `sawBlocks`
  * (the mempool reader, which looks in it for spends that conflict with payments it saw).
  *
- * Nothing of a block is believed before it is checked (blockChecks): a block that fails is a
- * BlockRefused, and the read fails whole (the caller retries it with backoff).
+ * Nothing of a block is believed before it is checked: its bytes must hash to the hash the node
+ * named at that height, every txid is computed from the transaction's bytes and the amounts and
+ * scripts counted are parsed from the same bytes (bitcoin-bytes.ts), and then blockChecks. A block
+ * that fails is a BlockRefused, and the read fails whole (the caller retries it with backoff).
+ *
+ * The node's `chainwork` is not passed on: it is the node's word, and a node that inflated it
+ * would make the core take its branch. The core compares bitcoin branches by height, each block's
+ * proof of work checked here (and on Live its bits by mainnet's rule), so a longer branch is one
+ * somebody mined (docs/payments.md, "Bitcoin").
  */
 export function bitcoinSource(
   node: BitcoinNode,
   asset: AssetInfo,
   watched: BitcoinWatched,
-  o: { rules: "mainnet" | "test"; sawBlocks?: (blocks: readonly BitcoinBlock[]) => void },
+  o: { rules: "mainnet" | "test"; sawBlocks?: (blocks: readonly ParsedBlock[]) => void },
 ): ChainSource {
   const check = blockChecks(node, o.rules);
   return {
-    // Mainnet blocks are up to ~4 MB of hex, more as JSON: a few at a time.
+    // Mainnet blocks are up to ~4 MB (8 MB of hex): a few at a time.
     batchBlocks: 4,
     headHeight: () => node.headHeight(),
     async hashAt(height) {
@@ -59,42 +67,40 @@ export function bitcoinSource(
       if (hashes.some((h) => h === undefined)) return undefined;
       // A failed read of several blocks (a timeout, the node's work queue full) is tried again in
       // halves, down to one block at a time; a block that cannot be read on its own is named.
-      const blocks = await readInParts(from, to, async (f, t) => {
+      const raw = await readInParts(from, to, async (f, t) => {
         const part = await allSettled((hashes as string[]).slice(f - from, t - from + 1).map((h) => node.block(h)));
-        return part.some((b) => b === undefined) ? undefined : (part as BitcoinBlock[]);
+        return part.some((b) => b === undefined) ? undefined : (part as string[]);
       }, () => true);
-      if (!blocks) return undefined;
+      if (!raw) return undefined;
+      const blocks = raw.map((hex, i) => {
+        const asked = { height: from + i, hash: (hashes[i] as string).toLowerCase() };
+        const b = parseBlock(hex, asked);
+        if (b.hash !== asked.hash) throw new BlockRefused("header", asked, `its bytes hash to ${b.hash}, not the hash the node named at height ${asked.height}`);
+        return b;
+      });
       await check(blocks);
       o.sawBlocks?.(blocks);
       const outputs: Output[] = [];
       for (const b of blocks) {
-        const blockHash = b.hash.toLowerCase();
         for (const tx of b.tx) {
-          for (const out of tx.vout) {
-            const toAddress = watched.addressOf(out.scriptPubKey.hex);
+          for (const out of tx.outputs) {
+            const toAddress = watched.addressOf(out.script);
             if (toAddress === undefined) continue;
             outputs.push({
               asset: asset.asset,
               toAddress,
-              txHash: tx.txid.toLowerCase(),
+              txHash: tx.txid,
               outputIndex: out.n,
-              amount: formatUnits(satoshis(out.value), asset.decimals),
+              amount: formatUnits(out.value, asset.decimals),
               blockHeight: b.height,
-              blockHash,
+              blockHash: b.hash,
               blockTime: b.time,
             });
           }
         }
       }
       return {
-        blocks: blocks.map((b) => ({
-          height: b.height,
-          hash: b.hash.toLowerCase(),
-          parentHash: (b.previousblockhash ?? "").toLowerCase(),
-          time: b.time,
-          // Passed on only when it is what the core can compare (hex, 256 bits at most): anything else, the core compares heights.
-          ...(typeof b.chainwork === "string" && /^[0-9a-f]{1,64}$/i.test(b.chainwork) ? { chainwork: b.chainwork.toLowerCase() } : {}),
-        })),
+        blocks: blocks.map((b) => ({ height: b.height, hash: b.hash, parentHash: b.previousblockhash, time: b.time })),
         outputs,
       };
     },
@@ -116,7 +122,7 @@ const headersKept = 64;
  * difficulty rules (testnet3's 20-minute minimum-difficulty blocks, testnet4, signet, regtest):
  * only the proof of work and the merkle root are checked there, and no call is made.
  */
-function blockChecks(node: BitcoinNode, rules: "mainnet" | "test"): (blocks: readonly BitcoinBlock[]) => Promise<void> {
+function blockChecks(node: BitcoinNode, rules: "mainnet" | "test"): (blocks: readonly ParsedBlock[]) => Promise<void> {
   const powLimit = rules === "mainnet" ? mainnetPowLimit : undefined;
   const known = new Map<string, { height: number; bits: number; time: number }>();
   const facts = (h: HeaderFields) => ({ height: h.height, bits: parseBits(h.bits) as number, time: h.time });
@@ -139,6 +145,7 @@ function blockChecks(node: BitcoinNode, rules: "mainnet" | "test"): (blocks: rea
     for (const b of blocks) {
       checkHeader(b, powLimit);
       checkTransactions(b);
+      checkWitnessCommitment(b, merkleRoot);
       if (rules === "mainnet" && b.height > 0) {
         const prev = String(b.previousblockhash).toLowerCase();
         const parent = known.get(prev) ?? facts(await header(prev, `the parent of block ${b.height}`));
@@ -192,13 +199,16 @@ const parallelReads = 8;
 const goneKept = 10_000;
 
 /** BIP 125's explicit signal: any input whose nSequence is below 0xfffffffe. */
-export function signalsReplaceByFee(tx: Pick<BitcoinTx, "vin">): boolean {
-  return tx.vin.some((i) => typeof i.sequence === "number" && i.sequence < 0xfffffffe);
+export function signalsReplaceByFee(tx: Pick<ParsedTx, "inputs">): boolean {
+  return tx.inputs.some((i) => i.sequence < 0xfffffffe);
 }
 
+/** A coinbase's one input spends no output: its txid is all zeros. */
+const nothing = "00".repeat(32);
+
 /** The outputs a transaction spends, as txid:vout (a coinbase spends none). */
-function spentBy(vin: readonly BitcoinInput[]): string[] {
-  return vin.flatMap((i) => (typeof i.txid === "string" && typeof i.vout === "number" ? [`${i.txid.toLowerCase()}:${i.vout}`] : []));
+function spentBy(inputs: readonly TxInput[]): string[] {
+  return inputs.flatMap((i) => (i.txid === nothing ? [] : [`${i.txid}:${i.vout}`]));
 }
 
 /**
@@ -245,10 +255,14 @@ export class BitcoinMempool {
     for (let i = 0; i < fresh.length; i += parallelReads) {
       const part = fresh.slice(i, i + parallelReads);
       const txs = await Promise.all(part.map((t) => this.#node.transaction(t)));
-      txs.forEach((tx, j) => {
+      txs.forEach((hex, j) => {
+        const txid = part[j] as string;
         // Gone meanwhile (mined, replaced): not in the mempool any more.
-        if (!tx) return now.delete(part[j] as string);
-        this.#keep(part[j] as string, tx);
+        if (hex === undefined) return now.delete(txid);
+        // Its bytes must hash to the txid asked for: the outputs kept are parsed from them.
+        const tx = parseTransaction(hex);
+        if (tx.txid !== txid) throw new Error(`getrawtransaction ${txid}: the node answered a transaction whose bytes hash to ${tx.txid}`);
+        this.#keep(txid, tx);
       });
     }
     this.#pending = [...now].filter((t) => !this.#kept.has(t)).length;
@@ -267,26 +281,25 @@ export class BitcoinMempool {
   }
 
   /** Blocks the follower read: a transaction in one spending what a kept or gone one spends conflicts with it; a gone one mined there was not conflicted. */
-  sawBlocks(blocks: readonly BitcoinBlock[]): void {
+  sawBlocks(blocks: readonly ParsedBlock[]): void {
     for (const b of blocks) {
       for (const tx of b.tx) {
-        const txid = tx.txid.toLowerCase();
-        const gone = this.#gone.get(txid);
-        if (gone) this.#forget(txid, gone);
-        this.#spends(txid, spentBy(tx.vin));
+        const gone = this.#gone.get(tx.txid);
+        if (gone) this.#forget(tx.txid, gone);
+        this.#spends(tx.txid, spentBy(tx.inputs));
       }
     }
   }
 
   /** A transaction read in the mempool: kept; a payment gone before and back (a reorg, a rebroadcast) is no longer gone. */
-  #keep(txid: string, tx: BitcoinTx): void {
+  #keep(txid: string, tx: ParsedTx): void {
     const gone = this.#gone.get(txid);
     if (gone) this.#forget(txid, gone);
-    const inputs = spentBy(tx.vin);
+    const inputs = spentBy(tx.inputs);
     this.#spends(txid, inputs);
     this.#kept.set(txid, {
       replaceable: signalsReplaceByFee(tx),
-      vout: tx.vout.map((o) => ({ n: o.n, script: o.scriptPubKey.hex, amount: formatUnits(satoshis(o.value), this.#asset.decimals) })),
+      vout: tx.outputs.map((o) => ({ n: o.n, script: o.script, amount: formatUnits(o.value, this.#asset.decimals) })),
       inputs,
     });
     for (const o of inputs) this.#spender.set(o, txid);

@@ -1,6 +1,7 @@
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { checkHeader } from "./bitcoin-checks.ts";
 import { bitcoinNode } from "./bitcoin-node.ts";
 import { BitcoinMempool, bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
 import { evmNode, redactNodeUrl } from "./evm-node.ts";
@@ -42,9 +43,11 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
       facts: () => bitcoinFacts(node),
       async timeAt(height) {
         const hash = await node.hashAt(height);
-        const block = hash === undefined ? undefined : await node.block(hash);
-        if (!block) throw new Error(`block ${height} is not on the node's best chain`);
-        return block.time;
+        const header = hash === undefined ? undefined : await node.header(hash);
+        if (!header) throw new Error(`block ${height} is not on the node's best chain`);
+        // Its time is believed only from fields that hash to the block's hash.
+        checkHeader({ ...header, hash: hash as string, height });
+        return header.time;
       },
       // Plain HTTP requests: nothing to close.
       close: async () => {},

@@ -40,6 +40,8 @@ export interface RpcProxy {
   oversize: { method: string; bytes: number } | undefined;
   /** Rewrites what the node answered to a method (a node that lies); undefined: as it answered. */
   rewrite: ((method: string, result: unknown) => unknown) | undefined;
+  /** Rewrites a request's params before it is relayed (a lying node answering for a hash it made up with a real block's); undefined: as asked. */
+  rewriteParams: ((method: string, params: unknown[]) => unknown[]) | undefined;
   /**
    * Answers `[]` to the next eth_getLogs over a range (fromBlock..toBlock, not by blockHash) that
    * holds this height, once, as a replica that lags the one that served the blocks; then undefined.
@@ -140,6 +142,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
   async function answer(req: Json, limit: () => Promise<number>): Promise<Json> {
     const method = String(req.method);
     calls.set(method, (calls.get(method) ?? 0) + 1);
+    if (proxy.rewriteParams) req = { ...req, params: proxy.rewriteParams(method, (req.params ?? []) as unknown[]) };
     const params = (req.params ?? []) as unknown[];
     if (proxy.hold?.(method, params)) await new Promise<void>((resolve) => waiting.push(resolve));
     const reply = (result: unknown) => ({ jsonrpc: "2.0", id: req.id, result });
@@ -250,6 +253,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     genesisHash: undefined,
     chainName: undefined,
     rewrite: undefined,
+    rewriteParams: undefined,
     oversize: undefined,
     emptyLogsAt: undefined,
     hold: undefined,

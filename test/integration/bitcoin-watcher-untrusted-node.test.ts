@@ -13,7 +13,7 @@ import { pino } from "pino";
 import t from "tap";
 import { bitcoinScript } from "../../services/addresses/formats.ts";
 import { bitcoinNode, ResponseTooLargeError } from "../../services/watcher/bitcoin-node.ts";
-import { hashOfHeader, targetOf, type Header } from "../helpers/bitcoin-blocks.ts";
+import { hashOfHeader, headerBytes, targetOf, txBytes, type Header } from "../helpers/bitcoin-blocks.ts";
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
@@ -101,7 +101,6 @@ t.test("a node two blocks behind for a while un-counts nothing", async (t) => {
 });
 
 type Json = Record<string, unknown>;
-type RpcBlock = Header & { hash: string; height: number; tx: { txid: string }[] };
 const refusedCount = async (check: string) => {
   const text = await (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
   const m = new RegExp(`^chain_blocks_refused_total\\{network="bitcoin",environment="test",check="${check}"\\} (\\S+)$`, "m").exec(text);
@@ -111,50 +110,68 @@ const refusedCount = async (check: string) => {
 const counted = (pi: { transactions: { counted: boolean }[] }) => pi.transactions.filter((x) => x.counted).length;
 const refusedLine = (hash: string) => lines.map((l) => JSON.parse(l) as Json).find((l) => l.hash === hash && /fails a check/.test(String(l.msg)));
 
+/** The header fields of a block's bytes (hex), read here from first principles. */
+function headerOf(hex: string): Header {
+  const b = Buffer.from(hex.slice(0, 160), "hex");
+  const hash = (at: number) => Buffer.from(b.subarray(at, at + 32)).reverse().toString("hex");
+  return { version: b.readInt32LE(0), previousblockhash: hash(4), merkleroot: hash(36), time: b.readUInt32LE(68), bits: b.readUInt32LE(72).toString(16).padStart(8, "0"), nonce: b.readUInt32LE(76) };
+}
+const hashOfBytes = (hex: string) => hashOfHeader(headerOf(hex));
+
 /**
- * The node lies about the block holding `txid` (getblock answers `lie` of it) until the watcher
- * asked for it `reads` times, or (a watcher that believes it reads it once) `believed` says the
- * lie was taken; the caller then stops it.
+ * The node lies about the block holding the transaction `raw` (its bytes: getblock <hash> 0
+ * answers `lie` of them) until the watcher asked for it `reads` times, or (a watcher that
+ * believes it reads it once) `believed` says the lie was taken; the caller then stops it. A lie
+ * whose header hashes to another hash is told consistently: getblockhash names that hash, and
+ * getblock of it answers the lie.
  */
-async function lyingAbout(txid: string, lie: (b: RpcBlock) => RpcBlock, believed: () => Promise<boolean> = async () => false, reads = 3) {
+async function lyingAbout(raw: string, lie: (hex: string) => string, believed: () => Promise<boolean> = async () => false, reads = 3) {
   let served = 0;
-  let real: RpcBlock | undefined;
+  let real: string | undefined;
+  const named = new Map<string, string>();
+  node.rewriteParams = (method, params) => (method === "getblock" && named.has(String(params[0])) ? [named.get(String(params[0])), ...params.slice(1)] : params);
   node.rewrite = (method, result) => {
-    const b = result as RpcBlock;
-    if (method !== "getblock" || !Array.isArray(b.tx) || !b.tx.some((x) => x.txid === txid)) return result;
+    if (method === "getblockhash") return [...named].find(([, r]) => r === result)?.[0] ?? result;
+    if (method !== "getblock" || typeof result !== "string" || !result.includes(raw)) return result;
     served++;
-    real = b;
-    return lie(b);
+    real = result;
+    const told = lie(result);
+    if (hashOfBytes(told) !== hashOfBytes(result)) named.set(hashOfBytes(told), hashOfBytes(result));
+    return told;
   };
   await until(`the lying block read ${reads} times`, async () => (served >= reads || (served > 0 && (await believed())) ? true : undefined), 60_000);
   return {
-    real: () => real as RpcBlock,
-    stop: () => (node.rewrite = undefined),
+    real: () => real as string,
+    stop: () => {
+      node.rewrite = undefined;
+      node.rewriteParams = undefined;
+    },
   };
 }
 
 t.test("a block whose header misses its target is refused, named, nothing of it counted; the real block then counts", async (t) => {
   const pi = await createIntent("0.003");
-  const { txid } = await pay(pi, "0.003");
+  const { txid, raw } = await pay(pi, "0.003");
   const before = await refusedCount("proof_of_work");
   // Another nonce, and the hash it gives: the header is consistent, but its hash is above regtest's target.
-  const lie = (b: RpcBlock): RpcBlock => {
-    const forged = { ...b };
+  const lie = (hex: string): string => {
+    const forged = headerOf(hex);
     do forged.nonce = (forged.nonce + 1) >>> 0;
     while (BigInt(`0x${hashOfHeader(forged)}`) <= targetOf(forged.bits));
-    return { ...forged, hash: hashOfHeader(forged) };
+    return headerBytes(forged).toString("hex") + hex.slice(160);
   };
-  const lying = lyingAbout(txid, lie);
+  const lying = lyingAbout(raw, lie);
   // The lying block is the tip: a watcher that believed it would record the payment in it.
   await chain.mine(1);
+  const height = await chain.height();
   const { real, stop } = await lying;
   const now = await get(pi.public_id);
   t.same([now.status, counted(now)], ["pending", 0], "nothing of the block counted while the node lies");
   t.same(now.transactions.filter((x: { confirmations: number }) => x.confirmations > 0), [], "no block of the payment recorded");
   t.equal(await refusedCount("proof_of_work"), before + 1, "chain_blocks_refused_total{check=proof_of_work}: once for the block, however often served");
-  const forgedHash = lie(real()).hash;
-  t.match(refusedLine(forgedHash), { level: 40, check: "proof_of_work", height: real().height, hash: forgedHash }, "one line names the check, height and hash");
-  t.equal(lines.filter((l) => l.includes(forgedHash) && l.includes("fails a check")).length, 1, "one line for the block");
+  const forgedHash = hashOfBytes(lie(real()));
+  t.match(refusedLine(forgedHash), { level: 40, check: "proof_of_work", height, hash: forgedHash }, "one line names the check, height and hash");
+  t.equal(lines.filter((l) => (JSON.parse(l) as Json).hash === forgedHash && l.includes("fails a check")).length, 1, "one line for the block");
   stop();
   await chain.mine(1);
   await statusIs(pi.public_id, "confirmed");
@@ -162,21 +179,24 @@ t.test("a block whose header misses its target is refused, named, nothing of it 
   t.same([paid.transactions.length, paid.transactions[0].tx_hash, paid.amount_received], [1, txid, "0.003"], "the real block's payment, once");
 });
 
+/** A block's bytes with `more` (transactions' bytes) after its transactions: a count under 253 is one byte. */
+const withTransactions = (hex: string, ...more: string[]) => hex.slice(0, 160) + (Number.parseInt(hex.slice(160, 162), 16) + more.length).toString(16).padStart(2, "0") + hex.slice(162) + more.join("");
+
 t.test("a block whose transactions are not the ones its merkle root commits to (an invented payment added) is refused; the real block then counts, the invented payment never", async (t) => {
   const paid = await createIntent("0.004");
   const invented = await createIntent("0.005");
-  const { txid } = await pay(paid, "0.004");
+  const { txid, raw } = await pay(paid, "0.004");
   const before = await refusedCount("merkle_root");
   const script = bitcoinScript(invented.deposit_address) as string;
-  const fake = { txid: "ee".repeat(32), vin: [{ txid: "dd".repeat(32), vout: 0, sequence: 0xffffffff }], vout: [{ value: 0.005, n: 0, scriptPubKey: { hex: script } }] };
-  const lying = lyingAbout(txid, (b) => ({ ...b, tx: [...b.tx, fake] }), async () => (await get(invented.public_id)).transactions.length > 0);
+  const fake = txBytes({ vin: [{ txid: "dd".repeat(32), vout: 0 }], vout: [{ value: 0.005, scriptPubKey: { hex: script } }] });
+  const lying = lyingAbout(raw, (hex) => withTransactions(hex, fake.hex), async () => (await get(invented.public_id)).transactions.length > 0);
   await chain.mine(2);
   const { real, stop } = await lying;
   t.same([(await get(invented.public_id)).status, (await get(invented.public_id)).transactions], ["pending", []], "the invented payment is not counted");
   const real1 = await get(paid.public_id);
   t.same([real1.status, counted(real1)], ["pending", 0], "nor the real one in the refused block");
   t.equal(await refusedCount("merkle_root"), before + 1, "chain_blocks_refused_total{check=merkle_root}");
-  t.match(refusedLine(real().hash), { check: "merkle_root", height: real().height, hash: real().hash });
+  t.match(refusedLine(hashOfBytes(real())), { check: "merkle_root", hash: hashOfBytes(real()) });
   stop();
   await statusIs(paid.public_id, "confirmed");
   t.equal((await get(paid.public_id)).transactions[0].tx_hash, txid);
@@ -185,6 +205,71 @@ t.test("a block whose transactions are not the ones its merkle root commits to (
   await chain.mine(2);
   await statusIs(sentinel.public_id, "confirmed");
   t.same([(await get(invented.public_id)).status, (await get(invented.public_id)).transactions], ["pending", []], "the invented payment, never");
+});
+
+t.test("a real transaction's output rewritten in the block's bytes (txid named, header real) is refused: its bytes hash to another txid; the real amount then counts", async (t) => {
+  const pi = await createIntent("0.0041");
+  const { txid, raw } = await pay(pi, "0.0041");
+  const before = await refusedCount("merkle_root");
+  const script = bitcoinScript(pi.deposit_address) as string;
+  // The payment's output: 8 bytes of value, the script's length, the script. Rewritten to 4.1 BTC.
+  const value = (sats: bigint) => {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(sats);
+    return b.toString("hex");
+  };
+  const output = (sats: bigint) => value(sats) + (script.length / 2).toString(16).padStart(2, "0") + script;
+  t.ok(raw.includes(output(410_000n)), "the payment's output is in its bytes");
+  const lying = lyingAbout(raw, (hex) => hex.replace(output(410_000n), output(410_000_000n)), async () => counted(await get(pi.public_id)) > 0);
+  await chain.mine(2);
+  const { real, stop } = await lying;
+  const now = await get(pi.public_id);
+  t.same([now.status, counted(now)], ["pending", 0], "nothing counted while the node serves the rewritten bytes");
+  t.equal(await refusedCount("merkle_root"), before + 1, "refused once: chain_blocks_refused_total{check=merkle_root}");
+  t.match(refusedLine(hashOfBytes(real())), { check: "merkle_root", hash: hashOfBytes(real()) }, "named in the log");
+  stop();
+  await statusIs(pi.public_id, "confirmed");
+  const paid = await get(pi.public_id);
+  t.same([paid.transactions.length, paid.transactions[0].tx_hash, paid.amount_received], [1, txid, "0.0041"], "the real amount, from the real bytes");
+});
+
+t.test("a node whose decoded JSON adds an output paying a watched address (txid, header and bytes real) changes nothing: the JSON is never read", async (t) => {
+  const paid = await createIntent("0.0042");
+  const invented = await createIntent("0.5");
+  const { txid } = await pay(paid, "0.0042");
+  const script = bitcoinScript(invented.deposit_address) as string;
+  let jsonServed = 0;
+  // Every decoded answer (getblock 1 or 2, getrawtransaction verbose) tells of a 0.5 BTC output to the invented intent in the payment.
+  node.rewrite = (method, result) => {
+    const addTo = (tx: Json) => (tx.txid === txid ? { ...tx, vout: [...(tx.vout as Json[]), { value: 0.5, n: (tx.vout as Json[]).length, scriptPubKey: { hex: script } }] } : tx);
+    if (method === "getblock" && typeof result === "object" && result !== null && Array.isArray((result as Json).tx)) {
+      jsonServed++;
+      return { ...(result as Json), tx: ((result as Json).tx as unknown[]).map((x) => (typeof x === "object" ? addTo(x as Json) : x)) };
+    }
+    if (method === "getrawtransaction" && typeof result === "object" && result !== null) {
+      jsonServed++;
+      return addTo(result as Json);
+    }
+    return result;
+  };
+  t.teardown(() => (node.rewrite = undefined));
+  const [mined] = await chain.mine(2);
+  await statusIs(paid.public_id, "confirmed");
+  const sentinel = await createIntent("0.0007");
+  await pay(sentinel, "0.0007");
+  await chain.mine(2);
+  await statusIs(sentinel.public_id, "confirmed");
+  t.equal(jsonServed, 0, "the watcher asked for no decoded block or transaction");
+  // The lie is there for whoever asks for JSON: the node does tell it.
+  const told = await fetch(watcherUrl.replace(/\/\/[^@]*@/, "//"), {
+    method: "POST",
+    headers: { authorization: `Basic ${Buffer.from(`${decodeURIComponent(relay.username)}:${decodeURIComponent(relay.password)}`).toString("base64")}`, "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "1.0", id: 1, method: "getblock", params: [mined, 2] }),
+  }).then((r) => r.json() as Promise<{ result: { tx: { txid: string; vout: { scriptPubKey: { hex: string } }[] }[] } }>);
+  t.ok(told.result.tx.find((x) => x.txid === txid)?.vout.some((o) => o.scriptPubKey.hex === script), "getblock 2 tells of the invented output");
+  const now = await get(invented.public_id);
+  t.same([now.status, now.transactions], ["pending", []], "the invented output never counted, nor listed");
+  t.equal((await get(paid.public_id)).amount_received, "0.0042", "the real payment counted at its real amount");
 });
 
 t.test("the relay answers getblock and getblockheader as Bitcoin Core writes them: bits in hex, the nonce, fields that hash to the block's hash", async (t) => {

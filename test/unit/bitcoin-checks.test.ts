@@ -18,9 +18,10 @@ import {
   toCompact,
   type HeaderFields,
 } from "../../services/watcher/bitcoin-checks.ts";
-import type { BitcoinBlock, BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
+import type { BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
 import { bitcoinSource, BitcoinWatched } from "../../services/watcher/bitcoin-source.ts";
-import { hashOfHeader, merkleRootOf, mine } from "../helpers/bitcoin-blocks.ts";
+import { hashOfHeader, merkleRootOf, mine, withHeader, type MinedBlock } from "../helpers/bitcoin-blocks.ts";
+import { readFileSync } from "node:fs";
 
 const genesis: HeaderFields = {
   hash: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
@@ -71,6 +72,11 @@ const block100000 = {
   ].map((txid) => ({ txid })),
 };
 
+/** Real blocks' bytes (test/fixtures/bitcoin/blocks.json says where they come from). */
+type RawFixture = { height: number; hash: string; hex: string };
+const fixtures = JSON.parse(readFileSync(new URL("../fixtures/bitcoin/blocks.json", import.meta.url), "utf8")) as { mainnet: RawFixture[]; testnet3: RawFixture[] };
+const mainnetBlocks = fixtures.mainnet;
+
 const sha256d = (b: Buffer) => createHash("sha256").update(createHash("sha256").update(b).digest()).digest();
 
 t.test("real mainnet headers hash to their hash, the helper's independent serialization agrees, and they meet their targets", async (t) => {
@@ -107,7 +113,7 @@ t.test("a changed nonce, merkle root, time or version does not hash to the named
   const harder = { ...block100000, bits: "1a04864c" };
   t.throws(() => checkHeader({ ...harder, hash: hashOfHeader(harder) }, mainnetPowLimit), { name: "BlockRefused", check: "proof_of_work" });
   // A regtest target passes a test network's check but is easier than mainnet's limit.
-  const easy = mine({ height: 1, previousblockhash: genesis.hash, time: 1, tx: [{ txid: block1.merkleroot }] });
+  const easy = mine({ height: 1, previousblockhash: genesis.hash, time: 1, tx: [{ vout: [] }] });
   t.doesNotThrow(() => checkHeader(easy));
   t.throws(() => checkHeader(easy, mainnetPowLimit), { name: "BlockRefused", check: "proof_of_work", message: /easier target than the network allows/ });
   t.throws(() => checkHeader({ ...genesis, bits: "1d00fff" }), { name: "BlockRefused", check: "header" }, "bits not 8 hex digits");
@@ -185,8 +191,8 @@ t.test("mainnet's target rule: the parent's bits between retargets; at a retarge
   t.equal(mainnetNextBits(2016, { bits: 0x1d00ffff, time: 1_233_000_000 }, 1_233_000_000 - 3 * twoWeeks), 0x1d00ffff);
 });
 
-/** A node serving a mainnet-like chain (mainnet's bits rule, regtest-easy targets are refused there, so: test rules) or one lying on one block. */
-function nodeOf(chain: BitcoinBlock[], lie?: (b: BitcoinBlock) => BitcoinBlock) {
+/** A node serving a chain (each block's bytes), or one whose bytes for a block are `lie`'s. */
+function nodeOf(chain: readonly { hash: string; hex: string; height: number }[], lie?: (b: MinedBlock) => string) {
   const calls = { header: 0, hashAt: 0 };
   const node = {
     headHeight: async () => chain.length - 1,
@@ -196,21 +202,24 @@ function nodeOf(chain: BitcoinBlock[], lie?: (b: BitcoinBlock) => BitcoinBlock) 
     },
     block: async (hash: string) => {
       const b = chain.find((x) => x.hash === hash);
-      return b && lie ? lie(b) : b;
+      return b && lie ? lie(b as MinedBlock) : b?.hex;
     },
     header: async (hash: string) => {
       calls.header++;
       const b = chain.find((x) => x.hash === hash);
-      return b && { ...b, tx: undefined };
+      return b && headers.get(b.hash);
     },
   } as unknown as BitcoinNode;
   return { node, calls };
 }
 
-const payTx = (n: number) => ({ txid: n.toString(16).padStart(64, "0"), vin: [{ sequence: 0xffffffff }], vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }] });
+/** Headers the fake nodes serve by hash (getblockheader), as Core writes them. */
+const headers = new Map<string, HeaderFields>([genesis, block1].map((h) => [h.hash, h]));
 
-function regtestChain(length: number): BitcoinBlock[] {
-  const chain: BitcoinBlock[] = [];
+const payTx = (n: number) => ({ tag: n, vout: [{ value: 0.5, scriptPubKey: { hex: "0014" + "00".repeat(20) } }] });
+
+function regtestChain(length: number): MinedBlock[] {
+  const chain: MinedBlock[] = [];
   for (let h = 0; h < length; h++) chain.push(mine({ height: h, previousblockhash: chain[h - 1]?.hash, time: 1_700_000_000 + h * 600, tx: [payTx(h + 1), payTx(h + 1000)] }));
   return chain;
 }
@@ -221,13 +230,17 @@ const read = (node: BitcoinNode, rules: "mainnet" | "test", from: number, to: nu
 t.test("the source refuses a block whose nonce, merkle root, transactions or bits were changed, whole, naming it", async (t) => {
   const chain = regtestChain(6);
   t.same((await read(nodeOf(chain).node, "test", 1, 5))?.blocks.map((b) => b.height), [1, 2, 3, 4, 5]);
-  const at3 = (change: (b: BitcoinBlock) => BitcoinBlock) => (b: BitcoinBlock) => (b.height === 3 ? change(b) : b);
+  const at3 = (change: (b: MinedBlock) => string) => (b: MinedBlock) => (b.height === 3 ? change(b) : b.hex);
+  const header = (b: MinedBlock) => ({ version: b.version, previousblockhash: b.previousblockhash, merkleroot: b.merkleroot, time: b.time, bits: b.bits, nonce: b.nonce });
+  const txs = (b: MinedBlock, list: readonly { hex: string }[]) => b.hex.slice(0, 160) + list.length.toString(16).padStart(2, "0") + list.map((x) => x.hex).join("");
   for (const [what, change, check] of [
-    ["nonce", (b: BitcoinBlock) => ({ ...b, nonce: b.nonce + 1 }), "header"],
-    ["merkle root", (b: BitcoinBlock) => ({ ...b, merkleroot: chain[1]!.merkleroot }), "header"],
-    ["a transaction dropped", (b: BitcoinBlock) => ({ ...b, tx: b.tx.slice(0, 1) }), "merkle_root"],
-    ["a txid changed", (b: BitcoinBlock) => ({ ...b, tx: [b.tx[0]!, { ...b.tx[1]!, txid: "ab".repeat(32) }] }), "merkle_root"],
-    ["bits made harder", (b: BitcoinBlock) => ({ ...b, bits: "1d00ffff" }), "header"],
+    ["nonce", (b: MinedBlock) => withHeader(b, { ...header(b), nonce: b.nonce + 1 }), "header"],
+    ["merkle root", (b: MinedBlock) => withHeader(b, { ...header(b), merkleroot: chain[1]!.merkleroot }), "header"],
+    ["a transaction dropped", (b: MinedBlock) => txs(b, b.tx.slice(0, 1)), "merkle_root"],
+    // An output's value rewritten in the transaction's bytes: its txid is another, the root no longer the header's.
+    ["an output's amount changed", (b: MinedBlock) => txs(b, [b.tx[0]!, { hex: b.tx[1]!.hex.replace("80f0fa02", "00e1f505") }]), "merkle_root"],
+    ["bits made harder", (b: MinedBlock) => withHeader(b, { ...header(b), bits: "1d00ffff" }), "header"],
+    ["bytes that are not a block", () => "00", "header"],
   ] as const) {
     const err = await read(nodeOf(chain, at3(change)).node, "test", 1, 5).catch((e: unknown) => e);
     t.ok(err instanceof BlockRefused, what);
@@ -242,8 +255,7 @@ t.test("mainnet rules refuse a test network's easy target that a test network's 
 });
 
 t.test("mainnet rules on real headers: the parent is asked for only when it was not read before, and checked itself", async (t) => {
-  const b0 = { ...genesis, tx: [{ txid: genesis.merkleroot, vin: [], vout: [] }] } as unknown as BitcoinBlock;
-  const b1 = { ...block1, tx: [{ txid: block1.merkleroot, vin: [], vout: [] }] } as unknown as BitcoinBlock;
+  const [b0, b1] = mainnetBlocks as [RawFixture, RawFixture];
   const n = nodeOf([b0, b1]);
   t.same((await read(n.node, "mainnet", 1, 1))?.blocks.map((b) => b.hash), [block1.hash]);
   t.same(n.calls, { header: 1, hashAt: 1 }, "one getblockheader for the parent of the first block read; no call for the bits rule otherwise");

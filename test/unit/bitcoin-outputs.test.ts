@@ -6,7 +6,6 @@ import bcoin from "bcoin";
 import { bech32, bech32m, createBase58check } from "@scure/base";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bitcoinScript } from "../../services/addresses/formats.ts";
-import { satoshis } from "../../services/watcher/bitcoin-node.ts";
 
 t.test("published vectors", async (t) => {
   const vectors: [string, string][] = [
@@ -45,15 +44,4 @@ t.test("agrees with bcoin on random addresses of every kind before taproot", asy
     { seed: 26, numRuns: 500 },
   );
   t.pass("500 addresses");
-});
-
-t.test("a value as bitcoind writes it is exact satoshis, up to 21 million BTC", async (t) => {
-  const asBitcoind = (sats: bigint) => `${sats / 100_000_000n}.${(sats % 100_000_000n).toString().padStart(8, "0")}`;
-  fc.assert(
-    fc.property(fc.bigInt({ min: 0n, max: 2_100_000_000_000_000n }), (sats) => satoshis(JSON.parse(asBitcoind(sats))) === sats),
-    { seed: 26, numRuns: 20_000 },
-  );
-  for (const sats of [0n, 1n, 99_999_999n, 100_000_001n, 2_099_999_999_999_999n, 2_100_000_000_000_000n]) t.equal(satoshis(JSON.parse(asBitcoind(sats))), sats, asBitcoind(sats));
-  t.throws(() => satoshis(-1));
-  t.throws(() => satoshis(Number.NaN));
 });

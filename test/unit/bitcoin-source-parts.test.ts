@@ -4,10 +4,10 @@
 // retries it, nothing is skipped.
 import t from "tap";
 import { findAsset, type AssetInfo } from "../../services/vocabulary/assets.ts";
-import type { BitcoinBlock, BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
+import type { BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
 import { bitcoinSource, BitcoinWatched } from "../../services/watcher/bitcoin-source.ts";
 import { BlockReadError } from "../../services/watcher/read-parts.ts";
-import { mine } from "../helpers/bitcoin-blocks.ts";
+import { mine, type MinedBlock } from "../helpers/bitcoin-blocks.ts";
 
 const payee = "BC1QW508D6QEJXTDG4Y5R3ZARVARY0C5XW7KV8F3T4";
 const payeeScript = "0014751e76e8199196d454941c45d1b3a323f1433bd6";
@@ -16,16 +16,16 @@ const txidOf = (n: number) => n.toString(16).padStart(64, "0");
 /** A node whose getblock fails when more than `inFlight` run at once (bitcoind's -rpcworkqueue), and for the heights in `broken` always. */
 function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?: number[] }) {
   // The chain, mined so that every block passes the source's checks (regtest's target).
-  const chain: BitcoinBlock[] = [];
+  const chain: MinedBlock[] = [];
   for (let h = 0; h <= o.head; h++) {
     chain.push(mine({
       height: h,
       previousblockhash: chain[h - 1]?.hash,
       time: 1_700_000_000 + h * 600,
-      tx: [{ txid: txidOf(h + 0xabc), vin: [{ sequence: 0xffffffff }], vout: [{ value: 0.5, n: 0, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, n: 1, scriptPubKey: { hex: payeeScript } }] : [])] }],
+      tx: [{ tag: h + 0xabc, vout: [{ value: 0.5, scriptPubKey: { hex: "0014" + "00".repeat(20) } }, ...(o.paid?.includes(h) ? [{ value: 0.001, scriptPubKey: { hex: payeeScript } }] : [])] }],
     }));
   }
-  const hashOf = (h: number) => (chain[h] as BitcoinBlock).hash;
+  const hashOf = (h: number) => (chain[h] as MinedBlock).hash;
   let running = 0;
   const calls: number[][] = [];
   let wave: number[] = [];
@@ -42,8 +42,7 @@ function fakeNode(o: { head: number; inFlight?: number; broken?: number[]; paid?
         await new Promise((r) => setImmediate(r));
         if (o.broken?.includes(h)) throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
         if (running > (o.inFlight ?? Infinity)) throw new Error("getblock: the node answered HTTP 503 with no JSON-RPC body");
-        const block = chain[h] as BitcoinBlock;
-        return block;
+        return (chain[h] as MinedBlock).hex;
       } finally {
         running--;
       }
