@@ -21,7 +21,7 @@ import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
 import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
 import { listPaymentExceptions, listRejections } from "../chains/outputs.ts";
-import { listWatchers, nodeReports, resumeChain } from "../chains/store.ts";
+import { listWatchers, nodeReports, resumeChain, resumeLapseSeconds } from "../chains/store.ts";
 import { followedNetworks } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { ConfigError, loadConfig, redactUserinfo, type Config } from "../platform/config.ts";
@@ -50,11 +50,13 @@ const usage = `usage:
                                 replays the endpoint's failed deliveries created since then (JSON);
                                 calls the running service at RPC_URL with INTERNAL_CREDENTIAL
   ops chains [--json]           each chain a watcher follows: its tip, the node's head, the lease's
-                                holder, whether counting stopped (a reorg deeper than the maximum), and
+                                holder, whether counting stopped (a reorg deeper than the maximum) or a
+                                resume is armed (for which fork, until when), and
                                 what each watcher last said of its node (host, and why it does not follow it)
-  ops chain-resume --network NETWORK --environment test|live
-                                resumes a stopped chain once a person has checked the node: the next
-                                fork is taken whatever its depth, once
+  ops chain-resume --network NETWORK --environment test|live [--lapse-seconds N]
+                                resumes a stopped chain once a person has checked the node: the fork
+                                that stopped it is taken whatever its depth, once; the resume lapses
+                                when the chain goes on without it, or after N seconds (default 3600)
   ops retention [--json]        each table that grows with traffic: its retention, size, oldest row,
                                 and what the next retention run removes; when the job last ran
   ops retention run [--json]    applies retention now (one run at a time across processes: says so
@@ -310,6 +312,7 @@ async function chains(config: Config) {
       halted_depth: r.haltedDepth,
       halted_depth_is_lower_bound: r.haltedDepth !== null && r.haltedDepthIsLowerBound,
       halted: r.haltedReason,
+      resume: r.resume && { branch_height: r.resume.branchHeight, branch_hash: r.resume.branchHash, until: r.resume.until.toISOString() },
       nodes: nodes(r),
     })),
     ...unplaced.map((r) => ({
@@ -323,6 +326,7 @@ async function chains(config: Config) {
       halted_depth: null,
       halted_depth_is_lower_bound: false,
       halted: null,
+      resume: null,
       nodes: nodes(r),
     })),
   ].sort((a, b) => key(a).localeCompare(key(b)));
@@ -343,18 +347,31 @@ function chainsTable(rows: Awaited<ReturnType<typeof chains>>): string {
       cell(r.head_height),
       cell(r.holder, 40),
       cell(r.saved_at && new Date(r.saved_at)),
-      cell(r.halted ? `STOPPED: ${r.halted}` : "yes", 200),
+      cell(r.halted ? `STOPPED: ${r.halted}` : r.resume ? `yes; ${resumeText(r.resume)}` : "yes", 200),
       cell(node(r), 200),
     ]),
   );
 }
 
-async function chainResume(config: Config, network: string | undefined, environment: string | undefined): Promise<string> {
+/** A resume not spent yet, in words: the fork it takes, and until when. */
+function resumeText(r: { branch_height: number | null; branch_hash: string | null; until: string }): string {
+  const fork = r.branch_hash === null ? "the next fork" : `the fork with block ${r.branch_height} (${r.branch_hash})`;
+  return `resumed: ${fork} is taken whatever its depth, once, until ${r.until} or until the chain goes on without it`;
+}
+
+async function chainResume(config: Config, network: string | undefined, environment: string | undefined, lapse: string | undefined): Promise<string> {
   if (!network || !(followedNetworks as readonly string[]).includes(network)) throw new OpsError(`--network must be one of ${followedNetworks.join(", ")}`);
   if (environment !== "test" && environment !== "live") throw new OpsError("--environment must be test or live");
-  const lifted = await fromDatabase(config, "chain_watchers", (em) => resumeChain(em, { network, environment }));
+  // At most a day: a resume is for the fork a person just looked at, not for one weeks on.
+  const seconds = lapse === undefined ? resumeLapseSeconds : /^[1-9][0-9]{0,4}$/.test(lapse) ? Number(lapse) : Number.NaN;
+  if (!(seconds <= 86_400)) throw new OpsError("--lapse-seconds must be a whole number of seconds, 1 to 86400");
+  const lifted = await fromDatabase(config, "chain_watchers", (em) => resumeChain(em, { network, environment }, seconds));
   if (!lifted) throw new OpsError(`${network} (${environment}) is not stopped: nothing to resume`, 1);
-  return `${network} (${environment}) resumed: the next fork is taken whatever its depth (it was stopped: ${lifted.reason})`;
+  const fork = lifted.branchHash === null ? "the next fork" : `the fork that stopped it (the branch with block ${lifted.branchHeight}, ${lifted.branchHash})`;
+  return (
+    `${network} (${environment}) resumed: ${fork} is taken whatever its depth, once; the resume lapses if the chain goes on without it or at ${lifted.until.toISOString()}, ` +
+    `and any other fork deeper than the maximum stops the chain again (it was stopped: ${lifted.reason})`
+  );
 }
 
 // ---- retention ----
@@ -446,6 +463,7 @@ async function main(argv: string[]): Promise<string> {
       yes: { type: "boolean" },
       network: { type: "string" },
       environment: { type: "string" },
+      "lapse-seconds": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -490,7 +508,7 @@ async function main(argv: string[]): Promise<string> {
     const view = await retention(loadConfig());
     return values.json ? json(view) : retentionTable(view);
   }
-  if (command === "chain-resume") return chainResume(loadConfig(), values.network, values.environment);
+  if (command === "chain-resume") return chainResume(loadConfig(), values.network, values.environment, values["lapse-seconds"]);
   if (command === "reset") return reset(loadConfig(), values.yes === true);
   throw new OpsError(`${command ? `unknown command "${command}"` : "no command"}: npm run -s ops -- help lists the commands`);
 }

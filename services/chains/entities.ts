@@ -31,8 +31,23 @@ export const ChainWatcher = defineEntity({
     haltedAt: p.datetime().length(3).nullable(),
     /** What stopped the chain, in an operator's words: the blocks that would leave and where the branches part. */
     haltedReason: p.string().length(500).nullable(),
-    /** An operator resumed the chain after a halt: the next fork is taken whatever its depth, once. */
+    /**
+     * The lowest block of the branch that stopped the chain (just above where it parts from the
+     * best chain): what a resume is given for.
+     */
+    haltedBranchHeight: p.bigint("number").nullable(),
+    haltedBranchHash: p.string().length(200).nullable(),
+    /**
+     * An operator resumed the chain after a halt (ops chain-resume): the fork that stopped it is
+     * taken whatever its depth, once. Spent on that stop only: cleared when the best chain next
+     * changes (by that fork, or by blocks that go on without it) or at acceptReorgUntil, and the
+     * fork taken must hold the halted branch's lowest block (acceptReorgHeight, acceptReorgHash;
+     * null for a halt recorded before these were).
+     */
     acceptReorg: p.boolean().default(false),
+    acceptReorgHeight: p.bigint("number").nullable(),
+    acceptReorgHash: p.string().length(200).nullable(),
+    acceptReorgUntil: p.datetime().length(3).nullable(),
   },
 });
 export type ChainWatcher = InferEntity<typeof ChainWatcher>;

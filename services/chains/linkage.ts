@@ -36,7 +36,10 @@ export interface ChainView {
   sideBelow: readonly KeptBlock[] | undefined;
   /** How many best blocks a fork may take away and still be followed (the network's maximum reorg depth). */
   maxDepth: number;
-  /** An operator resumed the chain after a deeper fork stopped it: the next fork is taken whatever its depth. */
+  /**
+   * An operator resumed the chain after a deeper fork stopped it, and the batch is of that fork's
+   * branch (report.ts checks it holds the halted branch's lowest block): it is taken whatever its depth.
+   */
   acceptDeeper: boolean;
   /**
    * The watcher did not find where the node's chain parts from the one it reported (every block it

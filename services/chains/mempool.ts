@@ -1,6 +1,7 @@
 import type { Environment } from "../auth/keys.ts";
 import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { lockedNow } from "../platform/db-clock.ts";
 import { settleMany } from "../intents/settle.ts";
 import { intentOutputs, markAbsentFromMempool, missingFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "./outputs.ts";
 import { bestTip } from "./blocks.ts";
@@ -62,12 +63,16 @@ export async function applyMempool(tx: EntityManager, deps: MempoolDeps, chain: 
   // Every intent whose outputs change, locked in id order before any of them changes.
   const intents = [...byAddress.values(), ...missing.flatMap((o) => (o.intentId === null ? [] : [o.intentId]))];
   const locked = await lockIntents(tx, [...new Set(intents)]);
+  // Payments are recorded at this moment, the intents held (as a block report's, report.ts): one
+  // recorded after a cancel that committed while the report waited never counts. An absence is
+  // timed by the report's own time, `now`, the nearest the core has to when the mempool was read.
+  const at = await lockedNow(tx);
 
   await markAbsentFromMempool(tx, staying.map((o) => o.id), now);
   const withdrawn = await withdrawFromMempool(tx, leaving.map((o) => o.id), now);
-  const { conflicting, added } = await upsertMempoolOutputs(tx, chain, [...outputs.values()], now);
+  const { conflicting, added } = await upsertMempoolOutputs(tx, chain, [...outputs.values()], at);
   for (const o of conflicting) rejected.push({ o, blockHash: null, reason: changedOutput(o) });
-  const settled = await settleMany(tx, deps.intents, intentOutputs, locked, now);
+  const settled = await settleMany(tx, deps.intents, intentOutputs, locked, at);
   await keepRefused(tx, chain, rejected);
   return { applied: true, added, withdrawn, absent: staying.length, rejected: rejected.length, settled: settled.length };
 }

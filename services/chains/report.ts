@@ -3,6 +3,7 @@ import type { Intents } from "../intents/intents.ts";
 import { intentIdsByAddress, lockIntents, type WatchWindow } from "../intents/store.ts";
 import { apiError, describeError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { lockedNow } from "../platform/db-clock.ts";
 import { settleMany } from "../intents/settle.ts";
 import {
   deriveConfirmations,
@@ -90,11 +91,23 @@ export async function lockAdmitted(
   tx: EntityManager,
   chain: { network: string; environment: Environment },
   r: { epoch: number; genesisHash: string | undefined; blocks?: readonly unknown[] } & Reporter,
-): Promise<{ halted: string | null; acceptReorg: boolean }> {
+): Promise<{ halted: string | null; acceptReorg: boolean; acceptBranch: { height: number; hash: string } | null }> {
   const [row] = await tx.execute<
-    { epoch: string | number; genesis_hash: string | null; holder: string; credential_id: string | null; lease_live: boolean; halted_reason: string | null; accept_reorg: boolean }[]
+    {
+      epoch: string | number;
+      genesis_hash: string | null;
+      holder: string;
+      credential_id: string | null;
+      lease_live: boolean;
+      halted_reason: string | null;
+      accept_reorg: boolean;
+      accept_reorg_height: string | number | null;
+      accept_reorg_hash: string | null;
+    }[]
   >(
-    `select epoch, genesis_hash, holder, credential_id, lease_expires_at > now() as lease_live, halted_reason, accept_reorg
+    // A resume past its time is no resume (the database's clock, as for the lease).
+    `select epoch, genesis_hash, holder, credential_id, lease_expires_at > now() as lease_live, halted_reason,
+            accept_reorg and coalesce(accept_reorg_until > now(), false) as accept_reorg, accept_reorg_height, accept_reorg_hash
        from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
@@ -120,7 +133,8 @@ export async function lockAdmitted(
     );
   }
   if (admitted.newChain) await forgetChain(tx, chain);
-  return { halted: row?.halted_reason ?? null, acceptReorg: row?.accept_reorg === true };
+  const acceptBranch = row && row.accept_reorg_height !== null && row.accept_reorg_hash !== null ? { height: Number(row.accept_reorg_height), hash: row.accept_reorg_hash } : null;
+  return { halted: row?.halted_reason ?? null, acceptReorg: row?.accept_reorg === true, acceptBranch };
 }
 
 /** An output refused, with where it was reported (its block; null: the mempool) and why. */
@@ -192,20 +206,23 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const sideBelow = tip ? await sideBranchTo(tx, chain, first.parentHash) : [];
   const best = tip ? await bestFrom(tx, chain, Math.min(first.height, sideBelow?.[0]?.height ?? first.height) - 1) : new Map<number, string>();
   const maxDepth = deps.maxReorgDepth(chain.network);
-  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: watcher.acceptReorg, forkPointUnknown: r.forkPointUnknown === true });
+  // A resume takes only the fork it was given for: a branch holding the halted branch's lowest block.
+  const branch = [...(sideBelow ?? []), ...r.blocks];
+  const resumed = watcher.acceptReorg && (watcher.acceptBranch === null || branch.some((b) => b.height === watcher.acceptBranch?.height && b.hash === watcher.acceptBranch.hash));
+  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: resumed, forkPointUnknown: r.forkPointUnknown === true });
   if (linkage.kind === "unlinked") throw refusal("unlinked", linkage.reason);
   if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
   if (linkage.kind === "halt") {
     // Kept, not thrown: the halt must outlive this report (the caller refuses it after the commit).
     const reason = `${linkage.reason}: counting stopped until an operator resumes the chain (ops chain-resume)`;
-    await tx.execute(`update chain_watchers set halted_depth = ?, halted_depth_is_lower_bound = ?, halted_at = ?, halted_reason = ? where network = ? and environment = ?`, [
-      linkage.depth,
-      linkage.atLeast,
-      now,
-      reason.slice(0, 500),
-      chain.network,
-      chain.environment,
-    ]);
+    // The branch's lowest block (just above where it parts) names the fork a resume is for; a
+    // resume still armed was for another fork, and is spent.
+    const lowest = branch.find((b) => b.height === linkage.forkHeight + 1);
+    await tx.execute(
+      `update chain_watchers set halted_depth = ?, halted_depth_is_lower_bound = ?, halted_at = ?, halted_reason = ?, halted_branch_height = ?, halted_branch_hash = ?, accept_reorg = false
+        where network = ? and environment = ?`,
+      [linkage.depth, linkage.atLeast, now, reason.slice(0, 500), lowest?.height ?? null, lowest?.hash ?? null, chain.network, chain.environment],
+    );
     return { tip, appended: 0, orphaned: 0, rejected: 0, settled: 0, halted: reason };
   }
 
@@ -258,28 +275,34 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
       : await intentsReachingConfirmations(tx, chain, newTip.height, below, defaultConfirmations(deps.intents, chain.network))),
   ]);
   const locked = await lockIntents(tx, [...touched]);
+  // What changes from here is recorded at this moment, the intents held: a cancel that committed
+  // while the report waited (for the chain's row or an intent's) came before its payments, which
+  // then never count (intent_cancelled). `now`, when the report came, stays the time of what no
+  // intent's lock orders: a halt, side blocks, the time of an output whose block has none.
+  const at = await lockedNow(tx);
 
   await leaveBest(tx, chain, leave);
-  const orphaned = await setOrphaned(tx, chain, leave, true, now);
+  const orphaned = await setOrphaned(tx, chain, leave, true, at);
   const byHash = new Map(r.blocks.map((b) => [b.hash, b]));
   await rejoinBest(tx, chain, linkage.rejoin);
-  await joinBest(tx, chain, linkage.append.map((b) => blockRow(byHash.get(b.hash) ?? { ...b, time: undefined })), now);
+  await joinBest(tx, chain, linkage.append.map((b) => blockRow(byHash.get(b.hash) ?? { ...b, time: undefined })), at);
   // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
-  await setOrphaned(tx, chain, joining, false, now);
-  const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], now);
+  await setOrphaned(tx, chain, joining, false, at);
+  const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], at);
   for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
-  await deriveConfirmations(tx, chain, newTip.height, below, joining, now);
+  await deriveConfirmations(tx, chain, newTip.height, below, joining, at);
 
-  await settleMany(tx, deps.intents, intentOutputs, locked, now);
+  await settleMany(tx, deps.intents, intentOutputs, locked, at);
   await keepRefused(tx, chain, rejected);
 
-  // A resumed chain takes one deeper fork; the next one stops it again.
-  const deep = linkage.restart || leave.length > maxDepth;
+  // A resume is spent when the best chain next changes: by the fork it was given for, or by
+  // blocks that go on without it (the watcher put back on a node on the kept chain). Left armed,
+  // it would take any later deep fork, weeks on, without a halt.
   await tx.execute(
     `update chain_watchers set height = ?, head_height = ?, head_time = ?, saved_at = now(), genesis_hash = coalesce(?, genesis_hash),
             accept_reorg = accept_reorg and not ?
       where network = ? and environment = ?`,
-    [newTip.height, r.head.height, r.head.time ?? null, r.genesisHash ?? null, deep, chain.network, chain.environment],
+    [newTip.height, r.head.height, r.head.time ?? null, r.genesisHash ?? null, joining.length > 0 || leave.length > 0, chain.network, chain.environment],
   );
   if (joining.length > 0) await pruneBlocks(tx, chain, newTip.height - keptDepth);
   return { tip: newTip, appended: joining.length, orphaned, rejected: rejected.length, settled: locked.length };

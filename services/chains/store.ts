@@ -20,6 +20,11 @@ export interface WatcherRow {
   haltedDepth: number | null;
   /** The fork parts below every block known of the chain: it is at least haltedDepth deep. */
   haltedDepthIsLowerBound: boolean;
+  /**
+   * An operator's resume not spent yet (ops chain-resume): until when, and the lowest block of the
+   * branch it was given for (null: a halt that named none). Null once spent or lapsed.
+   */
+  resume: { branchHeight: number | null; branchHash: string | null; until: Date } | null;
 }
 
 interface DbRow {
@@ -34,9 +39,15 @@ interface DbRow {
   halted_reason: string | null;
   halted_depth: number | null;
   halted_depth_is_lower_bound: boolean;
+  resume_armed: boolean;
+  accept_reorg_height: string | number | null;
+  accept_reorg_hash: string | null;
+  accept_reorg_until: Date | null;
 }
 
-const columns = "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch, halted_reason, halted_depth, halted_depth_is_lower_bound";
+const columns =
+  "holder, lease_expires_at, height, head_height, head_time, saved_at, genesis_hash, epoch, halted_reason, halted_depth, halted_depth_is_lower_bound, " +
+  "accept_reorg and accept_reorg_until > now() as resume_armed, accept_reorg_height, accept_reorg_hash, accept_reorg_until";
 
 function fromDb(r: DbRow): WatcherRow {
   return {
@@ -51,6 +62,10 @@ function fromDb(r: DbRow): WatcherRow {
     haltedReason: r.halted_reason,
     haltedDepth: r.halted_depth,
     haltedDepthIsLowerBound: r.halted_depth_is_lower_bound === true,
+    resume:
+      r.resume_armed === true && r.accept_reorg_until
+        ? { branchHeight: r.accept_reorg_height === null ? null : Number(r.accept_reorg_height), branchHash: r.accept_reorg_hash, until: new Date(r.accept_reorg_until) }
+        : null,
   };
 }
 
@@ -129,17 +144,44 @@ export async function chainFollowed(em: EntityManager, chain: Chain): Promise<bo
 }
 
 /**
- * An operator's word that a stopped chain may go on (ops chain-resume): the halt is lifted and
- * the next fork is taken whatever its depth, once. Returns the halt lifted; undefined when the
- * chain was not stopped.
+ * How long a resume waits to be spent, unless the operator says (ops chain-resume --lapse-seconds):
+ * the watcher goes on within a poll of it, so one not taken in an hour is a watcher that was down
+ * or a node that moved on, and whatever it reports next was not what the operator looked at. It
+ * stops the chain again, for another look.
  */
-export async function resumeChain(em: EntityManager, chain: Chain): Promise<{ depth: number | null; depthIsLowerBound: boolean; reason: string } | undefined> {
-  const [row] = await em.execute<{ halted_depth: number | null; halted_depth_is_lower_bound: boolean; halted_reason: string }[]>(
-    `update chain_watchers w set halted_depth = null, halted_depth_is_lower_bound = false, halted_at = null, halted_reason = null, accept_reorg = true
-       from (select halted_depth, halted_depth_is_lower_bound, halted_reason from chain_watchers where network = ? and environment = ? for update) prior
+export const resumeLapseSeconds = 3_600;
+
+/**
+ * An operator's word that a stopped chain may go on (ops chain-resume): the halt is lifted, and
+ * the fork that stopped it (the branch holding its lowest block) is taken whatever its depth, once.
+ * The resume is spent when the best chain next changes, by that fork or by blocks that go on
+ * without it (the watcher put back on a node on the kept chain), and lapses after
+ * `lapseSeconds`: a later deep fork stops the chain again (report.ts). Returns the halt lifted;
+ * undefined when the chain was not stopped.
+ */
+export async function resumeChain(
+  em: EntityManager,
+  chain: Chain,
+  lapseSeconds = resumeLapseSeconds,
+): Promise<{ depth: number | null; depthIsLowerBound: boolean; reason: string; branchHeight: number | null; branchHash: string | null; until: Date } | undefined> {
+  const [row] = await em.execute<
+    { halted_depth: number | null; halted_depth_is_lower_bound: boolean; halted_reason: string; halted_branch_height: string | number | null; halted_branch_hash: string | null; until: Date }[]
+  >(
+    `update chain_watchers w set halted_depth = null, halted_depth_is_lower_bound = false, halted_at = null, halted_reason = null, halted_branch_height = null, halted_branch_hash = null,
+            accept_reorg = true, accept_reorg_height = prior.halted_branch_height, accept_reorg_hash = prior.halted_branch_hash, accept_reorg_until = now() + make_interval(secs => ?)
+       from (select halted_depth, halted_depth_is_lower_bound, halted_reason, halted_branch_height, halted_branch_hash from chain_watchers where network = ? and environment = ? for update) prior
       where w.network = ? and w.environment = ? and prior.halted_reason is not null
-      returning prior.halted_depth, prior.halted_depth_is_lower_bound, prior.halted_reason`,
-    [chain.network, chain.environment, chain.network, chain.environment],
+      returning prior.halted_depth, prior.halted_depth_is_lower_bound, prior.halted_reason, prior.halted_branch_height, prior.halted_branch_hash, w.accept_reorg_until as until`,
+    [lapseSeconds, chain.network, chain.environment, chain.network, chain.environment],
   );
-  return row && { depth: row.halted_depth, depthIsLowerBound: row.halted_depth_is_lower_bound === true, reason: row.halted_reason };
+  return (
+    row && {
+      depth: row.halted_depth,
+      depthIsLowerBound: row.halted_depth_is_lower_bound === true,
+      reason: row.halted_reason,
+      branchHeight: row.halted_branch_height === null ? null : Number(row.halted_branch_height),
+      branchHash: row.halted_branch_hash,
+      until: new Date(row.until),
+    }
+  );
 }

@@ -6,6 +6,7 @@ import { AddressReserve } from "../addresses/reserve.ts";
 import { deliveriesFit, eventCtes, recordEvent, recordEvents, type NewEvent } from "../events/record.ts";
 import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { lockedNow } from "../platform/db-clock.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { executePrepared } from "../platform/prepared.ts";
@@ -230,8 +231,14 @@ export class Intents {
     return findIntentById(em, id);
   }
 
+  /**
+   * Cancels at the moment the intent's lock is held, on the database's clock: payments are
+   * recorded on it too (chains/report.ts), so cancelled_at and their times compare in the order
+   * they took the lock, whatever this process's clock says.
+   */
   async cancel(tx: EntityManager, owner: Owner, id: string): Promise<IntentRow> {
-    return this.transition(tx, await this.get(tx, owner, id, true), "cancelled");
+    const row = await this.get(tx, owner, id, true);
+    return this.transition(tx, row, "cancelled", await lockedNow(tx));
   }
 
   /** Expires due intents, a batch per transaction; SKIP LOCKED lets any number of schedulers run. */

@@ -5,6 +5,7 @@ import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { lockedNow } from "../platform/db-clock.ts";
 import { validationError } from "../platform/errors.ts";
 import { settle } from "../intents/settle.ts";
 import { findObservation, intentOutputs, intentsTouchedByReorg, orphan, upsertObservation, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
@@ -22,10 +23,13 @@ export interface Recorded {
 /**
  * Records one output (validated by the caller) and settles the intent whose address received
  * it. The intent's row lock is taken first, so observations, reorgs and the scheduler racing
- * on one intent are applied one after another: nothing is lost and nothing emitted twice.
+ * on one intent are applied one after another: nothing is lost and nothing emitted twice. The
+ * output is recorded at the moment the lock is held (a cancel that committed meanwhile came
+ * first), unless the caller, holding it already, gives its own `now` (the sandbox's).
  */
-export async function recordObservation(tx: EntityManager, intents: Intents, o: ObservationInput, simulated: boolean, now = new Date()): Promise<Recorded> {
+export async function recordObservation(tx: EntityManager, intents: Intents, o: ObservationInput, simulated: boolean, given?: Date): Promise<Recorded> {
   const intent = await lockIntentByAddress(tx, o.network, o.environment, o.toAddress);
+  const now = given ?? (await lockedNow(tx));
   const known = await findObservation(tx, o.network, o.environment, o.txHash, o.outputIndex);
   const decimals = findAsset(o.network, o.asset)?.decimals ?? 0;
   if (known && (known.asset !== o.asset || known.toAddress !== o.toAddress || toUnits(known.amount, decimals) !== toUnits(o.amount, decimals))) {
@@ -47,11 +51,13 @@ export async function recordReorg(
   environment: Environment,
   blockHashes: readonly string[],
   txHashes: readonly string[],
-  now = new Date(),
+  given?: Date,
 ): Promise<{ orphaned: number; intents: IntentRow[] }> {
   // Lock the intents before touching their outputs, in the order every other path locks them.
   const ids = await intentsTouchedByReorg(tx, network, environment, blockHashes, txHashes);
   const locked = await lockIntents(tx, ids);
+  // Like an observation: its settlement's time is when it holds the intents.
+  const now = given ?? (await lockedNow(tx));
   const orphaned = await orphan(tx, network, environment, blockHashes, txHashes, now);
   const settled: IntentRow[] = [];
   for (const row of locked) settled.push(await settle(tx, intents, intentOutputs, row, now));

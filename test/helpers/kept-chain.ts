@@ -34,7 +34,7 @@ export function keptChain(initial: ReadonlyMap<number, string> = new Map()) {
     best,
     tip,
     lastLeave: () => leave,
-    /** An operator's resume: the next fork is taken whatever its depth. */
+    /** An operator's resume: the next fork is taken whatever its depth, until the best chain next changes. */
     resume() {
       acceptDeeper = true;
     },
@@ -52,7 +52,8 @@ export function keptChain(initial: ReadonlyMap<number, string> = new Map()) {
       for (const h of leave) (blocks.get(h) as Kept).best = false;
       for (const h of linkage.rejoin) (blocks.get(h) as Kept).best = true;
       for (const b of linkage.append) blocks.set(b.hash, { ...b, best: true });
-      if (linkage.restart || leave.length > 0) acceptDeeper = false;
+      // As the core: a resume is spent when the best chain next changes, by its fork or without it.
+      if (leave.length > 0 || linkage.rejoin.length > 0 || linkage.append.length > 0) acceptDeeper = false;
     },
   };
 }

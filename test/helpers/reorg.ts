@@ -10,6 +10,7 @@ import { signPayment, startDevChain, type DevChain } from "../../scripts/devchai
 import type { Logger } from "../../services/platform/logger.ts";
 import { call, idemKey, until } from "./harness.ts";
 import { runCli } from "./processes.ts";
+import { startRpcProxy, type RpcProxy } from "./rpc-proxy.ts";
 import { consumerDrained, signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
 
 interface Teardown {
@@ -40,6 +41,8 @@ export interface Intent {
 
 export interface ReorgSetup {
   dev: DevChain;
+  /** With `proxy`: what the watcher calls its node, relaying to `dev` until retargeted (another node put in its place). */
+  node: RpcProxy | undefined;
   s: WebhookSetup;
   endpoint: { id: string; secret: string };
   log: ReturnType<typeof memoryLog>;
@@ -70,14 +73,18 @@ export interface ReorgSetup {
   diagnosis(): Promise<string>;
 }
 
-/** `premine`: blocks mined before the app starts, so its watcher begins following the chain there. */
-export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, o: { premine?: number } = {}): Promise<ReorgSetup> {
+/**
+ * `premine`: blocks mined before the app starts, so its watcher begins following the chain there.
+ * `proxy`: the watcher reads `dev` through an RPC proxy (`node`), to be pointed at another node.
+ */
+export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, o: { premine?: number; proxy?: boolean } = {}): Promise<ReorgSetup> {
   const dev = await startDevChain();
   t.teardown(() => dev.stop());
   if (o.premine) await dev.test.mine({ blocks: o.premine });
+  const node = o.proxy ? await startRpcProxy(t, dev.url) : undefined;
   const log = memoryLog();
   const s = await webhookSetup(t, {
-    env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100", ...env },
+    env: { ETHEREUM_TEST_RPC_URL: node?.url ?? dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100", ...env },
     logger: log.logger,
   });
   const endpoint = await s.createEndpoint();
@@ -90,6 +97,7 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
   };
   const r: ReorgSetup = {
     dev,
+    node,
     s,
     endpoint,
     log,
