@@ -4,9 +4,10 @@ import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { checkHeader } from "./bitcoin-checks.ts";
 import { bitcoinNode } from "./bitcoin-node.ts";
 import { BitcoinMempool, bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
-import { evmNode, redactNodeUrl } from "./evm-node.ts";
+import { evmNode, redactNodeUrl, type ToldTransaction } from "./evm-node.ts";
 import { evmSource, EvmWatched } from "./evm-source.ts";
-import type { ChainSource } from "./follow.ts";
+import { toldDiffers } from "./evm-told.ts";
+import type { ChainSource, Output } from "./follow.ts";
 import { bitcoinFacts, evmFacts, refusal, type NodeFacts } from "./node-check.ts";
 import { tronNode, tronSource, TronWatched } from "./tron-source.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -24,6 +25,12 @@ export interface ChainReader {
    * polygon) leaves little to gain, and a token Transfer log exists only once mined.
    */
   mempool?: BitcoinMempool;
+  /**
+   * This node's word on transfers another node reported (EVM chains; undefined elsewhere): a
+   * witness confirms each by telling the same transaction (evm-told.ts). For each output in
+   * order, undefined where it agrees, else what differs.
+   */
+  confirm?(outputs: readonly Output[]): Promise<(string | undefined)[]>;
   close(): Promise<void>;
 }
 
@@ -67,10 +74,30 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
     watched = new EvmWatched();
     source = evmSource(node, chainAssets, watched);
   }
+  const assetOf = (asset: string) => chainAssets.find((a) => a.info.asset === asset);
   return {
     source,
     watched,
     facts: () => evmFacts(node, network),
+    // TRON's JSON-RPC writes addresses and receipts otherwise: its transfers are vouched for by the batch's top block only.
+    ...(tron
+      ? {}
+      : {
+          async confirm(outputs: readonly Output[]) {
+            // Each transaction told once, a hundred at a time: requests made together go in one round trip.
+            const txs = [...new Set(outputs.map((o) => o.txHash.toLowerCase()))];
+            const told = new Map<string, ToldTransaction | undefined>();
+            for (let i = 0; i < txs.length; i += 100) {
+              const part = txs.slice(i, i + 100);
+              (await Promise.all(part.map((h) => node.told(h)))).forEach((t, j) => told.set(part[j] as string, t));
+            }
+            return outputs.map((o) => {
+              const a = assetOf(o.asset);
+              if (!a) return `${o.asset} is not an asset of ${network}`;
+              return toldDiffers(told.get(o.txHash.toLowerCase()), o, { contract: a.contract?.toLowerCase(), decimals: a.info.decimals });
+            });
+          },
+        }),
     async timeAt(height) {
       const block = await node.block(height, false);
       if (!block) throw new Error(`block ${height} is not on the node's best chain`);

@@ -47,7 +47,23 @@ export interface EvmNode {
    * mined, or reorged away).
    */
   receipt(txHash: string): Promise<{ blockHash: string; success: boolean; logIndexes: number[] } | undefined>;
+  /**
+   * What the node tells of a mined transaction, for a second node's word on a transfer
+   * (evm-told.ts): its block, whether it succeeded, its own recipient and value, and its receipt's
+   * logs in order; undefined when the node has no such mined transaction.
+   */
+  told(txHash: string): Promise<ToldTransaction | undefined>;
   close(): Promise<void>;
+}
+
+/** A mined transaction as a node tells it (eth_getTransactionByHash and eth_getTransactionReceipt). */
+export interface ToldTransaction {
+  blockHash: string;
+  success: boolean;
+  /** Lowercase; null for a contract creation. */
+  to: string | null;
+  value: bigint;
+  logs: { address: string; topics: string[]; data: string }[];
 }
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
@@ -122,6 +138,24 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
         if ((err as Error).name === "TransactionReceiptNotFoundError") return undefined;
         throw err;
       }
+    },
+
+    async told(txHash) {
+      const hash = txHash as `0x${string}`;
+      // Asked together: one round trip (the transport batches them).
+      const [tx, receipt] = await Promise.all([
+        client.getTransaction({ hash }).catch((err: Error) => (err.name === "TransactionNotFoundError" ? undefined : Promise.reject(err))),
+        client.getTransactionReceipt({ hash }).catch((err: Error) => (err.name === "TransactionReceiptNotFoundError" ? undefined : Promise.reject(err))),
+      ]);
+      // Not mined, or told in two blocks at once (a node between two branches): nothing it can vouch for.
+      if (!tx || !receipt || tx.blockHash === null || tx.blockHash.toLowerCase() !== receipt.blockHash.toLowerCase()) return undefined;
+      return {
+        blockHash: receipt.blockHash.toLowerCase(),
+        success: receipt.status === "success",
+        to: tx.to?.toLowerCase() ?? null,
+        value: tx.value,
+        logs: receipt.logs.map((l) => ({ address: l.address.toLowerCase(), topics: l.topics.map((t) => t.toLowerCase()), data: l.data.toLowerCase() })),
+      };
     },
 
     // Plain HTTP requests on kept-alive connections: nothing to close.

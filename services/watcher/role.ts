@@ -8,7 +8,7 @@ import { BlockRefused } from "./bitcoin-checks.ts";
 import { chainReader, type ChainReader } from "./chain-reader.ts";
 import { CoreClient, type Claim } from "./core-client.ts";
 import { redactNodeUrl } from "./evm-node.ts";
-import { Follower, type BlockRef, type ChainSource, type Core } from "./follow.ts";
+import { Follower, type BlockRef, type ChainSource, type Core, type Output } from "./follow.ts";
 import { blocksTaken, reorgWindow } from "../vocabulary/assets.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
@@ -84,16 +84,26 @@ class ChainReplaced extends Error {}
 class TenureEnded extends Error {}
 /** The core stopped counting the chain (a fork deeper than its maximum): nothing is read until an operator resumes it. */
 class ChainHalted extends Error {}
-/** No second node agrees with the node on a batch's last block: nothing of the batch is reported, and it is read again. */
+/**
+ * No second node agrees with the node on a batch's last block, or on a transfer in it: nothing of
+ * the batch is reported, and it is read again.
+ */
 class Unwitnessed extends Error {
   readonly height: number;
   readonly hash: string;
   readonly answers: (string | undefined)[];
-  constructor(height: number, hash: string, answers: (string | undefined)[]) {
-    super(`no second node agrees with the node on block ${height} (${hash})`);
+  /** The transfer no witness told again (txHash:outputIndex), when the blocks were agreed on. */
+  readonly transfer: string | undefined;
+  constructor(height: number, hash: string, answers: (string | undefined)[], transfer?: Output) {
+    super(
+      transfer
+        ? `no second node confirms the transfer ${transfer.txHash}:${transfer.outputIndex} of ${transfer.amount} ${transfer.asset} to ${transfer.toAddress} in block ${height} (${hash})`
+        : `no second node agrees with the node on block ${height} (${hash})`,
+    );
     this.height = height;
     this.hash = hash;
     this.answers = answers;
+    this.transfer = transfer && `${transfer.txHash}:${transfer.outputIndex}`;
   }
 }
 
@@ -194,10 +204,17 @@ class ChainWatch {
           this.#m.unwitnessedHeight.set(this.#labels, err.height);
           // Said once until a second node agrees again: the head moves on while they disagree.
           if (this.#unwitnessed === undefined) {
-            this.#log.warn(
-              { height: err.height, hash: err.hash, witnesses: err.answers.map((a) => a ?? "no block") },
-              "no second node agrees with the node on this block: nothing of it is reported until one does",
-            );
+            if (err.transfer) {
+              this.#log.warn(
+                { height: err.height, hash: err.hash, transfer: err.transfer, witnesses: err.answers },
+                "no second node confirms a transfer the node tells of: nothing of its batch is reported until one does",
+              );
+            } else {
+              this.#log.warn(
+                { height: err.height, hash: err.hash, witnesses: err.answers.map((a) => a ?? "no block") },
+                "no second node agrees with the node on this block: nothing of it is reported until one does",
+              );
+            }
           }
           this.#unwitnessed = err.message;
           this.#failing = err.message;
@@ -550,9 +567,12 @@ class ChainWatch {
         }
         const top = blocks.at(-1);
         if (top && this.#witnesses.size > 0) {
-          // The last block's hash commits to the batch: one node agreeing on it vouches for all of it.
+          // The last block's hash, told by a second node: the batch ends on the chain it serves.
           const answers = await this.#witnesses.hashesAt(top.height);
           if (!agreed(top.hash, answers)) throw new Unwitnessed(top.height, top.hash, answers);
+          // Every transfer is told again by a witness: the blocks below the top are linked by the read node's word alone.
+          const unconfirmed = await this.#witnesses.confirmTransfers(blocks.flatMap((b) => b.outputs));
+          if (unconfirmed) throw new Unwitnessed(unconfirmed.output.blockHeight, unconfirmed.output.blockHash, unconfirmed.answers, unconfirmed.output);
           if (this.#unwitnessed !== undefined) this.#log.info({ height: top.height }, "a second node agrees with the node again: its blocks are reported");
           this.#unwitnessed = undefined;
           this.#m.unwitnessedHeight.set(this.#labels, 0);

@@ -1,5 +1,6 @@
 import type { ChainEndpoint } from "../platform/config.ts";
 import { chainReader, type ChainReader } from "./chain-reader.ts";
+import type { Output } from "./follow.ts";
 import { redactNodeUrl } from "./evm-node.ts";
 import { refusal } from "./node-check.ts";
 
@@ -7,8 +8,10 @@ import { refusal } from "./node-check.ts";
  * Other nodes of the chain a watcher follows (<NETWORK>_<ENVIRONMENT>_RPC_URL's further URLs),
  * asked to agree before a batch is reported: an EVM block carries no proof of its own, so one
  * node's word (a compromised provider, a node left on a minority fork) would otherwise be enough
- * to count a payment. The hash of a batch's last block commits to every block below it, so one
- * agreeing answer for it vouches for the whole batch.
+ * to count a payment. A batch's last block must have the hash a witness answers for its height,
+ * and every transfer in the batch must be told again by a witness (confirmTransfers): the blocks
+ * below the top are tied to it only by the parent hashes the read node wrote, so a transfer in an
+ * invented block below a real top would otherwise pass.
  */
 export class Witnesses {
   readonly #e: ChainEndpoint;
@@ -54,6 +57,26 @@ export class Witnesses {
   /** What each node answers for the hash at `height` (undefined: no block there, no answer, or not asked). */
   async hashesAt(height: number): Promise<(string | undefined)[]> {
     return Promise.all(this.#nodes.map((n) => (n.refused === undefined ? n.reader.source.hashAt(height).catch(() => undefined) : Promise.resolve(undefined))));
+  }
+
+  /**
+   * Each transfer of a batch, told again by a second node: the first one that no witness able to
+   * tell it agrees with (undefined: each has a witness's word), with what each witness said. The
+   * top block's hash vouches for the blocks below it only as far as the read node's parent links
+   * go, and those are its own word: a transfer in an invented block below a real top is caught
+   * here, since no honest node has its transaction. Witnesses that cannot tell a transfer (TRON)
+   * are not asked: there the top block's agreement is all.
+   */
+  async confirmTransfers(outputs: readonly Output[]): Promise<{ output: Output; answers: string[] } | undefined> {
+    const able = this.#usable().filter((n) => n.reader.confirm !== undefined);
+    if (able.length === 0 || outputs.length === 0) return undefined;
+    const answers = await Promise.all(
+      able.map((n) =>
+        (n.reader.confirm as NonNullable<ChainReader["confirm"]>)(outputs).catch((err: Error) => outputs.map(() => `it does not answer: ${err.message.split("\n")[0]}`)),
+      ),
+    );
+    const i = outputs.findIndex((_, i) => !answers.some((a) => a[i] === undefined));
+    return i < 0 ? undefined : { output: outputs[i] as Output, answers: answers.map((a) => a[i] as string) };
   }
 
   async close(): Promise<void> {

@@ -43,6 +43,12 @@ export interface RpcProxy {
   /** Rewrites a request's params before it is relayed (a lying node answering for a hash it made up with a real block's); undefined: as asked. */
   rewriteParams: ((method: string, params: unknown[]) => unknown[]) | undefined;
   /**
+   * Answers a request itself where this returns a result other than undefined (a node telling of
+   * what it made up), with `ask` to ask the node it relays to first; else the request goes on as
+   * set above. Its answer is the node's, as the rest of the proxy then sees it.
+   */
+  intercept: ((method: string, params: unknown[], ask: (method: string, params: unknown[]) => Promise<unknown>) => Promise<unknown>) | undefined;
+  /**
    * Answers `[]` to the next eth_getLogs over a range (fromBlock..toBlock, not by blockHash) that
    * holds this height, once, as a replica that lags the one that served the blocks; then undefined.
    */
@@ -146,6 +152,11 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     const params = (req.params ?? []) as unknown[];
     if (proxy.hold?.(method, params)) await new Promise<void>((resolve) => waiting.push(resolve));
     const reply = (result: unknown) => ({ jsonrpc: "2.0", id: req.id, result });
+    if (proxy.intercept) {
+      const ask = async (m: string, p: unknown[]) => ((await relay({ jsonrpc: "2.0", id: 1, method: m, params: p })) as Json).result;
+      const own = await proxy.intercept(method, params, ask);
+      if (own !== undefined) return reply(own);
+    }
     if (o.bitcoin) {
       const res = (await answerBitcoin(req, method, params, limit)) ?? ((await relay(req)) as Json);
       return proxy.rewrite && res.result !== undefined && res.result !== null ? { ...res, result: proxy.rewrite(method, res.result) } : res;
@@ -254,6 +265,7 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
     chainName: undefined,
     rewrite: undefined,
     rewriteParams: undefined,
+    intercept: undefined,
     oversize: undefined,
     emptyLogsAt: undefined,
     hold: undefined,
