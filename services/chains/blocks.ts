@@ -83,6 +83,15 @@ export async function recentBest(em: EntityManager, chain: Chain, count: number)
   return rows.map((r) => ({ height: Number(r.height), hash: r.hash })).reverse();
 }
 
+/** The best chain's newest `count` blocks below `beforeHeight`, oldest first (a watcher looking for where a deep fork parts). */
+export async function bestBefore(em: EntityManager, chain: Chain, beforeHeight: number, count: number): Promise<StoredBlock[]> {
+  const rows = await em.execute<{ height: string | number; hash: string }[]>(
+    `select height, hash from chain_blocks where network = ? and environment = ? and best and height < ? order by height desc limit ?`,
+    [chain.network, chain.environment, beforeHeight, count],
+  );
+  return rows.map((r) => ({ height: Number(r.height), hash: r.hash })).reverse();
+}
+
 /** Blocks that leave the best chain. */
 export async function leaveBest(em: EntityManager, chain: Chain, hashes: readonly string[]): Promise<void> {
   if (hashes.length === 0) return;

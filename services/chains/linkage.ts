@@ -71,7 +71,10 @@ export type Linkage =
       leave: string[];
       /** The best tip afterwards. */
       tip: KeptBlock;
-      /** The whole kept chain leaves (an operator resumed after a fork deeper than every block kept). */
+      /**
+       * The whole kept chain leaves (an operator resumed after a fork deeper than every block kept:
+       * the watcher found none of them on the node's chain, and reads the branch from the lowest).
+       */
       restart: boolean;
     };
 
@@ -99,12 +102,15 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
   const side = view.sideBelow;
   if (side === undefined) {
     if (first.height <= tip.height && !best.has(first.height - 1)) return belowKept(batch, { ...view, tip });
-    // Linked to nothing kept, from below the deepest fork followed: the branches part deeper than that.
+    // Linked to nothing kept, from below the deepest fork followed: the branches part deeper than
+    // that. The chain stops (nothing changes); but where they part is for the watcher to find
+    // (ListBestBlocks hands it the kept chain below what it knows), never guessed: a batch that
+    // starts where the core keeps another block is not taken even resumed, since leaving every
+    // kept block would take away blocks that stayed, and leave the branch's lower blocks unread.
     const depthAtLeast = tip.height - first.height + 2;
-    if (first.height - 1 <= tip.height && depthAtLeast > view.maxDepth) {
+    if (first.height - 1 <= tip.height && depthAtLeast > view.maxDepth && !view.acceptDeeper) {
       const reason = `block ${first.height}'s parent ${first.parentHash} is not a block the core keeps: the node's chain parts from the one counted at least ${depthAtLeast} blocks below the tip ${tip.height}`;
-      if (!view.acceptDeeper) return { kind: "halt", depth: depthAtLeast, atLeast: true, forkHeight: first.height - 1, reason };
-      return { kind: "apply", append: [...batch], rejoin: [], leave: [], tip: lastKept, restart: true };
+      return { kind: "halt", depth: depthAtLeast, atLeast: true, forkHeight: first.height - 1, reason };
     }
     return {
       kind: "unlinked",
@@ -174,6 +180,16 @@ function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlo
   if (!start) return { kind: "apply", append: [], rejoin: [], leave: [], tip, restart: false };
   const forkHeight = start.height - 1;
   if (common && forkHeight >= tip.height) return { kind: "apply", append: fresh, rejoin: [], leave: [], tip: lastKept, restart: false };
+  if (!common && view.forkPointUnknown === true && tip.height - forkHeight > view.maxDepth) {
+    // The watcher found no block the core keeps on the node's chain, down to the lowest one, and
+    // reads from there: the fork is deeper than every block kept, and than the maximum. The chain
+    // stops whether or not this batch beats the kept chain yet; resumed, the kept chain starts
+    // over from the branch, read from the height of the lowest kept block (the tip may go down
+    // meanwhile: the operator said so, and the branch's next batches follow).
+    if (!view.acceptDeeper) return forkFrom(forkHeight, fresh, [], lastKept, view, true);
+    const leave = [...best.entries()].sort(([a], [b]) => a - b).map(([, hash]) => hash);
+    return { kind: "apply", append: fresh, rejoin: [], leave, tip: lastKept, restart: true };
+  }
   if (!atLeastAsGood(lastKept, tip)) {
     if (common) return { kind: "side", keep: fresh };
     return {

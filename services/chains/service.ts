@@ -9,7 +9,7 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { followedNetworks, reorgWindow } from "../vocabulary/assets.ts";
-import { keptDepth, recentBest } from "./blocks.ts";
+import { bestBefore, keptDepth, recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
 import type { MempoolAbsenceRule } from "./mempool-rule.ts";
 import { applyReport, halted, type BlockReport } from "./report.ts";
@@ -123,7 +123,8 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch);
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.watch);
       // The position is the core's best tip and the blocks below it: enough to find where a fork
-      // twice as deep as the deepest followed left the chain (so a deeper one is told by its depth).
+      // twice as deep as the deepest followed left the chain; the watcher looks for a deeper one's
+      // fork point in the rest of the kept chain a page at a time (listBestBlocks).
       const recent = await recentBest(em, chain, Math.min(keptDepth, reorgWindow(maxReorgDepth)));
       const top = recent.at(-1);
       const height = top?.height ?? row.height;
@@ -159,6 +160,13 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
         rejected: outcome.rejected,
         settled: outcome.settled,
       };
+    },
+
+    async listBestBlocks(req, ctx) {
+      const { em, environment, principal } = chainRequest(ctx);
+      const chain = chainOf(principal, environment, req.network);
+      const blocks = await bestBefore(em, chain, Number(req.beforeHeight), req.limit ?? 256);
+      return { blocks: blocks.map((b) => ({ height: BigInt(b.height), hash: b.hash })) };
     },
 
     async reportMempool(req, ctx) {

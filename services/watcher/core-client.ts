@@ -79,6 +79,12 @@ export class CoreClient {
     );
   }
 
+  /** The core's best chain's newest `count` blocks below `beforeHeight`, oldest first (none: it keeps none that low). */
+  async bestBefore(beforeHeight: number, count: number): Promise<BlockRef[]> {
+    const res = await this.#chains.listBestBlocks({ network: this.#network, beforeHeight: BigInt(Math.max(0, beforeHeight)), limit: count }, { headers: this.#headers });
+    return res.blocks.map((b) => ({ height: Number(b.height), hash: b.hash }));
+  }
+
   /** Reports the mempool's watched outputs as read against `tipHash`, and the payments conflicted, under the lease's epoch. */
   reportMempool(tipHash: string, outputs: readonly MempoolOutput[], conflicted: readonly string[], epoch: bigint) {
     return this.#chains.reportMempool(

@@ -33,8 +33,9 @@ export interface Core {
    * Reports consecutive blocks of the node's best chain, lowest first (none: a heartbeat with the
    * head). The core links them to the best chain it keeps (a different block at a height is a
    * fork, which the core itself applies), derives confirmations and settles intents.
-   * `forkPointUnknown`: every block the follower knew left the node's best chain, so the first
-   * block's parent is only as low as it could read, not where the branches part (maybe lower).
+   * `forkPointUnknown`: every block the follower knew left the node's best chain, and so did
+   * every best block the core keeps below them: the first block is the lowest the core keeps (or
+   * the follower knew), so its parent is not where the branches part, which is lower.
    */
   report(blocks: readonly ReportedBlock[], head: { height: number; time: number | undefined }, o?: { forkPointUnknown?: boolean }): Promise<void>;
 }
@@ -68,11 +69,26 @@ export interface ChainSource {
   readonly batchBlocks: number;
 }
 
+/**
+ * The core's best chain below `beforeHeight`: its newest `count` blocks there, oldest first, none
+ * when it keeps none that low (ChainService.ListBestBlocks, over gRPC or in-process).
+ */
+export type BestBefore = (beforeHeight: number, count: number) => Promise<BlockRef[]>;
+
+/** How many of the core's best blocks the follower asks for at a time while it looks for a fork point below what it keeps. */
+export const keptPage = 256;
+
 export interface FollowerOptions {
   source: ChainSource;
   core: Core;
   /** How many reported blocks are kept to find where a fork left the chain (ClaimChain's recent blocks: twice the deepest fork followed, and some). */
   keep: number;
+  /**
+   * The core's best chain below a height: when every block the follower keeps left the node's
+   * best chain, it walks down these a page at a time to where the branches part (the core keeps
+   * 2 048 blocks), so that the other branch is read from there and the fork measured exactly.
+   */
+  bestBefore: BestBefore;
   /** Told of each block reported and each output in it. */
   onBlock?: (block: SourceBlock, head: number) => void;
   onOutput?: (output: Output) => void;
@@ -103,9 +119,9 @@ export class Follower {
    */
   #wholeBranch = false;
   /**
-   * Every block kept left the node's best chain, the oldest too: where the branches part is below
-   * what the follower knows, and the next batch reported says so (a depth counted from its parent
-   * is a lower bound).
+   * Every block kept left the node's best chain, the oldest too, and so did every block the core
+   * keeps below them: where the branches part is below what the core and the follower know, and
+   * the next batch reported says so (a depth counted from its parent is a lower bound).
    */
   #forkPointUnknown = false;
   /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
@@ -162,13 +178,23 @@ export class Follower {
    */
   async #rewind(): Promise<boolean> {
     await this.#o.confirmFork?.();
-    const base = await this.#forkPoint(this.#recent.length - 1);
+    const base = await this.#forkPoint(this.#recent, this.#recent.length - 1);
     if (base === undefined) return false;
-    const orphaned = this.#recent.slice(base + 1).reverse();
-    this.#recent.splice(base + 1);
-    // Deeper than the history kept: everything kept is gone; go on from below it. The core then
-    // finds the fork deeper than it follows and stops the chain, or (a chain followed for fewer
-    // blocks than the maximum depth) replaces every block it keeps.
+    let below = this.#recent.slice(0, base + 1);
+    let orphaned = this.#recent.slice(base + 1).reverse();
+    const lowest = this.#recent[0];
+    if (base < 0 && lowest) {
+      // Deeper than the history kept: the fork point is looked for in what the core keeps below it.
+      const kept = await this.#keptForkPoint(lowest.height);
+      if (kept === undefined) return false;
+      below = kept.below;
+      orphaned = [...orphaned, ...kept.passed];
+    }
+    this.#recent = below.slice(-this.#keep);
+    // Deeper than every block the core keeps too: go on from the lowest of them. The core then finds
+    // the fork deeper than it follows and stops the chain (or, resumed, starts its kept chain over
+    // from this branch), or (a chain followed for fewer blocks than the maximum depth) replaces
+    // every block it keeps.
     const top = this.#recent.at(-1);
     this.#wholeBranch = top === undefined || top.height <= this.#unreported;
     this.#forkPointUnknown = top === undefined;
@@ -178,25 +204,49 @@ export class Follower {
   }
 
   /**
-   * The index in #recent (up to `from`) of the newest block still on the node's best chain, -1
+   * Where the branches part below every block the follower keeps: the core's best chain below
+   * `before` is compared with the node's a page at a time, going down, until a block is still on
+   * the node's chain or the core keeps nothing lower. Returns the page up to that block (empty: none
+   * is) and the blocks passed over, newest first; undefined when the node stopped knowing a height.
+   * Only one page is held at a time, besides what left.
+   */
+  async #keptForkPoint(before: number): Promise<{ below: BlockRef[]; passed: BlockRef[] } | undefined> {
+    const passed: BlockRef[] = [];
+    for (let under = before; ; ) {
+      const page = (await this.#o.bestBefore(under, keptPage)).filter((b) => b.height < under).sort((x, y) => x.height - y.height);
+      const oldest = page[0];
+      if (!oldest) return { below: [], passed };
+      // A page whose oldest block left the node's chain left whole: one call, and on to the next.
+      const kept = await this.#onNode(oldest);
+      if (kept === undefined) return undefined;
+      const base = kept ? await this.#forkPoint(page, page.length - 1, { known: 0, linear: 0 }) : -1;
+      if (base === undefined) return undefined;
+      passed.push(...page.slice(base + 1).reverse());
+      if (base >= 0) return { below: page.slice(0, base + 1), passed };
+      under = oldest.height;
+    }
+  }
+
+  /**
+   * The index in `blocks` (up to `from`) of the newest block still on the node's best chain, -1
    * when none is; undefined when the node stopped knowing a height. Above the fork point every
    * block differs and below it every one matches, so after the few a usual reorg takes the rest
    * is searched by halves: a fork hundreds of blocks deep costs a dozen calls, not hundreds.
+   * `known`: the index of a block known to be on the node's chain (the search stays above it);
+   * `linear`: how many of the newest are checked one by one first.
    */
-  async #forkPoint(from: number): Promise<number | undefined> {
-    const onNode = async (i: number): Promise<boolean | undefined> => {
-      const b = this.#recent[i] as BlockRef;
-      const hash = await this.#o.source.hashAt(b.height);
-      return hash === undefined ? undefined : hash === b.hash;
-    };
+  async #forkPoint(blocks: readonly BlockRef[], from: number, o: { known?: number; linear?: number } = {}): Promise<number | undefined> {
+    const onNode = (i: number) => this.#onNode(blocks[i] as BlockRef);
+    // The block at `known` is on the node's chain (-1: none is known to be).
+    const known = o.known ?? -1;
     let hi = from;
-    for (let steps = 0; hi >= 0 && steps < 8; hi--, steps++) {
+    for (let steps = 0; hi > known && steps < (o.linear ?? 8); hi--, steps++) {
       const same = await onNode(hi);
       if (same === undefined) return undefined;
       if (same) return hi;
     }
-    // Every block above hi differs: the fork point is in [-1, hi].
-    let lo = -1;
+    // Every block above hi differs: the fork point is in [known, hi].
+    let lo = known;
     while (lo < hi) {
       const mid = Math.floor((lo + hi + 1) / 2);
       const same = await onNode(mid);
@@ -205,6 +255,12 @@ export class Follower {
       else hi = mid - 1;
     }
     return lo;
+  }
+
+  /** Whether the node's best chain has `b` (undefined: the node knows no block at its height). */
+  async #onNode(b: BlockRef): Promise<boolean | undefined> {
+    const hash = await this.#o.source.hashAt(b.height);
+    return hash === undefined ? undefined : hash === b.hash;
   }
 
   async #scan(from: number, to: number, head: number): Promise<void> {

@@ -328,6 +328,8 @@ class ChainWatch {
           source: this.#source,
           core: this.#reporter(epoch),
           keep: Math.max(claim.position?.recentBlocks.length ?? 0, reorgWindow(claim.maxReorgDepth)),
+          // A fork below every block kept is looked for in the core's kept chain, a page at a time.
+          bestBefore: (before, count) => this.#core.bestBefore(before, count),
           confirmFork: async () => {
             if (await this.#prove(true)) throw new ChainReplaced();
           },

@@ -33,14 +33,22 @@ export function keptChain(initial: ReadonlyMap<number, string> = new Map()) {
   return {
     best,
     tip,
+    /** The best chain's newest `count` blocks below `before`, oldest first (ChainService.ListBestBlocks). */
+    bestBefore(before: number, count: number): { height: number; hash: string }[] {
+      return [...best().entries()]
+        .filter(([h]) => h < before)
+        .sort(([a], [b]) => a - b)
+        .slice(-count)
+        .map(([height, hash]) => ({ height, hash }));
+    },
     lastLeave: () => leave,
     /** An operator's resume: the next fork is taken whatever its depth, until the best chain next changes. */
     resume() {
       acceptDeeper = true;
     },
-    view(batch: readonly LinkBlock[], maxDepth: number): ChainView {
+    view(batch: readonly LinkBlock[], maxDepth: number, o: { forkPointUnknown?: boolean } = {}): ChainView {
       const first = batch[0];
-      return { tip: tip(), best: best(), sideBelow: first && tip() ? sideTo(first.parentHash) : [], maxDepth, acceptDeeper };
+      return { tip: tip(), best: best(), sideBelow: first && tip() ? sideTo(first.parentHash) : [], maxDepth, acceptDeeper, forkPointUnknown: o.forkPointUnknown === true };
     },
     apply(linkage: Linkage): void {
       if (linkage.kind === "side") {

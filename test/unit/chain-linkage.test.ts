@@ -90,8 +90,7 @@ t.test("a batch linked to nothing kept: read further back, unless it is below th
   t.equal(unknown(90).kind, "unlinked", "11 below the tip: the watcher reads from further back");
   const deep = unknown(60);
   t.same(deep.kind === "halt" && [deep.depth, deep.atLeast], [42, true], "42 and more below the tip: stopped, the depth a lower bound");
-  const restart = unknown(60, { acceptDeeper: true });
-  t.same(restart.kind === "apply" && [restart.restart, restart.tip.hash], [true, "c-61"], "resumed: the kept chain starts over from the node's");
+  t.match(unknown(60, { acceptDeeper: true }), { kind: "unlinked", reason: /read from further back/ }, "resumed, still refused: where the branches part is found below it (the kept chain walked down), never guessed by taking every kept block away");
   t.equal(link(blocks(102, 103, "a"), onBest(best, { sideBelow: undefined })).kind, "unlinked", "a gap above the tip");
 });
 
@@ -154,6 +153,29 @@ t.test("a deep fork below every block kept: its depth is exact where the watcher
   const onBestChain = link(blocks(60, 101, "b", "a"), onBest(chain(0, 100), { maxDepth: 30, forkPointUnknown: true }));
   t.match(onBestChain, { kind: "halt", depth: 41, atLeast: false }, "a parent on the best chain: exact");
   t.equal(link(blocks(45, 61, "b", "b"), onBest(best, { sideBelow: undefined, maxDepth: 20, forkPointUnknown: true })).kind, "apply", "within the maximum: followed");
+});
+
+t.test("a fork below every block kept, the watcher having found none of them on the node's chain: stopped however far the batch reaches; resumed, the kept chain starts over from the branch", async (t) => {
+  const best = chain(10, 99);
+  const part = blocks(10, 40, "b", "b");
+  const view = (o: Partial<ChainView> = {}) => onBest(best, { sideBelow: undefined, maxDepth: 5, forkPointUnknown: true, ...o });
+  const halted = link(part, view());
+  t.match(halted, { kind: "halt", depth: 90, atLeast: true, forkHeight: 9 }, "a part lower than the kept chain: stopped, at least 90 blocks deep (not refused as unlinked, over and over)");
+  t.match(halted, { reason: /^a branch from block 9 or below takes at least 90 blocks off the best chain/ }, "said as a lower bound");
+  const resumed = link(part, view({ acceptDeeper: true }));
+  t.same(
+    resumed,
+    { kind: "apply", append: part, rejoin: [], leave: [...best.values()], tip: { height: 40, hash: "b-40" }, restart: true },
+    "resumed: every kept block leaves and the branch is best from the lowest height kept, its tip lower for now",
+  );
+  const kept = keptChain(best);
+  kept.resume();
+  kept.apply(resumed);
+  const rest = blocks(41, 99, "b");
+  const next = link(rest, kept.view(rest, 5));
+  t.match(next, { kind: "apply", leave: [] }, "the branch's next blocks extend it");
+  t.equal(link(blocks(10, 99, "b", "b"), view({ maxDepth: 100 })).kind, "apply", "within the maximum (a chain followed for fewer blocks): the whole branch in one batch is followed");
+  t.match(link(part, view({ maxDepth: 100 })), { kind: "unlinked" }, "and a part of it still waits for the rest");
 });
 
 t.test("blocksTaken: a depth in words, \"at least\" when it is a lower bound", async (t) => {

@@ -57,6 +57,13 @@ function recordingCore(maxDepth = 128) {
   const halts: number[] = [];
   /** Whether each halt's depth was a lower bound (the follower did not find where the branches part). */
   const atLeast: boolean[] = [];
+  /** The pages of the core's kept chain the follower asked for: below which height, and how many blocks it got. */
+  const pages: { before: number; got: number }[] = [];
+  const bestBefore = async (before: number, count: number) => {
+    const page = kept.bestBefore(before, count);
+    pages.push({ before, got: page.length });
+    return page;
+  };
   const core: Core = {
     async report(blocks, head, o) {
       if (blocks.length === 0) {
@@ -76,7 +83,7 @@ function recordingCore(maxDepth = 128) {
       for (const b of blocks) for (const o of b.outputs) outputs.push({ tx: o.txHash, block: b.hash });
     },
   };
-  return { core, left, outputs, heartbeats, tips, halts, atLeast, kept, tip: () => kept.tip() && { height: kept.tip()?.height, hash: kept.tip()?.hash } };
+  return { core, bestBefore, pages, left, outputs, heartbeats, tips, halts, atLeast, kept, tip: () => kept.tip() && { height: kept.tip()?.height, hash: kept.tip()?.hash } };
 }
 
 async function followToHead(f: Follower, head: number) {
@@ -85,9 +92,9 @@ async function followToHead(f: Follower, head: number) {
 
 t.test("a node behind the reported height: nothing read or reported, and following goes on once it catches up", async (t) => {
   const chain = memoryChain(20);
-  const { core, left, outputs, tip } = recordingCore();
+  const { core, bestBefore, left, outputs, tip } = recordingCore();
   chain.pay(15, "0xpaid");
-  const f = new Follower({ source: chain.source, core, keep: 22 }, { height: 10, recentBlocks: [] });
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   t.equal(f.position.height, 19);
   t.same(outputs, [{ tx: "0xpaid", block: "a-15" }], "the payment reported once, with its block");
@@ -106,9 +113,9 @@ t.test("a node behind the reported height: nothing read or reported, and followi
 
 t.test("a real fork: the other branch is reported from where they part, and the core moves its best chain", async (t) => {
   const chain = memoryChain(20);
-  const { core, left, tip } = recordingCore();
+  const { core, bestBefore, left, tip } = recordingCore();
   let asked = 0;
-  const f = new Follower({ source: chain.source, core, keep: 22, confirmFork: async () => void asked++ }, { height: 10, recentBlocks: [] });
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 22, confirmFork: async () => void asked++ }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(18, 21, "b");
   await followToHead(f, chain.head());
@@ -120,11 +127,12 @@ t.test("a real fork: the other branch is reported from where they part, and the 
 
 t.test("a node that no longer serves the chain: nothing more reported", async (t) => {
   const chain = memoryChain(20);
-  const { core, left, tip } = recordingCore();
+  const { core, bestBefore, left, tip } = recordingCore();
   const f = new Follower(
     {
       source: chain.source,
       core,
+      bestBefore,
       keep: 22,
       confirmFork: async () => {
         throw new Error("another chain");
@@ -142,8 +150,8 @@ t.test("a node that no longer serves the chain: nothing more reported", async (t
 
 t.test("a fork told in parts: the core's tip never goes down, and a block that stays on the best chain keeps it", async (t) => {
   const chain = memoryChain(100);
-  const { core, left, tips } = recordingCore();
-  const f = new Follower({ source: chain.source, core, keep: 272 }, { height: 10, recentBlocks: [] });
+  const { core, bestBefore, left, tips } = recordingCore();
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 272 }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   tips.length = 0;
   chain.fork(70, 100, "b");
@@ -155,8 +163,8 @@ t.test("a fork told in parts: the core's tip never goes down, and a block that s
 
 t.test("a fork deeper than the window the follower was given is found by halves; one deeper than the maximum stops at the core", async (t) => {
   const chain = memoryChain(400);
-  const { core, left, halts } = recordingCore(100);
-  const f = new Follower({ source: chain.source, core, keep: 216 }, { height: 10, recentBlocks: [] });
+  const { core, bestBefore, left, halts } = recordingCore(100);
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 216 }, { height: 10, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(340, 401, "b");
   await followToHead(f, chain.head());
@@ -169,9 +177,9 @@ t.test("a fork deeper than the window the follower was given is found by halves;
 
 t.test("a fork below every block the follower and the core keep (a chain followed since a few blocks ago): the other branch is reported up to the head at once", async (t) => {
   const chain = memoryChain(100);
-  const { core, left, halts, tips } = recordingCore(128);
+  const { core, bestBefore, left, halts, tips } = recordingCore(128);
   // Starts at block 79, as a new watcher does just below the head; reads 5 blocks a batch.
-  const f = new Follower({ source: chain.source, core, keep: 272 }, { height: 79, recentBlocks: [] });
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 272 }, { height: 79, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(60, 100, "b");
   await followToHead(f, chain.head());
@@ -185,7 +193,7 @@ t.test("a chain followed for the first time with the node's hashes below where i
   const seeded = () => ({ height: 89, recentBlocks: Array.from({ length: 31 }, (_, i) => ({ height: 59 + i, hash: `a-${59 + i}` })), unreported: 89 });
   const within = memoryChain(100);
   const a = recordingCore(30);
-  const f = new Follower({ source: within.source, core: a.core, keep: 76 }, seeded());
+  const f = new Follower({ source: within.source, core: a.core, bestBefore: a.bestBefore, keep: 76 }, seeded());
   await followToHead(f, within.head());
   within.fork(80, 100, "b");
   await followToHead(f, within.head());
@@ -193,7 +201,7 @@ t.test("a chain followed for the first time with the node's hashes below where i
 
   const deeper = memoryChain(100);
   const b = recordingCore(30);
-  const g = new Follower({ source: deeper.source, core: b.core, keep: 76 }, seeded());
+  const g = new Follower({ source: deeper.source, core: b.core, bestBefore: b.bestBefore, keep: 76 }, seeded());
   await followToHead(g, deeper.head());
   deeper.fork(65, 100, "b");
   await t.rejects(followToHead(g, deeper.head()), /halt/, "parting at block 64, 35 blocks deep: refused");
@@ -204,19 +212,84 @@ t.test("a chain followed for the first time with the node's hashes below where i
   // where they part; the core counts 41 blocks (99 - 58) and says that is a lower bound.
   const below = memoryChain(100);
   const c = recordingCore(30);
-  const h = new Follower({ source: below.source, core: c.core, keep: 76 }, seeded());
+  const h = new Follower({ source: below.source, core: c.core, bestBefore: c.bestBefore, keep: 76 }, seeded());
   await followToHead(h, below.head());
   below.fork(50, 100, "b");
   await t.rejects(followToHead(h, below.head()), /halt: a branch from block 58 or below takes at least 41 blocks off/, "parting at block 49, 50 blocks deep: refused");
   t.same([c.halts, c.atLeast], [[41], [true]], "with 41 as a lower bound: the branches part below what the follower knew");
 });
 
-t.test("a fork below every block kept of a chain followed for long: reported from the oldest block kept, as a lower bound", async (t) => {
+t.test("a fork below every block the follower keeps of a chain followed for long: found in the core's kept chain, measured exactly; resumed, only the blocks above it leave", async (t) => {
   const chain = memoryChain(200);
-  const { core, halts, atLeast } = recordingCore(30);
-  const f = new Follower({ source: chain.source, core, keep: 76 }, { height: 0, recentBlocks: [] });
+  const { core, bestBefore, pages, halts, atLeast, left, kept, outputs } = recordingCore(30);
+  chain.pay(50, "0xdeep");
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 76 }, { height: 0, recentBlocks: [] });
   await followToHead(f, chain.head());
   chain.fork(100, 200, "b");
-  await t.rejects(followToHead(f, chain.head()), /halt/, "a 100-block fork, deeper than the 76 blocks kept: refused");
-  t.same([halts, atLeast], [[77], [true]], "at least 77 blocks (from below block 124, the oldest kept), the depth a lower bound");
+  chain.pay(102, "0xnew");
+  await t.rejects(followToHead(f, chain.head()), /halt: a branch from block 99 takes 100 blocks off/, "a 100-block fork, deeper than the 76 blocks the follower keeps: refused");
+  t.same([halts, atLeast], [[100], [false]], "100 blocks, exactly: the follower found block 99 in what the core keeps");
+  t.same(pages, [{ before: 124, got: 123 }], "one page of the core's kept chain, below the oldest block the follower kept");
+  t.same(left, [], "nothing left the best chain");
+
+  // ops chain-resume: a new follower from the core's position (ClaimChain's 76 newest blocks) takes the fork.
+  kept.resume();
+  const g = new Follower({ source: chain.source, core, bestBefore, keep: 76 }, { height: 199, recentBlocks: kept.bestBefore(200, 76) });
+  await g.resume();
+  await followToHead(g, chain.head());
+  t.same(left, [Array.from({ length: 100 }, (_, i) => `a-${100 + i}`)], "only the 100 blocks above the fork left, once");
+  t.equal(kept.best().get(50), "a-50", "the deep payment's block stayed");
+  t.equal(kept.best().get(99), "a-99", "and every block up to the fork point");
+  t.equal(kept.tip()?.hash, "b-199", "the branch is best");
+  t.ok(outputs.some((o) => o.tx === "0xnew" && o.block === "b-102"), "the branch was read from its first block: the payment in its third is reported");
+  t.ok(g.position.recentBlocks.length <= 76, "the follower keeps no more than it did");
+});
+
+t.test("a fork pages deep: the follower walks down the core's kept chain a page at a time, holding no more than its window once it found where they part", async (t) => {
+  const chain = memoryChain(1000);
+  const { core, bestBefore, pages, halts, atLeast } = recordingCore(5);
+  let asked = 0;
+  // The node's hashes asked below the follower's window: the walk's.
+  const source: ChainSource = { ...chain.source, hashAt: (h) => (h < 974 && asked++, chain.source.hashAt(h)) };
+  let walk: { asked: number; orphaned: number } | undefined;
+  const f = new Follower({ source, core, bestBefore, keep: 26, onReorg: (blocks) => (walk = { asked, orphaned: blocks.length }) }, { height: 0, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.fork(400, 1000, "b");
+  asked = 0;
+  await t.rejects(followToHead(f, chain.head()), /halt/, "a 600-block fork past a maximum of 5: refused");
+  t.same([halts, atLeast], [[600], [false]], "600 blocks, exactly");
+  t.same(
+    pages,
+    [
+      { before: 974, got: 256 },
+      { before: 718, got: 256 },
+      { before: 462, got: 256 },
+    ],
+    "three pages of 256, going down until one held a block on the node's chain",
+  );
+  t.ok(walk && walk.asked < 20, `a dozen node calls to find where they part, not hundreds (${walk?.asked})`);
+  t.equal(walk?.orphaned, 600, "the 600 blocks above it told as left the node's chain");
+  t.ok(f.position.recentBlocks.length <= 26, "the follower keeps its window, not the pages");
+});
+
+t.test("a fork below every block the core keeps too: reported from the lowest block kept, as a lower bound; resumed, the kept chain starts over and the whole branch is read", async (t) => {
+  const chain = memoryChain(100);
+  const { core, bestBefore, pages, halts, atLeast, left, kept, outputs, tips } = recordingCore(5);
+  // Followed from block 10: the core keeps 10..99, more than a batch and the window.
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 26 }, { height: 9, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.fork(6, 100, "b");
+  chain.pay(12, "0xnew");
+  await t.rejects(followToHead(f, chain.head()), /halt: a branch from block 9 or below takes at least 90 blocks off/, "refused, counted from below the lowest block kept");
+  t.same([halts, atLeast], [[90], [true]], "at least 90: every block the core keeps left the node's chain");
+  t.same(pages, [{ before: 74, got: 64 }, { before: 10, got: 0 }], "the core's kept chain walked down to its lowest block");
+
+  kept.resume();
+  const g = new Follower({ source: chain.source, core, bestBefore, keep: 26 }, { height: 99, recentBlocks: kept.bestBefore(100, 26) });
+  await g.resume();
+  await followToHead(g, chain.head());
+  t.same(left.map((l) => l.length), [90], "every kept block left, once");
+  t.equal(kept.tip()?.hash, "b-99", "the branch is best, up to the head");
+  t.ok(tips.every((h, i) => i === 0 || h >= (tips[i - 1] as number) || h < 99), "the tip went down once, with the restart, then up");
+  t.ok(outputs.some((o) => o.tx === "0xnew" && o.block === "b-12"), "the branch was read from the lowest kept height: a payment in it is reported");
 });

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/chains.proto.
  */
 export const file_payments_v1_chains: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIhsKGUdldENoYWluQ3JlZGVudGlhbFJlcXVlc3QiMQoaR2V0Q2hhaW5DcmVkZW50aWFsUmVzcG9uc2USEwoLZW52aXJvbm1lbnQYASABKAkiTwoRQ2xhaW1DaGFpblJlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRISCgp3YXRjaGVyX2lkGAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKA0iKAoIQmxvY2tSZWYSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkiYwoNQ2hhaW5Qb3NpdGlvbhIOCgZoZWlnaHQYASABKAQSLAoNcmVjZW50X2Jsb2NrcxgCIAMoCzIVLnBheW1lbnRzLnYxLkJsb2NrUmVmEhQKDGdlbmVzaXNfaGFzaBgDIAEoCSL2AwoSQ2xhaW1DaGFpblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBIOCgZob2xkZXIYAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoIcG9zaXRpb24YBCABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uSACIAQESWgoWcmVxdWlyZWRfY29uZmlybWF0aW9ucxgFIAMoCzI6LnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZS5SZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRINCgVlcG9jaBgHIAEoBBI9ChlvbGRlc3Rfd2F0Y2hlZF9jcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9tYXhfcmVvcmdfZGVwdGgYCCABKA0SDgoGaGFsdGVkGAkgASgJEhQKDGhhbHRlZF9kZXB0aBgKIAEoDRIjChtoYWx0ZWRfZGVwdGhfaXNfbG93ZXJfYm91bmQYCyABKAgaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24icAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UiagoOUmVwb3J0ZWRPdXRwdXQSDQoFYXNzZXQYASABKAkSEgoKdG9fYWRkcmVzcxgCIAEoCRIPCgd0eF9oYXNoGAMgASgJEhQKDG91dHB1dF9pbmRleBgEIAEoDRIOCgZhbW91bnQYBSABKAkitQEKDVJlcG9ydGVkQmxvY2sSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkSEwoLcGFyZW50X2hhc2gYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhkKCWNoYWlud29yaxgGIAEoCUIGqrsYAhBAIpICChNSZXBvcnRCbG9ja3NSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRITCgtsZWFzZV9lcG9jaBgDIAEoBBIdCgxnZW5lc2lzX2hhc2gYBCABKAlCB6q7GAMQyAESMwoGYmxvY2tzGAUgAygLMhoucGF5bWVudHMudjEuUmVwb3J0ZWRCbG9ja0IHqrsYA2DoBxIiCgtoZWFkX2hlaWdodBgGIAEoBEINqrsYCSD/////////DxItCgloZWFkX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmZvcmtfcG9pbnRfdW5rbm93bhgIIAEoCCKBAQoUUmVwb3J0QmxvY2tzUmVzcG9uc2USIgoDdGlwGAEgASgLMhUucGF5bWVudHMudjEuQmxvY2tSZWYSEAoIYXBwZW5kZWQYAiABKA0SEAoIb3JwaGFuZWQYAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDSJRCg1NZW1wb29sT3V0cHV0EisKBm91dHB1dBgBIAEoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhMKC3JlcGxhY2VhYmxlGAIgASgIIsABChRSZXBvcnRNZW1wb29sUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSGQoIdGlwX2hhc2gYBCABKAlCB6q7GAMQyAESNQoHb3V0cHV0cxgFIAMoCzIaLnBheW1lbnRzLnYxLk1lbXBvb2xPdXRwdXRCCKq7GARgoJwBEhwKCmNvbmZsaWN0ZWQYBiADKAlCCKq7GARgoJwBIn0KFVJlcG9ydE1lbXBvb2xSZXNwb25zZRIPCgdhcHBsaWVkGAEgASgIEg0KBWFkZGVkGAIgASgNEhEKCXdpdGhkcmF3bhgDIAEoDRIQCghyZWplY3RlZBgEIAEoDRIPCgdzZXR0bGVkGAUgASgNEg4KBmFic2VudBgGIAEoDSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAky/gQKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEl0KDFJlcG9ydEJsb2NrcxIgLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1JlcXVlc3QaIS5wYXltZW50cy52MS5SZXBvcnRCbG9ja3NSZXNwb25zZSIIorsYBDAFQAESYAoNUmVwb3J0TWVtcG9vbBIhLnBheW1lbnRzLnYxLlJlcG9ydE1lbXBvb2xSZXF1ZXN0GiIucGF5bWVudHMudjEuUmVwb3J0TWVtcG9vbFJlc3BvbnNlIgiiuxgEMAVAARJmCg9SZXBvcnRDaGFpbk5vZGUSIy5wYXltZW50cy52MS5SZXBvcnRDaGFpbk5vZGVSZXF1ZXN0GiQucGF5bWVudHMudjEuUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UiCKK7GAQwBUABEngKFExpc3RXYXRjaGVkQWRkcmVzc2VzEigucGF5bWVudHMudjEuTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXF1ZXN0GikucGF5bWVudHMudjEuTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZSILkAIBorsYBDAFQAEScgoSR2V0Q2hhaW5DcmVkZW50aWFsEiYucGF5bWVudHMudjEuR2V0Q2hhaW5DcmVkZW50aWFsUmVxdWVzdBonLnBheW1lbnRzLnYxLkdldENoYWluQ3JlZGVudGlhbFJlc3BvbnNlIguQAgGiuxgEMAVAAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChhwYXltZW50cy92MS9jaGFpbnMucHJvdG8SC3BheW1lbnRzLnYxIhsKGUdldENoYWluQ3JlZGVudGlhbFJlcXVlc3QiMQoaR2V0Q2hhaW5DcmVkZW50aWFsUmVzcG9uc2USEwoLZW52aXJvbm1lbnQYASABKAkiTwoRQ2xhaW1DaGFpblJlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRISCgp3YXRjaGVyX2lkGAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKA0iKAoIQmxvY2tSZWYSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkiYwoNQ2hhaW5Qb3NpdGlvbhIOCgZoZWlnaHQYASABKAQSLAoNcmVjZW50X2Jsb2NrcxgCIAMoCzIVLnBheW1lbnRzLnYxLkJsb2NrUmVmEhQKDGdlbmVzaXNfaGFzaBgDIAEoCSL2AwoSQ2xhaW1DaGFpblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBIOCgZob2xkZXIYAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoIcG9zaXRpb24YBCABKAsyGi5wYXltZW50cy52MS5DaGFpblBvc2l0aW9uSACIAQESWgoWcmVxdWlyZWRfY29uZmlybWF0aW9ucxgFIAMoCzI6LnBheW1lbnRzLnYxLkNsYWltQ2hhaW5SZXNwb25zZS5SZXF1aXJlZENvbmZpcm1hdGlvbnNFbnRyeRINCgVlcG9jaBgHIAEoBBI9ChlvbGRlc3Rfd2F0Y2hlZF9jcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9tYXhfcmVvcmdfZGVwdGgYCCABKA0SDgoGaGFsdGVkGAkgASgJEhQKDGhhbHRlZF9kZXB0aBgKIAEoDRIjChtoYWx0ZWRfZGVwdGhfaXNfbG93ZXJfYm91bmQYCyABKAgaPAoaUmVxdWlyZWRDb25maXJtYXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4AUILCglfcG9zaXRpb24idwoVTGlzdEJlc3RCbG9ja3NSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSJAoNYmVmb3JlX2hlaWdodBgCIAEoBEINqrsYCSD/////////DxIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIIAQSACIAQFCCAoGX2xpbWl0Ij8KFkxpc3RCZXN0QmxvY2tzUmVzcG9uc2USJQoGYmxvY2tzGAEgAygLMhUucGF5bWVudHMudjEuQmxvY2tSZWYicAoWUmVwb3J0Q2hhaW5Ob2RlUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSFwoEbm9kZRgDIAEoCUIJqrsYBQgBEMgBEhgKB3Byb2JsZW0YBCABKAlCB6q7GAMQ9AMiGQoXUmVwb3J0Q2hhaW5Ob2RlUmVzcG9uc2UiagoOUmVwb3J0ZWRPdXRwdXQSDQoFYXNzZXQYASABKAkSEgoKdG9fYWRkcmVzcxgCIAEoCRIPCgd0eF9oYXNoGAMgASgJEhQKDG91dHB1dF9pbmRleBgEIAEoDRIOCgZhbW91bnQYBSABKAkitQEKDVJlcG9ydGVkQmxvY2sSDgoGaGVpZ2h0GAEgASgEEgwKBGhhc2gYAiABKAkSEwoLcGFyZW50X2hhc2gYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3V0cHV0cxgFIAMoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhkKCWNoYWlud29yaxgGIAEoCUIGqrsYAhBAIpICChNSZXBvcnRCbG9ja3NSZXF1ZXN0Eg8KB25ldHdvcmsYASABKAkSEgoKd2F0Y2hlcl9pZBgCIAEoCRITCgtsZWFzZV9lcG9jaBgDIAEoBBIdCgxnZW5lc2lzX2hhc2gYBCABKAlCB6q7GAMQyAESMwoGYmxvY2tzGAUgAygLMhoucGF5bWVudHMudjEuUmVwb3J0ZWRCbG9ja0IHqrsYA2DoBxIiCgtoZWFkX2hlaWdodBgGIAEoBEINqrsYCSD/////////DxItCgloZWFkX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmZvcmtfcG9pbnRfdW5rbm93bhgIIAEoCCKBAQoUUmVwb3J0QmxvY2tzUmVzcG9uc2USIgoDdGlwGAEgASgLMhUucGF5bWVudHMudjEuQmxvY2tSZWYSEAoIYXBwZW5kZWQYAiABKA0SEAoIb3JwaGFuZWQYAyABKA0SEAoIcmVqZWN0ZWQYBCABKA0SDwoHc2V0dGxlZBgFIAEoDSJRCg1NZW1wb29sT3V0cHV0EisKBm91dHB1dBgBIAEoCzIbLnBheW1lbnRzLnYxLlJlcG9ydGVkT3V0cHV0EhMKC3JlcGxhY2VhYmxlGAIgASgIIsABChRSZXBvcnRNZW1wb29sUmVxdWVzdBIPCgduZXR3b3JrGAEgASgJEhIKCndhdGNoZXJfaWQYAiABKAkSEwoLbGVhc2VfZXBvY2gYAyABKAQSGQoIdGlwX2hhc2gYBCABKAlCB6q7GAMQyAESNQoHb3V0cHV0cxgFIAMoCzIaLnBheW1lbnRzLnYxLk1lbXBvb2xPdXRwdXRCCKq7GARgoJwBEhwKCmNvbmZsaWN0ZWQYBiADKAlCCKq7GARgoJwBIn0KFVJlcG9ydE1lbXBvb2xSZXNwb25zZRIPCgdhcHBsaWVkGAEgASgIEg0KBWFkZGVkGAIgASgNEhEKCXdpdGhkcmF3bhgDIAEoDRIQCghyZWplY3RlZBgEIAEoDRIPCgdzZXR0bGVkGAUgASgNEg4KBmFic2VudBgGIAEoDSJ3ChtMaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRITCgZjdXJzb3IYAiABKAlIAIgBARIdCgVsaW1pdBgDIAEoBUIJqrsYBRgBIJBOSAGIAQFCCQoHX2N1cnNvckIICgZfbGltaXQiWAocTGlzdFdhdGNoZWRBZGRyZXNzZXNSZXNwb25zZRIRCglhZGRyZXNzZXMYASADKAkSEAoIaGFzX21vcmUYAiABKAgSEwoLbmV4dF9jdXJzb3IYAyABKAky5gUKDENoYWluU2VydmljZRJXCgpDbGFpbUNoYWluEh4ucGF5bWVudHMudjEuQ2xhaW1DaGFpblJlcXVlc3QaHy5wYXltZW50cy52MS5DbGFpbUNoYWluUmVzcG9uc2UiCKK7GAQwBUABEl0KDFJlcG9ydEJsb2NrcxIgLnBheW1lbnRzLnYxLlJlcG9ydEJsb2Nrc1JlcXVlc3QaIS5wYXltZW50cy52MS5SZXBvcnRCbG9ja3NSZXNwb25zZSIIorsYBDAFQAESYAoNUmVwb3J0TWVtcG9vbBIhLnBheW1lbnRzLnYxLlJlcG9ydE1lbXBvb2xSZXF1ZXN0GiIucGF5bWVudHMudjEuUmVwb3J0TWVtcG9vbFJlc3BvbnNlIgiiuxgEMAVAARJmCg5MaXN0QmVzdEJsb2NrcxIiLnBheW1lbnRzLnYxLkxpc3RCZXN0QmxvY2tzUmVxdWVzdBojLnBheW1lbnRzLnYxLkxpc3RCZXN0QmxvY2tzUmVzcG9uc2UiC5ACAaK7GAQwBUABEmYKD1JlcG9ydENoYWluTm9kZRIjLnBheW1lbnRzLnYxLlJlcG9ydENoYWluTm9kZVJlcXVlc3QaJC5wYXltZW50cy52MS5SZXBvcnRDaGFpbk5vZGVSZXNwb25zZSIIorsYBDAFQAESeAoUTGlzdFdhdGNoZWRBZGRyZXNzZXMSKC5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1JlcXVlc3QaKS5wYXltZW50cy52MS5MaXN0V2F0Y2hlZEFkZHJlc3Nlc1Jlc3BvbnNlIguQAgGiuxgEMAVAARJyChJHZXRDaGFpbkNyZWRlbnRpYWwSJi5wYXltZW50cy52MS5HZXRDaGFpbkNyZWRlbnRpYWxSZXF1ZXN0GicucGF5bWVudHMudjEuR2V0Q2hhaW5DcmVkZW50aWFsUmVzcG9uc2UiC5ACAaK7GAQwBUABYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.GetChainCredentialRequest
@@ -240,6 +240,57 @@ export const ClaimChainResponseSchema: GenMessage<ClaimChainResponse> = /*@__PUR
   messageDesc(file_payments_v1_chains, 5);
 
 /**
+ * @generated from message payments.v1.ListBestBlocksRequest
+ */
+export type ListBestBlocksRequest = Message<"payments.v1.ListBestBlocksRequest"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * Blocks below this height only.
+   *
+   * @generated from field: uint64 before_height = 2;
+   */
+  beforeHeight: bigint;
+
+  /**
+   * Page size, 1 to 2048; default 256.
+   *
+   * @generated from field: optional int32 limit = 3;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListBestBlocksRequest.
+ * Use `create(ListBestBlocksRequestSchema)` to create a new message.
+ */
+export const ListBestBlocksRequestSchema: GenMessage<ListBestBlocksRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 6);
+
+/**
+ * @generated from message payments.v1.ListBestBlocksResponse
+ */
+export type ListBestBlocksResponse = Message<"payments.v1.ListBestBlocksResponse"> & {
+  /**
+   * Best blocks by height, oldest first, the newest the highest below
+   * before_height; empty when the core keeps none that low.
+   *
+   * @generated from field: repeated payments.v1.BlockRef blocks = 1;
+   */
+  blocks: BlockRef[];
+};
+
+/**
+ * Describes the message payments.v1.ListBestBlocksResponse.
+ * Use `create(ListBestBlocksResponseSchema)` to create a new message.
+ */
+export const ListBestBlocksResponseSchema: GenMessage<ListBestBlocksResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_chains, 7);
+
+/**
  * @generated from message payments.v1.ReportChainNodeRequest
  */
 export type ReportChainNodeRequest = Message<"payments.v1.ReportChainNodeRequest"> & {
@@ -273,7 +324,7 @@ export type ReportChainNodeRequest = Message<"payments.v1.ReportChainNodeRequest
  * Use `create(ReportChainNodeRequestSchema)` to create a new message.
  */
 export const ReportChainNodeRequestSchema: GenMessage<ReportChainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 6);
+  messageDesc(file_payments_v1_chains, 8);
 
 /**
  * @generated from message payments.v1.ReportChainNodeResponse
@@ -286,7 +337,7 @@ export type ReportChainNodeResponse = Message<"payments.v1.ReportChainNodeRespon
  * Use `create(ReportChainNodeResponseSchema)` to create a new message.
  */
 export const ReportChainNodeResponseSchema: GenMessage<ReportChainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 7);
+  messageDesc(file_payments_v1_chains, 9);
 
 /**
  * An output of a reported block to a watched address. The core checks each
@@ -340,7 +391,7 @@ export type ReportedOutput = Message<"payments.v1.ReportedOutput"> & {
  * Use `create(ReportedOutputSchema)` to create a new message.
  */
 export const ReportedOutputSchema: GenMessage<ReportedOutput> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 8);
+  messageDesc(file_payments_v1_chains, 10);
 
 /**
  * A block of the node's best chain, as the watcher read it. Field rules apply
@@ -391,7 +442,7 @@ export type ReportedBlock = Message<"payments.v1.ReportedBlock"> & {
  * Use `create(ReportedBlockSchema)` to create a new message.
  */
 export const ReportedBlockSchema: GenMessage<ReportedBlock> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 9);
+  messageDesc(file_payments_v1_chains, 11);
 
 /**
  * @generated from message payments.v1.ReportBlocksRequest
@@ -445,9 +496,13 @@ export type ReportBlocksRequest = Message<"payments.v1.ReportBlocksRequest"> & {
 
   /**
    * Set when the node's chain left every block the watcher knew (it keeps
-   * only so many): blocks[0]'s parent is the lowest block it could read from,
-   * not where it found the branches part, which may be further down. A fork
-   * the core measures from there is at least that deep.
+   * only so many) and every block the core keeps below them (ListBestBlocks):
+   * blocks[0] is at the lowest height the core (or the watcher) knew, and its
+   * parent is not where the branches part, which is further down. A fork the
+   * core measures from there is at least that deep; deeper than the maximum,
+   * the chain stops, and resumed, the core's kept chain starts over from this
+   * branch. A batch that starts where the core keeps another block than its
+   * parent is not taken even then: read from where the branches part.
    *
    * @generated from field: bool fork_point_unknown = 8;
    */
@@ -459,7 +514,7 @@ export type ReportBlocksRequest = Message<"payments.v1.ReportBlocksRequest"> & {
  * Use `create(ReportBlocksRequestSchema)` to create a new message.
  */
 export const ReportBlocksRequestSchema: GenMessage<ReportBlocksRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 10);
+  messageDesc(file_payments_v1_chains, 12);
 
 /**
  * @generated from message payments.v1.ReportBlocksResponse
@@ -504,7 +559,7 @@ export type ReportBlocksResponse = Message<"payments.v1.ReportBlocksResponse"> &
  * Use `create(ReportBlocksResponseSchema)` to create a new message.
  */
 export const ReportBlocksResponseSchema: GenMessage<ReportBlocksResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 11);
+  messageDesc(file_payments_v1_chains, 13);
 
 /**
  * An output of a mempool transaction to a watched address.
@@ -530,7 +585,7 @@ export type MempoolOutput = Message<"payments.v1.MempoolOutput"> & {
  * Use `create(MempoolOutputSchema)` to create a new message.
  */
 export const MempoolOutputSchema: GenMessage<MempoolOutput> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 12);
+  messageDesc(file_payments_v1_chains, 14);
 
 /**
  * @generated from message payments.v1.ReportMempoolRequest
@@ -583,7 +638,7 @@ export type ReportMempoolRequest = Message<"payments.v1.ReportMempoolRequest"> &
  * Use `create(ReportMempoolRequestSchema)` to create a new message.
  */
 export const ReportMempoolRequestSchema: GenMessage<ReportMempoolRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 13);
+  messageDesc(file_payments_v1_chains, 15);
 
 /**
  * @generated from message payments.v1.ReportMempoolResponse
@@ -633,7 +688,7 @@ export type ReportMempoolResponse = Message<"payments.v1.ReportMempoolResponse">
  * Use `create(ReportMempoolResponseSchema)` to create a new message.
  */
 export const ReportMempoolResponseSchema: GenMessage<ReportMempoolResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 14);
+  messageDesc(file_payments_v1_chains, 16);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesRequest
@@ -662,7 +717,7 @@ export type ListWatchedAddressesRequest = Message<"payments.v1.ListWatchedAddres
  * Use `create(ListWatchedAddressesRequestSchema)` to create a new message.
  */
 export const ListWatchedAddressesRequestSchema: GenMessage<ListWatchedAddressesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 15);
+  messageDesc(file_payments_v1_chains, 17);
 
 /**
  * @generated from message payments.v1.ListWatchedAddressesResponse
@@ -689,7 +744,7 @@ export type ListWatchedAddressesResponse = Message<"payments.v1.ListWatchedAddre
  * Use `create(ListWatchedAddressesResponseSchema)` to create a new message.
  */
 export const ListWatchedAddressesResponseSchema: GenMessage<ListWatchedAddressesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_chains, 16);
+  messageDesc(file_payments_v1_chains, 18);
 
 /**
  * ChainService is what a chain watcher needs: which chain it may follow (one
@@ -765,6 +820,22 @@ export const ChainService: GenService<{
     methodKind: "unary";
     input: typeof ReportMempoolRequestSchema;
     output: typeof ReportMempoolResponseSchema;
+  },
+  /**
+   * The core's best chain below before_height: its newest `limit` blocks
+   * there, oldest first (none: the core keeps no best block that low; it
+   * keeps 2 048 below its tip). A watcher whose node left every block it knows
+   * (it keeps only so many) walks down these a page at a time, comparing them
+   * with the node's, to find where the branches part, and reports the other
+   * branch from there: the core then measures the fork exactly. Changes
+   * nothing; holding the lease or not.
+   *
+   * @generated from rpc payments.v1.ChainService.ListBestBlocks
+   */
+  listBestBlocks: {
+    methodKind: "unary";
+    input: typeof ListBestBlocksRequestSchema;
+    output: typeof ListBestBlocksResponseSchema;
   },
   /**
    * What a watcher found about its node: which node it reads (scheme, host and
