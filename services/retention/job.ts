@@ -153,14 +153,17 @@ export type RunResult = { ran: true; removed: Removed } | { ran: false; holder: 
  * between batches (its lease is given back, and what it removed stays removed).
  */
 export async function runRetention(em: EntityManager, settings: RetentionSettings, holder: string, stopped: () => boolean = () => false): Promise<RunResult> {
-  const [taken] = await em.execute<{ id: string }[]>(
-    `update retention_state set holder = ?, lease_until = now() + make_interval(secs => ?), last_started_at = now()
-      where id = 'retention' and (lease_until is null or lease_until < now()) returning id`,
-    [holder, leaseSeconds],
-  );
-  if (!taken) {
-    const [other] = await em.execute<{ holder: string; lease_until: Date }[]>(`select holder, lease_until from retention_state where id = 'retention'`);
-    return { ran: false, holder: other?.holder ?? "unknown", leaseUntil: new Date(other?.lease_until ?? 0) };
+  // A run that ends between this one's claim and its look at the holder leaves the lease free:
+  // claimed again (a few times), rather than naming a holder that is no longer there.
+  for (let attempt = 1; ; attempt++) {
+    const [taken] = await em.execute<{ id: string }[]>(
+      `update retention_state set holder = ?, lease_until = now() + make_interval(secs => ?), last_started_at = now()
+        where id = 'retention' and (lease_until is null or lease_until < now()) returning id`,
+      [holder, leaseSeconds],
+    );
+    if (taken) break;
+    const [other] = await em.execute<{ holder: string | null; lease_until: Date | null }[]>(`select holder, lease_until from retention_state where id = 'retention'`);
+    if (other?.holder || attempt >= 3) return { ran: false, holder: other?.holder ?? "unknown", leaseUntil: new Date(other?.lease_until ?? 0) };
   }
   let removed: Removed;
   try {
