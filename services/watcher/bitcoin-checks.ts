@@ -23,22 +23,8 @@ export interface HeaderFields {
   nonce: number;
 }
 
-/** Which check a block failed: a label of chain_blocks_refused_total and a word of the log line. */
-export type BlockCheck = "header" | "proof_of_work" | "merkle_root" | "duplicate_tx" | "witness_commitment" | "target";
-
-/** A block that failed a check: nothing of it is believed. */
-export class BlockRefused extends Error {
-  readonly check: BlockCheck;
-  readonly height: number;
-  readonly hash: string;
-  constructor(check: BlockCheck, block: { height: number; hash: string }, reason: string) {
-    super(`block ${block.height} (${block.hash}) refused, ${check}: ${reason}`);
-    this.name = "BlockRefused";
-    this.check = check;
-    this.height = block.height;
-    this.hash = block.hash;
-  }
-}
+export { BlockRefused, type BlockCheck } from "./block-refused.ts";
+import { BlockRefused } from "./block-refused.ts";
 
 /** Mainnet's highest target (consensus.powLimit): difficulty 1. */
 export const mainnetPowLimit = (1n << 224n) - 1n;

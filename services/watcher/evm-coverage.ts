@@ -20,10 +20,9 @@
  */
 import { bloomBits, bloomCovers, bloomHas, bloomOf, parseBloom } from "./evm-bloom.ts";
 import type { EvmBlock, EvmNode, TokenTransfer } from "./evm-node.ts";
+import { transferTopic } from "./evm-told.ts";
 import { allSettled, BlockReadError } from "./read-parts.ts";
 
-/** keccak256("Transfer(address,address,uint256)"): ERC-20's and TRC-20's Transfer topic. */
-const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 const transferBits = bloomBits(transferTopic);
 
 /** The watched addresses (lowercase) a block's bloom may hold as a Transfer's `to`. */

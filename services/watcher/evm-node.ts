@@ -1,5 +1,6 @@
 import { defaultMaxResponseBytes } from "../platform/config.ts";
 import { createPublicClient, http, parseAbiItem, type GetLogsReturnType, type PublicClient } from "viem";
+import { evmHeaderHash } from "./evm-header.ts";
 
 /** A block as the watcher needs it: where it sits, and (when asked for) its top-level transactions that carry value. */
 export interface EvmBlock {
@@ -12,6 +13,8 @@ export interface EvmBlock {
   logsBloom: string | undefined;
   /** Top-level transactions with a recipient and a value above zero. */
   valueTransfers: { txHash: string; to: string; value: bigint }[];
+  /** The hash the header's fields hash to (evm-header.ts), lowercase, or why they hash to none: what the source checks `hash` against. */
+  fieldsHash: { hash: string } | { malformed: string };
 }
 
 /** An ERC-20 Transfer log of a watched token contract. */
@@ -108,7 +111,13 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
             valueTransfers.push({ txHash: tx.hash, to: tx.to, value: tx.value });
           }
         }
-        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), logsBloom: b.logsBloom ?? undefined, valueTransfers };
+        let fieldsHash: EvmBlock["fieldsHash"];
+        try {
+          fieldsHash = { hash: evmHeaderHash(b as unknown as Record<string, unknown>) };
+        } catch (err) {
+          fieldsHash = { malformed: (err as Error).message };
+        }
+        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), logsBloom: b.logsBloom ?? undefined, valueTransfers, fieldsHash };
       } catch (err) {
         if ((err as Error).name === "BlockNotFoundError") return undefined;
         throw err;

@@ -1,8 +1,10 @@
-import { formatUnits } from "viem";
+import { formatUnits, type Hex } from "viem";
 import type { AssetInfo } from "../vocabulary/assets.ts";
-import { addressTopic, bloomBit, bloomBits, type BloomBits } from "./evm-bloom.ts";
+import { BlockRefused } from "./block-refused.ts";
+import { addressTopic, bloomBit, bloomBits, bloomHas, parseBloom, type BloomBits } from "./evm-bloom.ts";
 import { coveredTransfers, type BloomWatched } from "./evm-coverage.ts";
-import type { EvmBlock, EvmNode } from "./evm-node.ts";
+import type { EvmBlock, EvmNode, TokenTransfer } from "./evm-node.ts";
+import { transferTopic } from "./evm-told.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -68,14 +70,35 @@ export class EvmWatched implements WatchedAddresses, BloomWatched {
  * each block's checked against its logs bloom (evm-coverage.ts) unless `bloom` is false (a chain
  * whose headers carry no real bloom, as TRON's).
  */
-export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; contract: string | undefined }[], watched: EvmWatched, o: { bloom?: boolean } = {}): ChainSource {
+export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; contract: string | undefined }[], watched: EvmWatched, o: { bloom?: boolean; headerHashes?: boolean } = {}): ChainSource {
   const tokens = new Map(assets.filter((a) => a.contract).map((a) => [(a.contract as string).toLowerCase(), a.info]));
   const native = assets.find((a) => !a.contract)?.info;
+  /**
+   * A block is believed only if its header's fields hash to the hash it names (unless
+   * `headerHashes` is false: TRON's hashes are not of its JSON's fields). Its parent hash is one
+   * of those fields, so the parent links the follower checks are then the chain's, not the
+   * node's word: a witness agreeing on a batch's top ties every block below it.
+   */
+  const checked = (b: EvmBlock): EvmBlock => {
+    if (o.headerHashes === false) return b;
+    const named = { height: b.height, hash: b.hash.toLowerCase() };
+    if ("malformed" in b.fieldsHash) throw new BlockRefused("header", named, `its header's fields do not make a header: ${b.fieldsHash.malformed}`);
+    if (b.fieldsHash.hash.toLowerCase() !== named.hash) throw new BlockRefused("header", named, `its header's fields hash to ${b.fieldsHash.hash}, not the hash the node named`);
+    return b;
+  };
+  const inBloom = (t: TokenTransfer, b: EvmBlock) => {
+    const bloom = parseBloom(b.logsBloom);
+    const items = [t.contract, transferTopic, addressTopic(t.to)] as Hex[];
+    if (!bloom || !items.every((item) => bloomHas(bloom, bloomBits(item)))) {
+      throw new BlockRefused("logs_bloom", { height: b.height, hash: b.hash.toLowerCase() }, `its header's logs bloom does not hold the Transfer ${t.txHash} (log ${t.logIndex}) the node tells of in it`);
+    }
+  };
   return {
     batchBlocks: 20,
     headHeight: () => node.headHeight(),
     async hashAt(height) {
-      return (await node.block(height, false))?.hash.toLowerCase();
+      const b = await node.block(height, false);
+      return b && checked(b).hash.toLowerCase();
     },
     async read(from, to) {
       // Blocks with their transactions, and logs over a range, can be more than one answer may
@@ -85,6 +108,7 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
         return part.some((b) => b === undefined) ? undefined : (part as EvmBlock[]);
       }, tooLarge);
       if (!blocks) return undefined;
+      blocks.forEach(checked);
       const contracts = [...tokens.keys()];
       const ranged = contracts.length === 0 ? [] : await readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
       if (!ranged) return undefined;
@@ -98,6 +122,9 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       // A native transfer counts only if its transaction succeeded: a call that reverted (to a
       // contract, or an EIP-7702 delegated account, at a deposit address) still carries its value.
       const matched = transfers.filter((t) => tokens.has(t.contract.toLowerCase()) && watched.has(t.to));
+      // A log is in its block's bloom, which is in its (checked) header: a Transfer the bloom does
+      // not hold is one the node made up beside a real block.
+      if (o.headerHashes !== false) for (const t of matched) inBloom(t, byHash.get(t.blockHash.toLowerCase()) as EvmBlock);
       const valued = native ? blocks.flatMap((b) => b.valueTransfers.filter((t) => watched.has(t.to)).map((t) => ({ ...t, block: b }))) : [];
       const txs = [...new Set([...matched, ...valued].map((t) => t.txHash.toLowerCase()))];
       const receipts = await allSettled(txs.map((h) => node.receipt(h)));

@@ -2,7 +2,7 @@ import { parseUnits } from "viem";
 import type { Output } from "./follow.ts";
 import type { ToldTransaction } from "./evm-node.ts";
 
-/** keccak256("Transfer(address,address,uint256)"): an ERC-20 Transfer log's first topic. */
+/** keccak256("Transfer(address,address,uint256)"): an ERC-20 (and TRC-20) Transfer log's first topic. */
 export const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 
 /** The asset an output is of, as the chain's contracts say it: its token contract (lowercase; none: the native coin) and decimals. */

@@ -4,7 +4,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
-import { BlockRefused } from "./bitcoin-checks.ts";
+import { BlockRefused } from "./block-refused.ts";
 import { chainReader, type ChainReader } from "./chain-reader.ts";
 import { CoreClient, type Claim } from "./core-client.ts";
 import { redactNodeUrl } from "./evm-node.ts";

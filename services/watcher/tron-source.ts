@@ -135,7 +135,7 @@ export function tronSource(node: EvmNode, assets: readonly { info: AssetInfo; co
     return hex === undefined ? [] : [{ info: a.info, contract: hex }];
   });
   // Its headers' logsBloom is constant zeros: no bloom to check a range's logs against.
-  const inner = evmSource(node, tokens, watched, { bloom: false });
+  const inner = evmSource(node, tokens, watched, { bloom: false, headerHashes: false });
   return {
     ...inner,
     async read(from, to) {

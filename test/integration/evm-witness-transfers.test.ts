@@ -2,16 +2,20 @@
 // chain id 1 and mainnet's block 0 through our proxies, the Live USDC contract's address holding
 // the test token) behind ETHEREUM_LIVE_RPC_URL=liar,honest. The read node lies consistently: a
 // USDC Transfer to a deposit address that never happened, in its eth_getLogs (by range and by
-// block hash), its receipt and transaction, and its block's logs bloom, in a real block (hash
-// real, so the batch's top agrees with the witness), or in an invented block below a real top (its
-// parent links rewritten). Neither is ever counted: the watcher names the transfer no second node
-// confirms in its log, in chain_unwitnessed_height and in `ops chains`, and once the node tells
-// the truth again the chain goes on and an honest USDC payment confirms.
+// block hash), its receipt and its transaction, in a real block (hash
+// real, so the batch's top agrees with the witness; its bloom already holding such a log): the
+// watcher names the transfer no second node confirms in its log, in chain_unwitnessed_height and
+// in `ops chains`. The same lie in a block whose bloom does not hold it is refused
+// (chain_blocks_refused_total{check="logs_bloom"}): a block's bloom is one of its hashed fields.
+// Or in an invented block (its hash its own fields') below a real top told with it as parent: the
+// top's fields no longer hash to its hash, and it is refused (check="header"). No made-up transfer
+// is ever counted, and once the node tells the truth again the chain goes on.
 import t from "tap";
 import { encodeFunctionData, pad, parseUnits, toHex, type Hex } from "viem";
 import { signPayment, startDevChain, testTokenCode, tokenAbi } from "../../scripts/devchain/chain.ts";
 import { findAsset, mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { bloomOf } from "../../services/watcher/evm-bloom.ts";
+import { evmHeaderHash } from "../../services/watcher/evm-header.ts";
 import { transferTopic } from "../../services/watcher/evm-told.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
@@ -69,109 +73,137 @@ function bloomWith(bloom: string, logs: readonly { address: string; topics: stri
   return `0x${out.toString("hex")}`;
 }
 
+/** The fake Transfer log's address and topics: what a bloom must hold for it. */
+const logItems = (to: Hex) => ({ address: usdc, topics: [transferTopic, pad(mainnet.payer.address), pad(to)] });
+
 /**
  * Makes the read node tell of a USDC transfer of `amount` to `to` by transaction `txHash`, in the
- * block at `height` as `blockOf` says it is (its hash and the rest of it, once the block is
- * mined), consistently: logs by range and by hash, receipt, transaction and bloom. `blockOf`
- * rewrites a real block the node answers (by number or hash); it also names the block the log is
- * in.
+ * block at `height` as `blockOf` tells it (the real block as mined, or one made of it),
+ * consistently: logs by range and by hash, receipt and transaction. `blockOf` rewrites the real
+ * block wherever the node answers it (by number or hash); the block above names the told one as
+ * its parent.
  */
 function lie(o: { height: number; to: Hex; amount: bigint; txHash: Hex; blockOf: (real: Json) => Json }) {
   const fake = (block: Json) => ({
-    address: usdc,
-    topics: [transferTopic, pad(mainnet.payer.address), pad(o.to)],
+    ...logItems(o.to),
     data: pad(toHex(o.amount)),
     blockNumber: toHex(o.height),
     blockHash: block.hash as string,
     transactionHash: o.txHash,
     transactionIndex: "0x0",
-    logIndex: "0x0",
+    logIndex: "0x9",
     removed: false,
   });
-  const liedBlock = async (ask: (m: string, p: unknown[]) => Promise<unknown>) => {
+  const toldBlock = async (ask: (m: string, p: unknown[]) => Promise<unknown>) => {
     const real = (await ask("eth_getBlockByNumber", [toHex(o.height), false])) as Json | null;
     if (!real) return undefined;
     const told = o.blockOf(real);
-    const l = fake(told);
-    return { ...told, hash: String(told.hash), logsBloom: bloomWith(String(told.logsBloom), [l]), log: l };
+    return { block: { ...told, hash: String(told.hash) }, log: fake(told), realHash: String(real.hash) };
   };
   node.intercept = async (method, params, ask) => {
     if (method === "eth_getBlockByNumber" || method === "eth_getBlockByHash") {
-      const lied = await liedBlock(ask);
-      if (!lied) return undefined;
-      const { log: _, ...block } = lied;
-      const isIt = method === "eth_getBlockByNumber" ? params[0] === toHex(o.height) : params[0] === block.hash;
-      if (isIt) return params[1] === true ? { ...(await ask("eth_getBlockByNumber", [toHex(o.height), true]) as Json), ...block, transactions: [] } : block;
+      const told = await toldBlock(ask);
+      if (!told) return undefined;
+      const isIt = method === "eth_getBlockByNumber" ? params[0] === toHex(o.height) : params[0] === told.block.hash;
+      if (isIt) return params[1] === true ? { ...((await ask("eth_getBlockByNumber", [toHex(o.height), true])) as Json), ...told.block } : told.block;
       // The block above names the told one as its parent.
-      if (method === "eth_getBlockByNumber" && params[0] === toHex(o.height + 1)) {
+      if (method === "eth_getBlockByNumber" && params[0] === toHex(o.height + 1) && told.block.hash !== told.realHash) {
         const above = (await ask(method, params)) as Json | null;
-        return above ? { ...above, parentHash: block.hash } : undefined;
+        return above ? { ...above, parentHash: told.block.hash } : undefined;
       }
       return undefined;
     }
     if (method === "eth_getLogs") {
       const filter = params[0] as Json;
-      const lied = await liedBlock(ask);
-      if (!lied) return undefined;
-      const covers = filter.blockHash !== undefined ? filter.blockHash === lied.hash : Number(filter.fromBlock) <= o.height && o.height <= Number(filter.toBlock);
+      const told = await toldBlock(ask);
+      if (!told) return undefined;
+      const covers = filter.blockHash !== undefined ? filter.blockHash === told.block.hash : Number(filter.fromBlock) <= o.height && o.height <= Number(filter.toBlock);
       if (!covers) return undefined;
-      const real = ((await ask(method, params)) as Json[]).filter((l) => Number(l.blockNumber) !== o.height);
-      return [...real, lied.log].sort((a, b) => Number(a.blockNumber) - Number(b.blockNumber));
+      const real = (await ask(method, filter.blockHash === told.block.hash ? [{ ...filter, blockHash: told.realHash }] : params)) as Json[];
+      const kept = told.block.hash === told.realHash ? real : real.filter((l) => Number(l.blockNumber) !== o.height);
+      return [...kept, told.log].sort((a, b) => Number(a.blockNumber) - Number(b.blockNumber) || Number(a.logIndex) - Number(b.logIndex));
     }
     if ((method === "eth_getTransactionReceipt" || method === "eth_getTransactionByHash") && String(params[0]).toLowerCase() === o.txHash) {
-      const lied = await liedBlock(ask);
-      if (!lied) return null;
-      const where = { blockHash: lied.hash, blockNumber: toHex(o.height), transactionHash: o.txHash, transactionIndex: "0x0" };
+      const told = await toldBlock(ask);
+      if (!told) return null;
+      const where = { blockHash: told.block.hash, blockNumber: toHex(o.height), transactionHash: o.txHash, transactionIndex: "0x5" };
       if (method === "eth_getTransactionByHash") return { ...template.tx, ...where, hash: o.txHash, to: usdc, value: "0x0" };
-      return { ...template.receipt, ...where, status: "0x1", to: usdc, logs: [lied.log], logsBloom: bloomWith(`0x${"00".repeat(256)}`, [lied.log]) };
+      return { ...template.receipt, ...where, status: "0x1", to: usdc, logs: [told.log], logsBloom: bloomWith(`0x${"00".repeat(256)}`, [told.log]) };
     }
     return undefined;
   };
   return () => (node.intercept = undefined);
 }
 
+const refusedCount = async (check: string) => (await metricValue(s.app.ports.ops, "chain_blocks_refused_total", { network: "ethereum", environment: "live", check })) ?? 0;
+
 await until("the Live chain followed", async () => {
   await mainnet.test.mine({ blocks: 1 });
   return /ethereum[^\n]*live[^\n]*yes|live[^\n]*ethereum/.test(await opsChains()) && (await metricValue(s.app.ports.ops, "chain_watcher_active", { network: "ethereum", environment: "live" })) === 1;
 }, 60_000);
 
-t.test("a transfer the read node tells of in a real block, which no second node has, is never counted; an honest payment afterwards confirms", async (t) => {
-  const invented = await createIntent("5000");
-  const height = (await head()) + 1;
+t.test("a transfer the read node adds to a real block (its bloom already holds such a log), which no second node has, is never counted; the real one then counts alone", async (t) => {
+  const intent = await createIntent("5000");
   const txHash = `0x${"5e".repeat(32)}` as Hex;
-  const stop = lie({ height, to: invented.deposit_address, amount: parseUnits("5000", 6), txHash, blockOf: (real) => real });
+  // A real 1 USDC payment to the intent: its block's bloom holds a Transfer from the payer to it, so the made-up one beside it fits the bloom.
+  await signPayment(payer, intent.deposit_address, "1", "USDC", 6);
+  const height = (await head()) + 1;
+  const stop = lie({ height, to: intent.deposit_address, amount: parseUnits("4999", 6), txHash, blockOf: (real) => real });
   await mainnet.test.mine({ blocks: 4 });
   let held: number | undefined;
   await until("the watcher holds back the block of the transfer no witness tells", async () => ((held = await unwitnessed()) ?? 0) === height, 30_000, () => String(held));
-  const pi = await get(invented.public_id);
-  t.same([pi.status, Number(pi.amount_received ?? 0), pi.transactions], ["pending", 0, []], "nothing of the invented transfer recorded");
-  t.match(await until("ops chains names it", async () => ((await opsChains()).includes(txHash) ? opsChains() : undefined), 30_000), new RegExp(`no second node confirms the transfer ${txHash}:1 of 5000 USDC`));
+  const pi = await get(intent.public_id);
+  t.same([pi.status, Number(pi.amount_received ?? 0), pi.transactions], ["pending", 0, []], "nothing of the block recorded: not the 4 999 made up, nor the real 1 beside it");
+  t.match(await until("ops chains names it", async () => ((await opsChains()).includes(txHash) ? opsChains() : undefined), 30_000), new RegExp(`no second node confirms the transfer ${txHash}:1 of 4999 USDC`));
   t.equal(confirmLines().length, 1, "said once in the log");
   t.match(confirmLines()[0], { height, transfer: `${txHash}:1`, witnesses: ["it has no such mined transaction"] });
 
+  stop();
+  await mainnet.test.mine({ blocks: 1 });
+  await until("the real payment recorded", async () => ((await get(intent.public_id)).transactions.length > 0 ? true : undefined), 30_000);
+  await until("chain_unwitnessed_height back to 0", async () => !(await unwitnessed()), 10_000);
+  const after = await get(intent.public_id);
+  t.same([after.transactions.length, after.amount_received, after.status], [1, "1", "underpaid"], "once the node tells the truth the real 1 USDC counts, alone; the made-up 4 999 never");
+  t.same(eventsOf(intent.public_id).filter((e) => e === "payment.confirmed"), [], "no payment.confirmed");
+});
+
+t.test("a transfer made up in a real block whose bloom does not hold it is refused (logs_bloom)", async (t) => {
+  const intent = await createIntent("3000");
+  const before = await refusedCount("logs_bloom");
+  const height = (await head()) + 1;
+  const txHash = `0x${"3b".repeat(32)}` as Hex;
+  const stop = lie({ height, to: intent.deposit_address, amount: parseUnits("3000", 6), txHash, blockOf: (real) => real });
+  await mainnet.test.mine({ blocks: 2 });
+  await until("the block refused, named", async () => ((await refusedCount("logs_bloom")) > before ? true : undefined), 30_000);
+  t.match(log.lines().find((l) => l.check === "logs_bloom" && l.height === height), { reason: new RegExp(`does not hold the Transfer ${txHash}`) }, "the log names the block and the transfer");
+  t.same((await get(intent.public_id)).transactions, [], "nothing recorded");
   stop();
   const honest = await createIntent("12.5");
   await signPayment(payer, honest.deposit_address, "12.5", "USDC", 6);
   await mainnet.test.mine({ blocks: 3 });
   t.match(await confirmed(honest.public_id), { status: "confirmed", amount_received: "12.5" }, "the chain goes on once the node tells the truth: an honest USDC payment, confirmed by the witness, counts");
-  await until("chain_unwitnessed_height back to 0", async () => !(await unwitnessed()), 10_000);
-  const after = await get(invented.public_id);
-  t.same([after.status, after.transactions], ["pending", []], "the invented transfer, never");
-  t.same(eventsOf(invented.public_id), ["payment.intent.created"], "no payment event for it");
+  t.same((await get(intent.public_id)).transactions, [], "the made-up transfer, never");
 });
 
-t.test("a transfer in an invented block below a real top (the parent links rewritten) is refused", async (t) => {
+t.test("an invented block below a real top is refused: the top's own header names its real parent", async (t) => {
+  const before = await refusedCount("header");
   const invented = await createIntent("7000");
   const height = (await head()) + 1;
   const txHash = `0x${"7a".repeat(32)}` as Hex;
-  const madeUp = `0x${"1b".repeat(32)}`;
-  const stop = lie({ height, to: invented.deposit_address, amount: parseUnits("7000", 6), txHash, blockOf: (real) => ({ ...real, hash: madeUp, transactions: [] }) });
-  // Both blocks at once: the invented one and the real one above it are read in one batch, whose top the witness agrees with.
+  // The invented block is consistent with itself (its bloom holds its log, its hash is its
+  // fields'); the real block above it is told with that block as its parent, its own hash
+  // unchanged: a witness agrees with it.
+  const inventedOf = (real: Json): Json => {
+    const fields = { ...real, stateRoot: `0x${"1b".repeat(32)}`, logsBloom: bloomWith(String(real.logsBloom), [logItems(invented.deposit_address)]) };
+    return { ...fields, hash: evmHeaderHash(fields), transactions: [] };
+  };
+  const stop = lie({ height, to: invented.deposit_address, amount: parseUnits("7000", 6), txHash, blockOf: inventedOf });
+  // Both blocks at once: the invented one and the real one above it are read in one batch.
   await mainnet.test.mine({ blocks: 2 });
-  let held: number | undefined;
-  await until("the watcher holds back the invented block's transfer", async () => ((held = await unwitnessed()) ?? 0) === height, 30_000, () => String(held));
-  t.same((await get(invented.public_id)).transactions, [], "nothing recorded");
-  t.match(confirmLines().at(-1), { height, hash: madeUp, transfer: `${txHash}:1` }, "the log names the invented block and the transfer");
+  await until("the block above the invented one refused, named", async () => ((await refusedCount("header")) > before ? true : undefined), 30_000);
+  const line = log.lines().find((l) => l.check === "header" && l.height === height + 1 && /fails a check/.test(String(l.msg)));
+  t.match(line, { check: "header", height: height + 1, reason: /its header's fields hash to 0x[0-9a-f]{64}, not the hash the node named/ }, "the log names the block whose parent was rewritten");
+  t.same((await get(invented.public_id)).transactions, [], "nothing of the invented block recorded");
   stop();
   const honest = await createIntent("1.25");
   await signPayment(payer, honest.deposit_address, "1.25", "USDC", 6);

@@ -81,7 +81,7 @@ function fakeNode(logs: Record<number, { blockHash: string; address: string; top
       return answers.all(hash);
     },
   } as unknown as EvmNode;
-  const blocks = Object.keys(logs).map(Number).map((h): EvmBlock => ({ height: h, hash: blockHash(h), parentHash: blockHash(h - 1), timestamp: h, logsBloom: hex(bloomOf(logs[h] ?? [])), valueTransfers: [] }));
+  const blocks = Object.keys(logs).map(Number).map((h): EvmBlock => ({ height: h, hash: blockHash(h), parentHash: blockHash(h - 1), timestamp: h, logsBloom: hex(bloomOf(logs[h] ?? [])), valueTransfers: [], fieldsHash: { hash: blockHash(h) } }));
   return { node, asked, answers, blocks };
 }
 

@@ -53,6 +53,8 @@ function fakeNode(c: FakeChain) {
     timestamp: 1_700_000_000 + h * 12,
     logsBloom: c.tokens?.includes(h) ? paidBloom : noLogs,
     valueTransfers: [{ txHash: hashOf(h, 0xf1), to: "0x00000000000000000000000000000000000f1117", value: 1n }, ...(c.native?.includes(h) ? [{ txHash: hashOf(h, 0xee), to: payee, value: 10n ** 17n }] : [])],
+    // A node whose header fields hash to the hash it names (evm-header.ts is tested on its own).
+    fieldsHash: { hash: hashOf(h, fork) },
   });
   function flush() {
     const batch = queue;
