@@ -46,6 +46,14 @@ export interface ChainView {
    * knew left it): the batch's parent is where it could read from, and the branches may part lower.
    */
   forkPointUnknown?: boolean;
+  /**
+   * The batch ends at the node's head (the report's head): the branch is the node's best chain as
+   * it stands. Where branches are compared by height (EVM), such a branch is taken even when it
+   * is lower than the best tip: the node's fork choice picked it (proof of stake picks by
+   * attestations, not height), and the blocks above where it parts are no longer on the node's
+   * chain. Bitcoin keeps its most-work rule.
+   */
+  toNodeHead?: boolean;
 }
 
 export type Linkage =
@@ -82,6 +90,12 @@ export type Linkage =
 export function atLeastAsGood(a: KeptBlock, b: KeptBlock): boolean {
   if (a.work !== undefined && b.work !== undefined) return a.work >= b.work;
   return a.height >= b.height;
+}
+
+/** Whether a branch with tip `a` replaces the best chain with tip `b`: it is as good, or (by height) it is the node's whole best chain. */
+function wins(a: KeptBlock, b: KeptBlock, view: ChainView): boolean {
+  if (atLeastAsGood(a, b)) return true;
+  return view.toNodeHead === true && a.work === undefined && b.work === undefined;
 }
 
 export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
@@ -130,7 +144,7 @@ export function link(batch: readonly LinkBlock[], view: ChainView): Linkage {
     // The tip extended: nothing leaves.
     return { kind: "apply", append: fresh, rejoin: [], leave: [], tip: lastKept, restart: false };
   }
-  if (!atLeastAsGood(lastKept, tip)) return { kind: "side", keep: fresh };
+  if (!wins(lastKept, tip, view)) return { kind: "side", keep: fresh };
   return forkFrom(forkHeight, fresh, side.map((b) => b.hash), lastKept, { ...view, tip });
 }
 
@@ -190,7 +204,7 @@ function belowKept(batch: readonly LinkBlock[], view: ChainView & { tip: KeptBlo
     const leave = [...best.entries()].sort(([a], [b]) => a - b).map(([, hash]) => hash);
     return { kind: "apply", append: fresh, rejoin: [], leave, tip: lastKept, restart: true };
   }
-  if (!atLeastAsGood(lastKept, tip)) {
+  if (!wins(lastKept, tip, view)) {
     if (common) return { kind: "side", keep: fresh };
     return {
       kind: "unlinked",

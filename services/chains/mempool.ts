@@ -3,10 +3,12 @@ import { intentIdsByAddress, lockIntents } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
 import { settleMany } from "../intents/settle.ts";
-import { intentOutputs, markAbsentFromMempool, missingFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "./outputs.ts";
+import { intentOutputs, missingFromMempool } from "./outputs.ts";
+import { markAbsentFromMempool, upsertMempoolOutputs, withdrawFromMempool, type MempoolOutputRow } from "./output-store.ts";
 import { bestTip } from "./blocks.ts";
 import { defaultMempoolAbsence, withdrawsFromMempool, type MempoolAbsenceRule } from "./mempool-rule.ts";
-import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportDeps, type ReportedOutput, type Reporter } from "./report.ts";
+import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, type RefusedOutput, type ReportedOutput, type Reporter } from "./admission.ts";
+import type { ReportDeps } from "./report.ts";
 
 /**
  * The node's mempool as a watcher reads it: outputs to watched addresses with 0 confirmations and

@@ -1,25 +1,16 @@
 import type { Environment } from "../auth/keys.ts";
 import type { Intents } from "../intents/intents.ts";
 import { intentIdsByAddress, lockIntents, type WatchWindow } from "../intents/store.ts";
-import { apiError, describeError } from "../platform/errors.ts";
+import { apiError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
 import { settleMany } from "../intents/settle.ts";
-import {
-  deriveConfirmations,
-  intentsAwaitingConfirmations,
-  intentOutputs,
-  intentsInBlocks,
-  intentsReachingConfirmations,
-  recordRejection,
-  setOrphaned,
-  upsertBlockOutputs,
-  type BlockOutput,
-} from "./outputs.ts";
-import { checkOutput } from "./validate.ts";
-import { assets, mainnetGenesis } from "../vocabulary/assets.ts";
-import { allBest, bestFrom, bestTip, forgetChain, joinBest, keepSide, keptDepth, leaveBest, pruneBlocks, rejoinBest, sideBranchTo, type StoredBlock } from "./blocks.ts";
-import { admit, link } from "./linkage.ts";
+import { intentsAwaitingConfirmations, intentOutputs, intentsReachingConfirmations, intentsWithOutputsIn } from "./outputs.ts";
+import { deriveConfirmations, setOrphaned, upsertBlockOutputs, type BlockOutput } from "./output-store.ts";
+import { changedOutput, checkEach, halted, keepRefused, lockAdmitted, refusal, type RefusedOutput, type ReportedOutput, type Reporter } from "./admission.ts";
+import { assets } from "../vocabulary/assets.ts";
+import { allBest, bestFrom, bestTip, joinBest, keepSide, keptDepth, leaveBest, pruneBlocks, rejoinBest, sideBranchTo, type StoredBlock } from "./blocks.ts";
+import { link } from "./linkage.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 
 /**
@@ -27,14 +18,6 @@ import { requiredOnChain, type FixedCounts } from "./required.ts";
  * to the best chain the core keeps, outputs recorded against their block, confirmations derived
  * from the best chain, and every intent touched settled, in one transaction.
  */
-
-export interface ReportedOutput {
-  asset: string;
-  toAddress: string;
-  txHash: string;
-  outputIndex: number;
-  amount: string;
-}
 
 export interface BlockReport extends Reporter {
   epoch: number;
@@ -70,123 +53,6 @@ function defaultConfirmations(intents: Intents, network: string): Record<string,
   return Object.fromEntries(assets.filter((a) => a.network === network).map((a) => [a.asset, intents.requiredConfirmations(a)]));
 }
 
-/** A report the core refuses, changing nothing: why, and what the watcher should do about it. */
-export function refusal(kind: "stale_epoch" | "not_holder" | "unlinked" | "other_chain", message: string) {
-  return apiError("invalid_state", message, kind === "stale_epoch" || kind === "not_holder" ? "lease_epoch" : kind === "other_chain" ? "genesis_hash" : "blocks");
-}
-
-/** Who sends a report: the watcher id and the credential it came with (the lease's holder, or refused). */
-export interface Reporter {
-  watcherId: string;
-  credentialId: string;
-}
-
-/**
- * Locks the chain's row (reports of one chain apply one after another, and a takeover waits) and
- * admits the report, or refuses it changing nothing: only the lease holder's (its watcher id,
- * under the credential that claimed it, before the lease lapses) of its current epoch. A report
- * with another block 0 on Test starts the chain over: what was recorded on the old one keeps its state.
- */
-export async function lockAdmitted(
-  tx: EntityManager,
-  chain: { network: string; environment: Environment },
-  r: { epoch: number; genesisHash: string | undefined; blocks?: readonly unknown[] } & Reporter,
-): Promise<{ halted: string | null; acceptReorg: boolean; acceptBranch: { height: number; hash: string } | null }> {
-  const [row] = await tx.execute<
-    {
-      epoch: string | number;
-      genesis_hash: string | null;
-      holder: string;
-      credential_id: string | null;
-      lease_live: boolean;
-      halted_reason: string | null;
-      accept_reorg: boolean;
-      accept_reorg_height: string | number | null;
-      accept_reorg_hash: string | null;
-    }[]
-  >(
-    // A resume past its time is no resume (the database's clock, as for the lease).
-    `select epoch, genesis_hash, holder, credential_id, lease_expires_at > now() as lease_live, halted_reason,
-            accept_reorg and coalesce(accept_reorg_until > now(), false) as accept_reorg, accept_reorg_height, accept_reorg_hash
-       from chain_watchers where network = ? and environment = ? for update`,
-    [chain.network, chain.environment],
-  );
-  const mainnet = (mainnetGenesis as Readonly<Record<string, string>>)[chain.network];
-  const admitted = admit(
-    row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash, holder: row.holder, credentialId: row.credential_id, leaseLive: row.lease_live },
-    { ...r, blocks: r.blocks?.length },
-    chain.environment,
-    mainnet,
-  );
-  if (admitted.kind === "stale_epoch") {
-    throw refusal("stale_epoch", `Lease epoch ${r.epoch} of ${chain.network} (${chain.environment}) has passed: another watcher took the chain over; claim it again.`);
-  }
-  if (admitted.kind === "not_holder") {
-    throw refusal("not_holder", `Watcher ${r.watcherId} does not hold the lease on ${chain.network} (${chain.environment}): ${admitted.why}; claim it again.`);
-  }
-  if (admitted.kind === "other_chain") {
-    throw refusal(
-      "other_chain",
-      r.genesisHash === undefined
-        ? `A report of blocks on ${chain.network} (live) must name block 0 (genesis_hash): Live counts only on mainnet, whose block 0 is ${mainnet}.`
-        : `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${mainnet}).`,
-    );
-  }
-  if (admitted.newChain) await forgetChain(tx, chain);
-  const acceptBranch = row && row.accept_reorg_height !== null && row.accept_reorg_hash !== null ? { height: Number(row.accept_reorg_height), hash: row.accept_reorg_hash } : null;
-  return { halted: row?.halted_reason ?? null, acceptReorg: row?.accept_reorg === true, acceptBranch };
-}
-
-/** An output refused, with where it was reported (its block; null: the mempool) and why. */
-export interface RefusedOutput {
-  o: ReportedOutput;
-  blockHash: string | null;
-  reason: string;
-}
-
-/** Each output checked on its own: the ones the core can take, by transaction and index, made into rows by `row`; why the others are refused. */
-export function checkEach<O extends ReportedOutput, R>(
-  network: string,
-  outputs: readonly O[],
-  row: (checked: ReturnType<typeof checkOutput>, o: O) => R,
-): { valid: Map<string, R>; refused: { o: O; reason: string }[] } {
-  const valid = new Map<string, R>();
-  const refused: { o: O; reason: string }[] = [];
-  for (const o of outputs) {
-    try {
-      const checked = checkOutput(network, o);
-      valid.set(`${checked.txHash}:${o.outputIndex}`, row(checked, o));
-    } catch (err) {
-      const view = describeError(err);
-      if (view.code !== "validation_failed") throw err;
-      refused.push({ o, reason: `${view.param ?? "output"}: ${view.message}` });
-    }
-  }
-  return { valid, refused };
-}
-
-/** Why an output already recorded with another address, asset or amount is refused. */
-export function changedOutput(o: { txHash: string; outputIndex: number }): string {
-  return `tx_hash: Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.`;
-}
-
-/** Keeps refused outputs for operators (ops rejected-outputs), each with why. */
-export async function keepRefused(tx: EntityManager, chain: { network: string; environment: Environment }, refused: readonly RefusedOutput[]): Promise<void> {
-  for (const { o, blockHash, reason } of refused) {
-    await recordRejection(tx, {
-      network: chain.network,
-      environment: chain.environment,
-      txHash: o.txHash,
-      outputIndex: o.outputIndex,
-      asset: o.asset,
-      toAddress: o.toAddress,
-      amount: o.amount,
-      blockHash,
-      reason,
-    });
-  }
-}
-
 export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { network: string; environment: Environment }, r: BlockReport, now = new Date()): Promise<ReportOutcome> {
   const watcher = await lockAdmitted(tx, chain, r);
   if (watcher.halted !== null) throw halted(chain, watcher.halted);
@@ -209,7 +75,9 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   // A resume takes only the fork it was given for: a branch holding the halted branch's lowest block.
   const branch = [...(sideBelow ?? []), ...r.blocks];
   const resumed = watcher.acceptReorg && (watcher.acceptBranch === null || branch.some((b) => b.height === watcher.acceptBranch?.height && b.hash === watcher.acceptBranch.hash));
-  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: resumed, forkPointUnknown: r.forkPointUnknown === true });
+  // A batch up to the node's head is the node's whole best chain: by height (EVM), taken even if lower.
+  const toNodeHead = (r.blocks.at(-1) as { height: number }).height === r.head.height;
+  const linkage = link(r.blocks, { tip, best, sideBelow, maxDepth, acceptDeeper: resumed, forkPointUnknown: r.forkPointUnknown === true, toNodeHead });
   if (linkage.kind === "unlinked") throw refusal("unlinked", linkage.reason);
   if (linkage.kind === "malformed") throw apiError("validation_failed", `The blocks are not consecutive: ${linkage.reason}.`, "blocks");
   if (linkage.kind === "halt") {
@@ -268,7 +136,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const joining = [...linkage.rejoin, ...linkage.append.map((b) => b.hash)];
   const touched = new Set<string>([
     ...byAddress.values(),
-    ...(await intentsInBlocks(tx, chain, [...leave, ...joining])),
+    ...(await intentsWithOutputsIn(tx, chain, { blocks: [...leave, ...joining] }, false)),
     // After a fork any output's count may have gone down; else only those that reach theirs matter.
     ...(leave.length > 0
       ? await intentsAwaitingConfirmations(tx, chain, below, true)
@@ -282,12 +150,12 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const at = await lockedNow(tx);
 
   await leaveBest(tx, chain, leave);
-  const orphaned = await setOrphaned(tx, chain, leave, true, at);
+  const orphaned = await setOrphaned(tx, chain, { blocks: leave }, true, at);
   const byHash = new Map(r.blocks.map((b) => [b.hash, b]));
   await rejoinBest(tx, chain, linkage.rejoin);
   await joinBest(tx, chain, linkage.append.map((b) => blockRow(byHash.get(b.hash) ?? { ...b, time: undefined })), at);
   // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
-  await setOrphaned(tx, chain, joining, false, at);
+  await setOrphaned(tx, chain, { blocks: joining }, false, at);
   const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], at);
   for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
   await deriveConfirmations(tx, chain, newTip.height, below, joining, at);
@@ -326,9 +194,4 @@ function sideOutput(o: BlockOutput): unknown {
 function fromSideOutput(raw: unknown): BlockOutput {
   const o = raw as BlockOutput & { observedAt: string };
   return { ...o, observedAt: new Date(o.observedAt), intentId: null };
-}
-
-/** The refusal of every report while a chain is stopped. */
-export function halted(chain: { network: string; environment: Environment }, reason: string) {
-  return apiError("invalid_state", `Counting on ${chain.network} (${chain.environment}) is stopped: ${reason}.`, "blocks");
 }

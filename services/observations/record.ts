@@ -1,14 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { toUnits } from "../vocabulary/amount.ts";
-import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
+import { evmChainIds } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
-import { validationError } from "../platform/errors.ts";
 import { settle } from "../intents/settle.ts";
-import { findObservation, intentOutputs, intentsTouchedByReorg, orphan, upsertObservation, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
+import { intentOutputs, intentsWithOutputsIn } from "../chains/outputs.ts";
+import { setOrphaned, upsertObservation, type ObservationInput, type ObservationRow } from "../chains/output-store.ts";
 
 /**
  * Chain facts in: the chain watcher (ObservationService) and the sandbox
@@ -30,11 +29,7 @@ export interface Recorded {
 export async function recordObservation(tx: EntityManager, intents: Intents, o: ObservationInput, simulated: boolean, given?: Date): Promise<Recorded> {
   const intent = await lockIntentByAddress(tx, o.network, o.environment, o.toAddress);
   const now = given ?? (await lockedNow(tx));
-  const known = await findObservation(tx, o.network, o.environment, o.txHash, o.outputIndex);
-  const decimals = findAsset(o.network, o.asset)?.decimals ?? 0;
-  if (known && (known.asset !== o.asset || known.toAddress !== o.toAddress || toUnits(known.amount, decimals) !== toUnits(o.amount, decimals))) {
-    throw validationError("tx_hash", `Output ${o.txHash}:${o.outputIndex} was recorded with another address, asset or amount; an output never changes.`);
-  }
+  // One recorded with another address, asset or amount is refused there, changing nothing.
   const observation = await upsertObservation(tx, o, intent?.id ?? null, simulated, now);
   if (!intent) return { observation, intent: undefined };
   const settled = await settle(tx, intents, intentOutputs, intent, now);
@@ -54,11 +49,14 @@ export async function recordReorg(
   given?: Date,
 ): Promise<{ orphaned: number; intents: IntentRow[] }> {
   // Lock the intents before touching their outputs, in the order every other path locks them.
-  const ids = await intentsTouchedByReorg(tx, network, environment, blockHashes, txHashes);
+  const chain = { network, environment };
+  const places = { blocks: blockHashes, txs: txHashes };
+  const ids = await intentsWithOutputsIn(tx, chain, places, true);
   const locked = await lockIntents(tx, ids);
   // Like an observation: its settlement's time is when it holds the intents.
   const now = given ?? (await lockedNow(tx));
-  const orphaned = await orphan(tx, network, environment, blockHashes, txHashes, now);
+  // An operator's confirmations are its own: an orphaned output keeps the last it told.
+  const orphaned = await setOrphaned(tx, chain, places, true, now, { keepConfirmations: true });
   const settled: IntentRow[] = [];
   for (const row of locked) settled.push(await settle(tx, intents, intentOutputs, row, now));
   return { orphaned, intents: settled };

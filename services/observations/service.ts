@@ -11,7 +11,9 @@ import { chainFollowed } from "../chains/store.ts";
 import type { Environment } from "../auth/keys.ts";
 import { chainRequest, inTransaction } from "../rpc/context.ts";
 import { recordObservation, recordReorg } from "./record.ts";
-import { listUnmatched, recordRejection, type ObservationInput, type ObservationRow } from "../chains/outputs.ts";
+import { listUnmatched } from "../chains/outputs.ts";
+import type { ObservationInput, ObservationRow } from "../chains/output-store.ts";
+import { recordRejection } from "../chains/rejected-outputs.ts";
 import { checkNetwork, checkOutput, hashPattern, normalizeHash } from "../chains/validate.ts";
 import { speaksFor, type InternalPrincipal } from "../auth/principal.ts";
 

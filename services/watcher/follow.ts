@@ -153,13 +153,31 @@ export class Follower {
 
   /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
   async step(head: number): Promise<boolean> {
-    // A node behind what was processed has nothing new to tell, and no say on what it has not seen.
-    if (head < this.#height) return false;
+    // A node behind what was processed has nothing new to tell, and no say on what it has not seen;
+    // one whose head is another block than the one reported there took a lower branch.
+    if (head < this.#height) return this.lowerBranch(head);
     if (await this.#checkCanonical()) return true;
     if (head <= this.#height) return false;
     const to = Math.min(head, this.#height + this.#o.source.batchBlocks + (this.#wholeBranch ? this.#keep : 0));
     await this.#scan(this.#height + 1, to, head);
     return true;
+  }
+
+  /**
+   * Whether the node, its head below what was reported, took another branch (then the position
+   * moved back to where they part, below the head, and the next step reports the branch up to
+   * it): the node's block at its head is not the one reported at that height. The blocks above
+   * where they part leave now, not once the node's branch is as high (an EVM node picks branches
+   * by its fork choice, not height). A node that is only behind has the reported block there:
+   * nothing changes. So does a head below every block kept (`keep`: twice the deepest fork followed).
+   */
+  async lowerBranch(head: number): Promise<boolean> {
+    if (head >= this.#height) return false;
+    const at = this.#recent.findLastIndex((b) => b.height === head);
+    if (at < 0) return false;
+    const hash = await this.#o.source.hashAt(head);
+    if (hash === undefined || hash === (this.#recent[at] as BlockRef).hash) return false;
+    return this.#rewind(at);
   }
 
   /** Whether the last reported block left the node's best chain (then the position moved back to the fork point). */
@@ -175,10 +193,12 @@ export class Follower {
   /**
    * Back to the newest reported block still on the node's best chain; the next read reports the
    * other branch from there. Nothing changes (false) when the node stops knowing a height on the way down.
+   * `from`: the index of the newest recent block to check (a lower head: the one at its height);
+   * every block above it left too.
    */
-  async #rewind(): Promise<boolean> {
+  async #rewind(from = this.#recent.length - 1): Promise<boolean> {
     await this.#o.confirmFork?.();
-    const base = await this.#forkPoint(this.#recent, this.#recent.length - 1);
+    const base = await this.#forkPoint(this.#recent, from);
     if (base === undefined) return false;
     let below = this.#recent.slice(0, base + 1);
     let orphaned = this.#recent.slice(base + 1).reverse();

@@ -320,7 +320,7 @@ class ChainWatch {
       // Lost between the two claims: a claim that does not win carries no position to start from.
       if (!claim.active) return false;
       const position = await this.#startingPosition(claim, head);
-      if (this.#isBehind(head, position.height)) return false;
+      // A node behind the position is waited for below, once the follower can tell it from a lower branch.
       if (this.#isHalted()) return false;
       const epoch = this.#epoch;
       const follower = new Follower(
@@ -353,7 +353,9 @@ class ChainWatch {
       this.#log.info({ from: position.height + 1, head }, "following the chain");
     }
     const follower = this.#follower;
-    // A lagging node (a load-balanced provider, a standby's own node, a rewound geth) is waited for, never followed back.
+    // A lagging node (a load-balanced provider, a standby's own node, a rewound geth) is waited for, never followed back;
+    // one whose head is lower on another branch than the one reported is followed to it (lowerBranch).
+    await follower.lowerBranch(head);
     if (this.#isBehind(head, follower.position.height)) return false;
     const deadline = Date.now() + Math.max(1000, (this.#o.leaseSeconds * 1000) / 3);
     let busy = true;

@@ -60,6 +60,22 @@ t.test("a fork told in parts: the tip never goes down, and the branch becomes be
   t.equal(kept.best().get(55), "a-55", "the block below the fork stayed");
 });
 
+t.test("a lower branch up to the node's head (toNodeHead): by height it is the node's choice and best at once; bitcoin keeps most work; deeper than the maximum it stops the chain", async (t) => {
+  const best = chain(5, 10);
+  const lower = blocks(8, 9, "b", "a");
+  t.same(link(lower, onBest(best, { toNodeHead: true })), apply(lower, ["a-8", "a-9", "a-10"], { height: 9, hash: "b-9" }), "EVM: the blocks above the fork leave, the tip goes down to the node's head");
+  t.same(link(lower, onBest(best, { toNodeHead: false })), { kind: "side", keep: lower }, "a part of a branch short of the node's head: kept beside, as before");
+  const work = (h: number) => BigInt(h) * 10n;
+  const lighter = lower.map((b) => ({ ...b, work: work(b.height) }));
+  t.same(link(lighter, onBest(best, { tip: { height: 10, hash: "a-10", work: work(10) }, toNodeHead: true })).kind, "side", "bitcoin: less work stays a side branch, head or not");
+  t.same(link(blocks(7, 10, "a"), onBest(best, { toNodeHead: true })), apply([], [], { height: 10, hash: "a-10" }), "best blocks reported again up to a head change nothing");
+  const far = chain(0, 100);
+  const deep = link(blocks(60, 80, "b", "a"), onBest(far, { maxDepth: 30, toNodeHead: true }));
+  t.same(deep.kind === "halt" && [deep.depth, deep.forkHeight], [41, 59], "41 best blocks would leave: stopped");
+  const resumed = link(blocks(60, 80, "b", "a"), onBest(far, { maxDepth: 30, toNodeHead: true, acceptDeeper: true }));
+  t.same(resumed.kind === "apply" && [resumed.leave.length, resumed.tip.hash], [41, "b-80"], "resumed: taken, the tip at the node's lower head");
+});
+
 t.test("bitcoin: a branch is chosen by chainwork, not height", async (t) => {
   const best = chain(5, 10);
   const work = (h: number, per = 10n) => BigInt(h) * per;

@@ -70,7 +70,7 @@ function recordingCore(maxDepth = 128) {
         heartbeats.push(head.height);
         return;
       }
-      const linkage = link(blocks, { ...kept.view(blocks, maxDepth), forkPointUnknown: o?.forkPointUnknown === true });
+      const linkage = link(blocks, { ...kept.view(blocks, maxDepth), forkPointUnknown: o?.forkPointUnknown === true, toNodeHead: blocks.at(-1)?.height === head.height });
       if (linkage.kind === "halt") {
         halts.push(linkage.depth);
         atLeast.push(linkage.atLeast);
@@ -123,6 +123,44 @@ t.test("a real fork: the other branch is reported from where they part, and the 
   t.same(left, [["a-18", "a-19"]], "the blocks left behind, as the core found them");
   t.same(tip(), { height: 20, hash: "b-20" });
   t.equal(f.position.recentBlocks.at(-1)?.hash, "b-20");
+});
+
+t.test("a reorg to a lower head: the blocks above where the branches part leave at once, not once the node's branch is as high", async (t) => {
+  const chain = memoryChain(20);
+  const { core, bestBefore, left, tip, tips } = recordingCore();
+  chain.pay(17, "0xpaid");
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  t.same(tip(), { height: 19, hash: "a-19" });
+  // The node takes another branch from block 16 on, two blocks high: its head is 17, below 19.
+  chain.fork(16, 18, "b");
+  t.equal(chain.head(), 17);
+  await followToHead(f, chain.head());
+  t.same(left, [["a-16", "a-17", "a-18", "a-19"]], "every block above the fork point left, the paid one too");
+  t.same(tip(), { height: 17, hash: "b-17" }, "the core's tip is the node's lower head");
+  t.equal(tips.at(-1), 17);
+  t.equal(f.position.height, 17);
+  chain.fork(18, 21, "b");
+  await followToHead(f, chain.head());
+  t.same(tip(), { height: 20, hash: "b-20" }, "and the branch is followed on from there");
+  t.equal(left.length, 1, "nothing else left");
+});
+
+t.test("a node behind on the same chain, its head below the reported height: its block there is the one reported, nothing leaves", async (t) => {
+  const chain = memoryChain(20);
+  const { core, bestBefore, left, tip } = recordingCore();
+  let hashes = 0;
+  const source = { ...chain.source, hashAt: async (h: number) => (hashes++, chain.source.hashAt(h)) };
+  const f = new Follower({ source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  chain.state.behind = 2;
+  hashes = 0;
+  t.equal(await f.lowerBranch(chain.head()), false, "not a lower branch");
+  t.equal(await f.step(chain.head()), false, "nothing to do");
+  t.ok(hashes <= 2, `one hash asked per check: ${hashes}`);
+  t.same(left, []);
+  t.same(tip(), { height: 19, hash: "a-19" });
+  t.equal(f.position.height, 19);
 });
 
 t.test("a node that no longer serves the chain: nothing more reported", async (t) => {
