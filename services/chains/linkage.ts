@@ -51,7 +51,8 @@ export interface ChainView {
    * it stands. Where branches are compared by height (EVM), such a branch is taken even when it
    * is lower than the best tip: the node's fork choice picked it (proof of stake picks by
    * attestations, not height), and the blocks above where it parts are no longer on the node's
-   * chain. Bitcoin keeps its most-work rule.
+   * chain. Bitcoin too, now that the node's chainwork is not taken (a block kept from before
+   * with work is compared by it): a bitcoin node's best chain is its most-work one.
    */
   toNodeHead?: boolean;
 }
