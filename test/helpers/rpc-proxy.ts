@@ -253,7 +253,17 @@ export async function startRpcProxy(t: Teardown, upstreamUrl: string, o: { bitco
       resolve();
     });
   });
-  await listen(0);
+  // Below the kernel's ephemeral range (32768–60999 here): a port this proxy gives up while "down"
+  // is not handed to another process's connection or listen(0) meanwhile, so up() gets it back
+  // (CI once saw EADDRINUSE there). Another test's proxy picking the same port is tried again.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await listen(20_000 + Math.floor(Math.random() * 12_000));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 50) throw err;
+    }
+  }
   const port = (server.address() as net.AddressInfo).port;
   let listening = true;
 
