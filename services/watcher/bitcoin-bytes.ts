@@ -1,7 +1,8 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
 import { BTCArray, RawOldTx, RawTx } from "@scure/btc-signer/script.js";
-import { BlockRefused, type HeaderFields } from "./bitcoin-checks.ts";
+import type { HeaderFields } from "./bitcoin-checks.ts";
+import { BlockRefused } from "./block-refused.ts";
 
 /**
  * Bitcoin blocks and transactions read from their bytes (`getblock <hash> 0`,
@@ -59,9 +60,11 @@ function parsedTx(tx: RawTransaction, whole: Uint8Array): ParsedTx {
   // again from what was parsed. The coders read canonical compact sizes only (as Core does), so
   // writing it again gives back the bytes read.
   const stripped = hasWitness ? RawOldTx.encode({ version: tx.version, inputs: tx.inputs, outputs: tx.outputs, lockTime: tx.lockTime }) : whole;
+  const txid = display(hash256(stripped));
   return {
-    txid: display(hash256(stripped)),
-    wtxid: display(hash256(whole)),
+    txid,
+    // Without a witness the two serializations are the same bytes: hashed once.
+    wtxid: hasWitness ? display(hash256(whole)) : txid,
     hasWitness,
     firstWitness: tx.witnesses?.[0] ?? [],
     inputs: tx.inputs.map((i) => ({ txid: bytesToHex(i.txid), vout: i.index, sequence: i.sequence })),

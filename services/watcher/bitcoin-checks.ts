@@ -23,7 +23,6 @@ export interface HeaderFields {
   nonce: number;
 }
 
-export { BlockRefused, type BlockCheck } from "./block-refused.ts";
 import { BlockRefused } from "./block-refused.ts";
 
 /** Mainnet's highest target (consensus.powLimit): difficulty 1. */

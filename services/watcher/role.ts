@@ -69,7 +69,7 @@ class NodeFailure extends Error {}
 /**
  * The node answers, but must not be followed (another chain, still syncing, too little work).
  *
- * A block that fails a check (BlockRefused, bitcoin-checks.ts) is not this: it is a failure of
+ * A block that fails a check (BlockRefused, block-refused.ts) is not this: it is a failure of
  * that read, like a node that does not answer. Nothing of it is reported, the follower keeps its
  * position, the node proves itself again and the read is retried with backoff, so the chain goes
  * on from the real block as soon as the node (or the one a balancer reaches next) serves it, and

@@ -10,7 +10,8 @@ import t from "tap";
 import { bitcoinScript } from "../../services/addresses/formats.ts";
 import { findAsset, type AssetInfo } from "../../services/vocabulary/assets.ts";
 import { checkWitnessCommitment, parseBlock, parseTransaction } from "../../services/watcher/bitcoin-bytes.ts";
-import { BlockRefused, checkTransactions, merkleRoot } from "../../services/watcher/bitcoin-checks.ts";
+import { checkTransactions, merkleRoot } from "../../services/watcher/bitcoin-checks.ts";
+import { BlockRefused } from "../../services/watcher/block-refused.ts";
 import type { BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
 import { bitcoinSource, BitcoinWatched } from "../../services/watcher/bitcoin-source.ts";
 

@@ -7,7 +7,6 @@ import { createHash } from "node:crypto";
 import t from "tap";
 import { findAsset, type AssetInfo } from "../../services/vocabulary/assets.ts";
 import {
-  BlockRefused,
   checkHeader,
   checkTransactions,
   compactTarget,
@@ -19,6 +18,7 @@ import {
   type HeaderFields,
 } from "../../services/watcher/bitcoin-checks.ts";
 import type { BitcoinNode } from "../../services/watcher/bitcoin-node.ts";
+import { BlockRefused } from "../../services/watcher/block-refused.ts";
 import { bitcoinSource, BitcoinWatched } from "../../services/watcher/bitcoin-source.ts";
 import { hashOfHeader, merkleRootOf, mine, withHeader, type MinedBlock } from "../helpers/bitcoin-blocks.ts";
 import { readFileSync } from "node:fs";
