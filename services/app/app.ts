@@ -7,7 +7,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/role.ts";
 import { attemptSpanSeconds, schedule as retrySchedule } from "../delivery/schedule.ts";
-import type { Config } from "../platform/config.ts";
+import { ConfigError, type Config } from "../platform/config.ts";
 import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
 import { CursorCodec } from "../platform/cursor.ts";
 import { SharedBuckets, sharedBucketsOn } from "../platform/rate-limit.ts";
@@ -27,12 +27,14 @@ import { createLocalTransport } from "../rpc/local-transport.ts";
 import { checkSecretKey } from "../webhooks/key-check.ts";
 import { SecretBox } from "../webhooks/secrets.ts";
 import { Intents } from "../intents/intents.ts";
-import { RateEngine } from "../rates/engine.ts";
+import { liveRatesRefusal, RateEngine } from "../rates/engine.ts";
+import { liveKeysInUse } from "../auth/live-keys.ts";
 import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
-import { startPartitionKeeper, startRetention, startScheduler } from "./scheduler.ts";
+import { startPartitionKeeper, startRetention, startScheduler, startValuationSweep } from "./scheduler.ts";
+import { intentOutputs } from "../chains/outputs.ts";
 import { ensurePartitions } from "../retention/partitions.ts";
 import { startWatcher } from "./watcher-process.ts";
 import { InProcessWatcherCredentials } from "../auth/watcher-credentials.ts";
@@ -96,6 +98,12 @@ export async function startApp(o: AppOptions): Promise<App> {
     if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
     // A key that cannot open the stored signing secrets would lose every webhook: refuse to start.
     await checkSecretKey(db.em.fork(), secrets);
+    // Quotes are made in the rpc role: with Live keys in use, rate settings that would let one
+    // source's word price a Live intent stop the start (the engine holds Live to two sources anyway).
+    if (roles.includes("rpc")) {
+      const refusal = liveRatesRefusal(config.rates);
+      if (refusal !== undefined && (await liveKeysInUse(db.em.fork()))) throw new ConfigError(refusal);
+    }
   } catch (err) {
     await db.close();
     throw err;
@@ -163,6 +171,9 @@ export async function startApp(o: AppOptions): Promise<App> {
   try {
     if (rates) {
       rates.start();
+      // Where rates are read, payments seen while none was fresh get their fiat value (intents/valuation.ts).
+      const valuation = startValuationSweep(db, logger, intents, intentOutputs, rates.settings.refreshSeconds * 1000);
+      stops.push({ step: "valuation sweep", stop: valuation.stop });
       stops.push({ step: "rate engine", stop: () => rates.stop() });
     }
     if (roles.includes("rpc")) {

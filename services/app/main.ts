@@ -130,7 +130,8 @@ async function runService(roles: Role[]): Promise<void> {
       masterKey: loadOrCreateKey(config.secretEncryptionKey, config.dataDir),
     });
   } catch (err) {
-    fatal(`could not start: ${(err as Error).message}`);
+    // A setting refused once the database is read (rate settings with Live keys in use) says only why, as at load.
+    fatal(err instanceof ConfigError ? err.message : `could not start: ${(err as Error).message}`);
   }
 
   const { gateway, rpc, ops } = app.ports;

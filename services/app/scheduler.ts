@@ -7,6 +7,8 @@ import { ensurePartitions } from "../retention/partitions.ts";
 import { autoDisableFailing } from "../webhooks/operations.ts";
 import { advanceRecoveries } from "../webhooks/recovery.ts";
 import type { Intents } from "../intents/intents.ts";
+import type { IntentOutputs } from "../intents/settle.ts";
+import { valueDue } from "../intents/valuation.ts";
 import type { Database } from "../platform/db.ts";
 import { isDatabaseUnavailable } from "../platform/errors.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -58,6 +60,29 @@ export function startScheduler(db: Database, logger: Logger, intents: Intents, o
         } while (disabled.length > 0 && !stopped());
         lastAutoDisable = Date.now();
       }
+    },
+  });
+}
+
+/**
+ * The valuation sweep (intents/valuation.ts): payments of fiat-priced intents seen while no rate was
+ * fresh get their value once one is, every `intervalMs` (RATE_REFRESH_SECONDS: a new rate comes no
+ * more often). It runs where rates are read (the rpc role, which quotes), in as many processes as
+ * run it: each intent is valued by one of them, once.
+ */
+export function startValuationSweep(db: Database, logger: Logger, intents: Intents, outputs: IntentOutputs, intervalMs: number): { stop(): Promise<void> } {
+  const batch = 100;
+  return runPasses({
+    logger,
+    intervalMs,
+    maxBackoffMs: Math.max(schedulerMaxBackoffMs, intervalMs),
+    pass: async (stopped) => {
+      let pass;
+      do {
+        pass = await valueDue(db.em.fork(), intents, outputs, batch);
+        if (pass.valued > 0) logger.info({ outputs: pass.valued, intents: pass.claimed }, "valued payments seen while no exchange rate was fresh (payment.valued)");
+        // A full batch that valued nothing waits for a rate: the next pass tries again.
+      } while (pass.claimed === batch && pass.valued > 0 && !stopped());
     },
   });
 }

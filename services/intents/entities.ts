@@ -60,6 +60,11 @@ export const PaymentIntentRecord = defineEntity({
     /** The sources whose answers made the rate. */
     quoteSources: p.json<string[]>().nullable(),
     quotedAt: p.datetime().length(3).nullable(),
+    /**
+     * Since when an output of its asset has waited for its value in priceCurrency: settlement saw
+     * it while no rate was fresh. The valuation sweep (valuation.ts) values it and clears this.
+     */
+    fiatValueDueSince: p.datetime().length(3).nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },
@@ -70,6 +75,8 @@ export const PaymentIntentRecord = defineEntity({
     { properties: ["network", "environment", "createdAt", "id"] },
     // The chain watchers' list of addresses to watch, and what was added since (services/chains).
     { properties: ["network", "environment", "watchXid", "id"] },
+    // The few intents the valuation sweep reads (valuation.ts), oldest first.
+    { name: "payment_intents_fiat_value_due_index", properties: ["fiatValueDueSince"], where: `"fiat_value_due_since" is not null` },
   ],
   uniques: [{ properties: ["network", "depositAddress"] }],
 });

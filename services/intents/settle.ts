@@ -1,11 +1,12 @@
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import { findCurrency } from "../vocabulary/currencies.ts";
-import { parseRate, valueAtRate } from "../rates/rate-math.ts";
+import { valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
-import { markDetected, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
+import { markDetected, markFiatValueDue, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
+import { unvalued, valuationRate } from "./valuation.ts";
 import { recordEvents } from "../events/record.ts";
 import type { EntityManager } from "../platform/db.ts";
 
@@ -56,7 +57,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   if (locked.length === 0) return [];
   const outputsOf = await chainOutputs.of(tx, locked.map((r) => r.id));
   // Before the intents' transactions are copied from the outputs below.
-  const valued = fiatValues(intents, locked, outputsOf, now);
+  const { values: valued, due } = fiatValues(intents, locked, outputsOf, now);
   const changes: CountedChange[] = [];
   const amounts: { id: string; amount: string }[] = [];
   const plans = locked.map((row) => {
@@ -91,6 +92,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   await chainOutputs.markCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
   await chainOutputs.setFiatValues(tx, valued);
+  await markFiatValueDue(tx, due, now);
 
   const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
   const settled = await intents.moveMany(tx, moves);
@@ -105,28 +107,34 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
  * What each output of a fiat-priced intent's asset was worth in its price currency, fixed by the
  * settlement that first sees it, so the merchant's books need no second lookup: at the intent's
  * quote while the quote holds (its payment window: what the shopper was asked to pay at), at the
- * market's rate of the moment for a late payment (none fixed while no rate is fresh: the next
- * settlement tries again). Rounded down to the currency's places. Sets them on the outputs too.
+ * market's rate of the moment for a late payment (valuation.ts has the rule). Rounded down to the
+ * currency's places. Sets them on the outputs too. With no fresh rate the intent is returned as
+ * `due`: marked, it is the valuation sweep's (valuation.ts), which values it at the first fresh
+ * rate and says so in its timeline; until then settlements leave its values to the sweep, so that
+ * a value fixed after the fact is always told.
  */
-function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: ReadonlyMap<string, IntentOutput[]>, now: Date): { id: number; value: string }[] {
+function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: ReadonlyMap<string, IntentOutput[]>, now: Date): { values: { id: number; value: string }[]; due: string[] } {
   const values: { id: number; value: string }[] = [];
+  const due: string[] = [];
   for (const row of rows) {
-    if (!row.price) continue;
+    if (!row.price || row.fiatValueDueSince) continue;
     const asset = findAsset(row.network, row.asset);
     const currency = findCurrency(row.price.currency);
     if (!asset || !currency) continue;
-    const pending = (outputsOf.get(row.id) ?? []).filter((o) => o.asset === row.asset && o.fiatValue === undefined && !o.orphaned);
+    const pending = unvalued(row, outputsOf.get(row.id) ?? []);
     if (pending.length === 0) continue;
-    const quoted = parseRate(row.price.rate);
-    const market = () => intents.rates?.quote(row.asset, currency.code, row.environment === "live" ? "live" : "test", now.getTime())?.rate;
-    const rate = now.getTime() <= row.expiresAt.getTime() ? quoted : market();
-    if (rate === undefined) continue;
+    // Each is seen by this settlement: its moment is `now`.
+    const rate = valuationRate(intents, row, now, now.getTime());
+    if (rate === undefined) {
+      due.push(row.id);
+      continue;
+    }
     for (const o of pending) {
-      o.fiatValue = valueAtRate(o.amount, asset.decimals, rate, currency.decimals);
+      o.fiatValue = valueAtRate(o.amount, asset.decimals, rate.rate, currency.decimals);
       values.push({ id: o.id, value: o.fiatValue });
     }
   }
-  return values;
+  return { values, due };
 }
 
 /**

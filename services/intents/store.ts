@@ -41,6 +41,11 @@ export interface IntentRow {
   cancelUrl: string | null;
   /** A fiat-priced intent's price and the quote its requested amount was computed at; null when priced in its asset. */
   price: IntentPrice | null;
+  /**
+   * Since when an output of its asset has waited for its fiat value (seen while no rate was
+   * fresh); the valuation sweep gives it one (valuation.ts). Null or unset: none waits.
+   */
+  fiatValueDueSince?: Date | null;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
 }
@@ -75,7 +80,7 @@ const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_refere
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
   i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
-  i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at`;
+  i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since`;
 
 interface DbRow {
   id: string;
@@ -107,6 +112,7 @@ interface DbRow {
   quote_rate: string | null;
   quote_sources: string[] | string | null;
   quoted_at: Date | string | null;
+  fiat_value_due_since: Date | string | null;
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -147,6 +153,7 @@ function fromDb(r: DbRow): IntentRow {
             sources: typeof r.quote_sources === "string" ? (JSON.parse(r.quote_sources) as string[]) : (r.quote_sources ?? []),
             quotedAt: new Date(r.quoted_at),
           },
+    fiatValueDueSince: date(r.fiat_value_due_since),
   };
 }
 
@@ -423,4 +430,44 @@ export async function markDetected(em: EntityManager, ids: readonly string[], at
   if (ids.length === 0) return [];
   const rows = await em.execute<{ id: string }[]>(`update payment_intents set detected_at = ? where id = any(?::text[]) and detected_at is null returning id`, [at, `{${ids.join(",")}}`]);
   return rows.map((r) => r.id);
+}
+
+/**
+ * Marks intents as having an output that waits for its fiat value (settlement saw it while no rate
+ * was fresh), since `at` unless marked already: the valuation sweep reads only marked intents.
+ */
+export async function markFiatValueDue(em: EntityManager, ids: readonly string[], at: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await em.execute(`update payment_intents set fiat_value_due_since = ? where id = any(?::text[]) and fiat_value_due_since is null`, [at, `{${ids.join(",")}}`]);
+}
+
+/** Intents none of whose outputs waits for its fiat value any more. */
+export async function clearFiatValueDue(em: EntityManager, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await em.execute(`update payment_intents set fiat_value_due_since = null where id = any(?::text[]) and fiat_value_due_since is not null`, [`{${ids.join(",")}}`]);
+}
+
+/** A pair with a rate now: an asset in a price currency, in an environment. */
+export interface QuotablePair {
+  asset: string;
+  currency: string;
+  environment: string;
+}
+
+/**
+ * Claims intents whose outputs wait for their fiat value and whose pair has a rate now (`quotable`),
+ * oldest mark first: those of a pair with none are not read, so they never hold up the others.
+ * Locked rows are skipped, not waited for: another process's sweep (or a settlement) has them,
+ * and after it commits the mark is gone or the row is claimed by the next pass.
+ */
+export async function claimFiatValueDue(em: EntityManager, quotable: readonly QuotablePair[], batch: number): Promise<IntentRow[]> {
+  if (quotable.length === 0) return [];
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from payment_intents i
+      where i.fiat_value_due_since is not null
+        and (i.asset, i.price_currency, i.environment) in (select q.asset, q.currency, q.environment from json_to_recordset(?::json) as q(asset text, currency text, environment text))
+      order by i.fiat_value_due_since, i.id limit ? for update skip locked`,
+    [JSON.stringify(quotable), batch],
+  );
+  return rows.map(fromDb);
 }

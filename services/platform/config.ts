@@ -186,7 +186,7 @@ function retentionSettings(env: Env): RetentionSettings {
 export interface RateSettings {
   /** RATE_SOURCES: kraken, coinbase, bitstamp (the default, all three) and fixed (development, Test only). */
   sources: ("kraken" | "coinbase" | "bitstamp" | "fixed")[];
-  /** RATE_SOURCE_<NAME>_URL: an exchange's API base URL instead of its public one. */
+  /** RATE_SOURCE_<NAME>_URL: an exchange's API base URL instead of its public one; https unless on this machine. */
   urls: { kraken?: string; coinbase?: string; bitstamp?: string };
   /** RATE_REFRESH_SECONDS: how often every pair is read again from every source, in the background. */
   refreshSeconds: number;
@@ -194,13 +194,40 @@ export interface RateSettings {
   maxAgeSeconds: number;
   /** RATE_MAX_SPREAD_BPS: an answer further than this from the median of the fresh ones is an outlier and dropped. */
   maxSpreadBps: number;
-  /** RATE_MIN_SOURCES: agreeing fresh answers a quote needs (default 2 when 2 or more sources are configured, else 1). */
+  /**
+   * RATE_MIN_SOURCES: agreeing fresh answers a quote needs (default 2 when 2 or more sources are
+   * configured, else 1). A Live quote needs at least 2 whatever it says, and below 2 it stops the
+   * start of an installation with Live keys (rates/engine.ts, liveMinSources).
+   */
   minSources: number;
   /** RATE_STABLECOIN_PEG: 1 (default) prices USDC and USDT 1:1 in USD; 0 quotes them like any asset. */
   stablecoinPeg: boolean;
 }
 
 const rateSourceNames = ["kraken", "coinbase", "bitstamp", "fixed"] as const;
+
+/**
+ * RATE_SOURCE_<NAME>_URL: an exchange's API base URL. Every exchange's answers price Live intents
+ * (only the development source, fixed, is Test only), so it is https unless on this machine (a
+ * local fake in tests), as a Live node's URL is; whoever is on the path to an exchange over plain
+ * http could answer for it. The value is never repeated in a refusal: a proxy's URL may hold a token.
+ */
+function rateSourceUrl(name: string, raw: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute http(s) URL of the exchange's API`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ConfigError(`${name} must be an http(s) URL of the exchange's API, got the scheme ${parsed.protocol.slice(0, -1)}`);
+  }
+  if (parsed.username !== "" || parsed.password !== "") throw new ConfigError(`${name} must not carry a user or password: the exchanges' public APIs take none`);
+  if (parsed.protocol === "http:" && !loopbackHost(parsed.hostname)) {
+    throw new ConfigError(`${name} must be https to a host other than this machine (${parsed.hostname} over http): anyone on the path could answer for an exchange whose rates price Live intents`);
+  }
+  return raw.replace(/\/+$/, "");
+}
 
 function rateSettings(env: Env): RateSettings {
   const raw = optional(env, "RATE_SOURCES") ?? "kraken,coinbase,bitstamp";
@@ -213,7 +240,8 @@ function rateSettings(env: Env): RateSettings {
   const urls: RateSettings["urls"] = {};
   for (const name of ["kraken", "coinbase", "bitstamp"] as const) {
     const key = `RATE_SOURCE_${name.toUpperCase()}_URL`;
-    if (optional(env, key) !== undefined) urls[name] = url(env, key, "");
+    const given = optional(env, key);
+    if (given !== undefined) urls[name] = rateSourceUrl(key, given);
   }
   const peg = optional(env, "RATE_STABLECOIN_PEG") ?? "1";
   if (peg !== "0" && peg !== "1") throw new ConfigError(`RATE_STABLECOIN_PEG must be 1 or 0, got "${peg}"`);

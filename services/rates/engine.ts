@@ -4,7 +4,7 @@ import type { Logger } from "../platform/logger.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { currencyCodes } from "../vocabulary/currencies.ts";
 import { invertRate, parseRate, quoteFrom, rateDecimals, type Answer, type QuoteRule } from "./rate-math.ts";
-import { pairName, sourceFor, type Pair, type RateSource } from "./sources.ts";
+import { pairName, RefusedAnswer, sourceFor, type Pair, type RateSource } from "./sources.ts";
 
 /** Stablecoins of the US dollar: 1 USD each while the peg setting is on. */
 export const usdStablecoins: ReadonlySet<string> = new Set(["USDC", "USDT"]);
@@ -13,6 +13,27 @@ export const usdStablecoins: ReadonlySet<string> = new Set(["USDC", "USDT"]);
 export interface EngineQuote {
   rate: bigint;
   sources: string[];
+}
+
+/**
+ * The fewest agreeing sources a Live quote takes, whatever RATE_MIN_SOURCES says: one exchange's
+ * word (or that of whoever answers for it) never prices a Live intent. With Live keys in use a
+ * lower RATE_MIN_SOURCES stops the start (liveRatesRefusal); this holds for keys made after it.
+ */
+export const liveMinSources = 2;
+
+/**
+ * Why these settings cannot price Live intents in an installation with Live keys, or undefined
+ * when they can. RATE_MIN_SOURCES below liveMinSources is refused once an exchange is configured;
+ * with the development source alone (RATE_SOURCES=fixed) Live creates in fiat are refused anyway.
+ */
+export function liveRatesRefusal(settings: RateSettings): string | undefined {
+  const exchanges = settings.sources.filter((s) => s !== "fixed");
+  if (exchanges.length === 0 || settings.minSources >= liveMinSources) return undefined;
+  return (
+    `RATE_MIN_SOURCES is ${settings.minSources}${exchanges.length === 1 && settings.sources.length === 1 ? " (the default with one source)" : ""} and this installation has Live keys: ` +
+    `a Live quote needs at least ${liveMinSources} sources to agree; set RATE_SOURCES to ${liveMinSources} or more exchanges (kraken,coinbase,bitstamp) and RATE_MIN_SOURCES to ${liveMinSources} or more`
+  );
 }
 
 /** How long one read of one source may take; a slower source misses this round. */
@@ -65,8 +86,9 @@ export class RateEngine {
     }
   }
 
-  get #rule(): QuoteRule {
-    return { maxAgeMs: this.settings.maxAgeSeconds * 1000, maxSpreadBps: this.settings.maxSpreadBps, minSources: this.settings.minSources };
+  #rule(environment: "test" | "live"): QuoteRule {
+    const minSources = environment === "live" ? Math.max(this.settings.minSources, liveMinSources) : this.settings.minSources;
+    return { maxAgeMs: this.settings.maxAgeSeconds * 1000, maxSpreadBps: this.settings.maxSpreadBps, minSources };
   }
 
   /** Starts the background refresh: once now, then every RATE_REFRESH_SECONDS. */
@@ -93,7 +115,7 @@ export class RateEngine {
     for (const environment of ["test", "live"] as const) {
       if (environment === "test" && this.#sources.every((s) => !s.testOnly)) continue;
       for (const pair of this.#pairs) {
-        for (const source of quoteFrom(this.#answersOf(pair, environment), Date.now(), this.#rule).outliers) this.#metrics?.outliers.inc({ source, pair: pairName(pair) });
+        for (const source of quoteFrom(this.#answersOf(pair, environment), Date.now(), this.#rule(environment)).outliers) this.#metrics?.outliers.inc({ source, pair: pairName(pair) });
       }
     }
   }
@@ -107,7 +129,10 @@ export class RateEngine {
     } catch (err) {
       if (this.#stopped.signal.aborted) return;
       this.#metrics?.errors.inc({ source: source.name, pair: pairName(pair) });
-      this.#logger?.debug({ source: source.name, pair: pairName(pair), err: (err as Error).message }, "rate source read failed");
+      // An answer that is not the ticker asked for (another pair, or over the size cap) is a
+      // source to look at, said at warn; one that is down or slow is counted and said at debug.
+      if (err instanceof RefusedAnswer) this.#logger?.warn({ source: source.name, pair: pairName(pair), err: err.message }, "rate source answer refused");
+      else this.#logger?.debug({ source: source.name, pair: pairName(pair), err: (err as Error).message }, "rate source read failed");
     }
   }
 
@@ -125,10 +150,10 @@ export class RateEngine {
     if (this.settings.stablecoinPeg && usdStablecoins.has(asset)) {
       if (currency === "USD") return { rate: 10n ** BigInt(rateDecimals), sources: ["peg"] };
       // The sources quote the currency in dollars (EUR-USD): a dollar in it is the inverse.
-      const q = quoteFrom(this.#answersOf({ base: currency, quote: "USD" }, environment), now, this.#rule);
+      const q = quoteFrom(this.#answersOf({ base: currency, quote: "USD" }, environment), now, this.#rule(environment));
       return q.ok ? { rate: invertRate(q.rate), sources: q.sources } : undefined;
     }
-    const q = quoteFrom(this.#answersOf({ base: asset, quote: currency }, environment), now, this.#rule);
+    const q = quoteFrom(this.#answersOf({ base: asset, quote: currency }, environment), now, this.#rule(environment));
     return q.ok ? { rate: q.rate, sources: q.sources } : undefined;
   }
 
@@ -140,7 +165,7 @@ export class RateEngine {
 
   /** Whether every pair quotes in the environment now (go-live readiness asks it of Live). */
   fresh(environment: "test" | "live", now = Date.now()): { ok: boolean; failing: string[] } {
-    const failing = this.#pairs.filter((p) => !quoteFrom(this.#answersOf(p, environment), now, this.#rule).ok).map(pairName);
+    const failing = this.#pairs.filter((p) => !quoteFrom(this.#answersOf(p, environment), now, this.#rule(environment)).ok).map(pairName);
     return { ok: failing.length === 0, failing };
   }
 }

@@ -36,6 +36,7 @@ import { Migration20261128100000_Retention } from "./Migration20261128100000_Ret
 import { Migration20261128220000_HaltedDepthLowerBound } from "./Migration20261128220000_HaltedDepthLowerBound.ts";
 import { Migration20261128230000_TimePartitions } from "./Migration20261128230000_TimePartitions.ts";
 import { Migration20261201230000_ResumeSpentOnItsHalt } from "./Migration20261201230000_ResumeSpentOnItsHalt.ts";
+import { Migration20261202090000_FiatValueDue } from "./Migration20261202090000_FiatValueDue.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -76,4 +77,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128220000_HaltedDepthLowerBound", class: Migration20261128220000_HaltedDepthLowerBound },
   { name: "Migration20261128230000_TimePartitions", class: Migration20261128230000_TimePartitions },
   { name: "Migration20261201230000_ResumeSpentOnItsHalt", class: Migration20261201230000_ResumeSpentOnItsHalt },
+  { name: "Migration20261202090000_FiatValueDue", class: Migration20261202090000_FiatValueDue },
 ];
