@@ -86,7 +86,7 @@ export const ChainBlock = defineEntity({
     time: p.datetime().length(3).nullable(),
     best: p.boolean(),
     reportedAt: p.datetime().length(3),
-    /** The chain's work up to this block (bitcoin's chainwork, as a number); null where the chain is chosen by height (EVM). */
+    /** The chain's work up to this block (bitcoin: the watcher's sum of its headers' work above its checkpoint, as a number); null where the chain is chosen by height (EVM, bitcoin test networks without a header chain). */
     work: p.decimal("string").precision(80).scale(0).nullable(),
     /**
      * A side branch's block (not best) keeps the outputs reported in it here, until its branch

@@ -1,4 +1,5 @@
 import type { HeaderFields } from "./bitcoin-checks.ts";
+import { readCappedText } from "../platform/capped-body.ts";
 import { defaultMaxResponseBytes } from "../platform/config.ts";
 
 /** What the watcher asks of a Bitcoin Core node, through its documented JSON-RPC (bitcoind's `-server`). */
@@ -18,6 +19,16 @@ export interface BitcoinNode {
   block(hash: string): Promise<string | undefined>;
   /** A block's header (`getblockheader <hash>`), or undefined if the node does not know the hash. */
   header(hash: string): Promise<HeaderFields | undefined>;
+  /**
+   * The best chain's hashes at `heights` (`getblockhash`, one JSON-RPC batch), undefined past the
+   * head: many heights in one request, for the header chain (bitcoin-headers.ts).
+   */
+  hashesAt(heights: readonly number[]): Promise<(string | undefined)[]>;
+  /**
+   * The 80-byte headers of `hashes` as hex (`getblockheader <hash> false`, one batch), undefined
+   * where the node does not know the hash. Bytes, never the decoded JSON: the header chain hashes them.
+   */
+  rawHeaders(hashes: readonly string[]): Promise<(string | undefined)[]>;
   /** The txids in the node's mempool (`getrawmempool`). */
   mempool(): Promise<string[]>;
   /**
@@ -47,31 +58,9 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
-/**
- * The body of `res` as text, read as a stream and given up (the connection cancelled) as soon as
- * it is longer than `maxBytes`: a node answering without end costs at most the cap.
- */
-export async function cappedText(res: Response, maxBytes: number, method: string): Promise<string> {
-  const declared = Number(res.headers.get("content-length") ?? Number.NaN);
-  if (declared > maxBytes) {
-    await res.body?.cancel().catch(() => {});
-    throw new ResponseTooLargeError(method, maxBytes);
-  }
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let length = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    length += value.byteLength;
-    if (length > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw new ResponseTooLargeError(method, maxBytes);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, length).toString("utf8");
+/** The body of `res` as text, given up as soon as it is longer than `maxBytes` (platform/capped-body.ts). */
+export function cappedText(res: Response, maxBytes: number, method: string): Promise<string> {
+  return readCappedText(res, maxBytes, () => new ResponseTooLargeError(method, maxBytes));
 }
 
 /** RPC_INVALID_PARAMETER: getblockhash past the head. */
@@ -113,6 +102,41 @@ export function bitcoinNode(url: string, timeoutMs = 20_000, maxResponseBytes = 
     return body.result as T;
   }
 
+  /**
+   * Calls of one method in one JSON-RPC batch (an array: Bitcoin Core answers each in order of its
+   * id, errors per call); a call that fails with `missing` is undefined, any other error fails all.
+   */
+  async function batch<T>(method: string, paramsList: readonly unknown[][], missing: number): Promise<(T | undefined)[]> {
+    if (paramsList.length === 0) return [];
+    const first = id + 1;
+    id += paramsList.length;
+    const res = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+      body: JSON.stringify(paramsList.map((params, i) => ({ jsonrpc: "1.0", id: first + i, method, params }))),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    if (res.status === 401 || res.status === 403) throw new Error(`${method}: the node refused the credentials (HTTP ${res.status}); check the URL's rpcauth user and password`);
+    const text = await cappedText(res, maxResponseBytes, method);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new Error(`${method}: the node answered HTTP ${res.status} with no JSON-RPC body`);
+    }
+    if (!Array.isArray(body)) throw new Error(`${method}: the node answered a batch of ${paramsList.length} with no array (HTTP ${res.status})`);
+    const byId = new Map<unknown, { result?: T; error?: { code: number; message: string } | null }>(body.map((r) => [r?.id, r]));
+    return paramsList.map((_, i) => {
+      const r = byId.get(first + i);
+      if (!r) throw new Error(`${method}: the node's batch answer has no reply to call ${first + i}`);
+      if (r.error) {
+        if (r.error.code === missing) return undefined;
+        throw new RpcError(method, r.error.code, r.error.message);
+      }
+      return r.result;
+    });
+  }
+
   return {
     async info() {
       const r = await call<{ chain: string; initialblockdownload?: boolean; chainwork?: unknown }>("getblockchaininfo", []);
@@ -144,6 +168,12 @@ export function bitcoinNode(url: string, timeoutMs = 20_000, maxResponseBytes = 
         if (err instanceof RpcError && err.code === unknownBlock) return undefined;
         throw err;
       }
+    },
+    async hashesAt(heights) {
+      return batch<string>("getblockhash", heights.map((h) => [h]), invalidParameter);
+    },
+    async rawHeaders(hashes) {
+      return batch<string>("getblockheader", hashes.map((h) => [h, false]), unknownBlock);
     },
     async mempool() {
       return call<string[]>("getrawmempool", []);

@@ -2,7 +2,8 @@ import { formatUnits } from "viem";
 import { bitcoinScript } from "../addresses/formats.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
 import { checkWitnessCommitment, parseBlock, parseTransaction, type ParsedBlock, type ParsedTx, type TxInput } from "./bitcoin-bytes.ts";
-import { checkHeader, checkTransactions, mainnetNextBits, mainnetPowLimit, merkleRoot, parseBits, retargetInterval, type HeaderFields } from "./bitcoin-checks.ts";
+import { checkHeader, checkTransactions, mainnetPowLimit, merkleRoot } from "./bitcoin-checks.ts";
+import { HeaderChain, mainnetCheckpoint, regtestGenesis, type Checkpoint } from "./bitcoin-headers.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import { BlockRefused } from "./block-refused.ts";
 import type { ChainSource, Output } from "./follow.ts";
@@ -40,21 +41,26 @@ export class BitcoinWatched implements WatchedAddresses {
  *
  * Nothing of a block is believed before it is checked: its bytes must hash to the hash the node
  * named at that height, every txid is computed from the transaction's bytes and the amounts and
- * scripts counted are parsed from the same bytes (bitcoin-bytes.ts), and then blockChecks. A block
- * that fails is a BlockRefused, and the read fails whole (the caller retries it with backoff).
+ * scripts counted are parsed from the same bytes (bitcoin-bytes.ts), its proof of work, merkle
+ * root and witness commitment must hold. A block that fails is a BlockRefused, and the read fails
+ * whole (the caller retries it with backoff).
  *
- * The node's `chainwork` is not passed on: it is the node's word, and a node that inflated it
- * would make the core take its branch. The core compares bitcoin branches by height, each block's
- * proof of work checked here (and on Live its bits by mainnet's rule), so a longer branch is one
- * somebody mined (docs/payments.md, "Bitcoin").
+ * On mainnet (Live: the node proved it serves mainnet) and regtest, the hash asked for at each
+ * height is one of the watcher's own header chain (bitcoin-headers.ts): linked by hash down to a
+ * compiled-in checkpoint (regtest: its block 0), each header's bits by mainnet's retarget rule,
+ * and each block's chainwork summed there from the headers' bits. The node's own `chainwork` is
+ * never taken. Other test networks (testnet3, testnet4, signet) keep their own difficulty rules
+ * and are not followed from a checkpoint: their blocks' proof of work is checked against their
+ * own bits, and the core compares their branches by height (docs/payments.md, "Bitcoin").
  */
 export function bitcoinSource(
   node: BitcoinNode,
   asset: AssetInfo,
   watched: BitcoinWatched,
-  o: { rules: "mainnet" | "test"; sawBlocks?: (blocks: readonly ParsedBlock[]) => void },
+  o: { rules: "mainnet" | "test"; sawBlocks?: (blocks: readonly ParsedBlock[]) => void; checkpoint?: Checkpoint },
 ): ChainSource {
-  const check = blockChecks(node, o.rules);
+  const powLimit = o.rules === "mainnet" ? mainnetPowLimit : undefined;
+  const chain = headerChainOf(node, o.rules, o.checkpoint);
   return {
     // Mainnet blocks are up to ~4 MB (8 MB of hex): a few at a time.
     batchBlocks: 4,
@@ -63,9 +69,11 @@ export function bitcoinSource(
       return (await node.hashAt(height))?.toLowerCase();
     },
     async read(from, to) {
-      const heights = Array.from({ length: to - from + 1 }, (_, i) => from + i);
-      const hashes = await Promise.all(heights.map((h) => node.hashAt(h)));
-      if (hashes.some((h) => h === undefined)) return undefined;
+      const headers = await chain();
+      const hashes = headers
+        ? await headers.hashes(from, to)
+        : await Promise.all(Array.from({ length: to - from + 1 }, (_, i) => node.hashAt(from + i)));
+      if (!hashes || hashes.some((h) => h === undefined)) return undefined;
       // A failed read of several blocks (a timeout, the node's work queue full) is tried again in
       // halves, down to one block at a time; a block that cannot be read on its own is named.
       const raw = await readInParts(from, to, async (f, t) => {
@@ -77,9 +85,11 @@ export function bitcoinSource(
         const asked = { height: from + i, hash: (hashes[i] as string).toLowerCase() };
         const b = parseBlock(hex, asked);
         if (b.hash !== asked.hash) throw new BlockRefused("header", asked, `its bytes hash to ${b.hash}, not the hash the node named at height ${asked.height}`);
+        checkHeader(b, powLimit);
+        checkTransactions(b);
+        checkWitnessCommitment(b, merkleRoot);
         return b;
       });
-      await check(blocks);
       o.sawBlocks?.(blocks);
       const outputs: Output[] = [];
       for (const b of blocks) {
@@ -101,69 +111,36 @@ export function bitcoinSource(
         }
       }
       return {
-        blocks: blocks.map((b) => ({ height: b.height, hash: b.hash, parentHash: b.previousblockhash, time: b.time })),
+        blocks: blocks.map((b) => ({
+          height: b.height,
+          hash: b.hash,
+          parentHash: b.previousblockhash,
+          time: b.time,
+          ...(headers ? { chainwork: headers.workAt(b.height).toString(16) } : {}),
+        })),
         outputs,
       };
     },
   };
 }
 
-/** Headers kept for the target rule: the parent of the next block read is among them but after a restart or a fork. */
-const headersKept = 64;
-
 /**
- * Checks each block read, in order, before anything of it is believed: its header fields hash to
- * the hash the node named and that hash meets the target of its bits; its transactions' merkle
- * root is its header's, no txid twice. On mainnet (Live: the node proved it serves mainnet) its
- * bits must also be what the chain's rules give it (mainnetNextBits): its parent's, or at a
- * retarget height the parent's target scaled by the period's time. The parent's header is the
- * block read before it; only when it was not read here (the first read after a start or a fork)
- * is it asked for (`getblockheader`, one call), and at a retarget height the period's first block
- * (`getblockhash`, `getblockheader`: two calls every 2016 blocks). Test networks keep their own
- * difficulty rules (testnet3's 20-minute minimum-difficulty blocks, testnet4, signet, regtest):
- * only the proof of work and the merkle root are checked there, and no call is made.
+ * The header chain a source reads through, decided at its first read: mainnet's from its
+ * checkpoint (or the one given: tests), regtest's from its block 0; none for other test networks
+ * (their block 0 is not regtest's), whose difficulty rules are not checked here.
  */
-function blockChecks(node: BitcoinNode, rules: "mainnet" | "test"): (blocks: readonly ParsedBlock[]) => Promise<void> {
-  const powLimit = rules === "mainnet" ? mainnetPowLimit : undefined;
-  const known = new Map<string, { height: number; bits: number; time: number }>();
-  const facts = (h: HeaderFields) => ({ height: h.height, bits: parseBits(h.bits) as number, time: h.time });
-  const keep = (h: HeaderFields) => {
-    known.set(h.hash.toLowerCase(), facts(h));
-    for (const oldest of known.keys()) {
-      if (known.size <= headersKept) break;
-      known.delete(oldest);
-    }
-  };
-  /** A header the node serves by hash, checked on its own (its hash, its proof of work). */
-  const header = async (hash: string, what: string): Promise<HeaderFields> => {
-    const h = await node.header(hash);
-    if (!h) throw new Error(`getblockheader: the node does not know ${what} ${hash}`);
-    if (String(h.hash).toLowerCase() !== hash.toLowerCase()) throw new BlockRefused("header", h, `the node answered it for ${what} ${hash}`);
-    checkHeader(h, powLimit);
-    return h;
-  };
-  return async (blocks) => {
-    for (const b of blocks) {
-      checkHeader(b, powLimit);
-      checkTransactions(b);
-      checkWitnessCommitment(b, merkleRoot);
-      if (rules === "mainnet" && b.height > 0) {
-        const prev = String(b.previousblockhash).toLowerCase();
-        const parent = known.get(prev) ?? facts(await header(prev, `the parent of block ${b.height}`));
-        if (parent.height !== b.height - 1) throw new BlockRefused("target", b, `its parent ${prev} is at height ${parent.height}`);
-        let periodStart: number | undefined;
-        if (b.height % retargetInterval === 0) {
-          const first = await node.hashAt(b.height - retargetInterval);
-          if (first === undefined) throw new Error(`getblockhash ${b.height - retargetInterval}: the node has no block there`);
-          periodStart = (await header(first, `block ${b.height - retargetInterval}`)).time;
-        }
-        const expected = mainnetNextBits(b.height, parent, periodStart);
-        if (parseBits(b.bits) !== expected) {
-          throw new BlockRefused("target", b, `bits ${b.bits}, where mainnet's rules give ${expected.toString(16).padStart(8, "0")}`);
-        }
-      }
-      keep(b);
-    }
+function headerChainOf(node: BitcoinNode, rules: "mainnet" | "test", given: Checkpoint | undefined): () => Promise<HeaderChain | undefined> {
+  let decided: Promise<HeaderChain | undefined> | undefined;
+  return () => {
+    decided ??= (async () => {
+      if (rules === "mainnet") return new HeaderChain(node, given ?? mainnetCheckpoint, "mainnet");
+      const genesis = given ?? regtestGenesis;
+      return (await node.hashAt(genesis.height))?.toLowerCase() === genesis.hash ? new HeaderChain(node, genesis, "test") : undefined;
+    })().catch((err: unknown) => {
+      decided = undefined;
+      throw err;
+    });
+    return decided;
   };
 }
 

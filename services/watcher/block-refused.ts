@@ -6,7 +6,7 @@
  */
 
 /** Which check a block failed: a label of chain_blocks_refused_total and a word of the log line. */
-export type BlockCheck = "header" | "proof_of_work" | "merkle_root" | "duplicate_tx" | "witness_commitment" | "target" | "logs_bloom";
+export type BlockCheck = "header" | "proof_of_work" | "merkle_root" | "duplicate_tx" | "witness_commitment" | "target" | "checkpoint" | "logs_bloom";
 
 /** A block that failed a check: nothing of it is believed. */
 export class BlockRefused extends Error {

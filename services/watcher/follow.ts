@@ -47,7 +47,7 @@ export interface SourceBlock {
   parentHash: string;
   /** Seconds since the epoch. */
   time: number;
-  /** The chain's total work up to the block, hex, where the node tells it (bitcoin's chainwork): the core picks branches by it. */
+  /** The chain's work up to the block, hex, where the watcher sums it (bitcoin: its header chain's work above the checkpoint): the core picks branches by it. */
   chainwork?: string;
 }
 

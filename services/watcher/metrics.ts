@@ -27,7 +27,7 @@ export function watcherMetrics(registry: Registry) {
     watched: new Gauge({ name: "chain_watched_addresses", help: "Deposit addresses the watcher looks for.", labelNames, registers }),
     blocksRefused: new Counter({
       name: "chain_blocks_refused_total",
-      help: "Blocks the node served that failed a check (check: header, proof_of_work, merkle_root, duplicate_tx, witness_commitment, target, logs_bloom), counted once per block: nothing of them is reported, and the read is tried again.",
+      help: "Blocks the node served that failed a check (check: header, proof_of_work, merkle_root, duplicate_tx, witness_commitment, target, checkpoint, logs_bloom), counted once per block: nothing of them is reported, and the read is tried again.",
       labelNames: ["network", "environment", "check"] as const,
       registers,
     }),

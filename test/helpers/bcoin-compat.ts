@@ -14,6 +14,8 @@
 //     nonce a number, no previousblockhash                                              false, bytes 76..80); null dropped
 //     for block 0
 //
+// JSON-RPC batches (an array of calls) are answered here call by call, each translated, as an array.
+//
 // Relayed as they are (bcoin answers them as Core does): getrawmempool (an array of txids), and
 // getrawtransaction <txid> 1 of a mempool transaction without txindex (bcoin's Validator takes
 // Core's 1 for true), with vin[].sequence and vout[] as Core writes them.
@@ -73,9 +75,9 @@ export async function startBcoinCompat(target: number): Promise<{ port: number; 
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
-    let call: RpcRequest;
+    let body: RpcRequest | RpcRequest[];
     try {
-      call = JSON.parse(Buffer.concat(chunks).toString());
+      body = JSON.parse(Buffer.concat(chunks).toString());
     } catch {
       res.writeHead(400).end();
       return;
@@ -87,13 +89,20 @@ export async function startBcoinCompat(target: number): Promise<{ port: number; 
           headers: { "content-type": "application/json", ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) },
           body: JSON.stringify(body),
         });
-      const upstream = await post(translate(call));
-      if (upstream.status === 401 || upstream.status === 403) {
-        res.writeHead(upstream.status).end();
+      let denied: number | undefined;
+      const one = async (call: RpcRequest): Promise<RpcReply> => {
+        const upstream = await post(translate(call));
+        if (upstream.status === 401 || upstream.status === 403) denied = upstream.status;
+        if (denied !== undefined) return { result: null, error: null, id: call.id };
+        return translateReply(call, (await upstream.json()) as RpcReply, async (r) => (await (await post(r)).json()) as RpcReply);
+      };
+      // A batch (an array) is answered as Core does: an array of replies, HTTP 200 whatever each says.
+      const reply = Array.isArray(body) ? await Promise.all(body.map(one)) : await one(body);
+      if (denied !== undefined) {
+        res.writeHead(denied).end();
         return;
       }
-      const reply = await translateReply(call, (await upstream.json()) as RpcReply, async (r) => (await (await post(r)).json()) as RpcReply);
-      res.writeHead(reply.error ? 500 : 200, { "content-type": "application/json" }).end(JSON.stringify(reply));
+      res.writeHead(!Array.isArray(reply) && reply.error ? 500 : 200, { "content-type": "application/json" }).end(JSON.stringify(reply));
     } catch {
       res.writeHead(502).end();
     }

@@ -120,31 +120,49 @@ const hashOfBytes = (hex: string) => hashOfHeader(headerOf(hex));
 
 /**
  * The node lies about the block holding the transaction `raw` (its bytes: getblock <hash> 0
- * answers `lie` of them) until the watcher asked for it `reads` times, or (a watcher that
- * believes it reads it once) `believed` says the lie was taken; the caller then stops it. A lie
- * whose header hashes to another hash is told consistently: getblockhash names that hash, and
- * getblock of it answers the lie.
+ * answers `lie` of them, and getblockheader <hash> false the lie's header) until the watcher asked
+ * for it `reads` times, or (a watcher that believes it reads it once) `believed` says the lie was
+ * taken; the caller then stops it. A lie whose header hashes to another hash is told
+ * consistently: getblockhash names that hash at the block's height, and getblockheader and
+ * getblock of it answer the lie.
  */
 async function lyingAbout(raw: string, lie: (hex: string) => string, believed: () => Promise<boolean> = async () => false, reads = 3) {
   let served = 0;
   let real: string | undefined;
+  /** Real hash → the lie told of its block; the lie's hash → the real hash. */
+  const lies = new Map<string, string>();
   const named = new Map<string, string>();
-  node.rewriteParams = (method, params) => (method === "getblock" && named.has(String(params[0])) ? [named.get(String(params[0])), ...params.slice(1)] : params);
-  node.rewrite = (method, result) => {
-    if (method === "getblockhash") return [...named].find(([, r]) => r === result)?.[0] ?? result;
-    if (method !== "getblock" || typeof result !== "string" || !result.includes(raw)) return result;
-    served++;
-    real = result;
-    const told = lie(result);
-    if (hashOfBytes(told) !== hashOfBytes(result)) named.set(hashOfBytes(told), hashOfBytes(result));
-    return told;
+  node.intercept = async (method, params, ask) => {
+    if (method === "getblockhash") {
+      const hash = await ask("getblockhash", params);
+      if (typeof hash !== "string") return undefined;
+      if (!lies.has(hash)) {
+        const hex = await ask("getblock", [hash, 0]);
+        if (typeof hex !== "string" || !hex.includes(raw)) return hash;
+        real = hex;
+        lies.set(hash, lie(hex));
+        named.set(hashOfBytes(lie(hex)), hash);
+      }
+      return hashOfBytes(lies.get(hash) as string);
+    }
+    const realHash = named.get(String(params[0])) ?? String(params[0]);
+    const told = lies.get(realHash);
+    if (told === undefined) return undefined;
+    if (method === "getblockheader" && params[1] === false) {
+      served++;
+      return told.slice(0, 160);
+    }
+    if (method === "getblock" && params[1] === 0) {
+      served++;
+      return told;
+    }
+    return undefined;
   };
   await until(`the lying block read ${reads} times`, async () => (served >= reads || (served > 0 && (await believed())) ? true : undefined), 60_000);
   return {
     real: () => real as string,
     stop: () => {
-      node.rewrite = undefined;
-      node.rewriteParams = undefined;
+      node.intercept = undefined;
     },
   };
 }

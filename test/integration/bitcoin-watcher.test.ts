@@ -114,6 +114,14 @@ t.test("a longer competing chain takes a counted payment away; mined again, it c
   t.equal(back.status, "confirmed", "the same transaction in the new chain counts again");
   t.equal(back.amount_received, "0.3");
   t.same(await events(pi.public_id, 4), ["payment.confirmed", "payment.confirmed", "payment.intent.created", "payment.reorged"]);
+  // The work the core compared the branches by is the watcher's sum from the headers' bits, above
+  // regtest's block 0: 2 for each block at regtest's target (2^256 / (0x7fffff · 2^232 + 1)).
+  const blocks = await s.app.db.em.fork().execute<{ height: string; work: string | null }[]>(
+    `select height, work from chain_blocks where network = 'bitcoin' and environment = 'test' and best and height > ? order by height`,
+    [fork - 2],
+  );
+  t.ok(blocks.length >= 5, "the best chain's blocks around the fork are kept");
+  t.same(blocks.map((b) => [Number(b.height), b.work === null ? null : BigInt(b.work)]), blocks.map((b) => [Number(b.height), 2n * BigInt(b.height)]), "each block's work: 2 × its height");
 });
 
 t.test("a Live intent's address, an address of no intent: nothing counted", async (t) => {

@@ -75,6 +75,9 @@ function mainnetNode(lie: (hex: string) => string = (h) => h) {
   return {
     headHeight: async () => 1,
     hashAt: async (h: number) => [genesis, block1][h]?.hash,
+    hashesAt: async (hs: readonly number[]) => hs.map((h) => [genesis, block1][h]?.hash),
+    // The headers are the real ones whatever the block's bytes: the header chain links; the block must then hash to its header.
+    rawHeaders: async (hashes: readonly string[]) => hashes.map((h) => byHash.get(h)?.hex.slice(0, 160)),
     block: async (hash: string) => (hash === block1.hash ? lie(block1.hex) : byHash.get(hash)?.hex),
     header: async (hash: string) => (byHash.has(hash) ? header(byHash.get(hash)!) : undefined),
   } as unknown as BitcoinNode;
@@ -85,7 +88,7 @@ t.test("the issue's attack: block 1's coinbase output rewritten to 5 000 BTC pay
   const script = bitcoinScript(address)!;
   const watched = new BitcoinWatched();
   watched.add(address);
-  const read = (node: BitcoinNode) => bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched, { rules: "mainnet" }).read(1, 1);
+  const read = (node: BitcoinNode) => bitcoinSource(node, findAsset("bitcoin", "BTC") as AssetInfo, watched, { rules: "mainnet", checkpoint: { height: 0, hash: genesis.hash, source: "mainnet's block 0" } }).read(1, 1);
   t.same((await read(mainnetNode()))?.outputs, [], "the real block pays no watched address");
   // The coinbase's one output (50 BTC to a pubkey) rewritten in the bytes: 5 000 BTC to the watched script.
   const value = Buffer.alloc(8);

@@ -37,6 +37,8 @@ function setup() {
     hashAt: async (h) => id(0xb000 + h),
     block: async () => undefined,
     header: async () => undefined,
+    hashesAt: async (hs) => hs.map((h) => id(0xb000 + h)),
+    rawHeaders: async (hs) => hs.map(() => undefined),
     async mempool() {
       state.rawMempoolCalls++;
       return state.mempool.map((x) => x.txid);

@@ -428,9 +428,11 @@ export type ReportedBlock = Message<"payments.v1.ReportedBlock"> & {
   outputs: ReportedOutput[];
 
   /**
-   * The chain's total work up to this block as the node reports it (bitcoin's
-   * chainwork, hex): a branch becomes best when it has at least as much work
-   * as the best chain. Empty where branches are compared by height (EVM).
+   * The chain's work up to this block as the watcher sums it from the headers
+   * it checked (bitcoin: the work above its checkpoint, hex; never the node's
+   * own chainwork): a branch becomes best when it has at least as much work
+   * as the best chain. Empty where branches are compared by height (EVM,
+   * bitcoin test networks without a header chain).
    *
    * @generated from field: string chainwork = 6;
    */

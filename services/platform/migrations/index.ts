@@ -37,6 +37,7 @@ import { Migration20261128220000_HaltedDepthLowerBound } from "./Migration202611
 import { Migration20261128230000_TimePartitions } from "./Migration20261128230000_TimePartitions.ts";
 import { Migration20261201230000_ResumeSpentOnItsHalt } from "./Migration20261201230000_ResumeSpentOnItsHalt.ts";
 import { Migration20261202090000_FiatValueDue } from "./Migration20261202090000_FiatValueDue.ts";
+import { Migration20261202100000_BitcoinWorkSummedByWatcher } from "./Migration20261202100000_BitcoinWorkSummedByWatcher.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -78,4 +79,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261128230000_TimePartitions", class: Migration20261128230000_TimePartitions },
   { name: "Migration20261201230000_ResumeSpentOnItsHalt", class: Migration20261201230000_ResumeSpentOnItsHalt },
   { name: "Migration20261202090000_FiatValueDue", class: Migration20261202090000_FiatValueDue },
+  { name: "Migration20261202100000_BitcoinWorkSummedByWatcher", class: Migration20261202100000_BitcoinWorkSummedByWatcher },
 ];
