@@ -111,7 +111,7 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       if (!req.since) throw validationError("since", `"since" is required.`);
       const now = new Date();
       const since = retainedSince(pastTime(req.since, "since", now), deps.eventRetentionSeconds, now);
-      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, environment, now));
+      const ids = await inTransaction(em, (tx) => recoverFailedDeliveries(tx, endpointId, since, environment, now, deps.eventRetentionSeconds));
       return { recovered: ids.length, deliveryIds: ids };
     },
 

@@ -1,4 +1,4 @@
-import { hasUnfinishedDelivery } from "./retention.ts";
+import { hasUnfinishedDelivery, withinRetention } from "./retention.ts";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
@@ -142,14 +142,15 @@ export function deliveriesFit(merchantId: string, environment: string): { sql: s
 }
 
 /**
- * An event's stored envelope bytes, if the owner's and kept (events/retention.ts). Read from its
+ * An event's stored envelope bytes, if the owner's and kept (events/retention.ts): within
+ * retention, or kept with all its deliveries by one that has not ended, as they are. Read from its
  * day alone; only an event past retention has its deliveries looked at (a condition on them in the
  * same statement would be planned against every day's deliveries, on every read).
  */
 export async function findEventPayload(em: EntityManager, owner: Owner, id: string, retentionSeconds: number): Promise<{ payload: string } | undefined> {
   const row = await findOwned<{ payload: string; merchant_id: string; environment: string; recent: boolean }>(
     em,
-    `select payload, merchant_id, environment, created_at > now() - make_interval(secs => ${Math.floor(retentionSeconds)}) as recent
+    `select payload, merchant_id, environment, ${withinRetention("ev", retentionSeconds)} as recent
        from webhook_events ev where id = ? and ${createdAtOfId("ev.created_at", "?")}`,
     id,
     owner,

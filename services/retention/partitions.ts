@@ -8,7 +8,8 @@ import { unfinishedSql as unfinished } from "../events/retention.ts";
  * holds every row from before the cutover, then one partition per UTC day, `<table>_pYYYYMMDD`.
  * Partitions are made a week ahead, by every process (an insert with no partition for its day
  * fails); retention detaches and drops a day once all of it is past EVENT_RETENTION and none of its
- * rows is still needed (docs/operations.md, "Retention").
+ * rows is still needed: none is of an event a delivery not ended keeps (docs/webhooks.md and
+ * docs/operations.md, "Retention").
  */
 
 export const partitionedTables = [
@@ -124,11 +125,16 @@ export function daysCovered(partitions: readonly Partition[], now: Date): number
   return least === Infinity ? 0 : least;
 }
 
-/** Whether a row of the partition is still needed: a delivery that has not ended, its event, or its attempts. */
+/**
+ * Whether a row of the partition is still needed: one of an event that a delivery not ended keeps
+ * (the event, every delivery of it, their attempts), since an event and its deliveries are kept,
+ * and answer, together (events/retention.ts). Read from the deliveries not ended, a few, outwards.
+ */
 function neededSql(p: Partition): string {
-  if (p.table === "webhook_deliveries") return `select exists (select 1 from "${p.name}" where status in ${unfinished})`;
-  if (p.table === "webhook_events") return `select exists (select 1 from webhook_deliveries d join "${p.name}" e on e.id = d.event_id where d.status in ${unfinished})`;
-  return `select exists (select 1 from webhook_deliveries d join "${p.name}" a on a.delivery_id = d.id where d.status in ${unfinished})`;
+  const kept = `select k.event_id from webhook_deliveries k where k.status in ${unfinished}`;
+  if (p.table === "webhook_deliveries") return `select exists (select 1 from "${p.name}" d where d.event_id in (${kept}))`;
+  if (p.table === "webhook_events") return `select exists (select 1 from "${p.name}" e where e.id in (${kept}))`;
+  return `select exists (select 1 from webhook_deliveries d join "${p.name}" a on a.delivery_id = d.id where d.event_id in (${kept}))`;
 }
 
 async function needed(em: Session, p: Partition): Promise<boolean> {
@@ -153,8 +159,9 @@ export function expiredPartitions(partitions: readonly Partition[], settings: Pi
 /**
  * Drops the partitions whose whole day is past EVENT_RETENTION (and dropMarginSeconds), unless a
  * row of one is still needed: it waits for a later run. Each is detached CONCURRENTLY (no lock
- * that stops reads or writes of the table; not inside a transaction), checked again (a replay
- * that committed meanwhile puts it back), and dropped. Returns the rows each table lost.
+ * that stops reads or writes of the table; not inside a transaction), checked again (a delivery
+ * that committed meanwhile puts it back: a replay no longer can, past retention, but an operator's
+ * recovery still under way can), and dropped. Returns the rows each table lost.
  *
  * One run at a time drops days: its statements go on one connection that holds a session
  * advisory lock. Two runs at once (a lease taken over from a holder that was only slow) would

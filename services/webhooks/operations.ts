@@ -3,6 +3,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { recordEvent } from "../events/record.ts";
 import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
+import { defaultEventRetentionSeconds } from "../events/retention.ts";
 import { generateSigningSecret, type SecretBox } from "./secrets.ts";
 import { checkEnabledCap } from "./store.ts";
 import { deliveryTimeOf } from "../platform/time-partitions.ts";
@@ -62,9 +63,19 @@ export async function rotateSigningSecret(
  * Replays the endpoint's failed deliveries created at or after `since` that have no replay yet,
  * as the replay route does: a new pending delivery of the same event (the same bytes), replay_of
  * the failed one. Running it again replays only what failed since (replays that failed included).
- * The endpoint's row lock serialises concurrent recoveries, so none is replayed twice.
+ * The endpoint's row lock serialises concurrent recoveries, so none is replayed twice. A failed
+ * delivery made since whose event is past EVENT_RETENTION (`retentionSeconds`, the configured one
+ * from AdminService; the default's for a caller with no config) is not replayed (a replay of an old
+ * event, made while it was within retention), as the replay route refuses it (insertReplays).
  */
-export async function recoverFailedDeliveries(em: EntityManager, endpointId: string, since: Date, environment: Environment | undefined, now = new Date()): Promise<string[]> {
+export async function recoverFailedDeliveries(
+  em: EntityManager,
+  endpointId: string,
+  since: Date,
+  environment: Environment | undefined,
+  now = new Date(),
+  retentionSeconds = defaultEventRetentionSeconds,
+): Promise<string[]> {
   const endpoint = await lockEndpoint(em, endpointId, environment);
   if (endpoint.status !== "enabled") throw apiError("invalid_state", "The endpoint is disabled: nothing can be delivered to it.", "endpoint_id");
   const failed = await em.execute<{ id: string }[]>(
@@ -74,7 +85,7 @@ export async function recoverFailedDeliveries(em: EntityManager, endpointId: str
       order by d.created_at, d.id`,
     [endpointId, since],
   );
-  return insertReplays(em, failed.map((f) => f.id), now);
+  return insertReplays(em, failed.map((f) => f.id), now, retentionSeconds);
 }
 
 interface FailingEndpoint {

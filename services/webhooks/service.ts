@@ -3,6 +3,7 @@ import { allEvents } from "../vocabulary/event-types.ts";
 import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { findEventPayload, recordEvent } from "../events/record.ts";
+import { replayPastRetention } from "../events/retention.ts";
 import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplays, listDeliveries, type AttemptRow } from "./deliveries.ts";
 import type { DeliveryStatus } from "./delivery-status.ts";
 import { PolicyRejection, resolveTarget } from "./url-policy.ts";
@@ -24,7 +25,7 @@ export interface WebhookDeps {
   secrets: SecretBox;
   cursors: CursorCodec;
   connectTo: readonly ConnectTo[];
-  /** EVENT_RETENTION, in seconds: older events and their ended deliveries are gone (events/retention.ts). */
+  /** EVENT_RETENTION, in seconds: older events are gone with all their deliveries, unless one has not ended, and are not replayed (events/retention.ts). */
   eventRetentionSeconds: number;
 }
 
@@ -146,10 +147,14 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       const id = await inTransaction(em, async (tx) => {
         const original = await findDelivery(tx, principal, req.deliveryId, eventRetentionSeconds, true);
         if (!original) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
+        // Still readable past retention (a delivery of its event has not ended), but never replayed:
+        // a replay would keep the event, and its day, for as long as replays went on.
+        if (!original.event_within_retention) throw replayPastRetention(original.event_id);
         const endpoint = await endpointOf(tx, principal, original.endpoint_id, true);
         if (endpoint.status !== "enabled") throw apiError("invalid_state", "The delivery's endpoint is disabled.", "delivery_id");
-        const [replay] = await insertReplays(tx, [original.id], new Date());
-        if (replay === undefined) throw apiError("not_found", `No webhook delivery ${req.deliveryId}.`, "delivery_id");
+        const [replay] = await insertReplays(tx, [original.id], new Date(), eventRetentionSeconds);
+        // The event is locked (findDelivery): none comes back only when it passed retention since.
+        if (replay === undefined) throw replayPastRetention(original.event_id);
         return replay;
       });
       return { data: await deliveryView(em, principal, id, eventRetentionSeconds) };

@@ -1,7 +1,8 @@
 // The webhook tables partitioned by day (issue 50): every process makes a week of days ahead; a
 // delivery in a day's partition goes out, is read and replayed by id as any other; and retention
-// drops a day whole once all of it is past EVENT_RETENTION, unless a row of it is still needed (a
-// delivery not ended, the event of one, its attempts), from two runs at once each day once. The
+// drops a day whole once all of it is past EVENT_RETENTION, unless a row of it is still needed (of
+// an event a delivery not ended keeps: the event, every delivery of it, their attempts; issue 61),
+// from two runs at once each day once. The
 // days dropped lie in the future here: the runs are given a clock days ahead, the one thing the
 // test cannot wait for. Real PostgreSQL, NATS, HTTP and workers.
 import t from "tap";
@@ -110,8 +111,8 @@ t.test("retention drops a day whole once all of it is past, and keeps what is st
   const name = (table: string, d: Date) => partitionName(table, d);
   const runs = await Promise.all([1, 2].map(() => removePastRetention(em(), settings, async () => undefined, () => false, later)));
   const total = (table: "webhook_events" | "webhook_deliveries" | "webhook_attempts") => runs.reduce((n, r) => n + r[table], 0);
-  t.equal(await exists(name("webhook_deliveries", dayA)), false, "day A's deliveries, all ended, are dropped");
-  t.equal(await exists(name("webhook_attempts", dayA)), false, "with their attempts");
+  t.equal(await exists(name("webhook_deliveries", dayA)), true, "day A's deliveries stay, all ended: one is of the event the replay keeps, which is kept with every delivery of it");
+  t.equal(await exists(name("webhook_attempts", dayA)), true, "with their attempts");
   t.equal(await exists(name("webhook_events", dayA)), true, "day A's events stay: one has a replay not ended");
   t.equal(await exists(name("webhook_deliveries", dayB)), true, "day B's deliveries stay: the replay has not ended");
   t.equal(await exists(name("webhook_attempts", dayB)), true, "with the attempts of that day's deliveries");
@@ -120,19 +121,21 @@ t.test("retention drops a day whole once all of it is past, and keeps what is st
   t.equal(await exists(name("webhook_events", new Date(cutover.getTime() + day))), false, "and a day with nothing in it");
   for (const table of ["webhook_events", "webhook_deliveries", "webhook_attempts"]) t.equal(await exists(`${table}_legacy`), true, `${table}_legacy stays: today's delivery is still retrying`);
   t.equal(total("webhook_events"), 2, "day B's event and the cutover day's, counted once over both runs");
-  t.equal(total("webhook_deliveries"), 3, "the two deliveries of day A and the cutover day's");
-  t.equal(total("webhook_attempts"), 3, "and their attempts");
+  t.equal(total("webhook_deliveries"), 1, "the cutover day's delivery");
+  t.equal(total("webhook_attempts"), 1, "and its attempt");
   t.equal((await em().execute<{ n: number }[]>(`select count(*)::int as n from webhook_events where id in (?, ?)`, [a1.eventId, a2.eventId]))[0]?.n, 2, "day A's events are still there");
+  t.equal((await em().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where id = ?`, [a2.deliveryId]))[0]?.n, 1, "and the replayed delivery, beside its replay");
   t.ok((await partitions()).every((p) => !p.detachPending), "no detach left half done");
 
   // The replay ends: the next run drops what it held.
   await em().execute(`update webhook_deliveries set status = 'delivered' where id = ?`, [replayId]);
   const after = await removePastRetention(em(), settings, async () => undefined, () => false, later);
   t.equal(await exists(name("webhook_events", dayA)), false, "day A's events go once the replay has ended");
-  t.equal(await exists(name("webhook_deliveries", dayB)), false, "and day B's deliveries");
+  t.equal(await exists(name("webhook_deliveries", dayA)), false, "with day A's deliveries");
+  t.equal(await exists(name("webhook_deliveries", dayB)), false, "and day B's");
   t.equal(after.webhook_events + total("webhook_events"), 4, "every event of those days was dropped once");
-  t.equal(after.webhook_deliveries, 2, "day B's two deliveries");
-  t.equal(after.webhook_attempts, 2, "and their attempts");
+  t.equal(after.webhook_deliveries, 4, "day A's two deliveries and day B's two");
+  t.equal(after.webhook_attempts, 4, "and their attempts");
   t.equal((await em().execute<{ n: number }[]>(`select count(*)::int as n from webhook_deliveries where id = ?`, [today.deliveryId]))[0]?.n, 1, "today's retrying delivery is there");
   t.ok((await partitions()).some((p) => p.table === "webhook_events" && p.to.getTime() >= later.getTime() + 7 * day), "and the days ahead of that clock are made");
 });
