@@ -33,7 +33,7 @@ import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
 import { createOpsServer } from "./ops.ts";
 import { createMetrics } from "./metrics.ts";
-import { startPartitionKeeper, startRetention, startScheduler, startValuationSweep } from "./scheduler.ts";
+import { startPartitionKeeper, startRequoteSweep, startRetention, startScheduler, startValuationSweep } from "./scheduler.ts";
 import { intentOutputs } from "../chains/outputs.ts";
 import { ensurePartitions } from "../retention/partitions.ts";
 import { startWatcher } from "./watcher-process.ts";
@@ -116,7 +116,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   // watchers report): a Live create elsewhere is refused, a Test one carries a notice.
   const coverage = new ChainCoverage({ configured: config.chainEndpoints, operatorNetworks: config.operatorWatchedNetworks });
   await coverage.start(() => db.em.fork(), logger);
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates);
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates, config.quotes);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
@@ -174,6 +174,9 @@ export async function startApp(o: AppOptions): Promise<App> {
       // Where rates are read, payments seen while none was fresh get their fiat value (intents/valuation.ts).
       const valuation = startValuationSweep(db, logger, intents, intentOutputs, rates.settings.refreshSeconds * 1000);
       stops.push({ step: "valuation sweep", stop: valuation.stop });
+      // And quotes that lapsed are quoted again at the rate of the moment (intents/requote.ts).
+      const requote = startRequoteSweep(db, logger, intents, intentOutputs);
+      stops.push({ step: "requote sweep", stop: requote.stop });
       stops.push({ step: "rate engine", stop: () => rates.stop() });
     }
     if (roles.includes("rpc")) {

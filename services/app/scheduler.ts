@@ -9,6 +9,7 @@ import { advanceRecoveries } from "../webhooks/recovery.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { IntentOutputs } from "../intents/settle.ts";
 import { valueDue } from "../intents/valuation.ts";
+import { requoteDue } from "../intents/requote.ts";
 import type { Database } from "../platform/db.ts";
 import { isDatabaseUnavailable } from "../platform/errors.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -83,6 +84,29 @@ export function startValuationSweep(db: Database, logger: Logger, intents: Inten
         if (pass.valued > 0) logger.info({ outputs: pass.valued, intents: pass.claimed }, "valued payments seen while no exchange rate was fresh (payment.valued)");
         // A full batch that valued nothing waits for a rate: the next pass tries again.
       } while (pass.claimed === batch && pass.valued > 0 && !stopped());
+    },
+  });
+}
+
+/**
+ * The requote sweep (intents/requote.ts): fiat-priced intents whose quote lapsed get a new one at
+ * the rate of the moment, every second (a quote lapses at its own time, and the checkout page shows
+ * the lapsed one until then). It runs where rates are read (the rpc role), in as many processes as
+ * run it: each lapse is re-quoted by one of them, once. An intent whose pair has no fresh rate is
+ * not read: its quote stands until one is.
+ */
+export function startRequoteSweep(db: Database, logger: Logger, intents: Intents, outputs: IntentOutputs, intervalMs = 1000): { stop(): Promise<void> } {
+  const batch = 100;
+  return runPasses({
+    logger,
+    intervalMs,
+    maxBackoffMs: schedulerMaxBackoffMs,
+    pass: async (stopped) => {
+      let pass;
+      do {
+        pass = await requoteDue(db.em.fork(), intents, outputs, batch);
+        if (pass.requoted > 0) logger.info({ intents: pass.requoted }, "re-quoted fiat-priced intents whose quote lapsed (payment.requoted)");
+      } while (pass.claimed === batch && pass.requoted > 0 && !stopped());
     },
   });
 }

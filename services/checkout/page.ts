@@ -122,6 +122,20 @@ function iso(ts: Timestamp | undefined): string | null {
   return ts === undefined ? null : timestampDate(ts).toISOString();
 }
 
+/**
+ * What the page says once a fiat-priced intent's quote has lapsed and no new one has replaced it
+ * yet (the requote sweep makes one within a second, or once a rate is fresh again). The page's JS
+ * gets it as well (assets.ts).
+ */
+export const quoteLapsedText = "Updating the rate: the amount to pay may change in a moment. A payment you already sent counts at the rate it was sent at.";
+
+/** Whether the intent's quote has lapsed before the intent itself, as of `now`: it is being replaced. */
+export function quoteLapsed(view: Pick<ShopperPaymentIntent, "quote" | "expiresAt" | "status">, now: Date): boolean {
+  const lapses = view.quote?.expiresAt && timestampDate(view.quote.expiresAt).getTime();
+  const expires = view.expiresAt && timestampDate(view.expiresAt).getTime();
+  return payableStatuses.includes(view.status) && typeof lapses === "number" && typeof expires === "number" && lapses < expires && lapses <= now.getTime();
+}
+
 /** The status JSON the page polls: shopper-safe, these keys and nothing else. */
 export interface CheckoutStatus {
   status: string;
@@ -134,6 +148,10 @@ export interface CheckoutStatus {
   expires_at: string | null;
   /** Other assets received at the address, which do not count. */
   other_assets_received: string[];
+  /** A fiat-priced intent's amount in its asset: it changes when a lapsed quote is replaced. Absent on other intents. */
+  requested_amount?: string;
+  /** A fiat-priced intent's current quote: its rate and until when it holds. Absent on other intents. */
+  quote?: { rate: string; expires_at: string | null };
 }
 
 /**
@@ -179,6 +197,7 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
     amount_due: amountDue(view),
     expires_at: iso(view.expiresAt),
     other_assets_received: [...view.otherAssetsReceived],
+    ...(view.quote ? { requested_amount: view.requestedAmount, quote: { rate: view.quote.rate, expires_at: iso(view.quote.expiresAt) } } : {}),
   };
 }
 
@@ -283,11 +302,15 @@ export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: b
 </div>`
     : "";
 
-  // A fiat-priced intent: its price beside the crypto amount, and how long its rate holds (the payment window).
+  // A fiat-priced intent: its price beside the crypto amount, and how long its rate holds (its
+  // quote's own expiry, at most the intent's: then what is due is quoted again, and the amount follows).
   const price = view.priceAmount !== undefined && view.priceCurrency !== undefined ? `<p class="price" id="price">${e(view.priceAmount)} ${e(view.priceCurrency)}</p>\n` : "";
+  const quoteExpiresAt = status.quote?.expires_at ?? expiresAt;
+  const lapsed = quoteLapsed(view, now);
   const quote =
-    view.quote && view.priceCurrency !== undefined && expiresAt !== null
-      ? `<p class="quote" id="quote">Rate 1 ${e(view.asset)} = ${e(view.quote.rate)} ${e(view.priceCurrency)}, held for <time id="quote-countdown" datetime="${e(expiresAt)}">${e(remaining)}</time></p>\n`
+    view.quote && view.priceCurrency !== undefined && quoteExpiresAt !== null
+      ? `<p class="quote" id="quote">Rate 1 ${e(view.asset)} = <span id="quote-rate">${e(view.quote.rate)}</span> ${e(view.priceCurrency)}, held for <time id="quote-countdown" datetime="${e(quoteExpiresAt)}">${e(formatRemaining(Date.parse(quoteExpiresAt) - now.getTime()))}</time></p>
+<p class="note" id="quote-lapsed" role="status" aria-live="polite"${lapsed ? "" : " hidden"}>${e(quoteLapsedText)}</p>\n`
       : "";
 
   // Phone first: the time left, the address and its buttons, then the QR code for paying from another device.
@@ -301,7 +324,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
   data-expires-at="${e(expiresAt ?? "")}" data-requested="${e(view.requestedAmount)}" data-asset="${e(view.asset)}"
   data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
-  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}">
+  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
 <header class="head">
   <h1 class="title">Payment</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>

@@ -65,6 +65,14 @@ export const PaymentIntentRecord = defineEntity({
      * it while no rate was fresh. The valuation sweep (valuation.ts) values it and clears this.
      */
     fiatValueDueSince: p.datetime().length(3).nullable(),
+    /**
+     * When the current quote lapses: QUOTE_SECONDS after quotedAt, at most expiresAt. The requote
+     * sweep (requote.ts) then quotes what is still due again. Null on intents from before quotes had
+     * a life of their own: theirs holds until expiresAt.
+     */
+    quoteExpiresAt: p.datetime().length(3).nullable(),
+    /** The quotes the current one replaced, oldest first, each {rate, sources, quoted_at, expires_at, grace?}; null: never re-quoted. */
+    quoteHistory: p.json<unknown[]>().nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },
@@ -77,6 +85,12 @@ export const PaymentIntentRecord = defineEntity({
     { properties: ["network", "environment", "watchXid", "id"] },
     // The few intents the valuation sweep reads (valuation.ts), oldest first.
     { name: "payment_intents_fiat_value_due_index", properties: ["fiatValueDueSince"], where: `"fiat_value_due_since" is not null` },
+    // The payable intents whose quote lapses before they expire, by when: the requote sweep's (requote.ts).
+    {
+      name: "payment_intents_quote_expires_index",
+      properties: ["quoteExpiresAt"],
+      where: `"status" in ('pending', 'underpaid') and "quote_expires_at" < "expires_at"`,
+    },
   ],
   uniques: [{ properties: ["network", "depositAddress"] }],
 });

@@ -20,6 +20,7 @@ import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { howToWatch } from "./watched.ts";
+import { defaultQuoteTerms, quoteExpiry, type QuoteTerms } from "./quotes.ts";
 
 /** Merchants whose policy a process keeps a copy of (the rest read theirs again). */
 const maxCachedPolicies = 10_000;
@@ -31,7 +32,8 @@ export interface IntentOrigin {
   terminal?: string | null;
 }
 
-function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy): IntentRow {
+function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy, quoting: QuoteTerms): IntentRow {
+  const expiresAt = new Date(now.getTime() + input.expiresInSeconds * 1000);
   return {
     id,
     merchantId: owner.merchantId,
@@ -43,7 +45,7 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
     requestedAmount: input.requestedAmount,
     metadata: input.metadata,
     createdAt: now,
-    expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
+    expiresAt,
     depositAddress,
     amountReceived: null,
     paidAt: null,
@@ -57,7 +59,8 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
     underpaymentToleranceBps: input.underpaymentToleranceBps ?? policy.underpaymentToleranceBps,
     redirectUrl: input.redirectUrl,
     cancelUrl: input.cancelUrl,
-    price: input.priced ?? null,
+    // Its quote holds for QUOTE_SECONDS, or until the intent expires if sooner.
+    price: input.priced ? { ...input.priced, expiresAt: quoteExpiry(input.priced.quotedAt, expiresAt, quoting.seconds), history: [] } : null,
   };
 }
 
@@ -76,13 +79,17 @@ export class Intents {
    */
   readonly #policies = new Map<string, PolicySnapshot>();
 
-  /** Where fiat-priced creates get their quote; without it such a create answers rate_unavailable. */
+  /** Where fiat-priced creates (and re-quotes: requote.ts) get their quote; without it such a create answers rate_unavailable. */
   readonly rates: RateEngine | undefined;
 
-  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine) {
+  /** How long a fiat-priced intent's quote holds, and the grace after it was replaced (QUOTE_SECONDS, QUOTE_GRACE_SECONDS). */
+  readonly quoting: QuoteTerms;
+
+  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine, quoting: QuoteTerms = defaultQuoteTerms) {
     this.views = views;
     this.#addresses = addresses;
     this.rates = rates;
+    this.quoting = quoting;
   }
 
   /**
@@ -137,7 +144,7 @@ export class Intents {
     const address = await allocateDepositAddress(tx, owner, input.network, id, now);
     // The next create for this merchant's network may reserve its address ahead (createClaimed).
     this.#addresses.learn(owner, input.network, address.kind);
-    const row = newIntentRow(id, owner, priced, origin, now, address.address, this.#policyFor(snapshot, priced));
+    const row = newIntentRow(id, owner, priced, origin, now, address.address, this.#policyFor(snapshot, priced), this.quoting);
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));
     return row;
@@ -173,7 +180,7 @@ export class Intents {
     }
     const address = await this.#addresses.take(em, owner, input.network);
     if (!address) throw new NeedsTransaction();
-    const row = newIntentRow(newId("pi"), owner, priced, { source: "api" }, now, address.address, this.#policyFor(snapshot, priced));
+    const row = newIntentRow(newId("pi"), owner, priced, { source: "api" }, now, address.address, this.#policyFor(snapshot, priced), this.quoting);
     // Built once, for the response and for the event's data.
     const view = this.views.message(row);
     const message = respond(view);

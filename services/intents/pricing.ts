@@ -5,18 +5,41 @@ import type { AssetInfo } from "../vocabulary/assets.ts";
 import { findCurrency } from "../vocabulary/currencies.ts";
 import type { CreateInput } from "./validate.ts";
 
-/** What a fiat-priced intent keeps of its price and the quote it was created at. */
-export interface IntentPrice {
-  amount: string;
-  currency: string;
+/** A quote of a fiat-priced intent: its rate, where it came from, and how long it held. */
+export interface QuoteEntry {
   /** Units of the currency per unit of the asset, after the merchant's spread: a decimal string. */
   rate: string;
   sources: string[];
   quotedAt: Date;
+  /** When it lapses (or lapsed): QUOTE_SECONDS after quotedAt, at most the intent's expiry. */
+  expiresAt: Date;
+  /**
+   * On a replaced quote: whether payments made within QUOTE_GRACE_SECONDS after it was replaced
+   * count at it ("taken") or at the quote that replaced it ("declined"); unset until one is seen
+   * (quotes.ts decideGrace).
+   */
+  grace?: "taken" | "declined" | undefined;
 }
 
+/** What a fiat-priced intent keeps of its price and its quotes: the current one, and those it replaced. */
+export interface IntentPrice {
+  amount: string;
+  currency: string;
+  /** The current quote's rate: units of the currency per unit of the asset, after the merchant's spread (a decimal string). */
+  rate: string;
+  sources: string[];
+  quotedAt: Date;
+  /** When the current quote lapses; on intents from before quotes had their own life, the intent's expires_at. */
+  expiresAt: Date;
+  /** The quotes it replaced, oldest first (empty: never re-quoted). */
+  history: QuoteEntry[];
+}
+
+/** The quote of a create: the price and the rate it is asked at (its expiry follows from the intent's). */
+export type CreateQuote = Omit<IntentPrice, "expiresAt" | "history">;
+
 /** A create request with its amount decided: given, or computed from a quote. */
-export type PricedInput = CreateInput & { requestedAmount: string; priced: IntentPrice | undefined };
+export type PricedInput = CreateInput & { requestedAmount: string; priced: CreateQuote | undefined };
 
 /**
  * Decides the asset amount of a create: the one given, or the price at the engine's quote (less

@@ -5,7 +5,9 @@ import { valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
-import { markDetected, markFiatValueDue, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
+import { markDetected, markFiatValueDue, saveQuotes, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
+import { decideGrace, paidAt, requestedByQuotes } from "./quotes.ts";
+import type { IntentPrice } from "./pricing.ts";
 import { unvalued, valuationRate } from "./valuation.ts";
 import { recordEvents } from "../events/record.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -56,11 +58,22 @@ export async function settle(tx: EntityManager, intents: Intents, outputs: Inten
 export async function settleMany(tx: EntityManager, intents: Intents, chainOutputs: IntentOutputs, locked: readonly IntentRow[], now: Date): Promise<IntentRow[]> {
   if (locked.length === 0) return [];
   const outputsOf = await chainOutputs.of(tx, locked.map((r) => r.id));
+  const graceMs = intents.quoting.graceSeconds * 1000;
+  // A re-quoted intent's payment within a replaced quote's grace: which of the two quotes it
+  // counts at is decided once, here, before its value is fixed at that quote (quotes.ts).
+  const graced = new Set<string>();
+  const rows = locked.map((row) => {
+    const price = decideGrace(row, outputsOf.get(row.id) ?? [], intents.views.terms(row), graceMs, now);
+    if (!price) return row;
+    graced.add(row.id);
+    return { ...row, price };
+  });
   // Before the intents' transactions are copied from the outputs below.
-  const { values: valued, due } = fiatValues(intents, locked, outputsOf, now);
+  const { values: valued, due } = fiatValues(intents, rows, outputsOf, now);
   const changes: CountedChange[] = [];
   const amounts: { id: string; amount: string }[] = [];
-  const plans = locked.map((row) => {
+  const quoted: { id: string; price: IntentPrice; requestedAmount: string }[] = [];
+  const plans = rows.map((row) => {
     const asset = findAsset(row.network, row.asset);
     if (!asset) throw new Error(`intent ${row.id} has an unknown asset`);
     const terms = intents.views.terms(row);
@@ -87,10 +100,14 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
     }
     const amountReceived = outputs.length > 0 ? fromUnits(funds.counted, asset.decimals) : null;
     if (amountReceived !== null && amountReceived !== row.amountReceived) amounts.push({ id: row.id, amount: amountReceived });
-    return { row: { ...row, amountReceived, transactions: outputs.map(({ id: _, countedLate: __, ...fact }) => fact) }, asset, funds, expired, expireFirst };
+    // A re-quoted intent asks for what its quotes and the payments each took say (quotes.ts).
+    const requestedAmount = requestedByQuotes(row, outputs, terms, graceMs, now) ?? row.requestedAmount;
+    if (row.price && (graced.has(row.id) || requestedAmount !== row.requestedAmount)) quoted.push({ id: row.id, price: row.price, requestedAmount });
+    return { row: { ...row, requestedAmount, amountReceived, transactions: outputs.map(({ id: _, countedLate: __, ...fact }) => fact) }, asset, funds, expired, expireFirst };
   });
   await chainOutputs.markCounted(tx, changes, now);
   await updateAmountsReceived(tx, amounts, now);
+  await saveQuotes(tx, quoted, now);
   await chainOutputs.setFiatValues(tx, valued);
   await markFiatValueDue(tx, due, now);
 
@@ -105,9 +122,9 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
 
 /**
  * What each output of a fiat-priced intent's asset was worth in its price currency, fixed by the
- * settlement that first sees it, so the merchant's books need no second lookup: at the intent's
- * quote while the quote holds (its payment window: what the shopper was asked to pay at), at the
- * market's rate of the moment for a late payment (valuation.ts has the rule). Rounded down to the
+ * settlement that first sees it, so the merchant's books need no second lookup: within the
+ * payment window at the quote it counts at (what the shopper was asked to pay at: quotes.ts), at
+ * the market's rate of the moment for a late payment (valuation.ts has the rule). Rounded down to the
  * currency's places. Sets them on the outputs too. With no fresh rate the intent is returned as
  * `due`: marked, it is the valuation sweep's (valuation.ts), which values it at the first fresh
  * rate and says so in its timeline; until then settlements leave its values to the sweep, so that
@@ -123,16 +140,17 @@ function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: Rea
     if (!asset || !currency) continue;
     const pending = unvalued(row, outputsOf.get(row.id) ?? []);
     if (pending.length === 0) continue;
-    // Each is seen by this settlement: its moment is `now`.
-    const rate = valuationRate(intents, row, now, now.getTime());
-    if (rate === undefined) {
+    // Each is seen by this settlement: its moment is `now` (within the window, it is valued at the
+    // quote it counts at, by when it was paid).
+    const rates = pending.map((o) => valuationRate(intents, row, now, now.getTime(), paidAt(o, now)));
+    if (rates.some((r) => r === undefined)) {
       due.push(row.id);
       continue;
     }
-    for (const o of pending) {
-      o.fiatValue = valueAtRate(o.amount, asset.decimals, rate.rate, currency.decimals);
+    pending.forEach((o, i) => {
+      o.fiatValue = valueAtRate(o.amount, asset.decimals, (rates[i] as NonNullable<(typeof rates)[number]>).rate, currency.decimals);
       values.push({ id: o.id, value: o.fiatValue });
-    }
+    });
   }
   return { values, due };
 }

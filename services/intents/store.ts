@@ -3,7 +3,7 @@ import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage } from "../platform/owned.ts";
 import { PaymentIntentRecord } from "./entities.ts";
-import type { IntentPrice } from "./pricing.ts";
+import type { IntentPrice, QuoteEntry } from "./pricing.ts";
 
 /** Reads and writes of payment_intents: the one owner of the table. */
 
@@ -39,7 +39,7 @@ export interface IntentRow {
   /** The shop's pages the checkout page links back to; null when not given. */
   redirectUrl: string | null;
   cancelUrl: string | null;
-  /** A fiat-priced intent's price and the quote its requested amount was computed at; null when priced in its asset. */
+  /** A fiat-priced intent's price and its quotes (the current one, and those it replaced); null when priced in its asset. */
   price: IntentPrice | null;
   /**
    * Since when an output of its asset has waited for its fiat value (seen while no rate was
@@ -80,7 +80,8 @@ const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_refere
   i.requested_amount::text as requested_amount, i.metadata, i.created_at, i.expires_at, i.deposit_address,
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
   i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
-  i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since`;
+  i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since,
+  i.quote_expires_at, i.quote_history`;
 
 interface DbRow {
   id: string;
@@ -113,6 +114,38 @@ interface DbRow {
   quote_sources: string[] | string | null;
   quoted_at: Date | string | null;
   fiat_value_due_since: Date | string | null;
+  quote_expires_at: Date | string | null;
+  quote_history: StoredQuote[] | string | null;
+}
+
+/** A replaced quote as quote_history keeps it. */
+interface StoredQuote {
+  rate: string;
+  sources: string[];
+  quoted_at: string;
+  expires_at: string;
+  grace?: "taken" | "declined";
+}
+
+const storedQuote = (q: QuoteEntry): StoredQuote => ({
+  rate: q.rate,
+  sources: q.sources,
+  quoted_at: q.quotedAt.toISOString(),
+  expires_at: q.expiresAt.toISOString(),
+  ...(q.grace === undefined ? {} : { grace: q.grace }),
+});
+
+const quoteEntry = (q: StoredQuote): QuoteEntry => ({
+  rate: q.rate,
+  sources: q.sources,
+  quotedAt: new Date(q.quoted_at),
+  expiresAt: new Date(q.expires_at),
+  ...(q.grace === undefined ? {} : { grace: q.grace }),
+});
+
+function quoteHistory(raw: DbRow["quote_history"]): QuoteEntry[] {
+  const list = typeof raw === "string" ? (JSON.parse(raw) as StoredQuote[]) : (raw ?? []);
+  return list.map(quoteEntry);
 }
 
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
@@ -152,6 +185,9 @@ function fromDb(r: DbRow): IntentRow {
             rate: r.quote_rate,
             sources: typeof r.quote_sources === "string" ? (JSON.parse(r.quote_sources) as string[]) : (r.quote_sources ?? []),
             quotedAt: new Date(r.quoted_at),
+            // Before quotes had a life of their own, a quote held until its intent expired.
+            expiresAt: new Date(r.quote_expires_at ?? r.expires_at),
+            history: quoteHistory(r.quote_history),
           },
     fiatValueDueSince: date(r.fiat_value_due_since),
   };
@@ -160,7 +196,7 @@ function fromDb(r: DbRow): IntentRow {
 const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
   requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal,
   sequence, required_confirmations, underpayment_tolerance_bps, redirect_url, cancel_url,
-  price_amount, price_currency, quote_rate, quote_sources, quoted_at`;
+  price_amount, price_currency, quote_rate, quote_sources, quoted_at, quote_expires_at`;
 
 function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
   return [
@@ -191,12 +227,13 @@ function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
     row.price?.rate ?? null,
     row.price ? JSON.stringify(row.price.sources) : null,
     row.price?.quotedAt ?? null,
+    row.price?.expiresAt ?? null,
   ];
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`, insertParams(row, addressIndex));
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)`, insertParams(row, addressIndex));
 }
 
 /** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
@@ -204,7 +241,7 @@ export function insertIntentCte(row: IntentRow, addressIndex: number | null, fro
   return {
     sql: `intent as (
        insert into payment_intents (${insertColumns})
-       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz from ${from}
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz, ?::timestamptz from ${from}
        returning id
      )`,
     params: insertParams(row, addressIndex),
@@ -470,4 +507,51 @@ export async function claimFiatValueDue(em: EntityManager, quotable: readonly Qu
     [JSON.stringify(quotable), batch],
   );
   return rows.map(fromDb);
+}
+
+/**
+ * Claims payable fiat-priced intents whose quote has lapsed before their expiry, and whose pair
+ * has a rate now (`quotable`), the longest lapsed first: the requote sweep (requote.ts) gives each
+ * a new quote. Those of a pair with no rate are not read: their quote stands until one is fresh.
+ * Locked rows are skipped, not waited for (another sweep, or a settlement, holds them).
+ */
+export async function claimLapsedQuotes(em: EntityManager, quotable: readonly QuotablePair[], batch: number): Promise<IntentRow[]> {
+  if (quotable.length === 0) return [];
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from payment_intents i
+      where i.status in ('pending', 'underpaid') and i.quote_expires_at < i.expires_at
+        and i.quote_expires_at <= now() and i.expires_at > now()
+        and (i.asset, i.price_currency, i.environment) in (select q.asset, q.currency, q.environment from json_to_recordset(?::json) as q(asset text, currency text, environment text))
+      order by i.quote_expires_at, i.id limit ? for update skip locked`,
+    [JSON.stringify(quotable), batch],
+  );
+  return rows.map(fromDb);
+}
+
+/**
+ * Saves fiat-priced intents' quotes (the current one in its columns, those it replaced in
+ * quote_history) and their requested amount, in one statement.
+ */
+export async function saveQuotes(em: EntityManager, rows: readonly { id: string; price: IntentPrice; requestedAmount: string }[], at: Date): Promise<void> {
+  if (rows.length === 0) return;
+  await em.execute(
+    `update payment_intents i set quote_rate = q.rate::numeric, quote_sources = q.sources, quoted_at = q.quoted_at, quote_expires_at = q.expires_at,
+            quote_history = q.history, requested_amount = q.requested::numeric, updated_at = ?
+       from json_to_recordset(?::json) as q(id text, rate text, sources jsonb, quoted_at timestamptz, expires_at timestamptz, history jsonb, requested text)
+      where i.id = q.id`,
+    [
+      at,
+      JSON.stringify(
+        rows.map(({ id, price, requestedAmount }) => ({
+          id,
+          rate: price.rate,
+          sources: price.sources,
+          quoted_at: price.quotedAt,
+          expires_at: price.expiresAt,
+          history: price.history.map(storedQuote),
+          requested: requestedAmount,
+        })),
+      ),
+    ],
+  );
 }

@@ -9,6 +9,7 @@ import { currencyCodes, findCurrency } from "../vocabulary/currencies.ts";
 import type { Intents } from "./intents.ts";
 import type { IntentOutput, IntentOutputs } from "./settle.ts";
 import { claimFiatValueDue, clearFiatValueDue, type IntentRow, type QuotablePair, type TransactionFact } from "./store.ts";
+import { paidAt, quoteAt } from "./quotes.ts";
 
 /**
  * What a fiat-priced intent's payments were worth in its price currency (transactions[].fiat_value):
@@ -22,24 +23,26 @@ import { claimFiatValueDue, clearFiatValueDue, type IntentRow, type QuotablePair
 export interface ValuationRate {
   rate: bigint;
   sources: string[];
-  /** quote: the intent's quote (seen within its payment window); market: the market's rate (seen after it, late). */
+  /** quote: the quote it counts at (seen within its payment window); market: the market's rate (seen after it, late). */
   basis: "quote" | "market";
 }
 
 /**
  * The rate an output of the intent's asset first seen at `seenAt` is valued at: within the
- * payment window, the intent's quote (what the shopper was asked to pay at, always there); after
- * it, the market's rate as a quote reads it (the median of fresh agreeing sources, without the
- * merchant's spread), as fresh at `now` (ms, the process's clock the rates are kept on). Undefined
- * while too few sources are fresh: the engine keeps no history, so a late payment seen during a
- * rate outage is valued at the first fresh rate after it (the sweep), the nearest to its moment
- * there is.
+ * payment window, the quote it counts at (what the shopper was asked to pay at, always there: the
+ * one in force when it was paid, `paid`, or the one that quote replaced when paid within the
+ * grace and the intent's decision says so, quotes.ts); after it, the market's rate as a quote
+ * reads it (the median of fresh agreeing sources, without the merchant's spread), as fresh at
+ * `now` (ms, the process's clock the rates are kept on). Undefined while too few sources are
+ * fresh: the engine keeps no history, so a late payment seen during a rate outage is valued at the
+ * first fresh rate after it (the sweep), the nearest to its moment there is.
  */
-export function valuationRate(intents: Intents, row: IntentRow, seenAt: Date, now: number): ValuationRate | undefined {
+export function valuationRate(intents: Intents, row: IntentRow, seenAt: Date, now: number, paid: Date = seenAt): ValuationRate | undefined {
   if (!row.price) return undefined;
   if (seenAt.getTime() <= row.expiresAt.getTime()) {
-    const rate = parseRate(row.price.rate);
-    return rate === undefined ? undefined : { rate, sources: row.price.sources, basis: "quote" };
+    const quote = quoteAt(row.price, paid, intents.quoting.graceSeconds * 1000);
+    const rate = parseRate(quote.rate);
+    return rate === undefined ? undefined : { rate, sources: quote.sources, basis: "quote" };
   }
   const q = intents.rates?.quote(row.asset, row.price.currency, row.environment === "live" ? "live" : "test", now);
   return q && { rate: q.rate, sources: q.sources, basis: "market" };
@@ -89,7 +92,7 @@ export async function valueDue(em: EntityManager, intents: Intents, outputs: Int
       if (asset && currency) {
         for (const output of unvalued(row, list)) {
           // As the settlement that saw it would have: by when it was first recorded.
-          const rate = valuationRate(intents, row, output.recordedAt ?? at, Date.now());
+          const rate = valuationRate(intents, row, output.recordedAt ?? at, Date.now(), paidAt(output, at));
           if (!rate) {
             waiting = true;
             continue;
@@ -143,7 +146,7 @@ function valuedEvent(intents: Intents, row: IntentRow, list: readonly IntentOutp
 }
 
 /** Every (asset, currency, environment) the engine quotes now: the sweep claims only intents it can value. */
-function quotablePairs(rates: RateEngine, now: number): QuotablePair[] {
+export function quotablePairs(rates: RateEngine, now: number): QuotablePair[] {
   const pairs: QuotablePair[] = [];
   for (const environment of ["test", "live"] as const) {
     for (const asset of new Set(assets.map((a) => a.asset))) {

@@ -12,10 +12,10 @@ import { unwatchedNotice, type ChainWatch } from "./watched.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
-/** A fiat-priced intent's quote; it holds until the intent expires. */
+/** A fiat-priced intent's current quote: it holds until its own expires_at (QUOTE_SECONDS, at most the intent's), then is replaced (requote.ts). */
 function quoteOf(row: IntentRow): Quote | undefined {
   if (!row.price) return undefined;
-  return create(QuoteSchema, { rate: row.price.rate, sources: row.price.sources, quotedAt: timestampFromDate(row.price.quotedAt), expiresAt: timestampFromDate(row.expiresAt) });
+  return create(QuoteSchema, { rate: row.price.rate, sources: row.price.sources, quotedAt: timestampFromDate(row.price.quotedAt), expiresAt: timestampFromDate(row.price.expiresAt) });
 }
 
 /**

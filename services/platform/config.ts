@@ -132,6 +132,8 @@ export interface Config {
   watcherCredentials: { test?: string; live?: string };
   /** RATE_*: where fiat-priced intents' quotes come from, and when a quote is refused (services/rates). */
   rates: RateSettings;
+  /** QUOTE_SECONDS, QUOTE_GRACE_SECONDS: how long a fiat-priced intent's quote holds, and how long after it was replaced a payment may still count at it (services/intents/quotes.ts). */
+  quotes: QuoteSettings;
   /** *_RETENTION and RETENTION_INTERVAL: how long what is only kept for a while is kept (services/retention). */
   retention: RetentionSettings;
 }
@@ -254,6 +256,31 @@ function rateSettings(env: Env): RateSettings {
     minSources: integer(env, "RATE_MIN_SOURCES", sources.length >= 2 ? 2 : 1, 1, sources.length),
     stablecoinPeg: peg === "1",
   };
+}
+
+/** How long a fiat-priced intent's quote lives (docs/operations.md, "Exchange rates"). */
+export interface QuoteSettings {
+  /** QUOTE_SECONDS (900): how long a quote holds before what is still due is quoted again; never beyond the intent's expiry. */
+  seconds: number;
+  /** QUOTE_GRACE_SECONDS (120, at most QUOTE_SECONDS): how long after a quote was replaced a payment may still count at it. */
+  graceSeconds: number;
+}
+
+/** The longest lifetime an intent can have (expires_in_seconds' maximum): a quote never holds longer. */
+const longestIntentSeconds = 86_400;
+
+function quoteSettings(env: Env): QuoteSettings {
+  const seconds = integer(env, "QUOTE_SECONDS", 900, 1, Number.POSITIVE_INFINITY);
+  if (seconds > longestIntentSeconds) {
+    throw new ConfigError(
+      `QUOTE_SECONDS must be at most ${longestIntentSeconds}, the longest expiry an intent can have (expires_in_seconds): a quote never outlives its intent, got ${seconds}`,
+    );
+  }
+  const graceSeconds = integer(env, "QUOTE_GRACE_SECONDS", Math.min(120, seconds), 0, Number.POSITIVE_INFINITY);
+  if (graceSeconds > seconds) {
+    throw new ConfigError(`QUOTE_GRACE_SECONDS must be at most QUOTE_SECONDS (${seconds}): a lapsed quote is honoured for less than a quote's life, got ${graceSeconds}`);
+  }
+  return { seconds, graceSeconds };
 }
 
 /** A chain the watcher role follows: a network in an environment, through one JSON-RPC endpoint. */
@@ -575,6 +602,7 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyMaxAgeDays: integer(env, "API_KEY_MAX_AGE_DAYS", 365, 1, 3650),
     grpcReflection: grpcReflection(optional(env, "GRPC_REFLECTION")),
     rates: rateSettings(env),
+    quotes: quoteSettings(env),
     retention: retentionSettings(env),
   };
 }

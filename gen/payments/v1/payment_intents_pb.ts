@@ -231,7 +231,9 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
   priceCurrency?: string | undefined;
 
   /**
-   * The quote requested_amount was computed from; unset on an intent priced in its asset.
+   * The current quote: requested_amount is what earlier quotes took plus what is still due at its
+   * rate. Replaced by a new one once it lapses (expires_at), while the intent can be paid; unset on
+   * an intent priced in its asset.
    *
    * @generated from field: optional payments.v1.Quote quote = 30;
    */
@@ -273,9 +275,12 @@ export const PaymentIntentSchema: GenMessage<PaymentIntent> = /*@__PURE__*/
   messageDesc(file_payments_v1_payment_intents, 0);
 
 /**
- * Quote is the exchange rate a fiat-priced intent was created at. It holds for the intent's
- * payment window: requested_amount does not move with the market, and a payment after
- * expires_at is late, as for any intent.
+ * Quote is the exchange rate a fiat-priced intent is priced at now. It holds until its
+ * expires_at (QUOTE_SECONDS after quoted_at, at most the intent's expires_at); then what is still
+ * due is quoted again at the rate of the moment (event payment.requoted), and requested_amount
+ * follows. A payment counts at the quote in force when it was paid (or, within
+ * QUOTE_GRACE_SECONDS after that quote replaced another, at the one that leaves it closest to
+ * paid). With no fresh rate a lapsed quote stands until one is.
  *
  * @generated from message payments.v1.Quote
  */
@@ -302,7 +307,9 @@ export type Quote = Message<"payments.v1.Quote"> & {
   quotedAt?: Timestamp | undefined;
 
   /**
-   * The intent's expires_at: how long the quote holds.
+   * Until when the quote holds: QUOTE_SECONDS after quoted_at, or the intent's expires_at if
+   * sooner (on intents from before quotes had their own life, always the intent's). In the past
+   * while the intent can still be paid: it lapsed and no fresh rate has replaced it yet.
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 4;
    */

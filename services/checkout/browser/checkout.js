@@ -37,7 +37,9 @@
     due: attr("data-due") || "0",
     pending: attr("data-pending") || "0",
     confirmations: attr("data-confirmations") || "0",
-    expiresAt: Date.parse(attr("data-expires-at"))
+    expiresAt: Date.parse(attr("data-expires-at")),
+    // A fiat-priced intent's quote: until when its rate holds (NaN on other intents).
+    quoteExpiresAt: Date.parse(attr("data-quote-expires-at"))
   };
   // The server's clock at render time: the countdown follows it, not a wrong phone clock.
   var serverNow = Date.parse(attr("data-now"));
@@ -76,6 +78,8 @@
     if (box) box.setAttribute("data-status", state.status);
     setText($("status-title"), text.title);
     setText($("status-detail"), fill(text.detail));
+    // A fiat-priced intent's amount changes when a lapsed quote is replaced.
+    setText($("amount"), state.requested);
     var pay = $("pay");
     if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0;
     document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
@@ -151,13 +155,17 @@
     var h = Math.floor(total / 3600), m = Math.floor((total % 3600) / 60), s = total % 60;
     return h > 0 ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
   }
-  // A fiat-priced intent's rate holds as long as the intent: the same time left.
+  // A fiat-priced intent's rate holds until its quote's expiry (at most the intent's); once that
+  // passes, a note says the rate is being updated until the next status brings the new quote.
   var quoteCountdown = $("quote-countdown");
+  var quoteLapsed = $("quote-lapsed");
   function tick() {
     if (isNaN(state.expiresAt)) return;
-    var left = remaining(state.expiresAt - (Date.now() + skew));
-    if (countdown) setText(countdown, left);
-    if (quoteCountdown) setText(quoteCountdown, left);
+    var now = Date.now() + skew;
+    if (countdown) setText(countdown, remaining(state.expiresAt - now));
+    var quoteEnds = isNaN(state.quoteExpiresAt) ? state.expiresAt : state.quoteExpiresAt;
+    if (quoteCountdown) setText(quoteCountdown, remaining(quoteEnds - now));
+    if (quoteLapsed) quoteLapsed.hidden = !(PAYABLE.indexOf(state.status) >= 0 && quoteEnds < state.expiresAt && quoteEnds <= now);
   }
   tick();
   var ticker = setInterval(tick, 1000);
@@ -190,6 +198,12 @@
           renderOtherAssets(Array.isArray(s.other_assets_received) ? s.other_assets_received : []);
           var expires = Date.parse(s.expires_at || "");
           if (!isNaN(expires)) state.expiresAt = expires;
+          if (typeof s.requested_amount === "string") state.requested = s.requested_amount;
+          if (s.quote && typeof s.quote === "object") {
+            if (typeof s.quote.rate === "string") setText($("quote-rate"), s.quote.rate);
+            var quoteExpires = Date.parse(s.quote.expires_at || "");
+            if (!isNaN(quoteExpires)) state.quoteExpiresAt = quoteExpires;
+          }
           render();
           tick();
         }

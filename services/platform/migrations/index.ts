@@ -38,6 +38,7 @@ import { Migration20261128230000_TimePartitions } from "./Migration2026112823000
 import { Migration20261201230000_ResumeSpentOnItsHalt } from "./Migration20261201230000_ResumeSpentOnItsHalt.ts";
 import { Migration20261202090000_FiatValueDue } from "./Migration20261202090000_FiatValueDue.ts";
 import { Migration20261202100000_BitcoinWorkSummedByWatcher } from "./Migration20261202100000_BitcoinWorkSummedByWatcher.ts";
+import { Migration20261202110000_QuoteLife } from "./Migration20261202110000_QuoteLife.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -80,4 +81,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261201230000_ResumeSpentOnItsHalt", class: Migration20261201230000_ResumeSpentOnItsHalt },
   { name: "Migration20261202090000_FiatValueDue", class: Migration20261202090000_FiatValueDue },
   { name: "Migration20261202100000_BitcoinWorkSummedByWatcher", class: Migration20261202100000_BitcoinWorkSummedByWatcher },
+  { name: "Migration20261202110000_QuoteLife", class: Migration20261202110000_QuoteLife },
 ];
