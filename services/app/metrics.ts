@@ -199,7 +199,12 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     const g = new ScrapedGauge({ name, help, registers: on(role), collect: async () => void (await snapshot()) });
     return g;
   };
-  const backlog = gauge("payments_webhook_outbox_backlog", `Deliveries not yet published to JetStream (counted up to ${countCap}).`, "worker");
+  const backlog = gauge("payments_webhook_outbox_backlog", `Deliveries due and not yet published to JetStream (counted up to ${countCap}).`, "worker");
+  const outboxRetries = gauge(
+    "payments_webhook_outbox_waiting_retries",
+    `Retries waiting in the outbox, out of JetStream, for their due time (later than WEBHOOK_STREAM_WAIT_SECONDS, or over an endpoint's WEBHOOK_ENDPOINT_STREAM_RETRIES; counted up to ${countCap}).`,
+    "worker",
+  );
   const pendingRetry = gauge("payments_webhook_deliveries_pending_retry", `Deliveries waiting for a retry after a failed attempt (counted up to ${countCap}).`, "worker");
   const lag = gauge("payments_scheduler_lag_seconds", "Seconds since the oldest payment intent due for expiry that is not expired yet (0 when none is due).", "scheduler");
   const retentionRemoved = new Counter({
@@ -234,12 +239,14 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
   const numPending = gauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending).", "worker");
   const numAckPending = gauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending).", "worker");
   const numRedelivered = gauge("payments_jetstream_consumer_num_redelivered", "The delivery consumer's messages delivered more than once and not yet acknowledged (num_redelivered).", "worker");
+  const maxAckPending = gauge("payments_jetstream_consumer_max_ack_pending", "The delivery consumer's max_ack_pending (WEBHOOK_MAX_ACK_PENDING): at num_ack_pending, it hands out nothing more.", "worker");
 
   const readDatabase = async () => {
     const counts = (table: string, where: string) => `(select count(*) from (select 1 from ${table} where ${where} limit ${countCap}) s)::int`;
     const columns: string[] = [];
     if (has("worker")) {
-      columns.push(`${counts("webhook_deliveries", "published_at is null")} as backlog`);
+      columns.push(`${counts("webhook_deliveries", "published_at is null and (next_attempt_at is null or next_attempt_at <= now())")} as backlog`);
+      columns.push(`${counts("webhook_deliveries", "published_at is null and next_attempt_at > now()")} as outbox_retries`);
       columns.push(`${counts("webhook_deliveries", "status = 'pending' and attempt_count > 0")} as pending_retry`);
     }
     if (has("scheduler")) {
@@ -252,13 +259,14 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     }
     const rows = await o.db.em.fork().transactional(async (tx) => {
       await tx.execute("set local statement_timeout = 2000");
-      return tx.execute<{ backlog?: number; pending_retry?: number; lag?: number; retention_success?: number | null; [bytes: `bytes_${string}`]: number }[]>(
+      return tx.execute<{ backlog?: number; outbox_retries?: number; pending_retry?: number; lag?: number; retention_success?: number | null; [bytes: `bytes_${string}`]: number }[]>(
         `select ${columns.join(", ")}`,
       );
     });
     const row = rows[0] ?? {};
     if (has("worker")) {
       backlog.set(Number(row.backlog));
+      outboxRetries.set(Number(row.outbox_retries));
       pendingRetry.set(Number(row.pending_retry));
     }
     if (has("scheduler")) {
@@ -285,6 +293,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     numPending.set(info.num_pending);
     numAckPending.set(info.num_ack_pending);
     numRedelivered.set(info.num_redelivered);
+    maxAckPending.set(info.config.max_ack_pending ?? 0);
   };
 
   // One read of each source per scrape, shared by every gauge (and the error counter) of that scrape.
@@ -302,8 +311,8 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
             },
           ),
         );
-      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, pendingRetry] : []), ...(has("scheduler") ? [lag, tableBytes, partitionBytes, daysAhead, retentionSuccess] : [])], readDatabase);
-      if (has("worker")) read("nats", [numPending, numAckPending, numRedelivered], readConsumer);
+      if (has("worker") || has("scheduler")) read("database", [...(has("worker") ? [backlog, outboxRetries, pendingRetry] : []), ...(has("scheduler") ? [lag, tableBytes, partitionBytes, daysAhead, retentionSuccess] : [])], readDatabase);
+      if (has("worker")) read("nats", [numPending, numAckPending, numRedelivered, maxAckPending], readConsumer);
       await Promise.all(reads);
     })().finally(() => (inflight = undefined));
     return inflight;

@@ -37,6 +37,12 @@ export function streamNames(prefix: string): StreamNames {
 
 /** The header naming a delivery message's endpoint (messages published before it existed have none). */
 export const endpointHeader = "Endpoint-Id";
+/**
+ * A retry published from the outbox ahead of its time (store.ts publishAheadMs) carries its due
+ * time (epoch ms): a worker that gets it sooner sends it back to come at that time, before any
+ * claim or slot is spent on it (worker.ts dispatch).
+ */
+export const dueHeader = "Due-At";
 
 /**
  * JETSTREAM_PREFIX, or when it is unset one of the installation's own ("payments-<installation
@@ -133,11 +139,13 @@ async function claimPrefix(
 export const duplicateWindowMs = 10 * 60_000;
 
 /**
- * Unacknowledged messages count against max_ack_pending, and a message waiting
- * for its backoff redelivery is unacknowledged for up to 12 h. The default
- * (1000) would let one endpoint that is down stall every merchant's deliveries.
+ * Unacknowledged messages count against max_ack_pending: attempts running, and retries waiting
+ * in JetStream for their redelivery. Only retries due within WEBHOOK_STREAM_WAIT_SECONDS wait
+ * there, at most WEBHOOK_ENDPOINT_STREAM_RETRIES of an endpoint per worker (the rest wait in the
+ * outbox: worker.ts), so a failing endpoint's backlog cannot fill it. WEBHOOK_MAX_ACK_PENDING's
+ * default; JetStream's own (1000) would be reached by a few busy endpoints' retries.
  */
-export const maxAckPending = 100_000;
+export const defaultMaxAckPending = 100_000;
 
 type WantedStream = Partial<StreamConfig> & { name: string };
 
@@ -153,7 +161,7 @@ function streamConfig(names: StreamNames, replicas: number): WantedStream {
   };
 }
 
-function consumerConfig(names: StreamNames, s: Schedule): Partial<ConsumerConfig> {
+function consumerConfig(names: StreamNames, s: Schedule, maxAckPending: number): Partial<ConsumerConfig> {
   return {
     durable_name: names.consumer,
     description: "Webhook delivery workers: max_deliver = WEBHOOK_MAX_ATTEMPTS, backoff = WEBHOOK_RETRY_DELAYS (the retry schedule).",
@@ -226,6 +234,7 @@ export async function ensureDeliveryStream(
   s: Schedule,
   owner: { installation: string; prefix: string },
   replicas = 1,
+  maxAckPending = defaultMaxAckPending,
 ): Promise<{ jsm: JetStreamManager; changed: string[] }> {
   if (replicas > 1 && !nc.info?.cluster) {
     throw new ReplicasUnsupported(replicas, `${nc.getServer()} (nats-server ${nc.info?.version ?? "of unknown version"})`);
@@ -233,7 +242,7 @@ export async function ensureDeliveryStream(
   const jsm = await jetstreamManager(nc);
   const changed = await claimPrefix(nc, jsm, names, owner.installation, owner.prefix, replicas);
   changed.push(...(await ensureStream(jsm, streamConfig(names, replicas), replicas)));
-  const consumer = consumerConfig(names, s);
+  const consumer = consumerConfig(names, s, maxAckPending);
   try {
     const { config: current } = await jsm.consumers.info(names.stream, names.consumer);
     const { durable_name: _, deliver_policy: __, ack_policy: ___, ...updatable } = consumer;

@@ -6,7 +6,7 @@ import type { Logger } from "../platform/logger.ts";
 import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
-import { endpointHeader, type StreamNames } from "./jetstream.ts";
+import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
 import { takeUnpublished } from "./store.ts";
 
 export interface RelayOptions {
@@ -83,7 +83,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     return o.db.em.fork().transactional(async (tx) => {
       const rows = await takeUnpublished(tx, batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs));
       if (rows.length === 0) return 0;
-      await Promise.all(rows.map(({ id, msgId, endpointId }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000, headers: endpointHeaders(endpointId) })));
+      await Promise.all(rows.map(({ id, msgId, endpointId, dueAt }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) })));
       return rows.length;
     });
   };
@@ -133,9 +133,14 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   };
 }
 
-/** The endpoint rides on the message, so a worker shares its slots between endpoints before it reads the database. */
-function endpointHeaders(endpointId: string) {
+/**
+ * The endpoint rides on the message, so a worker shares its slots between endpoints before it
+ * reads the database; and a retry's due time, so a worker that gets it ahead of time sends it back
+ * until then without a claim.
+ */
+function messageHeaders(endpointId: string, dueAt: Date | undefined) {
   const h = headers();
   h.set(endpointHeader, endpointId);
+  if (dueAt && dueAt.getTime() > Date.now()) h.set(dueHeader, String(dueAt.getTime()));
   return h;
 }

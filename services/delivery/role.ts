@@ -53,7 +53,7 @@ export async function startWorkerRole(o: {
     const nc = await nats.connected;
     if (refresh || ensured?.nc !== nc) {
       const version = nc.info?.version ?? "unknown";
-      const done = ensureDeliveryStream(nc, names, schedule, { installation, prefix }, config.jetstreamReplicas).then(({ changed }) => {
+      const done = ensureDeliveryStream(nc, names, schedule, { installation, prefix }, config.jetstreamReplicas, config.webhookMaxAckPending).then(({ changed }) => {
         const fields = { natsServer: version, prefix, stream: names.stream, replicas: config.jetstreamReplicas, ...(changed.length > 0 ? { changed } : {}) };
         if (!olderThan(version, pendingTimerFixed)) return logger.info(fields, "delivery stream ready");
         const note = `nats-server ${version} predates the fix for nats-server #6085: every retry re-arms the server's redelivery timer with a delayed NAK, and terminal outcomes send a bare term (done on every version); ${pendingTimerFixed.join(".")} or later is recommended (docs/operations.md)`;
@@ -105,6 +105,8 @@ export async function startWorkerRole(o: {
       fastMs: config.webhookEndpointFastMs,
       circuitTimeouts: config.webhookCircuitTimeouts,
     },
+    streamWaitMs: config.webhookStreamWaitSeconds * 1000,
+    endpointStreamRetries: config.webhookEndpointStreamRetries,
     logger,
     streamReady,
     onAttempt: o.onAttempt,

@@ -9,36 +9,69 @@ import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
 // ---- the relay ----
 
 /**
- * Up to `batch` unpublished deliveries created at or after `since`, oldest first, locked so that
- * concurrent relays take different rows, each with the Nats-Msg-Id of its publication: the
- * delivery id, and for a delivery published again (requeue) the id and a count, so that
- * JetStream's duplicate window does not drop it. They are marked published in the caller's
- * transaction: the mark holds only if that transaction commits, which the relay does once
- * JetStream has acknowledged every publish (a failed or crashed pass leaves them unpublished).
- *
- * Two statements, each read only in the days it names (issue 50): the rows are taken from the days
- * since `since` (the relay passes its recent window, and now and then -infinity: every day), and
- * marked in the days the batch spans. As one statement (an update joined to its subquery) it was
- * planned against every day's partition, 60 ms a pass beside 90 days, where it took 8 on a new
- * database.
+ * How long before its retry is due a delivery waiting in the outbox is published: at least a
+ * relay poll's worth, so that its message is in JetStream when the retry is due. A message that
+ * comes a little early waits for its time in the worker, or is NAKed until then (claimDeliveries:
+ * "early"), so the retry keeps its schedule to the millisecond.
  */
-export async function takeUnpublished(em: EntityManager, batch: number, since: Date | "-infinity" = "-infinity"): Promise<{ id: string; msgId: string; endpointId: string }[]> {
-  const due = await em.execute<{ id: string; created_at: Date | string }[]>(
-    `select id, created_at from webhook_deliveries where published_at is null and created_at >= ?::timestamptz
-      order by created_at limit ? for update skip locked`,
-    [since === "-infinity" ? since : since.toISOString(), batch],
+export const publishAheadMs = 3000;
+
+/**
+ * Up to `batch` deliveries to publish, created at or after `since`, locked so that concurrent
+ * relays take different rows, each with the Nats-Msg-Id of its publication: the delivery id, and
+ * for a delivery published again (requeue) the id and a count, so that JetStream's duplicate
+ * window does not drop it. They are marked published in the caller's transaction: the mark holds
+ * only if that transaction commits, which the relay does once JetStream has acknowledged every
+ * publish (a failed or crashed pass leaves them unpublished).
+ *
+ * What is published: new deliveries (no retry due: next_attempt_at null), oldest first; and
+ * first, deliveries waiting in the outbox for a retry (next_attempt_at set: parked there by the
+ * worker because it is due later than WEBHOOK_STREAM_WAIT_SECONDS, or put back) once it is due
+ * within publishAheadMs, soonest first. A retry due later is not published: only what is due soon
+ * waits in JetStream, where each unacknowledged message counts against the consumer's
+ * max_ack_pending (worker.ts). Each kind is read by a partial index of its own, so thousands of
+ * retries waiting for hours cost a pass nothing.
+ *
+ * Each statement reads only the days it names (issue 50): the rows are taken from the days since
+ * `since` (the relay passes its recent window, and now and then -infinity: every day), and marked
+ * in the days the batch spans. As one statement (an update joined to its subquery) it was planned
+ * against every day's partition, 60 ms a pass beside 90 days, where it took 8 on a new database.
+ */
+export async function takeUnpublished(em: EntityManager, batch: number, since: Date | "-infinity" = "-infinity"): Promise<{ id: string; msgId: string; endpointId: string; dueAt: Date | undefined }[]> {
+  const after = since === "-infinity" ? since : since.toISOString();
+  const retries = await em.execute<{ id: string; created_at: Date | string }[]>(
+    `select id, created_at from webhook_deliveries
+      where published_at is null and next_attempt_at is not null and created_at >= ?::timestamptz
+        and next_attempt_at <= now() + make_interval(secs => ?)
+      order by next_attempt_at limit ? for update skip locked`,
+    [after, publishAheadMs / 1000, batch],
   );
+  const fresh =
+    retries.length >= batch
+      ? []
+      : await em.execute<{ id: string; created_at: Date | string }[]>(
+          `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
+            order by created_at limit ? for update skip locked`,
+          [after, batch - retries.length],
+        );
+  const due = [...retries, ...fresh];
   if (due.length === 0) return [];
   const times = due.map((r) => new Date(r.created_at).getTime());
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string }[]>(
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string; next_attempt_at: Date | string | null }[]>(
     `update webhook_deliveries set published_at = now()
       where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz and published_at is null
-      returning id, republished, created_at, endpoint_id`,
+      returning id, republished, created_at, endpoint_id, next_attempt_at`,
     [`{${due.map((r) => r.id).join(",")}}`, new Date(Math.min(...times)).toISOString(), new Date(Math.max(...times)).toISOString()],
   );
-  // RETURNING keeps no order: published oldest first, as they were taken.
-  rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
-  return rows.map((r) => ({ id: r.id, msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id, endpointId: r.endpoint_id }));
+  // RETURNING keeps no order: published in the order they were taken (retries due first, then the oldest new).
+  const order = new Map(due.map((r, i) => [r.id, i]));
+  rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+  return rows.map((r) => ({
+    id: r.id,
+    msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id,
+    endpointId: r.endpoint_id,
+    dueAt: r.next_attempt_at === null ? undefined : new Date(r.next_attempt_at),
+  }));
 }
 
 // ---- the worker ----
@@ -56,8 +89,14 @@ const statusOf = (alias: string) => `coalesce(${alias}.status, '')`;
 export interface Claimed {
   id: string;
   attempt: number;
-  /** When the claim was made, as recorded (last_attempt_at): the attempt's request goes out soon after, or never (worker.ts). */
+  /** When the claim was made, as recorded (last_attempt_at): by the database's clock, the one every takeover and the sweep read it with. */
   claimedAt: Date;
+  /**
+   * This process's monotonic clock (performance.now()) just before the claim's statement was sent:
+   * at or before the claim, however this process's wall clock is set. The attempt's request goes out
+   * within sendWithinMs of it or never (worker.ts), so within sendWithinMs of the recorded claim.
+   */
+  claimSentAt: number;
   /** The status the delivery had before this claim: "processing" means a worker stopped mid-attempt. */
   previousStatus: DeliveryStatus;
   previousAttemptAt: Date | undefined;
@@ -85,7 +124,7 @@ export type ClaimResult =
   | { skipped: "early"; dueInMs: number };
 
 /** A message this close to its delivery's due time is on time (worker clocks differ a little). */
-const earlyToleranceMs = 200;
+export const earlyToleranceMs = 200;
 
 export interface ClaimRequest {
   id: string;
@@ -104,14 +143,25 @@ export interface ClaimRequest {
  * that comes sooner (its worker stalled past the ack deadline, or a server handed a
  * queued redelivery out twice) would POST the webhook a second time while the first
  * may still be answered. It is told when it may take over instead.
+ *
+ * Ownership is on one clock, PostgreSQL's: the claim records last_attempt_at with the database's
+ * clock_timestamp() (the moment the row is locked and written, not the statement's start), and a
+ * takeover compares it with clock_timestamp() again, so two workers' clocks are never compared
+ * (measured on its own clock against another's claim, a worker 10 s ahead took over, with the
+ * default 17 s, an attempt claimed 7 s before, its request still open). The sweep
+ * (failAbandoned, republishStranded) reads last_attempt_at on that clock too. `at`, the worker's
+ * clock, only places a retry's due time (next_attempt_at, which the finishing worker wrote on its
+ * own clock): a claim up to earlyToleranceMs early waits for it, and no attempt is in flight then.
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
   const range = createdAtRange(batch.map((b) => b.id));
+  const claimSentAt = performance.now();
   const rows = await executePrepared<
     {
       id: string;
       attempt_count: number;
+      claimed_at: Date | string;
       previous_status: DeliveryStatus;
       previous_attempt_at: Date | string | null;
       due_at: Date | string | null;
@@ -132,19 +182,22 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
          from webhook_deliveries d join input on input.id = d.id and ${createdAtOfId("d.created_at", "input.id")}
         where d.created_at between ?::timestamptz and ?::timestamptz and (d.stream_seq is null or d.stream_seq = input.seq)
           and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
-               or (${statusOf("d")} = 'processing' and d.last_attempt_at <= ?))
+               or (${statusOf("d")} = 'processing' and d.last_attempt_at <= clock_timestamp() - make_interval(secs => ?)))
         order by d.id
         for update of d
      ), claimed as (
        update webhook_deliveries d
           set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
-              last_attempt_at = ?, next_attempt_at = null, updated_at = ?
+              last_attempt_at = clock_timestamp(), next_attempt_at = null, updated_at = clock_timestamp()
          from old where d.id = old.id and d.created_at = old.created_at and d.created_at between ?::timestamptz and ?::timestamptz
-       returning d.id, d.attempt_count, old.status as previous_status, old.last_attempt_at as previous_attempt_at, old.next_attempt_at as due_at, d.event_id, d.endpoint_id
+       returning d.id, d.attempt_count, d.last_attempt_at as claimed_at, old.status as previous_status, old.last_attempt_at as previous_attempt_at,
+                 old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id`,
-    [JSON.stringify(batch), ...range, new Date(at.getTime() + earlyToleranceMs), new Date(at.getTime() - takeoverAfterMs), at, at, ...range],
+    // A row another claim changed while this one waited for its lock is checked again as changed,
+    // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
+    [JSON.stringify(batch), ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ...range],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -164,12 +217,15 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     return ev ? [[r.id, { ...r, payload: ev.payload, event_created_at: ev.created_at }] as const] : [];
   }));
   const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);
-  type Found = { id: string; status: DeliveryStatus; stream_seq: string | number | null; next_attempt_at: Date | string | null; last_attempt_at: Date | string | null };
+  type Found = { id: string; status: DeliveryStatus; stream_seq: string | number | null; next_attempt_at: Date | string | null; takeover_in_ms: number | string | null };
   const existing = new Map<string, Found>();
   if (missing.length > 0) {
+    // How long until the attempt in flight may be taken over, on the database's clock as the claim measures it.
     const found = await em.execute<Found[]>(
-      `select id, status, stream_seq, next_attempt_at, last_attempt_at from webhook_deliveries where id in (?)`,
-      [missing],
+      `select id, status, stream_seq, next_attempt_at,
+              ceil(extract(epoch from last_attempt_at + make_interval(secs => ?) - clock_timestamp()) * 1000)::float8 as takeover_in_ms
+         from webhook_deliveries where id in (?)`,
+      [takeoverAfterMs / 1000, missing],
     );
     for (const f of found) existing.set(f.id, f);
   }
@@ -183,7 +239,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
         claimed: {
           id: r.id,
           attempt: r.attempt_count,
-          claimedAt: at,
+          claimedAt: new Date(r.claimed_at),
+          claimSentAt,
           previousStatus: r.previous_status,
           previousAttemptAt: r.previous_attempt_at ? new Date(r.previous_attempt_at) : undefined,
           dueAt: r.due_at ? new Date(r.due_at) : undefined,
@@ -206,8 +263,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     if (e.stream_seq !== null && Number(e.stream_seq) !== b.seq) return { skipped: "duplicate" };
     if (e.status === "pending" && e.next_attempt_at !== null) return { skipped: "early", dueInMs: Math.max(1, new Date(e.next_attempt_at).getTime() - at.getTime()) };
     // Processing (or pending, claimed by another copy since this claim's statement): the attempt's claim is its start.
-    const since = e.last_attempt_at === null ? at.getTime() : new Date(e.last_attempt_at).getTime();
-    return { skipped: "in_flight", retryInMs: Math.max(1, since + takeoverAfterMs - at.getTime()) };
+    return { skipped: "in_flight", retryInMs: e.takeover_in_ms === null ? takeoverAfterMs : Math.max(1, Number(e.takeover_in_ms)) };
   });
 }
 
@@ -239,6 +295,19 @@ export interface AttemptRecord {
  * Moves each delivery on and records its attempt — a whole batch in one statement.
  * Nothing is written for a delivery another worker has taken over meanwhile;
  * returns, per record, whether it was written.
+ *
+ * The finish wins over the sweep. A last attempt the sweep ended as abandoned (failAbandoned:
+ * failed, worker_lost, its attempt count still this attempt's) may still have been answered: its
+ * worker lost the database, not the receiver, and holds the answer until its finish is written
+ * (persist() retries it through the outage). The sweep cannot check the outcome first, since until
+ * then the answer exists nowhere but in that worker's memory; so the attempt's own record replaces
+ * the sweep's guess when it ends the delivery (delivered, or failed with what the receiver said), and
+ * a 2xx is never left recorded as failed. The sweep's traces go with it: its lost attempt is this
+ * attempt's row (same delivery and number), overwritten in place, so no attempt is counted twice;
+ * auto-disable reads the delivery's status and attempts as they are at each pass, so the delivery
+ * counts as the endpoint's last success from then on and the abandonment toward nothing; the
+ * message the sweep removed from the stream is acknowledged for nothing. A record that would leave
+ * the delivery pending (a worker configured with more attempts) does not reopen it.
  */
 export async function finishAttempts(em: EntityManager, batch: readonly AttemptRecord[]): Promise<boolean[]> {
   const input = batch.map((a) => ({
@@ -264,7 +333,8 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
               last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
          from input where d.id = input.id and ${createdAtOfId("d.created_at", "input.id")} and d.created_at between ?::timestamptz and ?::timestamptz
-          and ${statusOf("d")} = 'processing' and d.attempt_count = input.number
+          and d.attempt_count = input.number
+          and (${statusOf("d")} = 'processing' or (${statusOf("d")} = 'failed' and d.last_error = 'worker_lost' and input.status <> 'pending'))
        returning d.id, input.number
      )
      insert into webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error, outcome, response_excerpt, delivery_time)
@@ -292,13 +362,16 @@ export async function failClaimed(em: EntityManager, id: string, reason: string)
 /**
  * Deliveries whose worker stopped during the last allowed attempt: JetStream
  * will not redeliver them, so they end failed (worker_lost) once the attempt
- * has certainly ended (`staleAfterMs` past its start). Returns their stream
- * sequences, so their messages can be removed from the stream.
+ * has certainly ended (`staleAfterMs` past its claim, both on the database's clock:
+ * see claimDeliveries). Returns their stream sequences, so their messages can be
+ * removed from the stream. A worker that was only cut off from the database may
+ * still hold the attempt's answer: its finish, when it lands, replaces this
+ * (finishAttempts), so an answered attempt ends as it was answered.
  */
 export async function failAbandoned(em: EntityManager, maxAttempts: number, staleAfterMs: number): Promise<number[]> {
   const rows = await em.execute<{ id: string; attempt_count: number; last_attempt_at: Date; stream_seq: string | number | null }[]>(
     `update webhook_deliveries set status = 'failed', last_error = 'worker_lost', updated_at = now()
-      where status = 'processing' and attempt_count >= ? and last_attempt_at < now() - make_interval(secs => ?)
+      where status = 'processing' and attempt_count >= ? and last_attempt_at < clock_timestamp() - make_interval(secs => ?)
       returning id, attempt_count, last_attempt_at, stream_seq`,
     [maxAttempts, staleAfterMs / 1000],
   );

@@ -9,12 +9,13 @@ import { SecretUnreadable, type SecretBox } from "../webhooks/secrets.ts";
 import { Batcher } from "./batcher.ts";
 import { storableText } from "./excerpt.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
-import { endpointHeader, type StreamNames } from "./jetstream.ts";
+import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
 import { EndpointGate, type Attempt, type Ending, type FairnessSettings } from "./fairness.ts";
 import { endSlots, takeSlots, type SlotAnswer, type SlotEnd, type SlotRequest } from "./shared-gate.ts";
 import { deliveryAgent, send, type Response } from "./send.ts";
 import { signatureHeaders } from "./signature.ts";
+import { WaitingRetries } from "./waiting-retries.ts";
 import {
   claimDeliveries,
   failAbandoned,
@@ -29,6 +30,7 @@ import {
   type Claimed,
   type ClaimRequest,
   type ClaimResult,
+  earlyToleranceMs,
 } from "./store.ts";
 import type { ConnectTo } from "../platform/connect-to.ts";
 import { PolicyRejection, UnresolvedHost, resolveTarget } from "../webhooks/url-policy.ts";
@@ -46,6 +48,13 @@ export interface WorkerOptions {
   fairness: Omit<FairnessSettings, "total">;
   /** How long a stop waits for attempts in flight before it records them as lost (default stopGraceMs). */
   stopGraceMs?: number;
+  /**
+   * WEBHOOK_STREAM_WAIT_SECONDS, in ms: a retry due later than this waits in the outbox, not in
+   * JetStream (default 300 s); and WEBHOOK_ENDPOINT_STREAM_RETRIES: the retries of one endpoint
+   * this worker leaves waiting in JetStream at once (default 1000; waiting-retries.ts).
+   */
+  streamWaitMs?: number;
+  endpointStreamRetries?: number;
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
@@ -65,17 +74,24 @@ export const stopGraceMs = 5000;
  * An attempt whose request has not gone out this long after its claim never sends it (a worker
  * that stalled, a database outage while it recorded a lost attempt, a slow DNS answer): it is
  * recorded as lost and retried on schedule. So an attempt is over, whatever became of its worker,
- * by its claim + this + the request's timeout.
+ * by its claim + this + the request's timeout. The worker counts it on its own monotonic clock
+ * from just before it sent the claim (Claimed.claimSentAt), so however its wall clock is set, it
+ * never sends later than this after the claim the database recorded.
  */
 export const sendWithinMs = 5000;
 
-/** Clocks of workers differ a little, and a request is over a moment after its timeout fires. */
+/**
+ * A request is over a moment after its timeout fires (later on a busy event loop). Not for
+ * workers' clocks: the claim and the takeover are measured on the database's clock
+ * (store.ts claimDeliveries), and each worker's deadlines on its own monotonic clock.
+ */
 const takeoverMarginMs = 2000;
 
 /**
  * How long after its claim an attempt can no longer be running, so that another copy of its
  * message may take the delivery over (its worker died or stalled): a copy that comes sooner waits,
- * and the webhook is never POSTed twice at once. 17 s with the default 10 s timeout.
+ * and the webhook is never POSTed twice at once. 17 s with the default 10 s timeout, by the
+ * database's clock, whatever the workers' clocks say.
  */
 export function takeoverAfter(timeoutMs: number): number {
   return sendWithinMs + timeoutMs + takeoverMarginMs;
@@ -172,7 +188,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   let giveUp!: (v: typeof gaveUp) => void;
   // Resolves when a stop has waited long enough for the attempts in flight.
   const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
-  const ctx: HandleContext = { o, batches, persist, agent, givenUp };
+  const waiting = new WaitingRetries(o.endpointStreamRetries ?? defaultEndpointStreamRetries);
+  const ctx: HandleContext = { o, batches, persist, agent, givenUp, waiting, streamWaitMs: o.streamWaitMs ?? defaultStreamWaitMs };
 
   // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (as
   // many as its endpoint's standing allows, kept alive with working()), or goes back to JetStream
@@ -231,7 +248,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
    */
   const takeSlot = async (endpoint: string, ticket: Attempt): Promise<{ holder: string; sendBy: number } | undefined> => {
     const holder = `${slotPrefix}.${++slotSeq}`;
-    const takenAt = Date.now();
+    // This process's monotonic clock, before the slot's lease begins on the database's.
+    const takenAt = performance.now();
     const answer: SlotAnswer = await persist(() => batches.slots.add({ holder, endpointId: endpoint, cap: ticket.cap, leaseMs }));
     gate.slotAnswer(endpoint, ticket, { busyMs: answer.granted ? undefined : answer.oldestMs, circuitOpen: answer.circuitOpen });
     return answer.granted ? { holder, sendBy: takenAt + leaseMs - o.timeoutMs - takeoverMarginMs } : undefined;
@@ -311,6 +329,11 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     if (counted) heldCounted++;
   };
   const dispatch = (msg: JsMsg) => {
+    // A retry the relay published ahead of its time (from the outbox): back to JetStream until then,
+    // before it takes a slot or a claim. The claim checks the due time again (a header is a hint).
+    const early = Number(msg.headers?.get(dueHeader) || 0) - Date.now();
+    const n = msg.info.deliveryCount;
+    if (early > earlyToleranceMs && n < o.schedule.maxAttempts && nakReaches(o.schedule, n, early)) return msg.nak(nakDelayFor(o.schedule, n, early));
     // Messages published before the header existed are not shared out: there are few, once.
     const endpoint = msg.headers?.get(endpointHeader) || undefined;
     if (endpoint === undefined) return run(msg);
@@ -492,6 +515,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       await Promise.allSettled(inflight);
       clearTimeout(grace);
       await Promise.allSettled(chores);
+      waiting.clear();
       agent.destroy();
     },
   };
@@ -520,9 +544,16 @@ interface HandleContext {
   agent: https.Agent;
   /** Resolves when a stop gives up on the attempts still in flight. */
   givenUp: Promise<typeof gaveUp>;
+  /** This worker's retries waiting in JetStream, per endpoint (capped). */
+  waiting: WaitingRetries;
+  /** A retry due later than this waits in the outbox. */
+  streamWaitMs: number;
 }
 
 const gaveUp = Symbol("gave up");
+/** WEBHOOK_STREAM_WAIT_SECONDS's and WEBHOOK_ENDPOINT_STREAM_RETRIES's defaults. */
+export const defaultStreamWaitMs = 300_000;
+export const defaultEndpointStreamRetries = 1000;
 /** The attempt's request would have gone out later than sendWithinMs after its claim: it did not go out. */
 const tooLate = Symbol("too late");
 
@@ -542,10 +573,10 @@ export function strandedAfter(s: Schedule, timeoutMs: number): number {
 
 /**
  * Handles one message; when it made an attempt, how that ended (for the endpoint's share and
- * circuit). `sending` is called as its request goes out; `sendBy`: the request does not go out
- * after this (its endpoint's shared slot would lapse before it could be over).
+ * circuit). `sending` is called as its request goes out; `sendBy` (performance.now()): the request
+ * does not go out after this (its endpoint's shared slot would lapse before it could be over).
  */
-async function handle({ o, batches, persist, agent, givenUp }: HandleContext, msg: JsMsg, sending?: () => void, sendBy?: number): Promise<{ ending: Ending; durationMs: number } | undefined> {
+async function handle({ o, batches, persist, agent, givenUp, waiting, streamWaitMs }: HandleContext, msg: JsMsg, sending?: () => void, sendBy?: number): Promise<{ ending: Ending; durationMs: number } | undefined> {
   const deliveryCount = msg.info.deliveryCount;
   // This delivery's ack deadline: backoff[n-1].
   const deadline = delayAfter(o.schedule, deliveryCount);
@@ -577,7 +608,7 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
           // Published again before its retry is due: wait for the schedule. A message on a later
           // JetStream delivery (held back before) cannot be NAKed for less than that delivery's
           // backoff entry: it is published again instead, as a new message that can.
-          if (nakReaches(o.schedule, deliveryCount, claim.dueInMs)) retryIn(claim.dueInMs);
+          if (claim.dueInMs <= streamWaitMs && nakReaches(o.schedule, deliveryCount, claim.dueInMs)) retryIn(claim.dueInMs);
           else {
             msg.term();
             await persist(() => requeue(o.db.em.fork(), msg.string()));
@@ -661,14 +692,23 @@ async function handle({ o, batches, persist, agent, givenUp }: HandleContext, ms
     o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
-    else if (deliveryCount < o.schedule.maxAttempts && nakReaches(o.schedule, deliveryCount, Math.max(1, finishedAt + waitMs - Date.now()))) {
+    else if (
+      deliveryCount < o.schedule.maxAttempts &&
+      nakReaches(o.schedule, deliveryCount, Math.max(1, finishedAt + waitMs - Date.now())) &&
+      finishedAt + waitMs - Date.now() <= streamWaitMs &&
+      waiting.take(d.endpointId, Math.max(1, finishedAt + waitMs - Date.now()))
+    ) {
       retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
     } else {
-      // JetStream has no delivery left for this message (copies and takeovers spent some), or a
-      // NAK on this delivery cannot bring it back on time (the message was held back for its
-      // endpoint's limit before this attempt, so it is on a later delivery whose backoff entry is
-      // longer than the retry's delay): publish the delivery again; its new message waits for the
-      // due time ("early"), so the retry keeps the schedule.
+      // The retry waits in the outbox, out of JetStream, and the relay publishes it when it is due
+      // (store.ts takeUnpublished), so it keeps the schedule: it is due later than
+      // WEBHOOK_STREAM_WAIT_SECONDS (a message waiting in JetStream counts against the consumer's
+      // max_ack_pending until it comes back: a failing endpoint's backlog would fill it and stop
+      // every merchant's deliveries); or its endpoint already has its share of retries waiting in
+      // JetStream from this worker (waiting-retries.ts); or JetStream has no delivery left for this
+      // message (copies and takeovers spent some), or a NAK on this delivery cannot bring it back on
+      // time (the message was held back for its endpoint's limit before this attempt, so it is on a
+      // later delivery whose backoff entry is longer than the retry's delay).
       msg.term();
       await persist(() => requeue(o.db.em.fork(), d.id));
     }
@@ -690,7 +730,9 @@ const lastErrorChars = 512;
  * Records an attempt's outcome. When the database refuses the record itself (not an outage),
  * the attempt ends the delivery instead, recorded without what the receiver sent
  * (error "unrecorded", terminal): a record that cannot be written would otherwise hold its
- * message, and a slot of this worker, for ever.
+ * message, and a slot of this worker, for ever. Through an outage it is retried until it lands,
+ * however long: a last attempt the sweep meanwhile ended as abandoned (worker_lost) is then
+ * recorded as it was answered (store.ts finishAttempts: the finish wins).
  */
 async function finish(o: WorkerOptions, batches: Batches, persist: HandleContext["persist"], record: AttemptRecord): Promise<AttemptRecord | undefined> {
   try {
@@ -727,8 +769,9 @@ async function attempt(o: WorkerOptions, agent: https.Agent, d: Claimed, sendBy 
   }
   const body = Buffer.from(d.payload, "utf8");
   const timestamp = Math.floor(Date.now() / 1000);
-  // Checked in the same turn as the request is made, so nothing runs between.
-  if (Date.now() > Math.min(d.claimedAt.getTime() + sendWithinMs, sendBy)) return tooLate;
+  // Checked in the same turn as the request is made, so nothing runs between; on the monotonic
+  // clock both deadlines were set on (a wall clock set back or forward moves neither).
+  if (performance.now() > Math.min(d.claimSentAt + sendWithinMs, sendBy)) return tooLate;
   return send({
     url: new URL(d.endpointUrl),
     target,

@@ -51,6 +51,19 @@ export interface Config {
   webhookEndpointFastMs: number;
   /** WEBHOOK_CIRCUIT_TIMEOUTS: timeouts in a row that open an endpoint's circuit in a worker (one attempt at a time until one is answered; 0: never). */
   webhookCircuitTimeouts: number;
+  /**
+   * WEBHOOK_MAX_ACK_PENDING: the delivery consumer's max_ack_pending, the messages handed out and
+   * not yet acknowledged (attempts running, retries waiting in JetStream) before it hands out no more.
+   */
+  webhookMaxAckPending: number;
+  /**
+   * WEBHOOK_STREAM_WAIT_SECONDS: the longest a retry waits in JetStream; one due later waits in the
+   * outbox and is published when due (delivery/store.ts takeUnpublished), so a backlog of retries cannot fill the
+   * consumer's max_ack_pending.
+   */
+  webhookStreamWaitSeconds: number;
+  /** WEBHOOK_ENDPOINT_STREAM_RETRIES: retries of one endpoint a worker process leaves waiting in JetStream; more wait in the outbox. */
+  webhookEndpointStreamRetries: number;
 
   /**
    * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint is disabled by the scheduler when a
@@ -556,6 +569,9 @@ export function loadConfig(env: Env = process.env): Config {
     webhookEndpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1, 1000),
     webhookEndpointFastMs: integer(env, "WEBHOOK_ENDPOINT_FAST_MS", 1000, 10, 300_000),
     webhookCircuitTimeouts: integer(env, "WEBHOOK_CIRCUIT_TIMEOUTS", 5, 0, 1000),
+    webhookMaxAckPending: integer(env, "WEBHOOK_MAX_ACK_PENDING", 100_000, 10, 10_000_000),
+    webhookStreamWaitSeconds: integer(env, "WEBHOOK_STREAM_WAIT_SECONDS", 300, 1, 86_400),
+    webhookEndpointStreamRetries: integer(env, "WEBHOOK_ENDPOINT_STREAM_RETRIES", 1000, 1, 1_000_000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     webhookRecovery: {
       maxDays: integer(env, "WEBHOOK_RECOVERY_MAX_DAYS", 7, 1, 365),

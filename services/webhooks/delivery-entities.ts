@@ -41,6 +41,15 @@ export const WebhookDeliveryRecord = defineEntity({
       name: "webhook_deliveries_unpublished_index",
       expression: `create index "webhook_deliveries_unpublished_index" on "webhook_deliveries" ("created_at") where "published_at" is null`,
     },
+    // The relay's two reads (delivery/store.ts takeUnpublished): retries waiting in the outbox by due time, new deliveries by age.
+    {
+      name: "webhook_deliveries_waiting_retry_index",
+      expression: `create index "webhook_deliveries_waiting_retry_index" on "webhook_deliveries" ("next_attempt_at") where "published_at" is null and "next_attempt_at" is not null`,
+    },
+    {
+      name: "webhook_deliveries_unpublished_new_index",
+      expression: `create index "webhook_deliveries_unpublished_new_index" on "webhook_deliveries" ("created_at") where "published_at" is null and "next_attempt_at" is null`,
+    },
   ],
   // Wakes the outbox relay when deliveries commit (NOTIFY is delivered at commit, once per
   // transaction for equal payloads). Per row, so a statement that inserts none stays silent.

@@ -39,6 +39,7 @@ import { Migration20261201230000_ResumeSpentOnItsHalt } from "./Migration2026120
 import { Migration20261202090000_FiatValueDue } from "./Migration20261202090000_FiatValueDue.ts";
 import { Migration20261202100000_BitcoinWorkSummedByWatcher } from "./Migration20261202100000_BitcoinWorkSummedByWatcher.ts";
 import { Migration20261202110000_QuoteLife } from "./Migration20261202110000_QuoteLife.ts";
+import { Migration20261202120000_RetriesWaitInTheOutbox } from "./Migration20261202120000_RetriesWaitInTheOutbox.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -82,4 +83,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202090000_FiatValueDue", class: Migration20261202090000_FiatValueDue },
   { name: "Migration20261202100000_BitcoinWorkSummedByWatcher", class: Migration20261202100000_BitcoinWorkSummedByWatcher },
   { name: "Migration20261202110000_QuoteLife", class: Migration20261202110000_QuoteLife },
+  { name: "Migration20261202120000_RetriesWaitInTheOutbox", class: Migration20261202120000_RetriesWaitInTheOutbox },
 ];

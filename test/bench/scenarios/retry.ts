@@ -15,6 +15,8 @@ interface RetryVariant {
   measured: number[];
   /** Events recorded first and left waiting on the last (long) delay while the measured ones retry. */
   parked: (quick: boolean) => number;
+  /** More settings: WEBHOOK_STREAM_WAIT_SECONDS below the delays, so that every retry waits in the outbox. */
+  env?: Record<string, string>;
 }
 
 async function untilArrivals(receiver: BenchReceiver, ids: readonly string[], count: number, timeoutMs: number) {
@@ -47,7 +49,9 @@ function retryScenario(v: RetryVariant): Scenario {
     title:
       v.parked(false) > 0
         ? `Retry accuracy with mixed backoffs (WEBHOOK_RETRY_DELAYS=${delays}; events parked on the ${v.delaysMs.at(-1)! / 1000} s delay while others retry)`
-        : `Retry accuracy (WEBHOOK_RETRY_DELAYS=${delays}, 503 ${v.failFirst} times, then 200)`,
+        : v.env?.WEBHOOK_STREAM_WAIT_SECONDS
+          ? `Retry accuracy through the outbox (WEBHOOK_RETRY_DELAYS=${delays}, WEBHOOK_STREAM_WAIT_SECONDS=${v.env.WEBHOOK_STREAM_WAIT_SECONDS}: every retry waits out of JetStream, published when due)`
+          : `Retry accuracy (WEBHOOK_RETRY_DELAYS=${delays}, 503 ${v.failFirst} times, then 200)`,
     metrics: {
       deliveries: { label: "deliveries retried", unit: "" },
       early_max: { label: "earliest retry vs schedule (negative = early)", unit: "ms" },
@@ -58,7 +62,7 @@ function retryScenario(v: RetryVariant): Scenario {
     async setup() {
       ({ receiver, producer } = await startWebhookSystem(cleanup, {
         failFirst: v.failFirst,
-        env: { WEBHOOK_RETRY_DELAYS: delays, WEBHOOK_MAX_ATTEMPTS: String(v.delaysMs.length + 1) },
+        env: { WEBHOOK_RETRY_DELAYS: delays, WEBHOOK_MAX_ATTEMPTS: String(v.delaysMs.length + 1), ...v.env },
       }));
     },
     async run(ctx) {
@@ -93,4 +97,5 @@ function retryScenario(v: RetryVariant): Scenario {
 export const retryScenarios: Scenario[] = [
   retryScenario({ name: "retry", delaysMs: [1000, 2000], failFirst: 2, measured: [1000, 2000], parked: () => 0 }),
   retryScenario({ name: "retry-mixed", delaysMs: [1000, 2000, 120_000], failFirst: 3, measured: [1000, 2000], parked: (quick) => (quick ? 10 : 50) }),
+  retryScenario({ name: "retry-outbox", delaysMs: [3000, 4000], failFirst: 2, measured: [3000, 4000], parked: () => 0, env: { WEBHOOK_STREAM_WAIT_SECONDS: "1" } }),
 ];
