@@ -138,15 +138,6 @@ async function claimPrefix(
  */
 export const duplicateWindowMs = 10 * 60_000;
 
-/**
- * Unacknowledged messages count against max_ack_pending: attempts running, and retries waiting
- * in JetStream for their redelivery. Only retries due within WEBHOOK_STREAM_WAIT_SECONDS wait
- * there, at most WEBHOOK_ENDPOINT_STREAM_RETRIES of an endpoint per worker (the rest wait in the
- * outbox: worker.ts), so a failing endpoint's backlog cannot fill it. WEBHOOK_MAX_ACK_PENDING's
- * default; JetStream's own (1000) would be reached by a few busy endpoints' retries.
- */
-export const defaultMaxAckPending = 100_000;
-
 type WantedStream = Partial<StreamConfig> & { name: string };
 
 function streamConfig(names: StreamNames, replicas: number): WantedStream {
@@ -233,8 +224,15 @@ export async function ensureDeliveryStream(
   names: StreamNames,
   s: Schedule,
   owner: { installation: string; prefix: string },
-  replicas = 1,
-  maxAckPending = defaultMaxAckPending,
+  replicas: number,
+  /**
+   * WEBHOOK_MAX_ACK_PENDING. Unacknowledged messages count against it: attempts running, and
+   * retries waiting in JetStream for their redelivery. Only retries due within
+   * WEBHOOK_STREAM_WAIT_SECONDS wait there, at most WEBHOOK_ENDPOINT_STREAM_RETRIES of an endpoint
+   * per worker (the rest wait in the outbox: worker.ts), so a failing endpoint's backlog cannot
+   * fill it. JetStream's own default (1000) would be reached by a few busy endpoints' retries.
+   */
+  maxAckPending: number,
 ): Promise<{ jsm: JetStreamManager; changed: string[] }> {
   if (replicas > 1 && !nc.info?.cluster) {
     throw new ReplicasUnsupported(replicas, `${nc.getServer()} (nats-server ${nc.info?.version ?? "of unknown version"})`);

@@ -50,11 +50,11 @@ export interface WorkerOptions {
   stopGraceMs?: number;
   /**
    * WEBHOOK_STREAM_WAIT_SECONDS, in ms: a retry due later than this waits in the outbox, not in
-   * JetStream (default 300 s); and WEBHOOK_ENDPOINT_STREAM_RETRIES: the retries of one endpoint
-   * this worker leaves waiting in JetStream at once (default 1000; waiting-retries.ts).
+   * JetStream; and WEBHOOK_ENDPOINT_STREAM_RETRIES: the retries of one endpoint this worker leaves
+   * waiting in JetStream at once (waiting-retries.ts).
    */
-  streamWaitMs?: number;
-  endpointStreamRetries?: number;
+  streamWaitMs: number;
+  endpointStreamRetries: number;
   logger: Logger;
   /** Resolves once the stream and consumer exist on the current connection; `refresh` checks again. */
   streamReady: (refresh?: boolean) => Promise<void>;
@@ -188,8 +188,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   let giveUp!: (v: typeof gaveUp) => void;
   // Resolves when a stop has waited long enough for the attempts in flight.
   const givenUp = new Promise<typeof gaveUp>((resolve) => (giveUp = resolve));
-  const waiting = new WaitingRetries(o.endpointStreamRetries ?? defaultEndpointStreamRetries);
-  const ctx: HandleContext = { o, batches, persist, agent, givenUp, waiting, streamWaitMs: o.streamWaitMs ?? defaultStreamWaitMs };
+  const waiting = new WaitingRetries(o.endpointStreamRetries);
+  const ctx: HandleContext = { o, batches, persist, agent, givenUp, waiting, streamWaitMs: o.streamWaitMs };
 
   // Fair shares (fairness.ts). A message whose endpoint has no free slot waits here for one (as
   // many as its endpoint's standing allows, kept alive with working()), or goes back to JetStream
@@ -551,9 +551,6 @@ interface HandleContext {
 }
 
 const gaveUp = Symbol("gave up");
-/** WEBHOOK_STREAM_WAIT_SECONDS's and WEBHOOK_ENDPOINT_STREAM_RETRIES's defaults. */
-export const defaultStreamWaitMs = 300_000;
-export const defaultEndpointStreamRetries = 1000;
 /** The attempt's request would have gone out later than sendWithinMs after its claim: it did not go out. */
 const tooLate = Symbol("too late");
 
@@ -690,15 +687,12 @@ async function handle({ o, batches, persist, agent, givenUp, waiting, streamWait
     // Another worker took this delivery over (this one stalled past its deadline): the message is theirs.
     if (!written) return ended;
     o.onAttempt?.({ number: d.attempt, startedAt, result, outcome: written.outcome, eventCreatedAt: d.eventCreatedAt });
+    // The retry is due this long from now.
+    const dueInMs = Math.max(1, finishedAt + waitMs - Date.now());
     if (written.status === "delivered") msg.ack();
     else if (written.status === "failed") msg.term();
-    else if (
-      deliveryCount < o.schedule.maxAttempts &&
-      nakReaches(o.schedule, deliveryCount, Math.max(1, finishedAt + waitMs - Date.now())) &&
-      finishedAt + waitMs - Date.now() <= streamWaitMs &&
-      waiting.take(d.endpointId, Math.max(1, finishedAt + waitMs - Date.now()))
-    ) {
-      retryIn(Math.max(1, finishedAt + waitMs - Date.now()));
+    else if (deliveryCount < o.schedule.maxAttempts && dueInMs <= streamWaitMs && nakReaches(o.schedule, deliveryCount, dueInMs) && waiting.take(d.endpointId, dueInMs)) {
+      retryIn(dueInMs);
     } else {
       // The retry waits in the outbox, out of JetStream, and the relay publishes it when it is due
       // (store.ts takeUnpublished), so it keeps the schedule: it is due later than

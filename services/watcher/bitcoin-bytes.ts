@@ -109,21 +109,34 @@ export function parseBlock(hex: unknown, asked: { height: number; hash: string }
   } catch (err) {
     throw new BlockRefused("header", asked, `its bytes do not parse as a block: ${(err as Error).message}`);
   }
-  const view = new DataView(bytes.buffer, bytes.byteOffset, 80);
-  const header = bytes.subarray(0, 80);
+  const h = readHeader(bytes.subarray(0, 80));
   // Each transaction's own bytes, for its wtxid: written again (canonical, as read).
   const tx = txs.map((t) => parsedTx(t, RawTx.encode(t)));
+  return { ...h, height: asked.height, bits: h.bits.toString(16).padStart(8, "0"), tx };
+}
+
+/** An 80-byte header's fields, and the hash they hash to (as RPC writes hashes; bits as a number). */
+function readHeader(header: Uint8Array) {
+  const view = new DataView(header.buffer, header.byteOffset, 80);
   return {
     hash: display(hash256(header)),
-    height: asked.height,
     version: view.getInt32(0, true),
     previousblockhash: display(header.subarray(4, 36)),
     merkleroot: display(header.subarray(36, 68)),
     time: view.getUint32(68, true),
-    bits: view.getUint32(72, true).toString(16).padStart(8, "0"),
+    bits: view.getUint32(72, true),
     nonce: view.getUint32(76, true),
-    tx,
   };
+}
+
+/**
+ * A header from its 80 bytes as hex (`getblockheader <hash> false`): the hash its bytes hash to, its
+ * parent's, its time and bits. A BlockRefused ("header") named by `asked` when it is not 80 bytes.
+ */
+export function parseHeader(hex: unknown, asked: { height: number; hash: string }): { hash: string; previous: string; time: number; bits: number } {
+  if (typeof hex !== "string" || !/^[0-9a-f]{160}$/i.test(hex)) throw new BlockRefused("header", asked, "its header is not 80 bytes of hex");
+  const h = readHeader(hexToBytes(hex));
+  return { hash: h.hash, previous: h.previousblockhash, time: h.time, bits: h.bits };
 }
 
 /** BIP 141's commitment output: OP_RETURN, a 36-byte push, 0xaa21a9ed, then the 32-byte commitment. */

@@ -132,14 +132,19 @@ export function checkHeader(h: HeaderFields, powLimit: bigint = (1n << 256n) - 1
     throw new BlockRefused("header", h, (err as Error).message);
   }
   if (computed !== String(h.hash).toLowerCase()) throw new BlockRefused("header", h, `its header fields hash to ${computed}, not the hash the node named`);
+  checkProofOfWork(h, parseBits(h.bits) as number, powLimit);
+}
+
+/** CheckProofOfWork: `bits` expand to a target (at most `powLimit`) that the block's hash meets. */
+export function checkProofOfWork(b: { height: number; hash: string }, bits: number, powLimit: bigint = (1n << 256n) - 1n): void {
   let target: bigint;
   try {
-    target = compactTarget(parseBits(h.bits) as number);
+    target = compactTarget(bits);
   } catch (err) {
-    throw new BlockRefused("proof_of_work", h, (err as Error).message);
+    throw new BlockRefused("proof_of_work", b, (err as Error).message);
   }
-  if (target > powLimit) throw new BlockRefused("proof_of_work", h, `bits ${h.bits} is an easier target than the network allows`);
-  if (BigInt(`0x${computed}`) > target) throw new BlockRefused("proof_of_work", h, `its hash is above the target of bits ${h.bits}`);
+  if (target > powLimit) throw new BlockRefused("proof_of_work", b, `bits ${hex8(bits)} is an easier target than the network allows`);
+  if (BigInt(`0x${b.hash}`) > target) throw new BlockRefused("proof_of_work", b, `its hash is above the target of bits ${hex8(bits)}`);
 }
 
 /**

@@ -1,6 +1,5 @@
-import { sha256 } from "@noble/hashes/sha2.js";
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js";
-import { compactTarget, mainnetNextBits, mainnetPowLimit, retargetInterval } from "./bitcoin-checks.ts";
+import { parseHeader } from "./bitcoin-bytes.ts";
+import { checkProofOfWork, compactTarget, mainnetNextBits, mainnetPowLimit, retargetInterval } from "./bitcoin-checks.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import { BlockRefused } from "./block-refused.ts";
 
@@ -61,17 +60,6 @@ export function blockWork(bits: number): bigint {
   return (1n << 256n) / (compactTarget(bits) + 1n);
 }
 
-const hash256 = (bytes: Uint8Array): Uint8Array => sha256(sha256(bytes));
-const display = (bytes: Uint8Array): string => bytesToHex(Uint8Array.from(bytes).reverse());
-
-/** A header's facts from its 80 bytes: its hash, its parent's, its time and bits. */
-export function parseHeader(hex: unknown, asked: { height: number; hash: string }): { hash: string; previous: string; time: number; bits: number } {
-  if (typeof hex !== "string" || !/^[0-9a-f]{160}$/i.test(hex)) throw new BlockRefused("header", asked, "its header is not 80 bytes of hex");
-  const bytes = hexToBytes(hex);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, 80);
-  return { hash: display(hash256(bytes)), previous: display(bytes.subarray(4, 36)), time: view.getUint32(68, true), bits: view.getUint32(72, true) };
-}
-
 export class HeaderChain {
   readonly #node: BitcoinNode;
   readonly #checkpoint: Checkpoint;
@@ -122,15 +110,18 @@ export class HeaderChain {
     if (from <= this.#checkpoint.height) {
       throw new Error(`block ${from} is at or below ${this.#checkpoint.source} (${this.#checkpoint.height}): this chain is followed from above it`);
     }
-    const named = await this.#hashesAt(range(from, to));
-    if (named.some((h) => h === undefined)) return undefined;
-    const top = named.at(-1) as string;
+    // One batch names the blocks read and the one below them (the kept tip, on a read that goes on
+    // from it): extending and finding a fork use these hashes, not another call for them.
+    const heights = range(from - 1, to);
+    const named = new Map((await this.#hashesAt(heights)).map((h, i) => [heights[i] as number, h]));
+    const top = named.get(to);
+    if (heights.some((h) => named.get(h) === undefined)) return undefined;
     if (this.#at(to)?.hash !== top) {
-      await this.#leaveForkedOff(Math.min(this.tip, to));
-      if (!(await this.#extend(to, top))) return undefined;
+      await this.#leaveForkedOff(Math.min(this.tip, to), named);
+      if (!(await this.#extend(to, top as string, named))) return undefined;
     }
     const kept = range(from, to).map((h) => this.#at(h)?.hash);
-    return kept.every((h, i) => h === named[i]) ? (kept as string[]) : undefined;
+    return kept.every((h, i) => h === named.get(from + i)) ? (kept as string[]) : undefined;
   }
 
   async #hashesAt(heights: readonly number[]): Promise<(string | undefined)[]> {
@@ -139,15 +130,18 @@ export class HeaderChain {
     return out;
   }
 
-  /** Kept headers the node's best chain no longer has, from `below` down, leave (none below the checkpoint can). */
-  async #leaveForkedOff(below: number): Promise<void> {
+  /**
+   * Kept headers the node's best chain no longer has, from `below` down, leave (none below the
+   * checkpoint can). `known`: hashes the node just named, asked for no more.
+   */
+  async #leaveForkedOff(below: number, known: ReadonlyMap<number, string | undefined>): Promise<void> {
     let h = below;
-    // The kept tip first (most reads only extend the chain), then 64 heights a batch.
+    // The kept tip first (most reads only extend the chain: its hash is known), then 64 heights a batch.
     let step = 1;
     while (h >= this.#checkpoint.height && h >= this.#first) {
       const heights = range(Math.max(this.#checkpoint.height, h - step + 1), h).reverse();
       step = 64;
-      const named = await this.#hashesAt(heights);
+      const named = heights.every((x) => known.has(x)) ? heights.map((x) => known.get(x)) : await this.#hashesAt(heights);
       const same = heights.findIndex((x, i) => named[i] !== undefined && named[i] === this.#at(x)?.hash);
       if (same >= 0) {
         this.#kept.length = (heights[same] as number) - this.#first + 1;
@@ -162,13 +156,16 @@ export class HeaderChain {
     }
   }
 
-  /** Headers read from the node up to `to`, each checked; false when the node's chain moved meanwhile (its header at `to` is not `top`). */
-  async #extend(to: number, top: string): Promise<boolean> {
+  /**
+   * Headers read from the node up to `to`, each checked; false when the node's chain moved meanwhile
+   * (its header at `to` is not `top`). `known`: hashes the node just named, asked for no more.
+   */
+  async #extend(to: number, top: string, known: ReadonlyMap<number, string | undefined>): Promise<boolean> {
     while (this.tip < to) {
       const heights = range(this.tip + 1, Math.min(to, this.tip + perBatch));
-      const hashes = await this.#node.hashesAt(heights);
-      const known = hashes.findIndex((h) => h === undefined);
-      const asked = (known < 0 ? hashes : hashes.slice(0, known)).map((h) => (h as string).toLowerCase());
+      const hashes = heights.every((x) => known.has(x)) ? heights.map((x) => known.get(x)) : await this.#node.hashesAt(heights);
+      const past = hashes.findIndex((h) => h === undefined);
+      const asked = (past < 0 ? hashes : hashes.slice(0, past)).map((h) => (h as string).toLowerCase());
       if (asked.length === 0) return false;
       const raw = await this.#node.rawHeaders(asked);
       for (let i = 0; i < asked.length; i++) {
@@ -188,7 +185,7 @@ export class HeaderChain {
         }
         this.#kept.push({ hash: h.hash, bits: h.bits, time: h.time, work: below ? 0n : (parent?.work ?? 0n) + blockWork(h.bits) });
       }
-      if (known >= 0) return false;
+      if (past >= 0) return false;
     }
     return this.#at(to)?.hash === top;
   }
@@ -202,14 +199,7 @@ export class HeaderChain {
    */
   #check(ref: { height: number; hash: string }, h: { hash: string; time: number; bits: number }, parent: Kept | undefined): void {
     if (ref.height <= this.#checkpoint.height) return;
-    let target: bigint;
-    try {
-      target = compactTarget(h.bits);
-    } catch (err) {
-      throw new BlockRefused("proof_of_work", ref, (err as Error).message);
-    }
-    if (this.#mainnet && target > mainnetPowLimit) throw new BlockRefused("proof_of_work", ref, `bits ${hex8(h.bits)} is an easier target than the network allows`);
-    if (BigInt(`0x${h.hash}`) > target) throw new BlockRefused("proof_of_work", ref, `its hash is above the target of bits ${hex8(h.bits)}`);
+    checkProofOfWork(ref, h.bits, this.#mainnet ? mainnetPowLimit : undefined);
     if (!this.#mainnet || !parent) return;
     const periodStart = ref.height % retargetInterval === 0 ? this.#at(ref.height - retargetInterval)?.time : undefined;
     const expected = mainnetNextBits(ref.height, parent, periodStart);

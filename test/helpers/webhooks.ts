@@ -152,6 +152,17 @@ export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, t
   }
 }
 
+/** The app's delivery consumer as JetStream describes it now (its num_ack_pending, max_ack_pending…). */
+export async function consumerInfo(app: Pick<TestApp, "prefix" | "config">) {
+  const names = streamNames(app.prefix);
+  const nc = await connect({ servers: (app.config.natsUrl ?? natsUrl).split(",") });
+  try {
+    return await (await jetstreamManager(nc)).consumers.info(names.stream, names.consumer);
+  } finally {
+    await nc.close();
+  }
+}
+
 /** An event as a receiver parses it: the envelope, with the embedded intent of payment events. */
 export interface ReceivedEvent {
   id: string;

@@ -186,7 +186,7 @@ t.test("a worker started with JETSTREAM_REPLICAS=3 scales an existing 1-replica 
   const installation = await installationId(s.app.db.em.fork());
   await until(
     "the 1-replica streams made",
-    () => ensureDeliveryStream(nc, names, schedule([0.2, 0.2, 0.2, 0.2, 0.2], 6), { installation, prefix: s.prefix }, 1).then(() => true, () => false),
+    () => ensureDeliveryStream(nc, names, schedule([0.2, 0.2, 0.2, 0.2, 0.2], 6), { installation, prefix: s.prefix }, 1, s.config.webhookMaxAckPending).then(() => true, () => false),
     20_000,
   );
   const before = await jsm.streams.info(names.stream);

@@ -6,12 +6,9 @@
 // JetStream (WEBHOOK_ENDPOINT_STREAM_RETRIES), waits in the outbox instead, and the relay
 // publishes it when due. Merchant B's webhook.test then reaches B within 1 s, and A's retries come
 // on schedule, never early. Real receiver, PostgreSQL and NATS, through REST.
-import { jetstreamManager } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
 import t from "tap";
-import { streamNames } from "../../services/delivery/jetstream.ts";
-import { call, idemKey, merchantWithKey, natsUrl, until } from "../helpers/harness.ts";
-import { createIntents, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
+import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
+import { consumerInfo, createIntents, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 
 type Test = Pick<typeof t, "equal" | "ok" | "match" | "teardown">;
 
@@ -19,16 +16,6 @@ const endpointsOfA = 16;
 const intentsOfA = 38;
 const deliveriesOfA = endpointsOfA * intentsOfA;
 const retryAfterS = 20;
-
-async function consumerInfo(s: WebhookSetup) {
-  const names = streamNames(s.prefix);
-  const nc = await connect({ servers: (s.config.natsUrl ?? natsUrl).split(",") });
-  try {
-    return await (await jetstreamManager(nc)).consumers.info(names.stream, names.consumer);
-  } finally {
-    await nc.close();
-  }
-}
 
 const counts = async (s: WebhookSetup) =>
   (
