@@ -8,7 +8,7 @@ import type { Environment, Owner } from "../auth/keys.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { anyAsset, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
-import type { SecretBox } from "../webhooks/secrets.ts";
+import type { SecretBox } from "../platform/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
 import { startRecovery, type RecoveryBounds } from "../webhooks/recovery.ts";
 import { retainedSince } from "../events/retention.ts";

@@ -62,7 +62,7 @@ import { createLogger } from "../platform/logger.ts";
 import { cliDatabase, resolveDatabase } from "./resources.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { resealSecrets, SecretKeyMismatch } from "../webhooks/key-check.ts";
-import { SecretBox } from "../webhooks/secrets.ts";
+import { SecretBox } from "../platform/secrets.ts";
 
 const usage = `usage:
   admin merchant create --name NAME

@@ -18,7 +18,7 @@ import { adminClient, parseTime, remoteError, type RemoteError } from "../admin/
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { deliveryPrefix, streamNames } from "../delivery/jetstream.ts";
-import { deliveryStatuses, isDeliveryStatus } from "../webhooks/delivery-status.ts";
+import { deliveryStatuses, isDeliveryStatus } from "../vocabulary/delivery-status.ts";
 import { listDeliveriesForOps } from "../webhooks/deliveries.ts";
 import { listPaymentExceptions } from "../chains/outputs.ts";
 import { listRejections } from "../chains/rejected-outputs.ts";
@@ -40,7 +40,8 @@ import { daysCovered, listPartitions, partitionedTables, partitionsDropped } fro
 const usage = `usage:
   ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
   ops deliveries [--status ${deliveryStatuses.join("|")}] [--merchant ID] [--limit N (1-1000, default 50)] [--json]
-                                webhook deliveries, newest first, with their last error
+                                webhook deliveries, newest first, with why each was made
+                                (cause: event, replay, recovery) and their last error
   ops rejected-outputs [--limit N] [--json]
                                 outputs watchers reported that the core refused, newest first, with why
   ops payment-exceptions [--merchant ID] [--limit N] [--json]
@@ -200,6 +201,8 @@ interface DeliveryView {
   event_id: string;
   event_type: string;
   status: string;
+  /** Why it was made: event, replay or recovery. */
+  cause: string;
   attempt_count: number;
   last_status_code: number | null;
   last_error: string | null;
@@ -240,7 +243,7 @@ function deliveriesTable(rows: DeliveryView[], o: DeliveryOptions): string {
   if (rows.length === 0) return `no ${o.status ? `${o.status} ` : ""}deliveries${o.merchant ? ` for ${o.merchant}` : ""}`;
   const time = (t: string | null) => cell(t && new Date(t));
   return table(
-    ["delivery", "merchant", "env", "endpoint", "event", "event type", "status", "attempts", "last code", "last error", "last attempt", "next attempt"],
+    ["delivery", "merchant", "env", "endpoint", "event", "event type", "status", "cause", "attempts", "last code", "last error", "last attempt", "next attempt"],
     rows.map((r) => [
       cell(r.id),
       cell(r.merchant_id),
@@ -249,6 +252,7 @@ function deliveriesTable(rows: DeliveryView[], o: DeliveryOptions): string {
       cell(r.event_id),
       cell(r.event_type),
       cell(r.status),
+      cell(r.cause),
       cell(r.attempt_count),
       cell(r.last_status_code),
       cell(r.last_error),

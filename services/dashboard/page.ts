@@ -325,6 +325,14 @@ ${create}`,
   });
 }
 
+/** Why a delivery was sent again, after its endpoint (its cause); nothing for one made with its event. */
+function causeNote(d: WebhookDelivery): string {
+  if (d.replayOf) return `, a replay of <code>${e(d.replayOf)}</code>`;
+  if (d.cause === "replay") return ", a replay";
+  if (d.cause === "recovery") return ", sent again by a recovery of the events the endpoint missed";
+  return "";
+}
+
 /** Deliveries with each attempt: time, status code, duration, response excerpt; replay where allowed. */
 export function deliveriesTable(paths: DashboardPaths, v: Viewer, deliveries: WebhookDelivery[], idem: () => string): string {
   if (deliveries.length === 0) return `<p>No deliveries.</p>`;
@@ -338,8 +346,8 @@ ${deliveries
       )
       .join("");
     const replay = can(v, "webhooks:write") && d.status === "failed" ? actionForm(v, `${paths.base}/deliveries/${d.id}/replay`, "Replay", { idem: idem() }) : "";
-    return `<li class="delivery" data-delivery="${e(d.id)}" data-status="${e(d.status)}">
-<p><strong>${e(d.eventType)}</strong> <span class="status status-${e(d.status)}">${e(d.status)}</span> — delivery <code>${e(d.id)}</code> of event <a href="${e(`${paths.base}/deliveries?event=${d.eventId}`)}"><code>${e(d.eventId)}</code></a> to <a href="${e(`${paths.base}/webhooks/${d.endpointId}`)}"><code>${e(d.endpointId)}</code></a>${d.replayOf ? `, a replay of <code>${e(d.replayOf)}</code>` : ""}, ${when(d.createdAt)}</p>
+    return `<li class="delivery" data-delivery="${e(d.id)}" data-status="${e(d.status)}" data-cause="${e(d.cause)}">
+<p><strong>${e(d.eventType)}</strong> <span class="status status-${e(d.status)}">${e(d.status)}</span> — delivery <code>${e(d.id)}</code> of event <a href="${e(`${paths.base}/deliveries?event=${d.eventId}`)}"><code>${e(d.eventId)}</code></a> to <a href="${e(`${paths.base}/webhooks/${d.endpointId}`)}"><code>${e(d.endpointId)}</code></a>${causeNote(d)}, ${when(d.createdAt)}</p>
 ${d.attempts.length === 0 ? "<p>No attempt yet.</p>" : `<div class="scroll"><table class="attempts"><caption>Attempts</caption><thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">Status code</th><th scope="col">Duration</th><th scope="col">Outcome</th><th scope="col">Response</th></tr></thead><tbody>${attempts}</tbody></table></div>`}
 ${replay}
 </li>`;

@@ -38,9 +38,9 @@ export function streamNames(prefix: string): StreamNames {
 /** The header naming a delivery message's endpoint (messages published before it existed have none). */
 export const endpointHeader = "Endpoint-Id";
 /**
- * A retry published from the outbox ahead of its time (store.ts publishAheadMs) carries its due
+ * A retry published from the outbox ahead of its time (webhook-deliveries.ts publishAheadMs) carries its due
  * time (epoch ms): a worker that gets it sooner sends it back to come at that time, before any
- * claim or slot is spent on it (worker.ts dispatch).
+ * claim or slot is spent on it (worker.ts admit).
  */
 export const dueHeader = "Due-At";
 
@@ -229,7 +229,7 @@ export async function ensureDeliveryStream(
    * WEBHOOK_MAX_ACK_PENDING. Unacknowledged messages count against it: attempts running, and
    * retries waiting in JetStream for their redelivery. Only retries due within
    * WEBHOOK_STREAM_WAIT_SECONDS wait there, at most WEBHOOK_ENDPOINT_STREAM_RETRIES of an endpoint
-   * per worker (the rest wait in the outbox: worker.ts), so a failing endpoint's backlog cannot
+   * per worker (the rest wait in the outbox: dispatch.ts), so a failing endpoint's backlog cannot
    * fill it. JetStream's own default (1000) would be reached by a few busy endpoints' retries.
    */
   maxAckPending: number,

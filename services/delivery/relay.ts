@@ -7,7 +7,7 @@ import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
-import { takeUnpublished } from "./store.ts";
+import { takeUnpublished } from "./webhook-deliveries.ts";
 
 export interface RelayOptions {
   db: Database;

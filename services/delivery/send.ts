@@ -1,7 +1,7 @@
 import https from "node:https";
 import type { ErrorClass } from "./classify.ts";
 import { storableExcerpt } from "./excerpt.ts";
-import type { Target } from "../webhooks/url-policy.ts";
+import type { Target } from "./url-policy.ts";
 
 /** At most this much of a response is read; the rest is discarded with the connection. */
 export const maxResponseBytes = 64 * 1024;

@@ -13,6 +13,9 @@ import type { Ending } from "./fairness.ts";
  * A slot is a lease: it lapses `leaseMs` after it was taken, by when its attempt can no longer be
  * running (the worker checks that before it sends), so a worker that dies gives its slots back.
  * The circuit counts timeouts in a row from every worker; open, the endpoint has one slot.
+ *
+ * This module is the one writer of webhook_endpoint_slots and webhook_endpoint_circuits
+ * (test/unit/one-writer.test.ts): takeSlots, endSlots, and forgetEndpoint for an endpoint deleted.
  */
 
 export interface SlotRequest {
@@ -133,4 +136,14 @@ export async function endSlots(em: EntityManager, batch: readonly SlotEnd[], cir
   );
   const open = new Map(rows.map((r) => [r.endpoint_id, r.open]));
   return batch.map((b) => open.get(b.endpointId));
+}
+
+/**
+ * Removes a deleted endpoint's circuit and slots, in the caller's transaction (the endpoint's
+ * delete, webhooks/operations.ts): these tables have no foreign key to the endpoint (a worker's
+ * hot path writes them without touching webhook_endpoints), so nothing else would remove them.
+ */
+export async function forgetEndpoint(em: EntityManager, endpointId: string): Promise<void> {
+  await em.execute(`delete from webhook_endpoint_circuits where endpoint_id = ?`, [endpointId]);
+  await em.execute(`delete from webhook_endpoint_slots where endpoint_id = ?`, [endpointId]);
 }

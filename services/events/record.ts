@@ -5,6 +5,7 @@ import { findOwned } from "../platform/owned.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newTimedId, newTimedIds } from "../platform/ids.ts";
 import { createdAtOfId } from "../platform/time-partitions.ts";
+import { insertPendingDeliveries, pendingDeliveries } from "../delivery/webhook-deliveries.ts";
 import { allEvents, optInEventTypes, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
@@ -60,10 +61,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
           where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only}
             and not exists (select 1 from webhook_deliveries d where d.event_id = ? and d.endpoint_id = e.id)
        ), delivery as (
-         insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-         select (?::text[])[endpoint.n], ?, ?, ?, endpoint.id, 'pending', 0, ?, ? from endpoint
-          where endpoint.n <= ?
-         returning id
+         ${pendingDeliveries("event", { ...eachEndpoint, eventId: "?", from: "from endpoint where endpoint.n <= ?" })}
        )
        select delivery.id, (select count(*) from endpoint)::int as remaining from delivery`,
       [event.merchantId, event.environment, ...onlyParams, id, `{${ids.join(",")}}`, event.merchantId, event.environment, id, createdAt, createdAt, ids.length],
@@ -99,10 +97,7 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
         where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only.sql}
      ), delivery as (
-       insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-       select (?::text[])[endpoint.n], ?, ?, event.id, endpoint.id, 'pending', 0, ?, ? from event, endpoint
-        where endpoint.n <= ?
-       returning id
+       ${pendingDeliveries("event", { ...eachEndpoint, eventId: "event.id", from: "from event, endpoint where endpoint.n <= ?" })}
      )`,
     params: [
       id,
@@ -124,6 +119,20 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
     ],
   };
 }
+
+/**
+ * A delivery for each row of the CTE `endpoint` (n: its place), made within the statement's ids:
+ * parameters the ids (an array), the merchant, the environment, then the event's id when given as
+ * a parameter, created_at and updated_at (the event's time), and the number of ids.
+ */
+const eachEndpoint = {
+  id: "(?::text[])[endpoint.n]",
+  merchantId: "?",
+  environment: "?",
+  endpointId: "endpoint.id",
+  createdAt: "?",
+  updatedAt: "?",
+} as const;
 
 /** Which enabled endpoints get a delivery of the event: the one named, or those whose enabled_events take its type (as vocabulary/event-types.ts receives()). */
 function endpointsFor(event: NewEvent): { sql: string; params: unknown[] } {
@@ -207,10 +216,19 @@ export async function recordEvents(em: EntityManager, events: readonly NewEvent[
     takers.forEach((e, i) => deliveries.push({ id: ids[i] as string, event_id: r.id, endpoint_id: e.id, merchant_id: r.merchant_id, environment: r.environment, created_at: r.created_at }));
   }
   if (deliveries.length === 0) return;
-  await em.execute(
-    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-     select id, merchant_id, environment, event_id, endpoint_id, 'pending', 0, created_at, created_at
-       from json_to_recordset(?::json) as d(id text, merchant_id text, environment text, event_id text, endpoint_id text, created_at timestamptz)`,
+  await insertPendingDeliveries(
+    em,
+    "event",
+    {
+      id: "id",
+      merchantId: "merchant_id",
+      environment: "environment",
+      eventId: "event_id",
+      endpointId: "endpoint_id",
+      createdAt: "created_at",
+      updatedAt: "created_at",
+      from: "from json_to_recordset(?::json) as d(id text, merchant_id text, environment text, event_id text, endpoint_id text, created_at timestamptz)",
+    },
     [JSON.stringify(deliveries)],
   );
 }

@@ -2,6 +2,7 @@ import type { ConnectError } from "@connectrpc/connect";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import type { RowOwner } from "../platform/owned.ts";
+import { isUnfinished, unfinishedDeliveryStatuses, unfinishedSql } from "../vocabulary/delivery-status.ts";
 
 /**
  * EVENT_RETENTION on read (the rule: docs/webhooks.md, "Retention"). An event and its deliveries
@@ -17,14 +18,8 @@ import type { RowOwner } from "../platform/owned.ts";
 /** The default EVENT_RETENTION, in seconds (90 days). */
 export const defaultEventRetentionSeconds = 90 * 86_400;
 
-/** Delivery statuses that have not ended: such a delivery keeps its event, and every delivery of it, past EVENT_RETENTION until it ends. */
-export const unfinishedDeliveryStatuses = ["pending", "processing"] as const;
-/** unfinishedDeliveryStatuses as an SQL list, for `status in ${unfinishedSql}`. */
-export const unfinishedSql = `(${unfinishedDeliveryStatuses.map((s) => `'${s}'`).join(", ")})`;
-
-export function isUnfinished(status: string): boolean {
-  return (unfinishedDeliveryStatuses as readonly string[]).includes(status);
-}
+// Which delivery statuses have not ended is the statuses' own vocabulary; the rule above is built on it.
+export { isUnfinished, unfinishedDeliveryStatuses, unfinishedSql };
 
 /** The retention as SQL: a whole number of seconds from validated config, written in (prepared statements stay one per process). */
 export function retentionCutoff(retentionSeconds: number): string {

@@ -58,7 +58,7 @@ export interface Config {
   webhookMaxAckPending: number;
   /**
    * WEBHOOK_STREAM_WAIT_SECONDS: the longest a retry waits in JetStream; one due later waits in the
-   * outbox and is published when due (delivery/store.ts takeUnpublished), so a backlog of retries cannot fill the
+   * outbox and is published when due (delivery/webhook-deliveries.ts takeUnpublished), so a backlog of retries cannot fill the
    * consumer's max_ack_pending.
    */
   webhookStreamWaitSeconds: number;

@@ -1,5 +1,6 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
+import { legacyDeliveriesRemoval } from "../delivery/webhook-deliveries.ts";
 import { unfinishedSql as unfinished } from "../events/retention.ts";
 import { dropExpiredPartitions, ensurePartitions, partitionsDropped, type PartitionedTable } from "./partitions.ts";
 
@@ -67,16 +68,11 @@ const batches: { seconds: (s: RetentionSettings) => number; sql: string; legacy?
              where e.created_at <= ${before}
                and not exists (select 1 from webhook_deliveries k where k.event_id = e.id and k.status in ${unfinished})
              order by e.created_at limit ? for update of e skip locked
-          ), d as (
-            select id from webhook_deliveries_legacy where event_id in (select id from ev) for update
-          ), a as (
-            delete from webhook_attempts_legacy where delivery_id in (select id from d) returning 1
-          ), dd as (
-            delete from webhook_deliveries_legacy where id in (select id from d) returning 1
-          ), ee as (
+          ), ${legacyDeliveriesRemoval("ev")}, ee as (
             delete from webhook_events_legacy where id in (select id from ev) returning 1
           )
-          select (select count(*) from ee)::int as webhook_events, (select count(*) from dd)::int as webhook_deliveries, (select count(*) from a)::int as webhook_attempts`,
+          select (select count(*) from ee)::int as webhook_events, (select count(*) from removed_deliveries)::int as webhook_deliveries,
+                 (select count(*) from removed_attempts)::int as webhook_attempts`,
   },
   {
     seconds: (s) => s.eventSeconds,

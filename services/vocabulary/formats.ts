@@ -6,7 +6,7 @@ import { maxRequestedWholeDigits } from "./amount.ts";
 
 /**
  * An absolute https URL on the default port with no user name or password: the syntax the URL
- * policy takes (services/webhooks/url-policy.ts), in the form a client can check before sending.
+ * policy takes (services/delivery/url-policy.ts), in the form a client can check before sending.
  * Where it points (public addresses only) is the URL policy's to check when it is used.
  */
 export const httpsUrlPattern = "^https://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#@:\\[\\]\\\\]+)(:443)?([/?#][^\\s\\\\]*)?$";

@@ -11,7 +11,7 @@ import { allEvents, eventTypes, extensionEventTypes } from "./event-types.ts";
 /** The Payment Intent statuses (the status machine is services/intents/status.ts). */
 export const intentStatuses = ["pending", "underpaid", "confirmed", "overpaid", "cancelled", "expired", "late"] as const;
 
-/** The delivery statuses (their moves: services/webhooks/delivery-status.ts). */
+/** The delivery statuses (their moves: services/delivery/webhook-deliveries.ts). */
 export const deliveryStatuses = ["pending", "processing", "delivered", "failed"] as const;
 
 /** The outcomes a Test intent can be driven to (services/sandbox/simulate.ts). */

@@ -5,10 +5,10 @@ import { findOwned, pageOwned, type OwnedPage, type OwnedRow } from "../platform
 import { eventsKeptPastRetention, eventsWithUnfinishedDelivery, hasUnfinishedDelivery, isUnfinished, retentionCutoff, unfinishedSql, withinRetention } from "../events/retention.ts";
 import { newTimedId } from "../platform/ids.ts";
 import { createdAtOfId, createdAtRange } from "../platform/time-partitions.ts";
-import { WebhookDeliveryRecord } from "./delivery-entities.ts";
-import type { DeliveryStatus } from "./delivery-status.ts";
+import { insertPendingDeliveries } from "../delivery/webhook-deliveries.ts";
+import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-status.ts";
 
-/** Deliveries and their attempts as merchants and ops read them, replays, and an endpoint's pending deliveries ended on its disable. */
+/** Deliveries and their attempts as merchants and ops read them, and replays (made by delivery/webhook-deliveries.ts, the tables' one writer). */
 
 export interface DeliveryRow {
   id: string;
@@ -22,6 +22,8 @@ export interface DeliveryRow {
   last_status_code: number | null;
   last_error: string | null;
   replay_of: string | null;
+  /** Why it was made: its event, a replay, or a recovery (vocabulary/delivery-status.ts). */
+  cause: DeliveryCause;
   created_at: Date | string;
 }
 
@@ -37,7 +39,7 @@ export interface AttemptRow {
 }
 
 const deliveryOwnColumns = `d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count,
-  d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.created_at`;
+  d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.replay_of, d.cause, d.created_at`;
 const deliveryColumns = `${deliveryOwnColumns}, ev.type as event_type`;
 
 /**
@@ -191,7 +193,7 @@ export async function listDeliveriesForOps(em: EntityManager, f: { status?: stri
     params.push(value);
   }
   return em.execute<Record<string, unknown>[]>(
-    `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempt_count,
+    `select d.id, d.merchant_id, d.environment, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.cause, d.attempt_count,
             d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at
        from webhook_deliveries d ${eventOf()}
       ${where.length ? `where ${where.join(" and ")}` : ""}
@@ -212,19 +214,11 @@ export async function attemptsOf(em: EntityManager, deliveryIds: readonly string
   );
 }
 
-/** Ends the endpoint's deliveries that have not started an attempt; returns how many. */
-export async function failPendingOfEndpoint(em: EntityManager, endpointId: string, at: Date): Promise<number> {
-  return em.nativeUpdate(
-    WebhookDeliveryRecord,
-    { endpoint: endpointId, status: "pending" },
-    { status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, updatedAt: at },
-  );
-}
-
 /**
  * A new pending delivery of the same event (the same bytes) to the same endpoint for each
  * original, replay_of it, with the original's merchant and environment; returns their ids in
- * the originals' order. The replay route and the operator's recovery both insert through here.
+ * the originals' order. The replay route and the operator's recovery of failed deliveries both
+ * insert through here: each a delivery made by pendingDeliveries with the cause `replay`.
  * An original whose event is past EVENT_RETENTION gets none (and no id back): a delivery not ended
  * keeps its event past retention (events/retention.ts), so a replay made then would keep it, and
  * its day's partitions, as long as replays went on; past retention it ends with the deliveries
@@ -236,17 +230,26 @@ export async function insertReplays(em: EntityManager, originalIds: readonly str
   const ids: string[] = [];
   for (let i = 0; i < originalIds.length; i += 1000) {
     const input = originalIds.slice(i, i + 1000).map((original) => ({ id: newTimedId("wd", at), original }));
-    const inserted = await em.execute<{ id: string }[]>(
-      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, replay_of, created_at, updated_at)
-       select i.id, d.merchant_id, d.environment, d.event_id, d.endpoint_id, 'pending', 0, d.id, ?, ?
-         from json_to_recordset(?::json) as i(id text, original text)
+    const inserted = await insertPendingDeliveries(
+      em,
+      "replay",
+      {
+        id: "i.id",
+        merchantId: "d.merchant_id",
+        environment: "d.environment",
+        eventId: "d.event_id",
+        endpointId: "d.endpoint_id",
+        replayOf: "d.id",
+        createdAt: "?",
+        updatedAt: "?",
+        from: `from json_to_recordset(?::json) as i(id text, original text)
          cross join lateral (select d.* from webhook_deliveries d where d.id = i.original and ${createdAtOfId("d.created_at", "i.original")} limit 1) d
          ${eventOf(" for key share")}
-        where ${withinRetention("ev", retentionSeconds)}
-       returning id`,
+        where ${withinRetention("ev", retentionSeconds)}`,
+      },
       [at, at, JSON.stringify(input)],
     );
-    const made = new Set(inserted.map((r) => r.id));
+    const made = new Set(inserted);
     ids.push(...input.filter((x) => made.has(x.id)).map((x) => x.id));
   }
   return ids;

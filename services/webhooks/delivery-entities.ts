@@ -25,6 +25,8 @@ export const WebhookDeliveryRecord = defineEntity({
     lastStatusCode: p.integer().nullable(),
     lastError: p.string().length(512).nullable(),
     replayOf: p.string().nullable(),
+    /** Why it was made: event, replay or recovery (vocabulary/delivery-status.ts deliveryCauses). */
+    cause: p.string().length(16).default("event"),
     publishedAt: p.datetime().length(3).nullable(),
     /** How often the delivery went back to the outbox (requeue); part of its Nats-Msg-Id. */
     republished: p.integer().default(0),
@@ -41,7 +43,7 @@ export const WebhookDeliveryRecord = defineEntity({
       name: "webhook_deliveries_unpublished_index",
       expression: `create index "webhook_deliveries_unpublished_index" on "webhook_deliveries" ("created_at") where "published_at" is null`,
     },
-    // The relay's two reads (delivery/store.ts takeUnpublished): retries waiting in the outbox by due time, new deliveries by age.
+    // The relay's two reads (delivery/webhook-deliveries.ts takeUnpublished): retries waiting in the outbox by due time, new deliveries by age.
     {
       name: "webhook_deliveries_waiting_retry_index",
       expression: `create index "webhook_deliveries_waiting_retry_index" on "webhook_deliveries" ("next_attempt_at") where "published_at" is null and "next_attempt_at" is not null`,

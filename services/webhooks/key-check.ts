@@ -1,5 +1,5 @@
 import type { EntityManager } from "../platform/db.ts";
-import { SecretBox, SecretUnreadable } from "./secrets.ts";
+import { SecretBox, SecretUnreadable } from "../platform/secrets.ts";
 
 /** The process was given a key that cannot open this database's signing secrets: it must not start. */
 export class SecretKeyMismatch extends Error {

@@ -50,6 +50,7 @@ export function deliveryMessage(row: DeliveryRow, attempts: readonly AttemptRow[
     lastStatusCode: row.last_status_code ?? undefined,
     lastError: row.last_error ?? undefined,
     replayOf: row.replay_of ?? undefined,
+    cause: row.cause,
     createdAt: ts(row.created_at),
     attempts: attempts.map((a) =>
       create(WebhookAttemptSchema, {

@@ -2,9 +2,11 @@ import type { Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { recordEvent } from "../events/record.ts";
-import { failPendingOfEndpoint, insertReplays } from "./deliveries.ts";
+import { insertReplays } from "./deliveries.ts";
+import { failPendingOfEndpoint } from "../delivery/webhook-deliveries.ts";
+import { forgetEndpoint } from "../delivery/shared-gate.ts";
 import { defaultEventRetentionSeconds } from "../events/retention.ts";
-import { generateSigningSecret, type SecretBox } from "./secrets.ts";
+import { generateSigningSecret, type SecretBox } from "../platform/secrets.ts";
 import { checkEnabledCap } from "./store.ts";
 import { deliveryTimeOf } from "../platform/time-partitions.ts";
 
@@ -215,8 +217,7 @@ export async function deleteEndpoint(em: EntityManager, id: string): Promise<{ i
     const [{ n } = { n: "0" }] = await tx.execute<{ n: string }[]>(`select count(*) as n from webhook_deliveries where endpoint_id = ?`, [id]);
     // Deliveries and attempts go with it (on delete cascade). Its circuit and slots are the
     // workers' plain-SQL tables, with no foreign key: they go here, or stay forever.
-    await tx.execute(`delete from webhook_endpoint_circuits where endpoint_id = ?`, [id]);
-    await tx.execute(`delete from webhook_endpoint_slots where endpoint_id = ?`, [id]);
+    await forgetEndpoint(tx, id);
     await tx.execute(`delete from webhook_endpoints where id = ?`, [id]);
     return { id, deleted: true, deliveries_deleted: Number(n) };
   });

@@ -1,4 +1,5 @@
 import type { Environment } from "../auth/keys.ts";
+import { insertPendingDeliveries } from "../delivery/webhook-deliveries.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { newId, newTimedId } from "../platform/ids.ts";
@@ -83,7 +84,7 @@ function missed(scope: Scope, after: Cursor | undefined): { sql: string; params:
 }
 
 /**
- * Creates the deliveries of the next `size` missed events after `after`, in event order (created_at
+ * Creates the deliveries (cause `recovery`) of the next `size` missed events after `after`, in event order (created_at
  * one millisecond apart, so the relay publishes them in that order). Returns how many and the last
  * event's place, the next page's cursor.
  */
@@ -96,10 +97,19 @@ async function enqueuePage(em: EntityManager, scope: Scope, after: Cursor | unde
   if (page.length === 0) return { ids: [], firstEventId: undefined, last: undefined };
   // Each id carries its delivery's created_at (now + n ms, below).
   const ids = page.map((_, n) => newTimedId("wd", new Date(now.getTime() + n)));
-  await em.execute(
-    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-     select i.id, ?, ?, i.event, ?, 'pending', 0, ?::timestamptz + i.n * interval '1 millisecond', ?
-       from json_to_recordset(?::json) as i(id text, event text, n int)`,
+  await insertPendingDeliveries(
+    em,
+    "recovery",
+    {
+      id: "i.id",
+      merchantId: "?",
+      environment: "?",
+      eventId: "i.event",
+      endpointId: "?",
+      createdAt: "?::timestamptz + i.n * interval '1 millisecond'",
+      updatedAt: "?",
+      from: "from json_to_recordset(?::json) as i(id text, event text, n int)",
+    },
     [scope.merchantId, scope.environment, scope.endpointId, now, now, JSON.stringify(page.map((e, n) => ({ id: ids[n], event: e.id, n })))],
   );
   const last = page[page.length - 1]!;

@@ -4,9 +4,10 @@ import { fromJson } from "@bufbuild/protobuf";
 import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { findEventPayload, recordEvent } from "../events/record.ts";
 import { replayPastRetention } from "../events/retention.ts";
-import { attemptsOf, failPendingOfEndpoint, findDelivery, insertReplays, listDeliveries, type AttemptRow } from "./deliveries.ts";
-import type { DeliveryStatus } from "./delivery-status.ts";
-import { PolicyRejection, resolveTarget } from "./url-policy.ts";
+import { attemptsOf, findDelivery, insertReplays, listDeliveries, type AttemptRow } from "./deliveries.ts";
+import { failPendingOfEndpoint } from "../delivery/webhook-deliveries.ts";
+import type { DeliveryStatus } from "../vocabulary/delivery-status.ts";
+import { PolicyRejection, resolveTarget } from "../delivery/url-policy.ts";
 import type { ConnectTo } from "../platform/connect-to.ts";
 import { pageSizeOf } from "../intents/validate.ts";
 import { canonicalJson } from "../platform/canonical-json.ts";
@@ -19,7 +20,7 @@ import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
 import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
 import { checkEnabledCap, findEndpoint, listEndpoints } from "./store.ts";
-import { generateSigningSecret, type SecretBox } from "./secrets.ts";
+import { generateSigningSecret, type SecretBox } from "../platform/secrets.ts";
 
 export interface WebhookDeps {
   secrets: SecretBox;

@@ -241,6 +241,7 @@ t.test("bulk recovery replays exactly the failed deliveries since the time (ops 
   for (const id of out.delivery_ids as string[]) {
     const d = await waitForDelivery(s, id, (x) => x.status === "delivered");
     t.ok([failedA.id, failedB.id].includes(d.replay_of), "a replay of one of the failed deliveries");
+    t.equal(d.cause, "replay", "the operator's recovery of failed deliveries replays them");
     // Two failed attempts (WEBHOOK_MAX_ATTEMPTS=2), then the replay's.
     const sent = s.receiver.requests.filter((r) => r.url === path && r.headers["x-service-event-id"] === d.event_id);
     t.equal(sent.length, 3, "the replay reached the receiver");

@@ -1,10 +1,10 @@
-// The delivery pipeline's writes (services/delivery/store.ts) find a delivery by id in the webhook
+// The delivery pipeline's writes (services/delivery/webhook-deliveries.ts) find a delivery by id in the webhook
 // tables partitioned by day (issue 50), whether its id carries its day (as the service makes them)
 // or is of the shape made before the upgrade (its row in the legacy partition): each statement
 // changes the one delivery it names, and an attempt goes to its delivery's day.
 import t from "tap";
 import { openDatabase } from "../../services/app/database.ts";
-import { claimDeliveries, failClaimed, finishAttempts, giveUpAttempt, recordLostAttempt, requeue, requeueHeldBack, takeUnpublished } from "../../services/delivery/store.ts";
+import { claimDeliveries, failClaimed, finishAttempts, giveUpAttempt, recordLostAttempt, requeue, requeueHeldBack, takeUnpublished } from "../../services/delivery/webhook-deliveries.ts";
 import { newTimedId } from "../../services/platform/ids.ts";
 import { ensurePartitions, listPartitions, partitionName } from "../../services/retention/partitions.ts";
 import { createTestDatabase } from "../helpers/harness.ts";

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t, { type Test } from "tap";
-import { SecretBox } from "../../services/webhooks/secrets.ts";
+import { SecretBox } from "../../services/platform/secrets.ts";
 import { createMerchant } from "../../services/auth/admin.ts";
 import { openDatabase } from "../../services/app/database.ts";
 import { deriveKey } from "../../services/platform/secret-key.ts";

@@ -6,7 +6,7 @@ import t from "tap";
 import { deriveKey } from "../../services/platform/secret-key.ts";
 import { newId } from "../../services/platform/ids.ts";
 import { maxEnabledEndpoints } from "../../services/vocabulary/limits.ts";
-import { generateSigningSecret, SecretBox } from "../../services/webhooks/secrets.ts";
+import { generateSigningSecret, SecretBox } from "../../services/platform/secrets.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, until, type ApiResponse, type Credentials } from "../helpers/harness.ts";
 import { hookHost, webhookSetup } from "../helpers/webhooks.ts";
 

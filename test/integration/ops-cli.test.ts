@@ -53,6 +53,7 @@ t.test("ops consumers and deliveries", async (t) => {
       endpoint_id: endpoint.id,
       event_type: "webhook.test",
       status: "failed",
+      cause: "event",
       attempt_count: 1,
       last_status_code: 410,
       last_error: "HTTP 410",
@@ -67,6 +68,7 @@ t.test("ops consumers and deliveries", async (t) => {
     t.equal(r.code, 0, r.stderr);
     t.match(r.stdout, deliveryId);
     t.match(r.stdout, "HTTP 410");
+    t.match(r.stdout.split("\n")[0], /\bcause\b/, "why each was made is a column");
     const none = await ops(env, "deliveries", "--status", "delivered");
     t.equal(none.code, 0, none.stderr);
     t.match(none.stdout, /^no delivered deliveries/);

@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import t from "tap";
 import { openDatabase } from "../../services/app/database.ts";
-import { SecretBox } from "../../services/webhooks/secrets.ts";
+import { SecretBox } from "../../services/platform/secrets.ts";
 import { call, createTestDatabase, until } from "../helpers/harness.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 

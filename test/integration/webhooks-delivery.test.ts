@@ -3,7 +3,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import t from "tap";
 import { call, idemKey, merchantWithKey, sampleIntent, until, type Credentials } from "../helpers/harness.ts";
-import { failAbandoned } from "../../services/delivery/store.ts";
+import { failAbandoned } from "../../services/delivery/webhook-deliveries.ts";
 import type { RecordedRequest, Reply } from "../helpers/receiver.ts";
 import { consumerDrained, deliveryById, finished, hookHost, waitForDelivery, webhookSetup, type WebhookSetup } from "../helpers/webhooks.ts";
 

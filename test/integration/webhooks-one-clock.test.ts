@@ -7,7 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import t from "tap";
-import { failAbandoned } from "../../services/delivery/store.ts";
+import { failAbandoned } from "../../services/delivery/webhook-deliveries.ts";
 import { streamNames } from "../../services/delivery/jetstream.ts";
 import { freePort } from "../../services/platform/listen.ts";
 import { autoDisableFailing, recoverFailedDeliveries } from "../../services/webhooks/operations.ts";

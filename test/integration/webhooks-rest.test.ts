@@ -167,6 +167,7 @@ t.test("replay: Idempotency-Key required, 404 for unknown or foreign deliveries"
   const ep = await s.createEndpoint();
   const sent = await call(base, "POST", `${endpoints(a)}/${ep.id}/test`, { key: a.key });
   const original = await waitForDelivery(s, sent.body.data.id, finished);
+  t.equal(original.cause, "event", "made for its event");
   const path = `${deliveries(a)}/${original.id}/replay`;
   const noKey = await call(base, "POST", path, { key: a.key });
   t.equal(noKey.status, 400);
@@ -187,6 +188,7 @@ t.test("replay: Idempotency-Key required, 404 for unknown or foreign deliveries"
   t.equal(replay.status, 200);
   t.not(replay.body.data.id, original.id, "a new delivery");
   t.equal(replay.body.data.replay_of, original.id);
+  t.equal(replay.body.data.cause, "replay", "made by a replay, and says so");
   t.equal(replay.body.data.event_id, original.event_id, "of the same event");
   t.equal(replay.body.data.endpoint_id, ep.id);
   const repeat = await call(base, "POST", path, { key: a.key, idempotencyKey: key });

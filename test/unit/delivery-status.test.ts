@@ -1,5 +1,5 @@
 import t from "tap";
-import { deliveryStatuses, isDeliveryStatus } from "../../services/webhooks/delivery-status.ts";
+import { deliveryStatuses, isDeliveryStatus } from "../../services/vocabulary/delivery-status.ts";
 
 t.test("the four spec states", async (t) => {
   t.same([...deliveryStatuses].sort(), ["delivered", "failed", "pending", "processing"]);

@@ -1,7 +1,7 @@
 import t from "tap";
 import { randomBytes } from "node:crypto";
 import { createCipheriv } from "node:crypto";
-import { SecretBox, SecretUnreadable, generateSigningSecret } from "../../services/webhooks/secrets.ts";
+import { SecretBox, SecretUnreadable, generateSigningSecret } from "../../services/platform/secrets.ts";
 
 /** Layout version (1) and key id (8). */
 const headerBytes = 9;

@@ -6,7 +6,7 @@ import {
   PolicyRejection,
   resolveTarget,
   type Lookup,
-} from "../../services/webhooks/url-policy.ts";
+} from "../../services/delivery/url-policy.ts";
 import { parseConnectTo, type ConnectTo } from "../../services/platform/connect-to.ts";
 
 /** The bit of a tap test the helpers below use. */

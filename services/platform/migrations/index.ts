@@ -40,6 +40,7 @@ import { Migration20261202090000_FiatValueDue } from "./Migration20261202090000_
 import { Migration20261202100000_BitcoinWorkSummedByWatcher } from "./Migration20261202100000_BitcoinWorkSummedByWatcher.ts";
 import { Migration20261202110000_QuoteLife } from "./Migration20261202110000_QuoteLife.ts";
 import { Migration20261202120000_RetriesWaitInTheOutbox } from "./Migration20261202120000_RetriesWaitInTheOutbox.ts";
+import { Migration20261202130000_DeliveryCause } from "./Migration20261202130000_DeliveryCause.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -84,4 +85,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202100000_BitcoinWorkSummedByWatcher", class: Migration20261202100000_BitcoinWorkSummedByWatcher },
   { name: "Migration20261202110000_QuoteLife", class: Migration20261202110000_QuoteLife },
   { name: "Migration20261202120000_RetriesWaitInTheOutbox", class: Migration20261202120000_RetriesWaitInTheOutbox },
+  { name: "Migration20261202130000_DeliveryCause", class: Migration20261202130000_DeliveryCause },
 ];

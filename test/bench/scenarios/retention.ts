@@ -6,7 +6,7 @@ import pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import { loadConfig } from "../../../services/platform/config.ts";
 import { runRetention } from "../../../services/retention/job.ts";
-import { SecretBox } from "../../../services/webhooks/secrets.ts";
+import { SecretBox } from "../../../services/platform/secrets.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 

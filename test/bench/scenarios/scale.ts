@@ -4,7 +4,7 @@ import { loadConfig } from "../../../services/platform/config.ts";
 import { removePastRetention } from "../../../services/retention/job.ts";
 import { dropMarginSeconds } from "../../../services/retention/partitions.ts";
 import { partitionsFrom } from "../../helpers/partition-layout.ts";
-import { SecretBox } from "../../../services/webhooks/secrets.ts";
+import { SecretBox } from "../../../services/platform/secrets.ts";
 import { load } from "../load.ts";
 import { loadPastDays, writtenOut, type Loaded } from "../scale-load.ts";
 import { startWebhookSystem, waitForArrivals, type WebhookSystem } from "../receiver.ts";

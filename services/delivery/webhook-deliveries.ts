@@ -2,9 +2,105 @@ import type { EntityManager } from "../platform/db.ts";
 import { executePrepared } from "../platform/prepared.ts";
 import { createdAtOfId, createdAtRange, deliveryTimeOf } from "../platform/time-partitions.ts";
 import type { Outcome } from "./classify.ts";
-import type { DeliveryStatus } from "../webhooks/delivery-status.ts";
+import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-status.ts";
 
-/** The delivery pipeline's writes of webhook_deliveries and webhook_attempts: the relay, the worker's claim and finish, the sweep. Hot paths are single statements. */
+/**
+ * The one writer of webhook_deliveries and webhook_attempts (test/unit/one-writer.test.ts fails
+ * on a write anywhere else): every other module names what it needs as one of these functions; a
+ * statement that must stay one statement (an intent, its event and its deliveries, written
+ * together) takes its SQL text from here (pendingDeliveries, legacyDeliveriesRemoval). So what can
+ * happen to a delivery is read in one file, and each move is guarded by the status it moves from.
+ *
+ * A delivery's status changes (the words: vocabulary/delivery-status.ts):
+ * - (new) → pending: pendingDeliveries, with why it is made (cause: event, replay, recovery);
+ * - pending → processing: claimDeliveries, a worker starts an attempt;
+ * - processing → processing: claimDeliveries, another worker takes over the attempt of one that stopped;
+ * - processing → delivered | pending (a retry scheduled) | failed: finishAttempts;
+ * - processing → failed: failClaimed (its endpoint was disabled meanwhile, endpoint_disabled),
+ *   failAbandoned (its worker stopped during the last attempt, worker_lost), giveUpAttempt (a
+ *   stopping worker gave up on the last attempt, worker_lost);
+ * - processing → pending: giveUpAttempt (a stopping worker gave up on an attempt with more to come: worker_lost, retried on schedule);
+ * - pending → failed: failPendingOfEndpoint (its endpoint was disabled, endpoint_disabled);
+ * - failed → delivered | failed: finishAttempts, only for a last attempt failAbandoned ended while
+ *   its worker was cut off from the database (worker_lost): the finish wins.
+ * delivered and failed are final otherwise; a replay or a recovery is a new delivery.
+ * Without a change of status: takeUnpublished marks deliveries published; requeue, requeueHeldBack
+ * and republishStranded put them back in the outbox. Attempts are written by finishAttempts,
+ * recordLostAttempt, failAbandoned and giveUpAttempt. Rows go with their event past retention
+ * (legacyDeliveriesRemoval for the legacy partitions; days are dropped whole, DDL, by
+ * retention/partitions.ts) and with a deleted endpoint (on delete cascade).
+ */
+
+// ---- new deliveries ----
+
+/**
+ * The columns of the pending deliveries a statement makes, as SQL expressions over the rows of
+ * `from` (the rest of the select: `from … where …`). Their parameters come in this order: id,
+ * merchantId, environment, eventId, endpointId, replayOf, createdAt, updatedAt, then from's.
+ */
+export interface PendingRows {
+  id: string;
+  merchantId: string;
+  environment: string;
+  eventId: string;
+  endpointId: string;
+  /** The delivery a replay sends again (cause replay only). */
+  replayOf?: string;
+  createdAt: string;
+  updatedAt: string;
+  from: string;
+}
+
+/**
+ * The one constructor of a delivery, as an INSERT … SELECT returning the new ids: pending, no
+ * attempt yet, and why it is made (`cause`). Every delivery comes from here, original or sent
+ * again, so a recovered or replayed one never looks like an original. The caller runs it in its
+ * own transaction (with the event, the replay's lock on it, the recovery's page), or as a CTE of a
+ * statement that must stay one (events/record.ts eventCtes); an insert wakes the relay at commit
+ * (the outbox trigger).
+ */
+export function pendingDeliveries(cause: DeliveryCause, rows: PendingRows): string {
+  // A replay names its original; nothing else does (replay_of is how a replay is found again).
+  if ((cause === "replay") !== (rows.replayOf !== undefined)) throw new Error(`pendingDeliveries: replay_of goes with the cause replay, not ${cause}`);
+  return `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, replay_of, created_at, updated_at, status, attempt_count, cause)
+       select ${rows.id}, ${rows.merchantId}, ${rows.environment}, ${rows.eventId}, ${rows.endpointId}, ${rows.replayOf ?? "null"}, ${rows.createdAt}, ${rows.updatedAt}, 'pending', 0, '${cause}'
+         ${rows.from}
+       returning id`;
+}
+
+/** Runs pendingDeliveries alone, in the caller's transaction (`em`); the ids made. */
+export async function insertPendingDeliveries(em: EntityManager, cause: DeliveryCause, rows: PendingRows, params: readonly unknown[]): Promise<string[]> {
+  const inserted = await em.execute<{ id: string }[]>(pendingDeliveries(cause, rows), [...params]);
+  return inserted.map((r) => r.id);
+}
+
+// ---- an endpoint's, an event's ----
+
+/** Ends the endpoint's deliveries that have not started an attempt (it was disabled); returns how many. */
+export async function failPendingOfEndpoint(em: EntityManager, endpointId: string, at: Date): Promise<number> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set status = 'failed', last_error = 'endpoint_disabled', next_attempt_at = null, updated_at = ?
+      where endpoint_id = ? and status = 'pending' returning id`,
+    [at, endpointId],
+  );
+  return rows.length;
+}
+
+/**
+ * The removal of the deliveries and attempts of the events of the CTE `events` (ids, locked by the
+ * caller) from the legacy partitions (rows from before the days; the days are dropped whole), as
+ * CTEs of the caller's statement: `removed_attempts` and `removed_deliveries` yield a row for each
+ * row removed. The caller checks that none of those deliveries has not ended.
+ */
+export function legacyDeliveriesRemoval(events: string): string {
+  return `removing as (
+            select id from webhook_deliveries_legacy where event_id in (select id from ${events}) for update
+          ), removed_attempts as (
+            delete from webhook_attempts_legacy where delivery_id in (select id from removing) returning 1
+          ), removed_deliveries as (
+            delete from webhook_deliveries_legacy where id in (select id from removing) returning 1
+          )`;
+}
 
 // ---- the relay ----
 
@@ -29,7 +125,7 @@ export const publishAheadMs = 3000;
  * worker because it is due later than WEBHOOK_STREAM_WAIT_SECONDS, or put back) once it is due
  * within publishAheadMs, soonest first. A retry due later is not published: only what is due soon
  * waits in JetStream, where each unacknowledged message counts against the consumer's
- * max_ack_pending (worker.ts). Each kind is read by a partial index of its own, so thousands of
+ * max_ack_pending (dispatch.ts settle). Each kind is read by a partial index of its own, so thousands of
  * retries waiting for hours cost a pass nothing.
  *
  * Each statement reads only the days it names (issue 50): the rows are taken from the days since
@@ -94,7 +190,7 @@ export interface Claimed {
   /**
    * This process's monotonic clock (performance.now()) just before the claim's statement was sent:
    * at or before the claim, however this process's wall clock is set. The attempt's request goes out
-   * within sendWithinMs of it or never (worker.ts), so within sendWithinMs of the recorded claim.
+   * within sendWithinMs of it or never (dispatch.ts), so within sendWithinMs of the recorded claim.
    */
   claimSentAt: number;
   /** The status the delivery had before this claim: "processing" means a worker stopped mid-attempt. */

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
-import { deriveKey } from "../platform/secret-key.ts";
+import { deriveKey } from "./secret-key.ts";
 
 /** A new signing secret: "whsec_" and 32 random bytes, base64url. */
 export function generateSigningSecret(): string {

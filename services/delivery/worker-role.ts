@@ -4,7 +4,7 @@ import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Nats } from "../platform/nats.ts";
 import { installationId, recordOnce } from "../platform/settings.ts";
-import type { SecretBox } from "../webhooks/secrets.ts";
+import type { SecretBox } from "../platform/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
