@@ -1,4 +1,5 @@
 import type { EntityManager } from "../platform/db.ts";
+import { executePrepared } from "../platform/prepared.ts";
 import { validationError } from "../platform/errors.ts";
 import type { Environment } from "../auth/keys.ts";
 
@@ -152,11 +153,12 @@ export function outputChanged(o: { txHash: string; outputIndex: number }) {
  * `returning` of the rows written.
  */
 async function writeOutputs<R>(em: EntityManager, chain: Chain, outputs: readonly OutputWrite[], at: Date, onConflict: string, returning: string): Promise<R[]> {
-  return em.execute<R[]>(
+  return executePrepared<R>(
+    em,
     `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
        observed_at, payment_intent_id, simulated, mempool, replaceable, created_at, updated_at)
-     select ?, ?, o.asset, o.to_address, o.tx_hash, o.output_index, o.amount::numeric, o.confirmations, o.block_height, o.block_hash,
-            o.observed_at, o.intent_id, o.simulated, o.mempool, o.replaceable, ?, ?
+     select ?::text, ?::text, o.asset, o.to_address, o.tx_hash, o.output_index, o.amount::numeric, o.confirmations, o.block_height, o.block_hash,
+            o.observed_at, o.intent_id, o.simulated, o.mempool, o.replaceable, ?::timestamptz, ?::timestamptz
        from json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text, confirmations int, block_height bigint,
             block_hash text, observed_at timestamptz, intent_id text, simulated boolean, mempool boolean, replaceable boolean)
      on conflict (network, environment, tx_hash, output_index) do update set ${onConflict}
@@ -214,17 +216,27 @@ export async function upsertObservation(em: EntityManager, o: ObservationInput, 
 }
 
 /**
- * Records the outputs of reported blocks in one statement, with no confirmations yet (report.ts
- * derives them from the best chain); one already recorded moves to the reported block (placed).
- * One recorded with another address, asset or amount is left as it is and returned, for the
- * caller to reject.
+ * Records the outputs of reported blocks in one statement; one already recorded moves to the
+ * reported block (placed). An output of a block in `best` (the blocks that join the best chain
+ * with this report) is written with the confirmations its block has under `tip`, so that
+ * deriveConfirmations finds it right and leaves it: writing each new output twice, once with none
+ * and once with its count, was the largest cost of a catch-up (docs/performance.md). The others
+ * have none until report.ts derives them. One recorded with another address, asset or amount is
+ * left as it is and returned, for the caller to reject.
  */
-export async function upsertBlockOutputs(em: EntityManager, chain: Chain, outputs: readonly BlockOutput[], at: Date): Promise<BlockOutput[]> {
+export async function upsertBlockOutputs(
+  em: EntityManager,
+  chain: Chain,
+  outputs: readonly BlockOutput[],
+  best: { tip: number; blocks: ReadonlySet<string> },
+  at: Date,
+): Promise<BlockOutput[]> {
   if (outputs.length === 0) return [];
+  const confirmations = (o: BlockOutput) => (best.blocks.has(o.blockHash) && o.blockHeight <= best.tip ? best.tip - o.blockHeight + 1 : 0);
   const rows = await writeOutputs<{ tx_hash: string; output_index: number }>(
     em,
     chain,
-    outputs.map((o) => ({ ...o, confirmations: 0, simulated: false, mempool: false, replaceable: false })),
+    outputs.map((o) => ({ ...o, confirmations: confirmations(o), simulated: false, mempool: false, replaceable: false })),
     at,
     placed,
     "tx_hash, output_index",
@@ -269,7 +281,8 @@ export async function upsertMempoolOutputs(em: EntityManager, chain: Chain, outp
 /** Those of `outputs` recorded with another address, asset or amount (sameOutput refuses them). */
 async function changedOf<O extends ReportedOutputRow>(em: EntityManager, chain: Chain, outputs: readonly O[]): Promise<O[]> {
   if (outputs.length === 0) return [];
-  const differ = await em.execute<{ tx_hash: string; output_index: number }[]>(
+  const differ = await executePrepared<{ tx_hash: string; output_index: number }>(
+    em,
     `select c.tx_hash, c.output_index from chain_observations c
        join json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount numeric)
          on c.tx_hash = o.tx_hash and c.output_index = o.output_index
@@ -306,7 +319,8 @@ export function inPlaces(places: OutputPlaces): { sql: string; params: string[] 
 export async function setOrphaned(em: EntityManager, chain: Chain, places: OutputPlaces, orphaned: boolean, at: Date, o: { keepConfirmations?: boolean } = {}): Promise<number> {
   const where = inPlaces(places);
   if (!where) return 0;
-  const rows = await em.execute<{ id: string }[]>(
+  const rows = await executePrepared<{ id: string }>(
+    em,
     `update chain_observations set orphaned = ?, confirmations = case when ? then 0 else confirmations end, updated_at = ?
       where network = ? and environment = ? and ${where.sql} and orphaned <> ? returning id`,
     [orphaned, orphaned && o.keepConfirmations !== true, at, chain.network, chain.environment, ...where.params, orphaned],
@@ -319,22 +333,35 @@ export async function setOrphaned(em: EntityManager, chain: Chain, places: Outpu
  * has the tip's height minus its block's plus one. Only outputs above `aboveHeight` (deeper ones
  * have every confirmation they can need) and those of the blocks in `joined` (blocks that just
  * joined the best chain, however deep: a transaction mined again deep in a fork) are touched.
+ * The few blocks are listed first and their outputs then read by block hash, so the plan stays
+ * right whatever the tables' statistics say. As a join, planned with statistics from when the
+ * tables were empty (autovacuum off, or not yet run), PostgreSQL scanned every kept block for each
+ * output (1.2 million rows for 3 000 outputs, 0.6 s a report, in the bench's third run; 9 s with
+ * the blocks as a subquery) or, with the blocks as an array of the same statement, every output.
  */
 export async function deriveConfirmations(em: EntityManager, chain: Chain, tip: number, aboveHeight: number, joined: readonly string[], at: Date): Promise<void> {
-  await em.execute(
+  const blocks = await executePrepared<{ hash: string; height: string | number }>(
+    em,
+    `select hash, height from chain_blocks where network = ? and environment = ? and best and height <= ? and (height > ? or hash = any(?::text[]))`,
+    [chain.network, chain.environment, tip, aboveHeight, `{${joined.join(",")}}`],
+  );
+  if (blocks.length === 0) return;
+  // Their heights bound the rows too, so that either index (by block or by height) reads only them.
+  const lowest = Math.min(...blocks.map((b) => Number(b.height)));
+  await executePrepared(
+    em,
     `update chain_observations o set confirmations = ? - o.block_height + 1, updated_at = ?
-       from chain_blocks b
-      where o.network = ? and o.environment = ? and (o.block_height > ? or o.block_hash = any(?::text[])) and o.block_height <= ? and not o.orphaned
-        and o.confirmations <> ? - o.block_height + 1
-        and b.network = o.network and b.environment = o.environment and b.hash = o.block_hash and b.best`,
-    [tip, at, chain.network, chain.environment, aboveHeight, `{${joined.join(",")}}`, tip, tip],
+      where o.network = ? and o.environment = ? and o.block_height between ? and ? and o.block_hash = any(?::text[])
+        and not o.orphaned and o.confirmations <> ? - o.block_height + 1`,
+    [tip, at, chain.network, chain.environment, lowest, tip, `{${blocks.map((b) => b.hash).join(",")}}`, tip],
   );
 }
 
 /** Counts one more report the outputs `ids` were missing from (the first: since `at`). Not a change of the payment: updated_at stays. */
 export async function markAbsentFromMempool(em: EntityManager, ids: readonly number[], at: Date): Promise<void> {
   if (ids.length === 0) return;
-  await em.execute(
+  await executePrepared(
+    em,
     `update chain_observations set mempool_absent_reads = mempool_absent_reads + 1, mempool_absent_since = coalesce(mempool_absent_since, ?)
       where id = any(?::bigint[]) and mempool and not orphaned`,
     [at, `{${ids.join(",")}}`],
@@ -348,7 +375,8 @@ export async function markAbsentFromMempool(em: EntityManager, ids: readonly num
  */
 export async function withdrawFromMempool(em: EntityManager, ids: readonly number[], at: Date): Promise<number> {
   if (ids.length === 0) return 0;
-  const rows = await em.execute<{ id: string }[]>(
+  const rows = await executePrepared<{ id: string }>(
+    em,
     `update chain_observations set orphaned = true, mempool_absent_reads = mempool_absent_reads + 1, mempool_absent_since = coalesce(mempool_absent_since, ?), updated_at = ?
       where id = any(?::bigint[]) and mempool and not orphaned returning id`,
     [at, at, `{${ids.join(",")}}`],
@@ -359,7 +387,8 @@ export async function withdrawFromMempool(em: EntityManager, ids: readonly numbe
 /** Saves what settlement decided for each output. */
 export async function setCounted(em: EntityManager, changes: readonly { id: number; counted: boolean; countedLate: boolean }[], at: Date): Promise<void> {
   if (changes.length === 0) return;
-  await em.execute(
+  await executePrepared(
+    em,
     `update chain_observations o set counted = c.counted, counted_late = c.counted_late, updated_at = ?
        from json_to_recordset(?::json) as c(id bigint, counted boolean, counted_late boolean) where o.id = c.id`,
     [at, JSON.stringify(changes.map((c) => ({ id: c.id, counted: c.counted, counted_late: c.countedLate })))],
@@ -369,7 +398,8 @@ export async function setCounted(em: EntityManager, changes: readonly { id: numb
 /** Marks outputs as told to their merchant (payment.exception); returns those not told before. */
 export async function setExceptionReported(em: EntityManager, ids: readonly number[], at: Date): Promise<number[]> {
   if (ids.length === 0) return [];
-  const rows = await em.execute<{ id: string | number }[]>(
+  const rows = await executePrepared<{ id: string | number }>(
+    em,
     `update chain_observations set exception_reported_at = ? where id = any(?::bigint[]) and exception_reported_at is null returning id`,
     [at, `{${ids.join(",")}}`],
   );
@@ -379,7 +409,8 @@ export async function setExceptionReported(em: EntityManager, ids: readonly numb
 /** Fixes outputs' value in their intent's price currency, where none was fixed yet. */
 export async function setFiatValues(em: EntityManager, values: readonly { id: number; value: string }[]): Promise<void> {
   if (values.length === 0) return;
-  await em.execute(
+  await executePrepared(
+    em,
     `update chain_observations o set fiat_value = v.value::numeric
        from json_to_recordset(?::json) as v(id bigint, value text) where o.id = v.id and o.fiat_value is null`,
     [JSON.stringify(values)],

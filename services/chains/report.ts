@@ -156,7 +156,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   await joinBest(tx, chain, linkage.append.map((b) => blockRow(byHash.get(b.hash) ?? { ...b, time: undefined })), at);
   // A block that comes back brings its outputs back, reported again or not (an intent no longer watched).
   await setOrphaned(tx, chain, { blocks: joining }, false, at);
-  const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], at);
+  const changed = await upsertBlockOutputs(tx, chain, [...outputs.values()], { tip: newTip.height, blocks: new Set(joining) }, at);
   for (const o of changed) rejected.push({ o, blockHash: o.blockHash, reason: changedOutput(o) });
   await deriveConfirmations(tx, chain, newTip.height, below, joining, at);
 

@@ -70,7 +70,7 @@ export function pendingDeliveries(cause: DeliveryCause, rows: PendingRows): stri
 
 /** Runs pendingDeliveries alone, in the caller's transaction (`em`); the ids made. */
 export async function insertPendingDeliveries(em: EntityManager, cause: DeliveryCause, rows: PendingRows, params: readonly unknown[]): Promise<string[]> {
-  const inserted = await em.execute<{ id: string }[]>(pendingDeliveries(cause, rows), [...params]);
+  const inserted = await executePrepared<{ id: string }>(em, pendingDeliveries(cause, rows), params);
   return inserted.map((r) => r.id);
 }
 

@@ -2,6 +2,7 @@ import { hasUnfinishedDelivery, withinRetention } from "./retention.ts";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { findOwned } from "../platform/owned.ts";
+import { executePrepared } from "../platform/prepared.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newTimedId, newTimedIds } from "../platform/ids.ts";
 import { createdAtOfId } from "../platform/time-partitions.ts";
@@ -191,7 +192,9 @@ export async function recordEvents(em: EntityManager, events: readonly NewEvent[
       created_at: createdAt.toISOString(),
     };
   });
-  await em.execute(
+  // Values sent apart (executePrepared): thousands of envelopes are megabytes of JSON.
+  await executePrepared(
+    em,
     `insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
      select id, merchant_id, environment, type, payment_intent_id, payload, created_at
        from json_to_recordset(?::json) as x(id text, merchant_id text, environment text, type text, payment_intent_id text, payload text, created_at timestamptz)`,

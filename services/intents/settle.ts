@@ -105,13 +105,15 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
     if (row.price && (graced.has(row.id) || requestedAmount !== row.requestedAmount)) quoted.push({ id: row.id, price: row.price, requestedAmount });
     return { row: { ...row, requestedAmount, amountReceived, transactions: outputs.map(({ id: _, countedLate: __, ...fact }) => fact) }, asset, funds, expired, expireFirst };
   });
+  const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
+  // An intent that moves saves its new amount with its move (updateStatuses): one write each.
+  const moving = new Set(moves.filter((m) => m.to.length > 0).map((m) => m.row.id));
   await chainOutputs.markCounted(tx, changes, now);
-  await updateAmountsReceived(tx, amounts, now);
+  await updateAmountsReceived(tx, amounts.filter((a) => !moving.has(a.id)), now);
   await saveQuotes(tx, quoted, now);
   await chainOutputs.setFiatValues(tx, valued);
   await markFiatValueDue(tx, due, now);
 
-  const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
   const settled = await intents.moveMany(tx, moves);
   // After the intent's own moves of this settlement, a millisecond each, so its events order by created_at.
   const movedBy = new Map(moves.map((m) => [m.row.id, m.to.length]));

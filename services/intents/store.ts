@@ -2,6 +2,7 @@ import type { Owner } from "../auth/keys.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { findOwned, pageOwned, type OwnedPage } from "../platform/owned.ts";
+import { executePrepared } from "../platform/prepared.ts";
 import { PaymentIntentRecord } from "./entities.ts";
 import type { IntentPrice, QuoteEntry } from "./pricing.ts";
 
@@ -302,11 +303,18 @@ export async function updateStatus(em: EntityManager, row: IntentRow, to: string
   return changed === 1;
 }
 
-/** Several intents moved at once, each guarded as updateStatus guards one; returns how many moved. */
+/**
+ * Several intents moved at once, each guarded as updateStatus guards one, each with the amount
+ * received its row carries (a settlement's new amount goes in the same write as its move: one row
+ * version per intent, not two); returns how many moved.
+ */
 export async function updateStatuses(em: EntityManager, moves: readonly { from: IntentRow; to: IntentRow; at: Date }[]): Promise<number> {
-  const rows = await em.execute<{ id: string }[]>(
-    `update payment_intents i set status = m.status, sequence = m.sequence, updated_at = m.updated_at, paid_at = m.paid_at, expired_at = m.expired_at, cancelled_at = m.cancelled_at
-       from json_to_recordset(?::json) as m(id text, from_status text, from_sequence int, status text, sequence int, updated_at timestamptz, paid_at timestamptz, expired_at timestamptz, cancelled_at timestamptz)
+  const rows = await executePrepared<{ id: string }>(
+    em,
+    `update payment_intents i set status = m.status, sequence = m.sequence, updated_at = m.updated_at, paid_at = m.paid_at, expired_at = m.expired_at, cancelled_at = m.cancelled_at,
+            amount_received = m.amount_received::numeric
+       from json_to_recordset(?::json) as m(id text, from_status text, from_sequence int, status text, sequence int, updated_at timestamptz, paid_at timestamptz, expired_at timestamptz, cancelled_at timestamptz,
+            amount_received text)
       where i.id = m.id and i.status = m.from_status and i.sequence = m.from_sequence
       returning i.id`,
     [
@@ -321,6 +329,7 @@ export async function updateStatuses(em: EntityManager, moves: readonly { from: 
           paid_at: to.paidAt,
           expired_at: to.expiredAt,
           cancelled_at: to.cancelledAt,
+          amount_received: to.amountReceived,
         })),
       ),
     ],
@@ -331,7 +340,8 @@ export async function updateStatuses(em: EntityManager, moves: readonly { from: 
 /** Saves several intents' amount_received in one statement. */
 export async function updateAmountsReceived(em: EntityManager, amounts: readonly { id: string; amount: string }[], at: Date): Promise<void> {
   if (amounts.length === 0) return;
-  await em.execute(
+  await executePrepared(
+    em,
     `update payment_intents i set amount_received = a.amount::numeric, updated_at = ? from json_to_recordset(?::json) as a(id text, amount text) where i.id = a.id`,
     [at, JSON.stringify(amounts)],
   );
@@ -350,7 +360,7 @@ export async function lockIntentByAddress(em: EntityManager, network: string, en
 /** Intents by id, locked in id order (so concurrent lockers cannot deadlock). */
 export async function lockIntents(em: EntityManager, ids: readonly string[]): Promise<IntentRow[]> {
   if (ids.length === 0) return [];
-  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.id in (?) order by i.id for update`, [ids]);
+  const rows = await executePrepared<DbRow>(em, `select ${columns} from payment_intents i where i.id = any(?::text[]) order by i.id for update`, [`{${ids.join(",")}}`]);
   return rows.map(fromDb);
 }
 
@@ -455,7 +465,8 @@ export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network
 /** The intents whose deposit addresses are among `addresses` on the chain, by address. */
 export async function intentIdsByAddress(em: EntityManager, chain: { network: string; environment: string }, addresses: readonly string[]): Promise<Map<string, string>> {
   if (addresses.length === 0) return new Map();
-  const rows = await em.execute<{ id: string; deposit_address: string }[]>(
+  const rows = await executePrepared<{ id: string; deposit_address: string }>(
+    em,
     `select id, deposit_address from payment_intents where network = ? and environment = ? and deposit_address = any(?::text[])`,
     [chain.network, chain.environment, `{${addresses.join(",")}}`],
   );
@@ -465,7 +476,7 @@ export async function intentIdsByAddress(em: EntityManager, chain: { network: st
 /** Marks intents as having seen funds that do not count yet; returns those marked now (each intent once, ever). */
 export async function markDetected(em: EntityManager, ids: readonly string[], at: Date): Promise<string[]> {
   if (ids.length === 0) return [];
-  const rows = await em.execute<{ id: string }[]>(`update payment_intents set detected_at = ? where id = any(?::text[]) and detected_at is null returning id`, [at, `{${ids.join(",")}}`]);
+  const rows = await executePrepared<{ id: string }>(em, `update payment_intents set detected_at = ? where id = any(?::text[]) and detected_at is null returning id`, [at, `{${ids.join(",")}}`]);
   return rows.map((r) => r.id);
 }
 
@@ -534,7 +545,8 @@ export async function claimLapsedQuotes(em: EntityManager, quotable: readonly Qu
  */
 export async function saveQuotes(em: EntityManager, rows: readonly { id: string; price: IntentPrice; requestedAmount: string }[], at: Date): Promise<void> {
   if (rows.length === 0) return;
-  await em.execute(
+  await executePrepared(
+    em,
     `update payment_intents i set quote_rate = q.rate::numeric, quote_sources = q.sources, quoted_at = q.quoted_at, quote_expires_at = q.expires_at,
             quote_history = q.history, requested_amount = q.requested::numeric, updated_at = ?
        from json_to_recordset(?::json) as q(id text, rate text, sources jsonb, quoted_at timestamptz, expires_at timestamptz, history jsonb, requested text)

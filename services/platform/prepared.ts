@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { CompiledQuery, type Kysely } from "kysely";
 import type pg from "pg";
 import type { EntityManager } from "./db.ts";
 
@@ -51,8 +52,19 @@ export function numberPlaceholders(sql: string): string {
  * doing so as a backlog grew it (the bench's drain: 675 sequential scans reading 11.4 million
  * rows for 20 000 deliveries). The text stays short and its values apart; planning a batch costs
  * far less than one such scan.
+ *
+ * Inside a transaction it goes on that transaction's connection (the ORM's, through the query
+ * builder under it), unnamed, with its values sent apart all the same: a batch's values are one
+ * JSON text of megabytes (a settlement's events, a block's outputs), and the ORM's escaping of it
+ * into the SQL took over a second for 4 000 events, where PostgreSQL inserts them in 0.2 s
+ * (docs/performance.md, the bitcoin catch-up).
  */
 export async function executePrepared<T>(em: EntityManager, sql: string, params: readonly unknown[], o: { replan?: boolean } = {}): Promise<T[]> {
+  const transaction = em.isInTransaction() ? (em.getTransactionContext() as Partial<Pick<Kysely<unknown>, "executeQuery">> | undefined) : undefined;
+  if (transaction?.executeQuery) {
+    const result = await transaction.executeQuery<T>(CompiledQuery.raw(numberPlaceholders(sql), [...params]));
+    return [...result.rows];
+  }
   const pool = em.isInTransaction() ? undefined : pools.get(em.getConnection());
   if (!pool) return em.execute<T[]>(sql, [...params]);
   let statement = compiled.get(sql);
