@@ -13,6 +13,7 @@ import { createScenario } from "./scenarios/create.ts";
 import { fiatCreateScenario } from "./scenarios/fiat-create.ts";
 import { coldDrainScenario } from "./scenarios/cold-drain.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
+import { backlogScenario } from "./scenarios/backlog.ts";
 import { fairnessScenario } from "./scenarios/fairness.ts";
 import { limitsScenario } from "./scenarios/limits.ts";
 import { listScenario } from "./scenarios/list.ts";
@@ -33,7 +34,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, backlogScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

@@ -32,7 +32,7 @@ function ask<T>(child: ChildProcess, type: string, key: string): Promise<T> {
 }
 
 /** An HTTPS receiver process with a test CA; the system reaches it as https://hooks.bench.test/. */
-export async function startBenchReceiver(cleanup: Cleanup, failFirst = 0, slow?: { prefix: string; ms: number }): Promise<BenchReceiver> {
+export async function startBenchReceiver(cleanup: Cleanup, failFirst = 0, slow?: { prefix: string; ms: number }, downPrefix?: string): Promise<BenchReceiver> {
   const ca = await makeTestCa(cleanup, [benchHost]);
   const port = await freePort();
   const { writeFileSync } = await import("node:fs");
@@ -41,7 +41,7 @@ export async function startBenchReceiver(cleanup: Cleanup, failFirst = 0, slow?:
   writeFileSync(keyFile, ca.key);
   writeFileSync(certFile, ca.cert);
   const child = fork(path.join(import.meta.dirname, "receiver-server.ts"), [String(port), keyFile, certFile], {
-    env: { ...process.env, FAIL_FIRST: String(failFirst), ...(slow ? { SLOW_PREFIX: slow.prefix, SLOW_MS: String(slow.ms) } : {}) },
+    env: { ...process.env, FAIL_FIRST: String(failFirst), ...(slow ? { SLOW_PREFIX: slow.prefix, SLOW_MS: String(slow.ms) } : {}), ...(downPrefix ? { DOWN_PREFIX: downPrefix } : {}) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   cleanup.teardown(() => child.kill("SIGKILL"));

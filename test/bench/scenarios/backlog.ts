@@ -1,0 +1,141 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { createApiKey, createMerchant } from "../../../services/auth/admin.ts";
+import { scopes } from "../../../services/auth/keys.ts";
+import { streamNames } from "../../../services/delivery/jetstream.ts";
+import { natsUrl } from "../../helpers/harness.ts";
+import { EventProducer } from "../events.ts";
+import { createBenchEndpoint, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import { nowMs, percentile } from "../stats.ts";
+import { Cleanup, startSystem, type System } from "../system.ts";
+import type { Scenario } from "../types.ts";
+
+/** The consumer's cap when WEBHOOK_MAX_ACK_PENDING is not set (platform/config.ts). */
+const defaultMaxAckPending = 100_000;
+const merchantsDown = 4;
+const endpointsEach = 16;
+
+const cleanup = new Cleanup();
+let system: System;
+let receiver: BenchReceiver;
+let nc: NatsConnection;
+const endpointsDown: { merchant: string; endpoint: string }[] = [];
+let b: EventProducer;
+
+/**
+ * A backlog larger than the consumer (issue 61): 4 merchants whose 16 endpoints each answer 503
+ * are sent more deliveries than the consumer's default cap (100 000 unacknowledged), on the spec's
+ * schedule and every default; merchant B's events are then timed from commit to B's receiver.
+ * Before the outbox held the far retries, such a backlog filled the consumer and B's webhook did not
+ * arrive within 30 s. Measured too: the most messages the consumer held unacknowledged, and the
+ * most retries waiting in the outbox meanwhile.
+ */
+export const backlogScenario: Scenario = {
+  name: "backlog",
+  ownSystem: true,
+  title: `A backlog past the consumer's cap: ${merchantsDown} merchants × ${endpointsEach} endpoints answering 503, more deliveries than max_ack_pending (${defaultMaxAckPending}, the default); merchant B's first attempts meanwhile`,
+  metrics: {
+    flood: { label: "deliveries to endpoints that answer 503", unit: "" },
+    first_attempts_s: { label: "until each had its first attempt", unit: "s" },
+    max_ack_pending: { label: "most unacknowledged in the consumer (cap 100 000)", unit: "" },
+    max_outbox_waiting: { label: "most retries waiting in the outbox", unit: "" },
+    b_events: { label: "B's events (20/s)", unit: "" },
+    b_p50: { label: "B's first attempt p50 (commit → request at B)", unit: "ms" },
+    b_p99: { label: "B's first attempt p99", unit: "ms", target: { op: "<=", value: 1000 } },
+    b_max: { label: "B's first attempt max", unit: "ms" },
+  },
+  async setup() {
+    receiver = await startBenchReceiver(cleanup, 0, undefined, "/a/");
+    system = await startSystem(cleanup, receiver.env);
+    const em = system.db.em.fork();
+    for (let m = 1; m <= merchantsDown; m++) {
+      const merchant = await createMerchant(em, `Bench Shop down ${m}`);
+      const key = (await createApiKey(em, merchant.id, "test", [...scopes])).api_key;
+      for (let e = 1; e <= endpointsEach; e++) {
+        endpointsDown.push({ merchant: merchant.id, endpoint: (await createBenchEndpoint(system, `/a/${m}/${e}`, { id: merchant.id, key })).id });
+      }
+    }
+    const merchantB = await createMerchant(em, "Bench Shop B");
+    const keyB = (await createApiKey(em, merchantB.id, "test", [...scopes])).api_key;
+    b = new EventProducer(system.databaseUrl, merchantB.id, (await createBenchEndpoint(system, "/b", { id: merchantB.id, key: keyB })).id);
+    nc = await connect({ servers: natsUrl.split(",") });
+    cleanup.teardown(async () => {
+      await b.close();
+      await nc.close();
+    });
+  },
+  async run(ctx) {
+    await receiver.reset();
+    const perEndpoint = ctx.quick ? 100 : Math.ceil((defaultMaxAckPending * 1.056) / endpointsDown.length);
+    const flood = perEndpoint * endpointsDown.length;
+    const names = streamNames(system.env.JETSTREAM_PREFIX as string);
+    const jsm = await jetstreamManager(nc);
+    let maxAckPending = 0;
+    let maxOutbox = 0;
+    const since = new Date();
+    const sample = async () => {
+      maxAckPending = Math.max(maxAckPending, (await jsm.consumers.info(names.stream, names.consumer)).num_ack_pending);
+      const [row] = await system.db.em
+        .fork()
+        .execute<{ waiting: number; attempted: number }[]>(
+          `select count(*) filter (where published_at is null and next_attempt_at > now())::int as waiting,
+                  count(*) filter (where attempt_count >= 1 and created_at >= ?)::int as attempted
+             from webhook_deliveries where endpoint_id = any(?::text[])`,
+          [since, `{${endpointsDown.map((d) => d.endpoint).join(",")}}`],
+        );
+      maxOutbox = Math.max(maxOutbox, row?.waiting ?? 0);
+      return row?.attempted ?? 0;
+    };
+    // One producer at a time: 64 pools of connections at once would be more than PostgreSQL takes.
+    const t0 = nowMs();
+    for (const d of endpointsDown) {
+      const p = new EventProducer(system.databaseUrl, d.merchant, d.endpoint);
+      for (let left = perEndpoint; left > 0; left -= 500) await p.record(Math.min(500, left));
+      await p.close();
+    }
+    ctx.log(`backlog: ${flood} deliveries to endpoints that answer 503 recorded in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
+    const deadline = Date.now() + 20 * 60_000;
+    let attempted = 0;
+    while ((attempted = await sample()) < flood) {
+      if (Date.now() > deadline) throw new Error(`only ${attempted} of ${flood} deliveries attempted within 20 minutes`);
+      await sleep(1000);
+    }
+    const firstAttemptsS = (nowMs() - t0) / 1000;
+    ctx.log(`backlog: each attempted once after ${firstAttemptsS.toFixed(0)} s; consumer held at most ${maxAckPending}, outbox ${maxOutbox} waiting`);
+
+    // B's events while the backlog's retries come and go.
+    const commits = new Map<string, number>();
+    const seconds = ctx.quick ? 3 : 15;
+    const tb = nowMs();
+    for (let tick = 0; tick < seconds * 10; tick++) {
+      const wait = tb + tick * 100 - nowMs();
+      if (wait > 0) await sleep(wait);
+      const { ids, committedAt } = await b.record(2);
+      for (const id of ids) commits.set(id, committedAt);
+      if (tick % 10 === 0) await sample();
+    }
+    const bDeadline = Date.now() + 120_000;
+    let arrivals = await receiver.arrivals();
+    while (![...commits.keys()].every((id) => arrivals.has(id))) {
+      if (Date.now() > bDeadline) throw new Error(`B's events not all delivered within 120 s`);
+      await sleep(100);
+      arrivals = await receiver.arrivals();
+    }
+    await sample();
+    const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
+    return {
+      flood,
+      first_attempts_s: firstAttemptsS,
+      max_ack_pending: maxAckPending,
+      max_outbox_waiting: maxOutbox,
+      b_events: commits.size,
+      b_p50: percentile(latencies, 50),
+      b_p99: percentile(latencies, 99),
+      b_max: Math.max(...latencies),
+    };
+  },
+  async teardown() {
+    await cleanup.run();
+  },
+};
