@@ -121,7 +121,7 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       // A claim that does not win learns who holds the chain and until when, and nothing else:
       // no epoch, position or tip to report under or build on.
       if (!active) return { active, holder: row.holder, leaseExpiresAt: timestampFromDate(row.leaseExpiresAt), maxReorgDepth };
-      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch, fixedCounts);
+      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch);
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.watch);
       // The position is the core's best tip and the blocks below it: enough to find where a fork
       // twice as deep as the deepest followed left the chain; the watcher looks for a deeper one's
