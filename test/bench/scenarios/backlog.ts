@@ -37,7 +37,7 @@ export const backlogScenario: Scenario = {
   title: `A backlog past the consumer's cap: ${merchantsDown} merchants × ${endpointsEach} endpoints answering 503, more deliveries than max_ack_pending (${defaultMaxAckPending}, the default); merchant B's first attempts meanwhile`,
   metrics: {
     flood: { label: "deliveries to endpoints that answer 503", unit: "" },
-    first_attempts_s: { label: "until each had its first attempt", unit: "s" },
+    first_attempts_s: { label: "until 99 % had their first attempt", unit: "s" },
     max_ack_pending: { label: "most unacknowledged in the consumer (cap 100 000)", unit: "" },
     max_outbox_waiting: { label: "most retries waiting in the outbox", unit: "" },
     b_events: { label: "B's events (20/s)", unit: "" },
@@ -95,14 +95,17 @@ export const backlogScenario: Scenario = {
       await p.close();
     }
     ctx.log(`backlog: ${flood} deliveries to endpoints that answer 503 recorded in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
+    // B is timed once 99 % of the flood had its first attempt: the consumer then holds what the
+    // backlog makes it hold. The last 1 % take long by design: each endpoint's attempts (first ones
+    // and retries) share its slots, so a down endpoint's backlog drains at its own pace.
     const deadline = Date.now() + 20 * 60_000;
     let attempted = 0;
-    while ((attempted = await sample()) < flood) {
+    while ((attempted = await sample()) < flood * 0.99) {
       if (Date.now() > deadline) throw new Error(`only ${attempted} of ${flood} deliveries attempted within 20 minutes`);
       await sleep(1000);
     }
     const firstAttemptsS = (nowMs() - t0) / 1000;
-    ctx.log(`backlog: each attempted once after ${firstAttemptsS.toFixed(0)} s; consumer held at most ${maxAckPending}, outbox ${maxOutbox} waiting`);
+    ctx.log(`backlog: 99 % attempted once after ${firstAttemptsS.toFixed(0)} s; consumer held at most ${maxAckPending}, outbox ${maxOutbox} waiting`);
 
     // B's events while the backlog's retries come and go.
     const commits = new Map<string, number>();
