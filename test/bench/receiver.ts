@@ -4,6 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { makeTestCa, type TestCa } from "../helpers/receiver.ts";
 import { freePort } from "../helpers/processes.ts";
 import { EventProducer } from "./events.ts";
+import { nowMs } from "./stats.ts";
 import { startSystem, type Cleanup, type System } from "./system.ts";
 
 export const benchHost = "hooks.bench.test";
@@ -106,4 +107,27 @@ export async function waitForArrivals(receiver: BenchReceiver, ids: readonly str
     }
     await sleep(100);
   }
+}
+
+/**
+ * A merchant's steady events: 2 every 100 ms for `seconds` (`each` runs once a second beside them),
+ * then each one's first request at the receiver, as ms after its commit.
+ */
+export async function steadyEvents(
+  producer: EventProducer,
+  receiver: BenchReceiver,
+  seconds: number,
+  each?: () => Promise<unknown>,
+): Promise<{ commits: Map<string, number>; latencies: number[] }> {
+  const commits = new Map<string, number>();
+  const t0 = nowMs();
+  for (let tick = 0; tick < seconds * 10; tick++) {
+    const wait = t0 + tick * 100 - nowMs();
+    if (wait > 0) await sleep(wait);
+    const { ids, committedAt } = await producer.record(2);
+    for (const id of ids) commits.set(id, committedAt);
+    if (each && tick % 10 === 0) await each();
+  }
+  const arrivals = await waitForArrivals(receiver, [...commits.keys()], 120_000);
+  return { commits, latencies: [...commits].map(([id, at]) => arrivals.get(id)![0]! - at) };
 }

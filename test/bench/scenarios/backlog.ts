@@ -6,7 +6,7 @@ import { scopes } from "../../../services/auth/keys.ts";
 import { streamNames } from "../../../services/delivery/jetstream.ts";
 import { natsUrl } from "../../helpers/harness.ts";
 import { EventProducer } from "../events.ts";
-import { createBenchEndpoint, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
+import { createBenchEndpoint, startBenchReceiver, steadyEvents, type BenchReceiver } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
 import { Cleanup, startSystem, type System } from "../system.ts";
 import type { Scenario } from "../types.ts";
@@ -108,25 +108,8 @@ export const backlogScenario: Scenario = {
     ctx.log(`backlog: 99 % attempted once after ${firstAttemptsS.toFixed(0)} s; consumer held at most ${maxAckPending}, outbox ${maxOutbox} waiting`);
 
     // B's events while the backlog's retries come and go.
-    const commits = new Map<string, number>();
-    const seconds = ctx.quick ? 3 : 15;
-    const tb = nowMs();
-    for (let tick = 0; tick < seconds * 10; tick++) {
-      const wait = tb + tick * 100 - nowMs();
-      if (wait > 0) await sleep(wait);
-      const { ids, committedAt } = await b.record(2);
-      for (const id of ids) commits.set(id, committedAt);
-      if (tick % 10 === 0) await sample();
-    }
-    const bDeadline = Date.now() + 120_000;
-    let arrivals = await receiver.arrivals();
-    while (![...commits.keys()].every((id) => arrivals.has(id))) {
-      if (Date.now() > bDeadline) throw new Error(`B's events not all delivered within 120 s`);
-      await sleep(100);
-      arrivals = await receiver.arrivals();
-    }
+    const { commits, latencies } = await steadyEvents(b, receiver, ctx.quick ? 3 : 15, sample);
     await sample();
-    const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
     return {
       flood,
       first_attempts_s: firstAttemptsS,

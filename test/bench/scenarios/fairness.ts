@@ -1,9 +1,8 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { createApiKey, createMerchant } from "../../../services/auth/admin.ts";
 import { scopes } from "../../../services/auth/keys.ts";
 import { EventProducer } from "../events.ts";
-import { createBenchEndpoint, startBenchReceiver, type BenchReceiver } from "../receiver.ts";
-import { nowMs, percentile } from "../stats.ts";
+import { createBenchEndpoint, startBenchReceiver, steadyEvents, type BenchReceiver } from "../receiver.ts";
+import { percentile } from "../stats.ts";
 import { Cleanup, startSystem, type System } from "../system.ts";
 import type { Scenario } from "../types.ts";
 
@@ -57,23 +56,7 @@ export const fairnessScenario: Scenario = {
     // The flood first: it is ahead of every one of B's deliveries in the stream.
     const perEndpoint = ctx.quick ? 50 : 200;
     for (const p of floods) await p.record(perEndpoint);
-    const commits = new Map<string, number>();
-    const seconds = ctx.quick ? 3 : 15;
-    const t0 = nowMs();
-    for (let tick = 0; tick < seconds * 10; tick++) {
-      const wait = t0 + tick * 100 - nowMs();
-      if (wait > 0) await sleep(wait);
-      const { ids, committedAt } = await b.record(2);
-      for (const id of ids) commits.set(id, committedAt);
-    }
-    const deadline = Date.now() + 120_000;
-    let arrivals = await receiver.arrivals();
-    while (![...commits.keys()].every((id) => arrivals.has(id))) {
-      if (Date.now() > deadline) throw new Error(`B's events not all delivered within 120 s`);
-      await sleep(100);
-      arrivals = await receiver.arrivals();
-    }
-    const latencies = [...commits].map(([id, at]) => arrivals.get(id)![0]! - at);
+    const { commits, latencies } = await steadyEvents(b, receiver, ctx.quick ? 3 : 15);
     // Where B's time went, from the service's own records: the relay, or the worker.
     const stages = await b.stages([...commits.keys()]);
     const timed = [...commits].filter(([id]) => stages.has(id));
