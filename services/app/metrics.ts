@@ -202,7 +202,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
   const backlog = gauge("payments_webhook_outbox_backlog", `Deliveries due and not yet published to JetStream (counted up to ${countCap}).`, "worker");
   const outboxRetries = gauge(
     "payments_webhook_outbox_waiting_retries",
-    `Retries waiting in the outbox, out of JetStream, for their due time (later than WEBHOOK_STREAM_WAIT_SECONDS, or over an endpoint's WEBHOOK_ENDPOINT_STREAM_RETRIES; counted up to ${countCap}).`,
+    `Retries (and deliveries held back for a free slot) waiting in the outbox, out of JetStream, for their due time (later than WEBHOOK_STREAM_WAIT_SECONDS, or over an endpoint's WEBHOOK_ENDPOINT_STREAM_RETRIES; counted up to ${countCap}).`,
     "worker",
   );
   const pendingRetry = gauge("payments_webhook_deliveries_pending_retry", `Deliveries waiting for a retry after a failed attempt (counted up to ${countCap}).`, "worker");

@@ -24,6 +24,7 @@ import {
   type AttemptRecord,
   type Claimed,
   type ClaimRequest,
+  type HeldBackRequest,
   type ClaimResult,
 } from "./webhook-deliveries.ts";
 
@@ -70,7 +71,7 @@ export function takeoverAfter(timeoutMs: number): number {
 export interface Batches {
   claims: Batcher<ClaimRequest, ClaimResult>;
   finishes: Batcher<AttemptRecord, boolean>;
-  heldBack: Batcher<ClaimRequest, boolean>;
+  heldBack: Batcher<HeldBackRequest, boolean>;
   slots: Batcher<SlotRequest, SlotAnswer>;
   slotEnds: Batcher<SlotEnd, boolean | undefined>;
 }

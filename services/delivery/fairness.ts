@@ -18,9 +18,10 @@
  *   refused connection): its limit grows with each quick answer like a fast one's, but only
  *   within the half of the worker below, since its slots free at once and its retries should keep
  *   their time.
- * - Beyond each one's first attempt, the endpoints not known fast together have at most half of
- *   the worker's slots, so the other half is always there for fast endpoints and for a quiet
- *   endpoint's first attempt. A fast endpoint made slow only by one request waiting (wavering())
+ * - The endpoints not known fast together have at most half of the worker's slots (a new
+ *   endpoint's first attempt aside), so the other half is always there for fast endpoints and for
+ *   a new endpoint's first attempt, however many endpoints fail or hang: their attempts, first ones
+ *   included, all count in the half, and the pull does not wait for them (worker.ts). A fast endpoint made slow only by one request waiting (wavering())
  *   keeps its messages waiting in the worker for a moment. Of their messages over the limit, a failing but quick endpoint's
  *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too, until
  *   it is known (perhaps a fast endpoint's burst; the worker bounds how many), and any more come
@@ -67,9 +68,11 @@ export type Decision = { start: true; attempt: Attempt } | { start: false; hold:
 
 /** One running attempt, from tryStart to finished() or released(). */
 export interface Attempt {
+  /** When it started here (performance.now()): the slot it holds is held from then. */
+  startedAt: number;
   /** When its request was sent (sending()); until then it waits for the service (claim), not the endpoint. */
   sentAt: number | undefined;
-  /** Counted against the half of the slots endpoints not known fast share. */
+  /** Counted against the half of the slots endpoints not known fast share (all but a fast endpoint's, and a new endpoint's first). */
   shared: boolean;
   /**
    * Its endpoint was not known yet, or slow: it needs one of the endpoint's slots shared by every
@@ -115,8 +118,13 @@ export const minRetryInMs = 1000;
 /** The same for an endpoint that answers quickly (fast, or failing quickly). */
 export const minQuickRetryMs = 100;
 
-/** The longest a message is sent away for at once: it comes again and is placed anew. */
-export const maxRetryInMs = 5 * 60_000;
+/**
+ * The longest a message is sent away for at once: it comes again and is placed anew. One due later
+ * than WEBHOOK_STREAM_WAIT_SECONDS waits in the outbox, not in JetStream (worker.ts holdBack): a
+ * flood to 64 endpoints answering 503 has places up to a quarter of an hour away, and sent away
+ * for 5 minutes at most, each message came round three times before its turn.
+ */
+export const maxRetryInMs = 15 * 60_000;
 
 /** The least time per attempt a held-back backlog is spaced by (an attempt is more than its request: the claim and the record). */
 export const minPaceMs = 20;
@@ -146,8 +154,15 @@ export class EndpointGate {
   private readonly s: FairnessSettings;
   /** Attempts running in all. */
   private running = 0;
-  /** Attempts of endpoints not known to be fast beyond each one's first: at most half of the slots. */
+  /** Attempts of endpoints not known to be fast (a new endpoint's first aside): at most half of the slots. */
   private shared = 0;
+  /**
+   * How long an attempt in that half holds its slot, from its start to its end (the claim, the
+   * request and the record: moving average, ms); and the next free place on the half's timeline
+   * for a message held back (heldBack()).
+   */
+  private sharedSlotMs: number | undefined;
+  private sharedNextAt: number | undefined;
 
   constructor(s: FairnessSettings) {
     this.s = s;
@@ -175,12 +190,14 @@ export class EndpointGate {
     const standing = this.standingOf(e, now);
     const fast = standing === "fast";
     const limit = this.limitOf(e, standing);
-    const shared = !fast && e.running.size >= 1;
+    // Only a new endpoint's first attempt is outside the half: known failing or slow endpoints'
+    // first attempts count in it too, or 64 of them (one merchant's) would take the whole worker.
+    const shared = !fast && !(standing === "unknown" && e.running.size === 0);
     const busyElsewhere = e.elsewhere !== undefined && now < e.elsewhere.until;
     if (this.running >= this.s.total || e.running.size >= limit || busyElsewhere || (shared && this.shared >= Math.ceil(this.s.total / 2))) {
       return { start: false, ...this.waitingOf(e, standing, limit, now) };
     }
-    const attempt: Attempt = { sentAt: undefined, shared, capped: standing === "unknown" || standing === "slow", cap: limit };
+    const attempt: Attempt = { startedAt: performance.now(), sentAt: undefined, shared, capped: standing === "unknown" || standing === "slow", cap: limit };
     e.running.add(attempt);
     this.running++;
     if (shared) this.shared++;
@@ -277,7 +294,17 @@ export class EndpointGate {
     const attemptMs = Math.max(minPaceMs, e.latency ?? 0, now - this.oldestSent(e, now));
     // A quick endpoint frees its slots within moments; a slow one's would only come back to wait.
     const soonest = standing === "slow" ? minRetryInMs : minQuickRetryMs;
-    e.nextAt = Math.max(now + soonest, (e.nextAt ?? now) + attemptMs / slots);
+    let at = Math.max(now + soonest, (e.nextAt ?? now) + attemptMs / slots);
+    if (standing !== "fast") {
+      // Every endpoint not known fast takes its attempts from one half of the worker: each message
+      // held back takes a place on the half's timeline too, its slots' measured time apart, so
+      // the backlogs of many such endpoints come back at the rate the half takes them. By each
+      // endpoint's own limit alone, 64 endpoints answering 503 came round a dozen times each.
+      const half = Math.ceil(this.s.total / 2);
+      this.sharedNextAt = Math.max(now, this.sharedNextAt ?? now) + Math.max(minPaceMs, this.sharedSlotMs ?? 0) / half;
+      at = Math.max(at, this.sharedNextAt);
+    }
+    e.nextAt = at;
     return Math.round(Math.min(maxRetryInMs, e.nextAt - now));
   }
 
@@ -315,11 +342,19 @@ export class EndpointGate {
   /** An attempt started by tryStart has ended; `durationMs`: its request's. */
   finished(endpoint: string, attempt: Attempt, ending: Ending, durationMs: number): void {
     const e = this.state(endpoint);
+    if (attempt.shared && e.running.has(attempt)) {
+      const heldMs = performance.now() - attempt.startedAt;
+      this.sharedSlotMs = this.sharedSlotMs === undefined ? heldMs : 0.9 * this.sharedSlotMs + 0.1 * heldMs;
+    }
     this.stopped(e, attempt);
     // What this worker saw itself replaces what it was told of others' waits.
     e.elsewhere = undefined;
+    // With no history, its first answer says what it is: an endpoint whose first answer is a 503
+    // is failing, not fast (as the average from 0 made it), or its burst held while it was new
+    // would count against the pull until its second answer.
+    const failed = ending === "success" ? 0 : 1;
+    e.failures = e.latency === undefined ? failed : 0.7 * e.failures + 0.3 * failed;
     e.latency = e.latency === undefined ? durationMs : 0.7 * e.latency + 0.3 * durationMs;
-    e.failures = 0.7 * e.failures + (ending === "success" ? 0 : 0.3);
     // Any quick answer adds a slot (limitOf bounds a failing endpoint's); no answer, or a slow one, takes it back to the cap.
     const answered = ending === "success" || ending === "answered";
     if (answered && durationMs <= this.s.fastMs && e.latency <= this.s.fastMs) e.limit = Math.min(this.s.total, e.limit + 1);
@@ -347,16 +382,11 @@ export class EndpointGate {
     if (!e.running.delete(attempt)) return;
     this.running--;
     if (attempt.shared) this.shared--;
-    else {
-      // Its first attempt ended: another of its running ones becomes its first.
-      for (const a of e.running) {
-        if (a.shared) {
-          a.shared = false;
-          this.shared--;
-          break;
-        }
-      }
-    }
+  }
+
+  /** Attempts running that count in the half the endpoints not known fast share. */
+  sharedRunning(): number {
+    return this.shared;
   }
 
   /** Attempts in flight per endpoint (endpoints with none are left out). */

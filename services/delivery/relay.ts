@@ -93,8 +93,10 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       pendingWake = false;
       try {
         let published: number;
+        // A pass may take fewer than the batch while more wait (its lanes: takeUnpublished): on
+        // until one finds nothing.
         do published = await pass();
-        while (published === batch && !stopped);
+        while (published > 0 && !stopped);
         outage.recovered();
         failures = 0;
       } catch (err) {

@@ -1,9 +1,10 @@
 /**
- * The retries one worker process leaves waiting in JetStream, per endpoint: each NAKed to come
- * back when due counts until then. An endpoint whose count has reached the cap
- * (WEBHOOK_ENDPOINT_STREAM_RETRIES) has its further retries wait in the outbox instead (the relay
- * publishes each when due), so one failing endpoint, however many deliveries it has waiting,
- * holds at most cap × workers of the consumer's max_ack_pending with its retries. A worker that
+ * The messages one worker process leaves waiting in JetStream, per endpoint: each retry NAKed to
+ * come back when due, and each message held back for a free slot (worker.ts holdBack), counts
+ * until then. An endpoint whose count has reached the cap (WEBHOOK_ENDPOINT_STREAM_RETRIES) has
+ * its further ones wait in the outbox instead (the relay publishes each when due), so one failing
+ * endpoint, however many deliveries it has waiting, holds at most cap × workers of the consumer's
+ * max_ack_pending with them. A worker that
  * restarts starts counting from nothing: the messages it NAKed still wait, at most another cap's
  * worth, and come back within WEBHOOK_STREAM_WAIT_SECONDS.
  */

@@ -287,14 +287,17 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const holdBack = (msg: JsMsg, endpoint: string, waitMs: number) => {
     const n = msg.info.deliveryCount;
     if (gate.standing(endpoint) === "unknown" && state.heldCount < hardMaxHeld) return hold(endpoint, msg, false);
-    if (n < o.schedule.maxAttempts && nakReaches(o.schedule, n, waitMs)) {
-      state.heldBack++;
+    state.heldBack++;
+    // NAKed, it waits in JetStream, counted against max_ack_pending until it comes back: only
+    // within the endpoint's share of messages waiting there (its retries' share, WaitingRetries).
+    // Past it, it waits in the outbox until its turn: 105 600 first attempts to 64 endpoints
+    // answering 503, all NAKed, filled the consumer's 100 000 and another merchant's webhooks stopped.
+    if (n < o.schedule.maxAttempts && waitMs <= o.streamWaitMs && nakReaches(o.schedule, n, waitMs) && waiting.take(endpoint, waitMs)) {
       return msg.nak(nakDelayFor(o.schedule, n, waitMs));
     }
-    state.heldBack++;
     const heartbeat = keepAlive(msg);
     track(
-      persist(() => batches.heldBack.add({ id: msg.string(), seq: msg.seq }))
+      persist(() => batches.heldBack.add({ id: msg.string(), seq: msg.seq, waitMs }))
         // Not pending any more (finished, or a copy's attempt runs): the message is left for its redelivery.
         .then((requeued) => requeued && msg.term())
         .catch(() => undefined)
@@ -363,11 +366,21 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
             h.counted = true;
             state.heldCounted++;
           }
-        } else if (gate.standing(endpoint) !== "unknown") {
-          while (queue.length > decision.hold) {
-            const last = queue.pop()!;
-            unhold(last);
-            holdBack(last.msg, endpoint, gate.heldBack(endpoint));
+        } else {
+          // Not fast (any more: one 503 left it fast, the next made it failing): its messages
+          // waiting here no longer take the place of messages the worker would pull, or a burst
+          // held while it was new would hold up every other endpoint's messages behind it.
+          for (const h of queue) {
+            if (!h.counted) continue;
+            h.counted = false;
+            state.heldCounted--;
+          }
+          if (gate.standing(endpoint) !== "unknown") {
+            while (queue.length > decision.hold) {
+              const last = queue.pop()!;
+              unhold(last);
+              holdBack(last.msg, endpoint, gate.heldBack(endpoint));
+            }
           }
         }
         if (queue.length === 0) held.delete(endpoint);
@@ -378,7 +391,7 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const pumping = setInterval(pump, 250);
   pumping.unref();
 
-  const loop = pullLoop(o, state, { halted, admit, heldFull, fullPauseMs, hardMaxHeld });
+  const loop = pullLoop(o, state, { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning: () => gate.sharedRunning() });
   const sweep = startSweep({ db: o.db, nats: o.nats, names: o.names, schedule: o.schedule, timeoutMs: o.timeoutMs, logger: o.logger, stopped: () => state.stopped });
 
   return {
@@ -455,6 +468,8 @@ interface Admission {
   heldFull: () => boolean;
   fullPauseMs: number;
   hardMaxHeld: number;
+  /** Attempts running in the half the endpoints not known fast share (fairness.ts). */
+  sharedRunning: () => number;
 }
 
 // One pull consumer loop for the worker's life. fetch() (not consume()) so that only messages
@@ -465,7 +480,7 @@ interface Admission {
 // pulls again, and without a heartbeat watch until that check passes: a fetch that outlives its
 // deadline is closed here. Any of these: set the stream and consumer up again (they may have been
 // lost with a server's store) and pull again, with capped backoff while it keeps failing.
-async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, heldFull, fullPauseMs, hardMaxHeld }: Admission): Promise<void> {
+async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning }: Admission): Promise<void> {
   /** A wait that stop() cuts short. */
   const pause = (ms: number) => Promise.race([new Promise((r) => setTimeout(r, ms)), halted]).catch(() => undefined);
   const expiresMs = 5000;
@@ -482,8 +497,13 @@ async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, h
       // working(), so after its ack deadline JetStream would send it again.
       while (!state.stopped) {
         // Refill in batches (one pull request per batch, not per message). Messages waiting for
-        // a slot of a fast endpoint are as good as running.
-        while (!state.stopped && (state.inflight.size + state.heldCounted > o.concurrency / 2 || heldFull())) {
+        // a slot of a fast endpoint are as good as running. Attempts in the half the endpoints not
+        // known fast share (fairness.ts) do not hold the pull up: what is pulled for them waits
+        // here (bounded) or goes back, and another endpoint's message behind them in the stream is
+        // reached at once (a flood to 64 endpoints answering 503 kept another merchant's first
+        // attempts 5 s behind it while their attempts filled the worker).
+        const busy = () => state.inflight.size - sharedRunning() + state.heldCounted;
+        while (!state.stopped && (busy() > o.concurrency / 2 || heldFull())) {
           await new Promise<void>((resolve) => {
             state.wake = resolve;
             clearTimeout(state.fullTimer);
@@ -494,7 +514,7 @@ async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, h
         if (state.stopped) break;
         // Never more than the worker may hold: a message pulled beyond that could only go back.
         const room = hardMaxHeld - state.heldCount;
-        const max = o.concurrency - state.inflight.size - state.heldCounted;
+        const max = o.concurrency - busy();
         const batch = await consumer.fetch({ max_messages: room > 0 ? Math.min(max, room) : max, expires: expiresMs });
         state.current = batch;
         // A pull's close() takes effect inside its iteration, so awaiting it here would wait

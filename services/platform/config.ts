@@ -62,7 +62,7 @@ export interface Config {
    * consumer's max_ack_pending.
    */
   webhookStreamWaitSeconds: number;
-  /** WEBHOOK_ENDPOINT_STREAM_RETRIES: retries of one endpoint a worker process leaves waiting in JetStream; more wait in the outbox. */
+  /** WEBHOOK_ENDPOINT_STREAM_RETRIES: retries and held-back messages of one endpoint a worker process leaves waiting in JetStream; more wait in the outbox. */
   webhookEndpointStreamRetries: number;
 
   /**

@@ -70,7 +70,7 @@ for (const kind of ["day", "legacy"] as const) {
     t.equal(await requeue(em(), d.id), true, "requeue puts it back in the outbox");
     t.equal((await row(d.id))?.published_at, null);
     const again = await delivery(kind);
-    t.same(await requeueHeldBack(em(), [{ id: again.id, seq: 1 }]), [true], "one held back goes back too");
+    t.same(await requeueHeldBack(em(), [{ id: again.id, seq: 1, waitMs: 0 }]), [true], "one held back goes back too");
 
     const second = await claimDeliveries(em(), [{ id: d.id, seq: 8 }], new Date(Date.now() + 120_000), 60_000);
     t.ok(second[0] && "claimed" in second[0], "claimed again");

@@ -144,10 +144,15 @@ t.test("a fast endpoint that fails, slows down or hangs is back to its cap", asy
 t.test("an endpoint that fails quickly grows within the half of the worker, and about a second's worth of its messages wait in the worker", async (t) => {
   const g = new EndpointGate(settings);
   startMany(g, "e", 2);
+  g.finished("e", "success", 50);
   g.finished("e", "other", 50);
-  t.equal(g.standing("e"), "fast", "one failure is not failing");
+  t.equal(g.standing("e"), "fast", "one failure after a success is not failing");
+  startMany(g, "e", 1);
   g.finished("e", "answered", 50);
   t.equal(g.standing("e"), "failing", "most of its recent attempts failed");
+  g.tryStart("n");
+  g.finished("n", "answered", 5);
+  t.equal(g.standing("n"), "failing", "a new endpoint whose first answer is a 503 is failing at once");
   t.equal(startMany(g, "e", 10), 3, "one quick answer added a slot");
   for (let round = 0; round < 3; round++) {
     const running = g.inFlight().get("e") ?? 0;
@@ -156,21 +161,42 @@ t.test("an endpoint that fails quickly grows within the half of the worker, and 
   }
   t.equal(g.inFlight().get("e"), 8, "at most half of the worker's 16 slots");
   t.same(g.tryStart("e"), { start: false, hold: 16, counted: false }, "8 slots × 1 s / 50 ms = 160, at most the worker's 16; they do not hold up the pull");
-  t.same(g.tryStart("q"), { start: true }, "another endpoint's first attempt starts");
-  t.same(g.tryStart("q"), { start: true }, "and its second, the last of the shared half (e's 7 beyond its first, and this one)");
-  t.same(g.tryStart("r"), { start: true }, "a third endpoint's first attempt starts");
-  t.same(g.tryStart("r"), { start: false, hold: 16, counted: false }, "but not its second: the shared half is taken");
-  t.same(g.tryStart("f"), { start: true }, "the other half is there");
+  t.same(g.tryStart("q"), { start: true }, "a new endpoint's first attempt starts");
+  t.same(g.tryStart("q"), { start: false, hold: 16, counted: false }, "but not its second: e's 8, its first among them, take the shared half");
+  g.tryStart("f");
+  g.finished("f", "success", 50);
+  t.equal(startMany(g, "f", 10), 3, "the other half is there for a fast endpoint (its limit after one quick success)");
 });
 
-t.test("endpoints not known fast share at most half the worker beyond each one's first attempt", async (t) => {
+t.test("endpoints not known fast share at most half the worker, a new endpoint's first attempt aside", async (t) => {
   const g = new EndpointGate({ ...settings, perEndpoint: 4 });
   let started = 0;
   for (const e of ["a", "b", "c", "d"]) started += startMany(g, e, 4);
   t.equal(started, 4 + 8, "4 first attempts, then 8 more (half of 16)");
   t.same(g.tryStart("q"), { start: true }, "a quiet endpoint's first attempt still starts");
   g.finished("a", "timeout", 2000);
-  t.same(g.tryStart("c"), { start: true }, "a share freed by a's attempt goes to whoever asks");
+  t.same(g.tryStart("c"), { start: false, hold: 16, counted: false }, "a's first attempt ending frees no share");
+  g.finished("a", "timeout", 2000);
+  t.same(g.tryStart("c"), { start: true }, "a share freed by a's second goes to whoever asks");
+});
+
+t.test("known failing or hanging endpoints' first attempts count in the half: many of them never take the whole worker", async (t) => {
+  const g = new EndpointGate(settings);
+  const endpoints = Array.from({ length: 12 }, (_, i) => `down${i}`);
+  for (const e of endpoints) {
+    for (let i = 0; i < 2; i++) {
+      g.tryStart(e);
+      g.finished(e, "answered", 5);
+    }
+  }
+  t.equal(endpoints.filter((e) => g.standing(e) === "failing").length, 12, "12 endpoints answering 503");
+  let started = 0;
+  for (const e of endpoints) started += startMany(g, e, 1);
+  t.equal(started, 8, "one attempt each for 8 of them: the half of 16");
+  t.same(g.tryStart("new"), { start: true }, "a new endpoint's first attempt starts");
+  g.tryStart("fast");
+  g.finished("fast", "success", 20);
+  t.equal(startMany(g, "fast", 16), 3, "a fast endpoint starts as many as its limit");
 });
 
 t.test("messages held back come again one attempt's time per slot apart, from at least a second on (100 ms for a quick endpoint)", async (t) => {
@@ -190,7 +216,7 @@ t.test("messages held back come again one attempt's time per slot apart, from at
   g.tryStart("h", 0);
   t.same([g.heldBack("h", 8000), g.heldBack("h", 8000)], [5000, 10_000], "hanging (10 s, its cap of 2): 5 s a place");
   for (let i = 0; i < 200; i++) g.heldBack("h", 8000);
-  t.equal(g.heldBack("h", 8000), maxRetryInMs, "never more than 5 minutes at once");
+  t.equal(g.heldBack("h", 8000), maxRetryInMs, "never more than 15 minutes at once");
 });
 
 t.test("timeouts in a row open the circuit: one attempt at a time until one is answered", async (t) => {

@@ -26,10 +26,12 @@ let b: EventProducer;
 /**
  * A backlog larger than the consumer (issue 61): 4 merchants whose 16 endpoints each answer 503
  * are sent more deliveries than the consumer's default cap (100 000 unacknowledged), on the spec's
- * schedule and every default; merchant B's events are then timed from commit to B's receiver.
- * Before the outbox held the far retries, such a backlog filled the consumer and B's webhook did not
- * arrive within 30 s. Measured too: the most messages the consumer held unacknowledged, and the
- * most retries waiting in the outbox meanwhile.
+ * schedule and every default; merchant B's events, from the flood's commit on for 5 minutes, are
+ * timed from commit to B's receiver. Before the outbox held the far retries, such a backlog filled
+ * the consumer and B's webhook did not arrive within 30 s; before the worker went past a failing
+ * endpoint's messages, and the relay took the newest deliveries in every pass, B's waited behind
+ * the flood for 5–25 s. Measured too: the most messages the consumer held unacknowledged, and the
+ * most deliveries waiting in the outbox meanwhile.
  */
 export const backlogScenario: Scenario = {
   name: "backlog",
@@ -37,10 +39,10 @@ export const backlogScenario: Scenario = {
   title: `A backlog past the consumer's cap: ${merchantsDown} merchants × ${endpointsEach} endpoints answering 503, more deliveries than max_ack_pending (${defaultMaxAckPending}, the default); merchant B's first attempts meanwhile`,
   metrics: {
     flood: { label: "deliveries to endpoints that answer 503", unit: "" },
-    first_attempts_s: { label: "until 99 % had their first attempt", unit: "s" },
+    attempted: { label: "of those, attempted at least once by the end of B's 5 minutes", unit: "" },
     max_ack_pending: { label: "most unacknowledged in the consumer (cap 100 000)", unit: "" },
     max_outbox_waiting: { label: "most retries waiting in the outbox", unit: "" },
-    b_events: { label: "B's events (20/s)", unit: "" },
+    b_events: { label: "B's events (20/s for 5 minutes, from the flood's commit on)", unit: "" },
     b_p50: { label: "B's first attempt p50 (commit → request at B)", unit: "ms" },
     b_p99: { label: "B's first attempt p99", unit: "ms", target: { op: "<=", value: 1000 } },
     b_max: { label: "B's first attempt max", unit: "ms" },
@@ -95,24 +97,19 @@ export const backlogScenario: Scenario = {
       await p.close();
     }
     ctx.log(`backlog: ${flood} deliveries to endpoints that answer 503 recorded in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
-    // B is timed once 99 % of the flood had its first attempt: the consumer then holds what the
-    // backlog makes it hold. The last 1 % take long by design: each endpoint's attempts (first ones
-    // and retries) share its slots, so a down endpoint's backlog drains at its own pace.
-    const deadline = Date.now() + 20 * 60_000;
+    // B's events run from here for 5 minutes (20 s quick) while the backlog waits: the relay
+    // publishing the flood, the worker going past its messages, the 60 s and 5 min retries coming
+    // back among the first attempts, the consumer holding the most it will. Not until the flood's
+    // first attempts are all made: 64 endpoints answering 503 share half of the worker, so that
+    // takes tens of minutes, by design.
+    const windowS = ctx.quick ? 20 : 300;
     let attempted = 0;
-    while ((attempted = await sample()) < flood * 0.99) {
-      if (Date.now() > deadline) throw new Error(`only ${attempted} of ${flood} deliveries attempted within 20 minutes`);
-      await sleep(1000);
-    }
-    const firstAttemptsS = (nowMs() - t0) / 1000;
-    ctx.log(`backlog: 99 % attempted once after ${firstAttemptsS.toFixed(0)} s; consumer held at most ${maxAckPending}, outbox ${maxOutbox} waiting`);
-
-    // B's events while the backlog's retries come and go.
-    const { commits, latencies } = await steadyEvents(b, receiver, ctx.quick ? 3 : 15, sample);
-    await sample();
+    const { commits, latencies } = await steadyEvents(b, receiver, windowS, async () => (attempted = await sample()));
+    attempted = await sample();
+    ctx.log(`backlog: B's events for ${windowS} s; meanwhile ${attempted} of ${flood} attempted once, the consumer held at most ${maxAckPending}, the outbox ${maxOutbox} waiting`);
     return {
       flood,
-      first_attempts_s: firstAttemptsS,
+      attempted,
       max_ack_pending: maxAckPending,
       max_outbox_waiting: maxOutbox,
       b_events: commits.size,
