@@ -20,7 +20,7 @@ import {
 } from "viem";
 import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { tronToHex20 } from "../../services/addresses/formats.ts";
-import { assets } from "../../services/vocabulary/assets.ts";
+import { assets, evmChainIds, type EvmNetwork } from "../../services/vocabulary/assets.ts";
 import { tronChainIds } from "../../services/watcher/tron-source.ts";
 
 /** anvil's first default account (its well-known test mnemonic): never a real key. */
@@ -101,9 +101,16 @@ export interface DevChainOptions {
   genesisTimestamp?: number;
 }
 
-export type DevNetwork = "ethereum" | "polygon" | "tron";
+export type DevNetwork = EvmNetwork | "tron";
 
-const devChainIds: Record<DevNetwork, number> = { ethereum: 11155111, polygon: 80002, tron: tronChainIds.nile };
+/** Each network's Test chain id (Sepolia's, Amoy's, Base Sepolia's, Arbitrum Sepolia's, Nile's): the dev chain stands in for that testnet. */
+const devChainIds: Record<DevNetwork, number> = {
+  ethereum: evmChainIds.ethereum.test,
+  polygon: evmChainIds.polygon.test,
+  base: evmChainIds.base.test,
+  arbitrum: evmChainIds.arbitrum.test,
+  tron: tronChainIds.nile,
+};
 
 /** The asset table's Test token contracts of `network`, by asset, as the chain's JSON-RPC writes them (tron's T… addresses as 20-byte hex). */
 export function devTokens(network: DevNetwork): Record<string, Hex> {

@@ -20,6 +20,8 @@ export const testSequences: Record<string, string> = {
   tron: "test_address_index_tron",
   solana: "test_address_index_solana",
   polygon: "test_address_index_polygon",
+  base: "test_address_index_base",
+  arbitrum: "test_address_index_arbitrum",
 };
 
 /**

@@ -27,6 +27,8 @@ export function checkAddress(network: string, environment: Environment, address:
       return checkBitcoin(environment, trimmed);
     case "ethereum":
     case "polygon":
+    case "base":
+    case "arbitrum":
       return checkEvm(network, trimmed);
     case "tron":
       return checkTron(trimmed);

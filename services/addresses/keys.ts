@@ -16,6 +16,7 @@ import { ripemd160 } from "@noble/hashes/legacy.js";
 import { utf8ToBytes } from "@noble/hashes/utils.js";
 import { base58check, toEip55, tronPrefix, type Environment } from "./formats.ts";
 import { setBounded } from "../platform/bounded.ts";
+import { isEvmNetwork, type EvmNetwork } from "../vocabulary/assets.ts";
 import { BaseTable } from "./base-table.ts";
 
 /** A refusal whose message is safe to show the merchant: it never contains the key. */
@@ -68,6 +69,8 @@ function expectedKind(network: string, environment: Environment): { kind: KeyKin
       return environment === "live" ? { kind: "zpub", path: "m/84'/0'/0'" } : { kind: "vpub", path: "m/84'/1'/0'" };
     case "ethereum":
     case "polygon":
+    case "base":
+    case "arbitrum":
       return { kind: "xpub", path: "m/44'/60'/0'" };
     case "tron":
       return { kind: "xpub", path: "m/44'/195'/0'" };
@@ -81,7 +84,7 @@ function expectedKind(network: string, environment: Environment): { kind: KeyKin
 }
 
 export function supportsAccountKey(network: string): boolean {
-  return network === "bitcoin" || network === "ethereum" || network === "polygon" || network === "tron";
+  return network === "bitcoin" || isEvmNetwork(network) || network === "tron";
 }
 
 /** The key, trimmed, if it is an account-level extended public key of the right kind; else SourceKeyError. */
@@ -254,6 +257,8 @@ function encodeAddress(network: string, environment: Environment, point: Weierst
     }
     case "ethereum":
     case "polygon":
+    case "base":
+    case "arbitrum":
       return toEip55(evmAddressBytes(point));
     case "tron": {
       const payload = new Uint8Array(21);
@@ -271,21 +276,22 @@ function evmAddressBytes(point: WeierstrassPoint<bigint>): Uint8Array {
   return keccak_256(point.toBytes(false).subarray(1)).subarray(12);
 }
 
+const evmTestKey = "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt";
+
 /**
  * Built-in account keys for the Test environment, from the public BIP39 test
  * mnemonic "abandon … about". ANYONE CAN SPEND FROM THESE: testnet only,
  * never live. Only the public keys are here; the seed is not.
  */
-export const testAccountKeys: Record<"bitcoin" | "ethereum" | "polygon" | "tron", string> = {
+export const testAccountKeys: Record<"bitcoin" | EvmNetwork | "tron", string> = {
   // m/84'/1'/0'
   bitcoin:
     "vpub5Y6cjg78GGuNLsaPhmYsiw4gYX3HoQiRBiSwDaBXKUafCt9bNwWQiitDk5VZ5BVxYnQdwoTyXSs2JHRPAgjAvtbBrf8ZhDYe2jWAqvZVnsc",
-  // m/44'/60'/0'
-  ethereum:
-    "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt",
-  // m/44'/60'/0': polygon is an EVM chain, same path and addresses as ethereum
-  polygon:
-    "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt",
+  // m/44'/60'/0': polygon, base and arbitrum are EVM chains, same path and addresses as ethereum
+  ethereum: evmTestKey,
+  polygon: evmTestKey,
+  base: evmTestKey,
+  arbitrum: evmTestKey,
   // m/44'/195'/0'
   tron: "xpub6D1AabNHCupeiLM65ZR9UStMhJ1vCpyV4XbZdyhMZBiJXALQtmn9p42VTQckoHVn8WNqS7dqnJokZHAHcHGoaQgmv8D45oNUKx6DZMNZBCd",
 };

@@ -30,8 +30,10 @@ export function paymentUri(p: PaymentUriInput): string {
     case "bitcoin":
       return `bitcoin:${to}?amount=${trimDecimal(p.amount)}`;
     case "ethereum":
-    case "polygon": {
-      // Polygon has no scheme of its own: EIP-681 "ethereum:" with the chain id picks the chain.
+    case "polygon":
+    case "base":
+    case "arbitrum": {
+      // Polygon, Base and Arbitrum have no scheme of their own: EIP-681 "ethereum:" with the chain id picks the chain.
       const chainId = evmChainIds[p.network][p.environment];
       const units = toUnits(p.amount, info.decimals).toString();
       if (contract === undefined) return `ethereum:${to}@${chainId}?value=${units}`;

@@ -1,7 +1,7 @@
 import type { Environment } from "../auth/keys.ts";
 import { apiError, describeError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
-import { mainnetGenesis } from "../vocabulary/assets.ts";
+import { mainnetBlock0 } from "../vocabulary/assets.ts";
 import { forgetChain } from "./blocks.ts";
 import { admit } from "./linkage.ts";
 import { outputChanged } from "./output-store.ts";
@@ -69,7 +69,7 @@ export async function lockAdmitted(
        from chain_watchers where network = ? and environment = ? for update`,
     [chain.network, chain.environment],
   );
-  const mainnet = (mainnetGenesis as Readonly<Record<string, string>>)[chain.network];
+  const mainnet = mainnetBlock0(chain.network);
   const admitted = admit(
     row && { epoch: Number(row.epoch), genesisHash: row.genesis_hash, holder: row.holder, credentialId: row.credential_id, leaseLive: row.lease_live },
     { ...r, blocks: r.blocks?.length },
@@ -85,7 +85,9 @@ export async function lockAdmitted(
   if (admitted.kind === "other_chain") {
     throw refusal(
       "other_chain",
-      r.genesisHash === undefined
+      mainnet === undefined
+        ? `No block 0 of ${chain.network} mainnet is pinned in this release: Live ${chain.network} is not followed yet.`
+        : r.genesisHash === undefined
         ? `A report of blocks on ${chain.network} (live) must name block 0 (genesis_hash): Live counts only on mainnet, whose block 0 is ${mainnet}.`
         : `The report is of a chain whose block 0 is ${r.genesisHash}, not ${chain.network} mainnet's (${mainnet}).`,
     );

@@ -13,7 +13,7 @@ export const hashPattern = /^(0x)?[0-9A-Za-z]{16,128}$/;
  * lowercased whoever reports them (ChainService, ObservationService, the sandbox), so that one
  * transaction is one row. Elsewhere (solana's base58 signatures) case is the hash and is kept.
  */
-const hexHashNetworks: ReadonlySet<string> = new Set(["bitcoin", "ethereum", "polygon", "tron"]);
+const hexHashNetworks: ReadonlySet<string> = new Set(["bitcoin", "ethereum", "polygon", "base", "arbitrum", "tron"]);
 
 /** A transaction or block hash as the core keeps it: lowercased on a network of hex hashes. */
 export function normalizeHash(network: string, hash: string): string {

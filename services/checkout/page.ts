@@ -84,6 +84,8 @@ const networkNames: Readonly<Record<string, { live: string; test: string }>> = {
   bitcoin: { live: "Bitcoin", test: "Bitcoin testnet" },
   ethereum: { live: "Ethereum", test: "Ethereum Sepolia testnet" },
   polygon: { live: "Polygon", test: "Polygon Amoy testnet" },
+  base: { live: "Base", test: "Base Sepolia testnet" },
+  arbitrum: { live: "Arbitrum One", test: "Arbitrum Sepolia testnet" },
   tron: { live: "Tron", test: "Tron Nile testnet" },
   solana: { live: "Solana", test: "Solana devnet" },
 };

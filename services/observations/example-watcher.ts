@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
-import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
+import { findAsset, isEvmNetwork } from "../vocabulary/assets.ts";
 
 const [network, asset, toAddress, amount, confirmations = "0"] = process.argv.slice(2);
 const credential = process.env.INTERNAL_CREDENTIAL;
@@ -29,7 +29,7 @@ const res = await client.recordObservation(
     // Numbered as the built-in watchers number outputs (observations.proto): on an EVM chain a
     // token Transfer is 1 + its log's index in the transaction's receipt (here the first log),
     // the transaction's own value 0.
-    outputIndex: Object.hasOwn(evmChainIds, network) && findAsset(network, asset)?.contract ? 1 : 0,
+    outputIndex: isEvmNetwork(network) && findAsset(network, asset)?.contract ? 1 : 0,
     amount,
     confirmations: Number(confirmations),
     blockHeight: 1n,

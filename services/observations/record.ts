@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { evmChainIds } from "../vocabulary/assets.ts";
+import { isEvmNetwork } from "../vocabulary/assets.ts";
 import type { Intents } from "../intents/intents.ts";
 import { lockIntentByAddress, lockIntents, type IntentRow } from "../intents/store.ts";
 import type { Environment } from "../auth/keys.ts";
@@ -65,5 +65,5 @@ export async function recordReorg(
 /** A synthetic transaction hash for the sandbox, written as the network writes its own: 64 hex digits, with 0x on EVM chains. */
 export function simulatedTxHash(network: string): string {
   const hex = randomBytes(32).toString("hex");
-  return Object.hasOwn(evmChainIds, network) ? `0x${hex}` : hex;
+  return isEvmNetwork(network) ? `0x${hex}` : hex;
 }

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { defaultMaxReorgDepth, followedNetworks, networks } from "../vocabulary/assets.ts";
+import { defaultMaxReorgDepth, followedNetworks, mainnetBlock0, networks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
@@ -326,9 +326,6 @@ export function loopbackHost(hostname: string): boolean {
   return h === "localhost" || h.endsWith(".localhost") || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === "::1" || h === "0:0:0:0:0:0:0:1";
 }
 
-/** The networks whose confirmations can be overridden. */
-const confirmedNetworks = ["bitcoin", "ethereum", "polygon", "tron", "solana"] as const;
-
 function chainEndpoints(env: Env): ChainEndpoint[] {
   const out: ChainEndpoint[] = [];
   const maxResponseBytes = integer(env, "WATCHER_MAX_RESPONSE_BYTES", defaultMaxResponseBytes, 64 * 1024, 1024 * 1024 * 1024);
@@ -339,6 +336,10 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);
       if (raw === undefined) continue;
+      // Said at the start rather than by a watcher refusing its node forever (node-check.ts says the same).
+      if (environment === "live" && mainnetBlock0(network) === undefined) {
+        throw new ConfigError(`${name}: no block 0 of ${network} mainnet is pinned in this release, so no node can prove it serves mainnet; Live ${network} is not followed yet (${network.toUpperCase()}_TEST_RPC_URL is)`);
+      }
       const bitcoin = network === "bitcoin";
       const what = bitcoin
         ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)"
@@ -394,7 +395,8 @@ export function parseOperatorWatchedNetworks(raw: string | undefined): string[] 
 
 function confirmationOverrides(env: Env): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const network of confirmedNetworks) {
+  // Every network of the asset table: one the built-in watcher follows or an operator's own does, the core counts it.
+  for (const network of networks) {
     const name = `${network.toUpperCase()}_CONFIRMATIONS`;
     if (optional(env, name) !== undefined) out[network] = integer(env, name, 1, 1, 10_000);
   }

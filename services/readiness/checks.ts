@@ -1,6 +1,6 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
-import { blocksTaken, followedNetworks, networks } from "../vocabulary/assets.ts";
+import { blocksTaken, followedNetworks, mainnetBlock0, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { networksWithNodeProblems } from "../chains/store.ts";
@@ -246,7 +246,7 @@ export function depositAddressCheck(facts: ReadinessFacts): Check {
       passed: false,
       message:
         `No ${owner.environment} deposit-address source is set up for any network. For each network you will accept, give your wallet account's extended PUBLIC key ` +
-        `(bitcoin, ethereum, polygon, tron): ${admin} address-source set --merchant ${owner.merchantId} --environment ${owner.environment} --network <network> --xpub <account xpub>; ` +
+        `(bitcoin, ethereum, polygon, base, arbitrum, tron): ${admin} address-source set --merchant ${owner.merchantId} --environment ${owner.environment} --network <network> --xpub <account xpub>; ` +
         `or import addresses (solana, or any network): ${admin} address import --merchant ${owner.merchantId} --environment ${owner.environment} --network <network> --file <file>`,
     };
   }
@@ -353,7 +353,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
       ...base,
       passed: false,
       message:
-        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator (their responses and checkout pages say so). Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL, TRON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
+        "No watcher follows a Test chain: Test intents are paid only with the sandbox simulator (their responses and checkout pages say so). Point the watcher at a testnet node (BITCOIN_TEST_RPC_URL, ETHEREUM_TEST_RPC_URL, POLYGON_TEST_RPC_URL, BASE_TEST_RPC_URL, ARBITRUM_TEST_RPC_URL, TRON_TEST_RPC_URL) or at the local dev chain (npm run devchain)." +
         said(followedNetworks),
     };
   }
@@ -362,7 +362,9 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
   const own = accepted.filter((n) => operator.includes(n));
   const missing = accepted.filter((n) => !operator.includes(n) && !(builtIn(n) && following(n)));
   if (missing.length > 0) {
-    const missingBuiltIn = missing.filter(builtIn);
+    // A network whose mainnet block 0 this release does not pin: no <NETWORK>_LIVE_RPC_URL makes the built-in watcher follow Live.
+    const unpinned = missing.filter((n) => builtIn(n) && mainnetBlock0(n) === undefined);
+    const missingBuiltIn = missing.filter((n) => builtIn(n) && !unpinned.includes(n));
     const missingOwn = missing.filter((n) => !builtIn(n));
     return {
       ...base,
@@ -372,6 +374,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
         (missingBuiltIn.length > 0
           ? ` The operator sets ${missingBuiltIn.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher), or names ${missingBuiltIn.length === 1 ? "it" : "them"} in OPERATOR_WATCHED_NETWORKS when a watcher of their own reports ${missingBuiltIn.length === 1 ? "it" : "them"}.`
           : "") +
+        unpinned.map((n) => ` ${howToWatch(n, "live")}`).join("") +
         missingOwn.map((n) => ` ${n} has no built-in watcher: t${howToWatch(n, "live").slice(1)}`).join("") +
         said(missingBuiltIn) +
         operatorNote(own),

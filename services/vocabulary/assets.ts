@@ -59,25 +59,48 @@ export const assets: readonly AssetInfo[] = [
     // Native (Circle-issued) USDC, not bridged USDC.e; test is Circle's USDC on Amoy.
     contract: { live: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", test: "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582" },
   },
+  {
+    network: "base",
+    asset: "USDC",
+    decimals: 6,
+    // About 2 minutes of 2 s blocks: by then the sequencer's batch holding the block is on L1 (`safe`).
+    confirmations: 60,
+    // Native (Circle-issued) USDC, not the bridged USDbC; test is Circle's USDC on Base Sepolia.
+    contract: { live: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", test: "0x036CbD53842c5426634e7929541eC2318f3dCF7e" },
+  },
+  {
+    network: "arbitrum",
+    asset: "USDC",
+    decimals: 6,
+    // 2 minutes of 250 ms blocks, as on base: the sequencer posts its batches to L1 every few
+    // minutes, so a younger block is mostly the sequencer's word alone.
+    confirmations: 480,
+    // Native (Circle-issued) USDC, not bridged USDC.e (0xFF97…); test is Circle's USDC on Arbitrum Sepolia.
+    contract: { live: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", test: "0x75faf114eafb1BDbe2F0316DF893fd58CE46AA4d" },
+  },
 ];
 
-/** EIP-155 chain ids for EIP-681 payment URIs; test is Sepolia and Polygon Amoy. */
-export const evmChainIds: Readonly<Record<"ethereum" | "polygon", { live: number; test: number }>> = {
+/** The EVM networks: one address format, key path (m/44'/60'/0') and payment URI scheme ("ethereum:") for all, the chain id telling them apart. */
+export type EvmNetwork = "ethereum" | "polygon" | "base" | "arbitrum";
+
+/** EIP-155 chain ids for EIP-681 payment URIs; test is Sepolia, Polygon Amoy, Base Sepolia and Arbitrum Sepolia. */
+export const evmChainIds: Readonly<Record<EvmNetwork, { live: number; test: number }>> = {
   ethereum: { live: 1, test: 11155111 },
   polygon: { live: 137, test: 80002 },
+  base: { live: 8453, test: 84532 },
+  arbitrum: { live: 42161, test: 421614 },
 };
 
-/** The networks the built-in chain watcher follows (bitcoin through Bitcoin Core's RPC, the others through Ethereum JSON-RPC, tron's Ethereum-compatible one); payments on the rest come from an ObservationService client of the operator's own. */
-export const followedNetworks = ["bitcoin", "ethereum", "polygon", "tron"] as const;
+/** Whether `network` is one of the EVM networks (evmChainIds names each). */
+export function isEvmNetwork(network: string): network is EvmNetwork {
+  return Object.hasOwn(evmChainIds, network);
+}
 
-/**
- * How many best blocks a fork may take away and still be followed, by default (<NETWORK>_MAX_REORG_DEPTH):
- * a deeper fork stops the chain's counting until an operator looks (docs/payments.md says why each).
- * Bitcoin: coinbase outputs mature after 100 blocks, a depth no honest reorg reached (the deepest
- * since 2010, the March 2013 fork, was 24). Ethereum: finality is two epochs (64 slots); 128 is
- * four. Tron: a block is irreversible after 19 of 27 super representatives confirm it. Polygon
- * PoS: a 157-block reorg happened in February 2023, before milestones bounded it.
- */
+/** The networks the built-in chain watcher follows (bitcoin through Bitcoin Core's RPC, the others through Ethereum JSON-RPC, tron's Ethereum-compatible one); payments on the rest come from an ObservationService client of the operator's own. */
+export const followedNetworks = ["bitcoin", "ethereum", "polygon", "base", "arbitrum", "tron"] as const;
+
+export type FollowedNetwork = (typeof followedNetworks)[number];
+
 /**
  * How many best blocks a watcher keeps to find where a fork left the chain, and ClaimChain hands
  * it: twice the deepest fork followed, and some, so a deeper one is found with its depth (the core
@@ -99,19 +122,50 @@ export function blocksTaken(depth: number, atLeast: boolean): string {
  * Block 0 of each followed network's mainnet: a Live node must serve it, whatever chain id or name
  * it claims, and a Live chain's reports must name it (the core never learns Live's block 0 from a
  * report). Bitcoin's hash is bare, as Bitcoin Core writes it; the others as their JSON-RPC writes
- * them (0x, lowercase).
+ * them (0x, lowercase). A network without one here is followed on Test only: with nothing to
+ * check a node's block 0 against, a Live node is refused (node-check.ts) and so is every Live
+ * report (chains/linkage.ts admit).
  */
-export const mainnetGenesis: Readonly<Record<(typeof followedNetworks)[number], string>> = {
+export const mainnetGenesis = {
   bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
   ethereum: "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3",
   polygon: "0xa9c28ce2141b56c474f1dc504bee9b01eb1bd7d1a507580d5519d4437a97de1b",
+  // Base mainnet's L2 block 0: the rollup config's genesis.l2.hash in the superchain registry
+  // (ethereum-optimism/superchain-registry, superchain/configs/mainnet/base.toml), which op-node
+  // and op-geth build Base from.
+  base: "0xf712aa9241cc24369b143cf6dce85f0902a9731e70d66818a3a5845b296c73dd",
+  // arbitrum: not pinned yet. The hash third parties' lists give for Arbitrum One's block 0
+  // (0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442: indexers, graph-node)
+  // is in none of Offchain Labs' own repositories (nitro's cmd/chaininfo/arbitrum_chain_info.json
+  // names no block hash; nor do arbitrum-docs, arbitrum-sdk, arbitrum-classic or their go-ethereum
+  // fork). Until it is confirmed from the chain's own source, Live arbitrum is not followed.
   // TRON mainnet's BlockId of block 0: eth_chainId is its last 4 bytes (0x2b6653dc). Published in
   // the ChainAgnostic namespaces' tron/caip2.md beside the chain ids the developer hub's
   // eth_chainId lists, and by block explorers' getblockbynum 0.
   tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
-};
+} satisfies Partial<Record<FollowedNetwork, string>>;
 
-export const defaultMaxReorgDepth: Readonly<Record<(typeof followedNetworks)[number], number>> = { bitcoin: 100, ethereum: 128, polygon: 256, tron: 128 };
+/** The pinned block 0 of `network`'s mainnet (mainnetGenesis); undefined where none is, and Live is then not followed. */
+export function mainnetBlock0(network: string): string | undefined {
+  return (mainnetGenesis as Readonly<Partial<Record<string, string>>>)[network];
+}
+
+/**
+ * How many best blocks a fork may take away and still be followed, by default (<NETWORK>_MAX_REORG_DEPTH):
+ * a deeper fork stops the chain's counting until an operator looks (docs/payments.md says why each).
+ * Bitcoin: coinbase outputs mature after 100 blocks, a depth no honest reorg reached (the deepest
+ * since 2010, the March 2013 fork, was 24). Ethereum: finality is two epochs (64 slots); 128 is
+ * four. Tron: a block is irreversible after 19 of 27 super representatives confirm it. Polygon
+ * PoS: a 157-block reorg happened in February 2023, before milestones bounded it. Base (an OP
+ * Stack L2, a block every 2 s): a block's batch is on L1 (`safe`) within about 2 minutes (60
+ * blocks) and final with L1 in about 20 (600 blocks); deeper than that a reorg would undo L1
+ * finality. Arbitrum One (a block every ~250 ms): the sequencer posts batches to L1 every few
+ * minutes and a block is final with L1 some 15-20 minutes later, 4 000 blocks and more. The
+ * default is 1 000 (about 4 minutes, past the usual batch posting), the most <NETWORK>_MAX_REORG_DEPTH
+ * allows (platform/config.ts maxReorgDepthLimit: the core keeps 2 048 blocks and a watcher walks
+ * back twice the depth); a deeper fork stops the chain for a person to look.
+ */
+export const defaultMaxReorgDepth: Readonly<Record<FollowedNetwork, number>> = { bitcoin: 100, ethereum: 128, polygon: 256, base: 600, arbitrum: 1000, tron: 128 };
 
 export const networks: readonly string[] = [...new Set(assets.map((a) => a.network))];
 

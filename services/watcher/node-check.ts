@@ -1,5 +1,5 @@
 import type { ChainEndpoint } from "../platform/config.ts";
-import { evmChainIds, mainnetGenesis } from "../vocabulary/assets.ts";
+import { evmChainIds, mainnetBlock0, type EvmNetwork } from "../vocabulary/assets.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import type { EvmNode } from "./evm-node.ts";
 import { tronChainIds } from "./tron-source.ts";
@@ -14,9 +14,11 @@ import { tronChainIds } from "./tron-source.ts";
 export const bitcoinMinimumChainwork = 0xdee8e2a309ad8a9820433c68n;
 
 /** The chain id a Live node must name, per network followed through Ethereum JSON-RPC. */
-const mainnetChainIds: Readonly<Record<"ethereum" | "polygon" | "tron", number>> = {
+const mainnetChainIds: Readonly<Record<EvmNetwork | "tron", number>> = {
   ethereum: evmChainIds.ethereum.live,
   polygon: evmChainIds.polygon.live,
+  base: evmChainIds.base.live,
+  arbitrum: evmChainIds.arbitrum.live,
   tron: tronChainIds.mainnet,
 };
 
@@ -24,7 +26,7 @@ const mainnetChainIds: Readonly<Record<"ethereum" | "polygon" | "tron", number>>
  * The chain ids a Test node may name, where not every chain that is not mainnet will do: TRON's
  * public testnets (Nile, Shasta; a local dev chain takes Nile's). Elsewhere any chain but mainnet.
  */
-const testChainIds: Readonly<Partial<Record<"ethereum" | "polygon" | "tron", readonly (readonly [number, string])[]>>> = {
+const testChainIds: Readonly<Partial<Record<EvmNetwork | "tron", readonly (readonly [number, string])[]>>> = {
   tron: [
     [tronChainIds.nile, "Nile"],
     [tronChainIds.shasta, "Shasta"],
@@ -51,7 +53,7 @@ export interface NodeFacts {
 }
 
 /** Asks an EVM node (or TRON's Ethereum-compatible JSON-RPC) which chain it serves, in one round trip (viem batches the three). */
-export async function evmFacts(node: EvmNode, network: "ethereum" | "polygon" | "tron"): Promise<NodeFacts> {
+export async function evmFacts(node: EvmNode, network: EvmNetwork | "tron"): Promise<NodeFacts> {
   const [chainId, genesisHash, syncing] = await Promise.all([node.chainId(), node.genesisHash(), node.syncing()]);
   const facts: NodeFacts = { chain: `chain id ${chainId}`, mainnet: chainId === mainnetChainIds[network], genesisHash: genesisHash.toLowerCase(), syncing };
   const known = testChainIds[network];
@@ -80,9 +82,14 @@ export async function bitcoinFacts(node: BitcoinNode): Promise<NodeFacts> {
  */
 export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts: NodeFacts, pinned: string | undefined): string | undefined {
   // Either sign of mainnet keeps a Test watcher off it; a Live one needs both.
-  const isMainnet = facts.mainnet || facts.genesisHash === mainnetGenesis[e.network];
+  const genesis = mainnetBlock0(e.network);
+  const isMainnet = facts.mainnet || facts.genesisHash === genesis;
   if (e.environment === "live" && !facts.mainnet) return `the node follows ${facts.chain}, not ${e.network} mainnet: Live payments are only watched on mainnet`;
-  if (e.environment === "live" && facts.genesisHash !== mainnetGenesis[e.network]) {
+  // Nothing to prove the node's block 0 against: its word that it serves mainnet is not enough.
+  if (e.environment === "live" && genesis === undefined) {
+    return `no block 0 of ${e.network} mainnet is pinned in this release, so no node can prove it serves mainnet: Live ${e.network} payments are not watched yet`;
+  }
+  if (e.environment === "live" && facts.genesisHash !== genesis) {
     return `the node names ${facts.chain} but its block 0 is ${facts.genesisHash}, not ${e.network} mainnet's`;
   }
   if (e.environment === "test" && isMainnet) return `the node follows ${e.network} mainnet (${facts.chain}): Test intents are paid on a testnet or a local dev chain`;

@@ -307,7 +307,7 @@ t.test("the example chain watcher of docs/payments.md confirms an intent over gR
 });
 
 t.test("every network's Test intent has a valid deposit address and payment URI", async (t) => {
-  const schemes: Record<string, string> = { bitcoin: "bitcoin:", ethereum: "ethereum:", polygon: "ethereum:", tron: "tron:", solana: "solana:" };
+  const schemes: Record<string, string> = { bitcoin: "bitcoin:", ethereum: "ethereum:", polygon: "ethereum:", base: "ethereum:", arbitrum: "ethereum:", tron: "tron:", solana: "solana:" };
   for (const { network, asset, decimals } of assets) {
     const amount = decimals >= 2 ? "1.25" : "1";
     const pi = await createIntent(a, { network, asset, requested_amount: amount });

@@ -69,9 +69,9 @@ t.test("bitcoin test", async (t) => {
   refuses(t, "bitcoin", "test", segwit("tb", 0, bytes(33)));
 });
 
-t.test("ethereum and polygon", async (t) => {
+t.test("ethereum, polygon, base and arbitrum", async (t) => {
   const checksummed = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94";
-  for (const network of ["ethereum", "polygon"]) {
+  for (const network of ["ethereum", "polygon", "base", "arbitrum"]) {
     for (const environment of environments) {
       accepts(t, network, environment, checksummed);
       accepts(t, network, environment, checksummed.toLowerCase(), checksummed);
@@ -161,6 +161,8 @@ const derivable: [Derivable, "test" | "live"][] = [
   ["bitcoin", "test"],
   ["ethereum", "test"],
   ["polygon", "live"],
+  ["base", "test"],
+  ["arbitrum", "live"],
   ["tron", "live"],
 ];
 const index = fc.integer({ min: 0, max: 2 ** 31 - 1 });
@@ -187,7 +189,7 @@ t.test("property: one changed character is caught by the checksum", async (t) =>
     fc.property(mutation, ({ target: [network, environment], i, position, pick }) => {
       const original = deriveAddress(network, environment, testAccountKeys[network], i);
       const alphabet = network === "bitcoin" ? bech32Chars : network === "tron" ? base58Chars : hexChars;
-      const start = network === "ethereum" || network === "polygon" ? 2 : 0;
+      const start = network === "bitcoin" || network === "tron" ? 0 : 2;
       const at = start + (position % (original.length - start));
       const candidates = [...alphabet].filter((c) => c !== original[at]);
       const mutated = original.slice(0, at) + candidates[pick % candidates.length] + original.slice(at + 1);
@@ -224,7 +226,7 @@ t.test("property: flipping the case of one letter breaks EIP-55 and bech32 (or, 
 
 t.test("property: checkAddress never throws", async (t) => {
   fc.assert(
-    fc.property(fc.constantFrom("bitcoin", "ethereum", "polygon", "tron", "solana", "x"), fc.constantFrom(...environments), fc.string({ maxLength: 120 }), (network, environment, s) => {
+    fc.property(fc.constantFrom("bitcoin", "ethereum", "polygon", "base", "arbitrum", "tron", "solana", "x"), fc.constantFrom(...environments), fc.string({ maxLength: 120 }), (network, environment, s) => {
       const result = checkAddress(network, environment, s);
       return typeof result.ok === "boolean";
     }),

@@ -70,6 +70,8 @@ t.test("BIP84 published vectors: account zpub and its receive addresses", async 
 t.test("BIP44 ethereum and tron addresses of the test mnemonic", async (t) => {
   t.equal(deriveAddress("ethereum", "test", testAccountKeys.ethereum, 0), "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
   t.equal(deriveAddress("polygon", "live", testAccountKeys.polygon, 0), "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
+  t.equal(deriveAddress("base", "test", testAccountKeys.base, 0), "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
+  t.equal(deriveAddress("arbitrum", "live", testAccountKeys.arbitrum, 0), "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
   t.equal(deriveAddress("tron", "test", testAccountKeys.tron, 0), "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH");
   t.equal(deriveAddress("bitcoin", "test", testAccountKeys.bitcoin, 0), "tb1q6rz28mcfaxtmd6v789l9rrlrusdprr9pqcpvkl");
 });
@@ -94,6 +96,8 @@ t.test("testAccountKeys are the test mnemonic's account public keys", async (t) 
   t.equal(testAccountKeys.bitcoin, node("v", "m/84'/1'/0'").publicExtendedKey, "bitcoin vpub m/84'/1'/0'");
   t.equal(testAccountKeys.ethereum, node("x", "m/44'/60'/0'").publicExtendedKey, "ethereum xpub m/44'/60'/0'");
   t.equal(testAccountKeys.polygon, node("x", "m/44'/60'/0'").publicExtendedKey, "polygon xpub m/44'/60'/0'");
+  t.equal(testAccountKeys.base, node("x", "m/44'/60'/0'").publicExtendedKey, "base xpub m/44'/60'/0'");
+  t.equal(testAccountKeys.arbitrum, node("x", "m/44'/60'/0'").publicExtendedKey, "arbitrum xpub m/44'/60'/0'");
   t.equal(testAccountKeys.tron, node("x", "m/44'/195'/0'").publicExtendedKey, "tron xpub m/44'/195'/0'");
   for (const [network, key] of Object.entries(testAccountKeys)) {
     t.equal(parseAccountKey(network, "test", key), key, `${network} test key parses in test mode`);
@@ -111,6 +115,8 @@ t.test("private keys are refused with a warning and never echoed", async (t) => 
     ["ethereum", "live", node("x", "m/44'/60'/0'").privateExtendedKey],
     ["tron", "test", node("x", "m/44'/195'/0'").privateExtendedKey],
     ["polygon", "test", node("t", "m/44'/60'/0'").privateExtendedKey],
+    ["base", "live", node("x", "m/44'/60'/0'").privateExtendedKey],
+    ["arbitrum", "test", node("t", "m/44'/60'/0'").privateExtendedKey],
     ["solana", "live", node("x", "m/44'/501'/0'").privateExtendedKey],
   ];
   // A private key relabelled with public version bytes is still a private key.
@@ -181,7 +187,7 @@ t.test("garbage and checksum failures", async (t) => {
 t.test("solana and unknown networks have no account keys", async (t) => {
   t.equal(supportsAccountKey("solana"), false);
   t.equal(supportsAccountKey("dogecoin"), false);
-  for (const network of ["bitcoin", "ethereum", "polygon", "tron"]) t.equal(supportsAccountKey(network), true, network);
+  for (const network of ["bitcoin", "ethereum", "polygon", "base", "arbitrum", "tron"]) t.equal(supportsAccountKey(network), true, network);
   t.match(refusal(() => parseAccountKey("solana", "live", testAccountKeys.ethereum)).message, /solana takes an imported address pool/);
   t.throws(() => deriveAddress("solana", "test", testAccountKeys.ethereum, 0), SourceKeyError);
   t.throws(() => parseAccountKey("dogecoin", "live", testAccountKeys.ethereum), SourceKeyError);

@@ -10,6 +10,7 @@ import {
   checkoutStatus,
   escapeHtml,
   formatRemaining,
+  networkLabel,
   renderCheckoutPage,
   renderErrorPage,
   renderNotFoundPage,
@@ -286,4 +287,16 @@ t.test("a Test intent on a network no watcher follows: the page says so, and tha
   t.match(unwatchedText, "{network}");
   t.notMatch(await renderCheckoutPage(view(), true, now), 'id="unwatched"', "watched: no notice");
   t.notMatch(await renderCheckoutPage(view({ watched: false }), false, now), 'id="unwatched"', "Live: nothing said to the shopper");
+});
+
+t.test("network names as a shopper knows them, the testnet named in Test", async (t) => {
+  t.same(
+    ["polygon", "base", "arbitrum"].map((n) => [networkLabel(n, false), networkLabel(n, true)]),
+    [
+      ["Polygon", "Polygon Amoy testnet"],
+      ["Base", "Base Sepolia testnet"],
+      ["Arbitrum One", "Arbitrum Sepolia testnet"],
+    ],
+  );
+  t.equal(networkLabel("dogecoin", false), "dogecoin", "an unknown network by its name");
 });

@@ -5,7 +5,7 @@ import { derivationThread } from "../../services/addresses/derivation.ts";
 import { builtinAddress } from "../../services/addresses/keys.ts";
 
 t.test("the thread derives what keys.ts derives", async (t) => {
-  for (const network of ["bitcoin", "ethereum", "polygon", "tron", "solana"]) {
+  for (const network of ["bitcoin", "ethereum", "polygon", "base", "arbitrum", "tron", "solana"]) {
     const indices = [0, 1, 63, 1000, 2 ** 31 - 1];
     t.same(await derivationThread.derive(network, indices), indices.map((i) => builtinAddress(network, i)), network);
   }

@@ -2,7 +2,8 @@
 // one never on mainnet, none that changed chains while followed or that is still syncing; and
 // the search for the first block a new chain could pay a watched intent in.
 import t from "tap";
-import { bitcoinMinimumChainwork, firstBlockAtOrAfter, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
+import { bitcoinMinimumChainwork, evmFacts, firstBlockAtOrAfter, refusal, type NodeFacts } from "../../services/watcher/node-check.ts";
+import type { EvmNode } from "../../services/watcher/evm-node.ts";
 import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 
 const sepolia: NodeFacts = { chain: "chain id 11155111", mainnet: false, genesisHash: "0x25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9", syncing: false };
@@ -24,6 +25,30 @@ t.test("Test never follows mainnet, by name or by block 0", async (t) => {
   t.equal(refusal(test, sepolia, undefined), undefined);
   t.match(refusal(test, mainnet, undefined), "Test intents are paid on a testnet");
   t.match(refusal(test, { ...sepolia, genesisHash: mainnetGenesis.ethereum }, undefined), "Test intents are paid on a testnet");
+});
+
+t.test("base and arbitrum: mainnet by their chain ids (8453, 42161); Live base by its pinned block 0, Live arbitrum not until one is pinned", async (t) => {
+  // What a node says of itself, through evmFacts: the chain id decides what is mainnet per network.
+  const said = (chainId: number, genesisHash: string) => ({ chainId: async () => chainId, genesisHash: async () => genesisHash, syncing: async () => false }) as unknown as EvmNode;
+  const baseSepolia = "0x0dcc9e089e30b90ddfc55be9a37dd15bc551aeee999d2e2b51414c54eaf934e4";
+  const base = { live: { network: "base", environment: "live" }, test: { network: "base", environment: "test" } } as const;
+  t.equal(refusal(base.live, await evmFacts(said(8453, mainnetGenesis.base), "base"), undefined), undefined, "base mainnet on Live");
+  t.match(refusal(base.live, await evmFacts(said(84532, baseSepolia), "base"), undefined), "the node follows chain id 84532, not base mainnet");
+  t.match(refusal(base.live, await evmFacts(said(8453, baseSepolia), "base"), undefined), "not base mainnet's", "base's chain id over another block 0");
+  t.equal(refusal(base.test, await evmFacts(said(84532, baseSepolia), "base"), undefined), undefined, "Base Sepolia on Test");
+  t.match(refusal(base.test, await evmFacts(said(8453, baseSepolia), "base"), undefined), "Test intents are paid on a testnet", "base mainnet's chain id on Test");
+  t.match(refusal(base.test, await evmFacts(said(84532, mainnetGenesis.base), "base"), undefined), "Test intents are paid on a testnet", "base mainnet's block 0 on Test");
+  t.notOk((await evmFacts(said(8453, mainnetGenesis.base), "ethereum")).mainnet, "8453 is not ethereum's mainnet");
+
+  const arbitrum = { live: { network: "arbitrum", environment: "live" }, test: { network: "arbitrum", environment: "test" } } as const;
+  const arbSepolia = "0x77194da4010e549a7028a9c3c51c3e277823be6ac7d138d0bb8a70197b5c004c";
+  t.equal(refusal(arbitrum.test, await evmFacts(said(421614, arbSepolia), "arbitrum"), undefined), undefined, "Arbitrum Sepolia on Test");
+  t.match(refusal(arbitrum.test, await evmFacts(said(42161, arbSepolia), "arbitrum"), undefined), "Test intents are paid on a testnet", "Arbitrum One's chain id on Test");
+  t.match(
+    refusal(arbitrum.live, await evmFacts(said(42161, "0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442"), "arbitrum"), undefined),
+    "no block 0 of arbitrum mainnet is pinned in this release",
+    "Live arbitrum: nothing to prove a node's block 0 by",
+  );
 });
 
 t.test("a node that names another chain than it first served is refused until it serves that one again", async (t) => {

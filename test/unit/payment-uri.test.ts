@@ -1,6 +1,7 @@
 import t from "tap";
 import { paymentUri } from "../../services/addresses/payment-uri.ts";
-import { assets, evmChainIds } from "../../services/vocabulary/assets.ts";
+import { toEip55 } from "../../services/addresses/formats.ts";
+import { assets, evmChainIds, isEvmNetwork } from "../../services/vocabulary/assets.ts";
 
 const btcLive = "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu";
 const btcTest = "tb1q6rz28mcfaxtmd6v789l9rrlrusdprr9pqcpvkl";
@@ -45,6 +46,11 @@ t.test("ERC-20 tokens: EIP-681 transfer call", async (t) => {
     ["ethereum", "USDT", "test", "0xaA8E23Fb1079EA71e0a56F48a2aA51851D8433D0@11155111"],
     ["polygon", "USDC", "live", "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359@137"],
     ["polygon", "USDC", "test", "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582@80002"],
+    // Circle's native USDC, not the bridged USDbC / USDC.e; Test on Base Sepolia and Arbitrum Sepolia.
+    ["base", "USDC", "live", "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913@8453"],
+    ["base", "USDC", "test", "0x036CbD53842c5426634e7929541eC2318f3dCF7e@84532"],
+    ["arbitrum", "USDC", "live", "0xaf88d065e77c8cC2239327C5EDb3A432268e5831@42161"],
+    ["arbitrum", "USDC", "test", "0x75faf114eafb1BDbe2F0316DF893fd58CE46AA4d@421614"],
   ] as const;
   for (const [network, asset, environment, target] of cases) {
     t.equal(
@@ -84,6 +90,8 @@ t.test("every asset in every environment has a payment URI", async (t) => {
     bitcoin: { live: btcLive, test: btcTest },
     ethereum: { live: evm, test: evm },
     polygon: { live: evm, test: evm },
+    base: { live: evm, test: evm },
+    arbitrum: { live: evm, test: evm },
     tron: { live: tron, test: tron },
     solana: { live: sol, test: sol },
   };
@@ -93,9 +101,11 @@ t.test("every asset in every environment has a payment URI", async (t) => {
       const uri = paymentUri({ network: info.network, asset: info.asset, environment, address, amount: "1" });
       t.ok(uri.length > 0, `${info.network} ${info.asset} ${environment}`);
       if (info.contract) t.ok(uri.includes(info.contract[environment]), "names the token");
+      // A wallet may refuse a mixed-case address whose EIP-55 checksum is wrong: a typo in the table shows here.
+      if (info.contract && isEvmNetwork(info.network)) t.equal(toEip55(info.contract[environment]), info.contract[environment], `${info.network} ${info.asset} ${environment}: EIP-55`);
     }
   }
-  t.same(Object.keys(evmChainIds).sort(), ["ethereum", "polygon"]);
+  t.same(Object.keys(evmChainIds).sort(), ["arbitrum", "base", "ethereum", "polygon"]);
 });
 
 t.test("refuses what it cannot express exactly", async (t) => {
@@ -103,6 +113,8 @@ t.test("refuses what it cannot express exactly", async (t) => {
   t.throws(() => paymentUri({ ...base, network: "dogecoin" }), /unknown asset/);
   t.throws(() => paymentUri({ ...base, asset: "USDT" }), /unknown asset/);
   t.throws(() => paymentUri({ ...base, network: "polygon", asset: "POL", address: evm }), /unknown asset/);
+  t.throws(() => paymentUri({ ...base, network: "base", asset: "ETH", address: evm }), /unknown asset/, "base: USDC only");
+  t.throws(() => paymentUri({ ...base, network: "arbitrum", asset: "USDT", address: evm }), /unknown asset/, "arbitrum: USDC only");
   t.throws(() => paymentUri({ ...base, amount: "0.000000001" }), /more than 8 decimal places/, "never rounds");
   t.throws(() => paymentUri({ ...base, amount: "1e-3" }), /plain decimal/);
   t.throws(() => paymentUri({ ...base, amount: "0" }), /greater than zero/);

@@ -237,3 +237,22 @@ t.test("chain_watcher: each accepted Live network the built-in watcher follows i
   t.equal(chainWatcherCheck(facts({ chains: [] }, "test"), { ...settings, operatorWatchedNetworks: ["ethereum"] }).passed, true, "a watcher of the operator's own follows a Test chain");
   t.equal(chainWatcherCheck(facts({}, "test"), settings).passed, true);
 });
+
+t.test("chain_watcher and deposit_addresses: base and arbitrum as built-in networks; Live arbitrum not followed until its block 0 is pinned", async (t) => {
+  const l2 = { usedNetworks: [], accountKeys: ["arbitrum", "base"], pools: [] };
+  const both = chainWatcherCheck(facts({ addresses: l2, chains: [{ network: "base", savedAt: now }] }), settings);
+  t.equal(both.passed, false, "arbitrum accepted on Live, and no watcher can follow it");
+  t.match(both.message, "No watcher has followed the Live chain of arbitrum in the last 2 minutes");
+  t.match(
+    both.message,
+    "The built-in watcher does not follow Live arbitrum in this release (no block 0 of arbitrum mainnet is pinned to prove a node by): the operator names arbitrum in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).",
+  );
+  t.notMatch(both.message, "ARBITRUM_LIVE_RPC_URL", "no node setting to point at: it would be refused");
+  t.equal(chainWatcherCheck(facts({ addresses: l2, chains: [{ network: "base", savedAt: now }] }), { ...settings, operatorWatchedNetworks: ["arbitrum"] }).passed, true, "an operator's own watcher may report Live arbitrum");
+  const baseOnly = chainWatcherCheck(facts({ addresses: { ...l2, accountKeys: ["base"] }, chains: [{ network: "base", savedAt: now }] }), settings);
+  t.same([baseOnly.passed, baseOnly.message], [true, "A watcher follows the Live chain of base."]);
+  const baseMissing = chainWatcherCheck(facts({ addresses: { ...l2, accountKeys: ["base"] }, chains: [] }), settings);
+  t.match(baseMissing.message, "sets BASE_LIVE_RPC_URL to a mainnet node");
+  t.match(chainWatcherCheck(facts({ chains: [] }, "test"), settings).message, "BASE_TEST_RPC_URL, ARBITRUM_TEST_RPC_URL", "a Test chain to follow");
+  t.match(depositAddressCheck(facts()).message, "(bitcoin, ethereum, polygon, base, arbitrum, tron)", "account keys are taken for base and arbitrum");
+});

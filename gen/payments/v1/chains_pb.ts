@@ -52,7 +52,7 @@ export const GetChainCredentialResponseSchema: GenMessage<GetChainCredentialResp
  */
 export type ClaimChainRequest = Message<"payments.v1.ClaimChainRequest"> & {
   /**
-   * ethereum or polygon (a network with a watcher).
+   * bitcoin, ethereum, polygon, base, arbitrum or tron (a network with a built-in watcher).
    *
    * @generated from field: string network = 1;
    */

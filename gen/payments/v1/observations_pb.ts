@@ -20,7 +20,7 @@ export const file_payments_v1_observations: GenFile = /*@__PURE__*/
  */
 export type RecordObservationRequest = Message<"payments.v1.RecordObservationRequest"> & {
   /**
-   * bitcoin, ethereum, tron, solana or polygon.
+   * bitcoin, ethereum, tron, solana, polygon, base or arbitrum.
    *
    * @generated from field: string network = 1;
    */

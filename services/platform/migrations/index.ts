@@ -41,6 +41,7 @@ import { Migration20261202100000_BitcoinWorkSummedByWatcher } from "./Migration2
 import { Migration20261202110000_QuoteLife } from "./Migration20261202110000_QuoteLife.ts";
 import { Migration20261202120000_RetriesWaitInTheOutbox } from "./Migration20261202120000_RetriesWaitInTheOutbox.ts";
 import { Migration20261202130000_DeliveryCause } from "./Migration20261202130000_DeliveryCause.ts";
+import { Migration20261202140000_BaseArbitrumTestSequences } from "./Migration20261202140000_BaseArbitrumTestSequences.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -86,4 +87,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202110000_QuoteLife", class: Migration20261202110000_QuoteLife },
   { name: "Migration20261202120000_RetriesWaitInTheOutbox", class: Migration20261202120000_RetriesWaitInTheOutbox },
   { name: "Migration20261202130000_DeliveryCause", class: Migration20261202130000_DeliveryCause },
+  { name: "Migration20261202140000_BaseArbitrumTestSequences", class: Migration20261202140000_BaseArbitrumTestSequences },
 ];
