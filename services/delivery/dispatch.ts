@@ -24,8 +24,8 @@ import {
   type AttemptRecord,
   type Claimed,
   type ClaimRequest,
-  type HeldBackRequest,
   type ClaimResult,
+  type HeldBackRequest,
 } from "./webhook-deliveries.ts";
 
 /**

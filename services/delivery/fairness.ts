@@ -21,8 +21,9 @@
  * - The endpoints not known fast together have at most half of the worker's slots (a new
  *   endpoint's first attempt aside), so the other half is always there for fast endpoints and for
  *   a new endpoint's first attempt, however many endpoints fail or hang: their attempts, first ones
- *   included, all count in the half, and the pull does not wait for them (worker.ts). A fast endpoint made slow only by one request waiting (wavering())
- *   keeps its messages waiting in the worker for a moment. Of their messages over the limit, a failing but quick endpoint's
+ *   included, all count in the half, and the pull does not wait for them (worker.ts). A fast
+ *   endpoint made slow only by one request waiting (wavering()) keeps its messages waiting in the
+ *   worker for a moment. Of their messages over the limit, a failing but quick endpoint's
  *   wait in the worker (about a second's worth of its attempts); an unknown endpoint's too, until
  *   it is known (perhaps a fast endpoint's burst; the worker bounds how many), and any more come
  *   back from JetStream when it will be known; a slow endpoint's go back to JetStream (heldBack),

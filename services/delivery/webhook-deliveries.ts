@@ -123,8 +123,8 @@ export const publishAheadMs = 3000;
  * What is published: new deliveries (no retry due: next_attempt_at null), and deliveries waiting
  * in the outbox for a retry (next_attempt_at set: parked there by the worker because it is due
  * later than WEBHOOK_STREAM_WAIT_SECONDS, over its endpoint's share, or held back for a slot) once
- * it is due within publishAheadMs, soonest first; a pass takes them in three lanes (below). A retry due later is not published: only what is due soon
- * waits in JetStream, where each unacknowledged message counts against the consumer's
+ * it is due within publishAheadMs, soonest first; a pass takes them in three lanes (below). A
+ * retry due later is not published: only what is due soon waits in JetStream, where each unacknowledged message counts against the consumer's
  * max_ack_pending (dispatch.ts settle). Each kind is read by a partial index of its own, so thousands of
  * retries waiting for hours cost a pass nothing.
  *
@@ -144,17 +144,13 @@ export async function takeUnpublished(em: EntityManager, batch: number, since: D
   // Receivers tolerate any order (docs/webhooks.md), and each backlog still drains oldest first. A
   // recovery's deliveries are left to the oldest lane: a recovery re-sends missed events in event
   // order, a page at a time, and is no one's new delivery waiting behind a flood.
-  const fresh = (order: "asc" | "desc", limit: number, taken: readonly Row[]) =>
-    limit <= 0
-      ? Promise.resolve([] as Row[])
-      : em.execute<Row[]>(
-          `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
-              ${order === "desc" ? "and cause <> 'recovery'" : "and not (id = any(?::text[]))"}
-            order by created_at ${order} limit ? for update skip locked`,
-          order === "desc" ? [after, limit] : [after, `{${taken.map((r) => r.id).join(",")}}`, limit],
-        );
   const newestShare = Math.ceil(batch / 4);
-  const newest = await fresh("desc", newestShare, []);
+  const newest = await em.execute<Row[]>(
+    `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
+        and cause <> 'recovery'
+      order by created_at desc limit ? for update skip locked`,
+    [after, newestShare],
+  );
   const retries = await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries
       where published_at is null and next_attempt_at is not null and created_at >= ?::timestamptz
@@ -163,7 +159,12 @@ export async function takeUnpublished(em: EntityManager, batch: number, since: D
     // A quarter is always left for the oldest new deliveries (a recovery's among them).
     [after, publishAheadMs / 1000, batch - newest.length - Math.ceil(batch / 4)],
   );
-  const oldest = await fresh("asc", batch - newest.length - retries.length, newest);
+  const oldest = await em.execute<Row[]>(
+    `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
+        and not (id = any(?::text[]))
+      order by created_at limit ? for update skip locked`,
+    [after, `{${newest.map((r) => r.id).join(",")}}`, batch - newest.length - retries.length],
+  );
   const due = [...retries, ...newest, ...oldest];
   if (due.length === 0) return [];
   const times = due.map((r) => new Date(r.created_at).getTime());
@@ -174,7 +175,8 @@ export async function takeUnpublished(em: EntityManager, batch: number, since: D
     [`{${due.map((r) => r.id).join(",")}}`, new Date(Math.min(...times)).toISOString(), new Date(Math.max(...times)).toISOString()],
   );
   // RETURNING keeps no order: published the retries due first, then new deliveries oldest first.
-  const order = new Map([...retries, ...[...newest, ...oldest].sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime())].map((r, i) => [r.id, i]));
+  const byAge = (a: Row, b: Row) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime();
+  const order = new Map([...retries, ...[...newest, ...oldest].sort(byAge)].map((r, i) => [r.id, i]));
   rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
   return rows.map((r) => ({
     id: r.id,

@@ -370,9 +370,10 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
           // Not fast (any more: one 503 left it fast, the next made it failing): its messages
           // waiting here no longer take the place of messages the worker would pull, or a burst
           // held while it was new would hold up every other endpoint's messages behind it.
-          for (const h of queue) {
-            if (!h.counted) continue;
-            h.counted = false;
+          // (Only while any held message is counted: the pump runs after every attempt.)
+          for (let i = 0; state.heldCounted > 0 && i < queue.length; i++) {
+            if (!queue[i]!.counted) continue;
+            queue[i]!.counted = false;
             state.heldCounted--;
           }
           if (gate.standing(endpoint) !== "unknown") {

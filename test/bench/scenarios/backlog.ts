@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createApiKey, createMerchant } from "../../../services/auth/admin.ts";
@@ -41,7 +40,7 @@ export const backlogScenario: Scenario = {
     flood: { label: "deliveries to endpoints that answer 503", unit: "" },
     attempted: { label: "of those, attempted at least once by the end of B's 5 minutes", unit: "" },
     max_ack_pending: { label: "most unacknowledged in the consumer (cap 100 000)", unit: "" },
-    max_outbox_waiting: { label: "most retries waiting in the outbox", unit: "" },
+    max_outbox_waiting: { label: "most deliveries waiting in the outbox (retries, and first attempts held back)", unit: "" },
     b_events: { label: "B's events (20/s for 5 minutes, from the flood's commit on)", unit: "" },
     b_p50: { label: "B's first attempt p50 (commit → request at B)", unit: "ms" },
     b_p99: { label: "B's first attempt p99", unit: "ms", target: { op: "<=", value: 1000 } },
