@@ -307,7 +307,7 @@ ${csrfField(v.csrf)}<input type="hidden" name="idem" value="${e(o.idem)}">
 <label for="ep-url">Endpoint URL</label><input id="ep-url" name="url" type="url" required maxlength="2048" placeholder="https://">
 <label for="ep-description">Description (optional)</label><input id="ep-description" name="description" maxlength="256">
 <fieldset><legend>Events to send</legend>
-${eventChoices.map((t, i) => `<label class="check"><input type="checkbox" name="events" value="${e(t)}"${t === allEvents ? " checked" : ""} id="ev-${i}"> ${t === allEvents ? "All (*)" : e(t)}</label>`).join("\n")}
+${eventChoices.map((t, i) => `<label class="check"><input type="checkbox" name="events" value="${e(t)}"${t === allEvents ? " checked" : ""} id="ev-${i}"${t === allEvents ? ' aria-describedby="ev-all-hint"' : ""}> ${t === allEvents ? "All (*)" : e(t)}</label>${t === allEvents ? `\n<p class="help" id="ev-all-hint">Every event type below, payment.exception (a payment that will not count, e.g. in another asset) included, and types added later. Or tick only the types your receiver handles.</p>` : ""}`).join("\n")}
 </fieldset>
 <button type="submit" class="button">Add endpoint</button>
 </form></section>`

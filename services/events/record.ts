@@ -7,7 +7,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { newTimedId, newTimedIds } from "../platform/ids.ts";
 import { createdAtOfId } from "../platform/time-partitions.ts";
 import { insertPendingDeliveries, pendingDeliveries } from "../delivery/webhook-deliveries.ts";
-import { allEvents, optInEventTypes, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
+import { allEvents, receives, type EventType, type ExtensionEventType } from "../vocabulary/event-types.ts";
 import { maxEnabledEndpoints } from "../vocabulary/limits.ts";
 
 export interface NewEvent {
@@ -138,8 +138,6 @@ const eachEndpoint = {
 /** Which enabled endpoints get a delivery of the event: the one named, or those whose enabled_events take its type (as vocabulary/event-types.ts receives()). */
 function endpointsFor(event: NewEvent): { sql: string; params: unknown[] } {
   if (event.endpointId) return { sql: "and e.id = ?", params: [event.endpointId] };
-  // An opt-in type goes only to endpoints that name it: "*" does not take it.
-  if (optInEventTypes.includes(event.type)) return { sql: `and ? = any(e.enabled_events)`, params: [event.type] };
   return { sql: `and (? = any(e.enabled_events) or ? = any(e.enabled_events))`, params: [allEvents, event.type] };
 }
 

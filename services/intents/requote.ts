@@ -98,8 +98,8 @@ export async function requoteDue(em: EntityManager, intents: Intents, outputs: I
  * of the moment. Its status does not change (a move the new amount implies follows as its own
  * event); data.payment_intent shows the new quote, requested_amount, amount_due and payment_uri,
  * and data.requote the quote it replaced, what was asked under it, and until when a payment
- * still counts at it (grace_ends_at). Delivered only to endpoints that name the type
- * (vocabulary/event-types.ts); the intent's timeline shows it whatever they name.
+ * still counts at it (grace_ends_at). Delivered to endpoints that take the type
+ * (vocabulary/event-types.ts receives); the intent's timeline shows it whatever they name.
  */
 function requotedEvent(intents: Intents, before: IntentRow, after: IntentRow, at: Date): NewEvent {
   const previous = before.price as IntentPrice;

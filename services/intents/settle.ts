@@ -163,7 +163,7 @@ function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: Rea
  * network (wrong_asset), or paid after the intent stopped taking payments (intent_cancelled,
  * after_late_window). Told once the output has the confirmations the intent's own asset would
  * need, so a reorg does not take back what the merchant was told. Its status does not change.
- * Delivered only to endpoints that name the type (vocabulary/event-types.ts).
+ * Delivered to endpoints that take the type (vocabulary/event-types.ts receives).
  */
 async function exceptions(
   tx: EntityManager,
@@ -215,8 +215,8 @@ async function exceptions(
 /**
  * payment.detected, once per intent: the first time a payable intent has funds of its asset on
  * the chain that do not count yet (a bitcoin payment in the mempool, or in a block short of the
- * intent's confirmations). Its status does not change. Delivered only to endpoints that name the
- * type (vocabulary/event-types.ts).
+ * intent's confirmations). Its status does not change. Delivered to endpoints that take the
+ * type (vocabulary/event-types.ts receives).
  */
 async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date, movedBy: ReadonlyMap<string, number>): Promise<void> {
   const candidates = rows.filter(

@@ -115,8 +115,8 @@ export async function valueDue(em: EntityManager, intents: Intents, outputs: Int
 /**
  * payment.valued: outputs of the intent valued after the settlement that saw them (no rate was
  * fresh then). Its status does not change; data.payment_intent shows the values, and
- * data.valuation what each was valued at and when. Delivered only to endpoints that name the type
- * (vocabulary/event-types.ts); the intent's timeline shows it whatever they name.
+ * data.valuation what each was valued at and when. Delivered to endpoints that take the type
+ * (vocabulary/event-types.ts receives); the intent's timeline shows it whatever they name.
  */
 function valuedEvent(intents: Intents, row: IntentRow, list: readonly IntentOutput[], valued: readonly { output: IntentOutput; rate: ValuationRate }[], currency: string, at: Date): NewEvent {
   const transactions = list.map(({ id: _, countedLate: __, ...fact }) => fact);

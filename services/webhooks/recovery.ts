@@ -53,8 +53,8 @@ interface Cursor {
 }
 
 /**
- * The types the endpoint takes, decided by receives() as live delivery decides it, so that an
- * opt-in type (payment.detected) goes only to an endpoint that names it. webhook.test events are
+ * The types the endpoint takes, decided by receives() as live delivery decides it (an endpoint
+ * made before "*" took every type has the list it took then). webhook.test events are
  * each meant for one endpoint and never recovered.
  */
 function takenTypes(enabled: readonly string[]): string[] {

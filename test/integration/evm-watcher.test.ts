@@ -15,7 +15,7 @@ t.teardown(() => dev.stop());
 const s = await webhookSetup(t, { env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "3", WATCHER_POLL_MS: "100" } });
 const { base, creds: a } = s;
 const endpoint = await s.createEndpoint();
-// An endpoint that names the opt-in payment.exception (the one above takes "*").
+// An endpoint that names payment.exception alone (the one above takes "*": every type, this one too).
 const exceptionsEndpoint = await call(base, "POST", `/api/v1/merchants/${s.creds.merchant}/webhook-endpoints`, {
   key: s.creds.key,
   body: { url: `https://${hookHost}/exceptions`, enabled_events: ["payment.exception"] },
@@ -40,8 +40,13 @@ function seen(id: string, tx: string, confirmations: number) {
   }, 20_000, () => "");
 }
 
-/** The event types the receiver got for an intent (signatures checked), in any order. */
-const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+/**
+ * The event types the receiver got for an intent (signatures checked), in any order; payment.detected
+ * aside ("*" takes it): it comes or not as the watcher first sees a payment below its confirmations
+ * or already at them, and the first test asserts it where it must come.
+ */
+const eventsOf = (id: string, detected = false) =>
+  eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id && (detected || e.type !== "payment.detected")).map((e) => e.type).sort();
 const events = (id: string, expected: string[]) =>
   until(`events of ${id}`, async () => (eventsOf(id).length >= expected.length ? eventsOf(id) : undefined), 20_000, () => JSON.stringify(eventsOf(id)));
 
@@ -64,6 +69,8 @@ t.test("a token payment counts exactly at the threshold, as a signed webhook", a
   t.type(now.transactions[0].block_height, "number", "block_height is a JSON number");
   t.equal(now.transactions[0].reason, null, "counted: no reason");
   t.same(await events(pi.public_id, ["payment.confirmed", "payment.intent.created"]), ["payment.confirmed", "payment.intent.created"]);
+  const withDetected = await until("payment.detected too", async () => (eventsOf(pi.public_id, true).length >= 3 ? eventsOf(pi.public_id, true) : undefined), 20_000);
+  t.same(withDetected, ["payment.confirmed", "payment.detected", "payment.intent.created"], "and payment.detected, seen at 1 of 3 confirmations: \"*\" takes it");
 });
 
 t.test("native ETH in a top-level transaction, amounts exact to the wei", async (t) => {
@@ -162,16 +169,22 @@ t.test("another asset of the network to an intent's address: shown, with its ass
     payment_intent: { public_id: pi.public_id, status: "pending", amount_due: "5" },
     exception: { reason: "wrong_asset", transaction: { tx_hash: hash, output_index: now.transactions[0].output_index, asset: "USDT", amount: "5", confirmations: 3 } },
   });
-  // Three more blocks settle the intent again; still one event, and never to the "*" endpoint
+  // And to the endpoint made the default way ("*"): a merchant who never heard of payment.exception
+  // still learns that the shopper paid in the wrong asset (issue 65; "*" left it out before).
+  const toEverything = await until("payment.exception reaches the \"*\" endpoint", async () =>
+    eventsOnce(s.receiver, endpoint.secret, new URL(endpoint.url).pathname).find((e) => e.type === "payment.exception" && e.data.payment_intent?.public_id === pi.public_id),
+  20_000);
+  t.equal(toEverything.id, told.id, "the same event");
+  // Three more blocks settle the intent again; still one event, one delivery to each endpoint
   // (its deliveries are decided with the event, in the same transaction).
   await mine(3);
   await seen(pi.public_id, hash, 6);
   const rows = await s.app.db.em.fork().execute<{ url: string }[]>(
     `select e.url from webhook_events ev join webhook_deliveries d on d.event_id = ev.id join webhook_endpoints e on e.id = d.endpoint_id
-      where ev.payment_intent_id = ? and ev.type = 'payment.exception'`,
+      where ev.payment_intent_id = ? and ev.type = 'payment.exception' order by e.url`,
     [pi.public_id],
   );
-  t.same(rows.map((r) => r.url), [`https://${hookHost}/exceptions`], "one payment.exception, delivered only to the endpoint that named it");
+  t.same(rows.map((r) => r.url), [`https://${hookHost}/exceptions`, endpoint.url].sort(), "one payment.exception, one delivery to each endpoint that takes it");
 
   // Operators find such intents without reading every intent's transactions.
   const listed = await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl }, "payment-exceptions", "--merchant", a.merchant, "--json");

@@ -197,10 +197,11 @@ t.test("ObservationService (Live): confirmations, top-up, duplicates, reorgs, la
   t.equal(now.amount_received, "5");
   // Seen again in another block, it counts again.
   t.equal((await observe(pi, "6", 12, tx2, hash())).paymentIntentStatus, "overpaid");
-  const events = await eventsOf(pi.public_id, 6);
+  // payment.detected too ("*" takes every type): the first funds were seen at 11 of 12 confirmations.
+  const events = await eventsOf(pi.public_id, 7);
   t.same(
     events.map((e) => e.type).sort(),
-    ["payment.intent.created", "payment.underpaid", "payment.confirmed", "payment.overpaid", "payment.reorged", "payment.overpaid"].sort(),
+    ["payment.intent.created", "payment.detected", "payment.underpaid", "payment.confirmed", "payment.overpaid", "payment.reorged", "payment.overpaid"].sort(),
     "each move once, as a signed webhook (in any order: deliveries are concurrent)",
   );
 

@@ -131,12 +131,12 @@ t.test("a recovery over the bounds is refused without --force and changes nothin
   t.equal(JSON.parse(again.stdout || "{}").recovered, 0, "run again: nothing more to recover");
 });
 
-t.test("a recovery follows each endpoint's event filter as live delivery does: payment.detected only to an endpoint that names it", async (t) => {
+t.test("a recovery follows each endpoint's event filter as live delivery does: payment.detected to \"*\", not to a list without it", async (t) => {
   const m = await merchantWithKey(s.app);
   const everything = await endpointOn(m, "/recovery/everything");
-  const detected = await endpointOn(m, "/recovery/detected", ["payment.intent.created", "payment.detected"]);
+  const named = await endpointOn(m, "/recovery/named", ["payment.intent.created", "payment.confirmed"]);
   await disable(m, everything);
-  await disable(m, detected);
+  await disable(m, named);
   const since = new Date();
 
   // A bitcoin payment seen in the mempool, reported by the chain's watcher: payment.detected.
@@ -177,18 +177,18 @@ t.test("a recovery follows each endpoint's event filter as live delivery does: p
 
   const toEverything = await recover(everything, since);
   t.equal(toEverything.code, 0, toEverything.stderr);
-  t.equal(JSON.parse(toEverything.stdout).recovered, 2, `"*" recovers the creations, not payment.detected (it is opt-in)`);
-  const toDetected = await recover(detected, since);
-  t.equal(toDetected.code, 0, toDetected.stderr);
-  t.equal(JSON.parse(toDetected.stdout).recovered, 3, "the endpoint that names payment.detected recovers it too");
+  t.equal(JSON.parse(toEverything.stdout).recovered, 3, `"*" recovers every type: the creations and payment.detected`);
+  const toNamed = await recover(named, since);
+  t.equal(toNamed.code, 0, toNamed.stderr);
+  t.equal(JSON.parse(toNamed.stdout).recovered, 2, "the endpoint whose list leaves payment.detected out recovers the creations only");
 
-  await until("the recovered events at both", async () => created.every((id) => arrivedAt("/recovery/everything").includes(id)) && all.every((id) => arrivedAt("/recovery/detected").includes(id)), 30_000);
+  await until("the recovered events at both", async () => all.every((id) => arrivedAt("/recovery/everything").includes(id)) && created.every((id) => arrivedAt("/recovery/named").includes(id)), 30_000);
   const sentinelIntent = await createIntent(m);
   const [sentinel] = (await s.app.db.em.fork().execute<{ id: string }[]>(`select id from webhook_events where payment_intent_id = ?`, [sentinelIntent.public_id])).map((e) => e.id);
-  await until("the sentinel at both", async () => [arrivedAt("/recovery/everything"), arrivedAt("/recovery/detected")].every((a) => a.includes(sentinel ?? "")), 30_000);
-  t.same([...timesEach(arrivedAt("/recovery/everything")).entries()].sort(), [...created, sentinel].map((id) => [id, 1]).sort(), `"*": each creation once, never payment.detected`);
-  t.same([...timesEach(arrivedAt("/recovery/detected")).entries()].sort(), [...all, sentinel].map((id) => [id, 1]).sort(), "the opted-in endpoint: each event once, payment.detected among them");
-  t.same(arrivedAt("/recovery/detected").slice(0, 3), all, "in event order");
+  await until("the sentinel at both", async () => [arrivedAt("/recovery/everything"), arrivedAt("/recovery/named")].every((a) => a.includes(sentinel ?? "")), 30_000);
+  t.same([...timesEach(arrivedAt("/recovery/everything")).entries()].sort(), [...all, sentinel].map((id) => [id, 1]).sort(), `"*": each event once, payment.detected among them`);
+  t.same(arrivedAt("/recovery/everything").slice(0, 3), all, "in event order");
+  t.same([...timesEach(arrivedAt("/recovery/named")).entries()].sort(), [...created, sentinel].map((id) => [id, 1]).sort(), "the list without it: each creation once, never payment.detected");
 });
 
 t.test("a recovery does not hold another merchant's webhooks behind it: only about a page of it is queued at a time", async (t) => {

@@ -67,8 +67,9 @@ export type WebhookEndpoint = Message<"payments.v1.WebhookEndpoint"> & {
   disabledAt?: Timestamp | undefined;
 
   /**
-   * The event types the endpoint receives: ["*"] for every type, else a list of them.
-   * webhook.test reaches it whatever the list.
+   * The event types the endpoint receives: ["*"] for every type (our extensions and types added
+   * later included), else a list of them. An endpoint made with "*" before "*" took every type
+   * shows the list it took then. webhook.test reaches it whatever the list.
    *
    * @generated from field: repeated string enabled_events = 9;
    */
@@ -307,8 +308,9 @@ export type CreateWebhookEndpointRequest = Message<"payments.v1.CreateWebhookEnd
   description?: string | undefined;
 
   /**
-   * The event types to receive (Stripe's name): "*" for every type, or up to 16 of the event
-   * types. Not sent, or empty: ["*"].
+   * The event types to receive (Stripe's name): "*" for every type (payment.exception and our
+   * other extensions included, and types added later), or up to 16 of the event types. Not sent,
+   * or empty: ["*"].
    *
    * @generated from field: repeated string enabled_events = 4;
    */

@@ -42,6 +42,7 @@ import { Migration20261202110000_QuoteLife } from "./Migration20261202110000_Quo
 import { Migration20261202120000_RetriesWaitInTheOutbox } from "./Migration20261202120000_RetriesWaitInTheOutbox.ts";
 import { Migration20261202130000_DeliveryCause } from "./Migration20261202130000_DeliveryCause.ts";
 import { Migration20261202140000_BaseArbitrumTestSequences } from "./Migration20261202140000_BaseArbitrumTestSequences.ts";
+import { Migration20261202150000_EveryEventType } from "./Migration20261202150000_EveryEventType.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -88,4 +89,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202120000_RetriesWaitInTheOutbox", class: Migration20261202120000_RetriesWaitInTheOutbox },
   { name: "Migration20261202130000_DeliveryCause", class: Migration20261202130000_DeliveryCause },
   { name: "Migration20261202140000_BaseArbitrumTestSequences", class: Migration20261202140000_BaseArbitrumTestSequences },
+  { name: "Migration20261202150000_EveryEventType", class: Migration20261202150000_EveryEventType },
 ];
