@@ -27,7 +27,7 @@ import { createLocalTransport } from "../rpc/local-transport.ts";
 import { checkSecretKey } from "../webhooks/key-check.ts";
 import { SecretBox } from "../platform/secrets.ts";
 import { Intents } from "../intents/intents.ts";
-import { liveRatesRefusal, RateEngine } from "../rates/engine.ts";
+import { liveRatesRefusal, RateEngine, ratesWarning } from "../rates/engine.ts";
 import { liveKeysInUse } from "../auth/live-keys.ts";
 import { IntentViews } from "../intents/views.ts";
 import { ChainCoverage } from "../chains/coverage.ts";
@@ -258,7 +258,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       const retention = startRetention(db, logger, config.retention, metrics.retentionRun);
       stops.push({ step: "retention job", stop: retention.stop });
     }
-    const ops = await listen(createOpsServer(db, nats, metrics.registry, config.retention), config.opsHost, config.opsPort);
+    const ops = await listen(createOpsServer(db, nats, metrics.registry, config.retention, rates && (() => ratesWarning(rates))), config.opsHost, config.opsPort);
     ports.ops = ops.port;
     stops.push({ step: "ops server", stop: ops.close });
   } catch (err) {

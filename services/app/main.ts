@@ -25,7 +25,6 @@ const keepEarly = (signal: string) => {
 process.on("SIGTERM", keepEarly);
 process.on("SIGINT", keepEarly);
 
-/** Stops on SIGTERM or SIGINT from now on, and at once if one came during the start. */
 /** A followed chain's start line: its nodes, never their paths or keys, and whether a second one must agree. */
 function followedAt(e: ChainEndpoint): string {
   const chain = `${e.network} (${e.environment}) followed at ${redactNodeUrl(e.url)}`;
@@ -35,6 +34,15 @@ function followedAt(e: ChainEndpoint): string {
   return chain;
 }
 
+/** The rate sources' start line: which are read, and how many must agree. */
+function rateSourcesLine(r: Config["rates"]): string {
+  const exchanges = r.sources.filter((s) => s !== "fixed");
+  const fixed = r.sources.includes("fixed") ? "fixed (development rates, Test only)" : undefined;
+  const read = exchanges.length > 0 ? `${exchanges.join(", ")} (RATE_SOURCES), ${r.minSources} must agree (RATE_MIN_SOURCES)` : undefined;
+  return [read, fixed].filter((x) => x !== undefined).join("; ");
+}
+
+/** Stops on SIGTERM or SIGINT from now on, and at once if one came during the start. */
 function stopOn(stop: (signal: string) => void): void {
   process.off("SIGTERM", keepEarly);
   process.off("SIGINT", keepEarly);
@@ -153,6 +161,8 @@ async function runService(roles: Role[]): Promise<void> {
     app.jetstreamPrefix !== undefined ? `  webhooks     JetStream prefix ${app.jetstreamPrefix} on ${nats.url}` : null,
     resources.embeddedDatabase ? `  database     embedded PostgreSQL under ${resources.embeddedDatabase}` : null,
     ...(roles.includes("watcher") ? config.chainEndpoints.map((e) => `  chain        ${followedAt(e)}`) : []),
+    // Where fiat prices come from: an offline machine's refused creates are explained by this line.
+    roles.includes("rpc") ? `  rates        ${rateSourcesLine(config.rates)}` : null,
     "",
     ...(firstStart
       ? [

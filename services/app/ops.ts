@@ -15,7 +15,14 @@ const openapi = readFileSync(join(import.meta.dirname, "../../gen/openapi.json")
  * Health, readiness, Prometheus metrics and the OpenAPI document, apart from the merchant API so
  * that it has only the documented routes.
  */
-export function createOpsServer(db: Database, nats: Nats, metrics?: Registry, retention?: Pick<RetentionSettings, "intervalSeconds">): http.Server {
+export function createOpsServer(
+  db: Database,
+  nats: Nats,
+  metrics?: Registry,
+  retention?: Pick<RetentionSettings, "intervalSeconds">,
+  /** What /readyz warns of about exchange rates (the rate engine of this process, if it reads them), or undefined. */
+  ratesWarning?: () => string | undefined,
+): http.Server {
   return http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
       res.writeHead(status, { "Content-Type": "application/json" });
@@ -73,6 +80,9 @@ export function createOpsServer(db: Database, nats: Nats, metrics?: Registry, re
           warnings.push(`the webhook tables have partitions for ${Math.max(0, ahead).toFixed(1)} more days only (a week is kept ahead): is any process running? ops retention shows them`);
         }
       }
+      // A warning too: only fiat-priced creates need rates, and they say why they are refused.
+      const rates = ratesWarning?.();
+      if (rates) warnings.push(rates);
       return reply(ok ? 200 : 503, { status: ok ? "ready" : "not_ready", database, nats: broker, ...(retentionView ? { retention: retentionView } : {}), warnings });
     }
     reply(404, { status: "not_found" });

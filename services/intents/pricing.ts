@@ -53,15 +53,34 @@ export function priceInput(input: CreateInput, asset: AssetInfo, rates: RateEngi
   // The field rules let exactly one of the two through; reaching here without either is a bug.
   if (!price || !currency) throw apiError("internal_error", "A create request reached its handler unchecked.");
   const quote = rates?.quote(asset.asset, currency.code, environment === "live" ? "live" : "test", now.getTime());
-  if (!quote) {
-    const err = apiError("rate_unavailable", `No ${asset.asset} rate in ${currency.code} now: too few exchange rate sources answered recently and agreed. Nothing was created; retry later.`, "price_currency");
-    err.metadata.set("retry-after", String(rates?.retryAfterSeconds(now.getTime()) ?? 60));
-    throw err;
-  }
+  if (!quote) throw rateUnavailable(asset, currency.code, rates, environment === "live" ? "live" : "test", now);
   const rate = applySpread(quote.rate, spreadBps);
   return {
     ...input,
     requestedAmount: amountForPrice(price.amount, currency.decimals, rate, asset.decimals),
     priced: { amount: price.amount, currency: currency.code, rate: formatRate(rate), sources: quote.sources, quotedAt: now },
   };
+}
+
+/**
+ * 503 rate_unavailable, saying what is wrong: sources that answer and agree too few, or none
+ * answering at all (each named, with why), or none that can even be reached, where waiting alone
+ * does not help: then, in Test, it names RATE_SOURCES=fixed (development rates, no internet
+ * needed). A message that said only "retry later" sent a developer offline waiting. Retry-After
+ * stays (every 503 has one, docs/api.md): the next refresh, when a network back is noticed.
+ */
+function rateUnavailable(asset: AssetInfo, currency: string, rates: RateEngine | undefined, environment: "test" | "live", now: Date) {
+  const state = rates?.sourcesDown(environment);
+  const nothing = `No ${asset.asset} rate in ${currency} now`;
+  let message = `${nothing}: too few exchange rate sources answered recently and agreed. Nothing was created; retry later.`;
+  if (state && state.answering < state.minSources && state.down.length > 0) {
+    const down = state.down.map((d) => `${d.source} (${d.why})`).join(", ");
+    message = state.offline
+      ? `${nothing}: no exchange rate source can be reached from the server (${down}). Nothing was created. ` +
+        (environment === "test" ? "For development without internet, start the server with RATE_SOURCES=fixed (Test only)." : "The server's operator must let it reach the exchanges.")
+      : `${nothing}: ${state.answering} exchange rate source${state.answering === 1 ? "" : "s"} answer${state.answering === 1 ? "s" : ""} and ${state.minSources} must agree; not answering: ${down}. Nothing was created; retry later.`;
+  }
+  const err = apiError("rate_unavailable", message, "price_currency");
+  err.metadata.set("retry-after", String(rates?.retryAfterSeconds(now.getTime()) ?? 60));
+  return err;
 }

@@ -56,6 +56,8 @@ export class RateEngine {
   #running: Promise<void> | undefined;
   #stopped = new AbortController();
   #lastRefresh = 0;
+  /** Each source's last round: answering (some pair read), or not, with why (its first failure); absent before its first. */
+  readonly #standing = new Map<string, { answering: true } | { answering: false; why: string; unreachable: boolean }>();
 
   constructor(settings: RateSettings, o: { registry?: Registry; logger?: Logger } = {}) {
     this.settings = settings;
@@ -110,7 +112,9 @@ export class RateEngine {
 
   /** Reads every pair from every source once (concurrently); failures are counted and logged, never thrown. */
   async refresh(): Promise<void> {
-    await Promise.all(this.#sources.flatMap((source) => this.#pairs.map((pair) => this.#read(source, pair))));
+    const rounds = await Promise.all(this.#sources.map(async (source) => ({ source, failures: (await Promise.all(this.#pairs.map((pair) => this.#read(source, pair)))).filter((f) => f !== undefined) })));
+    if (this.#stopped.signal.aborted) return;
+    for (const { source, failures } of rounds) this.#stand(source.name, failures.length < this.#pairs.length ? undefined : failures[0]);
     this.#lastRefresh = Date.now();
     for (const environment of ["test", "live"] as const) {
       if (environment === "test" && this.#sources.every((s) => !s.testOnly)) continue;
@@ -120,20 +124,69 @@ export class RateEngine {
     }
   }
 
-  async #read(source: RateSource, pair: Pair): Promise<void> {
+  /** Reads one pair from one source; why it failed, or undefined when it answered. */
+  async #read(source: RateSource, pair: Pair): Promise<Failure | undefined> {
     const signal = AbortSignal.any([AbortSignal.timeout(readTimeoutMs), this.#stopped.signal]);
     try {
       const rate = parseRate(await source.read(pair, signal));
       if (rate === undefined) throw new Error("not a positive decimal");
       this.#answers.set(`${source.name}|${pairName(pair)}`, { source: source.name, rate, at: Date.now() });
+      return undefined;
     } catch (err) {
-      if (this.#stopped.signal.aborted) return;
+      if (this.#stopped.signal.aborted) return undefined;
       this.#metrics?.errors.inc({ source: source.name, pair: pairName(pair) });
       // An answer that is not the ticker asked for (another pair, or over the size cap) is a
-      // source to look at, said at warn; one that is down or slow is counted and said at debug.
+      // source to look at, said at warn; one that is down or slow is counted and said at debug
+      // (and once for the whole source while none of its pairs answers: #stand).
       if (err instanceof RefusedAnswer) this.#logger?.warn({ source: source.name, pair: pairName(pair), err: err.message }, "rate source answer refused");
       else this.#logger?.debug({ source: source.name, pair: pairName(pair), err: (err as Error).message }, "rate source read failed");
+      return why(err);
     }
+  }
+
+  /**
+   * Records a source's round, and says when its standing changes: a source none of whose pairs
+   * answered is logged once, with why, until it answers again or fails for another reason. Per
+   * read, a machine with no route to the exchanges logged nothing above debug, and the operator
+   * learnt of it from a merchant's 503.
+   */
+  #stand(source: string, failed: Failure | undefined): void {
+    const before = this.#standing.get(source);
+    if (failed === undefined) {
+      if (before && !before.answering) this.#logger?.info({ source }, "rate source answers again");
+      this.#standing.set(source, { answering: true });
+      return;
+    }
+    if (!before || before.answering || before.why !== failed.why) {
+      this.#logger?.warn(
+        { source, err: failed.why },
+        failed.unreachable
+          ? "rate source cannot be reached: fiat-priced creates need RATE_MIN_SOURCES sources that answer (RATE_SOURCES=fixed for development without internet, Test only)"
+          : "rate source does not answer: fiat-priced creates need RATE_MIN_SOURCES sources that answer",
+      );
+    }
+    this.#standing.set(source, { answering: false, ...failed });
+  }
+
+  /**
+   * The sources that did not answer in their last round (none of their pairs), with why, and how
+   * many must agree for a quote in the environment: what a refused create, readiness and /readyz say.
+   */
+  sourcesDown(environment: "test" | "live"): { down: { source: string; why: string }[]; answering: number; minSources: number; offline: boolean } {
+    const usable = this.#sources.filter((s) => environment === "test" || !s.testOnly);
+    const failing = usable.flatMap((s) => {
+      const st = this.#standing.get(s.name);
+      return st && !st.answering ? [{ source: s.name, why: st.why, unreachable: st.unreachable }] : [];
+    });
+    const answering = usable.filter((s) => this.#standing.get(s.name)?.answering).length;
+    return {
+      down: failing.map(({ source, why }) => ({ source, why })),
+      answering,
+      minSources: this.#rule(environment).minSources,
+      // No source could even be connected to: no route to the exchanges (a machine offline), which
+      // waiting does not mend. An exchange answering 503 is reachable, and retrying later helps.
+      offline: usable.length > 0 && failing.length === usable.length && failing.every((f) => f.unreachable),
+    };
   }
 
   #answersOf(pair: Pair, environment: "test" | "live"): Answer[] {
@@ -168,6 +221,35 @@ export class RateEngine {
     const failing = this.#pairs.filter((p) => !quoteFrom(this.#answersOf(p, environment), now, this.#rule(environment)).ok).map(pairName);
     return { ok: failing.length === 0, failing };
   }
+}
+
+/**
+ * What /readyz warns of while fewer sources answer than a Test quote needs (the least of the two
+ * environments'), or undefined: each source not answering, with why, and what to do offline.
+ */
+export function ratesWarning(rates: RateEngine): string | undefined {
+  const state = rates.sourcesDown("test");
+  if (state.answering >= state.minSources || state.down.length === 0) return undefined;
+  const down = state.down.map((d) => `${d.source} (${d.why})`).join(", ");
+  return (
+    `exchange rates: ${state.answering} of RATE_SOURCES answer${state.answering === 1 ? "s" : ""}, ${state.minSources} must agree (RATE_MIN_SOURCES); not answering: ${down}: fiat-priced creates are refused` +
+    (state.offline ? "; none can be reached (for development without internet: RATE_SOURCES=fixed, Test only)" : "")
+  );
+}
+
+/** Why a read failed; unreachable: no connection was made (no route, no name, refused, or no answer in time). */
+interface Failure {
+  why: string;
+  unreachable: boolean;
+}
+
+/** Why a read failed, short and with no URL: "fetch failed (ECONNREFUSED)", "HTTP 503", a timeout. */
+function why(err: unknown): Failure {
+  const e = err as Error & { cause?: { code?: string; message?: string } };
+  if (e.name === "TimeoutError") return { why: `no answer within ${readTimeoutMs / 1000} s`, unreachable: true };
+  const cause = e.cause?.code ?? e.cause?.message;
+  // undici's fetch rejects with "fetch failed" and the socket's error as its cause when it could not connect.
+  return { why: (cause ? `${e.message} (${cause})` : e.message).slice(0, 200), unreachable: e.message === "fetch failed" };
 }
 
 /** Every pair a quote may need: each asset that is not a pegged stablecoin in each currency, and each other currency in dollars. */

@@ -141,6 +141,8 @@ t.test("all sources down: 503 rate_unavailable with Retry-After, nothing recorde
   t.equal(res.body.error.param, "price_currency");
   t.match(res.body.error.request_id, /^req_/);
   t.match(res.headers.get("retry-after"), /^[1-9][0-9]*$/);
+  // Each exchange answers 503: reachable, so retrying later helps, and the message says who does not answer.
+  t.match(res.body.error.message, /^No BTC rate in USD now: 0 exchange rate sources answer and \d must agree; not answering: kraken \(HTTP 503\), coinbase \(HTTP 503\), bitstamp \(HTTP 503\)\. Nothing was created; retry later\.$/);
   t.equal(await count(), intents, "no intent");
   t.equal(await keys(), records, "no idempotency record: the same key may be retried");
   t.equal(refused.body.error.code, "rate_unavailable");
