@@ -13,15 +13,21 @@ export interface DepositAddress {
 
 export type AllocationKind = "account_key" | "pool" | "builtin";
 
-/** The built-in Test keys share one index sequence per network (see the migration). */
+/**
+ * The built-in Test keys' index sequences, one per key: the EVM networks share ethereum's, as they
+ * share its key (m/44'/60'/0'), so an index is one address on every EVM chain and goes to one
+ * intent only. A sequence each handed the same address to an ethereum intent and a base one, and a
+ * payment sent on the wrong chain counted for the other intent (Migration20261202160000_EvmSharedIndex).
+ * A merchant's own keys cannot meet this: one key is the source of one network only (admin.ts).
+ */
 export const testSequences: Record<string, string> = {
   bitcoin: "test_address_index_bitcoin",
   ethereum: "test_address_index_ethereum",
   tron: "test_address_index_tron",
   solana: "test_address_index_solana",
-  polygon: "test_address_index_polygon",
-  base: "test_address_index_base",
-  arbitrum: "test_address_index_arbitrum",
+  polygon: "test_address_index_ethereum",
+  base: "test_address_index_ethereum",
+  arbitrum: "test_address_index_ethereum",
 };
 
 /**

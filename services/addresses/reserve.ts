@@ -34,7 +34,7 @@ const maxScopes = 2_000;
 /**
  * Address indices reserved by this process, so that the common create needs no allocation
  * statement of its own. Only the allocations whose address can be reserved ahead are kept:
- * the built-in Test keys (one shared sequence per network, a block at a time) and a
+ * the built-in Test keys (one shared sequence per key, a block at a time) and a
  * merchant's account key (next_index, one at a time); an imported pool is leased in the create's
  * transaction, as before. Which kind a merchant's network uses is learnt from its last
  * transactional allocation, and the guard re-checks it in the statement, so a source set or
