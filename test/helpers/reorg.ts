@@ -11,7 +11,7 @@ import type { Logger } from "../../services/platform/logger.ts";
 import { call, idemKey, until } from "./harness.ts";
 import { runCli } from "./processes.ts";
 import { startRpcProxy, type RpcProxy } from "./rpc-proxy.ts";
-import { consumerDrained, signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
+import { consumerDrained, notDetected, signedEvents, webhookSetup, type WebhookSetup } from "./webhooks.ts";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -93,7 +93,7 @@ export async function reorgSetup(t: Teardown, env: Record<string, string> = {}, 
   const get = async (id: string) => (await call(s.base, "GET", `${intentsPath}/${id}`, { key: a.key })).body.data;
   const eventsOf = (id: string) => {
     const byId = new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e]));
-    return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type).sort();
+    return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id && notDetected(e)).map((e) => e.type).sort();
   };
   const r: ReorgSetup = {
     dev,

@@ -17,7 +17,7 @@ import { hashOfHeader, headerBytes, targetOf, txBytes, type Header } from "../he
 import { startRegtest } from "../helpers/bitcoin-regtest.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, notDetected, webhookSetup } from "../helpers/webhooks.ts";
 
 const chain = await startRegtest();
 t.teardown(() => chain.stop());
@@ -51,7 +51,7 @@ const gauge = async (name: string) => {
   return m ? Number(m[1]) : undefined;
 };
 const statusIs = (id: string, status: string) => until(`${id} ${status}`, async () => ((await get(id)).status === status ? true : undefined), 30_000, () => status);
-const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id && notDetected(e)).map((e) => e.type);
 
 await until("the Test chain followed", async () => (await gauge("chain_watcher_active")) === 1, 30_000);
 

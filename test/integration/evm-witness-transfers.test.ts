@@ -21,7 +21,7 @@ import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import { memoryLog, metricValue } from "../helpers/reorg.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { notDetected, signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 
 t.setTimeout(300_000);
 type Json = Record<string, unknown>;
@@ -56,7 +56,7 @@ async function createIntent(amount: string): Promise<{ public_id: string; deposi
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const get = async (id: string): Promise<any> => (await call(s.base, "GET", `${intents}/${id}`, { key: live.key })).body.data;
 const confirmed = (id: string) => until(`${id} confirmed`, async () => ((await get(id)).status === "confirmed" ? get(id) : undefined), 45_000, () => id);
-const eventsOf = (id: string) => [...new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e])).values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
+const eventsOf = (id: string) => [...new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e])).values()].filter((e) => e.data.payment_intent?.public_id === id && notDetected(e)).map((e) => e.type);
 const head = async () => Number(await mainnet.public.getBlockNumber({ cacheTime: 0 }));
 const opsChains = async () => (await runCli("services/app/ops-cli.ts", { DATABASE_URL: s.databaseUrl }, "chains")).stdout;
 const confirmLines = () => log.lines().filter((l) => Number(l.level) >= 40 && /no second node confirms a transfer/.test(String(l.msg)));

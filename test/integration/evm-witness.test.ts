@@ -16,7 +16,7 @@ import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { memoryLog, metricValue } from "../helpers/reorg.ts";
 import { runCli } from "../helpers/processes.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { signedEvents, webhookSetup } from "../helpers/webhooks.ts";
+import { notDetected, signedEvents, webhookSetup } from "../helpers/webhooks.ts";
 
 t.setTimeout(300_000);
 const mainnet = await startDevChain({ chainId: 1 });
@@ -49,7 +49,7 @@ const get = async (id: string): Promise<any> => (await call(s.base, "GET", `${in
 const confirmed = (id: string, ms = 45_000) => until(`${id} confirmed`, async () => ((await get(id)).status === "confirmed" ? get(id) : undefined), ms, () => id);
 const eventsOf = (id: string) => {
   const byId = new Map(signedEvents(s.receiver, endpoint.secret).map((e) => [e.id, e]));
-  return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
+  return [...byId.values()].filter((e) => e.data.payment_intent?.public_id === id && notDetected(e)).map((e) => e.type);
 };
 async function chainCheck(): Promise<{ passed: boolean; message: string }> {
   const res = await call(s.base, "GET", `/api/v1/merchants/${live.merchant}/go-live/readiness`, { key: live.key });

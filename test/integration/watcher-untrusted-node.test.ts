@@ -9,7 +9,7 @@ import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until, type Credentials } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
-import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+import { eventsOnce, notDetected, webhookSetup } from "../helpers/webhooks.ts";
 
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
@@ -47,7 +47,7 @@ const gauge = async (name: string, environment: string) => {
 };
 const statusIs = (id: string, status: string, c: Credentials = a) =>
   until(`${id} ${status}`, async () => ((await get(id, c)).status === status ? true : undefined), 30_000, () => status);
-const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id).map((e) => e.type);
+const eventsOf = (id: string) => eventsOnce(s.receiver, endpoint.secret).filter((e) => e.data.payment_intent?.public_id === id && notDetected(e)).map((e) => e.type);
 
 await until("the Test chain followed", async () => (await gauge("chain_watcher_active", "test")) === 1, 30_000);
 
