@@ -30,7 +30,9 @@ t.test("the upgrade gives an endpoint made with \"*\" the list it took then; one
   // Made before the upgrade: the migration is taken back (as it was before it) and run again.
   before = await createEndpoint("/before");
   const named = await createEndpoint("/named", { enabled_events: ["payment.confirmed"] });
-  t.same((await s.app.db.migrator.down()).map((m) => m.name), ["Migration20261202150000_EveryEventType"], "the migration taken back");
+  // Down to the one before it (later migrations go back with it, and come again with the upgrade).
+  const back = (await s.app.db.migrator.down({ to: "Migration20261202140000_BaseArbitrumTestSequences" })).map((m) => m.name);
+  t.equal(back.at(-1), "Migration20261202150000_EveryEventType", "the migration taken back");
   t.same(await enabledEvents(before.id), ["*"], 'before the upgrade, the default endpoint reads ["*"]');
   await s.app.db.migrator.up();
   after = await createEndpoint("/after");
