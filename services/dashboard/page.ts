@@ -284,6 +284,13 @@ ${cancel}
 
 const eventChoices = [allEvents, ...eventTypes, ...extensionEventTypes];
 
+/** One checkbox of the endpoint form's event types; "*" (checked) says what it takes. */
+function eventChoice(type: string, i: number): string {
+  if (type !== allEvents) return `<label class="check"><input type="checkbox" name="events" value="${e(type)}" id="ev-${i}"> ${e(type)}</label>`;
+  return `<label class="check"><input type="checkbox" name="events" value="${e(type)}" checked id="ev-${i}" aria-describedby="ev-all-hint"> All (*)</label>
+<p class="help" id="ev-all-hint">Every event type below, payment.exception (a payment that will not count, e.g. in another asset) included, and types added later. Or tick only the types your receiver handles.</p>`;
+}
+
 export function webhooksPage(paths: DashboardPaths, v: Viewer, o: { endpoints: WebhookEndpoint[]; idem: string; created?: CreatedWebhookEndpoint; notice?: string }): string {
   const rows = o.endpoints
     .map(
@@ -307,7 +314,7 @@ ${csrfField(v.csrf)}<input type="hidden" name="idem" value="${e(o.idem)}">
 <label for="ep-url">Endpoint URL</label><input id="ep-url" name="url" type="url" required maxlength="2048" placeholder="https://">
 <label for="ep-description">Description (optional)</label><input id="ep-description" name="description" maxlength="256">
 <fieldset><legend>Events to send</legend>
-${eventChoices.map((t, i) => `<label class="check"><input type="checkbox" name="events" value="${e(t)}"${t === allEvents ? " checked" : ""} id="ev-${i}"${t === allEvents ? ' aria-describedby="ev-all-hint"' : ""}> ${t === allEvents ? "All (*)" : e(t)}</label>${t === allEvents ? `\n<p class="help" id="ev-all-hint">Every event type below, payment.exception (a payment that will not count, e.g. in another asset) included, and types added later. Or tick only the types your receiver handles.</p>` : ""}`).join("\n")}
+${eventChoices.map(eventChoice).join("\n")}
 </fieldset>
 <button type="submit" class="button">Add endpoint</button>
 </form></section>`

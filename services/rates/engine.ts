@@ -112,8 +112,14 @@ export class RateEngine {
 
   /** Reads every pair from every source once (concurrently); failures are counted and logged, never thrown. */
   async refresh(): Promise<void> {
-    const rounds = await Promise.all(this.#sources.map(async (source) => ({ source, failures: (await Promise.all(this.#pairs.map((pair) => this.#read(source, pair)))).filter((f) => f !== undefined) })));
+    const rounds = await Promise.all(
+      this.#sources.map(async (source) => {
+        const failures = (await Promise.all(this.#pairs.map((pair) => this.#read(source, pair)))).filter((f) => f !== undefined);
+        return { source, failures };
+      }),
+    );
     if (this.#stopped.signal.aborted) return;
+    // A source answers when any of its pairs did; one failing them all is down, for its first failure's reason.
     for (const { source, failures } of rounds) this.#stand(source.name, failures.length < this.#pairs.length ? undefined : failures[0]);
     this.#lastRefresh = Date.now();
     for (const environment of ["test", "live"] as const) {
