@@ -1,6 +1,6 @@
 import { apiError } from "../platform/errors.ts";
 import { amountForPrice, applySpread, formatRate } from "../rates/rate-math.ts";
-import type { RateEngine } from "../rates/engine.ts";
+import { sourcesDownText, type RateEngine } from "../rates/engine.ts";
 import type { AssetInfo } from "../vocabulary/assets.ts";
 import { findCurrency } from "../vocabulary/currencies.ts";
 import type { CreateInput } from "./validate.ts";
@@ -52,8 +52,9 @@ export function priceInput(input: CreateInput, asset: AssetInfo, rates: RateEngi
   const currency = price && findCurrency(price.currency);
   // The field rules let exactly one of the two through; reaching here without either is a bug.
   if (!price || !currency) throw apiError("internal_error", "A create request reached its handler unchecked.");
-  const quote = rates?.quote(asset.asset, currency.code, environment === "live" ? "live" : "test", now.getTime());
-  if (!quote) throw rateUnavailable(asset, currency.code, rates, environment === "live" ? "live" : "test", now);
+  const env = environment === "live" ? "live" : "test";
+  const quote = rates?.quote(asset.asset, currency.code, env, now.getTime());
+  if (!quote) throw rateUnavailable(asset, currency.code, rates, env, now);
   const rate = applySpread(quote.rate, spreadBps);
   return {
     ...input,
@@ -74,7 +75,7 @@ function rateUnavailable(asset: AssetInfo, currency: string, rates: RateEngine |
   const nothing = `No ${asset.asset} rate in ${currency} now`;
   let message = `${nothing}: too few exchange rate sources answered recently and agreed. Nothing was created; retry later.`;
   if (state && state.answering < state.minSources && state.down.length > 0) {
-    const down = state.down.map((d) => `${d.source} (${d.why})`).join(", ");
+    const down = sourcesDownText(state.down);
     message = state.offline
       ? `${nothing}: no exchange rate source can be reached from the server (${down}). Nothing was created. ` +
         (environment === "test" ? "For development without internet, start the server with RATE_SOURCES=fixed (Test only)." : "The server's operator must let it reach the exchanges.")

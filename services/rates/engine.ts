@@ -236,11 +236,15 @@ export class RateEngine {
 export function ratesWarning(rates: RateEngine): string | undefined {
   const state = rates.sourcesDown("test");
   if (state.answering >= state.minSources || state.down.length === 0) return undefined;
-  const down = state.down.map((d) => `${d.source} (${d.why})`).join(", ");
   return (
-    `exchange rates: ${state.answering} of RATE_SOURCES answer${state.answering === 1 ? "s" : ""}, ${state.minSources} must agree (RATE_MIN_SOURCES); not answering: ${down}: fiat-priced creates are refused` +
+    `exchange rates: ${state.answering} of RATE_SOURCES answer${state.answering === 1 ? "s" : ""}, ${state.minSources} must agree (RATE_MIN_SOURCES); not answering: ${sourcesDownText(state.down)}: fiat-priced creates are refused` +
     (state.offline ? "; none can be reached (for development without internet: RATE_SOURCES=fixed, Test only)" : "")
   );
+}
+
+/** The sources not answering as a refused create and /readyz name them: "kraken (HTTP 503), coinbase (fetch failed (ENOTFOUND))". */
+export function sourcesDownText(down: readonly { source: string; why: string }[]): string {
+  return down.map((d) => `${d.source} (${d.why})`).join(", ");
 }
 
 /** Why a read failed; unreachable: no connection was made (no route, no name, refused, or no answer in time). */
