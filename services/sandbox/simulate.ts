@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { confirmingFloor } from "../intents/funds.ts";
 import type { Owner } from "../auth/keys.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
-import { findAsset } from "../vocabulary/assets.ts";
+import { assetsOn, findAsset } from "../vocabulary/assets.ts";
 import { simulateOutcomes } from "../vocabulary/value-sets.ts";
 import type { Intents } from "../intents/intents.ts";
 import type { IntentRow } from "../intents/store.ts";
@@ -21,12 +21,20 @@ const from: Record<Outcome, readonly string[]> = {
   expired: ["pending", "underpaid"],
   late: ["pending", "underpaid", "expired"],
   reorged: ["underpaid", "confirmed", "overpaid", "late"],
+  // Seen, not yet confirmed: the intent keeps its status (payment.detected).
+  detected: ["pending", "underpaid"],
+  // Another asset to the address: it never counts (payment.exception), whatever the status.
+  wrong_asset: ["pending", "underpaid", "confirmed", "overpaid", "expired", "late", "cancelled"],
 };
+
+/** Outcomes that leave the intent's status as it was. */
+const keepsStatus: readonly Outcome[] = ["detected", "wrong_asset"];
 
 /**
  * Drives a Test intent to an outcome through the chain watcher's own code:
  * synthetic, confirmed outputs (marked simulated) for payments, the expiry of
- * the scheduler, and a reorg of the latest counted output. Runs in the caller's
+ * the scheduler, and a reorg of the latest counted output; an unconfirmed output (detected) and
+ * one of another asset of the network (wrong_asset) leave its status. Runs in the caller's
  * transaction: an outcome that does not come about changes nothing.
  */
 export async function simulate(tx: EntityManager, intents: Intents, owner: Owner, id: string, outcome: Outcome, amount: string | undefined): Promise<IntentRow> {
@@ -59,9 +67,19 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     return result.intents[0] ?? row;
   }
 
+  // The asset paid: another of the network's for wrong_asset (its amount in that asset's units).
+  const paid = outcome === "wrong_asset" ? otherAsset(row.network, row.asset) : asset;
+  if (!paid) throw apiError("invalid_state", `${row.network} has no asset but ${row.asset} to simulate a wrong-asset payment with.`);
   let pay: bigint;
-  if (given?.ok) {
+  if (outcome === "wrong_asset") {
+    const amountGiven = given?.ok ? given.value : "1";
+    const checked = checkAmount(amountGiven, paid.decimals);
+    if (!checked.ok) throw validationError("amount", `"amount" ${checked.reason} (in ${paid.asset}).`);
+    pay = toUnits(checked.value, paid.decimals);
+  } else if (given?.ok) {
     pay = units(given.value);
+  } else if (outcome === "detected") {
+    pay = requested - received > 0n ? requested - received : 1n;
   } else {
     pay = {
       confirmed: requested - received,
@@ -78,12 +96,12 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     {
       network: row.network,
       environment: "test",
-      asset: row.asset,
+      asset: paid.asset,
       toAddress: depositAddress,
       txHash: simulatedTxHash(row.network),
       outputIndex: 0,
-      amount: fromUnits(pay, asset.decimals),
-      confirmations: intents.confirmationsOf(row),
+      amount: fromUnits(pay, paid.decimals),
+      confirmations: outcome === "detected" ? 0 : intents.confirmationsOf(row),
       blockHeight: null,
       blockHash: randomBytes(32).toString("hex"),
       observedAt: now,
@@ -92,11 +110,19 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
     now,
   );
   const settled = result.intent ?? row;
-  if (settled.status !== outcome) {
+  if (!keepsStatus.includes(outcome) && settled.status !== outcome) {
     // Thrown inside the transaction: the output and any move roll back.
     throw validationError("amount", `An amount of ${fromUnits(pay, asset.decimals)} would make the intent ${settled.status}, not ${outcome}.`);
   }
   return settled;
+}
+
+/** An asset of the network other than `symbol`: its native coin first. */
+function otherAsset(network: string, symbol: string) {
+  return assetsOn(network)
+    .filter((a) => a !== symbol)
+    .map((a) => findAsset(network, a))
+    .sort((a, b) => Number(b?.contract === undefined) - Number(a?.contract === undefined))[0];
 }
 
 /** What the intent is still short of confirming, in units: an underpaid one this close cannot stay underpaid by a default amount. */

@@ -30,16 +30,18 @@ export type SimulatePaymentIntentRequest = Message<"payments.v1.SimulatePaymentI
   publicId: string;
 
   /**
-   * confirmed, underpaid, overpaid, expired, late or reorged.
+   * confirmed, underpaid, overpaid, expired, late or reorged; detected (an unconfirmed payment
+   * of the rest: payment.detected, the status kept) or wrong_asset (another asset of the network,
+   * its native coin first: payment.exception, the status kept).
    *
    * @generated from field: string outcome = 3;
    */
   outcome: string;
 
   /**
-   * Decimal string; default: the rest of the requested amount (confirmed), half
-   * of it (underpaid), 110 % of it less what was received (overpaid), or all of
-   * it (late).
+   * Decimal string; default: the rest of the requested amount (confirmed, detected), half
+   * of it (underpaid), 110 % of it less what was received (overpaid), all of
+   * it (late), or 1 of the other asset (wrong_asset, whose amount is in that asset).
    *
    * @generated from field: optional string amount = 4;
    */
