@@ -1,14 +1,16 @@
 // examples/receiver.mjs: node examples/receiver.mjs (WEBHOOK_SECRET=whsec_... in the environment; HOOK_PORT,
-// default 8443), from the directory that holds hook.key and hook.crt
+// default 8443). HTTPS from a directory that holds hook.key and hook.crt (deliveries to an endpoint);
+// plain HTTP elsewhere, for `npm run -s listen -- --forward-to http://localhost:8443/webhooks`.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import http from "node:http";
 import https from "node:https";
 
 const secret = process.env.WEBHOOK_SECRET;
 const toleranceSeconds = 5 * 60; // how far X-Service-Timestamp may be from this clock: a replay defence
 const seen = new Set(); // use your database in production: deduplicate by event id
 
-https.createServer({ key: readFileSync("hook.key"), cert: readFileSync("hook.crt") }, (req, res) => {
+function handle(req, res) {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
@@ -39,4 +41,8 @@ https.createServer({ key: readFileSync("hook.key"), cert: readFileSync("hook.crt
     }
     res.writeHead(200).end("ok");
   });
-}).listen(Number(process.env.HOOK_PORT ?? 8443), "127.0.0.1");
+}
+
+const tls = existsSync("hook.key") && existsSync("hook.crt");
+const server = tls ? https.createServer({ key: readFileSync("hook.key"), cert: readFileSync("hook.crt") }, handle) : http.createServer(handle);
+server.listen(Number(process.env.HOOK_PORT ?? 8443), "127.0.0.1");

@@ -1,9 +1,10 @@
-import { getOption, hasOption, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
+import { getOption, hasOption, type DescMethodServerStreaming, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { route as routeOption, type Route } from "../gen/payments/v1/options_pb.ts";
 
 /** One REST route, read from an RPC's (payments.v1.route) option. */
 export interface RestRoute {
-  rpc: DescMethodUnary;
+  /** A server-streaming RPC's route answers Server-Sent Events (GET only). */
+  rpc: DescMethodUnary | DescMethodServerStreaming;
   option: Route;
   httpMethod: string;
   template: string;
@@ -28,7 +29,8 @@ export function buildRoutes(services: readonly DescService[]): RestRoute[] {
       const option = getOption(rpc, routeOption);
       if (option.method === "") continue;
       const where = `${service.typeName}.${rpc.name}`;
-      if (rpc.methodKind !== "unary") throw new Error(`${where}: only unary RPCs can have a REST route`);
+      if (rpc.methodKind !== "unary" && rpc.methodKind !== "server_streaming") throw new Error(`${where}: only unary and server-streaming RPCs can have a REST route`);
+      if (rpc.methodKind === "server_streaming" && option.method !== "GET") throw new Error(`${where}: a server-streaming RPC's route is a GET (Server-Sent Events)`);
       if (option.method !== "GET" && option.method !== "POST") {
         throw new Error(`${where}: unsupported REST method ${option.method}`);
       }
@@ -52,7 +54,7 @@ export function buildRoutes(services: readonly DescService[]): RestRoute[] {
       const duplicate = routes.find((r) => r.template === option.path && r.httpMethod === option.method);
       if (duplicate) throw new Error(`${where}: ${option.method} ${option.path} is already routed`);
       routes.push({
-        rpc: rpc as DescMethodUnary,
+        rpc: rpc as DescMethodUnary | DescMethodServerStreaming,
         option,
         httpMethod: option.method,
         template: option.path,
@@ -62,7 +64,9 @@ export function buildRoutes(services: readonly DescService[]): RestRoute[] {
       });
     }
   }
-  return routes;
+  // A literal segment wins over a {param} in its place (…/webhook-events/stream over …/{event_id}),
+  // whatever order the proto declares them in: matchRoute tries routes with fewer params first.
+  return routes.sort((a, b) => a.params.length - b.params.length);
 }
 
 export function matchRoute(routes: readonly RestRoute[], httpMethod: string, path: string): RouteMatch {

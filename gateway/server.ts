@@ -1,6 +1,6 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
-import type { DescService, JsonValue } from "@bufbuild/protobuf";
+import type { DescMessage, DescService, JsonValue } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues, type Transport } from "@connectrpc/connect";
 import { apiError, describeError, type ApiErrorView } from "../services/platform/errors.ts";
 import { newId } from "../services/platform/ids.ts";
@@ -26,7 +26,7 @@ const corsExposedHeaders = "X-Request-Id, Idempotent-Replayed";
 /** A request that took this long is logged at info level even when it succeeded. */
 const slowRequestSeconds = 1;
 
-/** Deadline of one RPC from the gateway. */
+/** Deadline of one RPC from the gateway (a stream has none: it lasts until its client leaves). */
 const rpcDeadlineMs = 30_000;
 
 export interface GatewayOptions {
@@ -78,6 +78,47 @@ function send(res: http.ServerResponse, status: number, body: JsonValue, headers
     "Cache-Control": "no-store",
   });
   res.end(bytes);
+}
+
+/**
+ * A server stream as Server-Sent Events: each message one `data:` line of its JSON, written as the
+ * client reads (a slow reader holds back only its own stream). A failure after the first byte
+ * cannot change the status: it is one `event: error` with the error envelope, then the end.
+ */
+async function sendEvents(res: http.ServerResponse, output: DescMessage, messages: AsyncIterable<unknown>, headers: Record<string, string>, logger: Logger, requestId: string, opened: () => void): Promise<void> {
+  // The status waits for the first message: a refusal before it (a handler's checks) is an error
+  // answered as any other. Streaming handlers send one at once when they accept the call.
+  const iterator = messages[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store", "X-Accel-Buffering": "no" });
+  opened();
+  const write = async (message: unknown) => {
+    if (res.write(`data: ${JSON.stringify(encodeResponse(output, message as never))}\n\n`)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        res.off("drain", done).off("close", done);
+        resolve();
+      };
+      res.on("drain", done).on("close", done);
+    });
+  };
+  try {
+    if (!first.done) {
+      await write(first.value);
+      for await (const message of { [Symbol.asyncIterator]: () => iterator }) {
+        if (res.destroyed || res.writableEnded) break;
+        await write(message);
+      }
+    }
+  } catch (err) {
+    const view = describeError(err);
+    // The client going away ends its stream with a cancel: nothing to tell or log.
+    if (!res.destroyed && !res.writableEnded) {
+      if (view.code === "internal_error") logger.error({ err, requestId }, "stream failed");
+      res.write(`event: error\ndata: ${JSON.stringify({ error: { code: view.code, message: view.message, request_id: requestId } })}\n\n`);
+    }
+  }
+  if (!res.writableEnded) res.end();
 }
 
 async function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
@@ -201,7 +242,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     return decodeRequest(route.rpc.input, params, input, route.takesBody ? "body" : "query");
   }
 
-  async function call(route: RestRoute, req: http.IncomingMessage, url: URL, params: Record<string, string>, requestId: string) {
+  async function call(route: RestRoute, req: http.IncomingMessage, res: http.ServerResponse, url: URL, params: Record<string, string>, requestId: string) {
     const header = new Headers({ "x-request-id": requestId });
     let message;
     try {
@@ -227,7 +268,13 @@ export function createGateway(options: GatewayOptions): http.Server {
     // The client's address: in this process as a context value, to an rpc process as X-Forwarded-For.
     const address = clientAddressOf(req);
     header.set("x-forwarded-for", address);
-    return transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, createContextValues().set(clientAddressKey, address));
+    const values = createContextValues().set(clientAddressKey, address);
+    if (route.rpc.methodKind === "server_streaming") {
+      // A stream ends when its client leaves: the response's close, since a GET is complete at once.
+      res.once("close", () => abort.abort());
+      return { kind: "stream" as const, response: await transport.stream(route.rpc, abort.signal, undefined, header, (async function* () { yield message; })(), values) };
+    }
+    return { kind: "unary" as const, response: await transport.unary(route.rpc, abort.signal, rpcDeadlineMs, header, message, values) };
   }
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -237,6 +284,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     let status = 500;
     let code: string | undefined;
     let routeLabel = "unmatched";
+    let openedAfter: number | undefined;
     try {
       // RFC 9112 3.2: a request carries one Host (HTTP/1.0 may omit it). Node's own check answers
       // without our envelope and lets two through, so the check is ours.
@@ -272,20 +320,27 @@ export function createGateway(options: GatewayOptions): http.Server {
         fail(apiError("method_not_allowed", `${req.method} is not allowed on ${rawPath}.`), { Allow: match.allow.join(", ") });
       }
       routeLabel = match.route.template;
+      // HEAD of a stream would hold a connection open to say nothing.
+      if (req.method === "HEAD" && match.route.rpc.methodKind === "server_streaming") fail(apiError("method_not_allowed", `HEAD is not allowed on ${rawPath}: it is a stream.`), { Allow: "GET" });
       if (allowsCors(match.route)) res.setHeader("Vary", "Origin");
       // Node keeps the first of several Authorization headers; which credential is meant is anyone's guess.
       if ((req.headersDistinct.authorization?.length ?? 0) > 1) {
         fail(apiError("unauthenticated", "Send exactly one Authorization header."));
       }
-      const response = await call(match.route, req, url, match.params, requestId);
+      const answer = await call(match.route, req, res, url, match.params, requestId);
       const headers: Record<string, string> = {};
       for (const [from, to] of Object.entries(returnedHeaders)) {
-        const value = response.header.get(from);
+        const value = answer.response.header.get(from);
         if (value !== null) headers[to] = value;
       }
       if (headers["Access-Control-Allow-Origin"]) headers["Access-Control-Expose-Headers"] = corsExposedHeaders;
       status = 200;
-      send(res, status, encodeResponse(match.route.rpc.output, response.message), headers);
+      if (answer.kind === "stream") {
+        // A stream's latency is its time to open: its life is its client's, not the server's speed.
+        await sendEvents(res, match.route.rpc.output, answer.response.message, headers, logger, requestId, () => (openedAfter = (performance.now() - started) / 1000));
+        return;
+      }
+      send(res, status, encodeResponse(match.route.rpc.output, answer.response.message), headers);
     } catch (err) {
       const { view, headers } = err instanceof RequestError ? err : new RequestError(describeError(err), { ...corsOf(err), ...(closeAfter.has(req) ? { Connection: "close" } : {}) });
       status = view.status;
@@ -299,7 +354,7 @@ export function createGateway(options: GatewayOptions): http.Server {
       if (!res.headersSent) send(res, view.status, { error }, { ...retry, ...headers });
       if (headers.Connection === "close") req.resume();
     } finally {
-      const seconds = (performance.now() - started) / 1000;
+      const seconds = openedAfter ?? (performance.now() - started) / 1000;
       // Counts and latencies are in the metrics; the log keeps what someone would look for:
       // refused and failed requests, and slow ones. The rest only at LOG_LEVEL=debug.
       const level = status >= 400 || seconds >= slowRequestSeconds ? "info" : "debug";

@@ -512,12 +512,20 @@ function buildDocument(request: CodeGeneratorRequest): Json {
 
         const successHeaders: Record<string, Json> = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
         if (option.idempotencyKeyRequired) successHeaders["Idempotent-Replayed"] = { $ref: "#/components/headers/IdempotentReplayed" };
+        // A server-streaming RPC answers Server-Sent Events: each `data:` line one message's JSON.
+        const streaming = rpc.methodKind === "server_streaming";
         const responses: Record<string, Json> = {
-          "200": {
-            description: "Success: the data envelope.",
-            headers: successHeaders,
-            content: { "application/json": { schema: schemas.responseEnvelope(rpc.output) } },
-          },
+          "200": streaming
+            ? {
+                description: "Success: a stream of Server-Sent Events, each `data:` line one JSON message of this schema, until the client disconnects.",
+                headers: successHeaders,
+                content: { "text/event-stream": { schema: schemas.responseEnvelope(rpc.output) } },
+              }
+            : {
+                description: "Success: the data envelope.",
+                headers: successHeaders,
+                content: { "application/json": { schema: schemas.responseEnvelope(rpc.output) } },
+              },
         };
         for (const status of statuses) {
           if (codesOf(status).length === 0) throw new Error(`errorCodes has no code for status ${status}`);

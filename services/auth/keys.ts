@@ -10,13 +10,15 @@ export interface Owner {
   environment: Environment;
 }
 
-/** Every scope the spec names; the disable route uses webhooks:write (DESIGN.md). */
+/** Every scope the spec names, and ours (webhooks:listen); the disable route uses webhooks:write (DESIGN.md). */
 export const scopes = [
   "payment_intents:read",
   "payment_intents:write",
   "webhooks:read",
   "webhooks:write",
   "merchant:readiness",
+  // Streams Live events to a developer's machine (`listen`); Test keys stream with webhooks:read.
+  "webhooks:listen",
 ] as const;
 export type Scope = (typeof scopes)[number];
 

@@ -13,7 +13,7 @@ import type { StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
 import type { SlotAnswer, SlotEnd, SlotRequest } from "./shared-gate.ts";
-import { signatureHeaders } from "./signature.ts";
+import { signatureHeaders, userAgent } from "./signature.ts";
 import { PolicyRejection, UnresolvedHost, resolveTarget } from "./url-policy.ts";
 import type { WaitingRetries } from "./waiting-retries.ts";
 import {
@@ -38,7 +38,6 @@ import {
  * outbox). dispatchMessage runs them; the worker (worker.ts) decides when a message may start.
  */
 
-export const userAgent = "PaymentIntentService-Webhooks/1.0";
 
 /**
  * An attempt whose request has not gone out this long after its claim never sends it (a worker

@@ -1,5 +1,8 @@
 import { createHmac } from "node:crypto";
 
+/** Every delivery's User-Agent (and `listen`'s forwards). */
+export const userAgent = "PaymentIntentService-Webhooks/1.0";
+
 /**
  * X-Service-Signature: lowercase hex HMAC-SHA256, keyed with the endpoint's
  * signing secret (the whole "whsec_..." string as UTF-8), over the bytes of

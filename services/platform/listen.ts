@@ -41,7 +41,12 @@ export async function listen(server: http.Server, host: string, port: number): P
     close: () =>
       (closed ??= new Promise<void>((resolve) => {
         closing = true;
-        for (const res of open) if (!res.headersSent) res.setHeader("Connection", "close");
+        for (const res of open) {
+          if (!res.headersSent) res.setHeader("Connection", "close");
+          // A stream of events (Server-Sent Events) would never finish: it ends here, and its
+          // client reconnects, to another instance or once this one is back.
+          else if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) res.end();
+        }
         server.close(() => resolve());
         server.closeIdleConnections();
       })),

@@ -1,5 +1,6 @@
 import { getOption, hasOption, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { AmountRule, field as fieldOption, type FieldRules } from "../../gen/payments/v1/options_pb.ts";
+import { ConnectError } from "@connectrpc/connect";
 import { validationError } from "../platform/errors.ts";
 import { checkAmount, checkRequestedAmount, exampleAmount } from "../vocabulary/amount.ts";
 import { findAsset } from "../vocabulary/assets.ts";
@@ -13,23 +14,28 @@ import { valueSets, type ValueSet } from "../vocabulary/value-sets.ts";
  * options, so the document cannot promise what the server refuses, or the other way round.
  * Fields are checked in their declaration order; the first fault is the answer, naming its field.
  */
-export function checkFieldRules(desc: DescMessage, message: Message): void {
+export function checkFieldRules(desc: DescMessage, message: Message, environment?: string): void {
   const values = message as unknown as Record<string, unknown>;
   for (const { field, rules } of rulesOf(desc)) {
     const value = values[field.localName];
-    switch (field.fieldKind) {
-      case "scalar":
-        if (typeof value === "string") checkString(desc, values, field, rules, value);
-        else if (typeof value === "number" || typeof value === "bigint") checkInteger(field, rules, value);
-        break;
-      case "map":
-        checkMap(field, rules, (value ?? {}) as Record<string, string>);
-        break;
-      case "list":
-        checkList(field, rules, (value ?? []) as unknown[]);
-        break;
-      default:
-        break;
+    try {
+      switch (field.fieldKind) {
+        case "scalar":
+          if (typeof value === "string") checkString(desc, values, field, rules, value);
+          else if (typeof value === "number" || typeof value === "bigint") checkInteger(field, rules, value);
+          break;
+        case "map":
+          checkMap(field, rules, (value ?? {}) as Record<string, string>);
+          break;
+        case "list":
+          checkList(field, rules, (value ?? []) as unknown[]);
+          break;
+        default:
+          break;
+      }
+    } catch (err) {
+      if (environment === "test" && rules.testHint !== "" && err instanceof ConnectError) throw validationError(field.name, `${err.rawMessage} ${rules.testHint}`);
+      throw err;
     }
   }
   checkPresence(desc, values);

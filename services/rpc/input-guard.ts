@@ -3,6 +3,7 @@ import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { Interceptor } from "@connectrpc/connect";
 import { route as routeOption } from "../../gen/payments/v1/options_pb.ts";
 import { apiError, validationError } from "../platform/errors.ts";
+import { oneMessage } from "./stream-request.ts";
 
 /**
  * Refuses text no handler can store, once, for every RPC (REST through the gateway and gRPC
@@ -12,14 +13,18 @@ import { apiError, validationError } from "../platform/errors.ts";
  */
 export function createInputGuard(): Interceptor {
   const pathParams = new Map<DescMessage, ReadonlySet<string>>();
-  return (next) => async (req) => {
-    if (!req.stream) {
+  return (next) => async (incoming) => {
+    let req = incoming;
+    let message: unknown = req.stream ? undefined : req.message;
+    // A server stream's one message (oneMessage hands the request on readable again).
+    if (req.stream && req.method.methodKind === "server_streaming") ({ req, message } = await oneMessage(req));
+    if (message !== undefined) {
       let params = pathParams.get(req.method.input);
       if (!params) {
         params = pathParamsOf(hasOption(req.method, routeOption) ? getOption(req.method, routeOption).path : "");
         pathParams.set(req.method.input, params);
       }
-      const bad = findNul(reflect(req.method.input, req.message as Message), "");
+      const bad = findNul(reflect(req.method.input, message as Message), "");
       if (bad !== undefined) {
         if (params.has(bad)) throw apiError("not_found", `No such ${bad.replace(/_/g, " ")}.`, bad);
         throw validationError(bad, `"${bad}" must not contain the NUL character (\\u0000).`);

@@ -1,5 +1,5 @@
 import { getOption, hasOption, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
-import { ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { ConnectError, type Interceptor, type StreamResponse, type UnaryResponse } from "@connectrpc/connect";
 import { InternalRole, route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import type { CredentialCache } from "../auth/credential-cache.ts";
@@ -20,6 +20,7 @@ import { claimKey } from "../idempotency/context-keys.ts";
 import { deferredRefusalHeader, decodeRefusal } from "../platform/deferred-refusal.ts";
 import { emKey, principalKey } from "./context.ts";
 import { checkFieldRules } from "./field-rules.ts";
+import { oneMessage } from "./stream-request.ts";
 
 const requestIdPattern = /^[A-Za-z0-9_.:-]{1,64}$/;
 
@@ -97,13 +98,34 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
   // Keys this process answered lately: a repeat is a replay, which the transactional path answers
   // without the one-statement attempt's work (an address derived for nothing).
   const answered = new Set<string>();
-  return (next) => async (req) => {
+  /** What a caller is told of a failure: an outage as one, anything unexpected logged and hidden. */
+  function answerOf(err: unknown, requestId: string, rpc: string, allowOrigin: string | undefined): ConnectError {
+    const view = describeError(err);
+    let out: ConnectError;
+    if (view.code === "internal_error" && isDatabaseUnavailable(err)) {
+      // An outage, not a bug: the client may retry (a create rolled back with its Idempotency-Key).
+      // The outage is logged once, with the error's message only: never the request or the error's fields.
+      databaseOutage.failed(err);
+      out = apiError("unavailable", "The database is unavailable; retry shortly.");
+    } else {
+      if (view.code === "internal_error") logger.error({ err, requestId, rpc }, "rpc failed");
+      out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
+    }
+    out.metadata.set("x-request-id", requestId);
+    if (allowOrigin) out.metadata.set("access-control-allow-origin", allowOrigin);
+    return out;
+  }
+  return (next) => async (incoming) => {
+    let req = incoming;
     const given = req.header.get("x-request-id");
     const requestId = given && requestIdPattern.test(given) ? given : newId("req");
     // CORS: a site credential's answers (errors too) may be read by its allowed origins only.
     let allowOrigin: string | undefined;
     try {
-      if (req.stream) throw apiError("route_not_found", "Streaming calls are not supported.");
+      // A server stream's one message is read here, once, and handed on readable again.
+      let message: unknown;
+      if (req.stream) ({ req, message } = await oneMessage(req));
+      else message = req.message;
       const route = routeOf(req.method);
       if (!route) throw apiError("route_not_found", "This method is not callable.");
       const em = db.em.fork();
@@ -118,16 +140,17 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
           }
         }
       }
-      if (principal.kind === "api_key") checkMerchant(req, principal.merchantId);
+      if (principal.kind === "api_key") checkMerchant(req.method.input, message, principal.merchantId);
       if (principal.kind === "internal") checkInternalRole(principal, route.internalRole);
       if (principal.kind === "site") allowOrigin = checkSiteOrigin(principal.allowedOrigins, req.header.get("origin"));
       // Only now what was sent: a caller who may not make this call learns nothing about its input.
       const refusal = req.header.get(deferredRefusalHeader);
       if (refusal !== null) throw decodeRefusal(refusal);
-      checkFieldRules(req.method.input, req.message);
+      checkFieldRules(req.method.input, message as never, "environment" in principal ? principal.environment : undefined);
       req.contextValues.set(principalKey, principal);
-      let res: UnaryResponse<DescMessage, DescMessage>;
+      let res: UnaryResponse<DescMessage, DescMessage> | StreamResponse<DescMessage, DescMessage>;
       if (route.idempotencyKeyRequired) {
+        if (req.stream) throw apiError("internal_error", "A streaming route cannot require an Idempotency-Key.");
         // Idempotency keys are scoped by merchant and environment: only callers with a merchant take them.
         if (principal.kind !== "api_key" && principal.kind !== "site" && principal.kind !== "cashier") {
           throw apiError("internal_error", "An idempotent route must take a merchant, site or cashier credential.");
@@ -171,27 +194,29 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
         addBounded(answered, keyId, 10_000);
       } else {
         req.contextValues.set(emKey, em);
-        res = (await next(req)) as UnaryResponse<DescMessage, DescMessage>;
+        res = await next(req);
+      }
+      if (res.stream) {
+        // What fails once the stream has started is told as any failure is (an outage as one).
+        const messages = res.message;
+        const rpc = req.method.name;
+        res = {
+          ...res,
+          message: (async function* () {
+            try {
+              yield* messages;
+            } catch (err) {
+              throw answerOf(err, requestId, rpc, allowOrigin);
+            }
+          })(),
+        };
       }
       databaseOutage.recovered();
       res.header.set("x-request-id", requestId);
       if (allowOrigin) res.header.set("access-control-allow-origin", allowOrigin);
       return res;
     } catch (err) {
-      const view = describeError(err);
-      let out: ConnectError;
-      if (view.code === "internal_error" && isDatabaseUnavailable(err)) {
-        // An outage, not a bug: the client may retry (a create rolled back with its Idempotency-Key).
-        // The outage is logged once, with the error's message only: never the request or the error's fields.
-        databaseOutage.failed(err);
-        out = apiError("unavailable", "The database is unavailable; retry shortly.");
-      } else {
-        if (view.code === "internal_error") logger.error({ err, requestId, rpc: req.method.name }, "rpc failed");
-        out = err instanceof ConnectError && view.code !== "internal_error" ? err : apiError("internal_error", view.message);
-      }
-      out.metadata.set("x-request-id", requestId);
-      if (allowOrigin) out.metadata.set("access-control-allow-origin", allowOrigin);
-      throw out;
+      throw answerOf(err, requestId, req.method.name, allowOrigin);
     }
   };
 }
@@ -208,10 +233,10 @@ function routeOf(method: DescMethod): Route | null {
 }
 
 /** The {merchant} of the request must be the key's merchant. */
-function checkMerchant(req: UnaryRequest<DescMessage, DescMessage>, merchantId: string): void {
-  const field = req.method.input.field.merchant;
+function checkMerchant(input: DescMessage, message: unknown, merchantId: string): void {
+  const field = input.field.merchant;
   if (!field) return;
-  const given = (req.message as unknown as Record<string, unknown>)[field.localName];
+  const given = (message as Record<string, unknown>)[field.localName];
   if (given !== merchantId) {
     throw apiError("merchant_mismatch", "The merchant in the path is not the API key's merchant.", "merchant");
   }

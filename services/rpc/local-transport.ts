@@ -5,16 +5,20 @@ import {
   createContextValues,
   createHandlerContext,
   type ConnectRouter,
+  type ContextValues,
   type Interceptor,
+  type StreamRequest,
+  type StreamResponse,
   type Transport,
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
+import { replayed } from "./stream-request.ts";
 
 const callCompleted = new Error("the call completed");
 
 type UnaryImpl = (message: unknown, ctx: ReturnType<typeof createHandlerContext>) => unknown;
-type AnyNext = (req: UnaryRequest) => Promise<UnaryResponse>;
+type AnyNext = (req: UnaryRequest | StreamRequest) => Promise<UnaryResponse | StreamResponse>;
 
 /**
  * A Transport that calls the service implementations in this process directly: the same
@@ -50,8 +54,24 @@ export function createLocalTransport(register: (router: ConnectRouter) => void, 
       if (!impl) throw new ConnectError(`${service.typeName}.${method.name} is not implemented`, Code.Unimplemented);
       const ctx = contexts.get(req.contextValues);
       if (!ctx) throw new ConnectError("local call without its context", Code.Internal);
-      const output = await impl(req.message, ctx);
       const out = method.output as DescMessage;
+      if (req.stream) {
+        // A server stream: its one request message in, the handler's messages out as they come.
+        let input: unknown;
+        for await (const m of req.message) input = m;
+        const outputs = impl(input, ctx) as AsyncIterable<unknown>;
+        return {
+          stream: true,
+          service,
+          method: req.method,
+          header: ctx.responseHeader,
+          trailer: ctx.responseTrailer,
+          message: (async function* () {
+            for await (const o of outputs) yield isMessage(o, out) ? o : create(out, o as never);
+          })(),
+        } as StreamResponse;
+      }
+      const output = await impl(req.message, ctx);
       return {
         stream: false,
         service,
@@ -69,31 +89,32 @@ export function createLocalTransport(register: (router: ConnectRouter) => void, 
   // By the request's context values, which an interceptor passing on a copy of the request keeps.
   const contexts = new WeakMap<object, ReturnType<typeof createHandlerContext>>();
 
+  /** A call's handler context, as the RPC server would make it. */
+  function contextOf(method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: Headers | Record<string, string> | [string, string][] | undefined, contextValues: ContextValues | undefined) {
+    const service = method.parent;
+    return createHandlerContext({
+      service,
+      method,
+      protocolName: "local",
+      requestMethod: "POST",
+      url: `/${service.typeName}/${method.name}`,
+      timeoutMs,
+      requestSignal: signal,
+      requestHeader: header,
+      contextValues: contextValues ?? createContextValues(),
+    });
+  }
+
+  /** What a request carries besides its message, from its context. */
+  function requestOf(ctx: ReturnType<typeof createHandlerContext>, method: DescMethod) {
+    return { service: method.parent, method: method as never, requestMethod: "POST", url: ctx.url, signal: ctx.signal, header: ctx.requestHeader, contextValues: ctx.values };
+  }
+
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const service = method.parent;
-      const ctx = createHandlerContext({
-        service,
-        method,
-        protocolName: "local",
-        requestMethod: "POST",
-        url: `/${service.typeName}/${method.name}`,
-        timeoutMs,
-        requestSignal: signal,
-        requestHeader: header,
-        contextValues: contextValues ?? createContextValues(),
-      });
-      const req: UnaryRequest = {
-        stream: false,
-        service,
-        method: method as never,
-        requestMethod: "POST",
-        url: ctx.url,
-        signal: ctx.signal,
-        header: ctx.requestHeader,
-        contextValues: ctx.values,
-        message: (isMessage(input, method.input) ? input : create(method.input, input)) as never,
-      };
+      const ctx = contextOf(method, signal, timeoutMs, header, contextValues);
+      const req: UnaryRequest = { ...requestOf(ctx, method), stream: false, message: (isMessage(input, method.input) ? input : create(method.input, input)) as never };
       contexts.set(ctx.values, ctx);
       try {
         return (await chainOf(method, service)(req)) as never;
@@ -105,8 +126,35 @@ export function createLocalTransport(register: (router: ConnectRouter) => void, 
         ctx.abort(callCompleted);
       }
     },
-    stream() {
-      return Promise.reject(new ConnectError("streaming calls are not supported in process", Code.Unimplemented));
+    async stream(method, signal, timeoutMs, header, input, contextValues) {
+      if (method.methodKind !== "server_streaming") throw new ConnectError("only server-streaming calls are supported in process", Code.Unimplemented);
+      const service = method.parent;
+      const ctx = contextOf(method, signal, timeoutMs, header, contextValues);
+      const messages: unknown[] = [];
+      for await (const m of input) messages.push(isMessage(m, method.input) ? m : create(method.input, m as never));
+      const req: StreamRequest = { ...requestOf(ctx, method), stream: true, message: replayed(messages) as never };
+      contexts.set(ctx.values, ctx);
+      let res: StreamResponse;
+      try {
+        res = (await chainOf(method, service)(req)) as StreamResponse;
+      } catch (err) {
+        ctx.abort(callCompleted);
+        throw ConnectError.from(err);
+      }
+      const messagesOut = res.message;
+      return {
+        ...res,
+        // The call ends when its stream does (or its reader stops): only then is its context aborted.
+        message: (async function* () {
+          try {
+            yield* messagesOut;
+          } catch (err) {
+            throw ConnectError.from(err);
+          } finally {
+            ctx.abort(callCompleted);
+          }
+        })(),
+      } as never;
     },
   };
 }

@@ -1,7 +1,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { allEvents } from "../vocabulary/event-types.ts";
-import { fromJson } from "@bufbuild/protobuf";
-import { WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-types.ts";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { recordedEvents } from "../events/stream.ts";
+import { fromJson, getOption } from "@bufbuild/protobuf";
+import { CreateWebhookEndpointRequestSchema, WebhookEventSchema, WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { field as fieldOption } from "../../gen/payments/v1/options_pb.ts";
 import { findEventPayload, recordEvent } from "../events/record.ts";
 import { replayPastRetention } from "../events/retention.ts";
 import { attemptsOf, findDelivery, insertReplays, listDeliveries, type AttemptRow } from "./deliveries.ts";
@@ -14,7 +17,7 @@ import { canonicalJson } from "../platform/canonical-json.ts";
 import type { CursorCodec } from "../platform/cursor.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { newId } from "../platform/ids.ts";
+import { idTime, newId } from "../platform/ids.ts";
 import type { Owner } from "../auth/keys.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
@@ -48,8 +51,28 @@ function enabledEventsOf(requested: readonly string[]): string[] {
   return [...new Set(requested)];
 }
 
+/** What a URL refused in Test adds: the url field's test_hint, as its field rules add it. */
+const localHint = ` ${getOption(CreateWebhookEndpointRequestSchema.field.url, fieldOption).testHint}`;
+
+/** The scope a Live key needs to stream events (webhooks:read alone reads them one by one). */
+const listenLiveScope = "webhooks:listen";
+/** Streams one merchant may hold open on one server at once. */
+const maxStreamsPerMerchant = 10;
+
+/** A stream's comma-separated types, each one an endpoint could take ("*" means no filter). */
+function typesOf(given: string): string[] | undefined {
+  if (given.length > 1024) throw validationError("types", `"types" is longer than 1024 characters.`);
+  const types = [...new Set(given.split(",").map((t) => t.trim()))];
+  if (types.includes(allEvents)) return undefined;
+  const known: readonly string[] = [...eventTypes, ...extensionEventTypes];
+  const unknown = types.find((t) => !known.includes(t));
+  if (unknown !== undefined) throw validationError("types", `"types" names ${unknown === "" ? "an empty type" : `"${unknown}"`}, which is not an event type: use ${known.join(", ")}.`);
+  return types;
+}
+
 export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
   const { secrets, cursors, connectTo, eventRetentionSeconds } = deps;
+  const openStreams = new Map<string, number>();
 
   return {
     async createWebhookEndpoint(req, ctx) {
@@ -59,7 +82,7 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
         await resolveTarget(req.url, connectTo);
         url = new URL(req.url).href;
       } catch (err) {
-        if (err instanceof PolicyRejection) throw validationError("url", `The URL is not allowed: ${err.reason}.`);
+        if (err instanceof PolicyRejection) throw validationError("url", `The URL is not allowed: ${err.reason}.${principal.environment === "test" ? localHint : ""}`);
         throw err;
       }
       // Its length was checked as sent (the field rules); blank is no description.
@@ -161,6 +184,32 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       return { data: await deliveryView(em, principal, id, eventRetentionSeconds) };
     },
 
+    async *streamWebhookEvents(req, ctx) {
+      const { principal, em } = merchantRequest(ctx);
+      if (principal.environment === "live" && !principal.scopes.has(listenLiveScope)) {
+        throw apiError("insufficient_scope", `Streaming Live events needs the ${listenLiveScope} scope besides webhooks:read: create a key with it for listening.`);
+      }
+      if (req.after !== undefined && !(req.after.length <= 64 && req.after.startsWith("evt_") && idTime(req.after))) {
+        throw validationError("after", `"after" must be an event id (evt_...), the last one you received.`);
+      }
+      const types = req.types === undefined ? undefined : typesOf(req.types);
+      const streams = openStreams.get(principal.merchantId) ?? 0;
+      if (streams >= maxStreamsPerMerchant) {
+        throw apiError("rate_limited", `This merchant already has ${maxStreamsPerMerchant} event streams open on this server; close one (stop a listen) first.`);
+      }
+      openStreams.set(principal.merchantId, streams + 1);
+      try {
+        // Accepted: a first (empty) message at once, so the caller knows before any event comes.
+        yield {};
+        for await (const event of recordedEvents(em, principal, { after: req.after, types, signal: ctx.signal })) {
+          yield event === null ? {} : { event: { id: event.id, type: event.type, createdAt: timestampFromDate(event.createdAt), payload: event.payload } };
+        }
+      } finally {
+        const left = (openStreams.get(principal.merchantId) ?? 1) - 1;
+        if (left > 0) openStreams.set(principal.merchantId, left);
+        else openStreams.delete(principal.merchantId);
+      }
+    },
     async getWebhookEvent(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const event = await findEventPayload(em, principal, req.eventId, eventRetentionSeconds);

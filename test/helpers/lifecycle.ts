@@ -2,6 +2,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ObservationService } from "../../gen/payments/v1/observations_pb.ts";
+import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import type { App } from "../../services/app/app.ts";
 import type { Environment } from "../../services/auth/keys.ts";
@@ -37,4 +38,34 @@ export async function refusal(p: Promise<unknown>): Promise<{ code: Code | undef
       return { code: err.code, detail: err.findDetails(ErrorDetailSchema)[0]?.code };
     },
   );
+}
+
+/**
+ * A Test ethereum watcher's report of one block holding one output to `toAddress`, through
+ * ChainService as a watcher sends it (it takes the lease first); returns the output's tx hash.
+ */
+export async function reportEthereumOutput(app: App, rpcUrl: string, watcherId: string, output: { toAddress: string; asset: string; amount: string }): Promise<string> {
+  const { headers } = await watcherClient(app, rpcUrl, "test", ["ethereum"]);
+  const chains = createClient(ChainService, createGrpcTransport({ baseUrl: rpcUrl }));
+  const deadline = Date.now() + 20_000;
+  let holder = await chains.claimChain({ network: "ethereum", watcherId, leaseSeconds: 60 }, { headers });
+  while (!holder.active) {
+    if (Date.now() > deadline) throw new Error("the ethereum lease: not within 20000 ms");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    holder = await chains.claimChain({ network: "ethereum", watcherId, leaseSeconds: 60 }, { headers });
+  }
+  const recent = holder.position?.recentBlocks.at(-1);
+  const height = BigInt(Number(recent?.height ?? 99n) + 1);
+  const txHash = hash();
+  await chains.reportBlocks(
+    {
+      network: "ethereum",
+      watcherId,
+      leaseEpoch: holder.epoch,
+      blocks: [{ height, hash: hash(), parentHash: recent?.hash ?? hash(), outputs: [{ ...output, txHash, outputIndex: 0 }] }],
+      headHeight: height,
+    },
+    { headers },
+  );
+  return txHash;
 }

@@ -4,13 +4,10 @@
 // (Migration20261202150000_EveryEventType) keeps exactly what it received: the list "*" took then,
 // shown by the API. Real service, PostgreSQL, NATS and receiver; the payment reported through
 // ChainService as a watcher reports it.
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import t from "tap";
-import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { everyTypeBefore } from "../../services/platform/migrations/Migration20261202150000_EveryEventType.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
-import { hash, watcherClient } from "../helpers/lifecycle.ts";
+import { reportEthereumOutput } from "../helpers/lifecycle.ts";
 import { eventsOnce, hookHost, webhookSetup } from "../helpers/webhooks.ts";
 
 const s = await webhookSetup(t, { roles: ["rpc", "gateway", "worker"], env: { ETHEREUM_CONFIRMATIONS: "1" } });
@@ -52,29 +49,7 @@ t.test("a payment in the wrong asset reaches the endpoint made after with \"*\",
   const pi = res.body.data as { public_id: string; deposit_address: string };
 
   // A watcher reports a block holding 5 USDT to the USDC intent's address.
-  const { headers } = await watcherClient(s.app, s.rpcUrl, "test", ["ethereum"]);
-  const chains = createClient(ChainService, createGrpcTransport({ baseUrl: s.rpcUrl }));
-  const holder = await until(
-    "the ethereum lease",
-    async () => {
-      const c = await chains.claimChain({ network: "ethereum", watcherId: "every-type-watcher", leaseSeconds: 60 }, { headers });
-      return c.active ? c : undefined;
-    },
-    20_000,
-  );
-  const recent = holder.position?.recentBlocks.at(-1);
-  const height = BigInt(Number(recent?.height ?? 99n) + 1);
-  const txHash = hash();
-  await chains.reportBlocks(
-    {
-      network: "ethereum",
-      watcherId: "every-type-watcher",
-      leaseEpoch: holder.epoch,
-      blocks: [{ height, hash: hash(), parentHash: recent?.hash ?? hash(), outputs: [{ asset: "USDT", toAddress: pi.deposit_address, txHash, outputIndex: 0, amount: "5" }] }],
-      headHeight: height,
-    },
-    { headers },
-  );
+  const txHash = await reportEthereumOutput(s.app, s.rpcUrl, "every-type-watcher", { toAddress: pi.deposit_address, asset: "USDT", amount: "5" });
 
   const told = await until("payment.exception at the endpoint made after the upgrade", async () =>
     eventsOnce(s.receiver, after.secret, "/after").find((e) => e.type === "payment.exception" && e.data.payment_intent?.public_id === pi.public_id),

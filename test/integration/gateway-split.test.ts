@@ -142,6 +142,28 @@ t.test("sandbox simulate", async (t) => {
   isEnvelope(t, await call(base, "POST", path, { key: a.key, body: { outcome: "sideways" } }), 400, "validation_failed", "outcome");
 });
 
+t.test("the event stream crosses the hop as a gRPC server stream: accepted, an event, a refusal as JSON", async (t) => {
+  const refused = await call(base, "GET", `/api/v1/merchants/${a.merchant}/webhook-events/stream?after=nope`, { key: a.key });
+  isEnvelope(t, refused, 400, "validation_failed", "after");
+  const abort = new AbortController();
+  t.teardown(() => abort.abort());
+  const res = await fetch(`${base}/api/v1/merchants/${a.merchant}/webhook-events/stream`, { headers: { authorization: `Bearer ${a.key}` }, signal: abort.signal });
+  t.equal(res.status, 200);
+  t.match(res.headers.get("content-type"), /^text\/event-stream/);
+  const created = await call(base, "POST", intents(a), { key: a.key, idempotencyKey: idemKey(), body: sampleIntent });
+  const reader = res.body!.getReader();
+  let text = "";
+  const decoder = new TextDecoder();
+  await until("the create's event on the stream", async () => {
+    text += decoder.decode((await reader.read()).value, { stream: true });
+    return text.includes(created.body.data.public_id);
+  }, 20_000);
+  const event = text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6))).find((m) => m.event)?.event;
+  t.match(event, { id: /^evt_/, type: "payment.intent.created", payload: String });
+  t.equal(JSON.parse(event.payload).data.payment_intent.public_id, created.body.data.public_id, "the payload is the event's envelope");
+  abort.abort();
+});
+
 t.test("site gateway: CORS headers survive the hop, on answers and on errors", async (t) => {
   const shop = "https://shop.example";
   const site = await createSiteCredential(s.app.db.em.fork(), a.merchant, "test", [shop]);

@@ -29,7 +29,7 @@ interface Parameter {
 interface Response {
   description: string;
   headers?: Record<string, Ref | { required?: boolean }>;
-  content?: { "application/json": { schema: Schema } };
+  content?: { "application/json": { schema: Schema } } & { "text/event-stream"?: { schema: Schema } };
 }
 interface Operation {
   operationId: string;
@@ -137,6 +137,12 @@ t.test("every route the gateway serves is documented as it is served, and nothin
     }
     t.equal(op.responses["429"] !== undefined, route.option.rateLimited, `${where}: 429 iff rate-limited`);
     const ok = resolve<Response>(op.responses["200"] as Response);
+    if (route.rpc.methodKind === "server_streaming") {
+      // A stream answers Server-Sent Events, each data line one message.
+      const message = resolve<Schema>(ok.content?.["text/event-stream"]?.schema as Ref);
+      t.match(message, { type: "object" }, `${where}: the stream's message`);
+      continue;
+    }
     const envelope = resolve<Schema>(ok.content?.["application/json"].schema as Ref);
     t.match(envelope, { type: "object", required: ["data"] }, `${where}: the data envelope`);
   }
@@ -319,6 +325,29 @@ t.test("contract: real responses of every documented route match the document", 
   t.type(disabled.body.data?.disabled_at, "string");
   t.equal((await api("POST", `${endpoint}/disable`, { ...m, endpoint_id: "we_000000000000000000000000" }, { key: a.key })).status, 404);
   t.equal((await api("POST", `${endpoint}/test`, { ...m, endpoint_id: we }, { key: a.key })).body.error?.code, "invalid_state");
+
+  // The calling key.
+  t.equal((await api("GET", "/api/v1/api-key", {}, { key: a.key })).body.data?.merchant, a.merchant);
+  t.equal((await api("GET", "/api/v1/api-key", {}, {})).status, 401);
+
+  // The event stream: its refusals are JSON like any other; a success is Server-Sent Events, whose
+  // first message (sent when the stream is accepted) matches the document.
+  const stream = "/api/v1/merchants/{merchant}/webhook-events/stream";
+  t.equal((await api("GET", stream, m, { key: a.key, query: { after: "pi_1" } })).body.error?.param, "after");
+  t.equal((await api("GET", stream, m, { key: a.key, query: { types: "payment.sideways" } })).body.error?.param, "types");
+  const abort = new AbortController();
+  const opened = await fetch(`${s.base}/api/v1/merchants/${a.merchant}/webhook-events/stream`, { headers: { authorization: `Bearer ${a.key}` }, signal: abort.signal });
+  t.equal(opened.status, 200);
+  t.match(opened.headers.get("content-type"), /^text\/event-stream/);
+  t.ok(opened.headers.get("x-request-id"), "X-Request-Id");
+  const reader = opened.body!.getReader();
+  let text = "";
+  while (!text.includes("\n\n")) text += new TextDecoder().decode((await reader.read()).value);
+  const first = JSON.parse(/^data: (.*)$/m.exec(text)![1]!);
+  const check = validatorOf(resolve<Response>(operation("GET", stream).responses["200"] as Response).content!["text/event-stream"]!.schema);
+  t.ok(check(first), `the first message matches (${ajv.errorsText(check.errors)}): ${JSON.stringify(first)}`);
+  abort.abort();
+  seen.get(`GET ${stream}`)?.add(200);
 
   // Coverage: every documented operation answered a success and an error, and the typical errors all came up.
   for (const [p, item] of Object.entries(doc.paths)) {

@@ -2,12 +2,17 @@
 // README.md (so the README cannot drift from what works), fed step by step to one bash, as a
 // newcomer pastes them into one terminal, against a started app; each step's output is checked.
 // Two lines start long-running processes in other terminals (the server restart and the example
-// receiver): the test's own app and HTTPS receiver stand in for them.
+// receiver): the test's own app and HTTPS receiver stand in for them. The lines of "Webhooks on
+// your machine" meant for other terminals (the example receiver and `listen`) run as written,
+// each in a bash of its own.
+import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
 import { call, startTestApp, until } from "../helpers/harness.ts";
+import { freePort } from "../helpers/processes.ts";
 import { makeTestCa, startReceiver, trustTestCa } from "../helpers/receiver.ts";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
 import { walkthroughHeadings } from "../helpers/doc-blocks.ts";
@@ -66,7 +71,29 @@ const { base, databaseUrl } = await startTestApp(t, {
 // A working directory of its own (the walk-through writes hook.key and hook.crt) that is still
 // this checkout to npm; one bash, as a newcomer pastes the blocks into one terminal.
 // The ports as a newcomer whose defaults are taken sets them: exported, read by the commands as written.
-const { dir, paste, variable } = startShell(t, { DATABASE_URL: databaseUrl, DEVCHAIN_PORT: String(dev.port), PORT: new URL(base).port, HOOK_PORT: String(receiver.port) });
+// listen keeps its secret and position per key in a folder of the test's own (LISTEN_STATE_DIR), not the user's.
+const listenState = mkdtempSync(path.join(tmpdir(), "walkthrough-listen-"));
+t.teardown(() => rmSync(listenState, { recursive: true, force: true }));
+const shellEnv = { DATABASE_URL: databaseUrl, DEVCHAIN_PORT: String(dev.port), PORT: new URL(base).port, HOOK_PORT: String(receiver.port), LISTEN_STATE_DIR: listenState };
+const { dir, paste, variable } = startShell(t, shellEnv);
+
+/** A line for another terminal, run as written in a bash of its own (its process group ended at teardown); what it prints so far. */
+function inAnotherTerminal(line: string, env: Record<string, string>): () => string {
+  const full: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "NODE_OPTIONS" && !k.startsWith("TAP") && !k.startsWith("_TAP")) full[k] = v;
+  const child = spawn("bash", ["-c", line], { cwd: dir, env: { ...full, DATA_DIR: path.join(dir, "data"), LOG_LEVEL: "warn", ...shellEnv, ...env }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  t.teardown(() => {
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {
+      /* ended already */
+    }
+  });
+  return () => out;
+}
 
 t.test("the walk-through, step by step", async (t) => {
   const walk = steps(shellBlock(walkthroughHeadings.walkthrough));
@@ -116,7 +143,32 @@ t.test("the walk-through, step by step", async (t) => {
   t.not(cancelled?.public_id, intent, "7: not the first one");
   samplesHold(t, "7", step(7), jsonObjects(seven.out));
 
-  t.test("webhooks on your machine", async (t) => {
+  t.test("webhooks on your machine: listen", async (t) => {
+    const listen = steps(shellBlock(walkthroughHeadings.listen));
+    t.same(listen.map((s) => s.number), [1, 2, 3], "three steps");
+    const step = (n: number) => listen.find((s) => s.number === n)!.lines;
+    const one = await paste(step(1));
+    t.equal(one.status, 0, `1: exit 0 (${one.out})`);
+    const secret = await variable("LISTEN_SECRET");
+    t.match(secret, /^whsec_/, "1: LISTEN_SECRET holds listen's signing secret");
+    const elsewhere = step(2).filter((l) => !l.startsWith("#") && l.trim() !== "");
+    t.equal(elsewhere.length, 2, "2: two lines, each for a terminal of its own");
+    // Its own port: the HTTPS receiver the test stands in with for the endpoint section holds HOOK_PORT.
+    const env = { HOOK_PORT: String(await freePort()), LISTEN_SECRET: secret, PAYMENTS_API_KEY: await variable("KEY") };
+    const receiverOut = inAnotherTerminal(elsewhere[0]!, env);
+    const listenOut = inAnotherTerminal(elsewhere[1]!, env);
+    await until("listen is ready", async () => listenOut().includes("Ready."), 30_000, listenOut);
+    t.match(listenOut(), `Signing secret: ${secret}`, "2: listen signs with the secret step 1 printed");
+
+    const three = await paste(step(3));
+    t.equal(three.status, 0, `3: exit 0 (${three.out})`);
+    t.match(three.out, /created pi_\S+ \(10\.00 USDC on ethereum, Test\)\nsimulated confirmed: pi_\S+ is confirmed/, "3: what trigger did");
+    const printed = await until("the receiver prints payment.confirmed", async () => /^payment\.confirmed (evt_\S+)$/m.exec(receiverOut()) ?? undefined, 30_000, receiverOut);
+    await until("listen prints its line", async () => new RegExp(`payment\\.confirmed\\s+${printed[1]}\\s+-> 200 \\(\\d+ ms\\)`).test(listenOut()), 10_000, listenOut);
+    t.pass(`3: ${printed[0]} verified by the example receiver with the listen secret, and listen's line for it`);
+  });
+
+  t.test("webhook endpoints on your machine", async (t) => {
     const hooks = steps(shellBlock(walkthroughHeadings.webhooks));
     t.same(hooks.map((s) => s.number), [1, 2, 3, 4, 5, 6], "six steps");
     const hook = (n: number) => hooks.find((s) => s.number === n)!.lines;

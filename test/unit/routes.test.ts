@@ -18,7 +18,9 @@ t.test("the route table", async (t) => {
     "GET /api/v1/merchants/{merchant}/webhook-endpoints",
     "GET /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "GET /api/v1/merchants/{merchant}/webhook-events/{event_id}",
+    "GET /api/v1/merchants/{merchant}/webhook-events/stream",
     "GET /api/v1/merchants/{merchant}/go-live/readiness",
+    "GET /api/v1/api-key",
     "POST /api/v1/merchants/{merchant}/payment-intents",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
     "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
@@ -40,6 +42,14 @@ t.test("the route table", async (t) => {
     "/api/v1/terminal/pos/payment",
   ];
   for (const r of routes) t.equal(r.takesBody, r.httpMethod === "POST" && creates.includes(r.template), `${r.template} body`);
+});
+
+t.test("the event stream's path is the stream's, not an event id's", async (t) => {
+  const m = matchRoute(routes, "GET", "/api/v1/merchants/m1/webhook-events/stream");
+  t.equal(m.kind === "found" && m.route.rpc.name, "StreamWebhookEvents");
+  t.equal(m.kind === "found" && m.route.rpc.methodKind, "server_streaming");
+  const one = matchRoute(routes, "GET", "/api/v1/merchants/m1/webhook-events/evt_1");
+  t.equal(one.kind === "found" && one.route.rpc.name, "GetWebhookEvent");
 });
 
 t.test("POST and GET on the collection", async (t) => {
