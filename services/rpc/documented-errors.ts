@@ -131,6 +131,8 @@ export function withDocumentedErrors(inner: UniversalHandler, limit: number): Un
     if (/^application\/grpc-web/i.test(contentType)) return { ...res, body: res.body && fixGrpcWebTrailer(res.body, res.header, fix) };
     if (/^application\/grpc/i.test(contentType) && res.trailer) return { ...res, body: fixGrpcTrailer(res.body, res.trailer, fix) };
     if (res.status !== 200 && /^application\/json/i.test(contentType) && res.body) return fixConnectError(res, fix);
+    // Connect answers a unary content type sent to a stream (or the reverse) with a bare 415.
+    if (res.status === 415) return unsupportedMediaType(res, method);
     return res;
   }
   return Object.assign(handle, inner);
@@ -179,6 +181,24 @@ function fixGrpcWebTrailer(body: AsyncIterable<Uint8Array>, header: Headers | un
     },
     transformJoinEnvelopes(),
   );
+}
+
+/** A bare 415 as a documented error, naming the content types the method takes. */
+function unsupportedMediaType(res: UniversalServerResponse, method: DescMethod): UniversalServerResponse {
+  const takes =
+    method.methodKind === "unary"
+      ? "application/json or application/proto (Connect), application/grpc or application/grpc-web"
+      : "application/connect+json or application/connect+proto (Connect streaming), application/grpc or application/grpc-web";
+  const err = apiError("unsupported_media_type", `This method takes ${takes}.`);
+  err.metadata.set("x-request-id", newId("req"));
+  const body = errorToJsonBytes(err, undefined);
+  const header = new Headers(res.header);
+  header.set("content-type", "application/json");
+  header.set("content-length", String(body.byteLength));
+  err.metadata.forEach((value, key) => {
+    if (!header.has(key)) header.set(key, value);
+  });
+  return { ...res, header, body: createAsyncIterable([body]) };
 }
 
 /** Connect unary: the error is the JSON body of a non-200 answer. */

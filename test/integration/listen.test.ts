@@ -150,6 +150,10 @@ t.test("a receiver that answers after 10 s holds back no endpoint's delivery of 
   const listener = await startListen(s.creds.key, "--forward-to", slow.url, "--from", "now");
   const a = await createIntent();
   await until("the slow receiver has the first event", async () => slow.received.some((r) => r.body.includes(a.public_id)), 30_000);
+  const held = Date.now();
+  // The same event, delivered to the endpoint while the listener's receiver still holds it.
+  await until("the endpoint's delivery of the event the receiver holds", async () => eventsOnce(s.receiver, endpoint.secret, new URL(endpoint.url).pathname).some((e) => e.data.payment_intent?.public_id === a.public_id), 30_000);
+  t.ok(Date.now() - held < 9_000, "the endpoint had it while the receiver still held it");
   // While the listener waits on its receiver, a second event: the endpoint has it at once.
   const b = await createIntent();
   const started = Date.now();
