@@ -12,7 +12,7 @@ import type { SecretBox } from "../platform/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
 import { startRecovery, type RecoveryBounds } from "../webhooks/recovery.ts";
 import { retainedSince } from "../events/retention.ts";
-import { createDashboardLink } from "../dashboard/sessions.ts";
+import { createDashboardLink, dashboardLinkUrl } from "../dashboard/sessions.ts";
 
 /**
  * An operator's call: an internal caller and the environment it acts in. A credential without
@@ -120,9 +120,8 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       if (req.environment !== "" && req.environment !== environment) {
         throw apiError("validation_failed", `This internal credential acts in ${environment}, not ${req.environment}: use one issued for ${req.environment}.`, "environment");
       }
-      const link = await createDashboardLink(em, { merchantId: req.merchant, environment, readOnly: req.readOnly, ttlSeconds: req.ttlSeconds });
-      // The token travels in the fragment: no server, proxy or log on the way sees it.
-      return { linkId: link.id, token: link.token, url: `${deps.dashboardBaseUrl.replace(/\/+$/, "")}/link#token=${link.token}`, expiresAt: timestampFromDate(link.expiresAt) };
+      const link = await createDashboardLink(em, { merchantId: req.merchant, environment, readOnly: req.readOnly, ttlSeconds: req.ttlSeconds, scopes: req.scopes });
+      return { linkId: link.id, token: link.token, url: dashboardLinkUrl(deps.dashboardBaseUrl, link.token), expiresAt: timestampFromDate(link.expiresAt), scopes: link.scopes };
     },
     async enableWebhookEndpoint(req, ctx) {
       const { em, environment } = adminRequest(ctx);

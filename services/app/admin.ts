@@ -24,7 +24,8 @@
 //   admin endpoint delete --id ID
 //   admin endpoint rotate-secret --id ID [--overlap SECONDS]   (the running service's AdminService: RPC_URL, INTERNAL_CREDENTIAL)
 //   admin secrets reseal   (SECRET_ENCRYPTION_KEY new, SECRET_ENCRYPTION_KEY_PREVIOUS old)
-//   admin dashboard-link --merchant ID --environment test|live [--read-only] [--ttl 24h]   (the running service's AdminService)
+//   admin dashboard-link --merchant ID --environment test|live [--scopes s1,s2] [--read-only] [--ttl 24h]
+//   admin dashboard-link revoke --id ID / dashboard-sessions list|revoke --merchant ID [--id ID]
 import { readFileSync } from "node:fs";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
@@ -63,6 +64,7 @@ import { cliDatabase, resolveDatabase } from "./resources.ts";
 import { loadOrCreateKey } from "../platform/secret-key.ts";
 import { resealSecrets, SecretKeyMismatch } from "../webhooks/key-check.ts";
 import { SecretBox } from "../platform/secrets.ts";
+import { createDashboardLink, dashboardLinkUrl, defaultLinkScopes, listDashboardSessions, revokeDashboardLink, revokeDashboardSessions } from "../dashboard/sessions.ts";
 
 const usage = `usage:
   admin merchant create --name NAME
@@ -116,9 +118,17 @@ const usage = `usage:
   admin secrets reseal
       (re-encrypts every webhook signing secret under SECRET_ENCRYPTION_KEY, opening it with that key
        or SECRET_ENCRYPTION_KEY_PREVIOUS, and records the new key's check value; safe to run again)
-  admin dashboard-link --merchant ID --environment test|live [--read-only] [--ttl 24h (60s to 7d; s, m, h or d)]
-      (a one-time sign-in link to the merchant's dashboard, printed once; calls the running service at
-       RPC_URL with an internal credential of that environment in INTERNAL_CREDENTIAL)`;
+  admin dashboard-link --merchant ID --environment test|live [--scopes s1,s2] [--read-only] [--ttl 24h (60s to 7d; s, m, h or d)]
+      (a one-time sign-in link to the merchant's dashboard, printed once; its session gets the scopes
+       named, by default the read ones: ${defaultLinkScopes.join(",")}. Written to the database as the
+       other commands are, its URL under DASHBOARD_BASE_URL; with INTERNAL_CREDENTIAL set, issued by
+       the running service at RPC_URL instead, with that credential's environment)
+  admin dashboard-link revoke --id LINK_ID
+      (unused, it can no longer be; used, its session ends at its next request)
+  admin dashboard-sessions list --merchant ID
+      (the merchant's open dashboard sessions: signed in with which key or link, last seen, expiry)
+  admin dashboard-sessions revoke --merchant ID [--id SESSION_ID]
+      (ends that session, or every session of the merchant, from its next request)`;
 
 /** The endpoint operations speak the API's errors (not found, over the cap, wrong state); the CLI prints one line. */
 function oneLine(err: unknown): never {
@@ -156,6 +166,9 @@ const commands = [
   "endpoint rotate-secret",
   "secrets reseal",
   "dashboard-link",
+  "dashboard-link revoke",
+  "dashboard-sessions list",
+  "dashboard-sessions revoke",
 ];
 
 type Args = Record<string, string | boolean | string[] | undefined>;
@@ -234,8 +247,16 @@ async function main(argv: string[]): Promise<unknown> {
     throw new AdminError(`${command ? `unknown command "${command}"` : "no command"}: npm run -s admin -- help lists the commands`);
   }
   if (command === "endpoint rotate-secret") return rotateSecret(required(values, "id"), values.overlap);
-  if (command === "dashboard-link") return dashboardLink(required(values, "merchant"), environmentOf(values), values["read-only"] === true, values.ttl);
-  if (values["read-only"] || values.ttl !== undefined) throw new AdminError("--read-only and --ttl go only with dashboard-link");
+  let linkScopes: string[] = [];
+  if (command === "dashboard-link" && values.scopes !== undefined) {
+    linkScopes = values.scopes.split(",").map((s) => s.trim()).filter(Boolean);
+    const unknown = linkScopes.filter((s) => !isScope(s));
+    if (unknown.length > 0 || linkScopes.length === 0) throw new AdminError(`--scopes takes a comma-separated list of: ${allScopes.join(", ")}${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
+  }
+  if (command === "dashboard-link" && process.env.INTERNAL_CREDENTIAL?.trim()) {
+    return dashboardLink(required(values, "merchant"), environmentOf(values), values["read-only"] === true, values.ttl, linkScopes);
+  }
+  if (command !== "dashboard-link" && (values["read-only"] || values.ttl !== undefined)) throw new AdminError("--read-only and --ttl go only with dashboard-link");
   if (values.force && (command !== "endpoint enable" || values["recover-since"] === undefined)) throw new AdminError("--force goes only with endpoint enable --recover-since");
   if (command === "endpoint enable" && values["recover-since"] !== undefined) return enableAndRecover(required(values, "id"), values["recover-since"], values.force === true);
   // Arguments are checked before anything is started or written.
@@ -300,6 +321,26 @@ async function main(argv: string[]): Promise<unknown> {
       throw new AdminError(`--scopes takes a comma-separated list of: ${allScopes.join(", ")}${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
     }
     work = (em) => createApiKey(em, merchant, environment, [...new Set(scopes)] as Scope[]);
+  } else if (command === "dashboard-link") {
+    const merchantId = required(values, "merchant");
+    const environment = environmentOf(values);
+    const ttlSeconds = ttlOf(values.ttl);
+    const readOnly = values["read-only"] === true;
+    const base = loadConfig().dashboardBaseUrl;
+    work = async (em) => {
+      const link = await createDashboardLink(em, { merchantId, environment, readOnly, ttlSeconds, scopes: linkScopes }).catch(oneLine);
+      return { id: link.id, merchant: merchantId, environment, scopes: link.scopes, read_only: readOnly, url: dashboardLinkUrl(base, link.token), expires_at: link.expiresAt.toISOString() };
+    };
+  } else if (command === "dashboard-link revoke") {
+    const id = required(values, "id");
+    work = (em) => revokeDashboardLink(em, id).catch(oneLine);
+  } else if (command === "dashboard-sessions list") {
+    const merchant = required(values, "merchant");
+    work = (em) => listDashboardSessions(em, merchant);
+  } else if (command === "dashboard-sessions revoke") {
+    const merchant = required(values, "merchant");
+    const id = typeof values.id === "string" && values.id.trim() !== "" ? values.id.trim() : undefined;
+    work = (em) => revokeDashboardSessions(em, merchant, id).catch(oneLine);
   } else if (command === "api-key revoke") {
     const id = required(values, "id");
     work = (em) => revokeApiKey(em, id);
@@ -419,16 +460,21 @@ async function rotateSecret(endpointId: string, overlapRaw: string | undefined) 
 
 const ttlUnits: Readonly<Record<string, number>> = { "": 1, s: 1, m: 60, h: 3600, d: 86_400 };
 
-/** Issues a one-time dashboard link through the running service's AdminService; the URL (with its token) is printed once. */
-async function dashboardLink(merchant: string, environment: Environment, readOnly: boolean, ttlRaw: string | undefined) {
+/** --ttl in seconds (0: the default). */
+function ttlOf(ttlRaw: string | undefined): number {
   const ttl = ttlRaw === undefined ? undefined : /^(\d{1,7})([smhd]?)$/.exec(ttlRaw.trim());
   if (ttlRaw !== undefined && !ttl) throw new AdminError(`--ttl must be a duration like 600, 30m, 24h or 7d, got "${ttlRaw}"`);
+  return ttl ? Number(ttl[1]) * (ttlUnits[ttl[2] ?? ""] ?? 1) : 0;
+}
+
+/** Issues a one-time dashboard link through the running service's AdminService; the URL (with its token) is printed once. */
+async function dashboardLink(merchant: string, environment: Environment, readOnly: boolean, ttlRaw: string | undefined, scopes: string[]) {
+  const ttlSeconds = ttlOf(ttlRaw);
   const config = loadConfig();
   const { client, headers } = adminClient(config);
   try {
-    const ttlSeconds = ttl ? Number(ttl[1]) * (ttlUnits[ttl[2] ?? ""] ?? 1) : 0;
-    const res = await client.createDashboardLink({ merchant, environment, readOnly, ttlSeconds }, { headers, timeoutMs: 30_000 });
-    return { id: res.linkId, merchant, environment, read_only: readOnly, url: res.url, expires_at: res.expiresAt ? timestampDate(res.expiresAt).toISOString() : null };
+    const res = await client.createDashboardLink({ merchant, environment, readOnly, ttlSeconds, scopes }, { headers, timeoutMs: 30_000 });
+    return { id: res.linkId, merchant, environment, scopes: res.scopes, read_only: readOnly, url: res.url, expires_at: res.expiresAt ? timestampDate(res.expiresAt).toISOString() : null };
   } catch (err) {
     throw remoteError(err, config.rpcUrl);
   }

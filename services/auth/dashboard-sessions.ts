@@ -7,7 +7,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { createContextKey } from "@connectrpc/connect";
 import type { EntityManager } from "../platform/db.ts";
 import { deriveKey } from "../platform/secret-key.ts";
-import { hashApiKey, parseDashboardBearer, scopes as allScopes } from "./keys.ts";
+import { hashApiKey, parseDashboardBearer } from "./keys.ts";
 import type { MerchantPrincipal } from "./principal.ts";
 
 /**
@@ -67,13 +67,15 @@ interface SessionRow {
   revoked_at: unknown;
   key_scopes: string[] | null;
   key_revoked_at: unknown;
+  link_scopes: string[] | null;
+  link_revoked_at: unknown;
 }
 
 export async function dashboardSessionCaller(em: EntityManager, token: string, refuse: () => never): Promise<MerchantPrincipal> {
   const [row] = await em.execute<SessionRow[]>(
     `select s.id, s.merchant_id, s.environment, s.api_key_id, s.link_id, s.read_only, s.expires_at, s.idle_seconds, s.last_seen_at, s.revoked_at,
-            k.scopes as key_scopes, k.revoked_at as key_revoked_at
-       from dashboard_sessions s left join api_keys k on k.id = s.api_key_id
+            k.scopes as key_scopes, k.revoked_at as key_revoked_at, l.scopes as link_scopes, l.revoked_at as link_revoked_at
+       from dashboard_sessions s left join api_keys k on k.id = s.api_key_id left join dashboard_links l on l.id = s.link_id
       where s.secret_hash = ?`,
     [hashApiKey(token)],
   );
@@ -84,10 +86,12 @@ export async function dashboardSessionCaller(em: EntityManager, token: string, r
   if (expiresAt.getTime() <= now || lastSeen + row.idle_seconds * 1000 <= now) refuse();
   // A key's session is exactly as good as its key, now: revoked, it ends.
   if (row.api_key_id !== null && (row.key_scopes === null || row.key_revoked_at)) refuse();
+  // A link's session is as good as its link: revoked, it ends; it may do what the link names.
+  if (row.link_id !== null && (row.link_scopes === null || row.link_revoked_at)) refuse();
   if (now - lastSeen >= touchEverySeconds * 1000) {
     await em.execute(`update dashboard_sessions set last_seen_at = now() where id = ? and revoked_at is null`, [row.id]);
   }
-  const granted = row.key_scopes ?? allScopes;
+  const granted = row.key_scopes ?? row.link_scopes ?? [];
   return {
     kind: "api_key",
     keyId: row.api_key_id ?? row.link_id ?? row.id,

@@ -142,7 +142,10 @@ export const DashboardSession = defineEntity({
 });
 export type DashboardSession = InferEntity<typeof DashboardSession>;
 
-/** A one-time dashboard sign-in link an operator issued (AdminService.CreateDashboardLink): its token's hash, usable once. */
+/**
+ * A one-time dashboard sign-in link an operator issued (admin dashboard-link, AdminService.CreateDashboardLink):
+ * its token's hash, usable once, and the scopes its session gets. Revoked, its session ends.
+ */
 export const DashboardLink = defineEntity({
   name: "DashboardLink",
   tableName: "dashboard_links",
@@ -152,9 +155,11 @@ export const DashboardLink = defineEntity({
     environment: p.string().length(4),
     secretHash: p.string().length(64).unique(),
     readOnly: p.boolean().default(false),
+    scopes: p.array(),
     createdAt: p.datetime().length(3),
     expiresAt: p.datetime().length(3),
     usedAt: p.datetime().length(3).nullable(),
+    revokedAt: p.datetime().length(3).nullable(),
   },
 });
 export type DashboardLink = InferEntity<typeof DashboardLink>;

@@ -48,9 +48,10 @@ const htmlHeaders: Readonly<Record<string, string>> = {
   "X-Frame-Options": "DENY",
 };
 
-/** What the session and pre-sign-in cookies are called. */
-const sessionCookie = "dashboard_session";
-const signInCookie = "dashboard_sign_in";
+/** What the session and pre-sign-in cookies are called; on https, `__Host-` ones (Secure, Path=/, this host only). */
+const cookieNames = (host: boolean) => ({ session: `${host ? "__Host-" : ""}dashboard_session`, signIn: `${host ? "__Host-" : ""}dashboard_sign_in` });
+/** A session token's shape: nothing else is looked up. */
+const sessionShape = /^dsh_(test|live)_[0-9A-Za-z]{40}$/;
 /** An id in a path: the shapes newId and newTimedId make, nothing else is looked up. */
 const idPattern = /^[a-z]{2,4}_(?:[0-9A-Za-z]{24}|[0-9A-Za-z]{26})$/;
 /** An Idempotency-Key a page put in its form. */
@@ -101,7 +102,12 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
   const base = pagesPathOf(o.dashboardBaseUrl, "DASHBOARD_BASE_URL");
   const secure = new URL(o.dashboardBaseUrl).protocol === "https:";
   const paths: pages.DashboardPaths = { base, ...dashboardAssetUrls(base) };
-  const cookieAttributes = `Path=${base || "/"}; HttpOnly; SameSite=Strict${secure ? "; Secure" : ""}`;
+  // On https the cookies are __Host- ones: Secure, for the whole host and no other (a sibling
+  // subdomain cannot set or shadow them). Plain http is for a developer's machine.
+  const { session: sessionCookie, signIn: signInCookie } = cookieNames(secure);
+  const cookieAttributes = secure ? "Path=/; HttpOnly; SameSite=Strict; Secure" : `Path=${base || "/"}; HttpOnly; SameSite=Strict`;
+  /** A Live session's cookie is Secure even on http: a browser keeps it for localhost only. */
+  const sessionAttributes = (environment: string) => (environment === "live" && !secure ? `${cookieAttributes}; Secure` : cookieAttributes);
   const intents = createClient(IntentService, o.transport);
   const webhooks = createClient(WebhookService, o.transport);
   const readiness = createClient(ReadinessService, o.transport);
@@ -146,6 +152,16 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
 
   const isSignedOut = (err: unknown) => err instanceof ConnectError && err.code === Code.Unauthenticated;
 
+  /** The session a token stands for now; undefined once it has ended. */
+  async function currentSession(token: string, clientAddress: string): Promise<DashboardSession | undefined> {
+    try {
+      return (await dashboard.getDashboardSession({}, callOptions(token, clientAddress))).data;
+    } catch (err) {
+      if (!isSignedOut(err)) throw err;
+      return undefined;
+    }
+  }
+
   return async (req, res, _url, clientAddress) => {
     const raw = (req.url ?? "/").split("?")[0] ?? "";
     if (!owns(raw)) return false;
@@ -178,13 +194,21 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         const preValid = pre !== undefined && /^[0-9A-Za-z]{32}$/.test(pre);
         const cookieValue = preValid ? pre : randomBase62(32);
         const setPre: Record<string, string> = preValid ? {} : { "Set-Cookie": `${signInCookie}=${cookieValue}; ${cookieAttributes}` };
-        const render = (message?: string) => (first === "sign-in" ? pages.signInPage(paths, csrfOf(cookieValue), message) : pages.linkPage(paths, csrfOf(cookieValue), message));
+        // The session this browser has now, if any: signing in ends it, and a link asks first.
+        const earlierToken = cookies.get(sessionCookie);
+        const earlier = earlierToken !== undefined && sessionShape.test(earlierToken) ? await currentSession(earlierToken, clientAddress) : undefined;
+        const replacing = first === "link" && earlier ? { merchantId: earlier.merchantId, environment: earlier.environment } : undefined;
+        const render = (message?: string) => (first === "sign-in" ? pages.signInPage(paths, csrfOf(cookieValue), message) : pages.linkPage(paths, csrfOf(cookieValue), message, replacing));
         if (!post) {
           html(req, res, 200, render(), setPre);
           return true;
         }
         if (!preValid || !sameToken(form.get("csrf")?.[0] ?? "", csrfOf(cookieValue))) {
           html(req, res, 403, render("The form expired: please try again."), setPre);
+          return true;
+        }
+        if (replacing && form.get("replace")?.[0] !== "1") {
+          html(req, res, 409, render("You are signed in already: use the button below to end that session and sign in with this link."));
           return true;
         }
         const secret = (form.get(first === "sign-in" ? "api_key" : "token")?.[0] ?? "").trim();
@@ -213,21 +237,18 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           html(req, res, 401, render(message));
           return true;
         }
-        redirect(res, `${base}/payments`, [`${sessionCookie}=${session.token}; ${cookieAttributes}`, `${signInCookie}=; ${cookieAttributes}; Max-Age=0`]);
+        if (earlier && earlierToken !== undefined) {
+          // One session per browser: the one it had ends (a shared computer keeps no second one open).
+          await dashboard.endDashboardSession({}, callOptions(earlierToken, clientAddress)).catch(() => undefined);
+        }
+        redirect(res, `${base}/payments`, [`${sessionCookie}=${session.token}; ${sessionAttributes(session.environment)}`, `${signInCookie}=; ${cookieAttributes}; Max-Age=0`]);
         return true;
       }
 
       // Everything else is signed in: the session is checked first, on every request.
       const token = cookies.get(sessionCookie);
-      let session: DashboardSession | undefined;
-      if (token !== undefined && /^dsh_(test|live)_[0-9A-Za-z]{40}$/.test(token)) {
-        try {
-          session = (await dashboard.getDashboardSession({}, callOptions(token, clientAddress))).data;
-        } catch (err) {
-          if (!isSignedOut(err)) throw err;
-        }
-      }
-      const clear = `${sessionCookie}=; ${cookieAttributes}; Max-Age=0`;
+      const session = token !== undefined && sessionShape.test(token) ? await currentSession(token, clientAddress) : undefined;
+      const clear = `${sessionCookie}=; ${sessionAttributes(token?.startsWith("dsh_live_") ? "live" : "test")}; Max-Age=0`;
       if (!session || token === undefined) {
         if (post) {
           html(req, res, 401, pages.messagePage(paths, "Signed out", "Your session has ended. Sign in again.", `${base}/sign-in`), { "Set-Cookie": clear });

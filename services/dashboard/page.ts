@@ -82,22 +82,32 @@ export function notice(text: string, kind: "ok" | "error" | "warning" = "ok"): s
 function secretFormPage(
   paths: DashboardPaths,
   csrf: string,
-  o: { title: string; action: string; formId: string; fieldId: string; name: string; label: string; help: string; after?: string; message?: string },
+  o: { title: string; action: string; formId: string; fieldId: string; name: string; label: string; help: string; after?: string; message?: string; replacing?: SignedIn },
 ): string {
+  // Signed in already: the form says so and is sent only by a click (the script does not send it).
+  const replacing = o.replacing
+    ? `${notice(`You are signed in to ${o.replacing.merchantId} (${o.replacing.environment === "live" ? "Live" : "Test"}). Signing in here ends that session.`)}`
+    : "";
   return document({
     title: o.title,
     paths,
     body: `<main id="main" class="narrow" tabindex="-1">
 <h1>${e(o.title)}</h1>
-${o.message ? notice(o.message, "error") : ""}<form method="post" action="${e(`${paths.base}/${o.action}`)}" class="stack" id="${o.formId}">
-${csrfField(csrf)}
+${o.message ? notice(o.message, "error") : ""}${replacing}<form method="post" action="${e(`${paths.base}/${o.action}`)}" class="stack" id="${o.formId}"${o.replacing ? ' data-confirm="replace"' : ""}>
+${csrfField(csrf)}${o.replacing ? '\n<input type="hidden" name="replace" value="1">' : ""}
 <label for="${o.fieldId}">${e(o.label)}</label>
 <input id="${o.fieldId}" name="${o.name}" type="password" autocomplete="off" spellcheck="false" required maxlength="128" aria-describedby="${o.fieldId}-help">
 <p id="${o.fieldId}-help" class="help">${e(o.help)}</p>
-<button type="submit" class="button">Sign in</button>
+<button type="submit" class="button">${o.replacing ? "Sign out there and sign in here" : "Sign in"}</button>
 </form>
 ${o.after ?? ""}</main>`,
   });
+}
+
+/** The session a browser already has when it opens a sign-in page. */
+export interface SignedIn {
+  merchantId: string;
+  environment: string;
 }
 
 /** The sign-in page: an API key form (and where the one-time link goes). */
@@ -118,9 +128,10 @@ export function signInPage(paths: DashboardPaths, csrf: string, message?: string
 /**
  * Where a one-time link lands (…/link#token=…): the token is in the fragment, which never reaches
  * a server; the page's script puts it into this form and sends it. Without JavaScript, paste the
- * part after "#token=" into the field.
+ * part after "#token=" into the field. A browser signed in already is asked first: a link someone
+ * sent would otherwise move it into their shop without a word.
  */
-export function linkPage(paths: DashboardPaths, csrf: string, message?: string): string {
+export function linkPage(paths: DashboardPaths, csrf: string, message?: string, replacing?: SignedIn): string {
   return secretFormPage(paths, csrf, {
     title: "Sign in with a link",
     action: "link",
@@ -130,6 +141,7 @@ export function linkPage(paths: DashboardPaths, csrf: string, message?: string):
     label: "Sign-in link token",
     help: "Filled in from the link. Without JavaScript, paste the part of the link after “#token=”.",
     message,
+    replacing,
   });
 }
 

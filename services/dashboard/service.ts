@@ -6,7 +6,6 @@ import type { EntityManager } from "../platform/db.ts";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DashboardService, IntentEventSchema, type DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
 import { readOnlyScopes } from "../auth/dashboard-sessions.ts";
-import { scopes } from "../auth/keys.ts";
 import type { MerchantPrincipal } from "../auth/principal.ts";
 import { apiError } from "../platform/errors.ts";
 import { inTransaction, merchantRequest, requestOf } from "../rpc/context.ts";
@@ -51,13 +50,15 @@ function sessionRequest(ctx: HandlerContext) {
 }
 
 function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" | "expiresAt" | "idleSeconds">, scopes: Iterable<string>, token?: string): DashboardSession {
+  const granted = [...scopes].sort();
   return {
     $typeName: "payments.v1.DashboardSession",
     token,
     merchantId: s.merchantId,
     environment: s.environment,
-    scopes: [...scopes].sort(),
-    readOnly: s.readOnly,
+    scopes: granted,
+    // Read-only as the merchant sees it: a read-only link, or nothing it may write.
+    readOnly: s.readOnly || !granted.some((g) => g.endsWith(":write")),
     expiresAt: timestampFromDate(s.expiresAt),
     idleSeconds: s.idleSeconds,
   };
@@ -76,7 +77,8 @@ export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof Dashbo
     async exchangeDashboardLink(req, ctx) {
       const { em } = requestOf(ctx, "public");
       const opened = await inTransaction(em, (tx) => exchangeDashboardLink(tx, req.token, lifetime));
-      return { data: view(opened, opened.readOnly ? readOnlyScopes(scopes) : scopes, opened.token) };
+      const granted = opened.scopes ?? [];
+      return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, opened.token) };
     },
     async getDashboardSession(_req, ctx) {
       const { principal } = sessionRequest(ctx);

@@ -2,7 +2,7 @@
  * Dashboard sessions and one-time links at rest: created here, resolved as callers in
  * services/auth/dashboard-sessions.ts. Tokens are returned once and kept only as hashes.
  */
-import { generateDashboardLink, generateDashboardSession, hashApiKey, isDashboardLinkToken, type Environment } from "../auth/keys.ts";
+import { generateDashboardLink, generateDashboardSession, hashApiKey, isDashboardLinkToken, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
@@ -23,6 +23,8 @@ export interface OpenedSession {
   readOnly: boolean;
   expiresAt: Date;
   idleSeconds: number;
+  /** A link's session: the scopes its link names (a key's session has its key's). */
+  scopes?: string[];
 }
 
 async function insertSession(
@@ -46,11 +48,17 @@ export function openKeySession(em: EntityManager, key: { keyId: string; merchant
   return insertSession(em, { merchantId: key.merchantId, environment: key.environment, apiKeyId: key.keyId, linkId: null, readOnly: false }, lifetime);
 }
 
-/** Issues a one-time link to a merchant's dashboard; its token is returned once. */
+/** What a link's session may do when its issuer names nothing: read, never write. */
+export const defaultLinkScopes: readonly Scope[] = ["payment_intents:read", "webhooks:read", "merchant:readiness"];
+
+/** Issues a one-time link to a merchant's dashboard, its session limited to `scopes`; its token is returned once. */
 export async function createDashboardLink(
   em: EntityManager,
-  o: { merchantId: string; environment: Environment; readOnly: boolean; ttlSeconds: number },
-): Promise<{ id: string; token: string; expiresAt: Date }> {
+  o: { merchantId: string; environment: Environment; readOnly: boolean; ttlSeconds: number; scopes: readonly string[] },
+): Promise<{ id: string; token: string; expiresAt: Date; scopes: Scope[] }> {
+  const unknown = o.scopes.find((s) => !isScope(s));
+  if (unknown !== undefined) throw apiError("validation_failed", `Unknown scope "${unknown}": one of ${allScopes.join(", ")}.`, "scopes");
+  const scopes = o.scopes.length === 0 ? [...defaultLinkScopes] : ([...new Set(o.scopes)] as Scope[]);
   const ttl = o.ttlSeconds === 0 ? linkTtlSeconds.default : o.ttlSeconds;
   if (ttl < linkTtlSeconds.min || ttl > linkTtlSeconds.max) {
     throw apiError("validation_failed", `ttl_seconds must be from ${linkTtlSeconds.min} to ${linkTtlSeconds.max}.`, "ttl_seconds");
@@ -61,10 +69,69 @@ export async function createDashboardLink(
   const now = new Date();
   const row = { id: newId("dlk"), expiresAt: new Date(now.getTime() + ttl * 1000) };
   await em.execute(
-    `insert into dashboard_links (id, merchant_id, environment, secret_hash, read_only, created_at, expires_at) values (?, ?, ?, ?, ?, ?, ?)`,
-    [row.id, o.merchantId, o.environment, hashApiKey(token), o.readOnly, now, row.expiresAt],
+    `insert into dashboard_links (id, merchant_id, environment, secret_hash, read_only, scopes, created_at, expires_at) values (?, ?, ?, ?, ?, ?::text[], ?, ?)`,
+    [row.id, o.merchantId, o.environment, hashApiKey(token), o.readOnly, `{${scopes.join(",")}}`, now, row.expiresAt],
   );
-  return { id: row.id, token, expiresAt: row.expiresAt };
+  return { id: row.id, token, expiresAt: row.expiresAt, scopes };
+}
+
+/** Where a link signs in: its token in the fragment, which no server, proxy or log on the way sees. */
+export function dashboardLinkUrl(dashboardBaseUrl: string, token: string): string {
+  return `${dashboardBaseUrl.replace(/\/+$/, "")}/link#token=${token}`;
+}
+
+/** Revokes a link: unused, it can no longer be; used, its session ends at its next request. */
+export async function revokeDashboardLink(em: EntityManager, linkId: string): Promise<{ id: string; merchant: string; revoked_at: string }> {
+  const [row] = await em.execute<{ id: string; merchant_id: string; revoked_at: Date | string }[]>(
+    `update dashboard_links set revoked_at = coalesce(revoked_at, now()) where id = ? returning id, merchant_id, revoked_at`,
+    [linkId],
+  );
+  if (!row) throw apiError("not_found", `No dashboard link ${linkId}.`, "id");
+  return { id: row.id, merchant: row.merchant_id, revoked_at: new Date(row.revoked_at).toISOString() };
+}
+
+export interface SessionListing {
+  id: string;
+  environment: string;
+  /** What it was signed in with: "api_key" (key_id) or "link" (link_id). */
+  via: "api_key" | "link";
+  key_id: string | null;
+  link_id: string | null;
+  read_only: boolean;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+}
+
+/** A merchant's sessions still open (not signed out, revoked or past their absolute expiry), newest first. */
+export async function listDashboardSessions(em: EntityManager, merchantId: string): Promise<SessionListing[]> {
+  const rows = await em.execute<{ id: string; environment: string; api_key_id: string | null; link_id: string | null; read_only: boolean; created_at: Date | string; last_seen_at: Date | string; expires_at: Date | string }[]>(
+    `select id, environment, api_key_id, link_id, read_only, created_at, last_seen_at, expires_at from dashboard_sessions
+      where merchant_id = ? and revoked_at is null and expires_at > now() order by created_at desc, id desc`,
+    [merchantId],
+  );
+  const iso = (v: Date | string) => new Date(v).toISOString();
+  return rows.map((r) => ({
+    id: r.id,
+    environment: r.environment,
+    via: r.api_key_id !== null ? "api_key" : "link",
+    key_id: r.api_key_id,
+    link_id: r.link_id,
+    read_only: r.read_only,
+    created_at: iso(r.created_at),
+    last_seen_at: iso(r.last_seen_at),
+    expires_at: iso(r.expires_at),
+  }));
+}
+
+/** Ends a merchant's sessions (one, by id, or all): each is refused from its next request. */
+export async function revokeDashboardSessions(em: EntityManager, merchantId: string, sessionId?: string): Promise<{ merchant: string; revoked: string[] }> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update dashboard_sessions set revoked_at = now() where merchant_id = ? and revoked_at is null ${sessionId === undefined ? "" : "and id = ?"} returning id`,
+    sessionId === undefined ? [merchantId] : [merchantId, sessionId],
+  );
+  if (sessionId !== undefined && rows.length === 0) throw apiError("not_found", `No open dashboard session ${sessionId} of merchant ${merchantId}.`, "id");
+  return { merchant: merchantId, revoked: rows.map((r) => r.id).sort() };
 }
 
 /**
@@ -75,14 +142,15 @@ export async function createDashboardLink(
 export async function exchangeDashboardLink(tx: EntityManager, token: string, lifetime: SessionLifetime): Promise<OpenedSession> {
   const refused = () => apiError("invalid_api_key", "This sign-in link is not valid: it may have been used already or have expired. Ask for a new one.");
   if (!isDashboardLinkToken(token)) throw refused();
-  const [link] = await tx.execute<{ id: string; merchant_id: string; environment: string; read_only: boolean; expires_at: Date | string }[]>(
-    `update dashboard_links set used_at = now() where secret_hash = ? and used_at is null and expires_at > now()
-     returning id, merchant_id, environment, read_only, expires_at`,
+  const [link] = await tx.execute<{ id: string; merchant_id: string; environment: string; read_only: boolean; scopes: string[]; expires_at: Date | string }[]>(
+    `update dashboard_links set used_at = now() where secret_hash = ? and used_at is null and revoked_at is null and expires_at > now()
+     returning id, merchant_id, environment, read_only, scopes, expires_at`,
     [hashApiKey(token)],
   );
   if (!link) throw refused();
   const environment: Environment = link.environment === "live" ? "live" : "test";
-  return insertSession(tx, { merchantId: link.merchant_id, environment, apiKeyId: null, linkId: link.id, readOnly: link.read_only }, lifetime);
+  const opened = await insertSession(tx, { merchantId: link.merchant_id, environment, apiKeyId: null, linkId: link.id, readOnly: link.read_only }, lifetime);
+  return { ...opened, scopes: link.scopes };
 }
 
 /** Signs a session out: its token is refused from now on. */

@@ -13,7 +13,7 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import t from "tap";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
-import { call, idemKey, sampleIntent, until } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
 import { finished, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -206,4 +206,36 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   t.match(await again.locator("main").textContent(), "not valid", "a link works once");
 
   t.same(problems, [], "no CSP violation or script error on any page");
+});
+
+t.test("signed in to one shop, a link to another asks first: nothing changes until its button is pressed", { skip: noBrowser }, async (t) => {
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  t.teardown(() => browser.close());
+  const problems: string[] = [];
+  const page = await newPage(browser, problems);
+  await page.goto(`${dash}/sign-in`);
+  await page.getByLabel("API key").fill(creds.key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${dash}/payments`);
+
+  // Another merchant's link, as someone might send it.
+  const other = await merchantWithKey(s.app);
+  const { credential } = await createInternalCredential(s.app.db.em.fork(), "dashboard link test", ["admin"], "test");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: s.rpcUrl }));
+  const link = await admin.createDashboardLink({ merchant: other.merchant }, { headers: { authorization: `Bearer ${credential}` } });
+  await page.goto(link.url.replace("http://127.0.0.1", base));
+  await page.waitForLoadState("networkidle");
+  t.equal(new URL(page.url()).pathname, "/dashboard/link", "still on the link's page: not sent");
+  t.notMatch(page.url(), "token", "the token left the address bar all the same");
+  t.match(await page.locator("main").textContent(), `You are signed in to ${creds.merchant}`, "the page says which shop it would end");
+  await check(t, page, "link-asks-first");
+  await page.goto(`${dash}/payments`);
+  t.match(await page.locator("header").textContent(), creds.merchant, "still in the first shop");
+
+  await page.goto(link.url.replace("http://127.0.0.1", base));
+  await page.getByRole("button", { name: "Sign out there and sign in here" }).click();
+  await page.waitForURL(`${dash}/payments`);
+  t.match(await page.locator("header").textContent(), other.merchant, "in the link's shop once asked");
+  t.match(await page.locator("header").textContent(), "Read-only", "with the link's scopes: read-only by default");
+  t.same(problems, [], "no CSP violation or script error");
 });

@@ -204,11 +204,12 @@ t.test("a one-time link (AdminService and the admin CLI): works once; a read-onl
   t.equal(again.status, 401, "the link works once");
   t.match(again.body, "not valid");
 
-  const out = await runCli("services/app/admin.ts", cliEnv, "dashboard-link", "--merchant", a.merchant, "--environment", "test", "--ttl", "5m");
+  const out = await runCli("services/app/admin.ts", cliEnv, "dashboard-link", "--merchant", a.merchant, "--environment", "test", "--ttl", "5m", "--scopes", "payment_intents:read,payment_intents:write");
   t.equal(out.code, 0, out.stderr);
   const printed = JSON.parse(out.stdout);
   t.match(printed.url, /\/dashboard\/link#token=dlk_/);
   t.equal(printed.read_only, false);
+  t.same(printed.scopes, ["payment_intents:read", "payment_intents:write"], "the scopes named");
   const full = dashboardClient(s.base);
   t.equal((await full.exchange(printed.url.split("#token=")[1])).status, 303);
   t.match((await full.get(`/dashboard/payments/${pi.public_id}`)).body, /Cancel payment/, "a full link's session may act");

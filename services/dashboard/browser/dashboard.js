@@ -1,6 +1,7 @@
 // The dashboard's one script, an enhancement only: every page works without it.
 // - A one-time link's page (…/link#token=…) moves the token from the fragment into its form and
-//   sends it, so the token never sits in the address bar or the history.
+//   sends it, so the token never sits in the address bar or the history; a browser signed in
+//   already is asked first (the form's button), so a link cannot switch its shop unseen.
 // - Copy buttons (the signing secret, shown once) copy their data-copy text.
 (function () {
   "use strict";
@@ -12,7 +13,8 @@
     field.value = match[1];
     // Out of the address bar and history before anything else happens.
     if (window.history && window.history.replaceState) window.history.replaceState(null, "", window.location.pathname);
-    form.submit();
+    // Signed in already (data-confirm): the merchant decides, by the form's own button.
+    if (!form.hasAttribute("data-confirm")) form.submit();
   }
 
   function copyText(text) {

@@ -44,6 +44,7 @@ import { Migration20261202130000_DeliveryCause } from "./Migration20261202130000
 import { Migration20261202140000_BaseArbitrumTestSequences } from "./Migration20261202140000_BaseArbitrumTestSequences.ts";
 import { Migration20261202150000_EveryEventType } from "./Migration20261202150000_EveryEventType.ts";
 import { Migration20261202160000_EvmSharedIndex } from "./Migration20261202160000_EvmSharedIndex.ts";
+import { Migration20261202170000_DashboardLinkScopes } from "./Migration20261202170000_DashboardLinkScopes.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -92,4 +93,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202140000_BaseArbitrumTestSequences", class: Migration20261202140000_BaseArbitrumTestSequences },
   { name: "Migration20261202150000_EveryEventType", class: Migration20261202150000_EveryEventType },
   { name: "Migration20261202160000_EvmSharedIndex", class: Migration20261202160000_EvmSharedIndex },
+  { name: "Migration20261202170000_DashboardLinkScopes", class: Migration20261202170000_DashboardLinkScopes },
 ];
