@@ -22,7 +22,7 @@ export interface CheckoutPagesOptions {
    * The shopper view of an intent, or undefined when there is no such intent. `clientAddress` is
    * whom the lookup counts against (GetCheckout is limited per client address).
    */
-  getCheckout: (id: string, clientAddress: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean } | undefined>;
+  getCheckout: (id: string, clientAddress: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean; merchantName?: string } | undefined>;
   /** Where failures of getCheckout are logged (the shopper sees none of it). */
   logger?: Logger;
   /** The clock the page's countdown starts from. */
@@ -159,7 +159,7 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
         body = Buffer.from(JSON.stringify(checkoutStatus(found.data)));
         headers = jsonHeaders;
       } else {
-        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths));
+        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths, found.merchantName));
       }
     } catch (err) {
       const refused = ConnectError.from(err);
@@ -190,11 +190,11 @@ export function checkoutLookup(transport: Transport): CheckoutPagesOptions["getC
   return async (publicId, clientAddress) => {
     try {
       // The address as the gateway's own routes pass it: a context value in this process, X-Forwarded-For to an rpc process.
-      const { data, testMode } = await client.getCheckout(
+      const { data, testMode, merchantName } = await client.getCheckout(
         { publicId },
         { timeoutMs: 10_000, headers: { "x-forwarded-for": clientAddress }, contextValues: createContextValues().set(clientAddressKey, clientAddress) },
       );
-      return data && { data, testMode };
+      return data && { data, testMode, merchantName };
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
       throw err;

@@ -274,7 +274,7 @@ ${o.body}
 }
 
 /** The checkout page of one intent, as of `now`. */
-export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths = defaultPaths): Promise<string> {
+export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths = defaultPaths, merchantName = ""): Promise<string> {
   const e = escapeHtml;
   const status = checkoutStatus(view);
   const text = statusText(view);
@@ -328,7 +328,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
   data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
 <header class="head">
-  <h1 class="title">Payment</h1>
+  <h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
 ${price}  <p class="network">on <span id="network">${e(network)}</span></p>
 </header>
@@ -341,7 +341,7 @@ ${instructions}
 ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
 <footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
 </main>`;
-  return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}`, paths, body, script: true });
+  return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}${merchantName ? ` to ${merchantName}` : ""}`, paths, body, script: true });
 }
 
 /** The page for an unknown or malformed id, and for any other path under the checkout path. */

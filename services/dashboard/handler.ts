@@ -144,7 +144,11 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
     if (err instanceof FormError) return new PageError(err.status, "Not done", err.message);
     const view = describeError(err);
     if (view.code === "not_found") return new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
-    if (view.code === "insufficient_scope") return new PageError(403, "Not allowed", "This session may not do that: its key or link does not allow it.");
+    if (view.code === "insufficient_scope") {
+      // The API names the scope it lacks ("… lacks the scope webhooks:read."): the page says which.
+      const scope = /scope ([a-z_]+:[a-z_]+)/.exec(view.message)?.[1];
+      return new PageError(403, "Not allowed", `This session may not do that${scope ? `: it needs the ${scope} scope, which its key or link does not have` : ": its key or link does not allow it"}. Sign in with a key that has it, or ask for a link that names it.`);
+    }
     if (view.code === "rate_limited") return new PageError(429, "Too many requests", "Too many requests: wait a minute, then try again.");
     if (view.status >= 500) return new PageError(view.status, "Something went wrong", "This page cannot be shown right now. Please try again in a moment.");
     return new PageError(view.status, "Not done", view.message);

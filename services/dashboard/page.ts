@@ -37,10 +37,11 @@ function document(o: { title: string; paths: DashboardPaths; body: string }): st
   return htmlDocument({ title: `${o.title} — Dashboard`, paths: o.paths, script: true, body: `<a class="skip" href="#main">Skip to content</a>\n${o.body}` });
 }
 
+/** The sections, each shown only to a session whose scopes can read it. */
 const navItems = [
-  ["payments", "Payments"],
-  ["webhooks", "Webhooks"],
-  ["readiness", "Go-live readiness"],
+  ["payments", "Payments", "payment_intents:read"],
+  ["webhooks", "Webhooks", "webhooks:read"],
+  ["readiness", "Go-live readiness", "merchant:readiness"],
 ] as const;
 
 /** A signed-in page: the header with the environment and merchant, the navigation, then `main`. */
@@ -48,13 +49,15 @@ export function layout(paths: DashboardPaths, v: Viewer, o: { title: string; sec
   const s = v.session;
   const env = s.environment === "live" ? `<span class="env env-live">Live</span>` : `<span class="env env-test">Test mode</span>`;
   const nav = navItems
+    .filter(([, , scope]) => s.scopes.includes(scope))
     .map(([path, label]) => `<li><a href="${e(`${paths.base}/${path}`)}"${o.section === path ? ` aria-current="page"` : ""}>${label}</a></li>`)
     .join("");
+  const who = s.merchantName ? `<strong>${e(s.merchantName)}</strong> <code>${e(s.merchantId)}</code>` : `Merchant <code>${e(s.merchantId)}</code>`;
   return document({
     title: o.title,
     paths,
     body: `<header class="top">
-<p class="who">${env} <span class="merchant">Merchant <code>${e(s.merchantId)}</code></span>${s.readOnly ? ` <span class="badge">Read-only</span>` : ""}</p>
+<p class="who">${env} <span class="merchant">${who}</span>${s.readOnly ? ` <span class="badge">Read-only</span>` : ""}</p>
 <nav aria-label="Sections"><ul class="nav">${nav}</ul></nav>
 <form method="post" action="${e(`${paths.base}/sign-out`)}" class="sign-out">${csrfField(v.csrf)}<button type="submit" class="button button-secondary">Sign out</button></form>
 </header>

@@ -6,6 +6,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DashboardService, IntentEventSchema, type DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
 import { readOnlyScopes } from "../auth/dashboard-sessions.ts";
+import { merchantName } from "../auth/merchants.ts";
 import type { MerchantPrincipal } from "../auth/principal.ts";
 import { apiError } from "../platform/errors.ts";
 import { inTransaction, merchantRequest, requestOf } from "../rpc/context.ts";
@@ -49,12 +50,13 @@ function sessionRequest(ctx: HandlerContext) {
   return request as typeof request & { principal: MerchantPrincipal & { session: NonNullable<MerchantPrincipal["session"]> } };
 }
 
-function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" | "expiresAt" | "idleSeconds">, scopes: Iterable<string>, token?: string): DashboardSession {
+function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" | "expiresAt" | "idleSeconds">, scopes: Iterable<string>, merchantName: string, token?: string): DashboardSession {
   const granted = [...scopes].sort();
   return {
     $typeName: "payments.v1.DashboardSession",
     token,
     merchantId: s.merchantId,
+    merchantName,
     environment: s.environment,
     scopes: granted,
     // Read-only as the merchant sees it: a read-only link, or nothing it may write.
@@ -72,17 +74,17 @@ export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof Dashbo
       const { em } = requestOf(ctx, "public");
       const principal = await keyOf(em, req.apiKey);
       const opened = await openKeySession(em, principal, lifetime);
-      return { data: view(opened, principal.scopes, opened.token) };
+      return { data: view(opened, principal.scopes, await merchantName(em, opened.merchantId), opened.token) };
     },
     async exchangeDashboardLink(req, ctx) {
       const { em } = requestOf(ctx, "public");
       const opened = await inTransaction(em, (tx) => exchangeDashboardLink(tx, req.token, lifetime));
       const granted = opened.scopes ?? [];
-      return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, opened.token) };
+      return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, await merchantName(em, opened.merchantId), opened.token) };
     },
     async getDashboardSession(_req, ctx) {
-      const { principal } = sessionRequest(ctx);
-      return { data: view({ ...principal, ...principal.session }, principal.scopes) };
+      const { principal, em } = sessionRequest(ctx);
+      return { data: view({ ...principal, ...principal.session }, principal.scopes, await merchantName(em, principal.merchantId)) };
     },
     async endDashboardSession(_req, ctx) {
       const { principal, em } = sessionRequest(ctx);

@@ -77,6 +77,7 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.waitForURL(`${dash}/payments`);
   t.match(await page.locator("header").textContent(), "Test mode", "the environment on every page");
+  t.match(await page.locator("header").textContent(), "Test Shop", "and the shop's name");
 
   // An intent made through the API appears, found by its reference and by its deposit address.
   const reference = `order-${Date.now()}`;

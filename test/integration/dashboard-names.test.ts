@@ -1,0 +1,46 @@
+// The shop's name where people look for it (issue 64): the dashboard's header names the merchant
+// (admin merchant create --name) beside its id, and the checkout page says whom the shopper pays;
+// the dashboard shows only the sections a session may read, and a refusal names the scope missing.
+// Real service and PostgreSQL, HTTP as a browser sends it.
+import t from "tap";
+import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
+import { call, idemKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
+import { dashboardClient } from "../helpers/dashboard.ts";
+
+const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: "1000" });
+const em = () => s.app.db.em.fork();
+const shop = await createMerchant(em(), "Ana's Bakery & Café");
+const full = await createApiKey(em(), shop.id, "test", ["payment_intents:read", "payment_intents:write", "webhooks:read", "webhooks:write", "merchant:readiness"]);
+const reader = await createApiKey(em(), shop.id, "test", ["payment_intents:read"]);
+
+t.test("the dashboard's header names the shop, escaped, beside its id", async (t) => {
+  const c = dashboardClient(s.base);
+  t.equal((await c.signIn(full.api_key)).status, 303);
+  const page = (await c.get("/dashboard/payments")).body;
+  const header = page.slice(page.indexOf('<header class="top">'), page.indexOf("</header>"));
+  t.match(header, "<strong>Ana&#39;s Bakery &amp; Café</strong>", "the name, HTML-escaped");
+  t.match(header, `<code>${shop.id}</code>`, "and the id");
+  for (const section of ["Payments", "Webhooks", "Go-live readiness"]) t.match(header, `>${section}</a>`, `${section} in the navigation`);
+});
+
+t.test("the checkout page says whom the shopper pays", async (t) => {
+  const res = await call(s.base, "POST", `/api/v1/merchants/${shop.id}/payment-intents`, { key: full.api_key, idempotencyKey: idemKey(), body: sampleIntent });
+  const page = await fetch(`${s.base}/checkout/${res.body.data.public_id}`);
+  const html = await page.text();
+  t.equal(page.status, 200);
+  t.match(html, '<h1 class="title">Pay Ana&#39;s Bakery &amp; Café</h1>');
+  t.match(html, /<title>[^<]* to Ana&#39;s Bakery &amp; Café<\/title>/);
+});
+
+t.test("a session sees only the sections it may read, and a refusal names the scope it lacks", async (t) => {
+  const c = dashboardClient(s.base);
+  await c.signIn(reader.api_key);
+  const page = (await c.get("/dashboard/payments")).body;
+  const header = page.slice(page.indexOf('<header class="top">'), page.indexOf("</header>"));
+  t.match(header, ">Payments</a>");
+  t.notMatch(header, ">Webhooks</a>", "no Webhooks without webhooks:read");
+  t.notMatch(header, ">Go-live readiness</a>", "no readiness without merchant:readiness");
+  const refused = await c.get("/dashboard/readiness");
+  t.equal(refused.status, 403);
+  t.match(refused.body, "it needs the merchant:readiness scope, which its key or link does not have");
+});
