@@ -4,6 +4,7 @@ import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { dashboardPages } from "../dashboard/handler.ts";
 import { dashboardCallSecret } from "../auth/dashboard-sessions.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { rootPages } from "../dashboard/root.ts";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/worker-role.ts";
 import { attemptSpanSeconds, schedule as retrySchedule } from "../delivery/schedule.ts";
@@ -214,6 +215,7 @@ export async function startApp(o: AppOptions): Promise<App> {
               callProofSecret: inProcess ? undefined : dashboardCallSecret(o.masterKey),
               logger,
             }),
+            rootPages({ dashboardBaseUrl: config.dashboardBaseUrl }),
             checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger }),
           ],
         }),

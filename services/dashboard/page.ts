@@ -355,23 +355,32 @@ function causeNote(d: WebhookDelivery): string {
   return "";
 }
 
-/** Deliveries with each attempt: time, status code, duration, response excerpt; replay where allowed. */
+/**
+ * Deliveries with each attempt: time, status code, duration, response excerpt. Any delivery that
+ * has ended (delivered or failed) can be replayed, as the API allows; one replayed already says
+ * by which delivery, and offers to replay it again.
+ */
 export function deliveriesTable(paths: DashboardPaths, v: Viewer, deliveries: WebhookDelivery[], idem: () => string): string {
   if (deliveries.length === 0) return `<p>No deliveries.</p>`;
+  const replays = new Map<string, string[]>();
+  for (const d of deliveries) if (d.replayOf) replays.set(d.replayOf, [...(replays.get(d.replayOf) ?? []), d.id]);
   return `<ol class="deliveries" id="deliveries">
 ${deliveries
   .map((d) => {
+    const replayedAs = replays.get(d.id) ?? [];
+    const replayedNote = replayedAs.length ? `<p class="help">Replayed as ${replayedAs.map((id) => `<code>${e(id)}</code>`).join(", ")}.</p>\n` : "";
     const attempts = d.attempts
       .map(
         (a) =>
           `<tr><td class="num">${a.number}</td><td>${when(a.startedAt)}</td><td>${a.statusCode ?? "—"}</td><td class="num">${a.durationMs} ms</td><td>${e(a.outcome)}${a.error ? ` (${e(a.error)})` : ""}</td><td><code class="excerpt">${e(a.responseExcerpt ?? "")}</code></td></tr>`,
       )
       .join("");
-    const replay = can(v, "webhooks:write") && d.status === "failed" ? actionForm(v, `${paths.base}/deliveries/${d.id}/replay`, "Replay", { idem: idem() }) : "";
+    const ended = d.status === "delivered" || d.status === "failed";
+    const replay = can(v, "webhooks:write") && ended ? actionForm(v, `${paths.base}/deliveries/${d.id}/replay`, replayedAs.length ? "Replay again" : "Replay", { idem: idem() }) : "";
     return `<li class="delivery" data-delivery="${e(d.id)}" data-status="${e(d.status)}" data-cause="${e(d.cause)}">
 <p><strong>${e(d.eventType)}</strong> <span class="status status-${e(d.status)}">${e(d.status)}</span> — delivery <code>${e(d.id)}</code> of event <a href="${e(`${paths.base}/deliveries?event=${d.eventId}`)}"><code>${e(d.eventId)}</code></a> to <a href="${e(`${paths.base}/webhooks/${d.endpointId}`)}"><code>${e(d.endpointId)}</code></a>${causeNote(d)}, ${when(d.createdAt)}</p>
 ${d.attempts.length === 0 ? "<p>No attempt yet.</p>" : `<div class="scroll"><table class="attempts"><caption>Attempts</caption><thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">Status code</th><th scope="col">Duration</th><th scope="col">Outcome</th><th scope="col">Response</th></tr></thead><tbody>${attempts}</tbody></table></div>`}
-${replay}
+${replayedNote}${replay}
 </li>`;
   })
   .join("\n")}

@@ -146,6 +146,10 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   t.match(await delivered.textContent(), "webhook.test");
   t.match(await delivered.locator(".attempts tbody tr").first().textContent(), "200", "the attempt's status code");
   await check(t, page, "endpoint");
+  // A delivered delivery is replayed too, as the API allows.
+  await delivered.getByRole("button", { name: "Replay" }).click();
+  await page.waitForURL(/done=replayed/);
+  t.equal(await page.locator(`.delivery[data-status="delivered"]`).first().getByRole("button", { name: /Replay/ }).count(), 1, "a delivered delivery offers Replay");
 
   // A failed delivery, replayed from the dashboard.
   const failing = await s.createEndpoint("/fail");
@@ -162,6 +166,9 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
     return list.body.data.find((d: { replay_of?: string }) => d.replay_of === failed.id);
   }, 10_000);
   t.ok(await page.locator(`.delivery[data-delivery="${replay.id}"]`).count(), "the new delivery is listed");
+  const original = page.locator(`.delivery[data-delivery="${failed.id}"]`);
+  t.match(await original.textContent(), `Replayed as ${replay.id}`, "the original says by which delivery it was replayed");
+  t.equal(await original.getByRole("button", { name: "Replay again" }).count(), 1, "and offers to replay it again, so named");
   await page.goto(`${dash}/deliveries?event=${failed.event_id}`);
   t.equal(await page.locator(".delivery").count(), 2, "per event: the delivery and its replay");
   await check(t, page, "deliveries");

@@ -44,3 +44,16 @@ t.test("a session sees only the sections it may read, and a refusal names the sc
   t.equal(refused.status, 403);
   t.match(refused.body, "it needs the merchant:readiness scope, which its key or link does not have");
 });
+
+t.test("GET / goes to the dashboard, and /favicon.ico is an icon: no JSON 404 for a browser's first request", async (t) => {
+  const root = await fetch(`${s.base}/`, { redirect: "manual" });
+  t.equal(root.status, 302);
+  t.equal(root.headers.get("location"), "http://127.0.0.1/dashboard", "DASHBOARD_BASE_URL");
+  const icon = await fetch(`${s.base}/favicon.ico`);
+  t.equal(icon.status, 200);
+  t.equal(icon.headers.get("content-type"), "image/svg+xml");
+  t.match(await icon.text(), /^<svg /);
+  const other = await fetch(`${s.base}/nothing-here`);
+  t.equal(other.status, 404, "any other path is the API's 404 as before");
+  t.equal((await other.json()).error.code, "route_not_found");
+});
