@@ -65,6 +65,7 @@ const doneTexts: Readonly<Record<string, string>> = {
   enabled: "Endpoint enabled.",
   tested: "Test event sent: its delivery is listed below.",
   replayed: "Delivery replayed: the new delivery is listed below.",
+  updated: "Endpoint saved: its event types apply to events from now on.",
 };
 
 /** A refusal or failure shown as a page of its own, with its HTTP status. */
@@ -355,6 +356,14 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           ]);
           if (!endpoint.data) throw new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
           html(req, res, 200, pages.endpointPage(paths, v, { endpoint: endpoint.data, deliveries: deliveries.data, idem: newIdem, next: deliveries.hasMore ? deliveries.nextCursor : undefined, notice: noticeOf() }));
+          return true;
+        }
+        case "POST webhooks/:id/update": {
+          const endpointId = idOf(second);
+          const events = form.get("events") ?? [];
+          if (events.length === 0) throw new PageError(400, "Not done", "Tick at least one event type (All (*) for every type).");
+          await webhooks.updateWebhookEndpoint({ merchant, endpointId, description: form.get("description")?.[0] ?? "", enabledEvents: events }, opts());
+          redirect(res, `${base}/webhooks/${endpointId}?done=updated`);
           return true;
         }
         case "POST webhooks/:id/disable":

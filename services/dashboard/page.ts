@@ -299,10 +299,11 @@ ${cancel}
 
 const eventChoices = [allEvents, ...eventTypes, ...extensionEventTypes];
 
-/** One checkbox of the endpoint form's event types; "*" (checked) says what it takes. */
-function eventChoice(type: string, i: number): string {
-  if (type !== allEvents) return `<label class="check"><input type="checkbox" name="events" value="${e(type)}" id="ev-${i}"> ${e(type)}</label>`;
-  return `<label class="check"><input type="checkbox" name="events" value="${e(type)}" checked id="ev-${i}" aria-describedby="ev-all-hint"> All (*)</label>
+/** One checkbox of an endpoint form's event types, ticked when `chosen` has it; "*" says what it takes. */
+function eventChoice(type: string, i: number, chosen: readonly string[] = [allEvents]): string {
+  const checked = chosen.includes(type) ? " checked" : "";
+  if (type !== allEvents) return `<label class="check"><input type="checkbox" name="events" value="${e(type)}"${checked} id="ev-${i}"> ${e(type)}</label>`;
+  return `<label class="check"><input type="checkbox" name="events" value="${e(type)}"${checked} id="ev-${i}" aria-describedby="ev-all-hint"> All (*)</label>
 <p class="help" id="ev-all-hint">Every event type below, payment.exception (a payment that will not count, e.g. in another asset) included, and types added later. Or tick only the types your receiver handles.</p>`;
 }
 
@@ -329,7 +330,7 @@ ${csrfField(v.csrf)}<input type="hidden" name="idem" value="${e(o.idem)}">
 <label for="ep-url">Endpoint URL</label><input id="ep-url" name="url" type="url" required maxlength="2048" placeholder="https://">
 <label for="ep-description">Description (optional)</label><input id="ep-description" name="description" maxlength="256">
 <fieldset><legend>Events to send</legend>
-${eventChoices.map(eventChoice).join("\n")}
+${eventChoices.map((type, i) => eventChoice(type, i)).join("\n")}
 </fieldset>
 <button type="submit" class="button">Add endpoint</button>
 </form></section>`
@@ -399,6 +400,18 @@ export function endpointPage(paths: DashboardPaths, v: Viewer, o: { endpoint: We
 ${disabled ? actionForm(v, `${paths.base}/webhooks/${ep.id}/enable`, "Enable endpoint", { id: "enable" }) : `${actionForm(v, `${paths.base}/webhooks/${ep.id}/test`, "Send test event", { id: "send-test" })} ${actionForm(v, `${paths.base}/webhooks/${ep.id}/disable`, "Disable endpoint", { danger: true, id: "disable" })}`}
 </section>`
     : "";
+  // Its event types and description, changed in place (UpdateWebhookEndpoint): for events from now on.
+  const edit = write
+    ? `<section aria-labelledby="ep-edit-h"><h2 id="ep-edit-h">Settings</h2>
+<form method="post" action="${e(`${paths.base}/webhooks/${ep.id}/update`)}" class="stack" id="edit-endpoint">
+${csrfField(v.csrf)}
+<label for="ep-description">Description</label><input id="ep-description" name="description" maxlength="256" value="${e(ep.description ?? "")}">
+<fieldset><legend>Events to send (from now on)</legend>
+${eventChoices.map((type, i) => eventChoice(type, i, ep.enabledEvents)).join("\n")}
+</fieldset>
+<button type="submit" class="button">Save</button>
+</form></section>`
+    : "";
   const more = o.next ? `<p><a rel="next" href="${e(`${paths.base}/webhooks/${ep.id}?cursor=${encodeURIComponent(o.next)}`)}">Older deliveries</a></p>` : "";
   return layout(paths, v, {
     title: `Endpoint ${ep.url}`,
@@ -412,6 +425,7 @@ ${disabled ? actionForm(v, `${paths.base}/webhooks/${ep.id}/enable`, "Enable end
       ["Created", when(ep.createdAt)],
     ])}
 ${actions}
+${edit}
 <section aria-labelledby="deliveries-h"><h2 id="deliveries-h">Deliveries</h2>
 ${deliveriesTable(paths, v, o.deliveries, o.idem)}
 ${more}</section>`,

@@ -22,7 +22,7 @@ import type { Owner } from "../auth/keys.ts";
 import { inTransaction, merchantRequest } from "../rpc/context.ts";
 import { WebhookEndpointRecord } from "./entities.ts";
 import { deliveryMessage, endpointMessage, type EndpointRow } from "./messages.ts";
-import { checkEnabledCap, findEndpoint, listEndpoints } from "./store.ts";
+import { checkEnabledCap, findEndpoint, listEndpoints, updateEndpoint } from "./store.ts";
 import { generateSigningSecret, type SecretBox } from "../platform/secrets.ts";
 
 export interface WebhookDeps {
@@ -108,6 +108,16 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
       });
       const { $typeName: _, ...endpoint } = endpointMessage(row);
       return { data: { ...endpoint, signingSecret } };
+    },
+
+    async updateWebhookEndpoint(req, ctx) {
+      const { principal, em } = merchantRequest(ctx);
+      // Its length was checked as sent (the field rules); blank clears it.
+      const description = req.description === undefined ? undefined : req.description.trim() || null;
+      const enabledEvents = req.enabledEvents.length === 0 ? undefined : enabledEventsOf(req.enabledEvents);
+      const row = await updateEndpoint(em, principal, req.endpointId, { description, enabledEvents });
+      if (!row) throw apiError("not_found", `No webhook endpoint ${req.endpointId}.`, "endpoint_id");
+      return { data: endpointMessage(row) };
     },
 
     async listWebhookEndpoints(req, ctx) {

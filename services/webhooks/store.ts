@@ -71,3 +71,25 @@ export async function merchantEndpoints(em: EntityManager, merchantId: string): 
   const rows = await em.execute<DbRow[]>(`select ${endpointColumns} from webhook_endpoints e where e.merchant_id = ? order by e.created_at desc, e.id desc`, [merchantId]);
   return rows.map(fromDb);
 }
+
+/**
+ * Changes an endpoint's description (null clears it) and event types, each only when given; the
+ * endpoint as it is now, or undefined when the owner has no such endpoint. The filter applies to
+ * events recorded from then on (events/record.ts reads it as each event is recorded).
+ */
+export async function updateEndpoint(em: EntityManager, owner: Owner, id: string, change: { description?: string | null; enabledEvents?: string[] }): Promise<EndpointRow | undefined> {
+  const sets: string[] = [];
+  const params: unknown[] = [];
+  if (change.description !== undefined) {
+    sets.push("description = ?");
+    params.push(change.description);
+  }
+  if (change.enabledEvents !== undefined) {
+    sets.push("enabled_events = ?::text[]");
+    params.push(`{${change.enabledEvents.join(",")}}`);
+  }
+  if (sets.length > 0) {
+    await em.execute(`update webhook_endpoints set ${sets.join(", ")} where id = ? and merchant_id = ? and environment = ?`, [...params, id, owner.merchantId, owner.environment]);
+  }
+  return findEndpoint(em, owner, id);
+}

@@ -55,5 +55,5 @@ t.test("GET / goes to the dashboard, and /favicon.ico is an icon: no JSON 404 fo
   t.match(await icon.text(), /^<svg /);
   const other = await fetch(`${s.base}/nothing-here`);
   t.equal(other.status, 404, "any other path is the API's 404 as before");
-  t.equal((await other.json()).error.code, "route_not_found");
+  t.equal(((await other.json()) as { error: { code: string } }).error.code, "route_not_found");
 });

@@ -192,6 +192,16 @@ t.test("every documented constraint is the validators' own, both ways", async (t
         return res;
       },
     },
+    UpdateWebhookEndpoint: {
+      body: { description: "orders", enabled_events: ["payment.confirmed"] },
+      send: async (body) => {
+        const made = await call(app.base, "POST", `${m}/webhook-endpoints`, { key: a.key, body: { url: "https://93.184.216.34/hooks" } });
+        const res = await call(app.base, "POST", `${m}/webhook-endpoints/${made.body.data.id}`, { key: a.key, body });
+        // Keep under the cap of enabled endpoints: each one made here is disabled again.
+        await call(app.base, "POST", `${m}/webhook-endpoints/${made.body.data.id}/disable`, { key: a.key, idempotencyKey: idemKey() });
+        return res;
+      },
+    },
     ListPaymentIntents: { send: (_b, q) => call(app.base, "GET", `${m}/payment-intents${q}`, { key: a.key }) },
     ListWebhookEndpoints: { send: (_b, q) => call(app.base, "GET", `${m}/webhook-endpoints${q}`, { key: a.key }) },
     ListWebhookDeliveries: { send: (_b, q) => call(app.base, "GET", `${m}/webhook-deliveries${q}`, { key: a.key }) },

@@ -297,6 +297,9 @@ t.test("contract: real responses of every documented route match the document", 
   t.equal((await api("GET", endpoint, { ...m, endpoint_id: we }, { key: a.key })).status, 200);
   t.equal((await api("GET", endpoint, { ...m, endpoint_id: "we_000000000000000000000000" }, { key: a.key })).status, 404);
   t.equal((await api("GET", endpoint, { ...m, endpoint_id: we }, { key: other.key })).status, 403, "another merchant's key on this merchant's path");
+  t.same((await api("POST", endpoint, { ...m, endpoint_id: we }, { key: a.key, body: { enabled_events: ["webhook_endpoint.disabled", "payment.confirmed"], description: "updated" } })).body.data?.enabled_events, ["webhook_endpoint.disabled", "payment.confirmed"]);
+  t.equal((await api("POST", endpoint, { ...m, endpoint_id: we }, { key: a.key, body: { enabled_events: ["payment.sideways"] } })).body.error?.param, "enabled_events");
+  t.equal((await api("POST", endpoint, { ...m, endpoint_id: "we_000000000000000000000000" }, { key: a.key, body: { description: "x" } })).status, 404);
 
   const tested = await api("POST", `${endpoint}/test`, { ...m, endpoint_id: we }, { key: a.key });
   t.equal(tested.status, 200);

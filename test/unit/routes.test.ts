@@ -25,6 +25,7 @@ t.test("the route table", async (t) => {
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
     "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints",
+    "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
     "POST /api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
@@ -33,10 +34,11 @@ t.test("the route table", async (t) => {
     "POST /api/v1/site-payment-intents",
     "POST /api/v1/terminal/pos/payment",
   ].sort());
-  // Only the create routes and simulate take a JSON body; the action routes take none.
+  // Only the create and update routes and simulate take a JSON body; the action routes take none.
   const creates = [
     "/api/v1/merchants/{merchant}/payment-intents",
     "/api/v1/merchants/{merchant}/webhook-endpoints",
+    "/api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
     "/api/v1/site-payment-intents",
     "/api/v1/terminal/pos/payment",
