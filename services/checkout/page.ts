@@ -37,7 +37,7 @@ export const statusTexts: Readonly<Record<string, { title: string; detail: strin
  */
 export const seenStatusText = {
   title: "Payment seen",
-  detail: "Your payment of {pending} {asset} is on the network, waiting for {confirmations} confirmation(s). Do not send it again; you can keep this page open.",
+  detail: "Your payment of {pending} {asset} is on the network: {seen} of {confirmations} confirmations so far. Do not send it again; you can keep this page open.",
 };
 
 /** Whether the amount seen but not counting covers what is due (decimal strings of one asset). */
@@ -115,6 +115,7 @@ export function statusText(view: ShopperPaymentIntent): { title: string; detail:
     received: view.amountReceived ?? "0",
     pending: view.amountPending ?? "0",
     confirmations: String(view.requiredConfirmations),
+    seen: String(view.pendingConfirmations ?? 0),
     asset: view.asset,
   };
   return { title: text.title, detail: text.detail.replace(/\{(\w+)\}/g, (m, name: string) => values[name] ?? m) };
@@ -146,6 +147,8 @@ export interface CheckoutStatus {
   amount_pending: string | null;
   /** The confirmations a payment needs to count. */
   required_confirmations: number;
+  /** The confirmations so far of what is pending (the fewest); null while nothing is. */
+  pending_confirmations: number | null;
   amount_due: string;
   expires_at: string | null;
   /** Other assets received at the address, which do not count. */
@@ -196,6 +199,7 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
     amount_received: view.amountReceived ?? null,
     amount_pending: view.amountPending ?? null,
     required_confirmations: view.requiredConfirmations,
+    pending_confirmations: view.pendingConfirmations ?? null,
     amount_due: amountDue(view),
     expires_at: iso(view.expiresAt),
     other_assets_received: [...view.otherAssetsReceived],
@@ -279,6 +283,9 @@ export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: b
   const status = checkoutStatus(view);
   const text = statusText(view);
   const payable = payableStatuses.includes(view.status);
+  // Paid in full, waiting for confirmations: nothing more to send, so no countdown, address
+  // buttons or QR code to invite a second payment (the status box shows the progress).
+  const seenInFull = payable && covers(view.amountPending ?? "0", amountDue(view));
   const network = networkLabel(view.network, testMode);
   const pagePath = `${paths.base}/${view.publicId}`;
   const expiresAt = status.expires_at;
@@ -316,7 +323,7 @@ export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: b
       : "";
 
   // Phone first: the time left, the address and its buttons, then the QR code for paying from another device.
-  const instructions = `<section class="pay" id="pay" aria-label="How to pay"${payable ? "" : " hidden"}>
+  const instructions = `<section class="pay" id="pay" aria-label="How to pay"${payable && !seenInFull ? "" : " hidden"}>
 ${expiresAt === null ? "" : `<p class="countdown">Time left to pay <time id="countdown" datetime="${e(expiresAt)}">${e(remaining)}</time></p>`}
 ${quote}
 ${address}
@@ -326,7 +333,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
   data-expires-at="${e(expiresAt ?? "")}" data-requested="${e(view.requestedAmount)}" data-asset="${e(view.asset)}"
   data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
-  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
+  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}" data-seen="${status.pending_confirmations ?? 0}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
 <header class="head">
   <h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>

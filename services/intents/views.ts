@@ -90,6 +90,13 @@ export class IntentViews {
     return fromUnits(units, asset.decimals);
   }
 
+  /** The fewest confirmations among the funds amountPending counts; undefined when there are none. */
+  pendingConfirmations(row: IntentRow): number | undefined {
+    const intent = this.terms(row);
+    const pending = (row.transactions ?? []).filter((t) => !t.counted && t.asset === row.asset && isPending(t, intent));
+    return pending.length === 0 ? undefined : Math.min(...pending.map((t) => t.confirmations));
+  }
+
   message(row: IntentRow): PaymentIntent {
     const environment = row.environment === "live" ? "live" : "test";
     const watched = this.watched(row.network, environment);
@@ -167,6 +174,7 @@ export class IntentViews {
       cancelUrl: full.cancelUrl,
       amountPending: full.amountPending,
       requiredConfirmations: full.requiredConfirmations,
+      pendingConfirmations: this.pendingConfirmations(row),
       priceAmount: full.priceAmount,
       priceCurrency: full.priceCurrency,
       quote: full.quote,

@@ -176,9 +176,10 @@ t.test("the checkout page on a phone says the payment is seen and waits for its 
   await page.locator("#status-title", { hasText: "Payment seen" }).waitFor({ timeout: 20_000 });
   t.equal(
     ((await page.locator("#status-detail").textContent()) ?? "").trim(),
-    "Your payment of 0.031 BTC is on the network, waiting for 2 confirmation(s). Do not send it again; you can keep this page open.",
-    "the whole amount seen: the shopper is told it is on its way, not to send it",
+    "Your payment of 0.031 BTC is on the network: 0 of 2 confirmations so far. Do not send it again; you can keep this page open.",
+    "the whole amount seen: the shopper is told it is on its way and how far, not to send it",
   );
+  t.equal(await page.locator("#pay").isVisible(), false, "no countdown, address buttons or QR code inviting a second payment");
   t.equal(await page.locator("#seen").isVisible(), false, "and not twice");
   t.equal((await get(pi.public_id)).status, "pending", "the intent is still pending");
   t.equal(await page.evaluate("window.__marker"), "same page", "no reload");

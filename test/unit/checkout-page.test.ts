@@ -210,17 +210,18 @@ t.test("amount still due: requested − received with the asset's decimals", asy
   t.equal(amountDue(view({ status: "underpaid", amountReceived: "20" })), "0", "never below zero");
 });
 
-t.test("status JSON: seven shopper-safe keys", async (t) => {
+t.test("status JSON: eight shopper-safe keys", async (t) => {
   t.same(checkoutStatus(view({ status: "underpaid", amountReceived: "6.25" })), {
     status: "underpaid",
     amount_received: "6.25",
     amount_pending: null,
     required_confirmations: 0,
+    pending_confirmations: null,
     amount_due: "6.25",
     expires_at: "2026-03-01T12:14:59.000Z",
     other_assets_received: [],
   });
-  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "required_confirmations", "status"]);
+  t.same(Object.keys(checkoutStatus(view())).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "pending_confirmations", "required_confirmations", "status"]);
   t.equal(checkoutStatus(view()).amount_received, null, "unset until funds are seen");
 });
 
@@ -270,14 +271,24 @@ t.test("another asset received at the address: the page says it does not count a
 t.test("a payment seen but not counting that covers what is due: the status box says it is seen, not to send it", async (t) => {
   const { covers, statusText, seenNotice } = await import("../../services/checkout/page.ts");
   t.same([covers("0.031", "0.031"), covers("0.0311", "0.031"), covers("0.03", "0.031"), covers("0", "0"), covers("10", "9.99")], [true, true, false, false, true]);
-  const view = { status: "pending", network: "bitcoin", asset: "BTC", requestedAmount: "0.031", amountReceived: "0", amountPending: "0.031", requiredConfirmations: 2 };
+  const view = { status: "pending", network: "bitcoin", asset: "BTC", requestedAmount: "0.031", amountReceived: "0", amountPending: "0.031", requiredConfirmations: 2, pendingConfirmations: 1 };
   const seen = statusText(view as never);
   t.equal(seen.title, "Payment seen");
-  t.match(seen.detail, /0\.031 BTC is on the network, waiting for 2 confirmation\(s\)\. Do not send it again/);
+  t.match(seen.detail, /0\.031 BTC is on the network: 1 of 2 confirmations so far\. Do not send it again/, "with its progress");
   t.equal(seenNotice(view as never), undefined, "no second line saying the same");
   const part = { ...view, amountPending: "0.01" };
   t.equal(statusText(part as never).title, "Waiting for payment", "part of it seen: still waiting for the rest");
   t.match(seenNotice(part as never), /Payment seen: 0\.01 BTC/);
+});
+
+t.test("paid in full and waiting for confirmations: no countdown, address buttons or QR code invite a second payment", async (t) => {
+  const seen = await renderCheckoutPage(view({ amountReceived: "0", amountPending: "12.5", pendingConfirmations: 3, requiredConfirmations: 12 }), false, now);
+  t.match(seen, /<section class="pay" id="pay" aria-label="How to pay" hidden>/, "the instructions hidden (countdown, Copy, Open in wallet, QR)");
+  t.match(seen, /data-seen="3"/, "the progress for the live refresh");
+  t.match(text(seen), "3 of 12 confirmations so far");
+  t.equal(checkoutStatus(view({ amountReceived: "0", amountPending: "12.5", pendingConfirmations: 3, requiredConfirmations: 12 })).pending_confirmations, 3);
+  const part = await renderCheckoutPage(view({ amountReceived: "0", amountPending: "2.5", pendingConfirmations: 0 }), false, now);
+  t.match(part, /<section class="pay" id="pay" aria-label="How to pay">/, "part of it seen: the instructions stay, for the rest");
 });
 
 t.test("a Test intent on a network no watcher follows: the page says so, and that the sandbox pays it", async (t) => {

@@ -37,6 +37,8 @@
     due: attr("data-due") || "0",
     pending: attr("data-pending") || "0",
     confirmations: attr("data-confirmations") || "0",
+    // The confirmations so far of what is pending: the progress "1 of 12".
+    seen: attr("data-seen") || "0",
     expiresAt: Date.parse(attr("data-expires-at")),
     // A fiat-priced intent's quote: until when its rate holds (NaN on other intents).
     quoteExpiresAt: Date.parse(attr("data-quote-expires-at"))
@@ -46,7 +48,7 @@
   var skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
 
   function fill(template) {
-    var values = { requested: state.requested, due: state.due, received: state.received, asset: state.asset, pending: state.pending, confirmations: state.confirmations };
+    var values = { requested: state.requested, due: state.due, received: state.received, asset: state.asset, pending: state.pending, confirmations: state.confirmations, seen: state.seen };
     return template.replace(/\{(\w+)\}/g, function (m, name) {
       return Object.prototype.hasOwnProperty.call(values, name) ? values[name] : m;
     });
@@ -81,7 +83,8 @@
     // A fiat-priced intent's amount changes when a lapsed quote is replaced.
     setText($("amount"), state.requested);
     var pay = $("pay");
-    if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0;
+    // Paid in full and waiting for confirmations: nothing more to send (no countdown, address or QR code).
+    if (pay) pay.hidden = PAYABLE.indexOf(state.status) < 0 || seenCovers();
     document.title = text.title + " \u2014 " + state.requested + " " + state.asset;
     renderSeen();
     renderReturnLinks();
@@ -195,6 +198,7 @@
           state.due = typeof s.amount_due === "string" ? s.amount_due : "0";
           state.pending = typeof s.amount_pending === "string" ? s.amount_pending : "0";
           if (typeof s.required_confirmations === "number") state.confirmations = String(s.required_confirmations);
+          state.seen = typeof s.pending_confirmations === "number" ? String(s.pending_confirmations) : "0";
           renderOtherAssets(Array.isArray(s.other_assets_received) ? s.other_assets_received : []);
           var expires = Date.parse(s.expires_at || "");
           if (!isNaN(expires)) state.expiresAt = expires;
