@@ -66,6 +66,7 @@ const doneTexts: Readonly<Record<string, string>> = {
   tested: "Test event sent: its delivery is listed below.",
   replayed: "Delivery replayed: the new delivery is listed below.",
   updated: "Endpoint saved: its event types apply to events from now on.",
+  created: "Payment created: send the shopper its checkout page (below).",
 };
 
 /** A refusal or failure shown as a page of its own, with its HTTP status. */
@@ -277,7 +278,10 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         if (id === undefined || !idPattern.test(id)) throw new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
         return id;
       };
-      const route = `${post ? "POST" : "GET"} ${first}${second === undefined ? "" : "/:id"}${third === undefined ? "" : `/${third}`}${more.length ? "/…" : ""}`;
+      const route =
+        first === "payments" && second === "new" && third === undefined
+          ? `${post ? "POST" : "GET"} payments/new`
+          : `${post ? "POST" : "GET"} ${first}${second === undefined ? "" : "/:id"}${third === undefined ? "" : `/${third}`}${more.length ? "/…" : ""}`;
 
       switch (route) {
         case "POST sign-out":
@@ -310,6 +314,25 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           }
           const exceptions = await dashboard.listPaymentExceptions({ merchant, publicIds: list.map((pi) => pi.publicId) }, opts());
           html(req, res, 200, pages.paymentsPage(paths, v, { intents: list, exceptions: new Map(exceptions.data.map((x) => [x.publicId, x.reasons])), filters, next }));
+          return true;
+        }
+        case "GET payments/new": {
+          html(req, res, 200, pages.newPaymentPage(paths, v, { idem: newIdem() }));
+          return true;
+        }
+        case "POST payments/new": {
+          const values = { pair: form.get("pair")?.[0] ?? "", amount: (form.get("amount")?.[0] ?? "").trim(), currency: form.get("currency")?.[0] ?? "", reference: (form.get("reference")?.[0] ?? "").trim() };
+          const [network = "", asset = ""] = values.pair.split(":");
+          const priced = values.currency === "" ? { requestedAmount: values.amount } : { priceAmount: values.amount, priceCurrency: values.currency };
+          try {
+            const created = await intents.createPaymentIntent({ merchant, network, asset, ...priced, merchantReference: values.reference || undefined, metadata: {} }, opts(idemOf()));
+            redirect(res, `${base}/payments/${created.data?.publicId ?? ""}?done=created`);
+          } catch (err) {
+            const view = describeError(err);
+            // What the API refused, on the form again with what was typed (never a secret here).
+            if (view.status !== 400 && view.status !== 409 && view.status !== 503) throw err;
+            html(req, res, view.status, pages.newPaymentPage(paths, v, { idem: newIdem(), message: view.message, values }));
+          }
           return true;
         }
         case "GET payments/:id": {

@@ -12,6 +12,8 @@ import type { CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from ".
 import { escapeHtml as e, htmlDocument } from "../checkout/page.ts";
 import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-types.ts";
 import { intentStatuses } from "../vocabulary/value-sets.ts";
+import { assets } from "../vocabulary/assets.ts";
+import { currencyCodes } from "../vocabulary/currencies.ts";
 
 /** Where the pages and their two files are. */
 export interface DashboardPaths {
@@ -198,7 +200,7 @@ export function paymentsPage(
 <td><a href="${e(`${paths.base}/payments/${pi.publicId}`)}">${e(pi.publicId)}</a></td>
 <td>${e(pi.merchantReference ?? "—")}</td>
 <td><span class="status status-${e(pi.status)}">${e(pi.status)}</span>${exceptionBadge(o.exceptions.get(pi.publicId))}</td>
-<td class="num">${e(pi.requestedAmount)} ${e(pi.asset)}</td>
+<td class="num">${pi.priceAmount !== undefined ? `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}<br><span class="help">${e(pi.requestedAmount)} ${e(pi.asset)}</span>` : `${e(pi.requestedAmount)} ${e(pi.asset)}`}</td>
 <td>${e(pi.network)}</td>
 <td>${when(pi.createdAt)}</td>
 </tr>`,
@@ -210,7 +212,7 @@ export function paymentsPage(
     title: "Payments",
     section: "payments",
     notice: o.notice,
-    main: `<form method="get" action="${e(`${paths.base}/payments`)}" class="filters" role="search" aria-label="Find payments">
+    main: `${can(v, "payment_intents:write") ? `<p><a class="button" href="${e(`${paths.base}/payments/new`)}" id="new-payment">New payment</a></p>\n` : ""}<form method="get" action="${e(`${paths.base}/payments`)}" class="filters" role="search" aria-label="Find payments">
 <div class="field"><label for="f-search">Deposit address or transaction hash</label><input id="f-search" name="search" value="${e(f.search ?? "")}" maxlength="128"></div>
 <div class="field"><label for="f-reference">Merchant reference</label><input id="f-reference" name="reference" value="${e(f.reference ?? "")}" maxlength="128"></div>
 <div class="field"><label for="f-id">Payment id</label><input id="f-id" name="public_id" value="${e(f.publicId ?? "")}" maxlength="64"></div>
@@ -284,7 +286,7 @@ ${json(ev.data)}</details></li>`,
     ["Deposit address", pi.depositAddress ? `<code class="hash">${e(pi.depositAddress)}</code>` : "—"],
     ["Created", when(pi.createdAt)],
     ["Expires", when(pi.expiresAt)],
-    ["Checkout page", `<a href="${e(pi.checkoutUrl)}">${e(pi.checkoutUrl)}</a>`],
+    ["Checkout page", `<a href="${e(pi.checkoutUrl)}" id="checkout-link">${e(pi.checkoutUrl)}</a> <button type="button" class="button button-secondary" data-copy="${e(pi.checkoutUrl)}" hidden>Copy link</button> <span role="status" aria-live="polite" class="copy-status"></span>`],
   ];
   return layout(paths, v, {
     title: `Payment ${pi.publicId}`,
@@ -449,5 +451,35 @@ export function readinessPage(paths: DashboardPaths, v: Viewer, r: GoLiveReadine
 <ul class="checklist" id="checklist">
 ${r.checks.map((c) => `<li class="${c.passed ? "passed" : "failed"}"><span class="mark">${c.passed ? "Done" : c.severity === "required" ? "To do" : "Advice"}</span> <strong>${e(c.id.replace(/_/g, " "))}</strong>: ${e(c.message)}</li>`).join("\n")}
 </ul>`,
+  });
+}
+
+/** The network and asset pairs a payment can be taken in, as "network:asset". */
+const pairs = assets.map((a) => `${a.network}:${a.asset}`);
+
+/**
+ * A new payment from the dashboard: an amount in the asset or in a currency (then quoted at
+ * create), the network and asset, a reference; created through the API's own create, so its rules
+ * and limits are the API's. Its page then shows the checkout link to send the shopper.
+ */
+export function newPaymentPage(paths: DashboardPaths, v: Viewer, o: { idem: string; message?: string; values?: { pair?: string; amount?: string; currency?: string; reference?: string } }): string {
+  const f = o.values ?? {};
+  const pairOptions = pairs.map((p) => `<option value="${e(p)}"${f.pair === p ? " selected" : ""}>${e(p.replace(":", " · "))}</option>`).join("");
+  const currencyOptions = [["", "the asset itself"], ...currencyCodes.map((c) => [c, c])]
+    .map(([value, label]) => `<option value="${e(value as string)}"${(f.currency ?? "") === value ? " selected" : ""}>${e(label as string)}</option>`)
+    .join("");
+  return layout(paths, v, {
+    title: "New payment",
+    section: "payments",
+    notice: o.message ? notice(o.message, "error") : undefined,
+    main: `<form method="post" action="${e(`${paths.base}/payments/new`)}" class="stack" id="new-payment-form">
+${csrfField(v.csrf)}<input type="hidden" name="idem" value="${e(o.idem)}">
+<label for="np-amount">Amount</label><input id="np-amount" name="amount" required maxlength="60" inputmode="decimal" value="${e(f.amount ?? "")}" aria-describedby="np-amount-help">
+<label for="np-currency">Priced in</label><select id="np-currency" name="currency">${currencyOptions}</select>
+<p class="help" id="np-amount-help">In a currency, the amount to pay is quoted at the exchange rate when the payment is created.</p>
+<label for="np-pair">Paid with (network · asset)</label><select id="np-pair" name="pair">${pairOptions}</select>
+<label for="np-reference">Your reference (optional)</label><input id="np-reference" name="reference" maxlength="128" value="${e(f.reference ?? "")}">
+<button type="submit" class="button">Create payment</button>
+</form>`,
   });
 }

@@ -185,6 +185,9 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   await page.goto(`${dash}/readiness`);
   t.ok(await page.locator("#checklist li").count(), "the readiness checklist");
   await check(t, page, "readiness");
+  await page.goto(`${dash}/payments/new`);
+  t.equal(await page.getByLabel("Amount").count(), 1, "the new payment form");
+  await check(t, page, "new-payment");
 
   // Keyboard: the skip link is the first stop and leads to the content.
   await page.keyboard.press("Tab");

@@ -7,7 +7,8 @@ import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import { call, idemKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 import { dashboardClient } from "../helpers/dashboard.ts";
 
-const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: "1000" });
+// RATE_SOURCES=fixed: Test intents priced in a currency are quoted offline (built-in rates).
+const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: "1000", RATE_SOURCES: "fixed" });
 const em = () => s.app.db.em.fork();
 const shop = await createMerchant(em(), "Ana's Bakery & Café");
 const full = await createApiKey(em(), shop.id, "test", ["payment_intents:read", "payment_intents:write", "webhooks:read", "webhooks:write", "merchant:readiness"]);
@@ -56,4 +57,42 @@ t.test("GET / goes to the dashboard, and /favicon.ico is an icon: no JSON 404 fo
   const other = await fetch(`${s.base}/nothing-here`);
   t.equal(other.status, 404, "any other path is the API's 404 as before");
   t.equal(((await other.json()) as { error: { code: string } }).error.code, "route_not_found");
+});
+
+t.test("a payment created from the dashboard: in the asset or priced in a currency, through the API's own create, its checkout link to copy", async (t) => {
+  const c = dashboardClient(s.base);
+  await c.signIn(full.api_key);
+  const list = (await c.get("/dashboard/payments")).body;
+  t.match(list, /href="\/dashboard\/payments\/new" id="new-payment">New payment</, "the way to it on the payments page");
+  const form = await c.get("/dashboard/payments/new");
+  t.equal(form.status, 200);
+  const idem = /name="idem" value="([^"]+)"/.exec(form.body)![1]!;
+  const made = await c.post("/dashboard/payments/new", { idem, amount: "12.50", currency: "", pair: "ethereum:USDC", reference: "order-77" }, { from: "/dashboard/payments/new" });
+  t.equal(made.status, 303);
+  const id = /\/dashboard\/payments\/(pi_[0-9A-Za-z]+)\?done=created/.exec(made.headers.get("location") ?? "")?.[1];
+  t.ok(id, "to the new payment's page");
+  const api = await call(s.base, "GET", `/api/v1/merchants/${shop.id}/payment-intents/${id}`, { key: full.api_key });
+  t.match(api.body.data, { requested_amount: "12.50", asset: "USDC", network: "ethereum", merchant_reference: "order-77", status: "pending" }, "as the API shows it");
+  const page = (await c.get(`/dashboard/payments/${id}?done=created`)).body;
+  t.match(page, "Payment created: send the shopper its checkout page");
+  t.match(page, new RegExp(`data-copy="${api.body.data.checkout_url}"[^>]*>Copy link`), "its checkout link, to copy");
+  const again = await c.post("/dashboard/payments/new", { idem, amount: "12.50", currency: "", pair: "ethereum:USDC", reference: "order-77" }, { from: "/dashboard/payments/new" });
+  t.match(again.headers.get("location"), id!, "the same form sent twice: the same payment (its Idempotency-Key)");
+
+  const bad = await c.post("/dashboard/payments/new", { idem: `dash-${"z".repeat(24)}`, amount: "12.1234567", currency: "", pair: "ethereum:USDC", reference: "" }, { from: "/dashboard/payments/new" });
+  t.equal(bad.status, 400, `what the API refuses comes back on the form (${bad.status} ${bad.body.slice(bad.body.indexOf("<main"), bad.body.indexOf("<main") + 400)})`);
+  t.match(bad.body, /requested_amount|decimal places/);
+  t.match(bad.body, 'value="12.1234567"', "with what was typed");
+
+  const fiat = await c.post("/dashboard/payments/new", { idem: `dash-${"y".repeat(24)}`, amount: "19.99", currency: "USD", pair: "ethereum:ETH", reference: "" }, { from: "/dashboard/payments/new" });
+  t.equal(fiat.status, 303, "priced in USD");
+  const fiatId = /(pi_[0-9A-Za-z]+)/.exec(fiat.headers.get("location") ?? "")![1]!;
+  const priced = (await call(s.base, "GET", `/api/v1/merchants/${shop.id}/payment-intents/${fiatId}`, { key: full.api_key })).body.data;
+  t.match(priced, { price_amount: "19.99", price_currency: "USD", asset: "ETH" });
+  const row = (await c.get("/dashboard/payments")).body.split("<tr>").find((r) => r.includes(`>${fiatId}</a>`)) ?? "";
+  t.match(row, `19.99 USD<br><span class="help">${priced.requested_amount} ETH</span>`, "the list shows the sale's price, the crypto amount beneath");
+
+  const reader = dashboardClient(s.base);
+  await reader.signIn((await createApiKey(em(), shop.id, "test", ["payment_intents:read"])).api_key);
+  t.notMatch((await reader.get("/dashboard/payments")).body, /New payment/, "not offered without payment_intents:write");
 });
