@@ -210,6 +210,7 @@ export async function startApp(o: AppOptions): Promise<App> {
           pages: [
             dashboardPages({
               dashboardBaseUrl: config.dashboardBaseUrl,
+              explorers: config.explorers,
               transport,
               signInLimiter: buckets.budget("dashboard-sign-in", config.dashboardSignInRateLimitPerMinute, 60),
               callProofSecret: inProcess ? undefined : dashboardCallSecret(o.masterKey),

@@ -24,6 +24,7 @@ import type { Limiter } from "../platform/rate-limit.ts";
 import { dashboardAssets, dashboardAssetUrls } from "./assets.ts";
 import * as pages from "./page.ts";
 import { FormError, readForm, type Form } from "./form.ts";
+import type { Explorers } from "../vocabulary/explorers.ts";
 
 export interface DashboardPagesOptions {
   /** DASHBOARD_BASE_URL: its path is where the pages are; an https URL makes the cookies Secure. */
@@ -31,6 +32,8 @@ export interface DashboardPagesOptions {
   transport: Transport;
   /** Sign-in attempts (key and link), taken per client address and per key tried before anything is looked up. */
   signInLimiter: Limiter;
+  /** Where each network's transactions are linked (EXPLORER_TX_URLS over the built-in ones). */
+  explorers?: Explorers;
   /** When `transport` reaches the rpc role over the network (a gateway-only process): dashboardCallSecret, to prove the calls are the dashboard's. */
   callProofSecret?: Buffer;
   logger?: Logger;
@@ -346,7 +349,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
             const j = toJson(IntentEventSchema, ev) as unknown as { id: string; type: string; createdAt: string; data?: JsonValue };
             return { id: j.id, type: j.type, createdAt: j.createdAt, data: j.data ?? {} };
           });
-          html(req, res, 200, pages.intentPage(paths, v, { intent: got.data as PaymentIntent, events: timeline, exceptions: exceptions.data[0]?.reasons ?? [], idem: newIdem(), notice: noticeOf() }));
+          html(req, res, 200, pages.intentPage(paths, v, { intent: got.data as PaymentIntent, events: timeline, exceptions: exceptions.data[0]?.reasons ?? [], idem: newIdem(), notice: noticeOf(), explorers: o.explorers }));
           return true;
         }
         case "POST payments/:id/cancel": {

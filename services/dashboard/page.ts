@@ -14,6 +14,7 @@ import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-
 import { intentStatuses } from "../vocabulary/value-sets.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { currencyCodes } from "../vocabulary/currencies.ts";
+import { explorerUrl, type Explorers } from "../vocabulary/explorers.ts";
 
 /** Where the pages and their two files are. */
 export interface DashboardPaths {
@@ -251,10 +252,22 @@ export interface TimelineEvent {
   data: JsonValue;
 }
 
+/**
+ * A transaction as people look it up: its hash, linked to the network's explorer (a simulated
+ * one, the sandbox's, is said to be so instead); its output's index only when it is not the first.
+ */
+function transactionCell(pi: PaymentIntent, t: PaymentIntent["transactions"][number], explorers: Explorers | undefined): string {
+  const hash = `<code class="hash">${e(t.txHash)}</code>`;
+  const output = t.outputIndex > 0 ? ` <span class="help">output ${t.outputIndex}</span>` : "";
+  if (t.simulated) return `${hash}${output} <span class="help">(simulated)</span>`;
+  const url = explorers && explorerUrl(explorers, pi.network, pi.environment, t.txHash);
+  return `${url ? `<a href="${e(url)}" rel="noreferrer noopener" target="_blank">${hash}</a>` : hash}${output}`;
+}
+
 export function intentPage(
   paths: DashboardPaths,
   v: Viewer,
-  o: { intent: PaymentIntent; events: TimelineEvent[]; exceptions: string[]; idem: string; notice?: string },
+  o: { intent: PaymentIntent; events: TimelineEvent[]; exceptions: string[]; idem: string; notice?: string; explorers?: Explorers },
 ): string {
   const pi = o.intent;
   const cancel = can(v, "payment_intents:write") && pi.status === "pending" ? `<section aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>${actionForm(v, `${paths.base}/payments/${pi.publicId}/cancel`, "Cancel payment", { idem: o.idem, danger: true, id: "cancel" })}</section>` : "";
@@ -265,7 +278,7 @@ export function intentPage(
 ${pi.transactions
   .map(
     (t) =>
-      `<tr><td><code class="hash">${e(t.txHash)}:${t.outputIndex}</code></td><td class="num">${e(t.amount)} ${e(t.asset)}</td><td class="num">${t.confirmations}</td><td>${t.counted ? "Yes" : `No${t.reason ? ` — ${e(t.reason.replace(/_/g, " "))}` : ""}`}</td></tr>`,
+      `<tr><td>${transactionCell(pi, t, o.explorers)}</td><td class="num">${e(t.amount)} ${e(t.asset)}</td><td class="num">${t.confirmations}</td><td>${t.counted ? "Yes" : `No${t.reason ? ` — ${e(t.reason.replace(/_/g, " "))}` : ""}`}</td></tr>`,
   )
   .join("\n")}
 </tbody></table></div>`;

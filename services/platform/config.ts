@@ -1,4 +1,5 @@
 import path from "node:path";
+import { explorersFrom, type Explorers } from "../vocabulary/explorers.ts";
 import { defaultMaxReorgDepth, followedNetworks, mainnetBlock0, networks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
@@ -32,6 +33,8 @@ export interface Config {
   checkoutBaseUrl: string;
   /** DASHBOARD_BASE_URL: where the merchant dashboard is served (its path; never under /api/). */
   dashboardBaseUrl: string;
+  /** EXPLORER_TX_URLS over the built-in explorers: where the dashboard links a transaction. */
+  explorers: Explorers;
   /** DASHBOARD_SESSION_IDLE_MINUTES and DASHBOARD_SESSION_MAX_HOURS, in seconds: a dashboard session ends unused for idleSeconds, or maxSeconds after sign-in. */
   dashboardSessions: { idleSeconds: number; maxSeconds: number };
   /** DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: dashboard sign-in attempts a minute per client address, and per key tried. */
@@ -557,6 +560,7 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl,
     checkoutBaseUrl: url(env, "CHECKOUT_BASE_URL", `${publicBaseUrl}/checkout`),
     dashboardBaseUrl: url(env, "DASHBOARD_BASE_URL", `${publicBaseUrl}/dashboard`),
+    explorers: explorerSetting(optional(env, "EXPLORER_TX_URLS")),
     dashboardSessions: {
       idleSeconds: integer(env, "DASHBOARD_SESSION_IDLE_MINUTES", 30, 1, 7 * 24 * 60) * 60,
       maxSeconds: integer(env, "DASHBOARD_SESSION_MAX_HOURS", 12, 1, 30 * 24) * 3600,
@@ -623,4 +627,12 @@ export function loadConfig(env: Env = process.env): Config {
     quotes: quoteSettings(env),
     retention: retentionSettings(env),
   };
+}
+
+function explorerSetting(raw: string | undefined): Explorers {
+  try {
+    return explorersFrom(raw);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }

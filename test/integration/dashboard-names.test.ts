@@ -6,6 +6,7 @@ import t from "tap";
 import { createApiKey, createMerchant } from "../../services/auth/admin.ts";
 import { call, idemKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
 import { dashboardClient } from "../helpers/dashboard.ts";
+import { reportEthereumOutput } from "../helpers/lifecycle.ts";
 
 // RATE_SOURCES=fixed: Test intents priced in a currency are quoted offline (built-in rates).
 const s = await startTestApp(t, { DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard", CHECKOUT_BASE_URL: "http://127.0.0.1/checkout", DASHBOARD_SIGN_IN_RATE_LIMIT_PER_MINUTE: "1000", RATE_SOURCES: "fixed" });
@@ -95,4 +96,20 @@ t.test("a payment created from the dashboard: in the asset or priced in a curren
   const reader = dashboardClient(s.base);
   await reader.signIn((await createApiKey(em(), shop.id, "test", ["payment_intents:read"])).api_key);
   t.notMatch((await reader.get("/dashboard/payments")).body, /New payment/, "not offered without payment_intents:write");
+});
+
+t.test("a transaction's hash links to its network's explorer (Test: Sepolia's), a simulated one says so", async (t) => {
+  const c = dashboardClient(s.base);
+  await c.signIn(full.api_key);
+  const make = async () => (await call(s.base, "POST", `/api/v1/merchants/${shop.id}/payment-intents`, { key: full.api_key, idempotencyKey: idemKey(), body: sampleIntent })).body.data;
+  const simulated = await make();
+  await call(s.base, "POST", `/api/v1/sandbox/merchants/${shop.id}/payment-intents/${simulated.public_id}/simulate`, { key: full.api_key, body: { outcome: "underpaid" } });
+  const simPage = (await c.get(`/dashboard/payments/${simulated.public_id}`)).body;
+  t.match(simPage, /<td><code class="hash">0x[0-9a-f]{64}<\/code> <span class="help">\(simulated\)<\/span><\/td>/, "the sandbox's: no link, said to be simulated, no :0");
+
+  const real = await make();
+  const txHash = await reportEthereumOutput(s.app, s.rpcUrl, "dashboard-explorer-watcher", { toAddress: real.deposit_address, asset: "USDC", amount: "1" });
+  const page = (await c.get(`/dashboard/payments/${real.public_id}`)).body;
+  t.match(page, `<a href="https://sepolia.etherscan.io/tx/${txHash}" rel="noreferrer noopener" target="_blank"><code class="hash">${txHash}</code></a>`, "linked to the Test network's explorer");
+  t.notMatch(page, `${txHash}:0`, "the hash alone");
 });
