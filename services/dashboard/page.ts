@@ -460,7 +460,16 @@ export function readinessPage(paths: DashboardPaths, v: Viewer, r: GoLiveReadine
   return layout(paths, v, {
     title: "Go-live readiness",
     section: "readiness",
-    main: `<p id="ready">${r.ready ? "Ready to go live." : "Not ready to go live yet: see what is left below."}</p>
+    // Test is checked alone: "ready" there says nothing of Live, which has keys, endpoints and addresses of its own.
+    main: `<p id="ready">${
+      r.environment === "live"
+        ? r.ready
+          ? "Ready to go live."
+          : "Not ready to go live yet: see what is left below."
+        : r.ready
+          ? "Test is set up. Live is checked on its own: sign in with a Live key to see what it still needs (a Live API key, an enabled Live webhook endpoint that has received its test event, and your wallet's deposit addresses)."
+          : "Test is not set up yet: see what is left below. Live is checked on its own, with a Live key."
+    }</p>
 <ul class="checklist" id="checklist">
 ${r.checks.map((c) => `<li class="${c.passed ? "passed" : "failed"}"><span class="mark">${c.passed ? "Done" : c.severity === "required" ? "To do" : "Advice"}</span> <strong>${e(c.id.replace(/_/g, " "))}</strong>: ${e(c.message)}</li>`).join("\n")}
 </ul>`,

@@ -113,3 +113,12 @@ t.test("a transaction's hash links to its network's explorer (Test: Sepolia's), 
   t.match(page, `<a href="https://sepolia.etherscan.io/tx/${txHash}" rel="noreferrer noopener" target="_blank"><code class="hash">${txHash}</code></a>`, "linked to the Test network's explorer");
   t.notMatch(page, `${txHash}:0`, "the hash alone");
 });
+
+t.test("readiness in Test says Test is what was checked, and what Live still needs", async (t) => {
+  const c = dashboardClient(s.base);
+  await c.signIn(full.api_key);
+  const page = (await c.get("/dashboard/readiness")).body;
+  const said = /<p id="ready">([^<]*)<\/p>/.exec(page)?.[1] ?? "";
+  t.notMatch(said, /Ready to go live/, "never \"ready to go live\" from Test");
+  t.match(said, /Live is checked on its own/);
+});
