@@ -98,7 +98,7 @@ t.test("the page: HTML with a strict CSP and the shopper's facts", async (t) => 
   t.match(livePage.body, `on <span id="network">Ethereum</span>`);
 });
 
-t.test("status JSON: seven shopper-safe keys, no caching", async (t) => {
+t.test("status JSON: eight shopper-safe keys, no caching", async (t) => {
   const pi = await createIntent();
   const url = `${pagePath(pi.public_id)}/status.json`;
   let res = await raw("GET", url);
@@ -107,15 +107,15 @@ t.test("status JSON: seven shopper-safe keys, no caching", async (t) => {
   t.equal(res.headers["cache-control"], "no-store");
   t.equal(res.headers["x-content-type-options"], "nosniff");
   let body = JSON.parse(res.body);
-  t.same(Object.keys(body).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "required_confirmations", "status"], "exactly these keys");
-  t.same(body, { status: "pending", amount_received: null, amount_pending: null, required_confirmations: 12, amount_due: "12.5", expires_at: pi.expires_at, other_assets_received: [] });
+  t.same(Object.keys(body).sort(), ["amount_due", "amount_pending", "amount_received", "expires_at", "other_assets_received", "pending_confirmations", "required_confirmations", "status"], "exactly these keys");
+  t.same(body, { status: "pending", amount_received: null, amount_pending: null, required_confirmations: 12, pending_confirmations: null, amount_due: "12.5", expires_at: pi.expires_at, other_assets_received: [] });
 
   await simulate(pi.public_id, "underpaid");
   body = JSON.parse((await raw("GET", url)).body);
-  t.same(body, { status: "underpaid", amount_received: "6.25", amount_pending: "0", required_confirmations: 12, amount_due: "6.25", expires_at: pi.expires_at, other_assets_received: [] });
+  t.same(body, { status: "underpaid", amount_received: "6.25", amount_pending: "0", required_confirmations: 12, pending_confirmations: null, amount_due: "6.25", expires_at: pi.expires_at, other_assets_received: [] });
   await simulate(pi.public_id, "confirmed");
   res = await raw("GET", url);
-  t.same(JSON.parse(res.body), { status: "confirmed", amount_received: "12.5", amount_pending: "0", required_confirmations: 12, amount_due: "0", expires_at: pi.expires_at, other_assets_received: [] });
+  t.same(JSON.parse(res.body), { status: "confirmed", amount_received: "12.5", amount_pending: "0", required_confirmations: 12, pending_confirmations: null, amount_due: "0", expires_at: pi.expires_at, other_assets_received: [] });
   t.equal((await raw("HEAD", url)).body, "", "HEAD: no body");
 });
 

@@ -78,11 +78,11 @@ t.before(async () => {
   // Dashboard sign-in links and sessions: ended (signed out, idle, past expiry; a link used or
   // expired) more than a minute ago they go; a live session stays, and so does the used link it came from.
   await em().execute(
-    `insert into dashboard_links (id, merchant_id, environment, secret_hash, read_only, created_at, expires_at, used_at)
-     values ('dlk_used', ?, 'test', 'lh1', false, now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
-            ('dlk_expired', ?, 'test', 'lh2', false, now() - interval '1 day', now() - interval '2 minutes', null),
-            ('dlk_of_live', ?, 'test', 'lh3', false, now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
-            ('dlk_unused', ?, 'test', 'lh4', false, now(), now() + interval '10 minutes', null)`,
+    `insert into dashboard_links (id, merchant_id, environment, secret_hash, read_only, scopes, created_at, expires_at, used_at)
+     values ('dlk_used', ?, 'test', 'lh1', false, '{payment_intents:read}', now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
+            ('dlk_expired', ?, 'test', 'lh2', false, '{payment_intents:read}', now() - interval '1 day', now() - interval '2 minutes', null),
+            ('dlk_of_live', ?, 'test', 'lh3', false, '{payment_intents:read}', now() - interval '1 day', now() - interval '23 hours', now() - interval '23 hours'),
+            ('dlk_unused', ?, 'test', 'lh4', false, '{payment_intents:read}', now(), now() + interval '10 minutes', null)`,
     [m, m, m, m],
   );
   await em().execute(
