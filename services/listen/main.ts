@@ -174,7 +174,8 @@ async function main(): Promise<void> {
     if (key.environment !== "test") throw new UsageError("trigger works with a Test key only: it drives a Test intent through the sandbox.");
     if (!args[0]) throw new UsageError(`trigger takes an event type: ${triggerable.join(", ")}.`);
     for (const done of await trigger(o.api, key.merchant, args[0])) console.log(done);
-    console.log(`${args[0]} is recorded: a running listen forwards it, and endpoints that take it get a delivery.`);
+    const when = args[0] === "payment.requoted" ? "is recorded by the server's requote sweep within a second" : "is recorded";
+    console.log(`${args[0]} ${when}: a running listen forwards it, and endpoints that take it get a delivery.`);
     return;
   }
   throw new UsageError(`Unknown command "${command}".\n${usage}`);

@@ -25,10 +25,12 @@ const from: Record<Outcome, readonly string[]> = {
   detected: ["pending", "underpaid"],
   // Another asset to the address: it never counts (payment.exception), whatever the status.
   wrong_asset: ["pending", "underpaid", "confirmed", "overpaid", "expired", "late", "cancelled"],
+  // A fiat-priced intent's quote lapses now: the requote sweep prices what is due again (payment.requoted).
+  quote_lapsed: ["pending", "underpaid"],
 };
 
 /** Outcomes that leave the intent's status as it was. */
-const keepsStatus: readonly Outcome[] = ["detected", "wrong_asset"];
+const keepsStatus: readonly Outcome[] = ["detected", "wrong_asset", "quote_lapsed"];
 
 /**
  * Drives a Test intent to an outcome through the chain watcher's own code:
@@ -52,6 +54,13 @@ export async function simulate(tx: EntityManager, intents: Intents, owner: Owner
   const requested = units(row.requestedAmount);
   const received = row.amountReceived === null ? 0n : units(row.amountReceived);
 
+  if (outcome === "quote_lapsed") {
+    if (!row.price) throw apiError("invalid_state", `Payment intent ${id} is priced in its asset: only one priced in a currency has a quote to lapse.`);
+    // A millisecond ago, and before the intent expires: the sweep (every second, where rates are read) takes it.
+    const lapsed = new Date(Math.min(now.getTime() - 1, row.expiresAt.getTime() - 1));
+    await tx.execute(`update payment_intents set quote_expires_at = ? where id = ?`, [lapsed, row.id]);
+    return intents.get(tx, owner, id, true);
+  }
   if (outcome === "expired" || (outcome === "late" && row.status !== "expired")) {
     await tx.execute(`update payment_intents set expires_at = ? where id = ?`, [now, row.id]);
     row = await intents.expire(tx, { ...row, expiresAt: now }, now);

@@ -15,7 +15,7 @@ export const intentStatuses = ["pending", "underpaid", "confirmed", "overpaid", 
 export const deliveryStatuses = ["pending", "processing", "delivered", "failed"] as const;
 
 /** The outcomes a Test intent can be driven to (services/sandbox/simulate.ts). */
-export const simulateOutcomes = ["confirmed", "underpaid", "overpaid", "expired", "late", "reorged", "detected", "wrong_asset"] as const;
+export const simulateOutcomes = ["confirmed", "underpaid", "overpaid", "expired", "late", "reorged", "detected", "wrong_asset", "quote_lapsed"] as const;
 
 export interface ValueSet {
   /** Every value the set may take. */

@@ -18,7 +18,8 @@ import { runCli } from "../helpers/processes.ts";
 import { eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
-const s = await webhookSetup(t, { roles: ["rpc", "gateway", "worker"], env: { ETHEREUM_CONFIRMATIONS: "1" } });
+// RATE_SOURCES=fixed: a Test intent priced in USD is quoted offline, and its lapsed quote re-quoted.
+const s = await webhookSetup(t, { roles: ["rpc", "gateway", "worker"], env: { ETHEREUM_CONFIRMATIONS: "1", RATE_SOURCES: "fixed" } });
 const stateDir = mkdtempSync(path.join(tmpdir(), "listen-state-"));
 t.teardown(() => rmSync(stateDir, { recursive: true, force: true }));
 const intentsPath = `/api/v1/merchants/${s.creds.merchant}/payment-intents`;
@@ -164,9 +165,9 @@ t.test("a receiver that answers after 10 s holds back no endpoint's delivery of 
   await listener.stop();
 });
 
-t.test("trigger records the event it names (confirmed, exception, detected, reorged, cancelled); resend forwards one again", async (t) => {
+t.test("trigger records the event it names (confirmed, exception, detected, reorged, cancelled, requoted); resend forwards one again", async (t) => {
   const receiver = await localReceiver();
-  const triggered = ["payment.confirmed", "payment.exception", "payment.detected", "payment.reorged", "payment.cancelled"];
+  const triggered = ["payment.confirmed", "payment.exception", "payment.detected", "payment.reorged", "payment.cancelled", "payment.requoted"];
   const listener = await startListen(s.creds.key, "--forward-to", receiver.url, "--events", triggered.join(","), "--from", "now");
   for (const type of triggered) {
     const run = await runCli("services/listen/main.ts", cliEnv(s.creds.key), "trigger", type);

@@ -32,7 +32,9 @@ export type SimulatePaymentIntentRequest = Message<"payments.v1.SimulatePaymentI
   /**
    * confirmed, underpaid, overpaid, expired, late or reorged; detected (an unconfirmed payment
    * of the rest: payment.detected, the status kept) or wrong_asset (another asset of the network,
-   * its native coin first: payment.exception, the status kept).
+   * its native coin first: payment.exception, the status kept); quote_lapsed (a fiat-priced
+   * intent's quote lapses now: the requote sweep, every second, prices what is due again and
+   * records payment.requoted, given a fresh rate).
    *
    * @generated from field: string outcome = 3;
    */
