@@ -47,6 +47,7 @@ interface RouteOption {
   idempotencyKeyRequired: boolean;
   credential: number;
   rateLimited: boolean;
+  liveScope?: string;
 }
 
 /** The (payments.v1.field) rules as read through the request's own descriptors (services/rpc/field-rules.ts enforces them). */
@@ -534,6 +535,7 @@ function buildDocument(request: CodeGeneratorRequest): Json {
         }
 
         const notes = [credentialText(credential, option.scope)];
+        if (option.liveScope) notes.push(`A Live key also needs the scope \`${option.liveScope}\`.`);
         if (option.idempotencyKeyRequired) notes.push("Requires an `Idempotency-Key` header; the same key and body replay the first response (`Idempotent-Replayed: true`).");
         if (option.rateLimited) notes.push(`${limitText(credential, option.method)}; over it: 429 rate_limited with Retry-After.`);
         const operation: Record<string, Json> = {

@@ -106,6 +106,9 @@ function authorizeKeyCaller(route: Route, caller: MerchantPrincipal): MerchantPr
   if (route.scope && !caller.scopes.has(route.scope)) {
     throw apiError("insufficient_scope", `The API key lacks the scope ${route.scope}.`);
   }
+  if (route.liveScope && caller.environment === "live" && !caller.scopes.has(route.liveScope)) {
+    throw apiError("insufficient_scope", `The API key lacks the scope ${route.liveScope}, which a Live key needs here besides ${route.scope}.`);
+  }
   return caller;
 }
 

@@ -129,6 +129,11 @@ export function generateDashboardSession(environment: Environment): string {
   return `dsh_${environment}_${randomBase62(40)}`;
 }
 
+/** Whether a string is shaped as a dashboard session token (nothing else is looked up). */
+export function isDashboardSessionToken(token: string): boolean {
+  return dashboardSessionPattern.test(token);
+}
+
 /** The token of "Authorization: Bearer dsh_…", or undefined when it is not one. */
 export function parseDashboardBearer(header: string | null): string | undefined {
   const match = /^Bearer +(\S+) *$/i.exec(header ?? "");

@@ -20,6 +20,8 @@ export interface MerchantPrincipal extends Owner {
 /** What a dashboard session is, beside the key or link it acts for. */
 export interface DashboardSessionInfo {
   id: string;
+  /** The merchant's name, read with the session (the dashboard's header shows it on every page). */
+  merchantName: string;
   readOnly: boolean;
   expiresAt: Date;
   idleSeconds: number;

@@ -16,6 +16,7 @@ import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { commonHeaders, pagesPathOf, send, sendAsset } from "../checkout/handler.ts";
 import { dashboardCallHeader, dashboardCallKey, dashboardCallProof } from "../auth/dashboard-sessions.ts";
+import { isDashboardSessionToken } from "../auth/keys.ts";
 import { clientAddressKey, limitKeyOf } from "../platform/client-address.ts";
 import { describeError } from "../platform/errors.ts";
 import { randomBase62 } from "../platform/ids.ts";
@@ -53,8 +54,6 @@ const htmlHeaders: Readonly<Record<string, string>> = {
 
 /** What the session and pre-sign-in cookies are called; on https, `__Host-` ones (Secure, Path=/, this host only). */
 const cookieNames = (host: boolean) => ({ session: `${host ? "__Host-" : ""}dashboard_session`, signIn: `${host ? "__Host-" : ""}dashboard_sign_in` });
-/** A session token's shape: nothing else is looked up. */
-const sessionShape = /^dsh_(test|live)_[0-9A-Za-z]{40}$/;
 /** An id in a path: the shapes newId and newTimedId make, nothing else is looked up. */
 const idPattern = /^[a-z]{2,4}_(?:[0-9A-Za-z]{24}|[0-9A-Za-z]{26})$/;
 /** An Idempotency-Key a page put in its form. */
@@ -205,7 +204,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         const setPre: Record<string, string> = preValid ? {} : { "Set-Cookie": `${signInCookie}=${cookieValue}; ${cookieAttributes}` };
         // The session this browser has now, if any: signing in ends it, and a link asks first.
         const earlierToken = cookies.get(sessionCookie);
-        const earlier = earlierToken !== undefined && sessionShape.test(earlierToken) ? await currentSession(earlierToken, clientAddress) : undefined;
+        const earlier = earlierToken !== undefined && isDashboardSessionToken(earlierToken) ? await currentSession(earlierToken, clientAddress) : undefined;
         const replacing = first === "link" && earlier ? { merchantId: earlier.merchantId, environment: earlier.environment } : undefined;
         const render = (message?: string) => (first === "sign-in" ? pages.signInPage(paths, csrfOf(cookieValue), message) : pages.linkPage(paths, csrfOf(cookieValue), message, replacing));
         if (!post) {
@@ -256,7 +255,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
 
       // Everything else is signed in: the session is checked first, on every request.
       const token = cookies.get(sessionCookie);
-      const session = token !== undefined && sessionShape.test(token) ? await currentSession(token, clientAddress) : undefined;
+      const session = token !== undefined && isDashboardSessionToken(token) ? await currentSession(token, clientAddress) : undefined;
       const clear = `${sessionCookie}=; ${sessionAttributes(token?.startsWith("dsh_live_") ? "live" : "test")}; Max-Age=0`;
       if (!session || token === undefined) {
         if (post) {

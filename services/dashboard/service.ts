@@ -83,8 +83,8 @@ export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof Dashbo
       return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, await merchantName(em, opened.merchantId), opened.token) };
     },
     async getDashboardSession(_req, ctx) {
-      const { principal, em } = sessionRequest(ctx);
-      return { data: view({ ...principal, ...principal.session }, principal.scopes, await merchantName(em, principal.merchantId)) };
+      const { principal } = sessionRequest(ctx);
+      return { data: view({ ...principal, ...principal.session }, principal.scopes, principal.session.merchantName) };
     },
     async endDashboardSession(_req, ctx) {
       const { principal, em } = sessionRequest(ctx);

@@ -43,7 +43,8 @@ interface Row {
   at: number;
 }
 
-const columns = "id, type, payload, (extract(epoch from created_at) * 1000)::float8 as at";
+const atMs = "(extract(epoch from created_at) * 1000)::float8 as at";
+const columns = `id, type, payload, ${atMs}`;
 
 /**
  * The merchant's events of one environment as they are recorded, oldest first, from the log
@@ -68,7 +69,7 @@ export async function* recordedEvents(em: EntityManager, owner: Owner, o: Stream
     // From now: what is committed with a created_at before the start is the past; a late commit
     // stamped before the start that commits from here on is sent, as is everything stamped after.
     const past = await em.execute<{ id: string; at: number }[]>(
-      `select id, (extract(epoch from created_at) * 1000)::float8 as at from webhook_events where ${where} and created_at >= ? and created_at < ?`,
+      `select id, ${atMs} from webhook_events where ${where} and created_at >= ? and created_at < ?`,
       [...whereParams, new Date(floor), new Date(started)],
     );
     for (const row of past) sent.set(row.id, row.at);

@@ -54,8 +54,6 @@ function enabledEventsOf(requested: readonly string[]): string[] {
 /** What a URL refused in Test adds: the url field's test_hint, as its field rules add it. */
 const localHint = ` ${getOption(CreateWebhookEndpointRequestSchema.field.url, fieldOption).testHint}`;
 
-/** The scope a Live key needs to stream events (webhooks:read alone reads them one by one). */
-const listenLiveScope = "webhooks:listen";
 /** Streams one merchant may hold open on one server at once. */
 const maxStreamsPerMerchant = 10;
 
@@ -196,9 +194,6 @@ export function webhookService(deps: WebhookDeps): ServiceImpl<typeof WebhookSer
 
     async *streamWebhookEvents(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
-      if (principal.environment === "live" && !principal.scopes.has(listenLiveScope)) {
-        throw apiError("insufficient_scope", `Streaming Live events needs the ${listenLiveScope} scope besides webhooks:read: create a key with it for listening.`);
-      }
       if (req.after !== undefined && !(req.after.length <= 64 && req.after.startsWith("evt_") && idTime(req.after))) {
         throw validationError("after", `"after" must be an event id (evt_...), the last one you received.`);
       }
