@@ -184,7 +184,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     },
   });
 
-  let consumer: { stream: string; consumer: string } | undefined;
+  let consumer: { stream: string; lanes: { main: string; backlog: string } } | undefined;
   const scrapeErrors = new Counter({
     name: "payments_scrape_errors_total",
     help: "Gauges left out of a scrape because their source (database or nats) could not be read.",
@@ -236,10 +236,13 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
   // The tables retention removes from, and the one it keeps whole, sized for payments_table_bytes.
   const sizedTables = [...retentionTables, "payment_intents"];
   const retentionSuccess = gauge("payments_retention_last_success_timestamp_seconds", "When the retention job (any process's) last completed a run, in Unix seconds; readiness warns when it is late.", "scheduler");
-  const numPending = gauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending).", "worker");
-  const numAckPending = gauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending).", "worker");
-  const numRedelivered = gauge("payments_jetstream_consumer_num_redelivered", "The delivery consumer's messages delivered more than once and not yet acknowledged (num_redelivered).", "worker");
-  const maxAckPending = gauge("payments_jetstream_consumer_max_ack_pending", "The delivery consumer's max_ack_pending (WEBHOOK_MAX_ACK_PENDING): at num_ack_pending, it hands out nothing more.", "worker");
+  // One series per lane's consumer (delivery/lanes.ts): main, and backlog (busy merchants' surplus).
+  const laneGauge = (name: string, help: string) =>
+    new ScrapedGauge({ name, help, labelNames: ["lane"] as const, registers: on("worker"), collect: async () => void (await snapshot()) });
+  const numPending = laneGauge("payments_jetstream_consumer_num_pending", "The delivery consumer's messages not yet delivered (num_pending), per lane.");
+  const numAckPending = laneGauge("payments_jetstream_consumer_num_ack_pending", "The delivery consumer's messages delivered and not yet acknowledged, retries waiting included (num_ack_pending), per lane.");
+  const numRedelivered = laneGauge("payments_jetstream_consumer_num_redelivered", "The delivery consumer's messages delivered more than once and not yet acknowledged (num_redelivered), per lane.");
+  const maxAckPending = laneGauge("payments_jetstream_consumer_max_ack_pending", "The delivery consumer's max_ack_pending (WEBHOOK_MAX_ACK_PENDING), per lane: at num_ack_pending, it hands out nothing more.");
 
   const readDatabase = async () => {
     const counts = (table: string, where: string) => `(select count(*) from (select 1 from ${table} where ${where} limit ${countCap}) s)::int`;
@@ -289,11 +292,14 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     if (!consumer) throw new Error("the delivery consumer is not known yet");
     const nc = await o.nats.connected;
     const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: gaugeTimeoutMs });
-    const info = await jsm.consumers.info(consumer.stream, consumer.consumer);
-    numPending.set(info.num_pending);
-    numAckPending.set(info.num_ack_pending);
-    numRedelivered.set(info.num_redelivered);
-    maxAckPending.set(info.config.max_ack_pending ?? 0);
+    const { stream, lanes } = consumer;
+    const infos = await Promise.all(Object.entries(lanes).map(async ([lane, name]) => ({ lane, info: await jsm.consumers.info(stream, name) })));
+    for (const { lane, info } of infos) {
+      numPending.set({ lane }, info.num_pending);
+      numAckPending.set({ lane }, info.num_ack_pending);
+      numRedelivered.set({ lane }, info.num_redelivered);
+      maxAckPending.set({ lane }, info.config.max_ack_pending ?? 0);
+    }
   };
 
   // One read of each source per scrape, shared by every gauge (and the error counter) of that scrape.
@@ -355,7 +361,7 @@ export function createMetrics(o: { roles: readonly Role[]; db: Database; nats: N
     },
     watchConsumer(prefix) {
       const names = streamNames(prefix);
-      consumer = { stream: names.stream, consumer: names.consumer };
+      consumer = { stream: names.stream, lanes: { main: names.consumer, backlog: names.backlogConsumer } };
     },
   };
 }

@@ -38,7 +38,7 @@ import { formatSeconds, retentionLate, retentionReport, retentionStatus, runRete
 import { daysCovered, listPartitions, partitionedTables, partitionsDropped } from "../retention/partitions.ts";
 
 const usage = `usage:
-  ops consumers [--json]        the delivery stream and its consumer (JETSTREAM_PREFIX)
+  ops consumers [--json]        the delivery stream and its two lanes' consumers (JETSTREAM_PREFIX)
   ops deliveries [--status ${deliveryStatuses.join("|")}] [--merchant ID] [--limit N (1-1000, default 50)] [--json]
                                 webhook deliveries, newest first, with why each was made
                                 (cause: event, replay, recovery) and their last error
@@ -127,12 +127,28 @@ async function consumers(config: Config) {
       if (notFound(err, JetStreamApiCodes.StreamNotFound)) throw new OpsError(`no stream ${names.stream} yet: start a worker (npm start) to create it`, 1);
       throw err;
     });
-    const ci = await jsm.consumers.info(names.stream, names.consumer).catch((err: unknown) => {
-      if (notFound(err, JetStreamApiCodes.ConsumerNotFound)) {
-        throw new OpsError(`no consumer ${names.consumer} on stream ${names.stream} yet: start a worker (npm start) to create it`, 1);
-      }
-      throw err;
+    const info = (name: string) =>
+      jsm.consumers.info(names.stream, name).catch((err: unknown) => {
+        if (notFound(err, JetStreamApiCodes.ConsumerNotFound)) {
+          throw new OpsError(`no consumer ${name} on stream ${names.stream} yet: start a worker (npm start) to create it`, 1);
+        }
+        throw err;
+      });
+    const view = (ci: Awaited<ReturnType<typeof info>>) => ({
+      name: ci.name,
+      description: ci.config.description ?? null,
+      subject: ci.config.filter_subject ?? null,
+      max_deliver: ci.config.max_deliver ?? null,
+      backoff_seconds: (ci.config.backoff ?? []).map((ns) => ns / 1e9),
+      ack_wait_seconds: seconds(ci.config.ack_wait) ?? null,
+      max_ack_pending: ci.config.max_ack_pending ?? null,
+      num_pending: ci.num_pending,
+      num_ack_pending: ci.num_ack_pending,
+      num_redelivered: ci.num_redelivered,
+      num_waiting: ci.num_waiting,
     });
+    // The main lane's consumer, and the backlog lane's (a busy merchant's surplus: delivery/lanes.ts).
+    const [main, backlog] = await Promise.all([info(names.consumer), info(names.backlogConsumer)]);
     return {
       stream: {
         name: si.config.name,
@@ -142,18 +158,8 @@ async function consumers(config: Config) {
         messages: si.state.messages,
         duplicate_window_seconds: seconds(si.config.duplicate_window) ?? null,
       },
-      consumer: {
-        name: ci.name,
-        description: ci.config.description ?? null,
-        max_deliver: ci.config.max_deliver ?? null,
-        backoff_seconds: (ci.config.backoff ?? []).map((ns) => ns / 1e9),
-        ack_wait_seconds: seconds(ci.config.ack_wait) ?? null,
-        max_ack_pending: ci.config.max_ack_pending ?? null,
-        num_pending: ci.num_pending,
-        num_ack_pending: ci.num_ack_pending,
-        num_redelivered: ci.num_redelivered,
-        num_waiting: ci.num_waiting,
-      },
+      consumer: view(main),
+      backlog_consumer: view(backlog),
     };
   } finally {
     await nc.close();
@@ -171,7 +177,7 @@ function section(kind: string, o: { name: string } & Record<string, unknown>): s
 
 function consumersTable(v: Awaited<ReturnType<typeof consumers>>): string {
   const [head, ...rows] = section("stream", v.stream);
-  return table(head!, [...rows, ["", ""], ...section("consumer", v.consumer)]);
+  return table(head!, [...rows, ["", ""], ...section("consumer", v.consumer), ["", ""], ...section("consumer", v.backlog_consumer)]);
 }
 
 // ---- deliveries ----

@@ -18,8 +18,12 @@ import { ackWaitWithoutBackoffMs } from "./schedule.ts";
 /** Every JetStream name derives from JETSTREAM_PREFIX, so instances and test runs share one NATS. */
 export interface StreamNames {
   stream: string;
+  /** The main lane: every delivery's message but a busy merchant's beyond its share (lanes.ts). */
   subject: string;
   consumer: string;
+  /** The backlog lane: a merchant's messages beyond its share of the main lane, pulled by a consumer of their own. */
+  backlogSubject: string;
+  backlogConsumer: string;
   /** The stream holding the one message that says which installation the prefix belongs to. */
   claimStream: string;
   claimSubject: string;
@@ -30,6 +34,8 @@ export function streamNames(prefix: string): StreamNames {
     stream: `${prefix}-webhook-deliveries`,
     subject: `${prefix}.webhooks.delivery`,
     consumer: `${prefix}-webhook-worker`,
+    backlogSubject: `${prefix}.webhooks.delivery.backlog`,
+    backlogConsumer: `${prefix}-webhook-worker-backlog`,
     claimStream: `${prefix}-installation`,
     claimSubject: `${prefix}.installation`,
   };
@@ -144,7 +150,7 @@ function streamConfig(names: StreamNames, replicas: number): WantedStream {
   return {
     name: names.stream,
     description: "Webhook deliveries to attempt: one message per delivery (Nats-Msg-Id = delivery id), removed once acknowledged or terminated.",
-    subjects: [names.subject],
+    subjects: [names.subject, names.backlogSubject],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(duplicateWindowMs),
@@ -152,10 +158,19 @@ function streamConfig(names: StreamNames, replicas: number): WantedStream {
   };
 }
 
-function consumerConfig(names: StreamNames, s: Schedule, maxAckPending: number): Partial<ConsumerConfig> {
+/** The two lanes' consumers: the same schedule, each its own subject (a work-queue stream's consumers may not overlap). */
+function consumerConfigs(names: StreamNames, s: Schedule, maxAckPending: number): Partial<ConsumerConfig>[] {
+  return [
+    consumerConfig(names.consumer, names.subject, "Webhook delivery workers, main lane", s, maxAckPending),
+    consumerConfig(names.backlogConsumer, names.backlogSubject, "Webhook delivery workers, backlog lane (a busy merchant's messages beyond its share)", s, maxAckPending),
+  ];
+}
+
+function consumerConfig(name: string, subject: string, what: string, s: Schedule, maxAckPending: number): Partial<ConsumerConfig> {
   return {
-    durable_name: names.consumer,
-    description: "Webhook delivery workers: max_deliver = WEBHOOK_MAX_ATTEMPTS, backoff = WEBHOOK_RETRY_DELAYS (the retry schedule).",
+    durable_name: name,
+    description: `${what}: max_deliver = WEBHOOK_MAX_ATTEMPTS, backoff = WEBHOOK_RETRY_DELAYS (the retry schedule).`,
+    filter_subject: subject,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     max_deliver: s.maxAttempts,
@@ -215,8 +230,8 @@ async function ensureStream(jsm: JetStreamManager, want: WantedStream, replicas:
 }
 
 /**
- * Claims the prefix for this installation, then creates the streams and the durable consumer, or
- * brings them to the configured schedule and replicas (JETSTREAM_REPLICAS). Returns what it changed
+ * Claims the prefix for this installation, then creates the streams and the two lanes' durable
+ * consumers (lanes.ts), or brings them to the configured schedule and replicas (JETSTREAM_REPLICAS). Returns what it changed
  * on existing ones, for the log.
  */
 export async function ensureDeliveryStream(
@@ -240,9 +255,17 @@ export async function ensureDeliveryStream(
   const jsm = await jetstreamManager(nc);
   const changed = await claimPrefix(nc, jsm, names, owner.installation, owner.prefix, replicas);
   changed.push(...(await ensureStream(jsm, streamConfig(names, replicas), replicas)));
-  const consumer = consumerConfig(names, s, maxAckPending);
+  // The main lane's first: a consumer made before the lanes takes every subject, and the backlog
+  // lane's could not be added beside it until it is narrowed to its own.
+  for (const consumer of consumerConfigs(names, s, maxAckPending)) changed.push(...(await ensureConsumer(jsm, names.stream, consumer)));
+  return { jsm, changed };
+}
+
+/** Creates a consumer, or brings an existing one to the wanted config; returns what changed. */
+async function ensureConsumer(jsm: JetStreamManager, stream: string, consumer: Partial<ConsumerConfig>): Promise<string[]> {
+  const name = consumer.durable_name!;
   try {
-    const { config: current } = await jsm.consumers.info(names.stream, names.consumer);
+    const { config: current } = await jsm.consumers.info(stream, name);
     const { durable_name: _, deliver_policy: __, ack_policy: ___, ...updatable } = consumer;
     // Only a changed schedule is written: an update while messages are pending makes
     // some servers (2.9) hand pending messages out again.
@@ -251,13 +274,12 @@ export async function ensureDeliveryStream(
     const differs = (Object.keys(updatable) as (keyof typeof updatable)[]).filter(
       (k) => JSON.stringify(now[k] ?? null) !== JSON.stringify(updatable[k] ?? null),
     );
-    if (differs.length > 0) {
-      await jsm.consumers.update(names.stream, names.consumer, updatable);
-      changed.push(`${names.consumer}: ${differs.join(", ")}`);
-    }
+    if (differs.length === 0) return [];
+    await jsm.consumers.update(stream, name, updatable);
+    return [`${name}: ${differs.join(", ")}`];
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    await jsm.consumers.add(names.stream, consumer);
+    await jsm.consumers.add(stream, consumer);
+    return [];
   }
-  return { jsm, changed };
 }

@@ -7,6 +7,7 @@ import { listenForever } from "../platform/pg-listen.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
+import { Lanes, type LaneShare } from "./lanes.ts";
 import { takeUnpublished } from "./webhook-deliveries.ts";
 
 export interface RelayOptions {
@@ -22,6 +23,8 @@ export interface RelayOptions {
   pollMs?: number;
   /** The cap of the backoff while passes fail: how late the relay may notice the outage is over. */
   maxBackoffMs?: number;
+  /** Each merchant's share of the main lane (lanes.ts). */
+  laneShare?: LaneShare;
 }
 
 /**
@@ -32,7 +35,7 @@ const recentWindowMs = 3 * 86_400_000;
 
 /**
  * The outbox relay: publishes every unpublished delivery to JetStream with
- * Nats-Msg-Id = delivery id, then marks it published. It wakes on the
+ * Nats-Msg-Id = delivery id, on its merchant's lane (lanes.ts), then marks it published. It wakes on the
  * webhook_outbox notification (sent when deliveries commit) and polls as a
  * fallback, so whatever a crash or a NATS outage left behind goes out on a later pass.
  * Rows are locked while published (SKIP LOCKED), so several relays share the work.
@@ -70,6 +73,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   });
 
   const outage = new OutageLog(o.logger, "outbox relay");
+  const lanes = new Lanes(o.laneShare);
+  const subjects = { main: o.names.subject, backlog: o.names.backlogSubject };
   let failures = 0;
   // Most passes read the recent days only; one a pollMs reads every day, for a delivery put back in
   // the outbox long after it was made (a stranded one republished).
@@ -83,7 +88,13 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     return o.db.em.fork().transactional(async (tx) => {
       const rows = await takeUnpublished(tx, batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs));
       if (rows.length === 0) return 0;
-      await Promise.all(rows.map(({ id, msgId, endpointId, dueAt }) => js.publish(o.names.subject, id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) })));
+      // Taken in publishing order (the retries due, then new deliveries oldest first), so a
+      // merchant's share goes to its oldest.
+      await Promise.all(
+        rows.map(({ id, msgId, merchantId, endpointId, dueAt }) =>
+          js.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) }),
+        ),
+      );
       return rows.length;
     });
   };

@@ -133,7 +133,11 @@ export const publishAheadMs = 3000;
  * in the days the batch spans. As one statement (an update joined to its subquery) it was planned
  * against every day's partition, 60 ms a pass beside 90 days, where it took 8 on a new database.
  */
-export async function takeUnpublished(em: EntityManager, batch: number, since: Date | "-infinity" = "-infinity"): Promise<{ id: string; msgId: string; endpointId: string; dueAt: Date | undefined }[]> {
+export async function takeUnpublished(
+  em: EntityManager,
+  batch: number,
+  since: Date | "-infinity" = "-infinity",
+): Promise<{ id: string; msgId: string; merchantId: string; endpointId: string; dueAt: Date | undefined }[]> {
   const after = since === "-infinity" ? since : since.toISOString();
   type Row = { id: string; created_at: Date | string };
   // Three lanes, so that no backlog holds up another's new deliveries for longer than a pass or
@@ -168,10 +172,10 @@ export async function takeUnpublished(em: EntityManager, batch: number, since: D
   const due = [...retries, ...newest, ...oldest];
   if (due.length === 0) return [];
   const times = due.map((r) => new Date(r.created_at).getTime());
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; endpoint_id: string; next_attempt_at: Date | string | null }[]>(
+  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; merchant_id: string; endpoint_id: string; next_attempt_at: Date | string | null }[]>(
     `update webhook_deliveries set published_at = now()
       where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz and published_at is null
-      returning id, republished, created_at, endpoint_id, next_attempt_at`,
+      returning id, republished, created_at, merchant_id, endpoint_id, next_attempt_at`,
     [`{${due.map((r) => r.id).join(",")}}`, new Date(Math.min(...times)).toISOString(), new Date(Math.max(...times)).toISOString()],
   );
   // RETURNING keeps no order: published the retries due first, then new deliveries oldest first.
@@ -181,6 +185,7 @@ export async function takeUnpublished(em: EntityManager, batch: number, since: D
   return rows.map((r) => ({
     id: r.id,
     msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id,
+    merchantId: r.merchant_id,
     endpointId: r.endpoint_id,
     dueAt: r.next_attempt_at === null ? undefined : new Date(r.next_attempt_at),
   }));

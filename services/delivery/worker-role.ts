@@ -6,6 +6,7 @@ import type { Nats } from "../platform/nats.ts";
 import { installationId, recordOnce } from "../platform/settings.ts";
 import type { SecretBox } from "../platform/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
+import { laneShare } from "./lanes.ts";
 import { startRelay } from "./relay.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
 import { startDeliveryWorker, type WorkerOptions, type WorkerStats } from "./worker.ts";
@@ -90,7 +91,7 @@ export async function startWorkerRole(o: {
   if (taken) throw taken;
   started = true;
 
-  const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady });
+  const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady, laneShare: laneShare(config.webhookMainLanePerSecond) });
   const worker = startDeliveryWorker({
     db,
     nats,

@@ -105,11 +105,14 @@ interface WorkerState {
   heldBack: number;
   /** Since when the worker has held all it may (hardMaxHeld), while it does. */
   fullSince: number | undefined;
-  fullTimer: NodeJS.Timeout | undefined;
-  /** Wakes the pull loop when a slot frees or a held message leaves. */
+  /** The pull loops waiting for a slot to free or a held message to leave (one per lane). */
+  waiting: Set<() => void>;
+  /** Wakes the waiting pull loops. */
   wake: () => void;
-  /** The pull in progress, closed by a stop. */
-  current: { close(): Promise<void | Error> } | undefined;
+  /** The pulls in progress (one per lane), closed by a stop. */
+  current: Set<{ close(): Promise<void | Error> }>;
+  /** Messages the pulls in progress asked for and have not brought yet: room already spoken for. */
+  requested: number;
 }
 
 /**
@@ -137,9 +140,13 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
     heldCounted: 0,
     heldBack: 0,
     fullSince: undefined,
-    fullTimer: undefined,
-    wake: () => undefined,
-    current: undefined,
+    waiting: new Set(),
+    wake: () => {
+      for (const resolve of state.waiting) resolve();
+      state.waiting.clear();
+    },
+    current: new Set(),
+    requested: 0,
   };
   let halt!: (err: Error) => void;
   // Rejects at stop(), so nothing waits for a NATS connection that never comes.
@@ -199,7 +206,8 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
    */
   const fullPauseMs = o.fairness.fastMs;
   const heldFull = () => {
-    if (state.heldCount < hardMaxHeld) {
+    // What the other lane's pull is bringing counts: both lanes' pulls fill one holding.
+    if (state.heldCount + state.requested < hardMaxHeld) {
       state.fullSince = undefined;
       return false;
     }
@@ -392,7 +400,9 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
   const pumping = setInterval(pump, 250);
   pumping.unref();
 
-  const loop = pullLoop(o, state, { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning: () => gate.sharedRunning() });
+  // One loop per lane (lanes.ts), each pulling as the worker has room, into the same holding.
+  const admission: Admission = { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning: () => gate.sharedRunning() };
+  const loops = [o.names.consumer, o.names.backlogConsumer].map((consumer) => pullLoop(o, consumer, state, admission));
   const sweep = startSweep({ db: o.db, nats: o.nats, names: o.names, schedule: o.schedule, timeoutMs: o.timeoutMs, logger: o.logger, stopped: () => state.stopped });
 
   return {
@@ -405,10 +415,9 @@ export function startDeliveryWorker(o: WorkerOptions): WorkerStats & { stop(): P
       halt(new Error("stopped"));
       sweep.stop();
       clearInterval(pumping);
-      clearTimeout(state.fullTimer);
       state.wake();
-      await state.current?.close();
-      await loop;
+      await Promise.all([...state.current].map((pull) => pull.close()));
+      await Promise.all(loops);
       // Messages waiting for a slot were not claimed: another worker can take them at once.
       for (const queue of held.values()) {
         for (const h of queue) {
@@ -481,19 +490,26 @@ interface Admission {
 // pulls again, and without a heartbeat watch until that check passes: a fetch that outlives its
 // deadline is closed here. Any of these: set the stream and consumer up again (they may have been
 // lost with a server's store) and pull again, with capped backoff while it keeps failing.
-async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning }: Admission): Promise<void> {
+async function pullLoop(
+  o: WorkerOptions,
+  consumerName: string,
+  state: WorkerState,
+  { halted, admit, heldFull, fullPauseMs, hardMaxHeld, sharedRunning }: Admission,
+): Promise<void> {
   /** A wait that stop() cuts short. */
   const pause = (ms: number) => Promise.race([new Promise((r) => setTimeout(r, ms)), halted]).catch(() => undefined);
   const expiresMs = 5000;
   const stalledAfterMs = expiresMs + 15_000;
   // Each outage of the consumer is logged once when it begins and once when it ends.
-  const pulling = new OutageLog(o.logger, "JetStream consumer (delivery worker)");
+  const pulling = new OutageLog(o.logger, `JetStream consumer ${consumerName} (delivery worker)`);
+  let current: { close(): Promise<void | Error> } | undefined;
+  let fullTimer: NodeJS.Timeout | undefined;
   let failures = 0;
   while (!state.stopped) {
     try {
       const nc = await Promise.race([o.nats.connected, halted]);
       await o.streamReady(failures > 0);
-      const consumer = await jetstream(nc).consumers.get(o.names.stream, o.names.consumer);
+      const consumer = await jetstream(nc).consumers.get(o.names.stream, consumerName);
       // Pull only what can start now. A message waiting in a client-side buffer gets no
       // working(), so after its ack deadline JetStream would send it again.
       while (!state.stopped) {
@@ -506,18 +522,27 @@ async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, h
         const busy = () => state.inflight.size - sharedRunning() + state.heldCounted;
         while (!state.stopped && (busy() > o.concurrency / 2 || heldFull())) {
           await new Promise<void>((resolve) => {
-            state.wake = resolve;
-            clearTimeout(state.fullTimer);
+            state.waiting.add(resolve);
+            clearTimeout(fullTimer);
             const pauseLeft = state.fullSince === undefined ? 0 : state.fullSince + fullPauseMs - Date.now();
-            if (pauseLeft > 0) state.fullTimer = setTimeout(resolve, pauseLeft);
+            if (pauseLeft > 0) fullTimer = setTimeout(resolve, pauseLeft);
           });
+          clearTimeout(fullTimer);
         }
         if (state.stopped) break;
-        // Never more than the worker may hold: a message pulled beyond that could only go back.
-        const room = hardMaxHeld - state.heldCount;
+        // Never more than the worker may hold: a message pulled beyond that could only go back. The
+        // other lane's pull may be bringing some meanwhile: its room is spoken for.
+        const room = hardMaxHeld - state.heldCount - state.requested;
         const max = o.concurrency - busy();
-        const batch = await consumer.fetch({ max_messages: room > 0 ? Math.min(max, room) : max, expires: expiresMs });
-        state.current = batch;
+        const asked = Math.max(1, room > 0 ? Math.min(max, room) : max);
+        let brought = 0;
+        state.requested += asked;
+        const batch = await consumer.fetch({ max_messages: asked, expires: expiresMs }).catch((err: unknown) => {
+          state.requested -= asked;
+          throw err;
+        });
+        current = batch;
+        state.current.add(batch);
         // A pull's close() takes effect inside its iteration, so awaiting it here would wait
         // forever: the iteration below ends it.
         if (state.stopped) void batch.close();
@@ -529,13 +554,18 @@ async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, h
         try {
           for await (const msg of batch) {
             pulling.recovered();
+            if (brought++ < asked) state.requested--;
             admit(msg);
           }
         } finally {
+          state.requested -= Math.max(0, asked - brought);
+          // Room it spoke for and did not take: the other lane's loop may be waiting for it.
+          if (asked > brought) state.wake();
           clearTimeout(watchdog);
-          state.current = undefined;
+          state.current.delete(batch);
+          current = undefined;
         }
-        if (stalled && !state.stopped) throw new Error(`a pull from ${o.names.consumer} did not end within ${stalledAfterMs} ms`);
+        if (stalled && !state.stopped) throw new Error(`a pull from ${consumerName} did not end within ${stalledAfterMs} ms`);
         // A pull request went through and ended as it should: the consumer is back.
         pulling.recovered();
         failures = 0;
@@ -546,7 +576,8 @@ async function pullLoop(o: WorkerOptions, state: WorkerState, { halted, admit, h
       pulling.failed(err);
       failures++;
     }
-    state.current = undefined;
+    if (current) state.current.delete(current);
+    current = undefined;
     if (!state.stopped) await pause(nextDelay(failures, 500, 5000));
   }
 }

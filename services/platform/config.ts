@@ -67,6 +67,8 @@ export interface Config {
   webhookStreamWaitSeconds: number;
   /** WEBHOOK_ENDPOINT_STREAM_RETRIES: retries and held-back messages of one endpoint a worker process leaves waiting in JetStream; more wait in the outbox. */
   webhookEndpointStreamRetries: number;
+  /** WEBHOOK_MAIN_LANE_PER_SECOND: a merchant's messages a second on the main lane (bursts of 5 s' worth); more take the backlog lane (delivery/lanes.ts). */
+  webhookMainLanePerSecond: number;
 
   /**
    * WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: an enabled endpoint is disabled by the scheduler when a
@@ -578,6 +580,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookMaxAckPending: integer(env, "WEBHOOK_MAX_ACK_PENDING", 100_000, 10, 10_000_000),
     webhookStreamWaitSeconds: integer(env, "WEBHOOK_STREAM_WAIT_SECONDS", 300, 1, 86_400),
     webhookEndpointStreamRetries: integer(env, "WEBHOOK_ENDPOINT_STREAM_RETRIES", 1000, 1, 1_000_000),
+    webhookMainLanePerSecond: integer(env, "WEBHOOK_MAIN_LANE_PER_SECOND", 40, 1, 1_000_000),
     webhookAutoDisableAfterSeconds: integer(env, "WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", 5 * 86_400, 0, 365 * 86_400),
     webhookRecovery: {
       maxDays: integer(env, "WEBHOOK_RECOVERY_MAX_DAYS", 7, 1, 365),

@@ -127,9 +127,9 @@ export async function createUsdcIntent(s: WebhookSetup, amount: string): Promise
 export const eventIdOf = (r: RecordedRequest) => String(r.headers["x-service-event-id"]);
 
 /**
- * Waits until the app's delivery consumer holds no message: none waiting, none delivered and
- * unacknowledged (a retry waiting on its backoff is one). From then on no attempt can be made
- * until a new delivery is published: the proof of absence a sleep cannot give.
+ * Waits until the app's delivery consumers (both lanes) hold no message: none waiting, none
+ * delivered and unacknowledged (a retry waiting on its backoff is one). From then on no attempt can
+ * be made until a new delivery is published: the proof of absence a sleep cannot give.
  */
 export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, timeoutMs = 20_000): Promise<void> {
   const names = streamNames(app.prefix);
@@ -138,11 +138,11 @@ export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, t
     const jsm = await jetstreamManager(nc);
     let last = "";
     await until(
-      `${names.consumer} drained`,
+      `${names.consumer} and ${names.backlogConsumer} drained`,
       async () => {
-        const info = await jsm.consumers.info(names.stream, names.consumer);
-        last = `num_pending ${info.num_pending}, num_ack_pending ${info.num_ack_pending}`;
-        return info.num_pending === 0 && info.num_ack_pending === 0;
+        const infos = await Promise.all([names.consumer, names.backlogConsumer].map((c) => jsm.consumers.info(names.stream, c)));
+        last = infos.map((info) => `${info.name}: num_pending ${info.num_pending}, num_ack_pending ${info.num_ack_pending}`).join("; ");
+        return infos.every((info) => info.num_pending === 0 && info.num_ack_pending === 0);
       },
       timeoutMs,
       () => last,
@@ -152,12 +152,12 @@ export async function consumerDrained(app: Pick<TestApp, "prefix" | "config">, t
   }
 }
 
-/** The app's delivery consumer as JetStream describes it now (its num_ack_pending, max_ack_pending…). */
-export async function consumerInfo(app: Pick<TestApp, "prefix" | "config">) {
+/** A lane's delivery consumer (delivery/lanes.ts) as JetStream describes it now (its num_ack_pending, max_ack_pending…). */
+export async function consumerInfo(app: Pick<TestApp, "prefix" | "config">, lane: "main" | "backlog" = "main") {
   const names = streamNames(app.prefix);
   const nc = await connect({ servers: (app.config.natsUrl ?? natsUrl).split(",") });
   try {
-    return await (await jetstreamManager(nc)).consumers.info(names.stream, names.consumer);
+    return await (await jetstreamManager(nc)).consumers.info(names.stream, lane === "main" ? names.consumer : names.backlogConsumer);
   } finally {
     await nc.close();
   }

@@ -30,13 +30,19 @@ t.test("ops consumers and deliveries", async (t) => {
     t.same(view.consumer.backoff_seconds, [0.2, 0.2, 0.2, 0.2, 0.2]);
     for (const k of ["num_pending", "num_ack_pending", "num_redelivered", "num_waiting", "max_ack_pending"]) {
       t.type(view.consumer[k], "number", k);
+      t.type(view.backlog_consumer[k], "number", `the backlog lane's ${k}`);
     }
+    t.equal(view.consumer.subject, `${prefix}.webhooks.delivery`, "the main lane's subject");
+    t.equal(view.backlog_consumer.name, `${prefix}-webhook-worker-backlog`);
+    t.equal(view.backlog_consumer.subject, `${prefix}.webhooks.delivery.backlog`, "the backlog lane's subject");
+    t.same(view.backlog_consumer.backoff_seconds, view.consumer.backoff_seconds, "one schedule for both lanes");
   });
 
   t.test("consumers table", async (t) => {
     const r = await ops(env, "consumers");
     t.equal(r.code, 0, r.stderr);
     t.match(r.stdout, `${prefix}-webhook-worker`);
+    t.match(r.stdout, `${prefix}-webhook-worker-backlog`);
     t.match(r.stdout, "0.2s, 0.2s, 0.2s, 0.2s, 0.2s");
     t.match(r.stdout, /num_waiting\s+\d+/);
   });

@@ -62,14 +62,17 @@ async function bArrivesWithin1s(t: Test, s: WebhookSetup, b: { merchant: string;
 t.test(`retries due later than WEBHOOK_STREAM_WAIT_SECONDS wait in the outbox: B is not held up, A's retries come on schedule, never early`, async (t) => {
   const { s, b, bEndpoint } = await backlogOfA(t, { WEBHOOK_STREAM_WAIT_SECONDS: "5" });
   const c = await counts(s);
-  const info = await consumerInfo(s);
+  const [info, backlog] = await Promise.all([consumerInfo(s), consumerInfo(s, "backlog")]);
   t.equal(info.config.max_ack_pending, 200, "the consumer's max_ack_pending is WEBHOOK_MAX_ACK_PENDING");
-  t.ok(info.num_ack_pending < 100, `A's retries are not waiting in JetStream (num_ack_pending ${info.num_ack_pending})`);
+  t.equal(backlog.config.max_ack_pending, 200, "the backlog lane's too");
+  const held = info.num_ack_pending + backlog.num_ack_pending;
+  t.ok(held < 100, `A's retries are not waiting in JetStream (num_ack_pending ${info.num_ack_pending} + ${backlog.num_ack_pending})`);
   t.ok(c.waiting_in_outbox >= deliveriesOfA - 50, `they wait in the outbox (${c.waiting_in_outbox} of ${deliveriesOfA})`);
   const metrics = await (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
   const shown = Number(/^payments_webhook_outbox_waiting_retries (\d+)$/m.exec(metrics)?.[1]);
   t.ok(shown > 0, `payments_webhook_outbox_waiting_retries shows them (${shown})`);
-  t.match(metrics, /^payments_jetstream_consumer_max_ack_pending 200$/m, "and the consumer's cap");
+  t.match(metrics, /^payments_jetstream_consumer_max_ack_pending\{lane="main"\} 200$/m, "and the consumer's cap");
+  t.match(metrics, /^payments_jetstream_consumer_max_ack_pending\{lane="backlog"\} 200$/m, "the backlog lane's too");
   await bArrivesWithin1s(t, s, b, bEndpoint);
 
   // A's second attempts: each at its first's end + the delay, by the retry's own time (never early).
@@ -98,8 +101,8 @@ t.test(`retries due later than WEBHOOK_STREAM_WAIT_SECONDS wait in the outbox: B
 
 t.test("an endpoint's retries past its share (WEBHOOK_ENDPOINT_STREAM_RETRIES) wait in the outbox though due soon: B is not held up", async (t) => {
   const { s, b, bEndpoint } = await backlogOfA(t, { WEBHOOK_STREAM_WAIT_SECONDS: "600", WEBHOOK_ENDPOINT_STREAM_RETRIES: "5" });
-  const info = await consumerInfo(s);
-  t.ok(info.num_ack_pending <= endpointsOfA * 5 + 20, `at most 5 retries an endpoint wait in JetStream (num_ack_pending ${info.num_ack_pending})`);
+  const held = (await consumerInfo(s)).num_ack_pending + (await consumerInfo(s, "backlog")).num_ack_pending;
+  t.ok(held <= endpointsOfA * 5 + 20, `at most 5 retries an endpoint wait in JetStream (num_ack_pending of both lanes ${held})`);
   const c = await counts(s);
   t.ok(c.waiting_in_outbox >= deliveriesOfA - endpointsOfA * 5 - 20, `the rest wait in the outbox (${c.waiting_in_outbox})`);
   await bArrivesWithin1s(t, s, b, bEndpoint);
@@ -127,4 +130,11 @@ t.test("while more endpoints than the worker has slots answer 503 to their first
   await bArrivesWithin1s(t, s, b, bEndpoint, "while A's first attempts drain", 2000);
   const after = await counts(s);
   t.ok(after.attempted < endpointsOfA * 81, `and B's came before A's were done (${after.attempted} of ${endpointsOfA * 81} attempted)`);
+  // A's 1 280 first attempts went past its share of the main lane (200 at once, 40 a second:
+  // delivery/lanes.ts), so most took the backlog lane, where B's never wait.
+  const [main, backlog] = await Promise.all([consumerInfo(s), consumerInfo(s, "backlog")]);
+  t.ok(
+    backlog.delivered.stream_seq > 0 && backlog.num_pending + backlog.delivered.consumer_seq >= (endpointsOfA * 80) / 2,
+    `A's surplus took the backlog lane (backlog consumer: ${backlog.delivered.consumer_seq} handed out, ${backlog.num_pending} waiting; main: ${main.delivered.consumer_seq} handed out)`,
+  );
 });
