@@ -3,7 +3,7 @@ import { route as routeOption, type Route } from "../gen/payments/v1/options_pb.
 
 /** One REST route, read from an RPC's (payments.v1.route) option. */
 export interface RestRoute {
-  /** A server-streaming RPC's route answers Server-Sent Events (GET only). */
+  /** A server-streaming RPC's route answers Server-Sent Events, or a streamed file when its option names a media_type (GET only). */
   rpc: DescMethodUnary | DescMethodServerStreaming;
   option: Route;
   httpMethod: string;
@@ -31,6 +31,16 @@ export function buildRoutes(services: readonly DescService[]): RestRoute[] {
       const where = `${service.typeName}.${rpc.name}`;
       if (rpc.methodKind !== "unary" && rpc.methodKind !== "server_streaming") throw new Error(`${where}: only unary and server-streaming RPCs can have a REST route`);
       if (rpc.methodKind === "server_streaming" && option.method !== "GET") throw new Error(`${where}: a server-streaming RPC's route is a GET (Server-Sent Events)`);
+      if (option.mediaType !== "") {
+        // A streamed file: each message's one string field `chunk` is the next piece of the body.
+        const [chunk, ...others] = rpc.output.fields;
+        if (rpc.methodKind !== "server_streaming") throw new Error(`${where}: only a server-streaming RPC's route can set media_type`);
+        if (!/^[a-z]+\/[a-z0-9.+-]+$/.test(option.mediaType) || option.mediaType.endsWith("json") || option.mediaType === "text/event-stream") throw new Error(`${where}: media_type ${option.mediaType} is not a file's media type`);
+        if (chunk?.name !== "chunk" || chunk.fieldKind !== "scalar" || chunk.scalar !== 9 /* string */ || others.length > 0) throw new Error(`${where}: a media_type route's response has one field, string chunk`);
+        if (!/^[a-z0-9][a-z0-9._-]*$/.test(option.fileName)) throw new Error(`${where}: file_name must be a plain file name`);
+      } else if (option.fileName !== "") {
+        throw new Error(`${where}: file_name is for a media_type route`);
+      }
       if (option.method !== "GET" && option.method !== "POST") {
         throw new Error(`${where}: unsupported REST method ${option.method}`);
       }

@@ -93,14 +93,7 @@ async function sendEvents(res: http.ServerResponse, output: DescMessage, message
   res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store", "X-Accel-Buffering": "no" });
   opened();
   const write = async (message: unknown) => {
-    if (res.write(`data: ${JSON.stringify(encodeResponse(output, message as never))}\n\n`)) return;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        res.off("drain", done).off("close", done);
-        resolve();
-      };
-      res.on("drain", done).on("close", done);
-    });
+    if (!res.write(`data: ${JSON.stringify(encodeResponse(output, message as never))}\n\n`)) await drained(res);
   };
   try {
     if (!first.done) {
@@ -119,6 +112,57 @@ async function sendEvents(res: http.ServerResponse, output: DescMessage, message
     }
   }
   if (!res.writableEnded) res.end();
+}
+
+/** Waits until `res` takes more (its buffer drained) or is gone. */
+function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off("drain", done).off("close", done);
+      resolve();
+    };
+    res.on("drain", done).on("close", done);
+  });
+}
+
+/**
+ * A server stream as a file (route option media_type, e.g. text/csv): the body is each message's
+ * `chunk`, written as the client reads (the next message is asked for only once the last one is
+ * taken, so the server holds one message at a time however large the file). As with events, the
+ * status waits for the first message, so a refusal before it is the error envelope. A failure
+ * after it cannot change the status: the response is aborted (its chunked encoding never ends),
+ * so no client takes a cut-off file for a whole one.
+ */
+async function sendFile(res: http.ServerResponse, route: RestRoute, messages: AsyncIterable<unknown>, headers: Record<string, string>, logger: Logger, requestId: string, opened: () => void): Promise<void> {
+  const iterator = messages[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  res.writeHead(200, {
+    ...headers,
+    "Content-Type": `${route.option.mediaType}; charset=utf-8`,
+    "Content-Disposition": `attachment; filename="${route.option.fileName}"`,
+    "Cache-Control": "no-store",
+    "X-Accel-Buffering": "no",
+  });
+  opened();
+  const write = async (message: unknown) => {
+    if (!res.write((message as { chunk: string }).chunk)) await drained(res);
+  };
+  try {
+    if (!first.done) {
+      await write(first.value);
+      for await (const message of { [Symbol.asyncIterator]: () => iterator }) {
+        if (res.destroyed || res.writableEnded) break;
+        await write(message);
+      }
+    }
+  } catch (err) {
+    if (!res.destroyed) {
+      if (describeError(err).code === "internal_error") logger.error({ err, requestId }, "file stream failed");
+      res.destroy();
+    }
+    return;
+  }
+  if (!res.writableEnded && !res.destroyed) res.end();
 }
 
 async function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
@@ -337,7 +381,9 @@ export function createGateway(options: GatewayOptions): http.Server {
       status = 200;
       if (answer.kind === "stream") {
         // A stream's latency is its time to open: its life is its client's, not the server's speed.
-        await sendEvents(res, match.route.rpc.output, answer.response.message, headers, logger, requestId, () => (openedAfter = (performance.now() - started) / 1000));
+        const opened = () => (openedAfter = (performance.now() - started) / 1000);
+        if (match.route.option.mediaType !== "") await sendFile(res, match.route, answer.response.message, headers, logger, requestId, opened);
+        else await sendEvents(res, match.route.rpc.output, answer.response.message, headers, logger, requestId, opened);
         return;
       }
       send(res, status, encodeResponse(match.route.rpc.output, answer.response.message), headers);

@@ -48,6 +48,9 @@ interface RouteOption {
   credential: number;
   rateLimited: boolean;
   liveScope?: string;
+  /** A server stream answered as a file of this media type (gateway/server.ts sendFile); "" for Server-Sent Events. */
+  mediaType: string;
+  fileName: string;
 }
 
 /** The (payments.v1.field) rules as read through the request's own descriptors (services/rpc/field-rules.ts enforces them). */
@@ -64,6 +67,7 @@ interface FieldRules {
   valueMaxLen?: number;
   httpsUrl: boolean;
   maxItems?: number;
+  minItems?: number;
   exclusiveGroup: string;
   requires: string[];
 }
@@ -171,7 +175,8 @@ class Schemas {
         {
           type: "object",
           properties,
-          required: fields.filter(isRequired).map((f) => f.name),
+          // A list with min_items is required too: sent empty, it is refused as not sent.
+          required: fields.filter((f) => isRequired(f) || (f.fieldKind === "list" && (this.rules(f)?.minItems ?? 0) > 0)).map((f) => f.name),
           additionalProperties: false,
           ...(dependent.length > 0 ? { allOf: dependent } : {}),
         },
@@ -353,6 +358,7 @@ function withRules(schema: Schema, rules: FieldRules, field: DescField): Schema 
     else out.enum = [...set.values];
   }
   if (rules.maxItems !== undefined) out.maxItems = rules.maxItems;
+  if (rules.minItems !== undefined) out.minItems = rules.minItems;
   if (rules.amount !== amountRule.unspecified) {
     out.pattern = amountPattern(rules.amount !== amountRule.observed);
     out.maxLength = Math.min(maxAmountLength, rules.maxLen ?? maxAmountLength);
@@ -516,7 +522,14 @@ function buildDocument(request: CodeGeneratorRequest): Json {
         // A server-streaming RPC answers Server-Sent Events: each `data:` line one message's JSON.
         const streaming = rpc.methodKind === "server_streaming";
         const responses: Record<string, Json> = {
-          "200": streaming
+          "200": streaming && option.mediaType !== ""
+            ? {
+                // A streamed file (route option media_type): the messages' `chunk`s, one after another.
+                description: `Success: a streamed ${option.mediaType} file (attachment "${option.fileName}"). A failure after the first bytes aborts the response (no last chunk of its chunked encoding), so a cut-off file is never taken for a whole one.`,
+                headers: successHeaders,
+                content: { [option.mediaType]: { schema: { type: "string" } } },
+              }
+            : streaming
             ? {
                 description: "Success: a stream of Server-Sent Events, each `data:` line one JSON message of this schema, until the client disconnects.",
                 headers: successHeaders,

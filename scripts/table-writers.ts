@@ -12,12 +12,16 @@ export const tableOwners: Readonly<Record<string, string>> = {
   webhook_attempts: "services/delivery/webhook-deliveries.ts",
   webhook_endpoint_slots: "services/delivery/shared-gate.ts",
   webhook_endpoint_circuits: "services/delivery/shared-gate.ts",
+  api_keys: "services/auth/api-keys.ts",
+  api_key_last_uses: "services/auth/key-last-use.ts",
 };
 
-/** The ORM entities mapped to those tables (services/webhooks/delivery-entities.ts). */
+/** The ORM entities mapped to those tables (services/webhooks/delivery-entities.ts, services/auth/entities.ts). */
 const entityTables: Readonly<Record<string, string>> = {
   WebhookDeliveryRecord: "webhook_deliveries",
   WebhookAttemptRecord: "webhook_attempts",
+  ApiKey: "api_keys",
+  ApiKeyLastUse: "api_key_last_uses",
 };
 
 /** One write of an owned table outside its owner. */

@@ -19,7 +19,8 @@ import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
 import { deriveKey } from "../platform/secret-key.ts";
 import { createServiceInterceptor, type Limits } from "../rpc/interceptor.ts";
-import { CredentialCache } from "../auth/credential-cache.ts";
+import { CredentialCache, settleCredentialChanges } from "../auth/credential-cache.ts";
+import { KeyLastUse } from "../auth/key-last-use.ts";
 import { createInputGuard } from "../rpc/input-guard.ts";
 import { oneStatementMethods, routes, services } from "./routes.ts";
 import { reflectionGate } from "../rpc/reflection.ts";
@@ -136,6 +137,8 @@ export async function startApp(o: AppOptions): Promise<App> {
     recoveryBounds: config.webhookRecovery,
     dashboardBaseUrl: config.dashboardBaseUrl,
     dashboardSessions: config.dashboardSessions,
+    // An API key revoked through the API is refused by every process before the revoke answers.
+    settleCredentials: () => settleCredentialChanges(o.databaseUrl),
   });
   const stops: { step: string; stop: () => Promise<void> }[] = [{ step: "chain coverage", stop: async () => coverage.stop() }];
   // Verified credentials are cached where they are checked (the rpc role); revocations arrive by NOTIFY.
@@ -159,8 +162,11 @@ export async function startApp(o: AppOptions): Promise<App> {
       perAddress: buckets.budget("cashier-address", config.terminalRateLimit.perAddress, 60),
     },
   };
+  // Each key's last use, recorded where calls are authenticated (the rpc role), a minute apart at most.
+  const lastUse = new KeyLastUse(db, logger);
   const interceptors = [metrics.rpcInterceptor, createServiceInterceptor(db, logger, {
       credentials,
+      lastUse,
       oneStatement: oneStatementMethods,
       limits,
       idempotencyRetentionSeconds: config.retention.idempotencySeconds,
@@ -190,6 +196,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       ports.rpc = rpc.port;
       stops.push({ step: "rpc server", stop: rpc.close });
       if (credentialListener) stops.push({ step: "credential listener", stop: credentialListener.stop });
+      stops.push({ step: "API key last use", stop: () => lastUse.flush() });
     }
     if (roles.includes("gateway")) {
       // Alone, the gateway reaches the rpc role over gRPC.

@@ -1,7 +1,7 @@
 import type { PostgreSqlConnection } from "@mikro-orm/postgresql";
 import type pg from "pg";
 import { AddressSource, PooledAddress } from "../addresses/entities.ts";
-import { ApiKey, CashierSession, DashboardLink, DashboardSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
+import { ApiKey, ApiKeyLastUse, CashierSession, DashboardLink, DashboardSession, InternalCredential, Merchant, SiteCredential } from "../auth/entities.ts";
 import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecoveryRecord } from "../webhooks/delivery-entities.ts";
 import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
@@ -20,6 +20,7 @@ export const entities = [
   PlatformSetting,
   Merchant,
   ApiKey,
+  ApiKeyLastUse,
   PaymentIntentRecord,
   WebhookEventRecord,
   IdempotencyRecord,

@@ -11,7 +11,7 @@ import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.t
 import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { ApiKeyService } from "../../gen/payments/v1/api_keys_pb.ts";
-import { apiKeyService } from "../api-keys/service.ts";
+import { apiKeyService, type ApiKeyDeps } from "../api-keys/service.ts";
 import { DashboardService } from "../../gen/payments/v1/dashboard_pb.ts";
 import { dashboardService, type DashboardDeps } from "../dashboard/service.ts";
 import { adminService, type AdminDeps } from "../admin/service.ts";
@@ -34,7 +34,7 @@ export const services: readonly DescService[] = [IntentService, WebhookService, 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
-export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps & AdminDeps & DashboardDeps) {
+export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps & AdminDeps & DashboardDeps & ApiKeyDeps) {
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService({ ...deps, transactionsOf })));
     router.service(WebhookService, replayable(webhookService(deps)));
@@ -48,6 +48,6 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(AdminService, replayable(adminService(deps)));
     router.service(ChainService, replayable(chainService(deps)));
     router.service(DashboardService, replayable(dashboardService(deps)));
-    router.service(ApiKeyService, replayable(apiKeyService()));
+    router.service(ApiKeyService, replayable(apiKeyService(deps)));
   };
 }

@@ -1,7 +1,8 @@
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
-import { generateApiKey, generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
+import { issueApiKey, revokeApiKeyRow } from "./api-keys.ts";
+import { generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
 import type { InternalRole } from "./principal.ts";
 import { followedNetworks, networks as supportedNetworks } from "../vocabulary/assets.ts";
 
@@ -20,26 +21,14 @@ export async function createMerchant(em: EntityManager, name: string): Promise<{
 export async function createApiKey(em: EntityManager, merchantId: string, environment: Environment, scopes: Scope[]) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
-  const secret = generateApiKey(environment);
-  const key = {
-    id: newId("key"),
-    merchant: merchantId,
-    environment,
-    secretHash: hashApiKey(secret),
-    hint: keyHint(secret),
-    scopes,
-    createdAt: new Date(),
-    revokedAt: null,
-  };
-  await em.insert(ApiKey, key);
-  return { id: key.id, merchant: merchantId, api_key: secret, environment, scopes, created_at: key.createdAt.toISOString() };
+  const key = await issueApiKey(em, merchantId, environment, scopes);
+  return { id: key.id, merchant: merchantId, api_key: key.secret, environment, scopes: key.scopes, created_at: key.createdAt.toISOString() };
 }
 
 export async function revokeApiKey(em: EntityManager, id: string) {
   const key = await em.findOne(ApiKey, { id });
   if (!key) throw new AdminError(`no API key ${id}`);
-  const revokedAt = key.revokedAt ?? new Date();
-  if (!key.revokedAt) await em.nativeUpdate(ApiKey, { id }, { revokedAt });
+  const revokedAt = (await revokeApiKeyRow(em, id)) ?? new Date();
   return { id, hint: key.hint, revoked_at: revokedAt.toISOString() };
 }
 

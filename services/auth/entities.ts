@@ -43,6 +43,22 @@ export const ApiKey = defineEntity({
 });
 export type ApiKey = InferEntity<typeof ApiKey>;
 
+/**
+ * When each API key last authenticated a call, written only by services/auth/key-last-use.ts: at
+ * most once a minute per key and process, after the call, never on its path. A table of its own
+ * rather than a column of api_keys: every update of an api_keys row tells every process to drop
+ * the key from its credential cache (credential_changed), and last use must not.
+ */
+export const ApiKeyLastUse = defineEntity({
+  name: "ApiKeyLastUse",
+  tableName: "api_key_last_uses",
+  properties: {
+    apiKey: () => p.manyToOne(ApiKey).primary().deleteRule("cascade"),
+    lastUsedAt: p.datetime().length(3),
+  },
+});
+export type ApiKeyLastUse = InferEntity<typeof ApiKeyLastUse>;
+
 /** A credential of an internal service (the chain watcher, admin tools): hashed like an API key, no merchant. */
 export const InternalCredential = defineEntity({
   name: "InternalCredential",

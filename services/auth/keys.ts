@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { randomBase62 } from "../platform/ids.ts";
+import { scopes, type Scope } from "../vocabulary/scopes.ts";
 
 export const environments = ["test", "live"] as const;
 export type Environment = (typeof environments)[number];
@@ -10,17 +11,8 @@ export interface Owner {
   environment: Environment;
 }
 
-/** Every scope the spec names, and ours (webhooks:listen); the disable route uses webhooks:write (DESIGN.md). */
-export const scopes = [
-  "payment_intents:read",
-  "payment_intents:write",
-  "webhooks:read",
-  "webhooks:write",
-  "merchant:readiness",
-  // Streams Live events to a developer's machine (`listen`); Test keys stream with webhooks:read.
-  "webhooks:listen",
-] as const;
-export type Scope = (typeof scopes)[number];
+/** Every scope a key can hold (services/vocabulary/scopes.ts, where request fields check them too). */
+export { scopes, type Scope } from "../vocabulary/scopes.ts";
 
 export function isEnvironment(value: string): value is Environment {
   return (environments as readonly string[]).includes(value);

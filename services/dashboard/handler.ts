@@ -14,6 +14,7 @@ import { DashboardService, IntentEventSchema, type DashboardSession } from "../.
 import { IntentService, type PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
+import { ApiKeyService } from "../../gen/payments/v1/api_keys_pb.ts";
 import { commonHeaders, pagesPathOf, send, sendAsset } from "../checkout/handler.ts";
 import { dashboardCallHeader, dashboardCallKey, dashboardCallProof } from "../auth/dashboard-sessions.ts";
 import { isDashboardSessionToken } from "../auth/keys.ts";
@@ -24,7 +25,9 @@ import type { Logger } from "../platform/logger.ts";
 import type { Limiter } from "../platform/rate-limit.ts";
 import { dashboardAssets, dashboardAssetUrls } from "./assets.ts";
 import * as pages from "./page.ts";
+import { apiKeysPage, revokeKeyPage } from "./api-keys-page.ts";
 import { FormError, readForm, type Form } from "./form.ts";
+import { exportRequestOf, sendExport } from "./export.ts";
 import type { Explorers } from "../vocabulary/explorers.ts";
 
 export interface DashboardPagesOptions {
@@ -69,6 +72,7 @@ const doneTexts: Readonly<Record<string, string>> = {
   replayed: "Delivery replayed: the new delivery is listed below.",
   updated: "Endpoint saved: its event types apply to events from now on.",
   created: "Payment created: send the shopper its checkout page (below).",
+  revoked: "Key revoked: calls made with it are refused from now on.",
 };
 
 /** A refusal or failure shown as a page of its own, with its HTTP status. */
@@ -114,6 +118,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
   const sessionAttributes = (environment: string) => (environment === "live" && !secure ? `${cookieAttributes}; Secure` : cookieAttributes);
   const intents = createClient(IntentService, o.transport);
   const webhooks = createClient(WebhookService, o.transport);
+  const apiKeys = createClient(ApiKeyService, o.transport);
   const readiness = createClient(ReadinessService, o.transport);
   const dashboard = createClient(DashboardService, o.transport);
 
@@ -281,8 +286,8 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         return id;
       };
       const route =
-        first === "payments" && second === "new" && third === undefined
-          ? `${post ? "POST" : "GET"} payments/new`
+        first === "payments" && (second === "new" || second === "export") && third === undefined
+          ? `${post ? "POST" : "GET"} payments/${second}`
           : `${post ? "POST" : "GET"} ${first}${second === undefined ? "" : "/:id"}${third === undefined ? "" : `/${third}`}${more.length ? "/…" : ""}`;
 
       switch (route) {
@@ -316,6 +321,10 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           }
           const exceptions = await dashboard.listPaymentExceptions({ merchant, publicIds: list.map((pi) => pi.publicId) }, opts());
           html(req, res, 200, pages.paymentsPage(paths, v, { intents: list, exceptions: new Map(exceptions.data.map((x) => [x.publicId, x.reasons])), filters, next }));
+          return true;
+        }
+        case "GET payments/export": {
+          await sendExport(req, res, intents, exportRequestOf(merchant, filtersOf(query)), opts());
           return true;
         }
         case "GET payments/new": {
@@ -412,6 +421,49 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           const deliveryId = idOf(second);
           const replayed = await webhooks.replayWebhookDelivery({ merchant, deliveryId }, opts(idemOf()));
           redirect(res, `${base}/webhooks/${replayed.data?.endpointId ?? ""}?done=replayed`);
+          return true;
+        }
+        case "GET api-keys":
+        case "POST api-keys": {
+          // The key this session signed in with (a link's session has none): it is not offered for revocation.
+          const own = (await apiKeys.getCurrentApiKey({}, opts())).data?.id;
+          const chosen = post ? (form.get("scopes") ?? []) : [];
+          let created;
+          let message: string | undefined;
+          let status = 200;
+          if (post) {
+            try {
+              // The secret is on this answer only: the page is not cached, and no later page carries it.
+              created = (await apiKeys.createApiKey({ merchant, scopes: chosen }, opts())).data;
+            } catch (err) {
+              const view = describeError(err);
+              // What the API refused (no scope ticked, one the session lacks), on the form again; a
+              // session that may not create keys at all gets the page naming api_keys:write.
+              if ((view.status !== 400 && view.status !== 403) || !pages.can(v, "api_keys:write")) throw err;
+              message = view.code === "insufficient_scope" ? "This session cannot give a scope it does not hold itself: tick only the scopes listed." : chosen.length === 0 ? "Tick at least one scope." : view.message;
+              status = view.status;
+            }
+          }
+          const list = await apiKeys.listApiKeys({ merchant, limit: 50, cursor: post ? undefined : (query.get("cursor") ?? undefined) }, opts());
+          html(req, res, status, apiKeysPage(paths, v, { keys: list.data, own, next: list.hasMore ? list.nextCursor : undefined, created, message, chosen: created ? [] : chosen, notice: noticeOf() }));
+          return true;
+        }
+        case "GET api-keys/:id/revoke": {
+          const apiKeyId = idOf(second);
+          const key = (await apiKeys.getApiKey({ merchant, apiKeyId }, opts())).data;
+          if (!key) throw new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
+          if (key.revokedAt) {
+            redirect(res, `${base}/api-keys?done=revoked`);
+            return true;
+          }
+          html(req, res, 200, revokeKeyPage(paths, v, key));
+          return true;
+        }
+        case "POST api-keys/:id/revoke": {
+          const apiKeyId = idOf(second);
+          if (form.get("confirm")?.[0] !== "1") throw new PageError(400, "Not done", "Confirm the revocation on its page first.");
+          await apiKeys.revokeApiKey({ merchant, apiKeyId }, opts());
+          redirect(res, `${base}/api-keys?done=revoked`);
           return true;
         }
         case "GET readiness": {

@@ -45,6 +45,7 @@ const navItems = [
   ["payments", "Payments", "payment_intents:read"],
   ["webhooks", "Webhooks", "webhooks:read"],
   ["readiness", "Go-live readiness", "merchant:readiness"],
+  ["api-keys", "API keys", "api_keys:read"],
 ] as const;
 
 /** A signed-in page: the header with the environment and merchant, the navigation, then `main`. */
@@ -213,7 +214,7 @@ export function paymentsPage(
     title: "Payments",
     section: "payments",
     notice: o.notice,
-    main: `${can(v, "payment_intents:write") ? `<p><a class="button" href="${e(`${paths.base}/payments/new`)}" id="new-payment">New payment</a></p>\n` : ""}<form method="get" action="${e(`${paths.base}/payments`)}" class="filters" role="search" aria-label="Find payments">
+    main: `${paymentActions(paths, v, query)}<form method="get" action="${e(`${paths.base}/payments`)}" class="filters" role="search" aria-label="Find payments">
 <div class="field"><label for="f-search">Deposit address or transaction hash</label><input id="f-search" name="search" value="${e(f.search ?? "")}" maxlength="128"></div>
 <div class="field"><label for="f-reference">Merchant reference</label><input id="f-reference" name="reference" value="${e(f.reference ?? "")}" maxlength="128"></div>
 <div class="field"><label for="f-id">Payment id</label><input id="f-id" name="public_id" value="${e(f.publicId ?? "")}" maxlength="64"></div>
@@ -235,6 +236,19 @@ ${rows}
 }
 ${more}`,
   });
+}
+
+/**
+ * New payment, and the CSV export of what the list's filters find (GET …/payment-intents/export
+ * through the dashboard's own path: the browser has a session cookie, not an API key). The
+ * search box is not an export filter: an export of a search is the export of its one payment id.
+ */
+function paymentActions(paths: DashboardPaths, v: Viewer, filters: URLSearchParams): string {
+  const actions = [
+    can(v, "payment_intents:write") ? `<a class="button" href="${e(`${paths.base}/payments/new`)}" id="new-payment">New payment</a>` : "",
+    can(v, "payment_intents:read") ? `<a class="button" href="${e(`${paths.base}/payments/export${filters.size > 0 ? `?${filters}` : ""}`)}" id="export-csv" download>Export CSV</a>` : "",
+  ].filter(Boolean);
+  return actions.length === 0 ? "" : `<p class="actions">${actions.join(" ")}</p>\n`;
 }
 
 function dl(items: [string, string][]): string {

@@ -10,6 +10,8 @@ import { inTransaction, merchantRequest, oneSnapshot } from "../rpc/context.ts";
 import type { Intents } from "./intents.ts";
 import type { Status } from "./status.ts";
 import { listIntents, type IntentRow, type ListFilters, type TransactionFact } from "./store.ts";
+import { exportCsv } from "./export.ts";
+import { validationError } from "../platform/errors.ts";
 import { validateCreate, pageSizeOf } from "./validate.ts";
 
 export interface IntentDeps {
@@ -67,6 +69,23 @@ export function intentService(deps: IntentDeps): ServiceImpl<typeof IntentServic
         return { page, rows: await withTransactions(tx, transactionsOf, page.rows) };
       });
       return { data: rows.map((r) => views.message(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
+    },
+
+    async *exportPaymentIntents(req, ctx) {
+      const { principal, em } = merchantRequest(ctx);
+      const createdAfter = req.createdAfter && timestampDate(req.createdAfter);
+      // Unset: up to the export's start, so what is created while it runs is left out.
+      const createdBefore = req.createdBefore ? timestampDate(req.createdBefore) : new Date();
+      // Both given the wrong way round is a mistake worth saying; a range in the future is only empty.
+      if (createdAfter && req.createdBefore && createdAfter.getTime() >= createdBefore.getTime()) {
+        throw validationError("created_after", "created_after must be before created_before.");
+      }
+      // One of the statuses, or absent: its field rules (one_of) were checked before this handler.
+      const filters: ListFilters = { status: req.status as Status | undefined, createdAfter, createdBefore, publicId: req.publicId, merchantReference: req.merchantReference };
+      for await (const chunk of exportCsv(em, intents, transactionsOf, principal, filters)) {
+        if (ctx.signal.aborted) return;
+        yield { chunk };
+      }
     },
 
     async cancelPaymentIntent(req, ctx) {

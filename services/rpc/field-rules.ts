@@ -126,6 +126,9 @@ function checkString(desc: DescMessage, values: Record<string, unknown>, field: 
 function checkList(field: DescField, rules: FieldRules, items: readonly unknown[]): void {
   const name = field.name;
   if (rules.maxItems !== undefined && items.length > rules.maxItems) throw validationError(name, `"${name}" takes at most ${rules.maxItems} items; got ${items.length}.`);
+  if (rules.minItems !== undefined && items.length < rules.minItems) {
+    throw validationError(name, items.length === 0 ? `"${name}" is missing or empty: send at least ${rules.minItems} item${rules.minItems === 1 ? "" : "s"}.` : `"${name}" takes at least ${rules.minItems} items; got ${items.length}.`);
+  }
   const set = rules.oneOf ? (valueSets[rules.oneOf] as ValueSet) : undefined;
   if (!set) return;
   for (const item of items) {

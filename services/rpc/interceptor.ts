@@ -3,6 +3,7 @@ import { ConnectError, type Interceptor, type StreamResponse, type UnaryResponse
 import { InternalRole, route as routeOption, type Route } from "../../gen/payments/v1/options_pb.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import type { CredentialCache } from "../auth/credential-cache.ts";
+import type { KeyLastUse } from "../auth/key-last-use.ts";
 import { dashboardCallKey } from "../auth/dashboard-sessions.ts";
 import { canonicalOrigin } from "../auth/keys.ts";
 import { checkIdempotencyKey } from "../idempotency/key.ts";
@@ -45,6 +46,8 @@ export interface ServiceInterceptorOptions {
   limits?: Limits;
   /** IDEMPOTENCY_RETENTION, in seconds (default 24 h): an older key's row is absent. */
   idempotencyRetentionSeconds?: number;
+  /** Where each API key's last use is recorded (at most once a minute per key, off the request's path). */
+  lastUse?: KeyLastUse;
 }
 
 export interface Limits {
@@ -130,6 +133,8 @@ export function createServiceInterceptor(db: Database, logger: Logger, o: Servic
       if (!route) throw apiError("route_not_found", "This method is not callable.");
       const em = db.em.fork();
       const principal = await authenticate(em, route, req.header.get("authorization"), credentials, req.contextValues.get(dashboardCallKey));
+      // The key itself authenticated this call (a dashboard session acting for it is not a use of it).
+      if (principal.kind === "api_key" && !principal.session) o.lastUse?.seen(principal.keyId);
       if (route.rateLimited && limits) {
         for (const { limiter, key, message } of limitsOf(limits, route, req.method, principal, req.contextValues.get(clientAddressKey))) {
           const wait = await limiter.take(key);

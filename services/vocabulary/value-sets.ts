@@ -7,6 +7,7 @@
 import { assets, assetsOn, networks } from "./assets.ts";
 import { currencyCodes } from "./currencies.ts";
 import { allEvents, eventTypes, extensionEventTypes } from "./event-types.ts";
+import { scopes } from "./scopes.ts";
 
 /** The Payment Intent statuses (the status machine is services/intents/status.ts). */
 export const intentStatuses = ["pending", "underpaid", "confirmed", "overpaid", "cancelled", "expired", "late"] as const;
@@ -35,4 +36,5 @@ export const valueSets: Readonly<Record<string, ValueSet>> = {
   simulate_outcome: { values: simulateOutcomes },
   event_filter: { values: [allEvents, ...eventTypes, ...extensionEventTypes] },
   currency: { values: currencyCodes },
+  scope: { values: scopes },
 };

@@ -17,6 +17,7 @@ import { backlogScenario } from "./scenarios/backlog.ts";
 import { fairnessScenario } from "./scenarios/fairness.ts";
 import { limitsScenario } from "./scenarios/limits.ts";
 import { listScenario } from "./scenarios/list.ts";
+import { exportScenario } from "./scenarios/export.ts";
 import { replayScenario } from "./scenarios/replay.ts";
 import { retentionScenario } from "./scenarios/retention.ts";
 import { scaleScenario } from "./scenarios/scale.ts";
@@ -34,7 +35,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, deliveryScenario, coldDrainScenario, fairnessScenario, backlogScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, limitsScenario, replayScenario, listScenario, exportScenario, deliveryScenario, coldDrainScenario, fairnessScenario, backlogScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

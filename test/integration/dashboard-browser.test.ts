@@ -2,7 +2,8 @@
 // on the real app with a webhook receiver: sign in with a key; find an intent made through the API
 // by its reference and its deposit address, read its timeline, cancel it; create an endpoint and
 // see its secret once; send a test event and see its delivery and attempt; replay a failed
-// delivery; a read-only link sees no action button. Every page passes axe-core with no serious or
+// delivery; create an API key with a chosen scope, see its secret once, revoke it after asking; a
+// read-only link sees no action button. Every page passes axe-core with no serious or
 // critical violation, and is screenshotted at desktop and phone size (.tap/dashboard-screenshots/).
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -51,6 +52,15 @@ async function check(t: { same: (found: unknown, wanted: unknown, message: strin
     await page.screenshot({ path: path.join(shots, `${name}-${size}.png`), fullPage: true });
   }
   await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+/** At phone width: axe's serious and critical violations, and whether the page scrolls sideways. */
+async function atPhoneWidth(page: Page): Promise<{ violations: string[]; fits: boolean }> {
+  await page.setViewportSize({ width: 390, height: 844 });
+  const violations = await axeViolations(page);
+  const fits = (await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")) as boolean;
+  await page.setViewportSize({ width: 1280, height: 900 });
+  return { violations, fits };
 }
 
 async function newPage(browser: Browser, cspErrors: string[]): Promise<Page> {
@@ -192,6 +202,27 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   // Keyboard: the skip link is the first stop and leads to the content.
   await page.keyboard.press("Tab");
   t.equal(await page.evaluate("document.activeElement && document.activeElement.textContent"), "Skip to content");
+
+  // An API key made in the browser with a chosen scope: its secret once, never again; revoked after asking.
+  await page.goto(`${dash}/api-keys`);
+  await check(t, page, "api-keys");
+  await page.getByLabel("payment_intents:read").check();
+  await page.getByRole("button", { name: "Create key" }).click();
+  const apiSecret = ((await page.locator("#new-secret").textContent()) ?? "").trim();
+  t.match(apiSecret, /^sk_test_/, "the new key's secret is shown");
+  t.ok(await page.getByRole("button", { name: "Copy secret" }).isVisible(), "with a copy button");
+  await check(t, page, "api-key-created");
+  t.same(await atPhoneWidth(page), { violations: [], fits: true }, "at 390 px too: no serious or critical violation, no sideways scrolling");
+  t.equal((await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents`, { key: apiSecret })).status, 200, "it works on the API");
+  await page.goto(`${dash}/api-keys`);
+  t.notMatch(await page.content(), apiSecret, "not on the list again");
+  await page.getByRole("link", { name: `Revoke ${apiSecret.slice(0, 12)}…` }).click();
+  await page.waitForURL(/\/api-keys\/key_[0-9A-Za-z]+\/revoke$/);
+  await check(t, page, "api-key-revoke");
+  t.same(await atPhoneWidth(page), { violations: [], fits: true }, "the revoke page at 390 px too");
+  await page.getByRole("button", { name: "Revoke key" }).click();
+  await page.waitForURL(/done=revoked/);
+  t.equal((await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents`, { key: apiSecret })).status, 401, "revoked: refused");
 
   // A read-only one-time link: the token leaves the address bar, and no action button is shown.
   const { credential } = await createInternalCredential(s.app.db.em.fork(), "dashboard browser test", ["admin"], "test");

@@ -60,6 +60,14 @@ const expectations: Record<string, (t: Tap, json: any[], out: string) => void> =
     t.match(json[1]?.data, { status: "pending", requested_amount: "12.50", asset: "USDC" }, "the shop's intent, read back");
     t.match(json[2], { id: /^sc_/, revoked_at: String }, "revoked");
   },
+  "Export Payment Intents": (t, json, out) => {
+    t.match(out, /^intent_id,created_at,merchant_reference,status,network,asset,contract,/m, "the CSV's header line");
+    t.match(out, /^pi_\w+,[^,]+,,underpaid,ethereum,USDC,0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238,12\.50,/m, "the walk-through's underpaid intent");
+  },
+  "API keys": (t, json) => {
+    t.match(json[0]?.data, { id: /^key_/, scopes: ["payment_intents:read"], api_key: /^sk_test_/ }, "a key made with the API, its secret in the create's answer");
+    t.ok(json[1]?.data?.length >= 2 && json[1].data.every((k: { api_key?: string }) => k.api_key === undefined), "the list: the keys, no secret");
+  },
   "Hosted checkout page": (t, json) => t.match(json[0], { status: "underpaid", amount_received: "6.25", amount_due: "6.25" }),
   "Point-of-sale terminal": (t, json) => {
     t.match(json[0], { id: /^cs_/, session: /^pos_test_/ }, "the cashier session");

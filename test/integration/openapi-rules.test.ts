@@ -43,7 +43,7 @@ addFormats.default(ajv);
 const rewrite = (schema: unknown): Schema => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', '"rules.json#/$defs/')) as Schema;
 ajv.addSchema({ $id: "rules.json", $defs: rewrite(doc.components.schemas) });
 
-const constraintKeywords = ["minLength", "maxLength", "minimum", "maximum", "enum", "pattern", "format", "maxProperties", "propertyNames", "maxItems"];
+const constraintKeywords = ["minLength", "maxLength", "minimum", "maximum", "enum", "pattern", "format", "maxProperties", "propertyNames", "maxItems", "minItems"];
 const isConstrained = (schema: Schema) =>
   constraintKeywords.some((k) => k in schema) ||
   (typeof schema.additionalProperties === "object" && "maxLength" in (schema.additionalProperties as Schema)) ||
@@ -203,8 +203,19 @@ t.test("every documented constraint is the validators' own, both ways", async (t
       },
     },
     ListPaymentIntents: { send: (_b, q) => call(app.base, "GET", `${m}/payment-intents${q}`, { key: a.key }) },
+    ExportPaymentIntents: { send: (_b, q) => call(app.base, "GET", `${m}/payment-intents/export${q}`, { key: a.key }) },
     ListWebhookEndpoints: { send: (_b, q) => call(app.base, "GET", `${m}/webhook-endpoints${q}`, { key: a.key }) },
     ListWebhookDeliveries: { send: (_b, q) => call(app.base, "GET", `${m}/webhook-deliveries${q}`, { key: a.key }) },
+    ListApiKeys: { send: (_b, q) => call(app.base, "GET", `${m}/api-keys${q}`, { key: a.key }) },
+    CreateApiKey: {
+      body: { scopes: ["payment_intents:read"] },
+      send: async (body) => {
+        const res = await call(app.base, "POST", `${m}/api-keys`, { key: a.key, body });
+        // Each key made here is revoked again.
+        if (res.status === 200) await call(app.base, "POST", `${m}/api-keys/${res.body.data.id}/revoke`, { key: a.key });
+        return res;
+      },
+    },
   };
 
   /** Sends a candidate and reads the answer: refused means 400 naming the field. */

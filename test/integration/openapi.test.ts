@@ -137,6 +137,11 @@ t.test("every route the gateway serves is documented as it is served, and nothin
     }
     t.equal(op.responses["429"] !== undefined, route.option.rateLimited, `${where}: 429 iff rate-limited`);
     const ok = resolve<Response>(op.responses["200"] as Response);
+    if (route.rpc.methodKind === "server_streaming" && route.option.mediaType !== "") {
+      // A streamed file (route option media_type): its body a string of that type.
+      t.match((ok.content as Record<string, { schema: Schema }> | undefined)?.[route.option.mediaType]?.schema, { type: "string" }, `${where}: a ${route.option.mediaType} file`);
+      continue;
+    }
     if (route.rpc.methodKind === "server_streaming") {
       // A stream answers Server-Sent Events, each data line one message.
       const message = resolve<Schema>(ok.content?.["text/event-stream"]?.schema as Ref);
@@ -333,6 +338,19 @@ t.test("contract: real responses of every documented route match the document", 
   t.equal((await api("GET", "/api/v1/api-key", {}, { key: a.key })).body.data?.merchant, a.merchant);
   t.equal((await api("GET", "/api/v1/api-key", {}, {})).status, 401);
 
+  // The merchant's API keys: create (the secret once), list, get, revoke.
+  const apiKeys = "/api/v1/merchants/{merchant}/api-keys";
+  const apiKey = `${apiKeys}/{api_key_id}`;
+  const madeKey = await api("POST", apiKeys, m, { key: a.key, body: { scopes: ["payment_intents:read"] } });
+  t.match(madeKey.body.data?.api_key, /^sk_test_/);
+  t.equal((await api("POST", apiKeys, m, { key: a.key, body: { scopes: ["everything"] } })).body.error?.param, "scopes");
+  t.ok((await api("GET", apiKeys, m, { key: a.key })).body.data?.length >= 2);
+  t.equal((await api("GET", apiKeys, m, { key: a.key, query: { limit: "0" } })).status, 400);
+  t.equal((await api("GET", apiKey, { ...m, api_key_id: madeKey.body.data.id }, { key: a.key })).body.data?.id, madeKey.body.data.id);
+  t.equal((await api("GET", apiKey, { ...m, api_key_id: "key_000000000000000000000000" }, { key: a.key })).status, 404);
+  t.type((await api("POST", `${apiKey}/revoke`, { ...m, api_key_id: madeKey.body.data.id }, { key: a.key })).body.data?.revoked_at, "string");
+  t.equal((await api("POST", `${apiKey}/revoke`, { ...m, api_key_id: "key_000000000000000000000000" }, { key: a.key })).status, 404);
+
   // The event stream: its refusals are JSON like any other; a success is Server-Sent Events, whose
   // first message (sent when the stream is accepted) matches the document.
   const stream = "/api/v1/merchants/{merchant}/webhook-events/stream";
@@ -351,6 +369,17 @@ t.test("contract: real responses of every documented route match the document", 
   t.ok(check(first), `the first message matches (${ajv.errorsText(check.errors)}): ${JSON.stringify(first)}`);
   abort.abort();
   seen.get(`GET ${stream}`)?.add(200);
+
+  // The export: its refusals are JSON like any other; a success is the documented CSV file.
+  const exportPath = `${intents}/export`;
+  t.equal((await api("GET", exportPath, m, { key: a.key, query: { status: "paidish" } })).body.error?.param, "status");
+  const csv = await fetch(`${s.base}/api/v1/merchants/${a.merchant}/payment-intents/export`, { headers: { authorization: `Bearer ${a.key}` } });
+  t.equal(csv.status, 200);
+  t.ok(resolve<Response>(operation("GET", exportPath).responses["200"] as Response).content, "a documented success");
+  t.match(csv.headers.get("content-type"), /^text\/csv; charset=utf-8$/);
+  t.ok(csv.headers.get("x-request-id"), "X-Request-Id");
+  t.match(await csv.text(), /^intent_id,created_at,/);
+  seen.get(`GET ${exportPath}`)?.add(200);
 
   // Coverage: every documented operation answered a success and an error, and the typical errors all came up.
   for (const [p, item] of Object.entries(doc.paths)) {

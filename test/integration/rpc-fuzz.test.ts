@@ -141,8 +141,9 @@ async function rowCounts(): Promise<Record<string, number>> {
   try {
     const tables = await c.query<{ name: string }>(`select table_name as name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by 1`);
     const counts: Record<string, number> = {};
-    // The rate limiter's buckets count the calls themselves (every limited call takes a token), not anything they created.
-    for (const { name } of tables.rows.filter((r) => r.name !== "rate_limit_buckets")) counts[name] = Number((await c.query(`select count(*)::int as n from "${name}"`)).rows[0].n);
+    // The rate limiter's buckets count the calls themselves (every limited call takes a token), and a
+    // key's last use records that it authenticated one: neither is anything the calls created.
+    for (const { name } of tables.rows.filter((r) => r.name !== "rate_limit_buckets" && r.name !== "api_key_last_uses")) counts[name] = Number((await c.query(`select count(*)::int as n from "${name}"`)).rows[0].n);
     return counts;
   } finally {
     await c.end();

@@ -106,6 +106,16 @@ t.test("no issued secret nor SECRET_ENCRYPTION_KEY appears in the logs, the CLI'
   const test = await api("POST", `${m}/webhook-endpoints/${endpointId}/test`, { key: testKey.api_key });
   t.equal(test.status, 200, "a webhook.test is sent");
 
+  // A key made through the API (the dashboard's create): its secret in the create's answer only.
+  const apiIssued = await call(s.base, "POST", `${m}/api-keys`, { key: testKey.api_key, body: { scopes: ["payment_intents:read"] } });
+  t.equal(apiIssued.status, 200, "an API key is created through the API");
+  const apiKey: string = apiIssued.body.data.api_key;
+  t.equal((await api("GET", `${m}/payment-intents`, { key: apiKey })).status, 200, "and used");
+  t.equal((await api("GET", `${m}/payment-intents`, { key: offByOne(apiKey) })).status, 401, "a wrong one is refused");
+  t.equal((await api("GET", `${m}/api-keys`, { key: testKey.api_key })).status, 200, "the keys are listed");
+  t.equal((await api("POST", `${m}/api-keys/${apiIssued.body.data.id}/revoke`, { key: testKey.api_key })).status, 200, "and it is revoked");
+  t.equal((await api("GET", `${m}/payment-intents`, { key: apiKey })).status, 401, "then refused");
+
   // … and one character off, on both front doors.
   const wrong = Object.values(issuedByCli).map(offByOne);
   for (const [what, res] of [
@@ -153,6 +163,8 @@ t.test("no issued secret nor SECRET_ENCRYPTION_KEY appears in the logs, the CLI'
   const secrets: [string, string[]][] = [
     ...Object.entries(issuedByCli).map(([what, secret]): [string, string[]] => [what, formsOf(secret)]),
     ["webhook signing secret", formsOf(signingSecret)],
+    ["API key issued through the API", formsOf(apiKey)],
+    ["wrong API key (one character off) of the one issued through the API", [offByOne(apiKey)]],
     ["SECRET_ENCRYPTION_KEY", masterForms],
     ["wrong credential (one character off) that was sent", wrong],
   ];
@@ -171,6 +183,6 @@ t.test("no issued secret nor SECRET_ENCRYPTION_KEY appears in the logs, the CLI'
   t.ok(cliRuns.every(({ run }) => run.code === 0), `${cliRuns.length} admin commands ran`);
 
   const responses = later.map((r) => JSON.stringify(r.body) + JSON.stringify([...r.headers])).join("\n");
-  const everySecret = [...Object.values(issuedByCli), signingSecret].flatMap(formsOf).concat(masterForms, wrong);
+  const everySecret = [...Object.values(issuedByCli), signingSecret, apiKey].flatMap(formsOf).concat(masterForms, wrong, [offByOne(apiKey)]);
   t.same(everySecret.filter((f) => responses.includes(f)), [], "no later API response shows a secret, nor a wrong key it was sent");
 });

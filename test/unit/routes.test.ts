@@ -14,6 +14,7 @@ t.test("the route table", async (t) => {
   t.same(table, [
     "GET /api/v1/merchants/{merchant}/payment-intents",
     "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}",
+    "GET /api/v1/merchants/{merchant}/payment-intents/export",
     "GET /api/v1/merchants/{merchant}/webhook-deliveries",
     "GET /api/v1/merchants/{merchant}/webhook-endpoints",
     "GET /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
@@ -21,6 +22,10 @@ t.test("the route table", async (t) => {
     "GET /api/v1/merchants/{merchant}/webhook-events/stream",
     "GET /api/v1/merchants/{merchant}/go-live/readiness",
     "GET /api/v1/api-key",
+    "GET /api/v1/merchants/{merchant}/api-keys",
+    "GET /api/v1/merchants/{merchant}/api-keys/{api_key_id}",
+    "POST /api/v1/merchants/{merchant}/api-keys",
+    "POST /api/v1/merchants/{merchant}/api-keys/{api_key_id}/revoke",
     "POST /api/v1/merchants/{merchant}/payment-intents",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
     "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
@@ -37,6 +42,7 @@ t.test("the route table", async (t) => {
   // Only the create and update routes and simulate take a JSON body; the action routes take none.
   const creates = [
     "/api/v1/merchants/{merchant}/payment-intents",
+    "/api/v1/merchants/{merchant}/api-keys",
     "/api/v1/merchants/{merchant}/webhook-endpoints",
     "/api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
@@ -52,6 +58,17 @@ t.test("the event stream's path is the stream's, not an event id's", async (t) =
   t.equal(m.kind === "found" && m.route.rpc.methodKind, "server_streaming");
   const one = matchRoute(routes, "GET", "/api/v1/merchants/m1/webhook-events/evt_1");
   t.equal(one.kind === "found" && one.route.rpc.name, "GetWebhookEvent");
+});
+
+t.test("the export's path is the export's, not an intent id's; it answers a CSV file", async (t) => {
+  const m = matchRoute(routes, "GET", `${base}/export`);
+  t.equal(m.kind === "found" && m.route.rpc.name, "ExportPaymentIntents");
+  t.equal(m.kind === "found" && m.route.option.mediaType, "text/csv");
+  t.equal(m.kind === "found" && m.route.option.fileName, "payment-intents.csv");
+  const sse = matchRoute(routes, "GET", "/api/v1/merchants/m1/webhook-events/stream");
+  t.equal(sse.kind === "found" && sse.route.option.mediaType, "", "the event stream: Server-Sent Events");
+  const one = matchRoute(routes, "GET", `${base}/pi_1`);
+  t.equal(one.kind === "found" && one.route.rpc.name, "GetPaymentIntent");
 });
 
 t.test("POST and GET on the collection", async (t) => {

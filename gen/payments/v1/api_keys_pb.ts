@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_payments_v1_options } from "./options_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -11,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/api_keys.proto.
  */
 export const file_payments_v1_api_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS9hcGlfa2V5cy5wcm90bxILcGF5bWVudHMudjEiGQoXR2V0Q3VycmVudEFwaUtleVJlcXVlc3QiRAoYR2V0Q3VycmVudEFwaUtleVJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5DdXJyZW50QXBpS2V5IlIKDUN1cnJlbnRBcGlLZXkSCgoCaWQYASABKAkSEAoIbWVyY2hhbnQYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGc2NvcGVzGAQgAygJMpIBCg1BcGlLZXlTZXJ2aWNlEoABChBHZXRDdXJyZW50QXBpS2V5EiQucGF5bWVudHMudjEuR2V0Q3VycmVudEFwaUtleVJlcXVlc3QaJS5wYXltZW50cy52MS5HZXRDdXJyZW50QXBpS2V5UmVzcG9uc2UiH5ACAaK7GBgKA0dFVBIPL2FwaS92MS9hcGkta2V5OAFiBnByb3RvMw", [file_payments_v1_options]);
+  fileDesc("ChpwYXltZW50cy92MS9hcGlfa2V5cy5wcm90bxILcGF5bWVudHMudjEiGQoXR2V0Q3VycmVudEFwaUtleVJlcXVlc3QiRAoYR2V0Q3VycmVudEFwaUtleVJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5DdXJyZW50QXBpS2V5IlIKDUN1cnJlbnRBcGlLZXkSCgoCaWQYASABKAkSEAoIbWVyY2hhbnQYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGc2NvcGVzGAQgAygJIoMCCgZBcGlLZXkSCgoCaWQYASABKAkSDAoEaGludBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoKcmV2b2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAIgBARI1CgxsYXN0X3VzZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQFCDQoLX3Jldm9rZWRfYXRCDwoNX2xhc3RfdXNlZF9hdCJvChJMaXN0QXBpS2V5c1JlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSHQoFbGltaXQYAiABKAVCCaq7GAUYASDIAUgAiAEBEhMKBmN1cnNvchgDIAEoCUgBiAEBQggKBl9saW1pdEIJCgdfY3Vyc29yInQKE0xpc3RBcGlLZXlzUmVzcG9uc2USIQoEZGF0YRgBIAMoCzITLnBheW1lbnRzLnYxLkFwaUtleRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciI4ChBHZXRBcGlLZXlSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhIKCmFwaV9rZXlfaWQYAiABKAkiNgoRR2V0QXBpS2V5UmVzcG9uc2USIQoEZGF0YRgBIAEoCzITLnBheW1lbnRzLnYxLkFwaUtleSJJChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEiAKBnNjb3BlcxgCIAMoCUIQqrsYDCoFc2NvcGVgEIABASJAChRDcmVhdGVBcGlLZXlSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuQ3JlYXRlZEFwaUtleSKPAQoNQ3JlYXRlZEFwaUtleRIKCgJpZBgBIAEoCRIMCgRoaW50GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnNjb3BlcxgEIAMoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdhcGlfa2V5GAYgASgJIjsKE1Jldm9rZUFwaUtleVJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSI5ChRSZXZva2VBcGlLZXlSZXNwb25zZRIhCgRkYXRhGAEgASgLMhMucGF5bWVudHMudjEuQXBpS2V5MpgGCg1BcGlLZXlTZXJ2aWNlEoABChBHZXRDdXJyZW50QXBpS2V5EiQucGF5bWVudHMudjEuR2V0Q3VycmVudEFwaUtleVJlcXVlc3QaJS5wYXltZW50cy52MS5HZXRDdXJyZW50QXBpS2V5UmVzcG9uc2UiH5ACAaK7GBgKA0dFVBIPL2FwaS92MS9hcGkta2V5OAESlgEKC0xpc3RBcGlLZXlzEh8ucGF5bWVudHMudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiAucGF5bWVudHMudjEuTGlzdEFwaUtleXNSZXNwb25zZSJEkAIBorsYPQoDR0VUEiUvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L2FwaS1rZXlzIg1hcGlfa2V5czpyZWFkOAESnQEKCUdldEFwaUtleRIdLnBheW1lbnRzLnYxLkdldEFwaUtleVJlcXVlc3QaHi5wYXltZW50cy52MS5HZXRBcGlLZXlSZXNwb25zZSJRkAIBorsYSgoDR0VUEjIvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L2FwaS1rZXlzL3thcGlfa2V5X2lkfSINYXBpX2tleXM6cmVhZDgBEpsBCgxDcmVhdGVBcGlLZXkSIC5wYXltZW50cy52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiEucGF5bWVudHMudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiRqK7GEIKBFBPU1QSJS9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vYXBpLWtleXMaASoiDmFwaV9rZXlzOndyaXRlOAESrAEKDFJldm9rZUFwaUtleRIgLnBheW1lbnRzLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIS5wYXltZW50cy52MS5SZXZva2VBcGlLZXlSZXNwb25zZSJXorsYUwoEUE9TVBI5L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9hcGkta2V5cy97YXBpX2tleV9pZH0vcmV2b2tlIg5hcGlfa2V5czp3cml0ZTgBYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.GetCurrentApiKeyRequest
@@ -84,8 +86,295 @@ export const CurrentApiKeySchema: GenMessage<CurrentApiKey> = /*@__PURE__*/
   messageDesc(file_payments_v1_api_keys, 2);
 
 /**
- * ApiKeyService tells a caller about the API key it calls with: tools that are given only a key
- * (the `listen` command) learn its merchant and environment here. It never returns secret material.
+ * ApiKey is a key as reads show it: never its secret nor its hash.
+ *
+ * @generated from message payments.v1.ApiKey
+ */
+export type ApiKey = Message<"payments.v1.ApiKey"> & {
+  /**
+   * API key identifier ("key_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The secret's first characters, as shown at creation ("sk_test_Ab12…"): enough to tell keys
+   * apart, never enough to use one.
+   *
+   * @generated from field: string hint = 2;
+   */
+  hint: string;
+
+  /**
+   * "test" or "live": the caller's.
+   *
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Set once the key is revoked.
+   *
+   * @generated from field: optional google.protobuf.Timestamp revoked_at = 6;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * When the key itself last authenticated a call, to the minute (recorded at most once a minute
+   * per key and process); unset if it never has since last use was recorded. A dashboard session
+   * signed in with the key does not count.
+   *
+   * @generated from field: optional google.protobuf.Timestamp last_used_at = 7;
+   */
+  lastUsedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 3);
+
+/**
+ * @generated from message payments.v1.ListApiKeysRequest
+ */
+export type ListApiKeysRequest = Message<"payments.v1.ListApiKeysRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * Page size, 1 to 200; default 50.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Opaque cursor from a previous page's next_cursor.
+   *
+   * @generated from field: optional string cursor = 3;
+   */
+  cursor?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 4);
+
+/**
+ * @generated from message payments.v1.ListApiKeysResponse
+ */
+export type ListApiKeysResponse = Message<"payments.v1.ListApiKeysResponse"> & {
+  /**
+   * @generated from field: repeated payments.v1.ApiKey data = 1;
+   */
+  data: ApiKey[];
+
+  /**
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message payments.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 5);
+
+/**
+ * @generated from message payments.v1.GetApiKeyRequest
+ */
+export type GetApiKeyRequest = Message<"payments.v1.GetApiKeyRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+};
+
+/**
+ * Describes the message payments.v1.GetApiKeyRequest.
+ * Use `create(GetApiKeyRequestSchema)` to create a new message.
+ */
+export const GetApiKeyRequestSchema: GenMessage<GetApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 6);
+
+/**
+ * @generated from message payments.v1.GetApiKeyResponse
+ */
+export type GetApiKeyResponse = Message<"payments.v1.GetApiKeyResponse"> & {
+  /**
+   * @generated from field: payments.v1.ApiKey data = 1;
+   */
+  data?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message payments.v1.GetApiKeyResponse.
+ * Use `create(GetApiKeyResponseSchema)` to create a new message.
+ */
+export const GetApiKeyResponseSchema: GenMessage<GetApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 7);
+
+/**
+ * @generated from message payments.v1.CreateApiKeyRequest
+ */
+export type CreateApiKeyRequest = Message<"payments.v1.CreateApiKeyRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * The new key's scopes: one or more, each one the caller holds.
+   *
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message payments.v1.CreateApiKeyRequest.
+ * Use `create(CreateApiKeyRequestSchema)` to create a new message.
+ */
+export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 8);
+
+/**
+ * @generated from message payments.v1.CreateApiKeyResponse
+ */
+export type CreateApiKeyResponse = Message<"payments.v1.CreateApiKeyResponse"> & {
+  /**
+   * @generated from field: payments.v1.CreatedApiKey data = 1;
+   */
+  data?: CreatedApiKey | undefined;
+};
+
+/**
+ * Describes the message payments.v1.CreateApiKeyResponse.
+ * Use `create(CreateApiKeyResponseSchema)` to create a new message.
+ */
+export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 9);
+
+/**
+ * CreatedApiKey is the key as its create returns it: the fields of ApiKey, and its secret.
+ *
+ * @generated from message payments.v1.CreatedApiKey
+ */
+export type CreatedApiKey = Message<"payments.v1.CreatedApiKey"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string hint = 2;
+   */
+  hint: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The secret ("sk_test_..." or "sk_live_..."): shown only here, stored only as its SHA-256 hash.
+   *
+   * @generated from field: string api_key = 6;
+   */
+  apiKey: string;
+};
+
+/**
+ * Describes the message payments.v1.CreatedApiKey.
+ * Use `create(CreatedApiKeySchema)` to create a new message.
+ */
+export const CreatedApiKeySchema: GenMessage<CreatedApiKey> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 10);
+
+/**
+ * @generated from message payments.v1.RevokeApiKeyRequest
+ */
+export type RevokeApiKeyRequest = Message<"payments.v1.RevokeApiKeyRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+};
+
+/**
+ * Describes the message payments.v1.RevokeApiKeyRequest.
+ * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
+ */
+export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 11);
+
+/**
+ * @generated from message payments.v1.RevokeApiKeyResponse
+ */
+export type RevokeApiKeyResponse = Message<"payments.v1.RevokeApiKeyResponse"> & {
+  /**
+   * @generated from field: payments.v1.ApiKey data = 1;
+   */
+  data?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message payments.v1.RevokeApiKeyResponse.
+ * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
+ */
+export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_api_keys, 12);
+
+/**
+ * ApiKeyService tells a caller about the API key it calls with (tools that are given only a key,
+ * the `listen` command, learn its merchant and environment here), and manages the merchant's keys
+ * of the caller's environment: list, create, revoke (what the dashboard's API keys page calls). A
+ * key's secret is returned once, by its create, and never again: reads show its hint (prefix).
  *
  * @generated from service payments.v1.ApiKeyService
  */
@@ -99,6 +388,52 @@ export const ApiKeyService: GenService<{
     methodKind: "unary";
     input: typeof GetCurrentApiKeyRequestSchema;
     output: typeof GetCurrentApiKeyResponseSchema;
+  },
+  /**
+   * The merchant's API keys of the caller's environment, revoked ones included, newest first, with
+   * keyset pagination: hint, scopes, when each was created, revoked and last used. Never a secret.
+   *
+   * @generated from rpc payments.v1.ApiKeyService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
+  },
+  /**
+   * One of the merchant's keys of the caller's environment (another's is 404 not_found). Never a secret.
+   *
+   * @generated from rpc payments.v1.ApiKeyService.GetApiKey
+   */
+  getApiKey: {
+    methodKind: "unary";
+    input: typeof GetApiKeyRequestSchema;
+    output: typeof GetApiKeyResponseSchema;
+  },
+  /**
+   * Creates a key of the caller's environment with scopes the caller holds itself (a key never
+   * grants more than it has: 403 insufficient_scope otherwise). The response carries the secret,
+   * the only time it is shown. No Idempotency-Key (one sent is ignored): a replayable response
+   * would mean storing the secret; a retried create makes a second key, which can be revoked.
+   *
+   * @generated from rpc payments.v1.ApiKeyService.CreateApiKey
+   */
+  createApiKey: {
+    methodKind: "unary";
+    input: typeof CreateApiKeyRequestSchema;
+    output: typeof CreateApiKeyResponseSchema;
+  },
+  /**
+   * Revokes a key: refused from the next request on, everywhere, with its dashboard sessions. A
+   * key cannot revoke the key its call is made with (409 invalid_state). One revoked already is
+   * returned unchanged, with the time it was revoked.
+   *
+   * @generated from rpc payments.v1.ApiKeyService.RevokeApiKey
+   */
+  revokeApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeApiKeyRequestSchema;
+    output: typeof RevokeApiKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_payments_v1_api_keys, 0);

@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file payments/v1/options.proto.
  */
 export const file_payments_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSLtAQoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUSEgoKbGl2ZV9zY29wZRgJIAEoCSIqCgtFcnJvckRldGFpbBIMCgRjb2RlGAEgASgJEg0KBXBhcmFtGAIgASgJItwDCgpGaWVsZFJ1bGVzEhQKB21pbl9sZW4YASABKA1IAIgBARIUCgdtYXhfbGVuGAIgASgNSAGIAQESEAoDbWluGAMgASgDSAKIAQESEAoDbWF4GAQgASgDSAOIAQESDgoGb25lX29mGAUgASgJEicKBmFtb3VudBgGIAEoDjIXLnBheW1lbnRzLnYxLkFtb3VudFJ1bGUSFgoJbWF4X3BhaXJzGAcgASgNSASIAQESGAoLa2V5X21pbl9sZW4YCCABKA1IBYgBARIYCgtrZXlfbWF4X2xlbhgJIAEoDUgGiAEBEhoKDXZhbHVlX21heF9sZW4YCiABKA1IB4gBARIRCglodHRwc191cmwYCyABKAgSFgoJbWF4X2l0ZW1zGAwgASgNSAiIAQESFwoPZXhjbHVzaXZlX2dyb3VwGA0gASgJEhAKCHJlcXVpcmVzGA4gAygJEhEKCXRlc3RfaGludBgPIAEoCUIKCghfbWluX2xlbkIKCghfbWF4X2xlbkIGCgRfbWluQgYKBF9tYXhCDAoKX21heF9wYWlyc0IOCgxfa2V5X21pbl9sZW5CDgoMX2tleV9tYXhfbGVuQhAKDl92YWx1ZV9tYXhfbGVuQgwKCl9tYXhfaXRlbXMqYQoMSW50ZXJuYWxSb2xlEh0KGUlOVEVSTkFMX1JPTEVfVU5TUEVDSUZJRUQQABIZChVJTlRFUk5BTF9ST0xFX09CU0VSVkUQARIXChNJTlRFUk5BTF9ST0xFX0FETUlOEAIqsgEKCkNyZWRlbnRpYWwSGgoWQ1JFREVOVElBTF9VTlNQRUNJRklFRBAAEhsKF0NSRURFTlRJQUxfVEVTVF9BUElfS0VZEAESGwoXQ1JFREVOVElBTF9TSVRFX0dBVEVXQVkQAhIeChpDUkVERU5USUFMX0NBU0hJRVJfU0VTU0lPThADEhUKEUNSRURFTlRJQUxfUFVCTElDEAQSFwoTQ1JFREVOVElBTF9JTlRFUk5BTBAFKnUKCkFtb3VudFJ1bGUSGwoXQU1PVU5UX1JVTEVfVU5TUEVDSUZJRUQQABIZChVBTU9VTlRfUlVMRV9SRVFVRVNURUQQARIYChRBTU9VTlRfUlVMRV9PQlNFUlZFRBACEhUKEUFNT1VOVF9SVUxFX1BSSUNFEAM6SgoFcm91dGUSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi0hwMgASgLMhIucGF5bWVudHMudjEuUm91dGVSBXJvdXRlOk4KBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi1hwMgASgLMhcucGF5bWVudHMudjEuRmllbGRSdWxlc1IFZmllbGRiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwYXltZW50cy92MS9vcHRpb25zLnByb3RvEgtwYXltZW50cy52MSKUAgoFUm91dGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEYm9keRgDIAEoCRINCgVzY29wZRgEIAEoCRIgChhpZGVtcG90ZW5jeV9rZXlfcmVxdWlyZWQYBSABKAgSKwoKY3JlZGVudGlhbBgGIAEoDjIXLnBheW1lbnRzLnYxLkNyZWRlbnRpYWwSFAoMcmF0ZV9saW1pdGVkGAcgASgIEjAKDWludGVybmFsX3JvbGUYCCABKA4yGS5wYXltZW50cy52MS5JbnRlcm5hbFJvbGUSEgoKbGl2ZV9zY29wZRgJIAEoCRISCgptZWRpYV90eXBlGAogASgJEhEKCWZpbGVfbmFtZRgLIAEoCSIqCgtFcnJvckRldGFpbBIMCgRjb2RlGAEgASgJEg0KBXBhcmFtGAIgASgJIoIECgpGaWVsZFJ1bGVzEhQKB21pbl9sZW4YASABKA1IAIgBARIUCgdtYXhfbGVuGAIgASgNSAGIAQESEAoDbWluGAMgASgDSAKIAQESEAoDbWF4GAQgASgDSAOIAQESDgoGb25lX29mGAUgASgJEicKBmFtb3VudBgGIAEoDjIXLnBheW1lbnRzLnYxLkFtb3VudFJ1bGUSFgoJbWF4X3BhaXJzGAcgASgNSASIAQESGAoLa2V5X21pbl9sZW4YCCABKA1IBYgBARIYCgtrZXlfbWF4X2xlbhgJIAEoDUgGiAEBEhoKDXZhbHVlX21heF9sZW4YCiABKA1IB4gBARIRCglodHRwc191cmwYCyABKAgSFgoJbWF4X2l0ZW1zGAwgASgNSAiIAQESFwoPZXhjbHVzaXZlX2dyb3VwGA0gASgJEhAKCHJlcXVpcmVzGA4gAygJEhEKCXRlc3RfaGludBgPIAEoCRIWCgltaW5faXRlbXMYECABKA1ICYgBAUIKCghfbWluX2xlbkIKCghfbWF4X2xlbkIGCgRfbWluQgYKBF9tYXhCDAoKX21heF9wYWlyc0IOCgxfa2V5X21pbl9sZW5CDgoMX2tleV9tYXhfbGVuQhAKDl92YWx1ZV9tYXhfbGVuQgwKCl9tYXhfaXRlbXNCDAoKX21pbl9pdGVtcyphCgxJbnRlcm5hbFJvbGUSHQoZSU5URVJOQUxfUk9MRV9VTlNQRUNJRklFRBAAEhkKFUlOVEVSTkFMX1JPTEVfT0JTRVJWRRABEhcKE0lOVEVSTkFMX1JPTEVfQURNSU4QAiqyAQoKQ3JlZGVudGlhbBIaChZDUkVERU5USUFMX1VOU1BFQ0lGSUVEEAASGwoXQ1JFREVOVElBTF9URVNUX0FQSV9LRVkQARIbChdDUkVERU5USUFMX1NJVEVfR0FURVdBWRACEh4KGkNSRURFTlRJQUxfQ0FTSElFUl9TRVNTSU9OEAMSFQoRQ1JFREVOVElBTF9QVUJMSUMQBBIXChNDUkVERU5USUFMX0lOVEVSTkFMEAUqdQoKQW1vdW50UnVsZRIbChdBTU9VTlRfUlVMRV9VTlNQRUNJRklFRBAAEhkKFUFNT1VOVF9SVUxFX1JFUVVFU1RFRBABEhgKFEFNT1VOVF9SVUxFX09CU0VSVkVEEAISFQoRQU1PVU5UX1JVTEVfUFJJQ0UQAzpKCgVyb3V0ZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLSHAyABKAsyEi5wYXltZW50cy52MS5Sb3V0ZVIFcm91dGU6TgoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLWHAyABKAsyFy5wYXltZW50cy52MS5GaWVsZFJ1bGVzUgVmaWVsZGIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Route is the one place an RPC's public surface is defined: the REST gateway
@@ -100,6 +100,25 @@ export type Route = Message<"payments.v1.Route"> & {
    * @generated from field: string live_scope = 9;
    */
   liveScope: string;
+
+  /**
+   * How a server-streaming RPC's REST route answers. Empty: Server-Sent Events (text/event-stream),
+   * one `data:` line of each message's JSON. A media type (e.g. "text/csv"): a plain streamed body
+   * of that type, the concatenation of each message's `chunk` (its one string field, which the
+   * gateway checks at start-up), sent as an attachment named by `file_name`. Either way the status
+   * waits for the first message: a refusal before it is answered in the error envelope.
+   *
+   * @generated from field: string media_type = 10;
+   */
+  mediaType: string;
+
+  /**
+   * The download's file name when media_type is set (Content-Disposition: attachment), e.g.
+   * "payment-intents.csv".
+   *
+   * @generated from field: string file_name = 11;
+   */
+  fileName: string;
 };
 
 /**
@@ -247,6 +266,13 @@ export type FieldRules = Message<"payments.v1.FieldRules"> & {
    * @generated from field: string test_hint = 15;
    */
   testHint: string;
+
+  /**
+   * A list's fewest items. 1 or more: the field is required (a list sent empty is not sent).
+   *
+   * @generated from field: optional uint32 min_items = 16;
+   */
+  minItems?: number | undefined;
 };
 
 /**

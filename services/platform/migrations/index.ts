@@ -45,6 +45,7 @@ import { Migration20261202140000_BaseArbitrumTestSequences } from "./Migration20
 import { Migration20261202150000_EveryEventType } from "./Migration20261202150000_EveryEventType.ts";
 import { Migration20261202160000_EvmSharedIndex } from "./Migration20261202160000_EvmSharedIndex.ts";
 import { Migration20261202170000_DashboardLinkScopes } from "./Migration20261202170000_DashboardLinkScopes.ts";
+import { Migration20261203080000_ApiKeyLastUse } from "./Migration20261203080000_ApiKeyLastUse.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -94,4 +95,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202150000_EveryEventType", class: Migration20261202150000_EveryEventType },
   { name: "Migration20261202160000_EvmSharedIndex", class: Migration20261202160000_EvmSharedIndex },
   { name: "Migration20261202170000_DashboardLinkScopes", class: Migration20261202170000_DashboardLinkScopes },
+  { name: "Migration20261203080000_ApiKeyLastUse", class: Migration20261203080000_ApiKeyLastUse },
 ];
