@@ -137,6 +137,11 @@ export async function takeUnpublished(
   em: EntityManager,
   batch: number,
   since: Date | "-infinity" = "-infinity",
+  /**
+   * `all` three lanes; `newest` the first alone (the whole batch), `rest` the other two: the relay
+   * runs `newest` in a transaction and loop of its own (relay.ts).
+   */
+  part: "all" | "newest" | "rest" = "all",
 ): Promise<{ id: string; msgId: string; merchantId: string; endpointId: string; dueAt: Date | undefined }[]> {
   const after = since === "-infinity" ? since : since.toISOString();
   type Row = { id: string; created_at: Date | string };
@@ -148,14 +153,14 @@ export async function takeUnpublished(
   // Receivers tolerate any order (docs/webhooks.md), and each backlog still drains oldest first. A
   // recovery's deliveries are left to the oldest lane: a recovery re-sends missed events in event
   // order, a page at a time, and is no one's new delivery waiting behind a flood.
-  const newestShare = Math.ceil(batch / 4);
-  const newest = await em.execute<Row[]>(
+  const newestShare = part === "newest" ? batch : part === "rest" ? 0 : Math.ceil(batch / 4);
+  const newest = newestShare === 0 ? [] : await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
         and cause <> 'recovery'
       order by created_at desc limit ? for update skip locked`,
     [after, newestShare],
   );
-  const retries = await em.execute<Row[]>(
+  const retries = part === "newest" ? [] : await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries
       where published_at is null and next_attempt_at is not null and created_at >= ?::timestamptz
         and next_attempt_at <= now() + make_interval(secs => ?)
@@ -163,7 +168,7 @@ export async function takeUnpublished(
     // A quarter is always left for the oldest new deliveries (a recovery's among them).
     [after, publishAheadMs / 1000, batch - newest.length - Math.ceil(batch / 4)],
   );
-  const oldest = await em.execute<Row[]>(
+  const oldest = part === "newest" ? [] : await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
         and not (id = any(?::text[]))
       order by created_at limit ? for update skip locked`,

@@ -21,6 +21,7 @@ let receiver: BenchReceiver;
 let nc: NatsConnection;
 const endpointsDown: { merchant: string; endpoint: string }[] = [];
 let b: EventProducer;
+let bEndpoint: string;
 
 /**
  * A backlog larger than the consumer (issue 61): 4 merchants whose 16 endpoints each answer 503
@@ -45,6 +46,8 @@ export const backlogScenario: Scenario = {
     b_p50: { label: "B's first attempt p50 (commit → request at B)", unit: "ms" },
     b_p99: { label: "B's first attempt p99", unit: "ms", target: { op: "<=", value: 1000 } },
     b_max: { label: "B's first attempt max", unit: "ms" },
+    b_relay_p99: { label: "of that, B's commit → published by the relay, p99 (the database's clock)", unit: "ms" },
+    b_worker_p99: { label: "B's published → attempt started (JetStream, pull, claim), p99", unit: "ms" },
   },
   async setup() {
     receiver = await startBenchReceiver(cleanup, 0, undefined, "/a/");
@@ -59,7 +62,8 @@ export const backlogScenario: Scenario = {
     }
     const merchantB = await createMerchant(em, "Bench Shop B");
     const keyB = (await createApiKey(em, merchantB.id, "test", [...scopes])).api_key;
-    b = new EventProducer(system.databaseUrl, merchantB.id, (await createBenchEndpoint(system, "/b", { id: merchantB.id, key: keyB })).id);
+    bEndpoint = (await createBenchEndpoint(system, "/b", { id: merchantB.id, key: keyB })).id;
+    b = new EventProducer(system.databaseUrl, merchantB.id, bEndpoint);
     nc = await connect({ servers: natsUrl.split(",") });
     cleanup.teardown(async () => {
       await b.close();
@@ -117,9 +121,25 @@ export const backlogScenario: Scenario = {
       b_p50: percentile(latencies, 50),
       b_p99: percentile(latencies, 99),
       b_max: Math.max(...latencies),
+      ...(await stagesOfB(system.db.em.fork(), bEndpoint, since)),
     };
   },
   async teardown() {
     await cleanup.run();
   },
 };
+
+/** Where B's first attempts spent their time, by stage, from the service's own records (one clock: PostgreSQL's). */
+async function stagesOfB(em: ReturnType<System["db"]["em"]["fork"]>, endpoint: string, since: Date): Promise<{ b_relay_p99: number; b_worker_p99: number }> {
+  const rows = await em.execute<{ relay_ms: number; worker_ms: number }[]>(
+    `select extract(epoch from (d.published_at - d.created_at)) * 1000 as relay_ms,
+            extract(epoch from (a.started_at - d.published_at)) * 1000 as worker_ms
+       from webhook_deliveries d join webhook_attempts a on a.delivery_id = d.id and a.number = 1
+      where d.endpoint_id = ? and d.created_at >= ? and d.published_at is not null`,
+    [endpoint, since],
+  );
+  return {
+    b_relay_p99: percentile(rows.map((r) => Number(r.relay_ms)), 99),
+    b_worker_p99: percentile(rows.map((r) => Number(r.worker_ms)), 99),
+  };
+}
