@@ -14,6 +14,7 @@ export const tableOwners: Readonly<Record<string, string>> = {
   webhook_endpoint_circuits: "services/delivery/shared-gate.ts",
   api_keys: "services/auth/api-keys.ts",
   api_key_last_uses: "services/auth/key-last-use.ts",
+  merchants: "services/auth/merchants.ts",
 };
 
 /** The ORM entities mapped to those tables (services/webhooks/delivery-entities.ts, services/auth/entities.ts). */
@@ -22,6 +23,7 @@ const entityTables: Readonly<Record<string, string>> = {
   WebhookAttemptRecord: "webhook_attempts",
   ApiKey: "api_keys",
   ApiKeyLastUse: "api_key_last_uses",
+  Merchant: "merchants",
 };
 
 /** One write of an owned table outside its owner. */

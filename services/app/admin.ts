@@ -2,6 +2,7 @@
 //   admin merchant create --name NAME
 //   admin merchant list
 //   admin merchant show --id ID
+//   admin merchant update --id ID [--name NAME] [--logo-url URL] [--brand-color #rrggbb]
 //   admin api-key create --merchant ID --environment test|live --scopes s1,s2
 //   admin api-key revoke --id ID
 //   admin api-key list --merchant ID
@@ -42,6 +43,7 @@ import {
   listInternalCredentials,
   listMerchants,
   showMerchant,
+  updateMerchant,
   revokeApiKey,
   revokeInternalCredential,
 } from "../auth/admin.ts";
@@ -70,6 +72,10 @@ const usage = `usage:
   admin merchant create --name NAME
   admin merchant list
   admin merchant show --id ID
+  admin merchant update --id ID [--name NAME] [--logo-url https://…] [--brand-color #rrggbb]
+      (the shop's name and look on its dashboard, checkout and terminal pages: the logo an https URL
+       of at most 2048 characters that shoppers' browsers load, never this service; the colour six hex
+       digits, its text drawn black or white, whichever contrasts more; "" removes a logo or colour)
   admin api-key create --merchant ID --environment test|live --scopes ${allScopes.join(",")}
   admin api-key revoke --id ID
   admin api-key list --merchant ID
@@ -139,6 +145,7 @@ const commands = [
   "merchant create",
   "merchant list",
   "merchant show",
+  "merchant update",
   "api-key create",
   "api-key revoke",
   "api-key list",
@@ -240,6 +247,8 @@ async function main(argv: string[]): Promise<unknown> {
       bps: { type: "string" },
       "read-only": { type: "boolean" },
       ttl: { type: "string" },
+      "logo-url": { type: "string" },
+      "brand-color": { type: "string" },
     },
   });
   const command = positionals.join(" ");
@@ -264,6 +273,11 @@ async function main(argv: string[]): Promise<unknown> {
   if (command === "merchant create") {
     const name = required(values, "name");
     work = (em) => createMerchant(em, name);
+  } else if (command === "merchant update") {
+    const id = required(values, "id");
+    const change = { name: values.name, logoUrl: values["logo-url"], brandColor: values["brand-color"] };
+    if (change.name === undefined && change.logoUrl === undefined && change.brandColor === undefined) throw new AdminError("merchant update takes --name, --logo-url and/or --brand-color");
+    work = (em) => updateMerchant(em, id, change);
   } else if (command === "merchant list") {
     work = (em) => listMerchants(em);
   } else if (command === "merchant show") {

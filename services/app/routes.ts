@@ -12,6 +12,8 @@ import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { ApiKeyService } from "../../gen/payments/v1/api_keys_pb.ts";
 import { apiKeyService, type ApiKeyDeps } from "../api-keys/service.ts";
+import { MerchantService } from "../../gen/payments/v1/merchants_pb.ts";
+import { merchantService } from "../merchants/service.ts";
 import { DashboardService } from "../../gen/payments/v1/dashboard_pb.ts";
 import { dashboardService, type DashboardDeps } from "../dashboard/service.ts";
 import { adminService, type AdminDeps } from "../admin/service.ts";
@@ -29,7 +31,7 @@ import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "../rpc/replayable.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
-export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService, ChainService, DashboardService, ApiKeyService];
+export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService, ChainService, DashboardService, ApiKeyService, MerchantService];
 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
@@ -49,5 +51,6 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(ChainService, replayable(chainService(deps)));
     router.service(DashboardService, replayable(dashboardService(deps)));
     router.service(ApiKeyService, replayable(apiKeyService(deps)));
+    router.service(MerchantService, replayable(merchantService()));
   };
 }

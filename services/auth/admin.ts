@@ -5,6 +5,8 @@ import { issueApiKey, revokeApiKeyRow } from "./api-keys.ts";
 import { generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
 import type { InternalRole } from "./principal.ts";
 import { followedNetworks, networks as supportedNetworks } from "../vocabulary/assets.ts";
+import { textColorOn, type ShopLook } from "../vocabulary/shop-look.ts";
+import { insertMerchant, MerchantLookError, updateMerchantLook, type LookChange } from "./merchants.ts";
 
 /** Issuance and revocation of merchants, API keys and internal credentials (admin CLI). */
 
@@ -13,9 +15,26 @@ export class AdminError extends Error {}
 export async function createMerchant(em: EntityManager, name: string): Promise<{ id: string; name: string; created_at: string }> {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > 200) throw new AdminError("--name must be 1 to 200 characters");
-  const merchant = { id: newId("mer"), name: trimmed, createdAt: new Date() };
-  await em.insert(Merchant, merchant);
+  const merchant = await insertMerchant(em, trimmed).catch(asAdminError);
   return { id: merchant.id, name: merchant.name, created_at: merchant.createdAt.toISOString() };
+}
+
+/** A refused name or look, as the CLI's flag says it. */
+function asAdminError(err: unknown): never {
+  if (err instanceof MerchantLookError) throw new AdminError(`--${err.field.replace("_", "-")}: ${err.message}`);
+  throw err;
+}
+
+/** admin merchant update: the name and look, each flag optional, "" removing a logo or a colour; nothing changes when one is refused. */
+export async function updateMerchant(em: EntityManager, merchantId: string, change: LookChange) {
+  const updated = await updateMerchantLook(em, merchantId, change).catch(asAdminError);
+  if (!updated) throw new AdminError(`no merchant ${merchantId}`);
+  return merchantShown(updated);
+}
+
+/** A merchant's name and look as the CLI prints it: null where there is none. */
+function merchantShown(m: ShopLook & { id: string; createdAt: Date }) {
+  return { id: m.id, name: m.name, logo_url: m.logoUrl ?? null, brand_color: m.brandColor ?? null, brand_text_color: m.brandColor ? textColorOn(m.brandColor) : null, created_at: m.createdAt.toISOString() };
 }
 
 export async function createApiKey(em: EntityManager, merchantId: string, environment: Environment, scopes: Scope[]) {
@@ -100,7 +119,7 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 /** Every merchant, oldest first. */
 export async function listMerchants(em: EntityManager) {
   const rows = await em.find(Merchant, {}, { orderBy: { createdAt: "asc", id: "asc" } });
-  return rows.map((m) => ({ id: m.id, name: m.name, created_at: iso(m.createdAt) }));
+  return rows.map((m) => ({ id: m.id, name: m.name, logo_url: m.logoUrl ?? null, brand_color: m.brandColor ?? null, created_at: iso(m.createdAt) }));
 }
 
 /** One merchant, with its active API keys per environment. */
@@ -114,7 +133,7 @@ export async function showMerchant(em: EntityManager, merchantId: string) {
     const active = keys.filter((k) => k.environment === environment).map((k) => ({ id: k.id, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt) }));
     environments[environment] = { active_api_keys: active.length, api_keys: active };
   }
-  return { id: merchant.id, name: merchant.name, created_at: iso(merchant.createdAt), environments };
+  return { id: merchant.id, name: merchant.name, logo_url: merchant.logoUrl ?? null, brand_color: merchant.brandColor ?? null, created_at: iso(merchant.createdAt), environments };
 }
 
 export async function listApiKeys(em: EntityManager, merchantId: string) {

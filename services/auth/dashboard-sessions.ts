@@ -70,12 +70,15 @@ interface SessionRow {
   link_scopes: string[] | null;
   link_revoked_at: unknown;
   merchant_name: string | null;
+  merchant_logo_url: string | null;
+  merchant_brand_color: string | null;
 }
 
 export async function dashboardSessionCaller(em: EntityManager, token: string, refuse: () => never): Promise<MerchantPrincipal> {
   const [row] = await em.execute<SessionRow[]>(
     `select s.id, s.merchant_id, s.environment, s.api_key_id, s.link_id, s.read_only, s.expires_at, s.idle_seconds, s.last_seen_at, s.revoked_at,
-            k.scopes as key_scopes, k.revoked_at as key_revoked_at, l.scopes as link_scopes, l.revoked_at as link_revoked_at, m.name as merchant_name
+            k.scopes as key_scopes, k.revoked_at as key_revoked_at, l.scopes as link_scopes, l.revoked_at as link_revoked_at, m.name as merchant_name,
+            m.logo_url as merchant_logo_url, m.brand_color as merchant_brand_color
        from dashboard_sessions s left join api_keys k on k.id = s.api_key_id left join dashboard_links l on l.id = s.link_id
        left join merchants m on m.id = s.merchant_id
       where s.secret_hash = ?`,
@@ -100,6 +103,6 @@ export async function dashboardSessionCaller(em: EntityManager, token: string, r
     merchantId: row.merchant_id,
     environment: row.environment === "live" ? "live" : "test",
     scopes: row.read_only ? readOnlyScopes(granted) : new Set(granted),
-    session: { id: row.id, merchantName: row.merchant_name ?? "", readOnly: row.read_only, expiresAt, idleSeconds: row.idle_seconds },
+    session: { id: row.id, merchantName: row.merchant_name ?? "", merchantLogoUrl: row.merchant_logo_url ?? undefined, merchantBrandColor: row.merchant_brand_color ?? undefined, readOnly: row.read_only, expiresAt, idleSeconds: row.idle_seconds },
   };
 }

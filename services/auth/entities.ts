@@ -21,6 +21,9 @@ export const Merchant = defineEntity({
     id: p.string().primary(),
     name: p.string().length(200),
     createdAt: p.datetime().length(3),
+    // The shop's look (services/vocabulary/shop-look.ts): an https logo URL and a #rrggbb colour.
+    logoUrl: p.string().length(2048).nullable(),
+    brandColor: p.string().length(7).nullable(),
   },
 });
 export type Merchant = InferEntity<typeof Merchant>;

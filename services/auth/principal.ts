@@ -22,6 +22,9 @@ export interface DashboardSessionInfo {
   id: string;
   /** The merchant's name, read with the session (the dashboard's header shows it on every page). */
   merchantName: string;
+  /** And its look (services/vocabulary/shop-look.ts), read in the same query. */
+  merchantLogoUrl?: string;
+  merchantBrandColor?: string;
   readOnly: boolean;
   expiresAt: Date;
   idleSeconds: number;

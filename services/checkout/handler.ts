@@ -13,6 +13,8 @@ import { clientAddressKey } from "../platform/client-address.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import { assetUrls, checkoutAssets, type Asset } from "./assets.ts";
+import { brandStylesheet, brandStylesheetPattern, brandStylesheetVersion, withImageOrigin } from "./brand-style.ts";
+import { logoOrigin } from "../vocabulary/shop-look.ts";
 import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, type PagePaths } from "./page.ts";
 
 export interface CheckoutPagesOptions {
@@ -22,7 +24,7 @@ export interface CheckoutPagesOptions {
    * The shopper view of an intent, or undefined when there is no such intent. `clientAddress` is
    * whom the lookup counts against (GetCheckout is limited per client address).
    */
-  getCheckout: (id: string, clientAddress: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean; merchantName?: string } | undefined>;
+  getCheckout: (id: string, clientAddress: string) => Promise<{ data: ShopperPaymentIntent; testMode: boolean; merchantName?: string; merchantLogoUrl?: string; merchantBrandColor?: string } | undefined>;
   /** Where failures of getCheckout are logged (the shopper sees none of it). */
   logger?: Logger;
   /** The clock the page's countdown starts from. */
@@ -135,7 +137,10 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
     const [first = "", second, ...more] = parts;
 
     if (first === "assets" && second !== undefined && more.length === 0) {
-      if (!sendAsset(req, res, checkoutAssets, second)) sendNotFound();
+      const brand = brandStylesheetPattern.exec(second)?.[1];
+      // A brand colour's stylesheet, made from the hex digits of its name (brand-style.ts).
+      const assets = brand ? { [second]: { body: brandStylesheet(brand), contentType: "text/css; charset=utf-8", version: brandStylesheetVersion(brand) } } : checkoutAssets;
+      if (!sendAsset(req, res, assets, second)) sendNotFound();
       return true;
     }
 
@@ -159,7 +164,10 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
         body = Buffer.from(JSON.stringify(checkoutStatus(found.data)));
         headers = jsonHeaders;
       } else {
-        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths, found.merchantName));
+        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths, found.merchantName, { logoUrl: found.merchantLogoUrl, brandColor: found.merchantBrandColor }));
+        // The shop's logo loads from its origin: img-src names it, on this page only.
+        const origin = logoOrigin(found.merchantLogoUrl);
+        if (origin) headers = { ...htmlHeaders, "Content-Security-Policy": withImageOrigin(contentSecurityPolicy, origin) };
       }
     } catch (err) {
       const refused = ConnectError.from(err);
@@ -190,11 +198,11 @@ export function checkoutLookup(transport: Transport): CheckoutPagesOptions["getC
   return async (publicId, clientAddress) => {
     try {
       // The address as the gateway's own routes pass it: a context value in this process, X-Forwarded-For to an rpc process.
-      const { data, testMode, merchantName } = await client.getCheckout(
+      const { data, testMode, merchantName, merchantLogoUrl, merchantBrandColor } = await client.getCheckout(
         { publicId },
         { timeoutMs: 10_000, headers: { "x-forwarded-for": clientAddress }, contextValues: createContextValues().set(clientAddressKey, clientAddress) },
       );
-      return data && { data, testMode, merchantName };
+      return data && { data, testMode, merchantName, merchantLogoUrl, merchantBrandColor };
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
       throw err;

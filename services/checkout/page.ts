@@ -4,6 +4,8 @@
  * and JS are separate files (assets.ts), so the Content-Security-Policy can
  * forbid inline code. Everything but the live refresh works without JavaScript.
  */
+import { brandColorProblem, logoOrigin } from "../vocabulary/shop-look.ts";
+import { brandStylesheetName } from "./brand-style.ts";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import QRCode from "qrcode";
 import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
@@ -257,7 +259,7 @@ export interface PagePaths {
 const defaultPaths: PagePaths = { base: "/checkout" };
 
 /** A whole page: the head with its stylesheet (and script), then `body`. The dashboard's pages use it too. */
-export function htmlDocument(o: { title: string; paths: PagePaths; body: string; script: boolean }): string {
+export function htmlDocument(o: { title: string; paths: PagePaths; body: string; script: boolean; styles?: readonly string[] }): string {
   const css = o.paths.css ?? `${o.paths.base}/assets/checkout.css`;
   const js = o.paths.js ?? `${o.paths.base}/assets/checkout.js`;
   return `<!doctype html>
@@ -269,7 +271,7 @@ export function htmlDocument(o: { title: string; paths: PagePaths; body: string;
 <meta name="robots" content="noindex, nofollow">
 <title>${escapeHtml(o.title)}</title>
 <link rel="stylesheet" href="${escapeHtml(css)}">
-${o.script ? `<script src="${escapeHtml(js)}" defer></script>\n` : ""}</head>
+${(o.styles ?? []).map((href) => `<link rel="stylesheet" href="${escapeHtml(href)}">\n`).join("")}${o.script ? `<script src="${escapeHtml(js)}" defer></script>\n` : ""}</head>
 <body>
 ${o.body}
 </body>
@@ -278,7 +280,23 @@ ${o.body}
 }
 
 /** The checkout page of one intent, as of `now`. */
-export async function renderCheckoutPage(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths = defaultPaths, merchantName = ""): Promise<string> {
+/**
+ * The shop's logo as pages show it: an <img> (an SVG in one runs no script), sized by the
+ * stylesheet, loaded without a referrer; alt="" as the name is beside it. "" without a usable logo.
+ */
+export function logoHtml(logoUrl: string | undefined, className: string): string {
+  if (logoOrigin(logoUrl) === undefined) return "";
+  return `<img class="${className}" src="${escapeHtml(logoUrl as string)}" alt="" referrerpolicy="no-referrer" decoding="async">`;
+}
+
+export async function renderCheckoutPage(
+  view: ShopperPaymentIntent,
+  testMode: boolean,
+  now: Date,
+  paths: PagePaths = defaultPaths,
+  merchantName = "",
+  look: { logoUrl?: string; brandColor?: string } = {},
+): Promise<string> {
   const e = escapeHtml;
   const status = checkoutStatus(view);
   const text = statusText(view);
@@ -335,7 +353,7 @@ ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figc
   data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
   data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}" data-seen="${status.pending_confirmations ?? 0}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
 <header class="head">
-  <h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
+  ${logoHtml(look.logoUrl, "logo")}<h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
 ${price}  <p class="network">on <span id="network">${e(network)}</span></p>
 </header>
@@ -348,7 +366,9 @@ ${instructions}
 ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by itself without JavaScript: <a href="${e(pagePath)}">reload it</a> to see the latest status.</p></noscript>
 <footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
 </main>`;
-  return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}${merchantName ? ` to ${merchantName}` : ""}`, paths, body, script: true });
+  // The brand colour comes in a stylesheet of its own (brand-style.ts): no inline style, no CSP change.
+  const styles = look.brandColor && brandColorProblem(look.brandColor) === undefined ? [`${paths.base}/assets/${brandStylesheetName(look.brandColor)}`] : [];
+  return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}${merchantName ? ` to ${merchantName}` : ""}`, paths, body, script: true, styles });
 }
 
 /** The page for an unknown or malformed id, and for any other path under the checkout path. */

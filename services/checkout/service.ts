@@ -4,7 +4,7 @@ import type { Intents } from "../intents/intents.ts";
 import { intentWithTransactions, type TransactionsOf } from "../intents/service.ts";
 import { apiError } from "../platform/errors.ts";
 import { requestOf } from "../rpc/context.ts";
-import { merchantName } from "../auth/merchants.ts";
+import { merchantLook } from "../auth/merchants.ts";
 
 /** The id shape newId("pi") makes: anything else cannot be an intent, and is not looked up. */
 const intentIdPattern = /^pi_[0-9A-Za-z]{24}$/;
@@ -20,7 +20,8 @@ export function checkoutService(deps: { intents: Intents; transactionsOf: Transa
         ? await intentWithTransactions(em, transactionsOf, (em) => intents.find(em, req.publicId))
         : undefined;
       if (!row) throw apiError("not_found", "No such payment.", "public_id");
-      return { data: intents.views.shopper(row), testMode: row.environment === "test", merchantName: await merchantName(em, row.merchantId) };
+      const look = await merchantLook(em, row.merchantId);
+      return { data: intents.views.shopper(row), testMode: row.environment === "test", merchantName: look?.name ?? "", merchantLogoUrl: look?.logoUrl, merchantBrandColor: look?.brandColor };
     },
   };
 }

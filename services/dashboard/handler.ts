@@ -26,6 +26,11 @@ import type { Limiter } from "../platform/rate-limit.ts";
 import { dashboardAssets, dashboardAssetUrls } from "./assets.ts";
 import * as pages from "./page.ts";
 import { apiKeysPage, revokeKeyPage } from "./api-keys-page.ts";
+import { settingsPage, valuesOf } from "./settings-page.ts";
+import { MerchantService } from "../../gen/payments/v1/merchants_pb.ts";
+import { withImageOrigin } from "../checkout/brand-style.ts";
+import { logoOrigin } from "../vocabulary/shop-look.ts";
+import { deliveriesPage, endpointPage } from "./deliveries-page.ts";
 import { FormError, readForm, type Form } from "./form.ts";
 import { exportRequestOf, sendExport } from "./export.ts";
 import type { Explorers } from "../vocabulary/explorers.ts";
@@ -73,6 +78,7 @@ const doneTexts: Readonly<Record<string, string>> = {
   updated: "Endpoint saved: its event types apply to events from now on.",
   created: "Payment created: send the shopper its checkout page (below).",
   revoked: "Key revoked: calls made with it are refused from now on.",
+  saved: "Shop settings saved: your pages show them from now on.",
 };
 
 /** A refusal or failure shown as a page of its own, with its HTTP status. */
@@ -121,15 +127,20 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
   const apiKeys = createClient(ApiKeyService, o.transport);
   const readiness = createClient(ReadinessService, o.transport);
   const dashboard = createClient(DashboardService, o.transport);
+  const merchants = createClient(MerchantService, o.transport);
 
   function owns(path: string): boolean {
     if (base === "") return path !== "/api" && !path.startsWith("/api/");
     return path === base || path.startsWith(`${base}/`);
   }
 
+  /** A signed-in page's CSP: the shop's logo origin added to img-src (brand-style.ts), when it has a logo. */
+  const pagePolicies = new WeakMap<http.ServerResponse, string>();
+
   function html(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: string, extra: Record<string, string | string[]> = {}): void {
     const buf = Buffer.from(body);
-    res.writeHead(status, { ...htmlHeaders, ...extra, "Content-Length": buf.length });
+    const policy = pagePolicies.get(res);
+    res.writeHead(status, { ...htmlHeaders, ...(policy ? { "Content-Security-Policy": policy } : {}), ...extra, "Content-Length": buf.length });
     res.end(req.method === "HEAD" ? undefined : buf);
   }
 
@@ -271,6 +282,8 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         return true;
       }
       const v: pages.Viewer = { session, csrf: csrfOf(token) };
+      const logo = logoOrigin(session.merchantLogoUrl);
+      if (logo) pagePolicies.set(res, withImageOrigin(dashboardContentSecurityPolicy, logo));
       if (post && !sameToken(form.get("csrf")?.[0] ?? "", v.csrf)) throw new PageError(403, "Not allowed", "The form's security token is missing or wrong: reload the page and try again.");
       const merchant = session.merchantId;
       const opts = (idem?: string) => callOptions(token, clientAddress, idem);
@@ -389,7 +402,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
             webhooks.listWebhookDeliveries({ merchant, endpointId, limit: 20, cursor: query.get("cursor") ?? undefined }, opts()),
           ]);
           if (!endpoint.data) throw new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
-          html(req, res, 200, pages.endpointPage(paths, v, { endpoint: endpoint.data, deliveries: deliveries.data, idem: newIdem, next: deliveries.hasMore ? deliveries.nextCursor : undefined, notice: noticeOf() }));
+          html(req, res, 200, endpointPage(paths, v, { endpoint: endpoint.data, deliveries: deliveries.data, idem: newIdem, next: deliveries.hasMore ? deliveries.nextCursor : undefined, notice: noticeOf() }));
           return true;
         }
         case "POST webhooks/:id/update": {
@@ -413,8 +426,13 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         case "GET deliveries": {
           const eventId = query.get("event") ?? undefined;
           if (eventId !== undefined) idOf(eventId);
-          const deliveries = await webhooks.listWebhookDeliveries({ merchant, eventId, limit: 50 }, opts());
-          html(req, res, 200, pages.deliveriesPage(paths, v, { eventId, deliveries: deliveries.data, idem: newIdem }));
+          // The endpoints too, to name each delivery's by its URL rather than its id.
+          const [deliveries, endpoints] = await Promise.all([
+            webhooks.listWebhookDeliveries({ merchant, eventId, limit: 50 }, opts()),
+            webhooks.listWebhookEndpoints({ merchant, limit: 100 }, opts()),
+          ]);
+          const endpointUrls = new Map(endpoints.data.map((ep) => [ep.id, ep.url]));
+          html(req, res, 200, deliveriesPage(paths, v, { eventId, deliveries: deliveries.data, idem: newIdem, endpointUrls }));
           return true;
         }
         case "POST deliveries/:id/replay": {
@@ -464,6 +482,26 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           if (form.get("confirm")?.[0] !== "1") throw new PageError(400, "Not done", "Confirm the revocation on its page first.");
           await apiKeys.revokeApiKey({ merchant, apiKeyId }, opts());
           redirect(res, `${base}/api-keys?done=revoked`);
+          return true;
+        }
+        case "GET settings":
+        case "POST settings": {
+          const current = (await merchants.getMerchantProfile({ merchant }, opts())).data;
+          if (!post) {
+            html(req, res, 200, settingsPage(paths, v, { values: valuesOf(current), profile: current, notice: noticeOf() }));
+            return true;
+          }
+          const values = { name: (form.get("name")?.[0] ?? "").trim(), logoUrl: (form.get("logo_url")?.[0] ?? "").trim(), brandColor: (form.get("brand_color")?.[0] ?? "").trim() };
+          try {
+            await merchants.updateMerchantProfile({ merchant, ...values }, opts());
+          } catch (err) {
+            // A refused value: the form again with what was typed and why (nothing was changed).
+            const view = describeError(err);
+            if (view.status !== 400) throw err;
+            html(req, res, 400, settingsPage(paths, v, { values, profile: current, message: view.message }));
+            return true;
+          }
+          redirect(res, `${base}/settings?done=saved`);
           return true;
         }
         case "GET readiness": {

@@ -8,13 +8,15 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import type { DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
 import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
 import type { GoLiveReadiness } from "../../gen/payments/v1/readiness_pb.ts";
-import type { CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "../../gen/payments/v1/webhooks_pb.ts";
-import { escapeHtml as e, htmlDocument } from "../checkout/page.ts";
+import type { CreatedWebhookEndpoint, WebhookEndpoint } from "../../gen/payments/v1/webhooks_pb.ts";
+import { escapeHtml as e, htmlDocument, logoHtml } from "../checkout/page.ts";
 import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-types.ts";
 import { intentStatuses } from "../vocabulary/value-sets.ts";
 import { assets } from "../vocabulary/assets.ts";
 import { currencyCodes } from "../vocabulary/currencies.ts";
 import { explorerUrl, type Explorers } from "../vocabulary/explorers.ts";
+import { pill } from "./status.ts";
+import { adviceList, stepSentence } from "./timeline.ts";
 
 /** Where the pages and their two files are. */
 export interface DashboardPaths {
@@ -46,6 +48,7 @@ const navItems = [
   ["webhooks", "Webhooks", "webhooks:read"],
   ["readiness", "Go-live readiness", "merchant:readiness"],
   ["api-keys", "API keys", "api_keys:read"],
+  ["settings", "Shop settings", "merchant:write"],
 ] as const;
 
 /** A signed-in page: the header with the environment and merchant, the navigation, then `main`. */
@@ -56,7 +59,8 @@ export function layout(paths: DashboardPaths, v: Viewer, o: { title: string; sec
     .filter(([, , scope]) => s.scopes.includes(scope))
     .map(([path, label]) => `<li><a href="${e(`${paths.base}/${path}`)}"${o.section === path ? ` aria-current="page"` : ""}>${label}</a></li>`)
     .join("");
-  const who = s.merchantName ? `<strong>${e(s.merchantName)}</strong> <code>${e(s.merchantId)}</code>` : `Merchant <code>${e(s.merchantId)}</code>`;
+  // The shop's logo beside its name (an <img> sized by the stylesheet; the page's CSP names its origin).
+  const who = `${logoHtml(s.merchantLogoUrl, "shop-logo")}${s.merchantName ? `<strong>${e(s.merchantName)}</strong> <code>${e(s.merchantId)}</code>` : `Merchant <code>${e(s.merchantId)}</code>`}`;
   return document({
     title: o.title,
     paths,
@@ -199,12 +203,12 @@ export function paymentsPage(
   const rows = o.intents
     .map(
       (pi) => `<tr>
-<td><a href="${e(`${paths.base}/payments/${pi.publicId}`)}">${e(pi.publicId)}</a></td>
-<td>${e(pi.merchantReference ?? "—")}</td>
-<td><span class="status status-${e(pi.status)}">${e(pi.status)}</span>${exceptionBadge(o.exceptions.get(pi.publicId))}</td>
-<td class="num">${pi.priceAmount !== undefined ? `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}<br><span class="help">${e(pi.requestedAmount)} ${e(pi.asset)}</span>` : `${e(pi.requestedAmount)} ${e(pi.asset)}`}</td>
-<td>${e(pi.network)}</td>
-<td>${when(pi.createdAt)}</td>
+<td data-label="Payment"><a href="${e(`${paths.base}/payments/${pi.publicId}`)}">${e(pi.publicId)}</a></td>
+<td data-label="Reference">${e(pi.merchantReference ?? "—")}</td>
+<td data-label="Status">${pill(pi.status)}${exceptionBadge(o.exceptions.get(pi.publicId))}${adviceList(o.exceptions.get(pi.publicId) ?? [], pi)}</td>
+<td class="num" data-label="Amount">${pi.priceAmount !== undefined ? `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}<br><span class="help">${e(pi.requestedAmount)} ${e(pi.asset)}</span>` : `${e(pi.requestedAmount)} ${e(pi.asset)}`}</td>
+<td data-label="Network">${e(pi.network)}</td>
+<td data-label="Created">${when(pi.createdAt)}</td>
 </tr>`,
     )
     .join("\n");
@@ -226,13 +230,13 @@ export function paymentsPage(
 ${
   o.intents.length === 0
     ? `<p id="no-results">No payments found.</p>`
-    : `<div class="scroll"><table id="payments">
+    : `<table id="payments" class="cards">
 <caption class="visually-hidden">Payments, newest first</caption>
 <thead><tr><th scope="col">Payment</th><th scope="col">Reference</th><th scope="col">Status</th><th scope="col">Amount</th><th scope="col">Network</th><th scope="col">Created</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
-</table></div>`
+</table>`
 }
 ${more}`,
   });
@@ -251,7 +255,7 @@ function paymentActions(paths: DashboardPaths, v: Viewer, filters: URLSearchPara
   return actions.length === 0 ? "" : `<p class="actions">${actions.join(" ")}</p>\n`;
 }
 
-function dl(items: [string, string][]): string {
+export function dl(items: [string, string][]): string {
   return `<dl class="facts">${items.map(([k, val]) => `<div><dt>${e(k)}</dt><dd>${val}</dd></div>`).join("")}</dl>`;
 }
 
@@ -288,23 +292,26 @@ export function intentPage(
   const txs =
     pi.transactions.length === 0
       ? `<p>No transaction seen yet.</p>`
-      : `<div class="scroll"><table id="transactions"><thead><tr><th scope="col">Transaction</th><th scope="col">Amount</th><th scope="col">Confirmations</th><th scope="col">Counts</th></tr></thead><tbody>
+      : `<table id="transactions" class="cards"><thead><tr><th scope="col">Transaction</th><th scope="col">Amount</th><th scope="col">Confirmations</th><th scope="col">Counts</th></tr></thead><tbody>
 ${pi.transactions
   .map(
     (t) =>
-      `<tr><td>${transactionCell(pi, t, o.explorers)}</td><td class="num">${e(t.amount)} ${e(t.asset)}</td><td class="num">${t.confirmations}</td><td>${t.counted ? "Yes" : `No${t.reason ? ` — ${e(t.reason.replace(/_/g, " "))}` : ""}`}</td></tr>`,
+      `<tr><td data-label="Transaction">${transactionCell(pi, t, o.explorers)}</td><td class="num" data-label="Amount">${e(t.amount)} ${e(t.asset)}</td><td class="num" data-label="Confirmations">${t.confirmations}</td><td data-label="Counts">${t.counted ? "Yes" : `No${t.reason ? ` — ${e(t.reason.replace(/_/g, " "))}` : ""}`}</td></tr>`,
   )
   .join("\n")}
-</tbody></table></div>`;
+</tbody></table>`;
   const timeline = o.events
     .map(
-      (ev) => `<li><details><summary><time datetime="${e(ev.createdAt)}">${e(ev.createdAt.replace("T", " ").replace(/\.\d+Z$/, " UTC"))}</time> <strong>${e(ev.type)}</strong></summary>
+      (ev) => `<li class="step"><time datetime="${e(ev.createdAt)}">${e(ev.createdAt.replace("T", " ").replace(/\.\d+Z$/, " UTC"))}</time>
+<p class="step-text">${e(stepSentence(ev.type, ev.data))}</p>
+<details class="more"><summary>Raw event <code>${e(ev.type)}</code></summary>
 <p><a href="${e(`${paths.base}/deliveries?event=${ev.id}`)}">Deliveries of ${e(ev.id)}</a></p>
 ${json(ev.data)}</details></li>`,
     )
     .join("\n");
   const amounts: [string, string][] = [
-    ["Status", `<span class="status status-${e(pi.status)}" id="intent-status">${e(pi.status)}</span>${exceptionBadge(o.exceptions)}`],
+    ["Status", `${pill(pi.status, { id: "intent-status" })}${exceptionBadge(o.exceptions)}`],
+    ...(o.exceptions.length ? ([["What to do", adviceList(o.exceptions, pi, "exception-advice")]] as [string, string][]) : []),
     ["Requested", `${e(pi.requestedAmount)} ${e(pi.asset)} on ${e(pi.network)}`],
     ["Received", `${e(pi.amountReceived ?? "0")} ${e(pi.asset)}`],
     ["Still due", `${e(pi.amountDue)} ${e(pi.asset)}`],
@@ -326,10 +333,10 @@ ${cancel}
   });
 }
 
-const eventChoices = [allEvents, ...eventTypes, ...extensionEventTypes];
+export const eventChoices = [allEvents, ...eventTypes, ...extensionEventTypes];
 
 /** One checkbox of an endpoint form's event types, ticked when `chosen` has it; "*" says what it takes. */
-function eventChoice(type: string, i: number, chosen: readonly string[] = [allEvents]): string {
+export function eventChoice(type: string, i: number, chosen: readonly string[] = [allEvents]): string {
   const checked = chosen.includes(type) ? " checked" : "";
   if (type !== allEvents) return `<label class="check"><input type="checkbox" name="events" value="${e(type)}"${checked} id="ev-${i}"> ${e(type)}</label>`;
   return `<label class="check"><input type="checkbox" name="events" value="${e(type)}"${checked} id="ev-${i}" aria-describedby="ev-all-hint"> All (*)</label>
@@ -340,7 +347,7 @@ export function webhooksPage(paths: DashboardPaths, v: Viewer, o: { endpoints: W
   const rows = o.endpoints
     .map(
       (ep) =>
-        `<tr><td><a href="${e(`${paths.base}/webhooks/${ep.id}`)}">${e(ep.url)}</a></td><td>${e(ep.description ?? "—")}</td><td><span class="status status-${e(ep.status)}">${e(ep.status)}</span></td><td>${e(ep.enabledEvents.join(", "))}</td></tr>`,
+        `<tr><td data-label="URL"><a href="${e(`${paths.base}/webhooks/${ep.id}`)}" class="endpoint-link">${e(ep.url)}</a></td><td data-label="Description">${e(ep.description ?? "—")}</td><td data-label="Status">${pill(ep.status)}</td><td data-label="Events">${e(ep.enabledEvents.join(", "))}</td></tr>`,
     )
     .join("\n");
   const created = o.created
@@ -370,103 +377,10 @@ ${eventChoices.map((type, i) => eventChoice(type, i)).join("\n")}
     notice: o.notice,
     main: `${created}
 <section aria-labelledby="endpoints-h"><h2 id="endpoints-h">Endpoints</h2>
-${o.endpoints.length === 0 ? "<p>No endpoints yet.</p>" : `<div class="scroll"><table id="endpoints"><thead><tr><th scope="col">URL</th><th scope="col">Description</th><th scope="col">Status</th><th scope="col">Events</th></tr></thead><tbody>\n${rows}\n</tbody></table></div>`}
+${o.endpoints.length === 0 ? "<p>No endpoints yet.</p>" : `<table id="endpoints" class="cards"><thead><tr><th scope="col">URL</th><th scope="col">Description</th><th scope="col">Status</th><th scope="col">Events</th></tr></thead><tbody>\n${rows}\n</tbody></table>`}
 <p><a href="${e(`${paths.base}/deliveries`)}">All deliveries</a></p>
 </section>
 ${create}`,
-  });
-}
-
-/** Why a delivery was sent again, after its endpoint (its cause); nothing for one made with its event. */
-function causeNote(d: WebhookDelivery): string {
-  if (d.replayOf) return `, a replay of <code>${e(d.replayOf)}</code>`;
-  if (d.cause === "replay") return ", a replay";
-  if (d.cause === "recovery") return ", sent again by a recovery of the events the endpoint missed";
-  return "";
-}
-
-/**
- * Deliveries with each attempt: time, status code, duration, response excerpt. Any delivery that
- * has ended (delivered or failed) can be replayed, as the API allows; one replayed already says
- * by which delivery, and offers to replay it again.
- */
-export function deliveriesTable(paths: DashboardPaths, v: Viewer, deliveries: WebhookDelivery[], idem: () => string): string {
-  if (deliveries.length === 0) return `<p>No deliveries.</p>`;
-  const replays = new Map<string, string[]>();
-  for (const d of deliveries) if (d.replayOf) replays.set(d.replayOf, [...(replays.get(d.replayOf) ?? []), d.id]);
-  return `<ol class="deliveries" id="deliveries">
-${deliveries
-  .map((d) => {
-    const replayedAs = replays.get(d.id) ?? [];
-    const replayedNote = replayedAs.length ? `<p class="help">Replayed as ${replayedAs.map((id) => `<code>${e(id)}</code>`).join(", ")}.</p>\n` : "";
-    const attempts = d.attempts
-      .map(
-        (a) =>
-          `<tr><td class="num">${a.number}</td><td>${when(a.startedAt)}</td><td>${a.statusCode ?? "—"}</td><td class="num">${a.durationMs} ms</td><td>${e(a.outcome)}${a.error ? ` (${e(a.error)})` : ""}</td><td><code class="excerpt">${e(a.responseExcerpt ?? "")}</code></td></tr>`,
-      )
-      .join("");
-    const ended = d.status === "delivered" || d.status === "failed";
-    const replay = can(v, "webhooks:write") && ended ? actionForm(v, `${paths.base}/deliveries/${d.id}/replay`, replayedAs.length ? "Replay again" : "Replay", { idem: idem() }) : "";
-    return `<li class="delivery" data-delivery="${e(d.id)}" data-status="${e(d.status)}" data-cause="${e(d.cause)}">
-<p><strong>${e(d.eventType)}</strong> <span class="status status-${e(d.status)}">${e(d.status)}</span> — delivery <code>${e(d.id)}</code> of event <a href="${e(`${paths.base}/deliveries?event=${d.eventId}`)}"><code>${e(d.eventId)}</code></a> to <a href="${e(`${paths.base}/webhooks/${d.endpointId}`)}"><code>${e(d.endpointId)}</code></a>${causeNote(d)}, ${when(d.createdAt)}</p>
-${d.attempts.length === 0 ? "<p>No attempt yet.</p>" : `<div class="scroll"><table class="attempts"><caption>Attempts</caption><thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">Status code</th><th scope="col">Duration</th><th scope="col">Outcome</th><th scope="col">Response</th></tr></thead><tbody>${attempts}</tbody></table></div>`}
-${replayedNote}${replay}
-</li>`;
-  })
-  .join("\n")}
-</ol>`;
-}
-
-export function endpointPage(paths: DashboardPaths, v: Viewer, o: { endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; idem: () => string; next?: string; notice?: string }): string {
-  const ep = o.endpoint;
-  const write = can(v, "webhooks:write");
-  const disabled = ep.status !== "enabled";
-  const banner = disabled
-    ? `<p class="notice notice-warning" id="disabled-banner" role="status">This endpoint is disabled${ep.disabledAt ? ` since ${when(ep.disabledAt)}` : ""}: it gets no deliveries. To recover, fix the receiver, enable the endpoint again${write ? " (below)" : ""}, then replay the failed deliveries you need (each delivery's Replay button), or ask your operator to recover the events it missed (admin endpoint enable --recover-since).</p>\n`
-    : "";
-  const actions = write
-    ? `<section aria-labelledby="ep-actions-h"><h2 id="ep-actions-h">Actions</h2>
-${disabled ? actionForm(v, `${paths.base}/webhooks/${ep.id}/enable`, "Enable endpoint", { id: "enable" }) : `${actionForm(v, `${paths.base}/webhooks/${ep.id}/test`, "Send test event", { id: "send-test" })} ${actionForm(v, `${paths.base}/webhooks/${ep.id}/disable`, "Disable endpoint", { danger: true, id: "disable" })}`}
-</section>`
-    : "";
-  // Its event types and description, changed in place (UpdateWebhookEndpoint): for events from now on.
-  const edit = write
-    ? `<section aria-labelledby="ep-edit-h"><h2 id="ep-edit-h">Settings</h2>
-<form method="post" action="${e(`${paths.base}/webhooks/${ep.id}/update`)}" class="stack" id="edit-endpoint">
-${csrfField(v.csrf)}
-<label for="ep-description">Description</label><input id="ep-description" name="description" maxlength="256" value="${e(ep.description ?? "")}">
-<fieldset><legend>Events to send (from now on)</legend>
-${eventChoices.map((type, i) => eventChoice(type, i, ep.enabledEvents)).join("\n")}
-</fieldset>
-<button type="submit" class="button">Save</button>
-</form></section>`
-    : "";
-  const more = o.next ? `<p><a rel="next" href="${e(`${paths.base}/webhooks/${ep.id}?cursor=${encodeURIComponent(o.next)}`)}">Older deliveries</a></p>` : "";
-  return layout(paths, v, {
-    title: `Endpoint ${ep.url}`,
-    section: "webhooks",
-    notice: (o.notice ?? "") + banner,
-    main: `${dl([
-      ["Id", `<code>${e(ep.id)}</code>`],
-      ["Status", `<span class="status status-${e(ep.status)}" id="endpoint-status">${e(ep.status)}</span>`],
-      ["Events", e(ep.enabledEvents.join(", "))],
-      ["Description", e(ep.description ?? "—")],
-      ["Created", when(ep.createdAt)],
-    ])}
-${actions}
-${edit}
-<section aria-labelledby="deliveries-h"><h2 id="deliveries-h">Deliveries</h2>
-${deliveriesTable(paths, v, o.deliveries, o.idem)}
-${more}</section>`,
-  });
-}
-
-export function deliveriesPage(paths: DashboardPaths, v: Viewer, o: { eventId?: string; deliveries: WebhookDelivery[]; idem: () => string; notice?: string }): string {
-  return layout(paths, v, {
-    title: o.eventId ? `Deliveries of ${o.eventId}` : "Deliveries",
-    section: "webhooks",
-    notice: o.notice,
-    main: deliveriesTable(paths, v, o.deliveries, o.idem),
   });
 }
 

@@ -6,7 +6,11 @@ import type { EntityManager } from "../platform/db.ts";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DashboardService, IntentEventSchema, type DashboardSession } from "../../gen/payments/v1/dashboard_pb.ts";
 import { readOnlyScopes } from "../auth/dashboard-sessions.ts";
-import { merchantName } from "../auth/merchants.ts";
+import { merchantLook } from "../auth/merchants.ts";
+import type { ShopLook } from "../vocabulary/shop-look.ts";
+
+/** The merchant's name and look for a session's view ("" and none when there is no such merchant). */
+const shopLook = async (em: Parameters<typeof merchantLook>[0], merchantId: string): Promise<ShopLook> => (await merchantLook(em, merchantId)) ?? { name: "" };
 import type { MerchantPrincipal } from "../auth/principal.ts";
 import { apiError } from "../platform/errors.ts";
 import { inTransaction, merchantRequest, requestOf } from "../rpc/context.ts";
@@ -50,13 +54,15 @@ function sessionRequest(ctx: HandlerContext) {
   return request as typeof request & { principal: MerchantPrincipal & { session: NonNullable<MerchantPrincipal["session"]> } };
 }
 
-function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" | "expiresAt" | "idleSeconds">, scopes: Iterable<string>, merchantName: string, token?: string): DashboardSession {
+function view(s: Pick<OpenedSession, "merchantId" | "environment" | "readOnly" | "expiresAt" | "idleSeconds">, scopes: Iterable<string>, look: ShopLook, token?: string): DashboardSession {
   const granted = [...scopes].sort();
   return {
     $typeName: "payments.v1.DashboardSession",
     token,
     merchantId: s.merchantId,
-    merchantName,
+    merchantName: look.name,
+    merchantLogoUrl: look.logoUrl,
+    merchantBrandColor: look.brandColor,
     environment: s.environment,
     scopes: granted,
     // Read-only as the merchant sees it: a read-only link, or nothing it may write.
@@ -74,17 +80,17 @@ export function dashboardService(deps: DashboardDeps): ServiceImpl<typeof Dashbo
       const { em } = requestOf(ctx, "public");
       const principal = await keyOf(em, req.apiKey);
       const opened = await openKeySession(em, principal, lifetime);
-      return { data: view(opened, principal.scopes, await merchantName(em, opened.merchantId), opened.token) };
+      return { data: view(opened, principal.scopes, await shopLook(em, opened.merchantId), opened.token) };
     },
     async exchangeDashboardLink(req, ctx) {
       const { em } = requestOf(ctx, "public");
       const opened = await inTransaction(em, (tx) => exchangeDashboardLink(tx, req.token, lifetime));
       const granted = opened.scopes ?? [];
-      return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, await merchantName(em, opened.merchantId), opened.token) };
+      return { data: view(opened, opened.readOnly ? readOnlyScopes(granted) : granted, await shopLook(em, opened.merchantId), opened.token) };
     },
     async getDashboardSession(_req, ctx) {
       const { principal } = sessionRequest(ctx);
-      return { data: view({ ...principal, ...principal.session }, principal.scopes, principal.session.merchantName) };
+      return { data: view({ ...principal, ...principal.session }, principal.scopes, { name: principal.session.merchantName, logoUrl: principal.session.merchantLogoUrl, brandColor: principal.session.merchantBrandColor }) };
     },
     async endDashboardSession(_req, ctx) {
       const { principal, em } = sessionRequest(ctx);

@@ -15,5 +15,8 @@ export const scopes = [
   // and create and revoke them (a key is created with scopes its creator holds, never more).
   "api_keys:read",
   "api_keys:write",
+  // The merchant's name and look (logo, brand colour) on its dashboard, checkout and terminal pages:
+  // change them (any key reads them).
+  "merchant:write",
 ] as const;
 export type Scope = (typeof scopes)[number];

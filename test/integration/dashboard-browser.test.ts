@@ -3,8 +3,10 @@
 // by its reference and its deposit address, read its timeline, cancel it; create an endpoint and
 // see its secret once; send a test event and see its delivery and attempt; replay a failed
 // delivery; create an API key with a chosen scope, see its secret once, revoke it after asking; a
-// read-only link sees no action button. Every page passes axe-core with no serious or
-// critical violation, and is screenshotted at desktop and phone size (.tap/dashboard-screenshots/).
+// read-only link sees no action button. Statuses are pills with their word, the timeline reads as
+// sentences, an exception says what to do, a delivery's attempts open on demand. Every page passes
+// axe-core with no serious or critical violation at desktop width and at 390 px, where nothing
+// scrolls sideways, and is screenshotted whole at both (.tap/screenshots/dashboard-*.png).
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -20,7 +22,7 @@ import { finished, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts"
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
 const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-const shots = path.join(import.meta.dirname, "..", "..", ".tap", "dashboard-screenshots");
+const shots = path.join(import.meta.dirname, "..", "..", ".tap", "screenshots");
 mkdirSync(shots, { recursive: true });
 
 // The receiver answers 500 on /fail, 200 elsewhere: a delivery there fails for good after two attempts.
@@ -44,23 +46,32 @@ async function axeViolations(page: Page): Promise<string[]> {
   return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
 }
 
-/** Checks a page with axe and screenshots it as it is now, at desktop and phone width. */
-async function check(t: { same: (found: unknown, wanted: unknown, message: string) => unknown }, page: Page, name: string): Promise<void> {
-  t.same(await axeViolations(page), [], `${name}: no serious or critical accessibility violation`);
-  for (const [size, viewport] of [["desktop", { width: 1280, height: 900 }], ["phone", { width: 390, height: 844 }]] as const) {
-    await page.setViewportSize(viewport);
-    await page.screenshot({ path: path.join(shots, `${name}-${size}.png`), fullPage: true });
-  }
-  await page.setViewportSize({ width: 1280, height: 900 });
-}
+/** What scrolls sideways now: the document itself, or any element whose content is wider than its box. */
+const sideways = `(() => {
+  const wide = [...document.querySelectorAll("body *")].filter((el) => {
+    const x = getComputedStyle(el).overflowX;
+    return (x === "auto" || x === "scroll") && el.scrollWidth > el.clientWidth + 1;
+  }).map((el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + String(el.className).replace(/ +/g, ".") : ""));
+  return document.documentElement.scrollWidth > window.innerWidth ? ["the page", ...wide] : wide;
+})()`;
 
-/** At phone width: axe's serious and critical violations, and whether the page scrolls sideways. */
-async function atPhoneWidth(page: Page): Promise<{ violations: string[]; fits: boolean }> {
-  await page.setViewportSize({ width: 390, height: 844 });
-  const violations = await axeViolations(page);
-  const fits = (await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")) as boolean;
-  await page.setViewportSize({ width: 1280, height: 900 });
-  return { violations, fits };
+const sizes = [
+  ["desktop", { width: 1280, height: 900 }],
+  ["phone", { width: 390, height: 844 }],
+] as const;
+
+/**
+ * Checks a page as it is now at desktop width and at 390 px: no serious or critical axe violation
+ * at either, nothing scrolling sideways on the phone; a full-page screenshot of each (.tap/screenshots/).
+ */
+async function check(t: { same: (found: unknown, wanted: unknown, message: string) => unknown }, page: Page, name: string): Promise<void> {
+  for (const [size, viewport] of sizes) {
+    await page.setViewportSize(viewport);
+    t.same(await axeViolations(page), [], `${name} (${size}): no serious or critical accessibility violation`);
+    if (size === "phone") t.same(await page.evaluate(sideways), [], `${name} (390 px): nothing scrolls sideways`);
+    await page.screenshot({ path: path.join(shots, `dashboard-${name}-${size}.png`), fullPage: true });
+  }
+  await page.setViewportSize(sizes[0][1]);
 }
 
 async function newPage(browser: Browser, cspErrors: string[]): Promise<Page> {
@@ -111,12 +122,19 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   // Its page: the timeline with the payload, then cancel.
   await page.locator("#payments").getByRole("link", { name: pi.public_id }).click();
   await page.waitForURL(`${dash}/payments/${pi.public_id}`);
-  t.match(await page.locator("#timeline").textContent(), "payment.intent.created", "the timeline");
-  t.match(await page.locator("#timeline pre").first().textContent({ timeout: 5_000 }), pi.public_id, "with its payload");
+  t.match(await page.locator("#timeline .step-text").first().textContent(), /^Payment created: .+ on /, "the timeline reads as sentences");
+  const raw = page.locator("#timeline pre").first();
+  t.notOk(await raw.isVisible(), "the raw event is folded");
+  await page.locator("#timeline details summary").first().click();
+  t.ok(await raw.isVisible(), "and opens on demand");
+  t.match(await raw.textContent(), pi.public_id, "with its payload");
+  t.match(await page.locator("#timeline summary").first().textContent(), "payment.intent.created", "named by its type");
+  t.equal(await page.locator("#intent-status").textContent(), "pending", "the status pill says its word");
+  t.match(await page.locator("#intent-status").getAttribute("class"), "pill-info", "on its tint");
   await check(t, page, "payment");
   await page.getByRole("button", { name: "Cancel payment" }).click();
   await page.waitForURL(/done=cancelled/);
-  t.match(await page.locator("#intent-status").textContent(), "cancelled");
+  t.equal(await page.locator("#intent-status").textContent(), "cancelled");
   const after = await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents/${pi.public_id}`, { key: creds.key });
   t.equal(after.body.data.status, "cancelled", "the API answers cancelled");
   t.equal(await page.getByRole("button", { name: "Cancel payment" }).count(), 0, "no cancel button once cancelled");
@@ -153,8 +171,13 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
     },
     15_000,
   );
-  t.match(await delivered.textContent(), "webhook.test");
-  t.match(await delivered.locator(".attempts tbody tr").first().textContent(), "200", "the attempt's status code");
+  t.match(await delivered.locator(".delivery-line").textContent(), /webhook\.test\s+delivered\s+HTTP 200\s+to https:\/\/hooks\.example\.test\/dash/, "one line: event, status, code, endpoint");
+  t.equal(await delivered.locator(".delivery-line .pill").textContent(), "delivered", "the status pill says its word");
+  const attempt = delivered.locator(".attempt").first();
+  t.notOk(await attempt.isVisible(), "the attempts are folded");
+  await delivered.getByText("Attempts (1)").click();
+  t.ok(await attempt.isVisible(), "and open on demand");
+  t.match(await attempt.textContent(), /Attempt 1, .*success\s+HTTP 200 in \d+ ms/, "the attempt: outcome, code, duration");
   await check(t, page, "endpoint");
   // A delivered delivery is replayed too, as the API allows.
   await delivered.getByRole("button", { name: "Replay" }).click();
@@ -169,6 +192,8 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   await page.goto(`${dash}/webhooks/${failing.id}`);
   const item = page.locator(`.delivery[data-delivery="${failed.id}"]`);
   t.match(await item.textContent(), "receiver is down", "the response excerpt");
+  t.equal(await item.locator(".delivery-line .pill-bad").textContent(), "failed", "a failed delivery's pill");
+  t.match(await item.locator(".delivery-line").textContent(), "HTTP 500");
   await item.getByRole("button", { name: "Replay" }).click();
   await page.waitForURL(/done=replayed/);
   const replay = await until("the replay", async () => {
@@ -192,9 +217,31 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   await page.waitForURL(/done=enabled/);
   t.match(await page.locator("#endpoint-status").textContent(), "enabled");
 
+  // An underpaid payment (the sandbox's): its step in words, and what to do next, on its page and in the list.
+  const short = await createIntent(sampleIntent);
+  const simulated = await call(base, "POST", `/api/v1/sandbox/merchants/${creds.merchant}/payment-intents/${short.public_id}/simulate`, { key: creds.key, body: { outcome: "underpaid" } });
+  t.equal(simulated.status, 200, "underpaid by the sandbox");
+  await page.goto(`${dash}/payments/${short.public_id}`);
+  t.equal(await page.locator("#intent-status").textContent(), "underpaid");
+  t.match(await page.locator("#timeline").textContent(), /Underpaid: [\d.]+ of [\d.]+ \S+ received/, "the underpaid step");
+  t.match(await page.locator("#exception-advice").textContent(), /Ask the shopper to send the remaining [\d.]+ \S+ to the same address, or refund what was received from your wallet/, "what to do next");
+  await check(t, page, "payment-underpaid");
+  await page.goto(`${dash}/payments`);
+  const shortRow = page.locator("#payments tr", { has: page.getByRole("link", { name: short.public_id }) });
+  t.match(await shortRow.textContent(), "Ask the shopper to send the remaining", "the list says it too");
+  await check(t, page, "payments-exception");
+  await page.goto(`${dash}/webhooks/we_${"0".repeat(24)}`);
+  await check(t, page, "not-found");
+
   await page.goto(`${dash}/readiness`);
   t.ok(await page.locator("#checklist li").count(), "the readiness checklist");
   await check(t, page, "readiness");
+  // The shop's settings page, where the session may change them (being built alongside: checked once it is in the nav).
+  if (await page.locator("nav").getByRole("link", { name: "Shop settings" }).count()) {
+    await page.locator("nav").getByRole("link", { name: "Shop settings" }).click();
+    await page.waitForURL(`${dash}/settings`);
+    await check(t, page, "settings");
+  }
   await page.goto(`${dash}/payments/new`);
   t.equal(await page.getByLabel("Amount").count(), 1, "the new payment form");
   await check(t, page, "new-payment");
@@ -212,14 +259,12 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   t.match(apiSecret, /^sk_test_/, "the new key's secret is shown");
   t.ok(await page.getByRole("button", { name: "Copy secret" }).isVisible(), "with a copy button");
   await check(t, page, "api-key-created");
-  t.same(await atPhoneWidth(page), { violations: [], fits: true }, "at 390 px too: no serious or critical violation, no sideways scrolling");
   t.equal((await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents`, { key: apiSecret })).status, 200, "it works on the API");
   await page.goto(`${dash}/api-keys`);
   t.notMatch(await page.content(), apiSecret, "not on the list again");
   await page.getByRole("link", { name: `Revoke ${apiSecret.slice(0, 12)}…` }).click();
   await page.waitForURL(/\/api-keys\/key_[0-9A-Za-z]+\/revoke$/);
   await check(t, page, "api-key-revoke");
-  t.same(await atPhoneWidth(page), { violations: [], fits: true }, "the revoke page at 390 px too");
   await page.getByRole("button", { name: "Revoke key" }).click();
   await page.waitForURL(/done=revoked/);
   t.equal((await call(base, "GET", `/api/v1/merchants/${creds.merchant}/payment-intents`, { key: apiSecret })).status, 401, "revoked: refused");
@@ -246,6 +291,8 @@ t.test("a merchant's day in the dashboard", { skip: noBrowser }, async (t) => {
   await again.waitForLoadState("networkidle");
   t.equal(new URL(again.url()).pathname, "/dashboard/link");
   t.match(await again.locator("main").textContent(), "not valid", "a link works once");
+  await check(t, again, "link-used");
+  await check(t, reader, "read-only-webhooks");
 
   t.same(problems, [], "no CSP violation or script error on any page");
 });

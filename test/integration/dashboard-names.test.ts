@@ -105,7 +105,7 @@ t.test("a transaction's hash links to its network's explorer (Test: Sepolia's), 
   const simulated = await make();
   await call(s.base, "POST", `/api/v1/sandbox/merchants/${shop.id}/payment-intents/${simulated.public_id}/simulate`, { key: full.api_key, body: { outcome: "underpaid" } });
   const simPage = (await c.get(`/dashboard/payments/${simulated.public_id}`)).body;
-  t.match(simPage, /<td><code class="hash">0x[0-9a-f]{64}<\/code> <span class="help">\(simulated\)<\/span><\/td>/, "the sandbox's: no link, said to be simulated, no :0");
+  t.match(simPage, /<td data-label="Transaction"><code class="hash">0x[0-9a-f]{64}<\/code> <span class="help">\(simulated\)<\/span><\/td>/, "the sandbox's: no link, said to be simulated, no :0");
 
   const real = await make();
   const txHash = await reportEthereumOutput(s.app, s.rpcUrl, "dashboard-explorer-watcher", { toAddress: real.deposit_address, asset: "USDC", amount: "1" });

@@ -351,6 +351,13 @@ t.test("contract: real responses of every documented route match the document", 
   t.type((await api("POST", `${apiKey}/revoke`, { ...m, api_key_id: madeKey.body.data.id }, { key: a.key })).body.data?.revoked_at, "string");
   t.equal((await api("POST", `${apiKey}/revoke`, { ...m, api_key_id: "key_000000000000000000000000" }, { key: a.key })).status, 404);
 
+  // The shop's name and look: read, changed, a bad colour refused.
+  const look = "/api/v1/merchants/{merchant}/profile";
+  t.equal((await api("GET", look, m, { key: a.key })).body.data?.id, a.merchant);
+  t.equal((await api("POST", look, m, { key: a.key, body: { brand_color: "#1d4ed8" } })).body.data?.brand_text_color, "#ffffff");
+  t.equal((await api("POST", look, m, { key: a.key, body: { brand_color: "blue" } })).body.error?.param, "brand_color");
+  t.equal((await api("GET", look, { merchant: "mer_000000000000000000000000" }, { key: a.key })).status, 403);
+
   // The event stream: its refusals are JSON like any other; a success is Server-Sent Events, whose
   // first message (sent when the stream is accepted) matches the document.
   const stream = "/api/v1/merchants/{merchant}/webhook-events/stream";

@@ -26,6 +26,8 @@ t.test("the route table", async (t) => {
     "GET /api/v1/merchants/{merchant}/api-keys/{api_key_id}",
     "POST /api/v1/merchants/{merchant}/api-keys",
     "POST /api/v1/merchants/{merchant}/api-keys/{api_key_id}/revoke",
+    "GET /api/v1/merchants/{merchant}/profile",
+    "POST /api/v1/merchants/{merchant}/profile",
     "POST /api/v1/merchants/{merchant}/payment-intents",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/cancel",
     "POST /api/v1/merchants/{merchant}/webhook-deliveries/{delivery_id}/replay",
@@ -43,6 +45,7 @@ t.test("the route table", async (t) => {
   const creates = [
     "/api/v1/merchants/{merchant}/payment-intents",
     "/api/v1/merchants/{merchant}/api-keys",
+    "/api/v1/merchants/{merchant}/profile",
     "/api/v1/merchants/{merchant}/webhook-endpoints",
     "/api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}",
     "/api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
