@@ -42,6 +42,8 @@ export const ChainObservation = defineEntity({
     exceptionReportedAt: p.datetime().length(3).nullable(),
     /** A fiat-priced intent's output of its asset: its value in the price currency when first seen (settle.ts). */
     fiatValue: p.decimal("string").columnType("numeric").nullable(),
+    /** Its value at the market's rate when it first counted (settle.ts), for the books; null without a fresh rate then. */
+    fiatValueConfirmed: p.decimal("string").columnType("numeric").nullable(),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

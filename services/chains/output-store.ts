@@ -44,12 +44,15 @@ export interface ObservationRow extends ObservationInput {
   replaceable: boolean;
   /** A fiat-priced intent's output of its asset: its value in the price currency when first seen. */
   fiatValue: string | null;
+  /** Its value at the market's rate when it first counted (settle.ts); null without one. */
+  fiatValueConfirmed: string | null;
   createdAt: Date;
 }
 
 /** The columns of an ObservationRow, as fromDb reads them. */
 export const columns = `id, network, environment, asset, to_address, tx_hash, output_index, amount::text as amount, confirmations, block_height,
-  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, mempool, replaceable, fiat_value::text as fiat_value, created_at`;
+  block_hash, observed_at, payment_intent_id, orphaned, counted, counted_late, simulated, mempool, replaceable, fiat_value::text as fiat_value,
+  fiat_value_confirmed::text as fiat_value_confirmed, created_at`;
 
 export interface DbRow {
   id: string | number;
@@ -72,6 +75,7 @@ export interface DbRow {
   mempool: boolean;
   replaceable: boolean;
   fiat_value: string | null;
+  fiat_value_confirmed: string | null;
   created_at: Date | string;
 }
 
@@ -97,6 +101,7 @@ export function fromDb(r: DbRow): ObservationRow {
     mempool: r.mempool,
     replaceable: r.replaceable,
     fiatValue: r.fiat_value,
+    fiatValueConfirmed: r.fiat_value_confirmed,
     createdAt: new Date(r.created_at),
   };
 }
@@ -385,13 +390,22 @@ export async function withdrawFromMempool(em: EntityManager, ids: readonly numbe
 }
 
 /** Saves what settlement decided for each output. */
-export async function setCounted(em: EntityManager, changes: readonly { id: number; counted: boolean; countedLate: boolean }[], at: Date): Promise<void> {
+/**
+ * Outputs' counted flags; `valueAtCount`, an output's value at the market's rate as it first
+ * counts, is kept once (the first counting's: a reorg and a recount leave it as it was).
+ */
+export async function setCounted(
+  em: EntityManager,
+  changes: readonly { id: number; counted: boolean; countedLate: boolean; valueAtCount?: string | undefined }[],
+  at: Date,
+): Promise<void> {
   if (changes.length === 0) return;
   await executePrepared(
     em,
-    `update chain_observations o set counted = c.counted, counted_late = c.counted_late, updated_at = ?
-       from json_to_recordset(?::json) as c(id bigint, counted boolean, counted_late boolean) where o.id = c.id`,
-    [at, JSON.stringify(changes.map((c) => ({ id: c.id, counted: c.counted, counted_late: c.countedLate })))],
+    `update chain_observations o set counted = c.counted, counted_late = c.counted_late, updated_at = ?,
+            fiat_value_confirmed = coalesce(o.fiat_value_confirmed, c.value_at_count::numeric)
+       from json_to_recordset(?::json) as c(id bigint, counted boolean, counted_late boolean, value_at_count text) where o.id = c.id`,
+    [at, JSON.stringify(changes.map((c) => ({ id: c.id, counted: c.counted, counted_late: c.countedLate, value_at_count: c.valueAtCount ?? null })))],
   );
 }
 

@@ -76,6 +76,7 @@ export function toFact(r: ObservationRow): TransactionFact {
     mempool: r.mempool,
     replaceable: r.replaceable && r.mempool && !r.orphaned,
     fiatValue: r.fiatValue ?? undefined,
+    fiatValueConfirmed: r.fiatValueConfirmed ?? undefined,
     recordedAt: r.createdAt,
     observedAt: r.observedAt,
   };

@@ -36,6 +36,7 @@ export const exportColumns = [
   "quote_sources",
   "fiat_value_at_quote",
   "fiat_value",
+  "fiat_value_at_confirmation",
   "exception_reason",
   "amount_refunded",
 ] as const;
@@ -90,6 +91,7 @@ function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sou
     quote_sources: quote?.sources.join(";") ?? "",
     fiat_value_at_quote: "",
     fiat_value: "",
+    fiat_value_at_confirmation: "",
     exception_reason: "",
     // Refunds do not exist yet: the column is there so the layout stays when they do.
     amount_refunded: "",
@@ -117,6 +119,8 @@ function transactionRow(row: IntentRow, t: TransactionFact, c: ExportContext): E
     counted: String(t.counted),
     fiat_value_at_quote: rate !== undefined && decimals !== undefined && currency ? valueAtRate(t.amount, decimals, rate, currency.decimals) : "",
     fiat_value: priced ? (t.fiatValue ?? "") : "",
+    // At the market's rate when it first counted (settle.ts); empty while uncounted or without a fresh rate then.
+    fiat_value_at_confirmation: priced ? (t.fiatValueConfirmed ?? "") : "",
     exception_reason: exceptionReason(t, c.terms) ?? "",
   };
 }

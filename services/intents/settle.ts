@@ -23,6 +23,8 @@ export interface CountedChange {
   id: number;
   counted: boolean;
   countedLate: boolean;
+  /** As it first counts: its value at the market's rate of the moment (marketValue). */
+  valueAtCount?: string | undefined;
 }
 
 /**
@@ -88,7 +90,8 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
       const counts = uncountedReason(o, terms) === undefined;
       const late = counts && (o.counted ? o.countedLate : lateFromNow);
       if (counts !== o.counted || late !== o.countedLate) {
-        changes.push({ id: o.id, counted: counts, countedLate: late });
+        const valueAtCount = counts && !o.counted ? marketValue(intents, row, o, now) : undefined;
+        changes.push({ id: o.id, counted: counts, countedLate: late, valueAtCount });
         o.counted = counts;
         o.countedLate = late;
       }
@@ -120,6 +123,20 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   await detect(tx, intents, settled, now, movedBy);
   await exceptions(tx, intents, chainOutputs, settled, outputsOf, now, movedBy);
   return settled;
+}
+
+/**
+ * An output's value at the market's rate of `now` as a quote reads it (the median of fresh
+ * agreeing sources, without the merchant's spread), in the intent's price currency: what the books
+ * call its value at confirmation, kept as it first counts. Only a fiat-priced intent's outputs of
+ * its asset; undefined without a fresh rate (the engine keeps no history, so none is made up later).
+ */
+function marketValue(intents: Intents, row: IntentRow, o: IntentOutput, now: Date): string | undefined {
+  if (!row.price || o.asset !== row.asset || o.orphaned) return undefined;
+  const asset = findAsset(row.network, row.asset);
+  const currency = findCurrency(row.price.currency);
+  const q = intents.rates?.quote(row.asset, row.price.currency, row.environment === "live" ? "live" : "test", now.getTime());
+  return asset && currency && q ? valueAtRate(o.amount, asset.decimals, q.rate, currency.decimals) : undefined;
 }
 
 /**

@@ -71,6 +71,8 @@ export interface TransactionFact {
   replaceable: boolean;
   /** A fiat-priced intent's output of its asset: its value in the price currency when first seen. */
   fiatValue?: string | undefined;
+  /** Its value at the market's rate when it first counted (settle.ts): the books' value at confirmation. */
+  fiatValueConfirmed?: string | undefined;
   /** When the core first recorded it. */
   recordedAt?: Date | undefined;
   /** Its block's time, or when it was first seen in the mempool. */

@@ -146,6 +146,8 @@ t.test("a fiat-priced intent: its quote and the payment's value at it", async (t
   t.ok(pi, "one of the paid intents is priced in USD");
   const row = (await exportOf(`public_id=${pi.public_id}`)).rows[0]!;
   t.match(row, { price_amount: "19.99", price_currency: "USD", quote_rate: /^1(\.0+)?$/, quote_sources: "peg", fiat_value_at_quote: "19.99", fiat_value: "19.99" }, "USDC is pegged to the dollar: paid in full, worth the price");
+  t.equal(row.counted, "true", "it counted");
+  t.equal(row.fiat_value_at_confirmation, "19.99", "and at the market's rate when it counted (the peg) it was worth 19.99");
 });
 
 t.test("filters and the date range apply as they do to the list", async (t) => {

@@ -95,6 +95,11 @@ t.test("a fiat-priced intent: the quote the payment counts at, and its value at 
   const [early, later] = exportRows({ ...row, transactions: [tx({ asset: "ETH", amount: "0.01", fiatValue: "25" }), tx({ asset: "ETH", amount: "0.0333333", recordedAt: new Date(created.getTime() + 400_000), observedAt: new Date(created.getTime() + 400_000), fiatValue: "66.66" })] }, { terms, graceMs: 0 });
   t.match(early, { quote_rate: "2500", quote_sources: "bitstamp", fiat_value_at_quote: "25", fiat_value: "25", price_amount: "100.00", price_currency: "USD" }, "paid under the first quote: its rate");
   t.match(later, { quote_rate: "2000", quote_sources: "kraken;coinbase", fiat_value_at_quote: "66.66", fiat_value: "66.66" }, "under the second: its rate, rounded down to cents");
+  t.equal(early!.fiat_value_at_confirmation, "", "not counted at a market rate: empty");
+  const [confirmed] = exportRows({ ...row, transactions: [tx({ asset: "ETH", amount: "0.01", fiatValue: "25", fiatValueConfirmed: "31.40" })] }, { terms, graceMs: 0 });
+  t.equal(confirmed!.fiat_value_at_confirmation, "31.40", "its value at the market's rate when it counted");
+  const [other] = exportRows({ ...row, transactions: [tx({ asset: "USDT", amount: "5", fiatValueConfirmed: "5.00" })] }, { terms, graceMs: 0 });
+  t.equal(other!.fiat_value_at_confirmation, "", "another asset: no value in the price currency");
   const [none] = exportRows({ ...row, amountReceived: null, transactions: [] }, { terms, graceMs: 0 });
   t.match(none, { quote_rate: "2000", quote_sources: "kraken;coinbase", fiat_value_at_quote: "" }, "no payment: the current quote");
 });

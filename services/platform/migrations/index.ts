@@ -47,6 +47,7 @@ import { Migration20261202160000_EvmSharedIndex } from "./Migration2026120216000
 import { Migration20261202170000_DashboardLinkScopes } from "./Migration20261202170000_DashboardLinkScopes.ts";
 import { Migration20261203080000_ApiKeyLastUse } from "./Migration20261203080000_ApiKeyLastUse.ts";
 import { Migration20261203120000_MerchantLook } from "./Migration20261203120000_MerchantLook.ts";
+import { Migration20261203130000_FiatValueConfirmed } from "./Migration20261203130000_FiatValueConfirmed.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -98,4 +99,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261202170000_DashboardLinkScopes", class: Migration20261202170000_DashboardLinkScopes },
   { name: "Migration20261203080000_ApiKeyLastUse", class: Migration20261203080000_ApiKeyLastUse },
   { name: "Migration20261203120000_MerchantLook", class: Migration20261203120000_MerchantLook },
+  { name: "Migration20261203130000_FiatValueConfirmed", class: Migration20261203130000_FiatValueConfirmed },
 ];
