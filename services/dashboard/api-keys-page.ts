@@ -7,10 +7,11 @@
 import type { ApiKey, CreatedApiKey } from "../../gen/payments/v1/api_keys_pb.ts";
 import { escapeHtml as e } from "../checkout/page.ts";
 import { scopes as allScopes } from "../vocabulary/scopes.ts";
+import type { Scope } from "../vocabulary/scopes.ts";
 import { can, csrfField, layout, notice, when, type DashboardPaths, type Viewer } from "./page.ts";
 
-/** What each scope lets a key do, as the create form says it. */
-const scopeTexts: Readonly<Record<string, string>> = {
+/** What each scope lets a key do, as the create form says it (every scope: a new one needs its text). */
+const scopeTexts: Readonly<Record<Scope, string>> = {
   "payment_intents:read": "read payments",
   "payment_intents:write": "create and cancel payments",
   "webhooks:read": "read webhook endpoints, deliveries and events",
@@ -19,6 +20,7 @@ const scopeTexts: Readonly<Record<string, string>> = {
   "webhooks:listen": "stream Live events to a developer's machine (listen)",
   "api_keys:read": "list API keys",
   "api_keys:write": "create and revoke API keys",
+  "merchant:write": "change the shop's name, logo and brand colour",
 };
 
 /** One key as a card (not a table row: a 390 px phone shows it whole, without scrolling sideways). */
