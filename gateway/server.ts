@@ -7,6 +7,7 @@ import { newId } from "../services/platform/ids.ts";
 import { repeatedKey } from "../services/platform/json-keys.ts";
 import type { Logger } from "../services/platform/logger.ts";
 import { decodeRequest, encodeResponse } from "../services/platform/api-json.ts";
+import { writeEach } from "../services/platform/response-stream.ts";
 import { Credential } from "../gen/payments/v1/options_pb.ts";
 import { clientAddressKey, type ClientAddresses } from "../services/platform/client-address.ts";
 import { canDefer, deferredRefusalHeader, encodeRefusal } from "../services/platform/deferred-refusal.ts";
@@ -92,17 +93,8 @@ async function sendEvents(res: http.ServerResponse, output: DescMessage, message
   const first = await iterator.next();
   res.writeHead(200, { ...headers, "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store", "X-Accel-Buffering": "no" });
   opened();
-  const write = async (message: unknown) => {
-    if (!res.write(`data: ${JSON.stringify(encodeResponse(output, message as never))}\n\n`)) await drained(res);
-  };
   try {
-    if (!first.done) {
-      await write(first.value);
-      for await (const message of { [Symbol.asyncIterator]: () => iterator }) {
-        if (res.destroyed || res.writableEnded) break;
-        await write(message);
-      }
-    }
+    await writeEach(res, first, iterator, (message) => `data: ${JSON.stringify(encodeResponse(output, message as never))}\n\n`);
   } catch (err) {
     const view = describeError(err);
     // The client going away ends its stream with a cancel: nothing to tell or log.
@@ -112,17 +104,6 @@ async function sendEvents(res: http.ServerResponse, output: DescMessage, message
     }
   }
   if (!res.writableEnded) res.end();
-}
-
-/** Waits until `res` takes more (its buffer drained) or is gone. */
-function drained(res: http.ServerResponse): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      res.off("drain", done).off("close", done);
-      resolve();
-    };
-    res.on("drain", done).on("close", done);
-  });
 }
 
 /**
@@ -144,17 +125,8 @@ async function sendFile(res: http.ServerResponse, route: RestRoute, messages: As
     "X-Accel-Buffering": "no",
   });
   opened();
-  const write = async (message: unknown) => {
-    if (!res.write((message as { chunk: string }).chunk)) await drained(res);
-  };
   try {
-    if (!first.done) {
-      await write(first.value);
-      for await (const message of { [Symbol.asyncIterator]: () => iterator }) {
-        if (res.destroyed || res.writableEnded) break;
-        await write(message);
-      }
-    }
+    await writeEach(res, first, iterator, (message) => (message as { chunk: string }).chunk);
   } catch (err) {
     if (!res.destroyed) {
       if (describeError(err).code === "internal_error") logger.error({ err, requestId }, "file stream failed");

@@ -3,6 +3,7 @@ import type { CallOptions, Client } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { commonHeaders } from "../checkout/handler.ts";
+import { writeEach } from "../platform/response-stream.ts";
 import type { PaymentFilters } from "./page.ts";
 
 /**
@@ -47,23 +48,10 @@ export async function sendExport(
     return;
   }
   try {
-    for (let next = first; !next.done; next = await chunks.next()) {
-      if (res.destroyed) return;
-      if (!res.write(next.value.chunk)) await drained(res);
-    }
+    await writeEach(res, first, chunks, (message) => message.chunk);
   } catch {
     res.destroy();
     return;
   }
-  res.end();
-}
-
-function drained(res: http.ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done).off("close", done);
-      resolve();
-    };
-    res.on("drain", done).on("close", done);
-  });
+  if (!res.destroyed) res.end();
 }
