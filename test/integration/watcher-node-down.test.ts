@@ -1,6 +1,6 @@
 // A dead node shows: a Live watcher's node (a dev chain passing for mainnet through a proxy of
 // ours) stops answering for three minutes. chain_lag_seconds keeps growing past 150 while
-// nothing is processed, and go-live readiness reports the chain as not followed, never naming the
+// nothing is processed (the node still asked every second), and go-live readiness reports the chain as not followed, never naming the
 // node (its host is the operator's: ops chains shows it); once the node is back, both recover.
 import t from "tap";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
@@ -18,6 +18,7 @@ const s = await webhookSetup(t, { env: { OPERATOR_WATCHED_NETWORKS: "", ETHEREUM
 const live = await merchantWithKey(s.app, "live");
 const metrics = async () => (await fetch(`http://127.0.0.1:${s.app.ports.ops}/metrics`)).text();
 const lagSeconds = async () => Number(/^chain_lag_seconds\{network="ethereum",environment="live"\} (\S+)$/m.exec(await metrics())?.[1]);
+const rpcErrors = async () => Number(/^chain_rpc_errors_total\{network="ethereum",environment="live"\} (\S+)$/m.exec(await metrics())?.[1] ?? 0);
 async function chainCheck(): Promise<{ passed: boolean; message: string }> {
   const res = await call(s.base, "GET", `/api/v1/merchants/${live.merchant}/go-live/readiness`, { key: live.key });
   return res.body.data.checks.find((c: { id: string }) => c.id === "chain_watcher");
@@ -42,6 +43,10 @@ t.test("three minutes without an answer: lag above 150 s, readiness names the ch
     return v > 150 ? v : undefined;
   }, 60_000);
   t.ok(lag > 150, `chain_lag_seconds ${lag.toFixed(0)} while the node is down`);
+  // Minutes into the outage the node is still asked every second (a backoff doubling to 30 s
+  // would ask it once in 30 s), so the watcher is back within a second of its return.
+  const errorsBefore = await rpcErrors();
+  await until("the node asked again five times within 15 s, minutes into the outage", async () => (await rpcErrors()) >= errorsBefore + 5, 15_000);
 
   await node.up();
   await mainnet.test.mine({ blocks: 1 });

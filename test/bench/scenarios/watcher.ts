@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { encodeFunctionData, getAddress, type Hex } from "viem";
 import { startDevChain, tokenAbi, type DevChain } from "../../../scripts/devchain/chain.ts";
 import { createInternalCredential } from "../../../services/auth/admin.ts";
+import { startRpcProxy } from "../../helpers/rpc-proxy.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 import { loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
@@ -10,7 +11,8 @@ import { loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } f
 /**
  * The EVM watcher on anvil, as its own process against the main system's rpc role:
  * catch-up over a backlog of blocks full of token transfers with 100,000 watched addresses,
- * then the time from a block being mined to its observation being recorded while following the head.
+ * then the time from a block being mined to its observation being recorded while following the head,
+ * then a node outage (20 s; 5 s quick) while the same backlog is mined, timed from the node's return.
  */
 const watchedCount = 100_000;
 const pollMs = 500;
@@ -18,7 +20,8 @@ let dev: DevChain;
 let credential = "";
 let addresses: Hex[] = [];
 const watcher = new WatcherProcess("watcher");
-const startWatcher = (ctx: BenchContext) => watcher.start(ctx, credential, { ETHEREUM_TEST_RPC_URL: dev.url, WATCHER_POLL_MS: String(pollMs) });
+const startWatcher = (ctx: BenchContext, url = dev.url) => watcher.start(ctx, credential, { ETHEREUM_TEST_RPC_URL: url, WATCHER_POLL_MS: String(pollMs) });
+const closers: (() => unknown)[] = [];
 const until = watcher.until.bind(watcher);
 
 /** `count` USDC transfers from anvil's unlocked payer (anvil signs them; numbered here, as they go out at once) to watched addresses. */
@@ -48,6 +51,9 @@ export const watcherScenario: Scenario = {
     catchup_blocks_per_s: { label: "catch-up: blocks processed per second", unit: "/s" },
     head_p50_ms: { label: "following the head: mined → recorded, p50", unit: "ms" },
     head_p99_ms: { label: "following the head: mined → recorded, p99", unit: "ms", target: { op: "<=", value: pollMs + 250 } },
+    reconnect_call_ms: { label: "after a node outage: node back → the watcher's first call to it", unit: "ms", target: { op: "<=", value: 1000 } },
+    reconnect_first_ms: { label: "after a node outage: node back → first output recorded", unit: "ms", target: { op: "<=", value: 1500 } },
+    reconnect_outputs_per_s: { label: "after a node outage: outputs recorded per second from the node's return (reconnect included)", unit: "/s", target: { op: ">=", value: 1500 } },
   },
 
   async setup(ctx) {
@@ -101,16 +107,56 @@ export const watcherScenario: Scenario = {
       latencies.push(Math.max(0, (createdAt as number) - minedAt));
     }
     await watcher.stop();
+
+    // A node outage: the watcher follows through a proxy that stops answering (connections
+    // refused) while the backlog is mined, for 20 s at least; timed from the node's return, as a
+    // merchant would see it: the reconnect (the watcher's retry, the node's proof) and the catch-up.
+    const proxy = await startRpcProxy({ teardown: (fn) => void closers.push(fn) }, dev.url);
+    startWatcher(ctx, proxy.url);
+    await until("the watcher follows the chain through the proxy", () => watcher.following(), 60_000);
+    const outageMs = ctx.quick ? 5_000 : 20_000;
+    const before2 = await recorded(ctx, "ethereum");
+    const offset2 = offset + blocks * perBlock + rounds;
+    await proxy.down();
+    const downAt = performance.now();
+    for (let b = 0; b < blocks; b++) {
+      await sendTransfers(perBlock, offset2 + b * perBlock);
+      await dev.test.mine({ blocks: 1 });
+    }
+    await sleep(Math.max(0, outageMs - (performance.now() - downAt)));
+    // The watcher's first call to the node after its return: what is left of its retry's wait.
+    let firstCall: number | undefined;
+    proxy.onRequest = () => (firstCall ??= performance.now());
+    await proxy.up();
+    const u0 = performance.now();
+    ctx.log(`watcher: the node was away ${((u0 - downAt) / 1000).toFixed(1)} s while ${blocks} blocks × ${perBlock} transfers were mined`);
+    let firstMs: number | undefined;
+    await until(
+      `${blocks * perBlock} transfers recorded after the node's return`,
+      async () => {
+        const n = await recorded(ctx, "ethereum");
+        if (firstMs === undefined && n > before2) firstMs = performance.now() - u0;
+        return n >= before2 + blocks * perBlock;
+      },
+      300_000,
+      20,
+    );
+    const reconnectSeconds = (performance.now() - u0) / 1000;
+    await watcher.stop();
     return {
       catchup_transfers_per_s: (blocks * perBlock) / catchupSeconds,
       catchup_blocks_per_s: blocks / catchupSeconds,
       head_p50_ms: percentile(latencies, 50),
       head_p99_ms: percentile(latencies, 99),
+      reconnect_call_ms: (firstCall as number) - u0,
+      reconnect_first_ms: firstMs as number,
+      reconnect_outputs_per_s: (blocks * perBlock) / reconnectSeconds,
     };
   },
 
   async teardown() {
     await watcher.stop();
+    for (const close of closers.splice(0)) await close();
     await dev?.stop();
   },
 };
