@@ -1,6 +1,4 @@
-import { spawn } from "node:child_process";
-import path from "node:path";
-import { freePort } from "../../helpers/processes.ts";
+import { startBaselineInsert } from "../baseline.ts";
 import { load } from "../load.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 
@@ -49,17 +47,10 @@ export const createScenario: Scenario = {
     baseline_cpu_total: { label: "CPU per baseline insert, everything that ran for it", unit: "ms" },
   },
   async setup(ctx) {
-    const port = await freePort();
-    const child = spawn(process.execPath, [path.join(import.meta.dirname, "../baseline-insert-server.ts"), String(port)], {
-      env: { ...process.env, DATABASE_URL: ctx.databaseUrl, MERCHANT_ID: ctx.merchant.id },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.once("data", () => resolve());
-      child.once("exit", (code) => reject(new Error(`baseline server exited (${code})`)));
-    });
-    baselineUrl = `http://127.0.0.1:${port}/`;
-    baselinePid = child.pid as number;
+    const baseline = await startBaselineInsert(ctx.databaseUrl, ctx.merchant.id);
+    baselineUrl = baseline.url;
+    baselinePid = baseline.pid;
+    stopBaseline = baseline.stop;
     const created = await fetch(createRequest(ctx).url, {
       method: "POST",
       headers: { ...createRequest(ctx).headers, "idempotency-key": `bench-get-${Date.now()}` },
@@ -67,7 +58,6 @@ export const createScenario: Scenario = {
     });
     if (created.status !== 200) throw new Error(`create: ${created.status} ${await created.text()}`);
     getUrl = `${createRequest(ctx).url}/${((await created.json()) as { data: { public_id: string } }).data.public_id}`;
-    stopBaseline = () => child.kill("SIGKILL");
   },
   async warmup(ctx) {
     await load({ ...createRequest(ctx), seconds: 2 });
