@@ -7,6 +7,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { rootPages } from "../dashboard/root.ts";
 import { createGateway } from "../../gateway/server.ts";
 import { startWorkerRole } from "../delivery/worker-role.ts";
+import { OutboxWake } from "../delivery/outbox-wake.ts";
 import { attemptSpanSeconds, schedule as retrySchedule } from "../delivery/schedule.ts";
 import { ConfigError, type Config } from "../platform/config.ts";
 import { ClientAddresses, clientAddressKey } from "../platform/client-address.ts";
@@ -118,7 +119,9 @@ export async function startApp(o: AppOptions): Promise<App> {
   // watchers report): a Live create elsewhere is refused, a Test one carries a notice.
   const coverage = new ChainCoverage({ configured: config.chainEndpoints, operatorNetworks: config.operatorWatchedNetworks });
   await coverage.start(() => db.em.fork(), logger);
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates, config.quotes);
+  // A create here wakes this process's relay after its commit, when it runs one (outbox-wake.ts).
+  const outboxWake = new OutboxWake();
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates, config.quotes, outboxWake);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),
@@ -234,7 +237,7 @@ export async function startApp(o: AppOptions): Promise<App> {
       stops.unshift({ step: "gateway", stop: gateway.close });
     }
     if (roles.includes("worker")) {
-      const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger, onAttempt: metrics.onAttempt });
+      const worker = await startWorkerRole({ config, db, databaseUrl: o.databaseUrl, nats, secrets, logger, onAttempt: metrics.onAttempt, outboxWake });
       jetstreamPrefix = worker.prefix;
       metrics.watchConsumer(worker.prefix);
       metrics.watchWorker(worker.stats);

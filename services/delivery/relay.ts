@@ -4,6 +4,7 @@ import { headers } from "@nats-io/transport-node";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import { listenForever } from "../platform/pg-listen.ts";
+import type { OutboxWake } from "./outbox-wake.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
 import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
@@ -25,6 +26,8 @@ export interface RelayOptions {
   maxBackoffMs?: number;
   /** Each merchant's share of the main lane (lanes.ts). */
   laneShare?: LaneShare;
+  /** Writers of this process wake the relay here after their commit, instead of by NOTIFY (outbox-wake.ts). */
+  outboxWake?: OutboxWake;
 }
 
 /**
@@ -64,6 +67,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       l.wake?.();
     }
   };
+
+  const detach = o.outboxWake?.attach(poke);
 
   // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
   const listener = listenForever({
@@ -152,6 +157,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   return {
     async stop() {
+      // From now on this process's writers NOTIFY again, for the relays of other processes.
+      detach?.();
       stopped = true;
       halt(new Error("stopped"));
       abort.abort();

@@ -8,6 +8,7 @@ import type { SecretBox } from "../platform/secrets.ts";
 import { StreamSetupRefused, deliveryPrefix, ensureDeliveryStream, streamNames } from "./jetstream.ts";
 import { laneShare } from "./lanes.ts";
 import { startRelay } from "./relay.ts";
+import type { OutboxWake } from "./outbox-wake.ts";
 import { schedule as retrySchedule } from "./schedule.ts";
 import { startDeliveryWorker, type WorkerOptions, type WorkerStats } from "./worker.ts";
 
@@ -39,6 +40,8 @@ export async function startWorkerRole(o: {
   secrets: SecretBox;
   logger: Logger;
   onAttempt?: WorkerOptions["onAttempt"];
+  /** This process's writers wake its relay after their commit (outbox-wake.ts). */
+  outboxWake?: OutboxWake;
 }): Promise<{ prefix: string; stats: WorkerStats; stop(): Promise<void> }> {
   const { config, db, nats, logger } = o;
   const installation = await installationId(db.em.fork());
@@ -91,7 +94,7 @@ export async function startWorkerRole(o: {
   if (taken) throw taken;
   started = true;
 
-  const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady, laneShare: laneShare(config.webhookMainLanePerSecond) });
+  const relay = startRelay({ db, databaseUrl: o.databaseUrl, nats, names, logger, streamReady, laneShare: laneShare(config.webhookMainLanePerSecond), outboxWake: o.outboxWake });
   const worker = startDeliveryWorker({
     db,
     nats,

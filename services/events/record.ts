@@ -80,7 +80,12 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
  * takes what it needs: more enabled endpoints than that get none (recordEvent adds theirs; a
  * caller writing it all in one statement guards with deliveriesFit).
  */
-export function eventCtes(event: NewEvent, from?: string): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
+/**
+ * `quiet`: the caller wakes a relay of its own process once the statement has committed
+ * (delivery/outbox-wake.ts), so the outbox trigger sends no NOTIFY for these deliveries: the
+ * setting is read by the trigger, and joined into the deliveries' select so that it is set first.
+ */
+export function eventCtes(event: NewEvent, from?: string, quiet = false): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
   const createdAt = event.createdAt ?? new Date();
   const id = newTimedId("evt", createdAt);
   const payload = envelope(id, event, createdAt);
@@ -97,8 +102,8 @@ export function eventCtes(event: NewEvent, from?: string): { sql: string; params
      ), endpoint as (
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
         where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only.sql}
-     ), delivery as (
-       ${pendingDeliveries("event", { ...eachEndpoint, eventId: "event.id", from: "from event, endpoint where endpoint.n <= ?" })}
+     ),${quiet ? ` quiet as (select set_config('webhook.outbox_wake', 'caller', true)),` : ""} delivery as (
+       ${pendingDeliveries("event", { ...eachEndpoint, eventId: "event.id", from: `from event, endpoint${quiet ? ", quiet" : ""} where endpoint.n <= ?` })}
      )`,
     params: [
       id,

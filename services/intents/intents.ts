@@ -20,6 +20,7 @@ import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { howToWatch } from "./watched.ts";
+import { OutboxWake } from "../delivery/outbox-wake.ts";
 import { defaultQuoteTerms, quoteExpiry, type QuoteTerms } from "./quotes.ts";
 
 /** Merchants whose policy a process keeps a copy of (the rest read theirs again). */
@@ -72,6 +73,8 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
 export class Intents {
   readonly views: IntentViews;
   readonly #addresses: AddressReserve;
+  /** The relays of this process, woken after a one-statement create's commit (delivery/outbox-wake.ts). */
+  readonly #outboxWake: OutboxWake;
   /**
    * Merchants' policies as last read, by merchant and environment: the one-statement create
    * writes with this copy only if its version is still the policy's (else it writes nothing, and
@@ -85,11 +88,12 @@ export class Intents {
   /** How long a fiat-priced intent's quote holds, and the grace after it was replaced (QUOTE_SECONDS, QUOTE_GRACE_SECONDS). */
   readonly quoting: QuoteTerms;
 
-  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine, quoting: QuoteTerms = defaultQuoteTerms) {
+  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine, quoting: QuoteTerms = defaultQuoteTerms, outboxWake = new OutboxWake()) {
     this.views = views;
     this.#addresses = addresses;
     this.rates = rates;
     this.quoting = quoting;
+    this.#outboxWake = outboxWake;
   }
 
   /**
@@ -188,7 +192,9 @@ export class Intents {
     const current = policyIsCurrent(owner, snapshot.version);
     const key = claimCtes(claim, claim.encode(message), "gate");
     const intent = insertIntentCte(row, address.index, "claimed");
-    const event = eventCtes(this.#createdEvent(row, now, view), "intent");
+    // With a relay in this process, it is woken after the commit rather than by a NOTIFY (outbox-wake.ts).
+    const quiet = this.#outboxWake.local;
+    const event = eventCtes(this.#createdEvent(row, now, view), "intent", quiet);
     claim.sent = true;
     const [result] = await executePrepared<{
       fresh: boolean;
@@ -206,7 +212,10 @@ export class Intents {
          from gate cross join policy left join existing on true`,
       [...current.params, ...address.guard.params, ...fits.params, ...key.params, ...intent.params, ...event.params],
     );
-    if (result?.claimed) return { row, message };
+    if (result?.claimed) {
+      if (quiet) this.#outboxWake.wake();
+      return { row, message };
+    }
     // Nothing was written: the address goes back, and a stale guess (of the policy, or of where
     // addresses come from) is dropped.
     address.release();

@@ -54,14 +54,16 @@ export const WebhookDeliveryRecord = defineEntity({
     },
   ],
   // Wakes the outbox relay when deliveries commit (NOTIFY is delivered at commit, once per
-  // transaction for equal payloads). Per row, so a statement that inserts none stays silent.
+  // transaction for equal payloads). Per row, so a statement that inserts none stays silent; and
+  // silent in a transaction whose writer wakes a relay of its own process after the commit
+  // (delivery/outbox-wake.ts: a NOTIFY serialises commits).
   triggers: [
     {
       name: "webhook_deliveries_outbox_notify",
       timing: "after",
       events: ["insert"],
       forEach: "row",
-      body: "perform pg_notify('webhook_outbox', ''); return null;",
+      body: "if current_setting('webhook.outbox_wake', true) is distinct from 'caller' then perform pg_notify('webhook_outbox', ''); end if; return null;",
     },
   ],
 });

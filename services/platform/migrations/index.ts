@@ -48,6 +48,7 @@ import { Migration20261202170000_DashboardLinkScopes } from "./Migration20261202
 import { Migration20261203080000_ApiKeyLastUse } from "./Migration20261203080000_ApiKeyLastUse.ts";
 import { Migration20261203120000_MerchantLook } from "./Migration20261203120000_MerchantLook.ts";
 import { Migration20261203130000_FiatValueConfirmed } from "./Migration20261203130000_FiatValueConfirmed.ts";
+import { Migration20261203170000_OutboxWakeCaller } from "./Migration20261203170000_OutboxWakeCaller.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -100,4 +101,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261203080000_ApiKeyLastUse", class: Migration20261203080000_ApiKeyLastUse },
   { name: "Migration20261203120000_MerchantLook", class: Migration20261203120000_MerchantLook },
   { name: "Migration20261203130000_FiatValueConfirmed", class: Migration20261203130000_FiatValueConfirmed },
+  { name: "Migration20261203170000_OutboxWakeCaller", class: Migration20261203170000_OutboxWakeCaller },
 ];
