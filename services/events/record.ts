@@ -79,8 +79,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
  * ids are made here, as many as endpoints can be enabled through the API, and the statement
  * takes what it needs: more enabled endpoints than that get none (recordEvent adds theirs; a
  * caller writing it all in one statement guards with deliveriesFit).
- */
-/**
+ *
  * `quiet`: the caller wakes a relay of its own process once the statement has committed
  * (delivery/outbox-wake.ts), so the outbox trigger sends no NOTIFY for these deliveries: the
  * setting is read by the trigger, and joined into the deliveries' select so that it is set first.
