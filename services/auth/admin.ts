@@ -1,6 +1,6 @@
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
-import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
+import { ApiKey, ApiKeyLastUse, InternalCredential, Merchant } from "./entities.ts";
 import { issueApiKey, revokeApiKeyRow } from "./api-keys.ts";
 import { generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
 import type { InternalRole } from "./principal.ts";
@@ -140,7 +140,18 @@ export async function listApiKeys(em: EntityManager, merchantId: string) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
   const rows = await em.find(ApiKey, { merchant: merchantId }, { orderBy: { createdAt: "desc" } });
-  return rows.map((k) => ({ id: k.id, environment: k.environment, hint: k.hint, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt ?? null) }));
+  // When each last authenticated a call (null: never, or not within the minute its process writes it).
+  const uses = await em.find(ApiKeyLastUse, { apiKey: { $in: rows.map((k) => k.id) } });
+  const lastUse = new Map(uses.map((u) => [u.apiKey.id, u.lastUsedAt]));
+  return rows.map((k) => ({
+    id: k.id,
+    environment: k.environment,
+    hint: k.hint,
+    scopes: k.scopes,
+    created_at: iso(k.createdAt),
+    revoked_at: iso(k.revokedAt ?? null),
+    last_used_at: iso(lastUse.get(k.id) ?? null),
+  }));
 }
 
 /** What a credential may speak for, as shown: its networks, or (unscoped) the networks no built-in watcher follows. */

@@ -8,7 +8,7 @@ import { TerminalService } from "../../gen/payments/v1/terminal_pb.ts";
 import { settleCredentialChanges } from "../../services/auth/credential-cache.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { createCashierSession, listCashierSessions, revokeCashierSession } from "../../services/terminal/sessions.ts";
-import { call, idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
 
 const { app, base, rpcUrl, databaseUrl } = await startTestApp(t);
@@ -163,6 +163,14 @@ t.test("the admin CLI issues, lists and revokes every credential type", async (t
   const keys = await cli("api-key", "list", "--merchant", a.merchant);
   t.ok(keys.some((k: { id: string }) => k.id === a.keyId), "api-key list");
   t.notOk(JSON.stringify(keys).includes(a.key), "without the secret");
+  // Each key's last use, as its process wrote it (after the call, at most once a minute); null: never used.
+  type Listed = { id: string; last_used_at: string | null };
+  const unused = await cli("api-key", "create", "--merchant", a.merchant, "--environment", "test", "--scopes", "payment_intents:read");
+  t.equal((await cli("api-key", "list", "--merchant", a.merchant)).find((k: Listed) => k.id === unused.id)?.last_used_at, null, "a key never used: last_used_at null");
+  t.equal((await call(base, "GET", "/api/v1/api-key", { key: a.key })).status, 200);
+  let used: Listed | undefined;
+  await until("the key's last use listed", async () => ((used = (await cli("api-key", "list", "--merchant", a.merchant)).find((k: Listed) => k.id === a.keyId))?.last_used_at ?? null) !== null, 20_000);
+  t.ok(Math.abs(Date.parse(used!.last_used_at!) - Date.now()) < 120_000, `a used key's last use: ${used!.last_used_at}`);
   const site = await cli("site-credential", "create", "--merchant", a.merchant, "--environment", "test");
   const sites = await cli("site-credential", "list", "--merchant", a.merchant);
   t.ok(sites.some((s: { id: string }) => s.id === site.id), "site-credential list");
