@@ -23,7 +23,17 @@ export class WatcherProcess {
   start(ctx: BenchContext, credential: string, env: Record<string, string>): void {
     const child = spawn(process.execPath, [path.join(root, "services/app/main.ts"), "watcher"], {
       cwd: root,
-      env: { PATH: process.env.PATH, RPC_URL: ctx.rpcUrl, WATCHER_CREDENTIAL_TEST: credential, WATCHER_LEASE_SECONDS: "5", OPS_PORT: "0", LOG_LEVEL: "info", ...env },
+      env: {
+        PATH: process.env.PATH,
+        RPC_URL: ctx.rpcUrl,
+        WATCHER_CREDENTIAL_TEST: credential,
+        WATCHER_LEASE_SECONDS: "5",
+        OPS_PORT: "0",
+        LOG_LEVEL: "info",
+        // BENCH_PROFILE_DIR: the watcher writes its profile there too, as the service's processes do.
+        ...(ctx.env.NODE_OPTIONS?.includes("--cpu-prof") ? { NODE_OPTIONS: ctx.env.NODE_OPTIONS } : {}),
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
