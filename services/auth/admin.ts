@@ -1,7 +1,7 @@
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
-import { ApiKey, ApiKeyLastUse, InternalCredential, Merchant } from "./entities.ts";
-import { issueApiKey, revokeApiKeyRow } from "./api-keys.ts";
+import { ApiKey, InternalCredential, Merchant } from "./entities.ts";
+import { issueApiKey, merchantApiKeys, revokeApiKeyRow } from "./api-keys.ts";
 import { generateInternalCredential, hashApiKey, isEnvironment, isInternalRole, keyHint, type Environment, type Scope } from "./keys.ts";
 import type { InternalRole } from "./principal.ts";
 import { followedNetworks, networks as supportedNetworks } from "../vocabulary/assets.ts";
@@ -139,18 +139,17 @@ export async function showMerchant(em: EntityManager, merchantId: string) {
 export async function listApiKeys(em: EntityManager, merchantId: string) {
   const merchant = await em.findOne(Merchant, { id: merchantId });
   if (!merchant) throw new AdminError(`no merchant ${merchantId}`);
-  const rows = await em.find(ApiKey, { merchant: merchantId }, { orderBy: { createdAt: "desc" } });
-  // When each last authenticated a call (null: never, or not within the minute its process writes it).
-  const uses = await em.find(ApiKeyLastUse, { apiKey: { $in: rows.map((k) => k.id) } });
-  const lastUse = new Map(uses.map((u) => [u.apiKey.id, u.lastUsedAt]));
+  // With each key's last use (null: never, or not within the minute its process writes it).
+  const rows = await merchantApiKeys(em, merchantId);
+  const at = (d: Date | string | null) => iso(d === null ? null : new Date(d));
   return rows.map((k) => ({
     id: k.id,
     environment: k.environment,
     hint: k.hint,
     scopes: k.scopes,
-    created_at: iso(k.createdAt),
-    revoked_at: iso(k.revokedAt ?? null),
-    last_used_at: iso(lastUse.get(k.id) ?? null),
+    created_at: at(k.created_at),
+    revoked_at: at(k.revoked_at),
+    last_used_at: at(k.last_used_at),
   }));
 }
 

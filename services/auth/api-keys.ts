@@ -75,6 +75,11 @@ export function listOwnedApiKeys(em: EntityManager, cursors: CursorCodec, owner:
   return pageOwned<ApiKeyRow>(em, cursors, { select: columns, alias: "k", owner, filters: [], ...page });
 }
 
+/** Every key of a merchant, both environments, newest first (the admin CLI's list). */
+export function merchantApiKeys(em: EntityManager, merchantId: string): Promise<ApiKeyRow[]> {
+  return em.execute<ApiKeyRow[]>(`${columns} where k.merchant_id = ? order by k.created_at desc, k.id desc`, [merchantId]);
+}
+
 /** One of an owner's keys; another merchant's or environment's is not found. */
 export function findOwnedApiKey(em: EntityManager, owner: Owner, id: string): Promise<ApiKeyRow | undefined> {
   return findOwned<ApiKeyRow>(em, `${columns} where k.id = ?`, id, owner);

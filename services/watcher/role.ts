@@ -256,12 +256,13 @@ class ChainWatch {
           this.#provenAt = 0;
           await this.#report(`the node does not answer: ${(err as Error).message.split("\n")[0]}`);
         }
+        const wait = side === "node" ? Math.min(nodeRetryMaxMs, backoff) : backoff;
         // Once per outage, not once per retry.
-        if (this.#failing === undefined) this.#log.warn({ reason, retry_ms: side === "node" ? Math.min(nodeRetryMaxMs, backoff) : backoff }, "chain watcher cannot go on; retrying with backoff");
+        if (this.#failing === undefined) this.#log.warn({ reason, retry_ms: wait }, "chain watcher cannot go on; retrying with backoff");
         this.#failing = reason;
         // Lost the lease, or the core no longer takes this watcher's credential: not following, whatever comes next.
         if (err instanceof ConnectError && [Code.FailedPrecondition, Code.Unauthenticated, Code.PermissionDenied].includes(err.code)) this.#drop();
-        await sleep(side === "node" ? Math.min(nodeRetryMaxMs, backoff) : backoff, this.#signal);
+        await sleep(wait, this.#signal);
         backoff = Math.min(maxBackoffMs, backoff * 2);
       }
     }

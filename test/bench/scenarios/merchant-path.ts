@@ -21,6 +21,12 @@ let w: WebhookSystem;
 let baseline: { url: string; pid: number };
 let run = 0;
 
+/** The create route and the merchant's headers, for the paced creates and the flat-out load alike. */
+const creates = () => ({
+  url: `${w.system.base}/api/v1/merchants/${w.system.merchant.id}/payment-intents`,
+  headers: { authorization: `Bearer ${w.system.merchant.key}`, "content-type": "application/json" },
+});
+
 interface Created {
   id: string;
   sent: number;
@@ -29,8 +35,8 @@ interface Created {
 
 /** Creates at `perSecond` for `seconds`, each sent on time whatever the others take (open loop). */
 async function pacedCreates(perSecond: number, seconds: number): Promise<Created[]> {
-  const { system } = w;
-  const url = new URL(`${system.base}/api/v1/merchants/${system.merchant.id}/payment-intents`);
+  const route = creates();
+  const url = new URL(route.url);
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const tag = `merchant-path-${process.pid}-${++run}`;
   const created: Created[] = [];
@@ -44,7 +50,7 @@ async function pacedCreates(perSecond: number, seconds: number): Promise<Created
         {
           method: "POST",
           agent,
-          headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json", "idempotency-key": `${tag}-${n}` },
+          headers: { ...route.headers, "idempotency-key": `${tag}-${n}` },
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -180,9 +186,8 @@ export const merchantPathScenario: Scenario = {
     const since = new Date();
     const { system } = w;
     const api = await load({
-      url: `${system.base}/api/v1/merchants/${system.merchant.id}/payment-intents`,
+      ...creates(),
       method: "POST",
-      headers: { authorization: `Bearer ${system.merchant.key}`, "content-type": "application/json" },
       body,
       connections,
       seconds,
