@@ -59,6 +59,10 @@ export const assets: readonly AssetInfo[] = [
     // Native (Circle-issued) USDC, not bridged USDC.e; test is Circle's USDC on Amoy.
     contract: { live: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", test: "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582" },
   },
+  // Base and Arbitrum are rollups whose gas coin is ether: ETH there is ETH (one rate), paid as a
+  // native transfer like ethereum's, at the network's own confirmations (defaultMaxReorgDepth says why).
+  { network: "base", asset: "ETH", decimals: 18, confirmations: 60 },
+  { network: "arbitrum", asset: "ETH", decimals: 18, confirmations: 480 },
   {
     network: "base",
     asset: "USDC",

@@ -62,3 +62,20 @@ networks.forEach(({ network, chainId }, i) => {
     t.same([confirmed.transactions.length, confirmed.transactions[0].tx_hash, confirmed.transactions[0].counted], [1, hash, true], "the one transfer, counted");
   });
 });
+
+networks.forEach(({ network, chainId }, i) => {
+  const dev = chains[i] as (typeof chains)[number];
+  t.test(`${network}: ETH, the rollup's gas coin, paid as a native transfer, counts at its confirmations`, async (t) => {
+    const created = await call(s.base, "POST", intents, { key: a.key, idempotencyKey: idemKey(), body: { network, asset: "ETH", requested_amount: "0.05" } });
+    t.equal(created.status, 200, JSON.stringify(created.body));
+    const pi = created.body.data as { public_id: string; deposit_address: Hex; payment_uri: string };
+    t.equal(pi.payment_uri, `ethereum:${pi.deposit_address}@${chainId}?value=50000000000000000`, "EIP-681 native, with the Test chain id");
+    const { hash } = await signPayment(dev, pi.deposit_address, "0.05", "ETH", 18);
+    const confirmed = await until(`${pi.public_id} confirmed`, async () => {
+      await dev.test.mine({ blocks: 1 });
+      const now = await get(pi.public_id);
+      return now.status === "confirmed" ? now : undefined;
+    }, 20_000);
+    t.same([confirmed.amount_received, confirmed.transactions[0].tx_hash, confirmed.transactions[0].asset], ["0.05", hash, "ETH"]);
+  });
+});

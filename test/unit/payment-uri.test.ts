@@ -85,6 +85,11 @@ t.test("tron: TRC-20 USDT", async (t) => {
   t.equal(uri("1000000"), `tron:${tron}?amount=1000000&token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t`);
 });
 
+t.test("ETH on base and arbitrum: a native transfer with the rollup's chain id", async (t) => {
+  t.equal(paymentUri({ network: "base", asset: "ETH", environment: "live", address: evm, amount: "0.01" }), `ethereum:${evm}@8453?value=10000000000000000`);
+  t.equal(paymentUri({ network: "arbitrum", asset: "ETH", environment: "test", address: evm, amount: "0.01" }), `ethereum:${evm}@421614?value=10000000000000000`);
+});
+
 t.test("every asset in every environment has a payment URI", async (t) => {
   const addressFor: Record<string, Record<"test" | "live", string>> = {
     bitcoin: { live: btcLive, test: btcTest },
@@ -113,8 +118,8 @@ t.test("refuses what it cannot express exactly", async (t) => {
   t.throws(() => paymentUri({ ...base, network: "dogecoin" }), /unknown asset/);
   t.throws(() => paymentUri({ ...base, asset: "USDT" }), /unknown asset/);
   t.throws(() => paymentUri({ ...base, network: "polygon", asset: "POL", address: evm }), /unknown asset/);
-  t.throws(() => paymentUri({ ...base, network: "base", asset: "ETH", address: evm }), /unknown asset/, "base: USDC only");
-  t.throws(() => paymentUri({ ...base, network: "arbitrum", asset: "USDT", address: evm }), /unknown asset/, "arbitrum: USDC only");
+  t.throws(() => paymentUri({ ...base, network: "base", asset: "USDT", address: evm }), /unknown asset/, "base: ETH and USDC only");
+  t.throws(() => paymentUri({ ...base, network: "arbitrum", asset: "USDT", address: evm }), /unknown asset/, "arbitrum: ETH and USDC only");
   t.throws(() => paymentUri({ ...base, amount: "0.000000001" }), /more than 8 decimal places/, "never rounds");
   t.throws(() => paymentUri({ ...base, amount: "1e-3" }), /plain decimal/);
   t.throws(() => paymentUri({ ...base, amount: "0" }), /greater than zero/);
