@@ -33,6 +33,8 @@ interface IntentRow {
   network: string;
   asset: string;
   deposit_address: string | null;
+  /** An intent offering several payment methods: each one's network, asset and address. */
+  methods: { network: string; asset: string; deposit_address: string }[] | null;
 }
 
 /**
@@ -53,11 +55,14 @@ async function findIntent(key: string, byId: boolean): Promise<IntentRow | undef
   try {
     const rows = await db.em.fork().execute<IntentRow[]>(
       byId
-        ? `select id as public_id, network, asset, deposit_address from payment_intents where id = ?`
-        : `select id as public_id, network, asset, deposit_address from payment_intents where lower(deposit_address) = lower(?) order by created_at desc limit 1`,
+        ? `select id as public_id, network, asset, deposit_address, methods from payment_intents where id = ?`
+        : `select id as public_id, network, asset, deposit_address, methods from payment_intents where lower(deposit_address) = lower(?) order by created_at desc limit 1`,
       [key],
     );
-    return rows[0];
+    const row = rows[0];
+    // Several methods, none chosen yet: the dev chains pay the first of theirs (which chooses it).
+    const payable = row && row.deposit_address === null ? row.methods?.find((m) => m.network === "ethereum" || m.network === "tron") : undefined;
+    return payable ? { ...row!, network: payable.network, asset: payable.asset, deposit_address: payable.deposit_address } : row;
   } finally {
     await db.close();
     await resources.stopDatabase();

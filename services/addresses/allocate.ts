@@ -44,6 +44,16 @@ export function builtinStillApplies(owner: Owner, network: string): { sql: strin
   };
 }
 
+/** builtinStillApplies for several networks at once (one address for the EVM networks of one intent: reserve.ts takeShared). */
+export function builtinStillAppliesTo(owner: Owner, networks: readonly string[]): { sql: string; params: unknown[] } {
+  const list = `{${networks.join(",")}}`;
+  return {
+    sql: `not exists (select 1 from address_sources where merchant_id = ? and environment = ? and network = any(?::text[]))
+          and not exists (select 1 from address_pool where merchant_id = ? and environment = ? and network = any(?::text[]) and leased_at is null)`,
+    params: [owner.merchantId, owner.environment, list, owner.merchantId, owner.environment, list],
+  };
+}
+
 /** Still the merchant's key, and the index below its next_index (a key set again resumes where it was). */
 export function accountKeyStillApplies(owner: Owner, network: string, accountKey: string, index: number): { sql: string; params: unknown[] } {
   return {

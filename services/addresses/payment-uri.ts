@@ -4,7 +4,7 @@
  * Amounts go from decimal string to string or integer units, never a float.
  */
 import { checkAmount, toUnits } from "../vocabulary/amount.ts";
-import { evmChainIds, findAsset } from "../vocabulary/assets.ts";
+import { evmChainIds, findAsset, isEvmNetwork } from "../vocabulary/assets.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { checkAddress, type Environment } from "./formats.ts";
 
@@ -55,7 +55,9 @@ export function paymentUri(p: PaymentUriInput): string {
  */
 const checked = new Map<string, string>();
 const maxChecked = 10_000;
-const checkedId = (network: string, environment: Environment, address: string) => `${network}|${environment}|${address}`;
+// The EVM networks share one address form (EIP-55 hex, whatever the chain): an address checked, or
+// derived, for one is checked for all (an intent's EVM methods may share one address: reserve.ts takeShared).
+const checkedId = (network: string, environment: Environment, address: string) => `${isEvmNetwork(network) ? "evm" : network}|${environment}|${address}`;
 
 function canonicalAddress(network: string, environment: Environment, address: string): string {
   const id = checkedId(network, environment, address);

@@ -5,7 +5,8 @@ import { executePrepared } from "../platform/prepared.ts";
 import { derivationThread } from "./derivation.ts";
 import { rememberDerived } from "./payment-uri.ts";
 import { deriveAddress } from "./keys.ts";
-import { accountKeyStillApplies, builtinStillApplies, testSequences, type AllocationKind } from "./allocate.ts";
+import { accountKeyStillApplies, builtinStillApplies, builtinStillAppliesTo, testSequences, type AllocationKind } from "./allocate.ts";
+import { isEvmNetwork } from "../vocabulary/assets.ts";
 
 /**
  * A deposit address taken ahead of the statement that uses it, with the SQL condition under
@@ -68,6 +69,21 @@ export class AddressReserve {
     if (kind === "builtin" && owner.environment === "test") return this.#takeBuiltin(em, owner, network);
     if (kind === "account_key") return this.#takeSource(em, owner, network, scope);
     return undefined;
+  }
+
+  /**
+   * One reserved built-in Test address for several EVM networks of one intent: their built-in key
+   * and its index sequence are one (allocate.ts testSequences), so an index is one address on every
+   * EVM chain, and one index serves them all (the watchers tell the payments apart by chain and
+   * asset). Only when each of them takes built-in addresses here; its guard holds while all still do.
+   * Undefined otherwise: each network takes its own.
+   */
+  async takeShared(em: EntityManager, owner: Owner, networks: readonly string[]): Promise<ReservedAddress | undefined> {
+    const [first] = networks;
+    if (owner.environment !== "test" || !first || networks.length < 2) return undefined;
+    if (!networks.every((n) => isEvmNetwork(n) && this.#kinds.get(scopeOf(owner, n)) === "builtin")) return undefined;
+    const taken = await this.#takeBuiltin(em, owner, first);
+    return taken && { ...taken, guard: builtinStillAppliesTo(owner, networks) };
   }
 
   async #takeBuiltin(em: EntityManager, owner: Owner, network: string): Promise<ReservedAddress | undefined> {

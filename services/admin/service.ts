@@ -6,7 +6,7 @@ import { fromJson } from "@bufbuild/protobuf";
 import { AdminService, MerchantPolicySchema } from "../../gen/payments/v1/admin_pb.ts";
 import type { Environment, Owner } from "../auth/keys.ts";
 import { apiError, validationError } from "../platform/errors.ts";
-import { anyAsset, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
+import { anyAsset, applyAcceptedMethods, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { inTransaction, internalRequest } from "../rpc/context.ts";
 import type { SecretBox } from "../platform/secrets.ts";
 import { enableEndpoint, overlapLimits, recoverFailedDeliveries, rotateSigningSecret } from "../webhooks/operations.ts";
@@ -97,6 +97,13 @@ export function adminService(deps: AdminDeps): ServiceImpl<typeof AdminService> 
       const { em, environment } = adminRequest(ctx);
       const owner = ownerOf(req.merchant, environment);
       return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyPriceSpread(tx, owner, req.priceSpreadBps))) };
+    },
+
+    async setAcceptedMethods(req, ctx) {
+      const { em, environment } = adminRequest(ctx);
+      const owner = ownerOf(req.merchant, environment);
+      const methods = req.reset ? null : req.methods;
+      return { policy: fromJson(MerchantPolicySchema, await inTransaction(em, (tx) => applyAcceptedMethods(tx, owner, methods))) };
     },
 
     async getMerchantPolicy(req, ctx) {

@@ -52,7 +52,7 @@ import { isInternalRole } from "../auth/keys.ts";
 import type { InternalRole } from "../auth/principal.ts";
 import { isEnvironment, isScope, scopes as allScopes, type Environment, type Scope } from "../auth/keys.ts";
 import { followedNetworks, networks } from "../vocabulary/assets.ts";
-import { anyAsset, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
+import { anyAsset, applyAcceptedMethods, applyConfirmationRule, applyPriceSpread, applyTolerance, readPolicy } from "../policy/policy.ts";
 import { checkOrigins, createSiteCredential, listSiteCredentials, revokeSiteCredential } from "../site/credentials.ts";
 import { checkLabel, createCashierSession, listCashierSessions, revokeCashierSession, ttlMinutes } from "../terminal/sessions.ts";
 import { checkQrInput, createQrConfiguration, disableQrConfiguration, listQrConfigurations } from "../qr/admin.ts";
@@ -108,6 +108,8 @@ const usage = `usage:
       (0-1000: funds this many basis points below the requested amount still confirm an intent; 50 = 0.5 %)
   admin policy price-spread --merchant ID --environment test|live --bps N
       (0-1000: basis points taken off the quoted rate of new fiat-priced intents; their shoppers pay that much more)
+  admin policy accepted-methods --merchant ID --environment test|live (--methods base.USDC,ethereum.ETH,... | --reset)
+      (what a create with payment_methods "all" offers, of what a watcher follows; --reset: every one followed)
   admin endpoint enable --id WEBHOOK_ENDPOINT_ID [--recover-since 2026-01-01T00:00:00Z [--force]]
       (a disabled endpoint, by the merchant or after failing: enabled again within the cap of
        enabled endpoints; deliveries that failed meanwhile stay failed, to be replayed. With
@@ -169,6 +171,7 @@ const commands = [
   "policy confirmations",
   "policy tolerance",
   "policy price-spread",
+  "policy accepted-methods",
   "qr disable",
   "endpoint rotate-secret",
   "secrets reseal",
@@ -245,6 +248,8 @@ async function main(argv: string[]): Promise<unknown> {
       "allow-unconfirmed": { type: "boolean" },
       remove: { type: "boolean" },
       bps: { type: "string" },
+      methods: { type: "string" },
+      reset: { type: "boolean" },
       "read-only": { type: "boolean" },
       ttl: { type: "string" },
       "logo-url": { type: "string" },
@@ -320,6 +325,11 @@ async function main(argv: string[]): Promise<unknown> {
     const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
     const bps = count(values, "bps");
     work = (em) => applyPriceSpread(em, owner, bps).catch(oneLine);
+  } else if (command === "policy accepted-methods") {
+    const owner = { merchantId: required(values, "merchant"), environment: environmentOf(values) };
+    if ((values.reset === true) === (values.methods !== undefined)) throw new AdminError("policy accepted-methods takes --methods network.asset,... or --reset");
+    const methods = values.reset === true ? null : (values.methods as string).split(",").map((m) => m.trim()).filter(Boolean);
+    work = (em) => applyAcceptedMethods(em, owner, methods).catch(oneLine);
   } else if (command === "endpoint enable") {
     const id = required(values, "id");
     work = (em) => enableEndpoint(em, id).catch(oneLine);

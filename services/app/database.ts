@@ -7,7 +7,7 @@ import { WebhookEventRecord } from "../events/entities.ts";
 import { IdempotencyRecord } from "../idempotency/entities.ts";
 import { ChainObservation, RejectedObservation } from "../chains/output-entities.ts";
 import { ChainBlock, ChainNodeReport, ChainWatcher } from "../chains/entities.ts";
-import { PaymentIntentRecord } from "../intents/entities.ts";
+import { PaymentIntentMethodRecord, PaymentIntentRecord } from "../intents/entities.ts";
 import { ConfirmationPolicy, MerchantPolicy } from "../policy/entities.ts";
 import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
@@ -22,6 +22,7 @@ export const entities = [
   ApiKey,
   ApiKeyLastUse,
   PaymentIntentRecord,
+  PaymentIntentMethodRecord,
   WebhookEventRecord,
   IdempotencyRecord,
   WebhookEndpointRecord,

@@ -64,6 +64,7 @@ export async function transactionsOf(em: EntityManager, intentIds: readonly stri
 
 export function toFact(r: ObservationRow): TransactionFact {
   return {
+    network: r.network,
     txHash: r.txHash,
     outputIndex: r.outputIndex,
     amount: r.amount,
@@ -122,7 +123,8 @@ export async function listPaymentExceptions(em: EntityManager, o: { merchant?: s
   >(
     `select * from (
        select o.id, o.payment_intent_id, i.merchant_id, o.environment, o.network, i.asset as intent_asset, i.status as intent_status,
-              case when o.asset <> i.asset then 'wrong_asset'
+              case when o.asset <> i.asset or o.network <> i.network then
+                     case when i.methods @> jsonb_build_array(jsonb_build_object('network', o.network, 'asset', o.asset)) then 'other_method' else 'wrong_asset' end
                    when i.status = 'cancelled' then case when o.created_at > coalesce(i.cancelled_at, i.expires_at) then 'intent_cancelled' end
                    when least(o.created_at, o.observed_at) > i.expires_at + make_interval(secs => ?) then 'after_late_window' end as reason,
               o.asset, o.amount::text as amount, o.tx_hash, o.output_index, o.confirmations, o.observed_at, o.exception_reported_at
@@ -148,9 +150,10 @@ export async function intentsAwaitingConfirmations(em: EntityManager, chain: { n
 }
 
 /**
- * The intents with an output of their own asset above `aboveHeight` that does not count yet but
- * has, at `tip`, the confirmations its intent needs (the intent's fixed count, else its asset's
- * default in `defaults`): the ones a tip moving up may settle.
+ * The intents with an output of their own network and asset above `aboveHeight` that does not count
+ * yet but has, at `tip`, the confirmations its intent needs (the intent's fixed count, else its
+ * asset's default in `defaults`), or an output of another asset or method not yet told to the
+ * merchant that has the confirmations to be (settle.ts exceptions): the ones a tip moving up may settle.
  */
 export async function intentsReachingConfirmations(
   em: EntityManager,
@@ -161,9 +164,13 @@ export async function intentsReachingConfirmations(
 ): Promise<string[]> {
   const rows = await em.execute<{ id: string }[]>(
     `select distinct i.id from chain_observations o join payment_intents i on i.id = o.payment_intent_id
-      where o.network = ? and o.environment = ? and o.block_height > ? and not o.orphaned and not o.counted and o.asset = i.asset
-        and ? - o.block_height + 1 >= coalesce(i.required_confirmations, (?::jsonb ->> i.asset)::int)`,
-    [chain.network, chain.environment, aboveHeight, tip, JSON.stringify(defaults)],
+       left join payment_intent_methods m on m.network = o.network and m.deposit_address = o.to_address
+      where o.network = ? and o.environment = ? and o.block_height > ? and not o.orphaned and not o.counted
+        and case when o.asset = i.asset and o.network = i.network
+                 then ? - o.block_height + 1 >= coalesce(i.required_confirmations, (?::jsonb ->> i.asset)::int)
+                 -- Not the intent's own: a payment.exception to tell once it has the confirmations its method (or the intent) needs.
+                 else o.exception_reported_at is null and ? - o.block_height + 1 >= coalesce(m.required_confirmations, i.required_confirmations, (?::jsonb ->> i.asset)::int) end`,
+    [chain.network, chain.environment, aboveHeight, tip, JSON.stringify(defaults), tip, JSON.stringify(defaults)],
   );
   return rows.map((r) => r.id);
 }

@@ -15,7 +15,7 @@ import type { Logger } from "../platform/logger.ts";
 import { assetUrls, checkoutAssets, type Asset } from "./assets.ts";
 import { brandStylesheet, brandStylesheetPattern, brandStylesheetVersion, withImageOrigin } from "./brand-style.ts";
 import { logoOrigin } from "../vocabulary/shop-look.ts";
-import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, type PagePaths } from "./page.ts";
+import { checkoutStatus, renderCheckoutPage, renderErrorPage, renderNotFoundPage, shownMethod, type PagePaths } from "./page.ts";
 
 export interface CheckoutPagesOptions {
   /** CHECKOUT_BASE_URL: its path is where the pages are served ("" or "/": the root, never under /api/). */
@@ -160,11 +160,15 @@ export function checkoutPages(o: CheckoutPagesOptions): PageHandler {
         return true;
       }
       status = 200;
+      // An intent offering several methods: the one the shopper picked (page.ts shownMethod), until a payment chooses.
+      const picked = url.searchParams.get("method");
       if (json) {
-        body = Buffer.from(JSON.stringify(checkoutStatus(found.data)));
+        body = Buffer.from(JSON.stringify(checkoutStatus(shownMethod(found.data, picked).view)));
         headers = jsonHeaders;
       } else {
-        body = Buffer.from(await renderCheckoutPage(found.data, found.testMode, now(), paths, found.merchantName, { logoUrl: found.merchantLogoUrl, brandColor: found.merchantBrandColor }));
+        body = Buffer.from(
+          await renderCheckoutPage(found.data, found.testMode, now(), paths, found.merchantName, { logoUrl: found.merchantLogoUrl, brandColor: found.merchantBrandColor }, picked),
+        );
         // The shop's logo loads from its origin: img-src names it, on this page only.
         const origin = logoOrigin(found.merchantLogoUrl);
         if (origin) headers = { ...htmlHeaders, "Content-Security-Policy": withImageOrigin(contentSecurityPolicy, origin) };

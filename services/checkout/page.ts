@@ -159,6 +159,8 @@ export interface CheckoutStatus {
   requested_amount?: string;
   /** A fiat-priced intent's current quote: its rate and until when it holds. Absent on other intents. */
   quote?: { rate: string; expires_at: string | null };
+  /** An intent offering several methods: the one a payment chose ("base.USDC"), null until then. Absent on other intents. */
+  method?: string | null;
 }
 
 /**
@@ -206,6 +208,46 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
     expires_at: iso(view.expiresAt),
     other_assets_received: [...view.otherAssetsReceived],
     ...(view.quote ? { requested_amount: view.requestedAmount, quote: { rate: view.quote.rate, expires_at: iso(view.quote.expiresAt) } } : {}),
+    ...(view.paymentMethods.length > 1 ? { method: chosenKey(view) } : {}),
+  };
+}
+
+/** A method's key in the page's URL (?method=base.USDC) and its status JSON. */
+export const methodKey = (m: { network: string; asset: string }): string => `${m.network}.${m.asset}`;
+
+/** The chosen method's key on an intent offering several; null while none is chosen. */
+function chosenKey(view: ShopperPaymentIntent): string | null {
+  const chosen = view.paymentMethods.find((m) => m.chosen);
+  return chosen ? methodKey(chosen) : null;
+}
+
+/** A method as people name it: "Bitcoin" for the coin on its own chain, else "USDC on Base" (the test network named in Test). */
+export function methodLabel(m: { network: string; asset: string }, testMode: boolean): string {
+  if (m.network === "bitcoin" && m.asset === "BTC") return testMode ? "Bitcoin (testnet)" : "Bitcoin";
+  return `${m.asset} on ${networkLabel(m.network, testMode)}`;
+}
+
+/**
+ * What the page shows of an intent offering several methods, none chosen yet: the picker ("pick"),
+ * or the method the shopper picked (?method=…) as if it were the intent's own ("picked"). Once a
+ * payment chose one, or with one method, the intent as it is ("one"), whatever was picked.
+ */
+export function shownMethod(view: ShopperPaymentIntent, picked: string | null): { mode: "one" | "pick" | "picked"; view: ShopperPaymentIntent } {
+  if (view.paymentMethods.length <= 1 || view.paymentMethods.some((m) => m.chosen)) return { mode: "one", view };
+  const m = view.paymentMethods.find((x) => methodKey(x) === picked);
+  if (!m) return { mode: "pick", view };
+  return {
+    mode: "picked",
+    view: {
+      ...view,
+      network: m.network,
+      asset: m.asset,
+      requestedAmount: m.requestedAmount,
+      depositAddress: m.depositAddress,
+      paymentUri: m.paymentUri,
+      quote: m.quote,
+      requiredConfirmations: m.requiredConfirmations,
+    },
   };
 }
 
@@ -296,7 +338,11 @@ export async function renderCheckoutPage(
   paths: PagePaths = defaultPaths,
   merchantName = "",
   look: { logoUrl?: string; brandColor?: string } = {},
+  picked: string | null = null,
 ): Promise<string> {
+  const shown = shownMethod(view, picked);
+  if (shown.mode === "pick") return renderMethodPicker(view, testMode, now, paths, merchantName, look);
+  view = shown.view;
   const e = escapeHtml;
   const status = checkoutStatus(view);
   const text = statusText(view);
@@ -305,10 +351,18 @@ export async function renderCheckoutPage(
   // buttons or QR code to invite a second payment (the status box shows the progress).
   const seenInFull = payable && covers(view.amountPending ?? "0", amountDue(view));
   const network = networkLabel(view.network, testMode);
-  const pagePath = `${paths.base}/${view.publicId}`;
+  const plainPath = `${paths.base}/${view.publicId}`;
+  // A picked method's page, and its status, carry the pick; the way back to the picker does not.
+  const query = shown.mode === "picked" ? `?method=${encodeURIComponent(methodKey(view))}` : "";
+  const pagePath = `${plainPath}${query}`;
   const expiresAt = status.expires_at;
   const remaining = expiresAt === null ? "" : formatRemaining(Date.parse(expiresAt) - now.getTime());
   const pay = toPay(view, testMode);
+  const changeMethod =
+    shown.mode === "picked"
+      ? `<p class="change-method"><a href="${e(plainPath)}" id="change-method">Pay another way</a></p>
+`
+      : "";
   const qr = pay.uri ? await qrSvg(pay.uri, `QR code to pay ${pay.amount} ${view.asset} on ${network}`) : "";
 
   const banner = testMode
@@ -348,15 +402,15 @@ ${address}
 ${qr ? `<figure class="qr" id="qr" data-amount="${e(pay.amount)}">\n${qr}\n<figcaption>Scan with your wallet app</figcaption>\n</figure>` : ""}
 </section>`;
 
-  const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
+  const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${plainPath}/status.json${query}`)}" data-page-url="${e(pagePath)}"
   data-expires-at="${e(expiresAt ?? "")}" data-requested="${e(view.requestedAmount)}" data-asset="${e(view.asset)}"
   data-received="${e(status.amount_received ?? "0")}" data-due="${e(status.amount_due)}" data-now="${e(now.toISOString())}"
-  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}" data-seen="${status.pending_confirmations ?? 0}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}>
+  data-pending="${e(status.amount_pending ?? "0")}" data-confirmations="${status.required_confirmations}" data-seen="${status.pending_confirmations ?? 0}"${status.quote ? ` data-quote-expires-at="${e(status.quote.expires_at ?? "")}"` : ""}${status.method !== undefined ? ` data-method="${e(status.method ?? "")}"` : ""}>
 <header class="head">
   ${logoHtml(look.logoUrl, "logo")}<h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
   <p class="amount"><span class="amount-value" id="amount">${e(view.requestedAmount)}</span> <span class="amount-asset" id="asset">${e(view.asset)}</span></p>
 ${price}  <p class="network">on <span id="network">${e(network)}</span></p>
-</header>
+${changeMethod}</header>
 ${unwatched}<section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
   <p class="status-title" id="status-title">${e(text.title)}</p>
   <p class="status-detail" id="status-detail">${e(text.detail)}</p>
@@ -369,6 +423,53 @@ ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by i
   // The brand colour comes in a stylesheet of its own (brand-style.ts): no inline style, no CSP change.
   const styles = look.brandColor && brandColorProblem(look.brandColor) === undefined ? [`${paths.base}/assets/${brandStylesheetName(look.brandColor)}`] : [];
   return htmlDocument({ title: `${text.title} — ${view.requestedAmount} ${view.asset}${merchantName ? ` to ${merchantName}` : ""}`, paths, body, script: true, styles });
+}
+
+/**
+ * The page of an intent offering several methods before the shopper picked one: the price, the
+ * time left, and one link per method (its name and amount) to that method's page. Links, not a
+ * form: it works without JavaScript, and the page's CSP allows no form anyway. The script only
+ * reloads it once a payment chose a method (status JSON `method`).
+ */
+async function renderMethodPicker(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths, merchantName: string, look: { logoUrl?: string; brandColor?: string }): Promise<string> {
+  const e = escapeHtml;
+  const status = checkoutStatus(view);
+  const pagePath = `${paths.base}/${view.publicId}`;
+  const expiresAt = status.expires_at;
+  const payable = payableStatuses.includes(view.status);
+  const text = statusTexts[view.status] ?? { title: view.status, detail: "" };
+  const detail = payable ? "Pick the coin and network you will pay with. You can change your pick until a payment is seen." : text.detail;
+  const price = view.priceAmount !== undefined && view.priceCurrency !== undefined ? `${e(view.priceAmount)} ${e(view.priceCurrency)}` : "";
+  const items = view.paymentMethods
+    .map((m) => {
+      const label = methodLabel(m, testMode);
+      return `<li><a class="button method" href="${e(`${pagePath}?method=${encodeURIComponent(methodKey(m))}`)}" data-method="${e(methodKey(m))}"><span class="method-name">${e(label)}</span> <span class="method-amount">${e(m.requestedAmount)} ${e(m.asset)}</span></a></li>`;
+    })
+    .join("\n");
+  const banner = testMode ? `<p class="banner" role="note"><strong>Test mode</strong> — this is a test payment; nothing real is charged.</p>\n` : "";
+  const body = `${banner}<main class="card" id="checkout" data-status="${e(view.status)}" data-status-url="${e(`${pagePath}/status.json`)}" data-page-url="${e(pagePath)}"
+  data-expires-at="${e(expiresAt ?? "")}" data-requested="" data-asset="" data-received="0" data-due="0" data-now="${e(now.toISOString())}" data-pending="0" data-confirmations="0" data-seen="0" data-method="" data-picker>
+<header class="head">
+  ${logoHtml(look.logoUrl, "logo")}<h1 class="title">${merchantName ? `Pay ${e(merchantName)}` : "Payment"}</h1>
+${price ? `  <p class="amount"><span class="amount-value" id="price">${price}</span></p>\n` : ""}</header>
+<section class="status" id="status" data-status="${e(view.status)}" role="status" aria-live="polite" aria-atomic="true">
+  <p class="status-title" id="status-title">${e(payable ? "Choose how to pay" : text.title)}</p>
+  <p class="status-detail" id="status-detail">${e(detail)}</p>
+</section>
+${
+  payable
+    ? `<nav class="methods" aria-labelledby="methods-h" id="methods">
+<h2 class="label" id="methods-h">Ways to pay</h2>
+<ul class="method-list">
+${items}
+</ul>
+${expiresAt === null ? "" : `<p class="countdown">Time left to pay <time id="countdown" datetime="${e(expiresAt)}">${e(formatRemaining(Date.parse(expiresAt) - now.getTime()))}</time></p>`}
+</nav>\n`
+    : ""
+}${returnLinksHtml(view)}<footer class="foot">Payment reference <span class="ref">${e(view.publicId)}</span></footer>
+</main>`;
+  const styles = look.brandColor && brandColorProblem(look.brandColor) === undefined ? [`${paths.base}/assets/${brandStylesheetName(look.brandColor)}`] : [];
+  return htmlDocument({ title: `${payable ? "Choose how to pay" : text.title}${price ? ` — ${price}` : ""}${merchantName ? ` to ${merchantName}` : ""}`, paths, body, script: true, styles });
 }
 
 /** The page for an unknown or malformed id, and for any other path under the checkout path. */

@@ -174,6 +174,7 @@ const exceptionText: Readonly<Record<string, string>> = {
   overpaid: "overpaid",
   late: "paid late",
   wrong_asset: "wrong asset",
+  other_method: "other method",
   intent_cancelled: "paid after cancellation",
   after_late_window: "paid after the late window",
   reorged: "reorged",
@@ -206,8 +207,8 @@ export function paymentsPage(
 <td data-label="Payment"><a href="${e(`${paths.base}/payments/${pi.publicId}`)}">${e(pi.publicId)}</a></td>
 <td data-label="Reference">${e(pi.merchantReference ?? "—")}</td>
 <td data-label="Status">${pill(pi.status)}${exceptionBadge(o.exceptions.get(pi.publicId))}${adviceList(o.exceptions.get(pi.publicId) ?? [], pi)}</td>
-<td class="num" data-label="Amount">${pi.priceAmount !== undefined ? `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}<br><span class="help">${e(pi.requestedAmount)} ${e(pi.asset)}</span>` : `${e(pi.requestedAmount)} ${e(pi.asset)}`}</td>
-<td data-label="Network">${e(pi.network)}</td>
+<td class="num" data-label="Amount">${pi.priceAmount !== undefined ? `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}<br><span class="help">${asked(pi)}</span>` : asked(pi)}</td>
+<td data-label="Network">${e(pi.network ?? pi.paymentMethods.map((m) => m.network).filter((n, i, all) => all.indexOf(n) === i).join(", "))}</td>
 <td data-label="Created">${when(pi.createdAt)}</td>
 </tr>`,
     )
@@ -270,6 +271,12 @@ export interface TimelineEvent {
   data: JsonValue;
 }
 
+/** What an intent asks: its amount and asset; or, offering several methods none of which is chosen yet, each one's ("12.5 USDC or 0.004 ETH"). */
+function asked(pi: PaymentIntent, on?: string): string {
+  if (pi.asset !== undefined) return `${e(pi.requestedAmount ?? "")} ${e(pi.asset)}`;
+  return pi.paymentMethods.map((m) => `${e(m.requestedAmount)} ${e(m.asset)}${on ? `${on}${e(m.network)}` : ""}`).join(" or ");
+}
+
 /**
  * A transaction as people look it up: its hash, linked to the network's explorer (a simulated
  * one, the sandbox's, is said to be so instead); its output's index only when it is not the first.
@@ -278,7 +285,7 @@ function transactionCell(pi: PaymentIntent, t: PaymentIntent["transactions"][num
   const hash = `<code class="hash">${e(t.txHash)}</code>`;
   const output = t.outputIndex > 0 ? ` <span class="help">output ${t.outputIndex}</span>` : "";
   if (t.simulated) return `${hash}${output} <span class="help">(simulated)</span>`;
-  const url = explorers && explorerUrl(explorers, pi.network, pi.environment, t.txHash);
+  const url = explorers && explorerUrl(explorers, t.network || (pi.network ?? ""), pi.environment, t.txHash);
   return `${url ? `<a href="${e(url)}" rel="noreferrer noopener" target="_blank">${hash}</a>` : hash}${output}`;
 }
 
@@ -312,9 +319,9 @@ ${json(ev.data)}</details></li>`,
   const amounts: [string, string][] = [
     ["Status", `${pill(pi.status, { id: "intent-status" })}${exceptionBadge(o.exceptions)}`],
     ...(o.exceptions.length ? ([["What to do", adviceList(o.exceptions, pi, "exception-advice")]] as [string, string][]) : []),
-    ["Requested", `${e(pi.requestedAmount)} ${e(pi.asset)} on ${e(pi.network)}`],
-    ["Received", `${e(pi.amountReceived ?? "0")} ${e(pi.asset)}`],
-    ["Still due", `${e(pi.amountDue)} ${e(pi.asset)}`],
+    ["Requested", pi.asset === undefined ? `${asked(pi, " on ")} <span class="help">(the shopper's choice: none made yet)</span>` : `${e(pi.requestedAmount ?? "")} ${e(pi.asset)} on ${e(pi.network ?? "")}`],
+    ["Received", `${e(pi.amountReceived ?? "0")} ${e(pi.asset ?? "")}`],
+    ["Still due", pi.amountDue === undefined ? "—" : `${e(pi.amountDue)} ${e(pi.asset ?? "")}`],
     ...(pi.priceAmount !== undefined ? ([["Price", `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}${pi.quote ? ` at ${e(pi.quote.rate)} a unit` : ""}`]] as [string, string][]) : []),
     ["Reference", e(pi.merchantReference ?? "—")],
     ["Deposit address", pi.depositAddress ? `<code class="hash">${e(pi.depositAddress)}</code>` : "—"],

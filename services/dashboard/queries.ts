@@ -31,12 +31,15 @@ export async function searchIntents(em: EntityManager, owner: Owner, query: stri
 export async function intentExceptions(em: EntityManager, owner: Owner, ids: readonly string[]): Promise<{ publicId: string; reasons: string[] }[]> {
   // Only the id shape newId("pi") makes goes into the array literal.
   const wanted = ids.filter((id) => /^pi_[0-9A-Za-z]{24}$/.test(id));
+  // An output of another of the intent's payment methods (funds.ts otherPayment).
+  const anotherMethod = `coalesce(i.methods @> jsonb_build_array(jsonb_build_object('network', o.network, 'asset', o.asset)), false)`;
   if (wanted.length === 0) return [];
-  const rows = await em.execute<{ id: string; status: string; wrong_asset: boolean; intent_cancelled: boolean; after_late_window: boolean; reorged: boolean }[]>(
+  const rows = await em.execute<{ id: string; status: string; wrong_asset: boolean; other_method: boolean; intent_cancelled: boolean; after_late_window: boolean; reorged: boolean }[]>(
     `select i.id, i.status,
-            coalesce(bool_or(o.asset <> i.asset), false) as wrong_asset,
-            coalesce(bool_or(o.asset = i.asset and i.status = 'cancelled' and o.created_at > coalesce(i.cancelled_at, i.expires_at)), false) as intent_cancelled,
-            coalesce(bool_or(o.asset = i.asset and i.status <> 'cancelled' and o.exception_reported_at is not null), false) as after_late_window,
+            coalesce(bool_or((o.asset <> i.asset or o.network <> i.network) and not ${anotherMethod}), false) as wrong_asset,
+            coalesce(bool_or((o.asset <> i.asset or o.network <> i.network) and ${anotherMethod}), false) as other_method,
+            coalesce(bool_or(o.asset = i.asset and o.network = i.network and i.status = 'cancelled' and o.created_at > coalesce(i.cancelled_at, i.expires_at)), false) as intent_cancelled,
+            coalesce(bool_or(o.asset = i.asset and o.network = i.network and i.status <> 'cancelled' and o.exception_reported_at is not null), false) as after_late_window,
             coalesce(bool_or(o.orphaned and o.block_hash is not null), false) as reorged
        from payment_intents i left join chain_observations o on o.payment_intent_id = i.id
       where i.merchant_id = ? and i.environment = ? and i.id = any(?::text[])
@@ -45,7 +48,7 @@ export async function intentExceptions(em: EntityManager, owner: Owner, ids: rea
   );
   const byStatus = new Set(["underpaid", "overpaid", "late"]);
   return rows.flatMap((r) => {
-    const flagged = (["wrong_asset", "intent_cancelled", "after_late_window", "reorged"] as const).filter((k) => r[k]);
+    const flagged = (["wrong_asset", "other_method", "intent_cancelled", "after_late_window", "reorged"] as const).filter((k) => r[k]);
     const reasons = [...(byStatus.has(r.status) ? [r.status] : []), ...flagged];
     return reasons.length === 0 ? [] : [{ publicId: r.id, reasons }];
   });

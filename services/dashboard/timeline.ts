@@ -84,6 +84,7 @@ function txPhrase(t: TxData, required: number | undefined): string {
 
 const exceptionWords: Readonly<Record<string, string>> = {
   wrong_asset: "Wrong asset received",
+  other_method: "Paid by another method",
   intent_cancelled: "Paid after the payment was cancelled",
   after_late_window: "Paid after the late-payment window",
 };
@@ -135,10 +136,11 @@ export function stepSentence(type: string, data: JsonValue): string {
 
 /** What an exception's advice needs of the intent (a PaymentIntent message has it). */
 export interface AdviceIntent {
-  asset: string;
-  requestedAmount: string;
-  amountReceived?: string;
-  amountDue: string;
+  /** Unset on an intent offering several methods until a payment chose one. */
+  asset?: string | undefined;
+  requestedAmount?: string | undefined;
+  amountReceived?: string | undefined;
+  amountDue?: string | undefined;
 }
 
 /**
@@ -148,13 +150,15 @@ export interface AdviceIntent {
 export function exceptionAdvice(reason: string, pi: AdviceIntent): string {
   switch (reason) {
     case "underpaid":
-      return `Ask the shopper to send the remaining ${pi.amountDue} ${pi.asset} to the same address, or refund what was received from your wallet.`;
+      return `Ask the shopper to send the remaining ${pi.amountDue ?? ""} ${pi.asset ?? ""} to the same address, or refund what was received from your wallet.`;
     case "overpaid": {
-      const extra = difference(pi.amountReceived, pi.requestedAmount);
+      const extra = difference(pi.amountReceived, pi.requestedAmount ?? "0");
       return `Refund the extra ${extra ?? "amount"} ${pi.asset} to the shopper from your wallet, or agree with them to keep it.`;
     }
     case "late":
       return "The money arrived after the payment expired: fulfil the order if you still can, or refund it from your wallet.";
+    case "other_method":
+      return `A payment by another of this payment's methods does not count once one was chosen: refund it from your wallet on the chain and in the asset it came in.`;
     case "wrong_asset":
       return `A payment in another asset does not count: refund it from your wallet in the asset it came in, and ask the shopper to pay in ${pi.asset}.`;
     case "intent_cancelled":

@@ -73,6 +73,13 @@ export const PaymentIntentRecord = defineEntity({
     quoteExpiresAt: p.datetime().length(3).nullable(),
     /** The quotes the current one replaced, oldest first, each {rate, sources, quoted_at, expires_at, grace?}; null: never re-quoted. */
     quoteHistory: p.json<unknown[]>().nullable(),
+    /**
+     * The payment methods of an intent created with several (store.ts StoredMethod): each network
+     * and asset, its amount, address and rate. Null on an intent of one method (its columns say
+     * it). Until a payment chooses one, network, asset, requested_amount and the quote columns hold
+     * the first method's and deposit_address is null; then they hold the chosen one's.
+     */
+    methods: p.json<unknown[]>().nullable(),
   },
   indexes: [
     { properties: ["merchant", "environment", "createdAt", "id"] },
@@ -95,3 +102,26 @@ export const PaymentIntentRecord = defineEntity({
   uniques: [{ properties: ["network", "depositAddress"] }],
 });
 export type PaymentIntentRecord = InferEntity<typeof PaymentIntentRecord>;
+
+/**
+ * The deposit addresses of an intent offering several payment methods, one per network (the
+ * network's assets share it): what the chain watchers follow and what an output's address is
+ * matched to, beside payment_intents.deposit_address. Written at create, never changed.
+ */
+export const PaymentIntentMethodRecord = defineEntity({
+  name: "PaymentIntentMethodRecord",
+  tableName: "payment_intent_methods",
+  properties: {
+    // Keyed by what a chain shows, an address on a network: how an output finds its intent.
+    network: p.string().length(32).primary(),
+    depositAddress: p.string().length(128).primary(),
+    intent: () => p.manyToOne(PaymentIntentRecord).deleteRule("cascade"),
+    environment: p.string().length(4),
+    /** The most confirmations any of its methods on the network needs: how far back that network's watcher looks. */
+    requiredConfirmations: p.integer(),
+    /** The same transaction id as its intent's watch_xid: the watchers' cursor over both tables. */
+    watchXid: p.string().columnType("xid8").defaultRaw("pg_current_xact_id()"),
+  },
+  indexes: [{ name: "payment_intent_methods_watch_index", properties: ["network", "environment", "watchXid", "intent"] }],
+});
+export type PaymentIntentMethodRecord = InferEntity<typeof PaymentIntentMethodRecord>;

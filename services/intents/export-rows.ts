@@ -3,7 +3,7 @@ import { findAsset } from "../vocabulary/assets.ts";
 import { findCurrency } from "../vocabulary/currencies.ts";
 import { exceptionReason, type IntentTerms } from "./funds.ts";
 import { paidAt, quoteAt } from "./quotes.ts";
-import type { IntentRow, TransactionFact } from "./store.ts";
+import { methodPending, ofIntent, type IntentRow, type TransactionFact } from "./store.ts";
 
 /**
  * The rows of the bookkeeping export (GET …/payment-intents/export, docs/api.md "Export Payment
@@ -62,19 +62,23 @@ export function spreadsheetSafe(text: string): string {
 /** The intent's rows, its transactions oldest first. */
 export function exportRows(row: IntentRow, c: ExportContext): ExportRow[] {
   const received = (row.transactions ?? []).filter((t) => !t.orphaned);
-  if (received.length === 0) return [intentColumns(row, row.asset, row.price ? { rate: row.price.rate, sources: row.price.sources } : undefined)];
+  if (received.length === 0) {
+    // Several methods, none chosen: the intent has no one network, asset or amount yet (its methods are in the API).
+    if (methodPending(row)) return [{ ...intentColumns(row, row.asset, undefined), network: "", asset: "", contract: "", requested_amount: "" }];
+    return [intentColumns(row, row.asset, row.price ? { rate: row.price.rate, sources: row.price.sources } : undefined)];
+  }
   return received.map((t) => transactionRow(row, t, c));
 }
 
 /** The columns of the intent itself, with the asset the row is about (a transaction's may be another). */
-function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sources: string[] } | undefined): ExportRow {
-  const contract = findAsset(row.network, asset)?.contract;
+function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sources: string[] } | undefined, network = row.network): ExportRow {
+  const contract = findAsset(network, asset)?.contract;
   return {
     intent_id: row.id,
     created_at: iso(row.createdAt),
     merchant_reference: spreadsheetSafe(row.merchantReference ?? ""),
     status: row.status,
-    network: row.network,
+    network,
     asset,
     contract: contract ? (row.environment === "live" ? contract.live : contract.test) : "",
     requested_amount: row.requestedAmount,
@@ -101,13 +105,15 @@ function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sou
 function transactionRow(row: IntentRow, t: TransactionFact, c: ExportContext): ExportRow {
   // A payment of the intent's asset on a fiat-priced intent counts at the quote in force when it
   // was paid (quotes.ts); another asset has no rate to the price.
-  const priced = row.price && t.asset === row.asset ? row.price : undefined;
+  const priced = row.price && ofIntent(row, t) ? row.price : undefined;
   const quote = priced ? quoteAt(priced, paidAt(t, t.recordedAt ?? row.createdAt), c.graceMs) : undefined;
-  const decimals = findAsset(row.network, t.asset)?.decimals;
+  // A payment to another of its methods was on that method's chain.
+  const network = t.network ?? row.network;
+  const decimals = findAsset(network, t.asset)?.decimals;
   const currency = priced ? findCurrency(priced.currency) : undefined;
   const rate = quote ? parseRate(quote.rate) : undefined;
   return {
-    ...intentColumns(row, t.asset, quote),
+    ...intentColumns(row, t.asset, quote, network),
     // The hash alone (no ":0" output suffix): what an explorer finds; the output is its own column.
     tx_hash: t.txHash,
     output_index: String(t.outputIndex),

@@ -11,14 +11,18 @@ export interface Funds {
 }
 
 /** Why an output to an intent's address does not count toward it (the documented reasons). */
-export type UncountedReason = "wrong_asset" | "orphaned" | "withdrawn" | "unconfirmed" | "below_confirmations" | "intent_cancelled" | "after_late_window";
+export type UncountedReason = "wrong_asset" | "other_method" | "orphaned" | "withdrawn" | "unconfirmed" | "below_confirmations" | "intent_cancelled" | "after_late_window";
 
 /** Why a payment to the intent's address can never count, whatever the chain says: the merchant must act on it (payment.exception). */
-export type ExceptionReason = "wrong_asset" | "intent_cancelled" | "after_late_window";
+export type ExceptionReason = "wrong_asset" | "other_method" | "intent_cancelled" | "after_late_window";
 
 /** What an output must meet to count toward an intent. */
 export interface IntentTerms {
+  /** Its network; unset: outputs are told apart by asset alone (a caller that knows only one network). */
+  network?: string | undefined;
   asset: string;
+  /** An intent offering several methods: each, the chosen one (network, asset) included. */
+  methods?: readonly { network: string; asset: string }[] | undefined;
   requiredConfirmations: number;
   /** From when a payment no longer counts, and why: its cancellation, or the end of its late-payment window. */
   closes?: { at: Date; reason: "intent_cancelled" | "after_late_window" } | undefined;
@@ -26,6 +30,8 @@ export interface IntentTerms {
 
 /** An output as counting weighs it. */
 export interface CountedOutput {
+  /** Its chain; unset: the intent's (a caller that knows only one). */
+  network?: string | undefined;
   asset: string;
   orphaned: boolean;
   confirmations: number;
@@ -48,13 +54,24 @@ function afterClose(o: CountedOutput, closes: NonNullable<IntentTerms["closes"]>
 }
 
 /**
+ * An output not of the intent's network and asset: of another of its payment methods (the shopper
+ * paid a method the intent's first payment did not choose), or of an asset it never offered.
+ */
+function otherPayment(o: CountedOutput, intent: IntentTerms): "wrong_asset" | "other_method" | undefined {
+  const network = o.network ?? intent.network;
+  if (o.asset === intent.asset && (intent.network === undefined || network === intent.network)) return undefined;
+  return intent.methods?.some((m) => m.network === network && m.asset === o.asset) ? "other_method" : "wrong_asset";
+}
+
+/**
  * Whether an output counts toward its intent, and if not why: the intent's asset, not on a block
  * that left the best chain nor withdrawn from the mempool, paid while the intent took payments,
  * with the intent's own confirmation count (an output in the mempool has 0: it counts only for an
  * intent that requires 0). Undefined: it counts.
  */
 export function uncountedReason(o: CountedOutput, intent: IntentTerms): UncountedReason | undefined {
-  if (o.asset !== intent.asset) return "wrong_asset";
+  const other = otherPayment(o, intent);
+  if (other) return other;
   if (o.orphaned) return o.mempool ? "withdrawn" : "orphaned";
   if (intent.closes && afterClose(o, intent.closes)) return intent.closes.reason;
   if (o.confirmations < intent.requiredConfirmations) return o.mempool ? "unconfirmed" : "below_confirmations";
@@ -63,7 +80,8 @@ export function uncountedReason(o: CountedOutput, intent: IntentTerms): Uncounte
 
 /** Why a payment is an exception the merchant must act on, if it is one: another asset, or paid after the intent stopped taking payments. */
 export function exceptionReason(o: CountedOutput, intent: IntentTerms): ExceptionReason | undefined {
-  if (o.asset !== intent.asset) return "wrong_asset";
+  const other = otherPayment(o, intent);
+  if (other) return other;
   if (intent.closes && afterClose(o, intent.closes)) return intent.closes.reason;
   return undefined;
 }

@@ -2,21 +2,21 @@ import { allocateDepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { Message } from "@bufbuild/protobuf";
 import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
-import { AddressReserve } from "../addresses/reserve.ts";
+import { AddressReserve, type ReservedAddress } from "../addresses/reserve.ts";
 import { deliveriesFit, eventCtes, recordEvent, recordEvents, type NewEvent } from "../events/record.ts";
 import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
-import { apiError } from "../platform/errors.ts";
+import { apiError, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { executePrepared } from "../platform/prepared.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, type IntentSource, statusTimes, updateStatus, updateStatuses, type IntentRow } from "./store.ts";
-import type { CreateInput } from "./validate.ts";
+import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, insertMethodAddressesCte, type IntentSource, statusTimes, updateStatus, updateStatuses, type IntentRow } from "./store.ts";
+import type { CreateInput, MethodAsk } from "./validate.ts";
 import { priceInput, type PricedInput } from "./pricing.ts";
 import type { RateEngine } from "../rates/engine.ts";
 import type { IntentViews } from "./views.ts";
-import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { assets, findAsset, isEvmNetwork, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { howToWatch } from "./watched.ts";
@@ -33,7 +33,7 @@ export interface IntentOrigin {
   terminal?: string | null;
 }
 
-function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: IntentOrigin, now: Date, depositAddress: string, policy: IntentPolicy, quoting: QuoteTerms): IntentRow {
+function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: IntentOrigin, now: Date, depositAddress: string | null, policy: IntentPolicy, quoting: QuoteTerms): IntentRow {
   const expiresAt = new Date(now.getTime() + input.expiresInSeconds * 1000);
   return {
     id,
@@ -62,6 +62,7 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
     cancelUrl: input.cancelUrl,
     // Its quote holds for QUOTE_SECONDS, or until the intent expires if sooner.
     price: input.priced ? { ...input.priced, expiresAt: quoteExpiry(input.priced.quotedAt, expiresAt, quoting.seconds), history: [] } : null,
+    methods: null,
   };
 }
 
@@ -140,6 +141,14 @@ export class Intents {
 
   /** Creates a pending intent and records payment.intent.created, in the caller's transaction. */
   async create(tx: EntityManager, owner: Owner, input: CreateInput, origin: IntentOrigin = { source: "api" }, now = new Date()): Promise<IntentRow> {
+    if (input.methods !== undefined) {
+      const snapshot = await this.#readPolicy(tx, owner);
+      const asks = this.#methodsAsked(owner, input.methods, input.price !== undefined, snapshot.acceptedMethods);
+      const [first] = asks;
+      // One method is an intent of one method, whichever way it was asked for.
+      if (asks.length === 1 && first) return this.create(tx, owner, { ...input, ...first, methods: undefined }, origin, now);
+      return this.#createWithMethods(tx, owner, input, asks, snapshot, origin, now);
+    }
     this.#refuseUnwatched(owner, input.network);
     const id = newId("pi");
     // Priced first: with no quote nothing is reserved or derived (the transaction would undo it anyway).
@@ -152,6 +161,76 @@ export class Intents {
     await insertIntent(tx, row, address.index);
     await recordEvent(tx, this.#createdEvent(row, now));
     return row;
+  }
+
+  /**
+   * The methods a create asks for, "all" made the list of the merchant's accepted methods (its
+   * policy; unset: every network and asset) that a watcher follows in the owner's environment (in
+   * Test with none followed: every accepted one, the simulator pays them). A Live method on a
+   * chain no watcher follows is refused as a one-method create is.
+   */
+  #methodsAsked(owner: Owner, asked: MethodAsk[] | "all", priced: boolean, accepted: readonly string[] | null): MethodAsk[] {
+    const env = owner.environment === "live" ? "live" : "test";
+    if (asked === "all") {
+      const offered = accepted === null ? assets : assets.filter((a) => accepted.includes(`${a.network}.${a.asset}`));
+      const watched = offered.filter((a) => this.views.watched(a.network, env));
+      const all = (watched.length > 0 || env === "live" ? watched : offered).map((a) => ({ network: a.network, asset: a.asset }));
+      if (all.length === 0) throw apiError("network_not_watched", `No watcher follows any of this merchant's accepted payment methods in live on this server, so no payment would be seen; nothing was created.`, "payment_methods");
+      if (!priced && new Set(all.map((m) => m.asset)).size > 1) {
+        throw validationError("price_amount", `"payment_methods": "all" offers several assets (${[...new Set(all.map((m) => m.asset))].join(", ")}): send "price_amount" and "price_currency" instead of "requested_amount".`);
+      }
+      return all;
+    }
+    asked.forEach((m, i) => {
+      if (env !== "live" || this.views.watched(m.network, "live")) return;
+      throw apiError(
+        "network_not_watched",
+        `No watcher follows ${m.network} in live on this server, so a payment there would not be seen; nothing was created. ${howToWatch(m.network, "live")}`,
+        `payment_methods[${i}].network`,
+      );
+    });
+    return asked;
+  }
+
+  /**
+   * An intent offering several methods: each priced from the same rates (a price in a currency),
+   * or the one amount of their one asset; an address per network, the network's assets sharing it;
+   * the first method's values in the intent's own columns, its deposit address null until a
+   * payment chooses (settle.ts). Its quotes hold for its life: re-quoting the methods a shopper
+   * is comparing would move prices under them (docs/payments.md).
+   */
+  async #createWithMethods(tx: EntityManager, owner: Owner, input: CreateInput, asks: readonly MethodAsk[], snapshot: PolicySnapshot, origin: IntentOrigin, now: Date): Promise<IntentRow> {
+    const id = newId("pi");
+    const priced = asks.map((m) => this.#priced(owner, { ...input, ...m }, snapshot, now));
+    const addresses = new Map<string, { address: string; index: number | null }>();
+    for (const network of new Set(asks.map((m) => m.network))) {
+      const address = await allocateDepositAddress(tx, owner, network, id, now);
+      addresses.set(network, address);
+      // The next create offering this network may reserve its address ahead (createClaimed).
+      this.#addresses.learn(owner, network, address.kind);
+    }
+    const first = priced[0] as PricedInput;
+    const row = newIntentRow(id, owner, first, origin, now, null, this.#policyFor(snapshot, first), this.quoting);
+    this.#offer(row, priced, snapshot, (network) => addresses.get(network) as { address: string; index: number | null });
+    await insertIntent(tx, row, null);
+    await recordEvent(tx, this.#createdEvent(row, now));
+    return row;
+  }
+
+  /** Makes a new row an intent offering the priced methods, each at its network's address; its quote holds for its life. */
+  #offer(row: IntentRow, priced: readonly PricedInput[], snapshot: PolicySnapshot, addressOf: (network: string) => { address: string; index: number | null }): void {
+    row.methods = priced.map((p) => ({
+      network: p.network,
+      asset: p.asset,
+      requestedAmount: p.requestedAmount,
+      depositAddress: addressOf(p.network).address,
+      addressIndex: addressOf(p.network).index,
+      requiredConfirmations: this.#policyFor(snapshot, p).requiredConfirmations,
+      rate: p.priced?.rate ?? null,
+      sources: p.priced?.sources ?? [],
+    }));
+    row.depositAddress = null;
+    if (row.price) row.price.expiresAt = row.expiresAt;
   }
 
   /**
@@ -174,24 +253,46 @@ export class Intents {
     if (owner.environment === "live" && !this.views.watched(input.network, "live")) throw new NeedsTransaction();
     const now = new Date();
     const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
-    let priced: PricedInput;
+    let asks: MethodAsk[] = [{ network: input.network, asset: input.asset }];
+    let priced: PricedInput[];
     try {
-      priced = this.#priced(owner, input, snapshot, now);
+      if (input.methods !== undefined) asks = this.#methodsAsked(owner, input.methods, input.price !== undefined, snapshot.acceptedMethods);
+      priced = asks.map((m) => this.#priced(owner, { ...input, ...m }, snapshot, now));
     } catch {
-      // No quote: the transactional path answers, where a repeated key replays its stored intent
-      // (with the quote it was created at) rather than failing for want of a new one.
+      // Refused, or no quote: the transactional path answers, where a repeated key replays its
+      // stored intent (with the quote it was created at) rather than failing for want of a new one.
       throw new NeedsTransaction();
     }
-    const address = await this.#addresses.take(em, owner, input.network);
-    if (!address) throw new NeedsTransaction();
-    const row = newIntentRow(newId("pi"), owner, priced, { source: "api" }, now, address.address, this.#policyFor(snapshot, priced), this.quoting);
+    // One reserved address per network (a network's assets share it), one for all the EVM networks
+    // where the built-in Test key gives them (reserve.ts takeShared); any missing: the transactional path.
+    const networks = [...new Set(asks.map((m) => m.network))];
+    const taken = new Map<string, ReservedAddress>();
+    const evm: readonly string[] = networks.filter(isEvmNetwork);
+    const shared = await this.#addresses.takeShared(em, owner, evm);
+    for (const network of networks) {
+      const reserved = shared && evm.includes(network) ? shared : await this.#addresses.take(em, owner, network);
+      if (reserved) taken.set(network, reserved);
+    }
+    if (taken.size < networks.length) {
+      for (const reserved of new Set(taken.values())) reserved.release();
+      throw new NeedsTransaction();
+    }
+    const reserved = [...new Set(taken.values())];
+    const release = () => reserved.forEach((r) => r.release());
+    const guard = { sql: reserved.map((r) => `(${r.guard.sql})`).join(" and "), params: reserved.flatMap((r) => r.guard.params) };
+    const first = priced[0] as PricedInput;
+    const one = asks.length === 1;
+    const address = taken.get(first.network) as ReservedAddress;
+    const row = newIntentRow(newId("pi"), owner, first, { source: "api" }, now, one ? address.address : null, this.#policyFor(snapshot, first), this.quoting);
+    if (!one) this.#offer(row, priced, snapshot, (network) => taken.get(network) as ReservedAddress);
     // Built once, for the response and for the event's data.
     const view = this.views.message(row);
     const message = respond(view);
     const fits = deliveriesFit(owner.merchantId, owner.environment);
     const current = policyIsCurrent(owner, snapshot.version);
     const key = claimCtes(claim, claim.encode(message), "gate");
-    const intent = insertIntentCte(row, address.index, "claimed");
+    const intent = insertIntentCte(row, one ? address.index : null, "claimed");
+    const methods = one ? undefined : insertMethodAddressesCte(row, "claimed");
     // With a relay in this process, it is woken after the commit rather than by a NOTIFY (outbox-wake.ts).
     const quiet = this.#outboxWake.local;
     const event = eventCtes(this.#createdEvent(row, now, view), "intent", quiet);
@@ -206,11 +307,11 @@ export class Intents {
     }>(
       em,
       `with policy as (select ${current.sql} as current),
-       gate as (select (${address.guard.sql}) and ${fits.sql} and policy.current as ok from policy),
-       ${key.sql}, ${intent.sql}, ${event.sql}
+       gate as (select (${guard.sql}) and ${fits.sql} and policy.current as ok from policy),
+       ${key.sql}, ${intent.sql},${methods ? ` ${methods.sql},` : ""} ${event.sql}
        select gate.ok as fresh, policy.current as policy_current, exists (select 1 from claimed) as claimed, existing.rpc, existing.fingerprint, existing.response
          from gate cross join policy left join existing on true`,
-      [...current.params, ...address.guard.params, ...fits.params, ...key.params, ...intent.params, ...event.params],
+      [...current.params, ...guard.params, ...fits.params, ...key.params, ...intent.params, ...(methods?.params ?? []), ...event.params],
     );
     if (result?.claimed) {
       if (quiet) this.#outboxWake.wake();
@@ -218,9 +319,9 @@ export class Intents {
     }
     // Nothing was written: the address goes back, and a stale guess (of the policy, or of where
     // addresses come from) is dropped.
-    address.release();
+    release();
     if (!result?.policy_current) this.#policies.delete(`${owner.merchantId}:${owner.environment}`);
-    else if (!result?.fresh) this.#addresses.forget(owner, input.network);
+    else if (!result?.fresh) for (const network of networks) this.#addresses.forget(owner, network);
     return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
   }
 

@@ -5,7 +5,7 @@ import { valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
-import { markDetected, markFiatValueDue, saveQuotes, updateAmountsReceived, type IntentRow, type TransactionFact } from "./store.ts";
+import { chooseMethod, markDetected, markFiatValueDue, methodPending, ofIntent, saveQuotes, updateAmountsReceived, type IntentMethod, type IntentRow, type TransactionFact } from "./store.ts";
 import { decideGrace, paidAt, requestedByQuotes } from "./quotes.ts";
 import type { IntentPrice } from "./pricing.ts";
 import { unvalued, valuationRate } from "./valuation.ts";
@@ -61,10 +61,11 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   if (locked.length === 0) return [];
   const outputsOf = await chainOutputs.of(tx, locked.map((r) => r.id));
   const graceMs = intents.quoting.graceSeconds * 1000;
+  const chosen = await chooseMethods(tx, locked, outputsOf, now);
   // A re-quoted intent's payment within a replaced quote's grace: which of the two quotes it
   // counts at is decided once, here, before its value is fixed at that quote (quotes.ts).
   const graced = new Set<string>();
-  const rows = locked.map((row) => {
+  const rows = chosen.map((row) => {
     const price = decideGrace(row, outputsOf.get(row.id) ?? [], intents.views.terms(row), graceMs, now);
     if (!price) return row;
     graced.add(row.id);
@@ -126,13 +127,47 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
 }
 
 /**
+ * An intent offering several methods takes the method of its first payment: the oldest output not
+ * orphaned whose network and asset are one of its methods (in the mempool too: the shopper has
+ * chosen). From then on the intent is that method's, exactly as if created with it, and a payment
+ * to another is an exception (other_method). A choice stands even if a reorg takes that payment
+ * back: the shopper was shown only the chosen method since.
+ */
+async function chooseMethods(tx: EntityManager, rows: readonly IntentRow[], outputsOf: ReadonlyMap<string, IntentOutput[]>, now: Date): Promise<IntentRow[]> {
+  const chosen: IntentRow[] = [];
+  for (const row of rows) {
+    const first = methodPending(row) ? (outputsOf.get(row.id) ?? []).find((o) => !o.orphaned && methodOf(row, o)) : undefined;
+    const m = first && methodOf(row, first);
+    if (!m || !(await chooseMethod(tx, row, m, now))) {
+      chosen.push(row);
+      continue;
+    }
+    chosen.push({
+      ...row,
+      network: m.network,
+      asset: m.asset,
+      requestedAmount: m.requestedAmount,
+      depositAddress: m.depositAddress,
+      requiredConfirmations: m.requiredConfirmations,
+      price: row.price && m.rate !== null ? { ...row.price, rate: m.rate, sources: m.sources } : row.price,
+    });
+  }
+  return chosen;
+}
+
+/** The method of an intent offering several that an output pays, if any. */
+function methodOf(row: IntentRow, o: Pick<IntentOutput, "network" | "asset">): IntentMethod | undefined {
+  return row.methods?.find((m) => m.network === o.network && m.asset === o.asset);
+}
+
+/**
  * An output's value at the market's rate of `now` as a quote reads it (the median of fresh
  * agreeing sources, without the merchant's spread), in the intent's price currency: what the books
  * call its value at confirmation, kept as it first counts. Only a fiat-priced intent's outputs of
  * its asset; undefined without a fresh rate (the engine keeps no history, so none is made up later).
  */
 function marketValue(intents: Intents, row: IntentRow, o: IntentOutput, now: Date): string | undefined {
-  if (!row.price || o.asset !== row.asset || o.orphaned) return undefined;
+  if (!row.price || !ofIntent(row, o) || o.orphaned) return undefined;
   const asset = findAsset(row.network, row.asset);
   const currency = findCurrency(row.price.currency);
   const q = intents.rates?.quote(row.asset, row.price.currency, row.environment === "live" ? "live" : "test", now.getTime());
@@ -195,7 +230,9 @@ async function exceptions(
     const terms = intents.views.terms(row);
     return (outputsOf.get(row.id) ?? []).flatMap((output) => {
       const reason = exceptionReason(output, terms);
-      return reason !== undefined && !output.orphaned && !output.mempool && output.confirmations >= terms.requiredConfirmations ? [{ row, output, reason }] : [];
+      // A payment to another method counts its confirmations on its own chain, as that method would.
+      const needs = (reason === "other_method" ? methodOf(row, output)?.requiredConfirmations : undefined) ?? terms.requiredConfirmations;
+      return reason !== undefined && !output.orphaned && !output.mempool && output.confirmations >= needs ? [{ row, output, reason }] : [];
     });
   });
   if (found.length === 0) return;
@@ -212,6 +249,7 @@ async function exceptions(
         exception: {
           reason,
           transaction: {
+            network: output.network ?? row.network,
             tx_hash: output.txHash,
             output_index: output.outputIndex,
             asset: output.asset,

@@ -49,12 +49,82 @@ export interface IntentRow {
   fiatValueDueSince?: Date | null;
   /** The transactions to its address, when the caller loaded them. */
   transactions?: TransactionFact[];
+  /**
+   * The payment methods of an intent created with several, in the order asked; null on an intent
+   * of one method. Until a payment chooses one (methodPending), network, asset, requestedAmount,
+   * requiredConfirmations and price.rate are the first method's, and depositAddress is null.
+   */
+  methods: IntentMethod[] | null;
+}
+
+/** One payment method of an intent offering several. */
+export interface IntentMethod {
+  network: string;
+  asset: string;
+  /** The amount it asks: the intent's price at its rate, or the intent's requested amount. */
+  requestedAmount: string;
+  /** The intent's address on the network (the network's assets share it). */
+  depositAddress: string;
+  addressIndex: number | null;
+  /** What an output of it needs to count, fixed at create by the merchant's policy. */
+  requiredConfirmations: number;
+  /** On a fiat-priced intent: units of the currency per unit of its asset, after the spread, and the sources. */
+  rate: string | null;
+  sources: string[];
+}
+
+/** Whether an output is of the intent's own network and asset (not another asset, nor another of its methods). */
+export const ofIntent = (row: Pick<IntentRow, "network" | "asset">, t: Pick<TransactionFact, "network" | "asset">): boolean =>
+  t.asset === row.asset && (t.network === undefined || t.network === row.network);
+
+/** An intent offering several methods none of which a payment has chosen yet. */
+export const methodPending = (row: Pick<IntentRow, "methods" | "depositAddress">): boolean => row.methods !== null && row.depositAddress === null;
+
+/** A method as payment_intents.methods keeps it (network and asset as keys, so SQL can match an output: `methods @> …`). */
+interface StoredMethod {
+  network: string;
+  asset: string;
+  requested_amount: string;
+  deposit_address: string;
+  address_index: number | null;
+  required_confirmations: number;
+  rate: string | null;
+  sources: string[];
+}
+
+const storedMethod = (m: IntentMethod): StoredMethod => ({
+  network: m.network,
+  asset: m.asset,
+  requested_amount: m.requestedAmount,
+  deposit_address: m.depositAddress,
+  address_index: m.addressIndex,
+  required_confirmations: m.requiredConfirmations,
+  rate: m.rate,
+  sources: m.sources,
+});
+
+function methodsOf(raw: StoredMethod[] | string | null): IntentMethod[] | null {
+  const list = typeof raw === "string" ? (JSON.parse(raw) as StoredMethod[]) : raw;
+  return (
+    list?.map((m) => ({
+      network: m.network,
+      asset: m.asset,
+      requestedAmount: m.requested_amount,
+      depositAddress: m.deposit_address,
+      addressIndex: m.address_index,
+      requiredConfirmations: m.required_confirmations,
+      rate: m.rate,
+      sources: m.sources,
+    })) ?? null
+  );
 }
 
 export type IntentSource = "api" | "site" | "pos";
 
 /** A transaction output to an intent's address, as the intent shows it. */
 export interface TransactionFact {
+  /** Its chain: the intent's own, or (an intent offering several methods) another method's. */
+  network?: string | undefined;
   txHash: string;
   outputIndex: number;
   amount: string;
@@ -84,7 +154,7 @@ const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_refere
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
   i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
   i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since,
-  i.quote_expires_at, i.quote_history`;
+  i.quote_expires_at, i.quote_history, i.methods`;
 
 interface DbRow {
   id: string;
@@ -119,6 +189,7 @@ interface DbRow {
   fiat_value_due_since: Date | string | null;
   quote_expires_at: Date | string | null;
   quote_history: StoredQuote[] | string | null;
+  methods: StoredMethod[] | string | null;
 }
 
 /** A replaced quote as quote_history keeps it. */
@@ -193,13 +264,14 @@ function fromDb(r: DbRow): IntentRow {
             history: quoteHistory(r.quote_history),
           },
     fiatValueDueSince: date(r.fiat_value_due_since),
+    methods: methodsOf(r.methods),
   };
 }
 
 const insertColumns = `id, merchant_id, environment, status, merchant_reference, network, asset,
   requested_amount, metadata, created_at, expires_at, updated_at, deposit_address, address_index, source, cashier, terminal,
   sequence, required_confirmations, underpayment_tolerance_bps, redirect_url, cancel_url,
-  price_amount, price_currency, quote_rate, quote_sources, quoted_at, quote_expires_at`;
+  price_amount, price_currency, quote_rate, quote_sources, quoted_at, quote_expires_at, methods`;
 
 function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
   return [
@@ -231,12 +303,60 @@ function insertParams(row: IntentRow, addressIndex: number | null): unknown[] {
     row.price ? JSON.stringify(row.price.sources) : null,
     row.price?.quotedAt ?? null,
     row.price?.expiresAt ?? null,
+    row.methods === null ? null : JSON.stringify(row.methods.map(storedMethod)),
   ];
 }
 
 export async function insertIntent(em: EntityManager, row: IntentRow, addressIndex: number | null): Promise<void> {
   // Plain SQL: this runs on every create, and the ORM's query building costs more than the insert.
-  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)`, insertParams(row, addressIndex));
+  await em.execute(`insert into payment_intents (${insertColumns}) values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?::jsonb)`, insertParams(row, addressIndex));
+  if (row.methods !== null) await insertMethodAddresses(em, row);
+}
+
+/**
+ * The addresses of an intent offering several methods, one per network, in the create's
+ * transaction (so they share its watch_xid): what the watchers follow and outputs are matched to.
+ */
+async function insertMethodAddresses(em: EntityManager, row: IntentRow): Promise<void> {
+  const insert = methodAddressesInsert(row);
+  await executePrepared(em, `${insert.sql} from json_to_recordset(?::json) as m(network text, address text, confirmations int)`, insert.params);
+}
+
+/** The insert of an intent's method addresses, to be completed by a FROM that yields `m` (its last `?` is the list). */
+function methodAddressesInsert(row: IntentRow): { sql: string; params: unknown[] } {
+  const byNetwork = new Map((row.methods ?? []).map((m) => [m.network, m.depositAddress]));
+  const list = [...byNetwork].map(([network, address]) => ({
+    network,
+    address,
+    // The most any of the network's methods needs: what the network's watcher must look back for.
+    confirmations: Math.max(...(row.methods ?? []).filter((m) => m.network === network).map((m) => m.requiredConfirmations)),
+  }));
+  return {
+    sql: `insert into payment_intent_methods (intent_id, network, environment, deposit_address, required_confirmations)
+     select ?, m.network, ?, m.address, m.confirmations`,
+    params: [row.id, row.environment, JSON.stringify(list)],
+  };
+}
+
+/** The same as the CTE `methods` of a larger statement, written only if `from` (a CTE of it) yields a row. */
+export function insertMethodAddressesCte(row: IntentRow, from: string): { sql: string; params: unknown[] } {
+  const insert = methodAddressesInsert(row);
+  return { sql: `methods as (${insert.sql} from ${from} cross join json_to_recordset(?::json) as m(network text, address text, confirmations int) returning intent_id)`, params: insert.params };
+}
+
+/**
+ * Fixes the method a payment chose on an intent offering several: its network, asset, amount,
+ * address, confirmations and rate become the intent's. Only while none is chosen; returns whether it was.
+ */
+export async function chooseMethod(em: EntityManager, row: IntentRow, m: IntentMethod, at: Date): Promise<boolean> {
+  const rows = await executePrepared<{ id: string }>(
+    em,
+    `update payment_intents set network = ?, asset = ?, requested_amount = ?::numeric, deposit_address = ?, address_index = ?, required_confirmations = ?,
+            quote_rate = coalesce(?::numeric, quote_rate), quote_sources = coalesce(?::jsonb, quote_sources), updated_at = ?
+      where id = ? and deposit_address is null returning id`,
+    [m.network, m.asset, m.requestedAmount, m.depositAddress, m.addressIndex, m.requiredConfirmations, m.rate, m.rate === null ? null : JSON.stringify(m.sources), at, row.id],
+  );
+  return rows.length === 1;
 }
 
 /** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
@@ -244,7 +364,7 @@ export function insertIntentCte(row: IntentRow, addressIndex: number | null, fro
   return {
     sql: `intent as (
        insert into payment_intents (${insertColumns})
-       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz, ?::timestamptz from ${from}
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz, ?::timestamptz, ?::jsonb from ${from}
        returning id
      )`,
     params: insertParams(row, addressIndex),
@@ -373,11 +493,9 @@ export async function updateAmountsReceived(em: EntityManager, amounts: readonly
 
 /** The intent whose deposit address this is on the chain (network and environment), locked for the caller's transaction. */
 export async function lockIntentByAddress(em: EntityManager, network: string, environment: string, address: string): Promise<IntentRow | undefined> {
-  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.network = ? and i.environment = ? and i.deposit_address = ? for update`, [
-    network,
-    environment,
-    address,
-  ]);
+  const id = (await intentIdsByAddress(em, { network, environment }, [address])).get(address);
+  if (id === undefined) return undefined;
+  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.id = ? for update`, [id]);
   return rows[0] && fromDb(rows[0]);
 }
 
@@ -442,15 +560,28 @@ export async function watchedAddresses(
 ): Promise<{ rows: WatchedAddress[]; horizon: string }> {
   // The xid goes out as text under another name: `order by watch_xid` must sort the xid8 column, not its text.
   const rows = await em.execute<{ horizon: string; deposit_address: string | null; xid: string | null; id: string | null }[]>(
+    // An intent offering several methods is listed by its methods' addresses (payment_intent_methods,
+    // as `<intent id>/<network>`), the chosen one's included, and not by its own column.
     `select s.horizon, w.deposit_address, w.xid, w.id
        from (select pg_snapshot_xmin(pg_current_snapshot())::text as horizon) s
        left join lateral (
-         select deposit_address, watch_xid::text as xid, id from payment_intents p
-          where network = ? and environment = ? and deposit_address is not null and ${stillWatched("p")}
-            and (watch_xid, id) > (?::xid8, ?)
-          order by watch_xid, id limit ?
+         select deposit_address, x::text as xid, id from (
+           (select deposit_address, watch_xid as x, id from payment_intents p
+             where network = ? and environment = ? and deposit_address is not null and methods is null and ${stillWatched("p")}
+               and (watch_xid, id) > (?::xid8, ?)
+             order by watch_xid, id limit ?)
+           union all
+           (select m.deposit_address, m.watch_xid as x, m.intent_id || '/' || m.network as id from payment_intent_methods m join payment_intents p on p.id = m.intent_id
+             where m.network = ? and m.environment = ? and ${stillWatched("p")}
+               and (m.watch_xid, m.intent_id || '/' || m.network) > (?::xid8, ?)
+             order by m.watch_xid, m.intent_id || '/' || m.network limit ?)
+         ) u order by x, id limit ?
        ) w on true`,
-    [chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
+    [
+      ...[chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
+      ...[chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
+      limit,
+    ],
   );
   const horizon = rows[0]?.horizon;
   if (horizon === undefined) throw new Error("watchedAddresses: no snapshot horizon");
@@ -467,21 +598,29 @@ const longestLifetimeSeconds = 86_400;
  * an intent still watched was created within its lifetime and the watch windows.
  */
 export async function highestFixedConfirmations(em: EntityManager, chain: { network: string; environment: string }, watch: WatchWindow): Promise<number> {
+  const since = longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds;
   const [row] = await em.execute<{ n: number | null }[]>(
-    `select max(required_confirmations) as n from payment_intents p
-      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?) and ${stillWatched("p")}`,
-    [chain.network, chain.environment, longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds, ...watchArgs(watch)],
+    `select greatest(
+       (select max(required_confirmations) from payment_intents p
+         where network = ? and environment = ? and created_at > now() - make_interval(secs => ?) and ${stillWatched("p")}),
+       (select max(m.required_confirmations) from payment_intent_methods m join payment_intents p on p.id = m.intent_id
+         where m.network = ? and m.environment = ? and p.created_at > now() - make_interval(secs => ?) and ${stillWatched("p")})) as n`,
+    [chain.network, chain.environment, since, ...watchArgs(watch), chain.network, chain.environment, since, ...watchArgs(watch)],
   );
   return row?.n ?? 0;
 }
 
 /** When the oldest intent whose address is still watched on the chain was created (as watchedAddresses counts them); undefined when none is. */
 export async function oldestWatchedCreatedAt(em: EntityManager, chain: { network: string; environment: string }, watch: WatchWindow): Promise<Date | undefined> {
+  const since = longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds;
   const [row] = await em.execute<{ at: Date | string | null }[]>(
-    `select min(created_at) as at from payment_intents p
-      where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
-        and deposit_address is not null and ${stillWatched("p")}`,
-    [chain.network, chain.environment, longestLifetimeSeconds + watch.lateSeconds + watch.exceptionSeconds, ...watchArgs(watch)],
+    `select least(
+       (select min(created_at) from payment_intents p
+         where network = ? and environment = ? and created_at > now() - make_interval(secs => ?)
+           and deposit_address is not null and ${stillWatched("p")}),
+       (select min(p.created_at) from payment_intent_methods m join payment_intents p on p.id = m.intent_id
+         where m.network = ? and m.environment = ? and p.created_at > now() - make_interval(secs => ?) and ${stillWatched("p")})) as at`,
+    [chain.network, chain.environment, since, ...watchArgs(watch), chain.network, chain.environment, since, ...watchArgs(watch)],
   );
   return row?.at ? new Date(row.at) : undefined;
 }
@@ -491,8 +630,10 @@ export async function intentIdsByAddress(em: EntityManager, chain: { network: st
   if (addresses.length === 0) return new Map();
   const rows = await executePrepared<{ id: string; deposit_address: string }>(
     em,
-    `select id, deposit_address from payment_intents where network = ? and environment = ? and deposit_address = any(?::text[])`,
-    [chain.network, chain.environment, `{${addresses.join(",")}}`],
+    `select id, deposit_address from payment_intents where network = ? and environment = ? and deposit_address = any(?::text[])
+     union all
+     select intent_id, deposit_address from payment_intent_methods where network = ? and environment = ? and deposit_address = any(?::text[])`,
+    [chain.network, chain.environment, `{${addresses.join(",")}}`, chain.network, chain.environment, `{${addresses.join(",")}}`],
   );
   return new Map(rows.map((r) => [r.deposit_address, r.id]));
 }

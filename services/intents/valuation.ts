@@ -8,7 +8,7 @@ import { assets, findAsset } from "../vocabulary/assets.ts";
 import { currencyCodes, findCurrency } from "../vocabulary/currencies.ts";
 import type { Intents } from "./intents.ts";
 import type { IntentOutput, IntentOutputs } from "./settle.ts";
-import { claimFiatValueDue, clearFiatValueDue, type IntentRow, type QuotablePair, type TransactionFact } from "./store.ts";
+import { claimFiatValueDue, clearFiatValueDue, ofIntent, type IntentRow, type QuotablePair, type TransactionFact } from "./store.ts";
 import { paidAt, quoteAt } from "./quotes.ts";
 
 /**
@@ -50,7 +50,7 @@ export function valuationRate(intents: Intents, row: IntentRow, seenAt: Date, no
 
 /** An intent's outputs that take a fiat value and have none yet: of its asset, on the chain (not orphaned), of a fiat-priced intent. */
 export function unvalued<T extends TransactionFact>(row: IntentRow, outputs: readonly T[]): T[] {
-  return row.price ? outputs.filter((o) => o.asset === row.asset && o.fiatValue === undefined && !o.orphaned) : [];
+  return row.price ? outputs.filter((o) => ofIntent(row, o) && o.fiatValue === undefined && !o.orphaned) : [];
 }
 
 /** One pass of the sweep: intents claimed, and outputs valued. */

@@ -1,13 +1,13 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PaymentIntentSchema, PaymentTransactionSchema, QuoteSchema, type PaymentIntent, type Quote } from "../../gen/payments/v1/payment_intents_pb.ts";
+import { PaymentIntentSchema, PaymentMethodSchema, PaymentTransactionSchema, QuoteSchema, type PaymentIntent, type PaymentMethod, type Quote } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { ShopperPaymentIntentSchema, type ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
-import { amountDue, isPending, uncountedReason, type IntentTerms } from "./funds.ts";
+import { amountDue, isPending, payableStatuses, uncountedReason, type IntentTerms } from "./funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
 import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
-import type { IntentRow, TransactionFact } from "./store.ts";
+import { methodPending, ofIntent, type IntentRow, type TransactionFact } from "./store.ts";
 import { unwatchedNotice, type ChainWatch } from "./watched.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
@@ -24,7 +24,7 @@ function quoteOf(row: IntentRow): Quote | undefined {
  * market's rate then for a late payment. None on other intents and for another asset.
  */
 function fiatValue(row: IntentRow, t: TransactionFact): string | undefined {
-  return row.price && t.asset === row.asset ? t.fiatValue : undefined;
+  return row.price && ofIntent(row, t) ? t.fiatValue : undefined;
 }
 
 /**
@@ -51,12 +51,12 @@ export class IntentViews {
   }
 
   /** What an output must meet to count toward the intent: its asset, its confirmations, and paid before the intent stopped taking payments. */
-  terms(row: Pick<IntentRow, "network" | "asset" | "requiredConfirmations" | "status" | "cancelledAt" | "expiresAt">): IntentTerms {
+  terms(row: Pick<IntentRow, "network" | "asset" | "requiredConfirmations" | "status" | "cancelledAt" | "expiresAt" | "methods">): IntentTerms {
     const closes =
       row.status === "cancelled"
         ? { at: row.cancelledAt ?? row.expiresAt, reason: "intent_cancelled" as const }
         : { at: new Date(row.expiresAt.getTime() + this.#lateWindowMs), reason: "after_late_window" as const };
-    return { asset: row.asset, requiredConfirmations: this.confirmationsOf(row), closes };
+    return { network: row.network, asset: row.asset, methods: row.methods ?? undefined, requiredConfirmations: this.confirmationsOf(row), closes };
   }
 
   /** Whether a watcher follows the network in the environment now. */
@@ -93,21 +93,51 @@ export class IntentViews {
   /** The fewest confirmations among the funds amountPending counts; undefined when there are none. */
   pendingConfirmations(row: IntentRow): number | undefined {
     const intent = this.terms(row);
-    const pending = (row.transactions ?? []).filter((t) => !t.counted && t.asset === row.asset && isPending(t, intent));
+    const pending = (row.transactions ?? []).filter((t) => !t.counted && ofIntent(row, t) && isPending(t, intent));
     return pending.length === 0 ? undefined : Math.min(...pending.map((t) => t.confirmations));
+  }
+
+  /**
+   * The intent's payment methods: its one (network and asset) once it has an address; or each of
+   * several, at its own amount and rate, with what it still asks: its amount while none is chosen,
+   * the intent's amount_due for the chosen one, nothing for the others.
+   */
+  paymentMethods(row: IntentRow, amountDueNow: string): PaymentMethod[] {
+    const environment = row.environment === "live" ? "live" : "test";
+    const pending = methodPending(row);
+    const payable = payableStatuses.includes(row.status);
+    const list = row.methods ?? (row.depositAddress === null ? [] : [{ ...row, depositAddress: row.depositAddress, rate: row.price?.rate ?? null, sources: row.price?.sources ?? [] }]);
+    return list.map((m) => {
+      const chosen = !pending && m.network === row.network && m.asset === row.asset;
+      return create(PaymentMethodSchema, {
+        network: m.network,
+        asset: m.asset,
+        requestedAmount: m.requestedAmount,
+        amountDue: chosen ? amountDueNow : pending && payable ? m.requestedAmount : "0",
+        depositAddress: m.depositAddress,
+        paymentUri: paymentUri({ network: m.network, asset: m.asset, environment, address: m.depositAddress, amount: m.requestedAmount }),
+        quote: row.price && m.rate !== null ? create(QuoteSchema, { rate: m.rate, sources: m.sources, quotedAt: timestampFromDate(row.price.quotedAt), expiresAt: timestampFromDate(row.price.expiresAt) }) : undefined,
+        chosen,
+        requiredConfirmations: m.requiredConfirmations ?? this.confirmationsOf(row),
+      });
+    });
   }
 
   message(row: IntentRow): PaymentIntent {
     const environment = row.environment === "live" ? "live" : "test";
-    const watched = this.watched(row.network, environment);
+    const pending = methodPending(row);
+    const watched = (row.methods ?? [row]).every((m) => this.watched(m.network, environment));
     const terms = this.terms(row);
+    const due = amountDue({ status: row.status, network: row.network, asset: row.asset, requestedAmount: row.requestedAmount, amountReceived: row.amountReceived ?? undefined });
+    // Until a payment chooses one of several methods, the intent has no one network, asset or amount.
+    const one = <T>(v: T): T | undefined => (pending ? undefined : v);
     return create(PaymentIntentSchema, {
       publicId: row.id,
       status: row.status,
       merchantReference: row.merchantReference ?? undefined,
-      network: row.network,
-      asset: row.asset,
-      requestedAmount: row.requestedAmount,
+      network: one(row.network),
+      asset: one(row.asset),
+      requestedAmount: one(row.requestedAmount),
       environment: row.environment,
       createdAt: timestampFromDate(row.createdAt),
       expiresAt: timestampFromDate(row.expiresAt),
@@ -121,6 +151,7 @@ export class IntentViews {
       amountReceived: row.amountReceived ?? undefined,
       transactions: (row.transactions ?? []).map((t) =>
         create(PaymentTransactionSchema, {
+          network: t.network ?? row.network,
           txHash: t.txHash,
           outputIndex: t.outputIndex,
           amount: t.amount,
@@ -135,7 +166,8 @@ export class IntentViews {
         }),
       ),
       amountPending: this.amountPending(row),
-      amountDue: amountDue({ status: row.status, network: row.network, asset: row.asset, requestedAmount: row.requestedAmount, amountReceived: row.amountReceived ?? undefined }),
+      amountDue: one(due),
+      paymentMethods: this.paymentMethods(row, due),
       paidAt: ts(row.paidAt),
       expiredAt: ts(row.expiredAt),
       cancelledAt: ts(row.cancelledAt),
@@ -149,9 +181,9 @@ export class IntentViews {
       cancelUrl: row.cancelUrl ?? undefined,
       priceAmount: row.price?.amount,
       priceCurrency: row.price?.currency,
-      quote: quoteOf(row),
+      quote: pending ? undefined : quoteOf(row),
       watched,
-      notice: watched ? undefined : unwatchedNotice(row.network, environment),
+      notice: watched ? undefined : unwatchedNotice((row.methods ?? [row]).find((m) => !this.watched(m.network, environment))?.network ?? row.network, environment),
     });
   }
 
@@ -179,7 +211,8 @@ export class IntentViews {
       priceCurrency: full.priceCurrency,
       quote: full.quote,
       watched: full.watched,
-      otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => t.asset !== row.asset && !t.orphaned).map((t) => t.asset))].sort(),
+      paymentMethods: full.paymentMethods,
+      otherAssetsReceived: [...new Set((row.transactions ?? []).filter((t) => !ofIntent(row, t) && !t.orphaned).map((t) => t.asset))].sort(),
     });
   }
 

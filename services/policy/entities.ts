@@ -34,6 +34,11 @@ export const MerchantPolicy = defineEntity({
     underpaymentToleranceBps: p.integer().default(0),
     /** Taken off the quoted rate of its fiat-priced intents, in basis points (their shoppers pay this much more). */
     priceSpreadBps: p.integer().default(0),
+    /**
+     * The payment methods ("network.asset") an intent created with payment_methods "all" offers, of
+     * those a watcher follows; null: every one a watcher follows.
+     */
+    acceptedMethods: p.json<string[]>().nullable(),
     /** One more with every change to the merchant's policy in this environment (its rules too): a create checks its copy against it. */
     version: p.bigint("number").defaultRaw("0"),
     updatedAt: p.datetime().length(3),

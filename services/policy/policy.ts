@@ -62,18 +62,21 @@ export interface PolicySnapshot {
   toleranceBps: number;
   /** Taken off the quoted rate of a fiat-priced intent, in basis points (0: none). */
   priceSpreadBps: number;
+  /** What payment_methods "all" offers ("network.asset"), of what a watcher follows; null: every one followed. */
+  acceptedMethods: string[] | null;
 }
 
 /** The owner's policy, in one round trip. */
 export async function policySnapshot(em: EntityManager, owner: Owner): Promise<PolicySnapshot> {
-  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; spread: number | null; version: string | number | null }[]>(
+  const [row] = await em.execute<{ rules: (ConfirmationRule & { network: string })[] | null; tolerance: number | null; spread: number | null; accepted: string[] | string | null; version: string | number | null }[]>(
     `select (select json_agg(json_build_object('network', network, 'asset', asset, 'confirmations', confirmations, 'belowAmount', below_amount::text, 'belowConfirmations', below_confirmations) order by network, asset)
                from confirmation_policies where merchant_id = ? and environment = ?) as rules,
-            p.underpayment_tolerance_bps as tolerance, p.price_spread_bps as spread, p.version
+            p.underpayment_tolerance_bps as tolerance, p.price_spread_bps as spread, p.accepted_methods as accepted, p.version
        from (select 1) one left join merchant_policies p on p.merchant_id = ? and p.environment = ?`,
     [owner.merchantId, owner.environment, owner.merchantId, owner.environment],
   );
-  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0, priceSpreadBps: row?.spread ?? 0 };
+  const accepted = typeof row?.accepted === "string" ? (JSON.parse(row.accepted) as string[]) : (row?.accepted ?? null);
+  return { version: Number(row?.version ?? 0), rules: row?.rules ?? [], toleranceBps: row?.tolerance ?? 0, priceSpreadBps: row?.spread ?? 0, acceptedMethods: accepted };
 }
 
 /** A condition, for a statement that writes an intent with a snapshot's values, that the snapshot is still the owner's policy. */
@@ -170,14 +173,32 @@ async function setConfirmationRule(em: EntityManager, owner: Owner, network: str
 }
 
 /** Every change moves the version, so a create holding an older copy of the policy writes nothing and reads it again. */
-async function bumpVersion(em: EntityManager, owner: Owner, now: Date, set: { toleranceBps?: number; priceSpreadBps?: number } = {}): Promise<void> {
+async function bumpVersion(
+  em: EntityManager,
+  owner: Owner,
+  now: Date,
+  set: { toleranceBps?: number; priceSpreadBps?: number; acceptedMethods?: string[] | null } = {},
+): Promise<void> {
+  // acceptedMethods: undefined leaves it, null sets it back to every method followed.
+  const accepted = set.acceptedMethods === undefined ? null : JSON.stringify(set.acceptedMethods);
   await em.execute(
-    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, price_spread_bps, version, updated_at) values (?, ?, ?, ?, 1, ?)
+    `insert into merchant_policies (merchant_id, environment, underpayment_tolerance_bps, price_spread_bps, accepted_methods, version, updated_at) values (?, ?, ?, ?, ?::jsonb, 1, ?)
      on conflict (merchant_id, environment) do update
        set underpayment_tolerance_bps = coalesce(?, merchant_policies.underpayment_tolerance_bps),
            price_spread_bps = coalesce(?, merchant_policies.price_spread_bps),
+           accepted_methods = case when ? then excluded.accepted_methods else merchant_policies.accepted_methods end,
            version = merchant_policies.version + 1, updated_at = excluded.updated_at`,
-    [owner.merchantId, owner.environment, set.toleranceBps ?? 0, set.priceSpreadBps ?? 0, now, set.toleranceBps ?? null, set.priceSpreadBps ?? null],
+    [
+      owner.merchantId,
+      owner.environment,
+      set.toleranceBps ?? 0,
+      set.priceSpreadBps ?? 0,
+      accepted,
+      now,
+      set.toleranceBps ?? null,
+      set.priceSpreadBps ?? null,
+      set.acceptedMethods !== undefined,
+    ],
   );
 }
 
@@ -200,6 +221,7 @@ async function showPolicy(em: EntityManager, owner: Owner) {
     })),
     underpayment_tolerance_bps: snapshot.toleranceBps,
     price_spread_bps: snapshot.priceSpreadBps,
+    accepted_methods: snapshot.acceptedMethods ?? [],
   };
 }
 
@@ -228,6 +250,29 @@ export async function applyTolerance(em: EntityManager, owner: Owner, bps: numbe
   checkTolerance(bps);
   await merchantExists(em, owner.merchantId);
   await setTolerance(em, owner, bps, now);
+  return showPolicy(em, owner);
+}
+
+/**
+ * The methods "network.asset" as a merchant sets them: 1 to 12 we accept, each once, or 400
+ * naming the first that is not.
+ */
+export function checkAcceptedMethods(methods: readonly string[]): string[] {
+  if (methods.length === 0) throw validationError("methods", `"methods" is empty: name at least one "network.asset" (such as "base.USDC"), or reset to every one followed.`);
+  if (methods.length > 12) throw validationError("methods", `"methods" takes at most 12; got ${methods.length}.`);
+  const known = networks.flatMap((n) => assetsOn(n).map((a) => `${n}.${a}`));
+  for (const m of methods) {
+    if (!known.includes(m)) throw validationError("methods", `"methods": ${JSON.stringify(m.slice(0, 40))} is not a method we accept; each is "network.asset", one of ${known.join(", ")}.`);
+  }
+  if (new Set(methods).size !== methods.length) throw validationError("methods", `"methods" names a method twice.`);
+  return [...methods];
+}
+
+/** Sets (or, with null, resets to every one followed) what payment_methods "all" offers, and answers with the whole policy. */
+export async function applyAcceptedMethods(em: EntityManager, owner: Owner, methods: readonly string[] | null, now = new Date()) {
+  const checked = methods === null ? null : checkAcceptedMethods(methods);
+  await merchantExists(em, owner.merchantId);
+  await bumpVersion(em, owner, now, { acceptedMethods: checked });
   return showPolicy(em, owner);
 }
 

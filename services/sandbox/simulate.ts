@@ -42,7 +42,9 @@ const keepsStatus: readonly Outcome[] = ["detected", "wrong_asset", "quote_lapse
 export async function simulate(tx: EntityManager, intents: Intents, owner: Owner, id: string, outcome: Outcome, amount: string | undefined): Promise<IntentRow> {
   let row = await intents.get(tx, owner, id, true);
   const asset = findAsset(row.network, row.asset);
-  const depositAddress = row.depositAddress;
+  // An intent offering several methods none of which is chosen yet: the simulator pays its first
+  // (whose network and asset its columns hold until then), which chooses it.
+  const depositAddress = row.depositAddress ?? row.methods?.[0]?.depositAddress ?? null;
   if (!asset || depositAddress === null) throw apiError("invalid_state", `Payment intent ${id} has no deposit address to simulate with.`);
   const given = amount === undefined ? undefined : checkAmount(amount, asset.decimals);
   if (given && !given.ok) throw validationError("amount", `"amount" ${given.reason}.`);

@@ -11,6 +11,7 @@ import { met, report, type ScenarioReport } from "./report.ts";
 import { grpcCreateScenario } from "./scenarios/grpc-create.ts";
 import { createScenario } from "./scenarios/create.ts";
 import { fiatCreateScenario } from "./scenarios/fiat-create.ts";
+import { methodsCreateScenario } from "./scenarios/methods-create.ts";
 import { merchantPathScenario } from "./scenarios/merchant-path.ts";
 import { coldDrainScenario } from "./scenarios/cold-drain.ts";
 import { deliveryScenario } from "./scenarios/delivery.ts";
@@ -36,7 +37,7 @@ const { values } = parseArgs({
 const profiling = !values["no-profile"];
 const quick = values.quick ?? false;
 const runs = values.runs ? Number(values.runs) : quick ? 1 : 3;
-const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, merchantPathScenario, limitsScenario, replayScenario, listScenario, exportScenario, deliveryScenario, coldDrainScenario, fairnessScenario, backlogScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
+const all: Scenario[] = [createScenario, grpcCreateScenario, fiatCreateScenario, methodsCreateScenario, merchantPathScenario, limitsScenario, replayScenario, listScenario, exportScenario, deliveryScenario, coldDrainScenario, fairnessScenario, backlogScenario, ...retryScenarios, watcherScenario, evmBigBlocksScenario, bitcoinWatcherScenario, retentionScenario, scaleScenario];
 const only = values.only?.split(",").map((s) => s.trim());
 const unknown = only?.filter((n) => !all.some((s) => s.name === n)) ?? [];
 if (unknown.length > 0 || !Number.isInteger(runs) || runs < 1) {

@@ -36,7 +36,12 @@ export async function startSystem(cleanup: Cleanup, extraEnv: Record<string, str
   const prefix = uniqueName("bench");
   // Local exchanges (never the internet), read once at start and not again (refreshed hourly, fresh
   // for a day): any request they see during a scenario was made by a create (fiat-create checks none is).
-  const exchanges = await fakeExchanges({ kraken: { "BTC-USD": "50000.0" }, coinbase: { "BTC-USD": "50010.00" }, bitstamp: { "BTC-USD": "49990.00" } });
+  // BTC and ETH: what the fiat-priced scenarios quote (USDC keeps its peg).
+  const exchanges = await fakeExchanges({
+    kraken: { "BTC-USD": "50000.0", "ETH-USD": "2500.0" },
+    coinbase: { "BTC-USD": "50010.00", "ETH-USD": "2501.00" },
+    bitstamp: { "BTC-USD": "49990.00", "ETH-USD": "2499.00" },
+  });
   cleanup.teardown(() => exchanges.close());
   const env: Record<string, string> = {
     DATABASE_URL: databaseUrl,

@@ -332,7 +332,7 @@ t.test("a JSON body that repeats a key is 400 invalid_json naming it, on REST an
 
 t.test("messages say what was wrong: an empty or whitespace body alike, an empty string, a number out of the field's range", async (t) => {
   const before = await count("payment_intents");
-  const missingNetwork = `"network" is missing or empty: one of ${networks.join(", ")}.`;
+  const missingNetwork = `"network" is missing or empty: one of ${networks.join(", ")}; or send "payment_methods" instead.`;
   const post = (body: string) =>
     request(`POST ${intents} HTTP/1.1`, [`Authorization: Bearer ${a.key}`, `Idempotency-Key: ${idemKey()}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`], body);
   for (const [body, name] of [

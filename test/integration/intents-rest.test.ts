@@ -60,6 +60,19 @@ t.test("create returns the intent in the data envelope and records payment.inten
       price_amount: null,
       price_currency: null,
       quote: null,
+      payment_methods: [
+        {
+          network: "ethereum",
+          asset: "USDC",
+          requested_amount: "12.50",
+          amount_due: "12.5",
+          deposit_address: pi.deposit_address,
+          payment_uri: pi.payment_uri,
+          quote: null,
+          chosen: true,
+          required_confirmations: 12,
+        },
+      ],
     },
   );
   // A Test intent's address comes from the built-in Test key (EIP-55), and its EIP-681 URI pays it.

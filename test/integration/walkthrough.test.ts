@@ -97,7 +97,7 @@ function inAnotherTerminal(line: string, env: Record<string, string>): () => str
 
 t.test("the walk-through, step by step", async (t) => {
   const walk = steps(shellBlock(walkthroughHeadings.walkthrough));
-  t.same(walk.map((s) => s.number), [1, 2, 3, 4, 5, 6, 7], "seven steps");
+  t.same(walk.map((s) => s.number), [1, 2, 3, 4, 5, 6, 7, 8], "eight steps");
   const step = (n: number) => walk.find((s) => s.number === n)!.lines;
 
   // This test's server is on a port of its own, in PORT as a newcomer would export it.
@@ -142,6 +142,16 @@ t.test("the walk-through, step by step", async (t) => {
   t.equal(cancelled?.public_id, await variable("OTHER"), "7: OTHER holds its id");
   t.not(cancelled?.public_id, intent, "7: not the first one");
   samplesHold(t, "7", step(7), jsonObjects(seven.out));
+
+  const eight = await paste(step(8));
+  const offered = jsonObjects(eight.out)[0]?.data;
+  t.same(
+    offered?.payment_methods?.map((m: { network: string; asset: string; chosen: boolean }) => [m.network, m.asset, m.chosen]),
+    [["ethereum", "USDC", false], ["base", "USDC", false]],
+    "8: an intent offering two methods, none chosen",
+  );
+  t.same([offered?.network, offered?.deposit_address], [null, null], "8: no one method until a payment chooses");
+  samplesHold(t, "8", step(8), jsonObjects(eight.out));
 
   t.test("webhooks on your machine: listen", async (t) => {
     const listen = steps(shellBlock(walkthroughHeadings.listen));

@@ -188,7 +188,8 @@ t.test("encodeResponse", async (t) => {
     quote: null,
     watched: false,
     notice: null,
-    amount_due: "",
+    amount_due: null,
+    payment_methods: [],
   });
   t.notOk("publicId" in json, "no camelCase names");
   t.strictSame(Object.keys(json).sort(), Object.keys(json).map((k) => k.toLowerCase()).sort(), "all snake_case");

@@ -18,6 +18,7 @@ const intent = (over: Partial<IntentRow> = {}): IntentRow => ({
   createdAt: created,
   expiresAt: new Date(created.getTime() + 900_000),
   depositAddress: "0xabc",
+  methods: null,
   amountReceived: "19.99",
   paidAt: null,
   expiredAt: null,

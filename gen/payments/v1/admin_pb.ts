@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/admin.proto.
  */
 export const file_payments_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIlYKFVNldFByaWNlU3ByZWFkUmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEASIQoQcHJpY2Vfc3ByZWFkX2JwcxgCIAEoDUIHqrsYAyDoByI2ChhHZXRNZXJjaGFudFBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAIq8BChBDb25maXJtYXRpb25SdWxlEg8KB25ldHdvcmsYASABKAkSDQoFYXNzZXQYAiABKAkSFQoNY29uZmlybWF0aW9ucxgDIAEoDRIZCgxiZWxvd19hbW91bnQYBCABKAlIAIgBARIgChNiZWxvd19jb25maXJtYXRpb25zGAUgASgNSAGIAQFCDwoNX2JlbG93X2Ftb3VudEIWChRfYmVsb3dfY29uZmlybWF0aW9ucyKwAQoOTWVyY2hhbnRQb2xpY3kSEAoIbWVyY2hhbnQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSOQoSY29uZmlybWF0aW9uX3J1bGVzGAMgAygLMh0ucGF5bWVudHMudjEuQ29uZmlybWF0aW9uUnVsZRIiChp1bmRlcnBheW1lbnRfdG9sZXJhbmNlX2JwcxgEIAEoDRIYChBwcmljZV9zcHJlYWRfYnBzGAUgASgNIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkUKFlNldFByaWNlU3ByZWFkUmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiSAoZR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZRIrCgZwb2xpY3kYASABKAsyGy5wYXltZW50cy52MS5NZXJjaGFudFBvbGljeSJjChpSb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIcCg9vdmVybGFwX3NlY29uZHMYAiABKA1IAIgBAUISChBfb3ZlcmxhcF9zZWNvbmRzIq4BChtSb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2USEwoLZW5kcG9pbnRfaWQYASABKAkSFgoOc2lnbmluZ19zZWNyZXQYAiABKAkSQwoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCHQobX3ByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0ImAKHlJlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgofUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZRIRCglyZWNvdmVyZWQYASABKA0SFAoMZGVsaXZlcnlfaWRzGAIgAygJIowBChxFbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEjYKDXJlY292ZXJfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQESDQoFZm9yY2UYAyABKAhCEAoOX3JlY292ZXJfc2luY2UiyQIKHUVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIzCgplbmFibGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEhEKCXJlY292ZXJlZBgEIAEoDRIQCghlbnF1ZXVlZBgGIAEoDRIYCgtyZWNvdmVyeV9pZBgHIAEoCUgBiAEBEhsKDmZpcnN0X2V2ZW50X2lkGAggASgJSAKIAQESGgoNbGFzdF9ldmVudF9pZBgJIAEoCUgDiAEBQg0KC19lbmFibGVkX2F0Qg4KDF9yZWNvdmVyeV9pZEIRCg9fZmlyc3RfZXZlbnRfaWRCEAoOX2xhc3RfZXZlbnRfaWRKBAgFEAZSDGRlbGl2ZXJ5X2lkcyKNAQoaQ3JlYXRlRGFzaGJvYXJkTGlua1JlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEhEKCXJlYWRfb25seRgCIAEoCBITCgt0dGxfc2Vjb25kcxgDIAEoDRITCgtlbnZpcm9ubWVudBgEIAEoCRIWCgZzY29wZXMYBSADKAlCBqq7GAJgCCKKAQobQ3JlYXRlRGFzaGJvYXJkTGlua1Jlc3BvbnNlEg8KB2xpbmtfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSCwoDdXJsGAMgASgJEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNjb3BlcxgFIAMoCTLEBwoMQWRtaW5TZXJ2aWNlEnIKE1JvdGF0ZVNpZ25pbmdTZWNyZXQSJy5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBooLnBheW1lbnRzLnYxLlJvdGF0ZVNpZ25pbmdTZWNyZXRSZXNwb25zZSIIorsYBDAFQAISfgoXUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXMSKy5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QaLC5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlIgiiuxgEMAVAAhJ4ChVFbmFibGVXZWJob29rRW5kcG9pbnQSKS5wYXltZW50cy52MS5FbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GioucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiCKK7GAQwBUACEngKFVNldENvbmZpcm1hdGlvblBvbGljeRIpLnBheW1lbnRzLnYxLlNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QaKi5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXNwb25zZSIIorsYBDAFQAISgQEKGFNldFVuZGVycGF5bWVudFRvbGVyYW5jZRIsLnBheW1lbnRzLnYxLlNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QaLS5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXNwb25zZSIIorsYBDAFQAISYwoOU2V0UHJpY2VTcHJlYWQSIi5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlcXVlc3QaIy5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlc3BvbnNlIgiiuxgEMAVAAhJvChFHZXRNZXJjaGFudFBvbGljeRIlLnBheW1lbnRzLnYxLkdldE1lcmNoYW50UG9saWN5UmVxdWVzdBomLnBheW1lbnRzLnYxLkdldE1lcmNoYW50UG9saWN5UmVzcG9uc2UiC5ACAaK7GAQwBUACEnIKE0NyZWF0ZURhc2hib2FyZExpbmsSJy5wYXltZW50cy52MS5DcmVhdGVEYXNoYm9hcmRMaW5rUmVxdWVzdBooLnBheW1lbnRzLnYxLkNyZWF0ZURhc2hib2FyZExpbmtSZXNwb25zZSIIorsYBDAFQAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChdwYXltZW50cy92MS9hZG1pbi5wcm90bxILcGF5bWVudHMudjEiyAIKHFNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUIIqrsYBAgBEBBIAIgBARIeCg1jb25maXJtYXRpb25zGAQgASgNQgequxgDIPQDEiMKDGJlbG93X2Ftb3VudBgFIAEoCUIIqrsYBAgBEDxIAYgBARIpChNiZWxvd19jb25maXJtYXRpb25zGAYgASgNQgequxgDIPQDSAKIAQESGQoRYWxsb3dfdW5jb25maXJtZWQYByABKAgSDgoGcmVtb3ZlGAggASgIQggKBl9hc3NldEIPCg1fYmVsb3dfYW1vdW50QhYKFF9iZWxvd19jb25maXJtYXRpb25zImoKH1NldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEisKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGAIgASgNQgequxgDIOgHIlYKFVNldFByaWNlU3ByZWFkUmVxdWVzdBIaCghtZXJjaGFudBgBIAEoCUIIqrsYBAgBEEASIQoQcHJpY2Vfc3ByZWFkX2JwcxgCIAEoDUIHqrsYAyDoByJfChlTZXRBY2NlcHRlZE1ldGhvZHNSZXF1ZXN0EhoKCG1lcmNoYW50GAEgASgJQgiquxgECAEQQBIXCgdtZXRob2RzGAIgAygJQgaquxgCYAwSDQoFcmVzZXQYAyABKAgiSQoaU2V0QWNjZXB0ZWRNZXRob2RzUmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiNgoYR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0EhoKCG1lcmNoYW50GAEgASgJQgiquxgECAEQQCKvAQoQQ29uZmlybWF0aW9uUnVsZRIPCgduZXR3b3JrGAEgASgJEg0KBWFzc2V0GAIgASgJEhUKDWNvbmZpcm1hdGlvbnMYAyABKA0SGQoMYmVsb3dfYW1vdW50GAQgASgJSACIAQESIAoTYmVsb3dfY29uZmlybWF0aW9ucxgFIAEoDUgBiAEBQg8KDV9iZWxvd19hbW91bnRCFgoUX2JlbG93X2NvbmZpcm1hdGlvbnMiygEKDk1lcmNoYW50UG9saWN5EhAKCG1lcmNoYW50GAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJEjkKEmNvbmZpcm1hdGlvbl9ydWxlcxgDIAMoCzIdLnBheW1lbnRzLnYxLkNvbmZpcm1hdGlvblJ1bGUSIgoadW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHMYBCABKA0SGAoQcHJpY2Vfc3ByZWFkX2JwcxgFIAEoDRIYChBhY2NlcHRlZF9tZXRob2RzGAYgAygJIkwKHVNldENvbmZpcm1hdGlvblBvbGljeVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5Ik8KIFNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlc3BvbnNlEisKBnBvbGljeRgBIAEoCzIbLnBheW1lbnRzLnYxLk1lcmNoYW50UG9saWN5IkUKFlNldFByaWNlU3ByZWFkUmVzcG9uc2USKwoGcG9saWN5GAEgASgLMhsucGF5bWVudHMudjEuTWVyY2hhbnRQb2xpY3kiSAoZR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZRIrCgZwb2xpY3kYASABKAsyGy5wYXltZW50cy52MS5NZXJjaGFudFBvbGljeSJjChpSb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIcCg9vdmVybGFwX3NlY29uZHMYAiABKA1IAIgBAUISChBfb3ZlcmxhcF9zZWNvbmRzIq4BChtSb3RhdGVTaWduaW5nU2VjcmV0UmVzcG9uc2USEwoLZW5kcG9pbnRfaWQYASABKAkSFgoOc2lnbmluZ19zZWNyZXQYAiABKAkSQwoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQFCHQobX3ByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0ImAKHlJlY292ZXJGYWlsZWREZWxpdmVyaWVzUmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgofUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZRIRCglyZWNvdmVyZWQYASABKA0SFAoMZGVsaXZlcnlfaWRzGAIgAygJIowBChxFbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEjYKDXJlY292ZXJfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSACIAQESDQoFZm9yY2UYAyABKAhCEAoOX3JlY292ZXJfc2luY2UiyQIKHUVuYWJsZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIzCgplbmFibGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAiAEBEhEKCXJlY292ZXJlZBgEIAEoDRIQCghlbnF1ZXVlZBgGIAEoDRIYCgtyZWNvdmVyeV9pZBgHIAEoCUgBiAEBEhsKDmZpcnN0X2V2ZW50X2lkGAggASgJSAKIAQESGgoNbGFzdF9ldmVudF9pZBgJIAEoCUgDiAEBQg0KC19lbmFibGVkX2F0Qg4KDF9yZWNvdmVyeV9pZEIRCg9fZmlyc3RfZXZlbnRfaWRCEAoOX2xhc3RfZXZlbnRfaWRKBAgFEAZSDGRlbGl2ZXJ5X2lkcyKNAQoaQ3JlYXRlRGFzaGJvYXJkTGlua1JlcXVlc3QSGgoIbWVyY2hhbnQYASABKAlCCKq7GAQIARBAEhEKCXJlYWRfb25seRgCIAEoCBITCgt0dGxfc2Vjb25kcxgDIAEoDRITCgtlbnZpcm9ubWVudBgEIAEoCRIWCgZzY29wZXMYBSADKAlCBqq7GAJgCCKKAQobQ3JlYXRlRGFzaGJvYXJkTGlua1Jlc3BvbnNlEg8KB2xpbmtfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSCwoDdXJsGAMgASgJEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNjb3BlcxgFIAMoCTK1CAoMQWRtaW5TZXJ2aWNlEnIKE1JvdGF0ZVNpZ25pbmdTZWNyZXQSJy5wYXltZW50cy52MS5Sb3RhdGVTaWduaW5nU2VjcmV0UmVxdWVzdBooLnBheW1lbnRzLnYxLlJvdGF0ZVNpZ25pbmdTZWNyZXRSZXNwb25zZSIIorsYBDAFQAISfgoXUmVjb3ZlckZhaWxlZERlbGl2ZXJpZXMSKy5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1JlcXVlc3QaLC5wYXltZW50cy52MS5SZWNvdmVyRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlIgiiuxgEMAVAAhJ4ChVFbmFibGVXZWJob29rRW5kcG9pbnQSKS5wYXltZW50cy52MS5FbmFibGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GioucGF5bWVudHMudjEuRW5hYmxlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiCKK7GAQwBUACEngKFVNldENvbmZpcm1hdGlvblBvbGljeRIpLnBheW1lbnRzLnYxLlNldENvbmZpcm1hdGlvblBvbGljeVJlcXVlc3QaKi5wYXltZW50cy52MS5TZXRDb25maXJtYXRpb25Qb2xpY3lSZXNwb25zZSIIorsYBDAFQAISgQEKGFNldFVuZGVycGF5bWVudFRvbGVyYW5jZRIsLnBheW1lbnRzLnYxLlNldFVuZGVycGF5bWVudFRvbGVyYW5jZVJlcXVlc3QaLS5wYXltZW50cy52MS5TZXRVbmRlcnBheW1lbnRUb2xlcmFuY2VSZXNwb25zZSIIorsYBDAFQAISYwoOU2V0UHJpY2VTcHJlYWQSIi5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlcXVlc3QaIy5wYXltZW50cy52MS5TZXRQcmljZVNwcmVhZFJlc3BvbnNlIgiiuxgEMAVAAhJvChJTZXRBY2NlcHRlZE1ldGhvZHMSJi5wYXltZW50cy52MS5TZXRBY2NlcHRlZE1ldGhvZHNSZXF1ZXN0GicucGF5bWVudHMudjEuU2V0QWNjZXB0ZWRNZXRob2RzUmVzcG9uc2UiCKK7GAQwBUACEm8KEUdldE1lcmNoYW50UG9saWN5EiUucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXF1ZXN0GiYucGF5bWVudHMudjEuR2V0TWVyY2hhbnRQb2xpY3lSZXNwb25zZSILkAIBorsYBDAFQAIScgoTQ3JlYXRlRGFzaGJvYXJkTGluaxInLnBheW1lbnRzLnYxLkNyZWF0ZURhc2hib2FyZExpbmtSZXF1ZXN0GigucGF5bWVudHMudjEuQ3JlYXRlRGFzaGJvYXJkTGlua1Jlc3BvbnNlIgiiuxgEMAVAAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * @generated from message payments.v1.SetConfirmationPolicyRequest
@@ -126,6 +126,54 @@ export const SetPriceSpreadRequestSchema: GenMessage<SetPriceSpreadRequest> = /*
   messageDesc(file_payments_v1_admin, 2);
 
 /**
+ * @generated from message payments.v1.SetAcceptedMethodsRequest
+ */
+export type SetAcceptedMethodsRequest = Message<"payments.v1.SetAcceptedMethodsRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * Each "network.asset", e.g. "base.USDC": 1 to 12 of the networks and assets we accept.
+   *
+   * @generated from field: repeated string methods = 2;
+   */
+  methods: string[];
+
+  /**
+   * Instead of methods: every network and asset a watcher follows (the default).
+   *
+   * @generated from field: bool reset = 3;
+   */
+  reset: boolean;
+};
+
+/**
+ * Describes the message payments.v1.SetAcceptedMethodsRequest.
+ * Use `create(SetAcceptedMethodsRequestSchema)` to create a new message.
+ */
+export const SetAcceptedMethodsRequestSchema: GenMessage<SetAcceptedMethodsRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 3);
+
+/**
+ * @generated from message payments.v1.SetAcceptedMethodsResponse
+ */
+export type SetAcceptedMethodsResponse = Message<"payments.v1.SetAcceptedMethodsResponse"> & {
+  /**
+   * @generated from field: payments.v1.MerchantPolicy policy = 1;
+   */
+  policy?: MerchantPolicy | undefined;
+};
+
+/**
+ * Describes the message payments.v1.SetAcceptedMethodsResponse.
+ * Use `create(SetAcceptedMethodsResponseSchema)` to create a new message.
+ */
+export const SetAcceptedMethodsResponseSchema: GenMessage<SetAcceptedMethodsResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_admin, 4);
+
+/**
  * @generated from message payments.v1.GetMerchantPolicyRequest
  */
 export type GetMerchantPolicyRequest = Message<"payments.v1.GetMerchantPolicyRequest"> & {
@@ -140,7 +188,7 @@ export type GetMerchantPolicyRequest = Message<"payments.v1.GetMerchantPolicyReq
  * Use `create(GetMerchantPolicyRequestSchema)` to create a new message.
  */
 export const GetMerchantPolicyRequestSchema: GenMessage<GetMerchantPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 3);
+  messageDesc(file_payments_v1_admin, 5);
 
 /**
  * @generated from message payments.v1.ConfirmationRule
@@ -177,7 +225,7 @@ export type ConfirmationRule = Message<"payments.v1.ConfirmationRule"> & {
  * Use `create(ConfirmationRuleSchema)` to create a new message.
  */
 export const ConfirmationRuleSchema: GenMessage<ConfirmationRule> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 4);
+  messageDesc(file_payments_v1_admin, 6);
 
 /**
  * MerchantPolicy is what a merchant has set in one environment.
@@ -211,6 +259,13 @@ export type MerchantPolicy = Message<"payments.v1.MerchantPolicy"> & {
    * @generated from field: uint32 price_spread_bps = 5;
    */
   priceSpreadBps: number;
+
+  /**
+   * What payment_methods "all" offers, of what a watcher follows ("network.asset"); empty: every one followed.
+   *
+   * @generated from field: repeated string accepted_methods = 6;
+   */
+  acceptedMethods: string[];
 };
 
 /**
@@ -218,7 +273,7 @@ export type MerchantPolicy = Message<"payments.v1.MerchantPolicy"> & {
  * Use `create(MerchantPolicySchema)` to create a new message.
  */
 export const MerchantPolicySchema: GenMessage<MerchantPolicy> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 5);
+  messageDesc(file_payments_v1_admin, 7);
 
 /**
  * @generated from message payments.v1.SetConfirmationPolicyResponse
@@ -235,7 +290,7 @@ export type SetConfirmationPolicyResponse = Message<"payments.v1.SetConfirmation
  * Use `create(SetConfirmationPolicyResponseSchema)` to create a new message.
  */
 export const SetConfirmationPolicyResponseSchema: GenMessage<SetConfirmationPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 6);
+  messageDesc(file_payments_v1_admin, 8);
 
 /**
  * @generated from message payments.v1.SetUnderpaymentToleranceResponse
@@ -252,7 +307,7 @@ export type SetUnderpaymentToleranceResponse = Message<"payments.v1.SetUnderpaym
  * Use `create(SetUnderpaymentToleranceResponseSchema)` to create a new message.
  */
 export const SetUnderpaymentToleranceResponseSchema: GenMessage<SetUnderpaymentToleranceResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 7);
+  messageDesc(file_payments_v1_admin, 9);
 
 /**
  * @generated from message payments.v1.SetPriceSpreadResponse
@@ -269,7 +324,7 @@ export type SetPriceSpreadResponse = Message<"payments.v1.SetPriceSpreadResponse
  * Use `create(SetPriceSpreadResponseSchema)` to create a new message.
  */
 export const SetPriceSpreadResponseSchema: GenMessage<SetPriceSpreadResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 8);
+  messageDesc(file_payments_v1_admin, 10);
 
 /**
  * @generated from message payments.v1.GetMerchantPolicyResponse
@@ -286,7 +341,7 @@ export type GetMerchantPolicyResponse = Message<"payments.v1.GetMerchantPolicyRe
  * Use `create(GetMerchantPolicyResponseSchema)` to create a new message.
  */
 export const GetMerchantPolicyResponseSchema: GenMessage<GetMerchantPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 9);
+  messageDesc(file_payments_v1_admin, 11);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretRequest
@@ -311,7 +366,7 @@ export type RotateSigningSecretRequest = Message<"payments.v1.RotateSigningSecre
  * Use `create(RotateSigningSecretRequestSchema)` to create a new message.
  */
 export const RotateSigningSecretRequestSchema: GenMessage<RotateSigningSecretRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 10);
+  messageDesc(file_payments_v1_admin, 12);
 
 /**
  * @generated from message payments.v1.RotateSigningSecretResponse
@@ -342,7 +397,7 @@ export type RotateSigningSecretResponse = Message<"payments.v1.RotateSigningSecr
  * Use `create(RotateSigningSecretResponseSchema)` to create a new message.
  */
 export const RotateSigningSecretResponseSchema: GenMessage<RotateSigningSecretResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 11);
+  messageDesc(file_payments_v1_admin, 13);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesRequest
@@ -366,7 +421,7 @@ export type RecoverFailedDeliveriesRequest = Message<"payments.v1.RecoverFailedD
  * Use `create(RecoverFailedDeliveriesRequestSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesRequestSchema: GenMessage<RecoverFailedDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 12);
+  messageDesc(file_payments_v1_admin, 14);
 
 /**
  * @generated from message payments.v1.RecoverFailedDeliveriesResponse
@@ -392,7 +447,7 @@ export type RecoverFailedDeliveriesResponse = Message<"payments.v1.RecoverFailed
  * Use `create(RecoverFailedDeliveriesResponseSchema)` to create a new message.
  */
 export const RecoverFailedDeliveriesResponseSchema: GenMessage<RecoverFailedDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 13);
+  messageDesc(file_payments_v1_admin, 15);
 
 /**
  * @generated from message payments.v1.EnableWebhookEndpointRequest
@@ -423,7 +478,7 @@ export type EnableWebhookEndpointRequest = Message<"payments.v1.EnableWebhookEnd
  * Use `create(EnableWebhookEndpointRequestSchema)` to create a new message.
  */
 export const EnableWebhookEndpointRequestSchema: GenMessage<EnableWebhookEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 14);
+  messageDesc(file_payments_v1_admin, 16);
 
 /**
  * @generated from message payments.v1.EnableWebhookEndpointResponse
@@ -487,7 +542,7 @@ export type EnableWebhookEndpointResponse = Message<"payments.v1.EnableWebhookEn
  * Use `create(EnableWebhookEndpointResponseSchema)` to create a new message.
  */
 export const EnableWebhookEndpointResponseSchema: GenMessage<EnableWebhookEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 15);
+  messageDesc(file_payments_v1_admin, 17);
 
 /**
  * @generated from message payments.v1.CreateDashboardLinkRequest
@@ -531,7 +586,7 @@ export type CreateDashboardLinkRequest = Message<"payments.v1.CreateDashboardLin
  * Use `create(CreateDashboardLinkRequestSchema)` to create a new message.
  */
 export const CreateDashboardLinkRequestSchema: GenMessage<CreateDashboardLinkRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 16);
+  messageDesc(file_payments_v1_admin, 18);
 
 /**
  * @generated from message payments.v1.CreateDashboardLinkResponse
@@ -574,7 +629,7 @@ export type CreateDashboardLinkResponse = Message<"payments.v1.CreateDashboardLi
  * Use `create(CreateDashboardLinkResponseSchema)` to create a new message.
  */
 export const CreateDashboardLinkResponseSchema: GenMessage<CreateDashboardLinkResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_admin, 17);
+  messageDesc(file_payments_v1_admin, 19);
 
 /**
  * AdminService is for operators (the admin and ops CLIs): it acts on any merchant's
@@ -660,6 +715,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetPriceSpreadRequestSchema;
     output: typeof SetPriceSpreadResponseSchema;
+  },
+  /**
+   * Sets the payment methods a merchant's intents created with payment_methods "all" offer in the
+   * credential's environment (of those a watcher follows), or with reset, every one a watcher follows again.
+   *
+   * @generated from rpc payments.v1.AdminService.SetAcceptedMethods
+   */
+  setAcceptedMethods: {
+    methodKind: "unary";
+    input: typeof SetAcceptedMethodsRequestSchema;
+    output: typeof SetAcceptedMethodsResponseSchema;
   },
   /**
    * A merchant's policy in the credential's environment.

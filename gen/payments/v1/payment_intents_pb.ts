@@ -4,8 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_payments_v1_options } from "./options_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/payment_intents.proto.
  */
 export const file_payments_v1_payment_intents: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIq4KCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESDwoHbmV0d29yaxgEIAEoCRINCgVhc3NldBgFIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAYgASgJEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIAYgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgCiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgDiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgGiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAeIAQESFQoIdGVybWluYWwYFSABKAlICIgBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgJiAEBEhcKCmNhbmNlbF91cmwYGiABKAlICogBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgLiAEBEhkKDHByaWNlX2Ftb3VudBgcIAEoCUgMiAEBEhsKDnByaWNlX2N1cnJlbmN5GB0gASgJSA2IAQESJgoFcXVvdGUYHiABKAsyEi5wYXltZW50cy52MS5RdW90ZUgOiAEBEg8KB3dhdGNoZWQYLCABKAgSEwoGbm90aWNlGC0gASgJSA+IAQESEgoKYW1vdW50X2R1ZRgoIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX21lcmNoYW50X3JlZmVyZW5jZUISChBfZGVwb3NpdF9hZGRyZXNzQg4KDF9wYXltZW50X3VyaUISChBfYW1vdW50X3JlY2VpdmVkQgoKCF9wYWlkX2F0Qg0KC19leHBpcmVkX2F0Qg8KDV9jYW5jZWxsZWRfYXRCCgoIX2Nhc2hpZXJCCwoJX3Rlcm1pbmFsQg8KDV9yZWRpcmVjdF91cmxCDQoLX2NhbmNlbF91cmxCEQoPX2Ftb3VudF9wZW5kaW5nQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5QggKBl9xdW90ZUIJCgdfbm90aWNlIoUBCgVRdW90ZRIMCgRyYXRlGAEgASgJEg8KB3NvdXJjZXMYAiADKAkSLQoJcXVvdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKtAgoSUGF5bWVudFRyYW5zYWN0aW9uEg8KB3R4X2hhc2gYASABKAkSFAoMb3V0cHV0X2luZGV4GAIgASgNEg4KBmFtb3VudBgDIAEoCRIVCg1jb25maXJtYXRpb25zGAQgASgNEigKDGJsb2NrX2hlaWdodBgFIAEoBEINqrsYCSD/////////D0gAiAEBEg8KB2NvdW50ZWQYBiABKAgSEQoJc2ltdWxhdGVkGAcgASgIEg0KBWFzc2V0GAggASgJEhMKBnJlYXNvbhgJIAEoCUgBiAEBEhMKC3JlcGxhY2VhYmxlGAogASgIEhcKCmZpYXRfdmFsdWUYCyABKAlIAogBAUIPCg1fYmxvY2tfaGVpZ2h0QgkKB19yZWFzb25CDQoLX2ZpYXRfdmFsdWUiowYKGkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEiAKB25ldHdvcmsYAiABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgDIAEoCUINqrsYCQgBKgVhc3NldBIvChByZXF1ZXN0ZWRfYW1vdW50GAQgASgJQhCquxgMCAEwAWoGYW1vdW50SACIAQESKgoSbWVyY2hhbnRfcmVmZXJlbmNlGAUgASgJQgmquxgFCAEQgAFIAYgBARIrChJleHBpcmVzX2luX3NlY29uZHMYBiABKAVCCqq7GAYYPCCAowVIAogBARJWCghtZXRhZGF0YRgHIAMoCzI1LnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0Lk1ldGFkYXRhRW50cnlCDaq7GAk4FEABSChQ9AMSMgoadW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHMYCCABKAVCCaq7GAUYACDoB0gDiAEBEiYKDHJlZGlyZWN0X3VybBgJIAEoCUILqrsYBwgBEIAQWAFIBIgBARIkCgpjYW5jZWxfdXJsGAogASgJQguquxgHCAEQgBBYAUgFiAEBEjsKDHByaWNlX2Ftb3VudBgLIAEoCUIgqrsYHAgBMANqBmFtb3VudHIOcHJpY2VfY3VycmVuY3lIBogBARI7Cg5wcmljZV9jdXJyZW5jeRgMIAEoCUIeqrsYGggBKghjdXJyZW5jeXIMcHJpY2VfYW1vdW50SAeIAQEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhMKEV9yZXF1ZXN0ZWRfYW1vdW50QhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kc0IdChtfdW5kZXJwYXltZW50X3RvbGVyYW5jZV9icHNCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybEIPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeSJHChtDcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQiPgoXR2V0UGF5bWVudEludGVudFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcHVibGljX2lkGAIgASgJIkQKGEdldFBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCKfAwoZTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIdCgVsaW1pdBgCIAEoBUIJqrsYBRgBIMgBSACIAQESEwoGY3Vyc29yGAMgASgJSAGIAQESKAoGc3RhdHVzGAQgASgJQhOquxgPKg1pbnRlbnRfc3RhdHVzSAKIAQESNgoNY3JlYXRlZF9hZnRlchgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIA4gBARI3Cg5jcmVhdGVkX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARIWCglwdWJsaWNfaWQYByABKAlIBYgBARIfChJtZXJjaGFudF9yZWZlcmVuY2UYCCABKAlIBogBAUIICgZfbGltaXRCCQoHX2N1cnNvckIJCgdfc3RhdHVzQhAKDl9jcmVhdGVkX2FmdGVyQhEKD19jcmVhdGVkX2JlZm9yZUIMCgpfcHVibGljX2lkQhUKE19tZXJjaGFudF9yZWZlcmVuY2UiggEKGkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlEigKBGRhdGEYASADKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yItgCChtFeHBvcnRQYXltZW50SW50ZW50c1JlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSKAoGc3RhdHVzGAIgASgJQhOquxgPKg1pbnRlbnRfc3RhdHVzSACIAQESNgoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBARI3Cg5jcmVhdGVkX2JlZm9yZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBARIWCglwdWJsaWNfaWQYBSABKAlIA4gBARIfChJtZXJjaGFudF9yZWZlcmVuY2UYBiABKAlIBIgBAUIJCgdfc3RhdHVzQhAKDl9jcmVhdGVkX2FmdGVyQhEKD19jcmVhdGVkX2JlZm9yZUIMCgpfcHVibGljX2lkQhUKE19tZXJjaGFudF9yZWZlcmVuY2UiLQocRXhwb3J0UGF5bWVudEludGVudHNSZXNwb25zZRINCgVjaHVuaxgBIAEoCSJBChpDYW5jZWxQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRwobQ2FuY2VsUGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50MosICg1JbnRlbnRTZXJ2aWNlEsABChNDcmVhdGVQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVzcG9uc2UiVqK7GFIKBFBPU1QSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzGgEqIhVwYXltZW50X2ludGVudHM6d3JpdGUoATgBEr8BChBHZXRQYXltZW50SW50ZW50EiQucGF5bWVudHMudjEuR2V0UGF5bWVudEludGVudFJlcXVlc3QaJS5wYXltZW50cy52MS5HZXRQYXltZW50SW50ZW50UmVzcG9uc2UiXpACAaK7GFcKA0dFVBI4L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0iFHBheW1lbnRfaW50ZW50czpyZWFkOAESuQEKEkxpc3RQYXltZW50SW50ZW50cxImLnBheW1lbnRzLnYxLkxpc3RQYXltZW50SW50ZW50c1JlcXVlc3QaJy5wYXltZW50cy52MS5MaXN0UGF5bWVudEludGVudHNSZXNwb25zZSJSkAIBorsYSwoDR0VUEiwvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cyIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4ARLnAQoURXhwb3J0UGF5bWVudEludGVudHMSKC5wYXltZW50cy52MS5FeHBvcnRQYXltZW50SW50ZW50c1JlcXVlc3QaKS5wYXltZW50cy52MS5FeHBvcnRQYXltZW50SW50ZW50c1Jlc3BvbnNlIniQAgGiuxhxCgNHRVQSMy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL2V4cG9ydCIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4AVIIdGV4dC9jc3ZaE3BheW1lbnQtaW50ZW50cy5jc3YwARLOAQoTQ2FuY2VsUGF5bWVudEludGVudBInLnBheW1lbnRzLnYxLkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0GigucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlc3BvbnNlImSiuxhgCgRQT1NUEj8vYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cy97cHVibGljX2lkfS9jYW5jZWwiFXBheW1lbnRfaW50ZW50czp3cml0ZTgBYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("CiFwYXltZW50cy92MS9wYXltZW50X2ludGVudHMucHJvdG8SC3BheW1lbnRzLnYxIrELCg1QYXltZW50SW50ZW50EhEKCXB1YmxpY19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSHwoSbWVyY2hhbnRfcmVmZXJlbmNlGAMgASgJSACIAQESFAoHbmV0d29yaxgEIAEoCUgBiAEBEhIKBWFzc2V0GAUgASgJSAKIAQESHQoQcmVxdWVzdGVkX2Ftb3VudBgGIAEoCUgDiAEBEhMKC2Vudmlyb25tZW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGNoZWNrb3V0X3VybBgKIAEoCRI6CghtZXRhZGF0YRgLIAMoCzIoLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQuTWV0YWRhdGFFbnRyeRIcCg9kZXBvc2l0X2FkZHJlc3MYDCABKAlIBIgBARIYCgtwYXltZW50X3VyaRgNIAEoCUgFiAEBEhwKD2Ftb3VudF9yZWNlaXZlZBgOIAEoCUgGiAEBEjUKDHRyYW5zYWN0aW9ucxgPIAMoCzIfLnBheW1lbnRzLnYxLlBheW1lbnRUcmFuc2FjdGlvbhIwCgdwYWlkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgHiAEBEjMKCmV4cGlyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAiIAQESNQoMY2FuY2VsbGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgJiAEBEg4KBnNvdXJjZRgTIAEoCRIUCgdjYXNoaWVyGBQgASgJSAqIAQESFQoIdGVybWluYWwYFSABKAlIC4gBARIeChZyZXF1aXJlZF9jb25maXJtYXRpb25zGBYgASgNEiIKGnVuZGVycGF5bWVudF90b2xlcmFuY2VfYnBzGBcgASgNEhAKCHNlcXVlbmNlGBggASgNEhkKDHJlZGlyZWN0X3VybBgZIAEoCUgMiAEBEhcKCmNhbmNlbF91cmwYGiABKAlIDYgBARIbCg5hbW91bnRfcGVuZGluZxgbIAEoCUgOiAEBEhkKDHByaWNlX2Ftb3VudBgcIAEoCUgPiAEBEhsKDnByaWNlX2N1cnJlbmN5GB0gASgJSBCIAQESJgoFcXVvdGUYHiABKAsyEi5wYXltZW50cy52MS5RdW90ZUgRiAEBEg8KB3dhdGNoZWQYLCABKAgSEwoGbm90aWNlGC0gASgJSBKIAQESFwoKYW1vdW50X2R1ZRgoIAEoCUgTiAEBEjMKD3BheW1lbnRfbWV0aG9kcxguIAMoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRNZXRob2QaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhUKE19tZXJjaGFudF9yZWZlcmVuY2VCCgoIX25ldHdvcmtCCAoGX2Fzc2V0QhMKEV9yZXF1ZXN0ZWRfYW1vdW50QhIKEF9kZXBvc2l0X2FkZHJlc3NCDgoMX3BheW1lbnRfdXJpQhIKEF9hbW91bnRfcmVjZWl2ZWRCCgoIX3BhaWRfYXRCDQoLX2V4cGlyZWRfYXRCDwoNX2NhbmNlbGxlZF9hdEIKCghfY2FzaGllckILCglfdGVybWluYWxCDwoNX3JlZGlyZWN0X3VybEINCgtfY2FuY2VsX3VybEIRCg9fYW1vdW50X3BlbmRpbmdCDwoNX3ByaWNlX2Ftb3VudEIRCg9fcHJpY2VfY3VycmVuY3lCCAoGX3F1b3RlQgkKB19ub3RpY2VCDQoLX2Ftb3VudF9kdWUi7QEKDVBheW1lbnRNZXRob2QSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCRIYChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJEhIKCmFtb3VudF9kdWUYBCABKAkSFwoPZGVwb3NpdF9hZGRyZXNzGAUgASgJEhMKC3BheW1lbnRfdXJpGAYgASgJEiYKBXF1b3RlGAcgASgLMhIucGF5bWVudHMudjEuUXVvdGVIAIgBARIOCgZjaG9zZW4YCCABKAgSHgoWcmVxdWlyZWRfY29uZmlybWF0aW9ucxgJIAEoDUIICgZfcXVvdGUiNgoUUGF5bWVudE1ldGhvZFJlcXVlc3QSDwoHbmV0d29yaxgBIAEoCRINCgVhc3NldBgCIAEoCSKFAQoFUXVvdGUSDAoEcmF0ZRgBIAEoCRIPCgdzb3VyY2VzGAIgAygJEi0KCXF1b3RlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivgIKElBheW1lbnRUcmFuc2FjdGlvbhIPCgd0eF9oYXNoGAEgASgJEhQKDG91dHB1dF9pbmRleBgCIAEoDRIOCgZhbW91bnQYAyABKAkSFQoNY29uZmlybWF0aW9ucxgEIAEoDRIoCgxibG9ja19oZWlnaHQYBSABKARCDaq7GAkg/////////w9IAIgBARIPCgdjb3VudGVkGAYgASgIEhEKCXNpbXVsYXRlZBgHIAEoCBINCgVhc3NldBgIIAEoCRITCgZyZWFzb24YCSABKAlIAYgBARITCgtyZXBsYWNlYWJsZRgKIAEoCBIXCgpmaWF0X3ZhbHVlGAsgASgJSAKIAQESDwoHbmV0d29yaxgMIAEoCUIPCg1fYmxvY2tfaGVpZ2h0QgkKB19yZWFzb25CDQoLX2ZpYXRfdmFsdWUi9gYKGkNyZWF0ZVBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEi0KB25ldHdvcmsYAiABKAlCHKq7GBgqB25ldHdvcmtqBm1ldGhvZHIFYXNzZXQSIwoFYXNzZXQYAyABKAlCFKq7GBAqBWFzc2V0cgduZXR3b3JrEi8KEHJlcXVlc3RlZF9hbW91bnQYBCABKAlCEKq7GAwIATABagZhbW91bnRIAIgBARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBSABKAlCCaq7GAUIARCAAUgBiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgGIAEoBUIKqrsYBhg8IICjBUgCiAEBElYKCG1ldGFkYXRhGAcgAygLMjUucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudEludGVudFJlcXVlc3QuTWV0YWRhdGFFbnRyeUINqrsYCTgUQAFIKFD0AxIyChp1bmRlcnBheW1lbnRfdG9sZXJhbmNlX2JwcxgIIAEoBUIJqrsYBRgAIOgHSAOIAQESJgoMcmVkaXJlY3RfdXJsGAkgASgJQguquxgHCAEQgBBYAUgEiAEBEiQKCmNhbmNlbF91cmwYCiABKAlCC6q7GAcIARCAEFgBSAWIAQESOwoMcHJpY2VfYW1vdW50GAsgASgJQiCquxgcCAEwA2oGYW1vdW50cg5wcmljZV9jdXJyZW5jeUgGiAEBEjsKDnByaWNlX2N1cnJlbmN5GAwgASgJQh6quxgaCAEqCGN1cnJlbmN5cgxwcmljZV9hbW91bnRIB4gBARI9Cg9wYXltZW50X21ldGhvZHMYDSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCDKq7GAhqBm1ldGhvZBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEwoRX3JlcXVlc3RlZF9hbW91bnRCFQoTX21lcmNoYW50X3JlZmVyZW5jZUIVChNfZXhwaXJlc19pbl9zZWNvbmRzQh0KG191bmRlcnBheW1lbnRfdG9sZXJhbmNlX2Jwc0IPCg1fcmVkaXJlY3RfdXJsQg0KC19jYW5jZWxfdXJsQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5IkcKG0NyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudCI+ChdHZXRQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiRAoYR2V0UGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50Ip8DChlMaXN0UGF5bWVudEludGVudHNSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEh0KBWxpbWl0GAIgASgFQgmquxgFGAEgyAFIAIgBARITCgZjdXJzb3IYAyABKAlIAYgBARIoCgZzdGF0dXMYBCABKAlCE6q7GA8qDWludGVudF9zdGF0dXNIAogBARI2Cg1jcmVhdGVkX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjcKDmNyZWF0ZWRfYmVmb3JlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEhYKCXB1YmxpY19pZBgHIAEoCUgFiAEBEh8KEm1lcmNoYW50X3JlZmVyZW5jZRgIIAEoCUgGiAEBQggKBl9saW1pdEIJCgdfY3Vyc29yQgkKB19zdGF0dXNCEAoOX2NyZWF0ZWRfYWZ0ZXJCEQoPX2NyZWF0ZWRfYmVmb3JlQgwKCl9wdWJsaWNfaWRCFQoTX21lcmNoYW50X3JlZmVyZW5jZSKCAQoaTGlzdFBheW1lbnRJbnRlbnRzUmVzcG9uc2USKAoEZGF0YRgBIAMoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3Ii2AIKG0V4cG9ydFBheW1lbnRJbnRlbnRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIoCgZzdGF0dXMYAiABKAlCE6q7GA8qDWludGVudF9zdGF0dXNIAIgBARI2Cg1jcmVhdGVkX2FmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjcKDmNyZWF0ZWRfYmVmb3JlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhYKCXB1YmxpY19pZBgFIAEoCUgDiAEBEh8KEm1lcmNoYW50X3JlZmVyZW5jZRgGIAEoCUgEiAEBQgkKB19zdGF0dXNCEAoOX2NyZWF0ZWRfYWZ0ZXJCEQoPX2NyZWF0ZWRfYmVmb3JlQgwKCl9wdWJsaWNfaWRCFQoTX21lcmNoYW50X3JlZmVyZW5jZSItChxFeHBvcnRQYXltZW50SW50ZW50c1Jlc3BvbnNlEg0KBWNodW5rGAEgASgJIkEKGkNhbmNlbFBheW1lbnRJbnRlbnRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCSJHChtDYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQyiwgKDUludGVudFNlcnZpY2USwAEKE0NyZWF0ZVBheW1lbnRJbnRlbnQSJy5wYXltZW50cy52MS5DcmVhdGVQYXltZW50SW50ZW50UmVxdWVzdBooLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRJbnRlbnRSZXNwb25zZSJWorsYUgoEUE9TVBIsL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMaASoiFXBheW1lbnRfaW50ZW50czp3cml0ZSgBOAESvwEKEEdldFBheW1lbnRJbnRlbnQSJC5wYXltZW50cy52MS5HZXRQYXltZW50SW50ZW50UmVxdWVzdBolLnBheW1lbnRzLnYxLkdldFBheW1lbnRJbnRlbnRSZXNwb25zZSJekAIBorsYVwoDR0VUEjgvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3BheW1lbnQtaW50ZW50cy97cHVibGljX2lkfSIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4ARK5AQoSTGlzdFBheW1lbnRJbnRlbnRzEiYucGF5bWVudHMudjEuTGlzdFBheW1lbnRJbnRlbnRzUmVxdWVzdBonLnBheW1lbnRzLnYxLkxpc3RQYXltZW50SW50ZW50c1Jlc3BvbnNlIlKQAgGiuxhLCgNHRVQSLC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzIhRwYXltZW50X2ludGVudHM6cmVhZDgBEucBChRFeHBvcnRQYXltZW50SW50ZW50cxIoLnBheW1lbnRzLnYxLkV4cG9ydFBheW1lbnRJbnRlbnRzUmVxdWVzdBopLnBheW1lbnRzLnYxLkV4cG9ydFBheW1lbnRJbnRlbnRzUmVzcG9uc2UieJACAaK7GHEKA0dFVBIzL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMvZXhwb3J0IhRwYXltZW50X2ludGVudHM6cmVhZDgBUgh0ZXh0L2NzdloTcGF5bWVudC1pbnRlbnRzLmNzdjABEs4BChNDYW5jZWxQYXltZW50SW50ZW50EicucGF5bWVudHMudjEuQ2FuY2VsUGF5bWVudEludGVudFJlcXVlc3QaKC5wYXltZW50cy52MS5DYW5jZWxQYXltZW50SW50ZW50UmVzcG9uc2UiZKK7GGAKBFBPU1QSPy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L2NhbmNlbCIVcGF5bWVudF9pbnRlbnRzOndyaXRlOAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * PaymentIntent is a merchant-owned request for a crypto payment.
@@ -43,25 +43,26 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
   merchantReference?: string | undefined;
 
   /**
-   * Blockchain network, e.g. "ethereum".
+   * Blockchain network, e.g. "ethereum": the chosen payment method's. Null on an intent offering
+   * several methods (payment_methods) until a payment to one of them chose it.
    *
-   * @generated from field: string network = 4;
+   * @generated from field: optional string network = 4;
    */
-  network: string;
+  network?: string | undefined;
 
   /**
-   * Asset to be paid, e.g. "USDC".
+   * Asset to be paid, e.g. "USDC"; like network, null until a method is chosen.
    *
-   * @generated from field: string asset = 5;
+   * @generated from field: optional string asset = 5;
    */
-  asset: string;
+  asset?: string | undefined;
 
   /**
-   * Amount requested, a decimal string, e.g. "12.50".
+   * Amount requested, a decimal string, e.g. "12.50"; like network, null until a method is chosen.
    *
-   * @generated from field: string requested_amount = 6;
+   * @generated from field: optional string requested_amount = 6;
    */
-  requestedAmount: string;
+  requestedAmount?: string | undefined;
 
   /**
    * "test" or "live", from the API key.
@@ -261,10 +262,21 @@ export type PaymentIntent = Message<"payments.v1.PaymentIntent"> & {
    * What the shopper still has to pay (decimal string): requested_amount − amount_received, never
    * below zero, while the intent can be paid (pending, underpaid); "0" in every other status.
    * The checkout page's figure. Funds in amount_pending are not taken off it until they count.
+   * Null, like network, until a payment chooses one of several methods (each says its own).
    *
-   * @generated from field: string amount_due = 40;
+   * @generated from field: optional string amount_due = 40;
    */
-  amountDue: string;
+  amountDue?: string | undefined;
+
+  /**
+   * The ways the shopper may pay, each quoted at create from the same rates: one, the intent's own
+   * network and asset, on an intent created with network and asset; several when created with
+   * payment_methods. The first payment seen to one of them chooses it (chosen: true); a payment
+   * to another after that is an exception (reason "other_method").
+   *
+   * @generated from field: repeated payments.v1.PaymentMethod payment_methods = 46;
+   */
+  paymentMethods: PaymentMethod[];
 };
 
 /**
@@ -281,7 +293,104 @@ export const PaymentIntentSchema: GenMessage<PaymentIntent> = /*@__PURE__*/
  * follows. A payment counts at the quote in force when it was paid (or, within
  * QUOTE_GRACE_SECONDS after that quote replaced another, at the one that leaves it closest to
  * paid). With no fresh rate a lapsed quote stands until one is.
+ * One way to pay an intent: a network and asset, its amount, and where to send it.
  *
+ * @generated from message payments.v1.PaymentMethod
+ */
+export type PaymentMethod = Message<"payments.v1.PaymentMethod"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * @generated from field: string asset = 2;
+   */
+  asset: string;
+
+  /**
+   * The amount the method asks, a decimal string: the intent's price at the method's quote.
+   *
+   * @generated from field: string requested_amount = 3;
+   */
+  requestedAmount: string;
+
+  /**
+   * What is still due on this method: requested_amount while nothing is chosen; for the chosen
+   * method the intent's amount_due; "0" for the others once one is chosen.
+   *
+   * @generated from field: string amount_due = 4;
+   */
+  amountDue: string;
+
+  /**
+   * The intent's address on the method's network (assets of one network share it).
+   *
+   * @generated from field: string deposit_address = 5;
+   */
+  depositAddress: string;
+
+  /**
+   * BIP 21, EIP-681, Solana Pay or tron URI of deposit_address and requested_amount.
+   *
+   * @generated from field: string payment_uri = 6;
+   */
+  paymentUri: string;
+
+  /**
+   * The quote requested_amount was computed at, on a fiat-priced intent.
+   *
+   * @generated from field: optional payments.v1.Quote quote = 7;
+   */
+  quote?: Quote | undefined;
+
+  /**
+   * Whether a payment chose this method.
+   *
+   * @generated from field: bool chosen = 8;
+   */
+  chosen: boolean;
+
+  /**
+   * The confirmations a payment by this method needs to count.
+   *
+   * @generated from field: uint32 required_confirmations = 9;
+   */
+  requiredConfirmations: number;
+};
+
+/**
+ * Describes the message payments.v1.PaymentMethod.
+ * Use `create(PaymentMethodSchema)` to create a new message.
+ */
+export const PaymentMethodSchema: GenMessage<PaymentMethod> = /*@__PURE__*/
+  messageDesc(file_payments_v1_payment_intents, 1);
+
+/**
+ * A payment method a create asks for: a network and one of its assets.
+ *
+ * @generated from message payments.v1.PaymentMethodRequest
+ */
+export type PaymentMethodRequest = Message<"payments.v1.PaymentMethodRequest"> & {
+  /**
+   * @generated from field: string network = 1;
+   */
+  network: string;
+
+  /**
+   * @generated from field: string asset = 2;
+   */
+  asset: string;
+};
+
+/**
+ * Describes the message payments.v1.PaymentMethodRequest.
+ * Use `create(PaymentMethodRequestSchema)` to create a new message.
+ */
+export const PaymentMethodRequestSchema: GenMessage<PaymentMethodRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_payment_intents, 2);
+
+/**
  * @generated from message payments.v1.Quote
  */
 export type Quote = Message<"payments.v1.Quote"> & {
@@ -321,7 +430,7 @@ export type Quote = Message<"payments.v1.Quote"> & {
  * Use `create(QuoteSchema)` to create a new message.
  */
 export const QuoteSchema: GenMessage<Quote> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 1);
+  messageDesc(file_payments_v1_payment_intents, 3);
 
 /**
  * PaymentTransaction is one transaction output the server has seen to an intent's address.
@@ -382,6 +491,7 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
 
   /**
    * Why it does not count, when it does not: wrong_asset (another asset than the intent's),
+   * other_method (another of the intent's payment methods than the one its first payment chose),
    * intent_cancelled (recorded after the intent was cancelled), after_late_window (paid after the
    * intent's late-payment window ended), below_confirmations (fewer confirmations than required_confirmations, yet), unconfirmed (seen
    * in the node's mempool, in no block yet), withdrawn (it left the mempool without being mined:
@@ -410,6 +520,14 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
    * @generated from field: optional string fiat_value = 11;
    */
   fiatValue?: string | undefined;
+
+  /**
+   * The chain it was seen on: the intent's network, or another of its payment methods' (its
+   * reason then "other_method").
+   *
+   * @generated from field: string network = 12;
+   */
+  network: string;
 };
 
 /**
@@ -417,7 +535,7 @@ export type PaymentTransaction = Message<"payments.v1.PaymentTransaction"> & {
  * Use `create(PaymentTransactionSchema)` to create a new message.
  */
 export const PaymentTransactionSchema: GenMessage<PaymentTransaction> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 2);
+  messageDesc(file_payments_v1_payment_intents, 4);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentRequest
@@ -431,6 +549,8 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
   merchant: string;
 
   /**
+   * The one network and asset to pay with; or payment_methods instead, not both.
+   *
    * @generated from field: string network = 2;
    */
   network: string;
@@ -509,6 +629,16 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
    * @generated from field: optional string price_currency = 12;
    */
   priceCurrency?: string | undefined;
+
+  /**
+   * Several ways to pay, the shopper choosing on the checkout page, instead of network and asset:
+   * a list of {"network", "asset"} (1 to 12, no repeats), or "all": every network and asset the
+   * server watches in the key's environment. With more than one asset the intent must be priced
+   * in a currency (price_amount); with requested_amount every method must be of one asset.
+   *
+   * @generated from field: google.protobuf.Value payment_methods = 13;
+   */
+  paymentMethods?: Value | undefined;
 };
 
 /**
@@ -516,7 +646,7 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
  * Use `create(CreatePaymentIntentRequestSchema)` to create a new message.
  */
 export const CreatePaymentIntentRequestSchema: GenMessage<CreatePaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 3);
+  messageDesc(file_payments_v1_payment_intents, 5);
 
 /**
  * @generated from message payments.v1.CreatePaymentIntentResponse
@@ -533,7 +663,7 @@ export type CreatePaymentIntentResponse = Message<"payments.v1.CreatePaymentInte
  * Use `create(CreatePaymentIntentResponseSchema)` to create a new message.
  */
 export const CreatePaymentIntentResponseSchema: GenMessage<CreatePaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 4);
+  messageDesc(file_payments_v1_payment_intents, 6);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentRequest
@@ -555,7 +685,7 @@ export type GetPaymentIntentRequest = Message<"payments.v1.GetPaymentIntentReque
  * Use `create(GetPaymentIntentRequestSchema)` to create a new message.
  */
 export const GetPaymentIntentRequestSchema: GenMessage<GetPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 5);
+  messageDesc(file_payments_v1_payment_intents, 7);
 
 /**
  * @generated from message payments.v1.GetPaymentIntentResponse
@@ -572,7 +702,7 @@ export type GetPaymentIntentResponse = Message<"payments.v1.GetPaymentIntentResp
  * Use `create(GetPaymentIntentResponseSchema)` to create a new message.
  */
 export const GetPaymentIntentResponseSchema: GenMessage<GetPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 6);
+  messageDesc(file_payments_v1_payment_intents, 8);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsRequest
@@ -632,7 +762,7 @@ export type ListPaymentIntentsRequest = Message<"payments.v1.ListPaymentIntentsR
  * Use `create(ListPaymentIntentsRequestSchema)` to create a new message.
  */
 export const ListPaymentIntentsRequestSchema: GenMessage<ListPaymentIntentsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 7);
+  messageDesc(file_payments_v1_payment_intents, 9);
 
 /**
  * @generated from message payments.v1.ListPaymentIntentsResponse
@@ -661,7 +791,7 @@ export type ListPaymentIntentsResponse = Message<"payments.v1.ListPaymentIntents
  * Use `create(ListPaymentIntentsResponseSchema)` to create a new message.
  */
 export const ListPaymentIntentsResponseSchema: GenMessage<ListPaymentIntentsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 8);
+  messageDesc(file_payments_v1_payment_intents, 10);
 
 /**
  * @generated from message payments.v1.ExportPaymentIntentsRequest
@@ -708,7 +838,7 @@ export type ExportPaymentIntentsRequest = Message<"payments.v1.ExportPaymentInte
  * Use `create(ExportPaymentIntentsRequestSchema)` to create a new message.
  */
 export const ExportPaymentIntentsRequestSchema: GenMessage<ExportPaymentIntentsRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 9);
+  messageDesc(file_payments_v1_payment_intents, 11);
 
 /**
  * @generated from message payments.v1.ExportPaymentIntentsResponse
@@ -727,7 +857,7 @@ export type ExportPaymentIntentsResponse = Message<"payments.v1.ExportPaymentInt
  * Use `create(ExportPaymentIntentsResponseSchema)` to create a new message.
  */
 export const ExportPaymentIntentsResponseSchema: GenMessage<ExportPaymentIntentsResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 10);
+  messageDesc(file_payments_v1_payment_intents, 12);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentRequest
@@ -749,7 +879,7 @@ export type CancelPaymentIntentRequest = Message<"payments.v1.CancelPaymentInten
  * Use `create(CancelPaymentIntentRequestSchema)` to create a new message.
  */
 export const CancelPaymentIntentRequestSchema: GenMessage<CancelPaymentIntentRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 11);
+  messageDesc(file_payments_v1_payment_intents, 13);
 
 /**
  * @generated from message payments.v1.CancelPaymentIntentResponse
@@ -766,7 +896,7 @@ export type CancelPaymentIntentResponse = Message<"payments.v1.CancelPaymentInte
  * Use `create(CancelPaymentIntentResponseSchema)` to create a new message.
  */
 export const CancelPaymentIntentResponseSchema: GenMessage<CancelPaymentIntentResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_payment_intents, 12);
+  messageDesc(file_payments_v1_payment_intents, 14);
 
 /**
  * IntentService creates and observes merchant-owned Payment Intents.

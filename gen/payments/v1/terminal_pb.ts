@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import { file_payments_v1_options } from "./options_pb.ts";
 import type { PaymentIntent } from "./payment_intents_pb.ts";
 import { file_payments_v1_payment_intents } from "./payment_intents_pb.ts";
@@ -13,13 +15,15 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/terminal.proto.
  */
 export const file_payments_v1_terminal: GenFile = /*@__PURE__*/
-  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEixAMKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0EiAKB25ldHdvcmsYASABKAlCD6q7GAsIASoHbmV0d29yaxIcCgVhc3NldBgCIAEoCUINqrsYCQgBKgVhc3NldBIvChByZXF1ZXN0ZWRfYW1vdW50GAMgASgJQhCquxgMCAEwAWoGYW1vdW50SACIAQESKgoSbWVyY2hhbnRfcmVmZXJlbmNlGAQgASgJQgmquxgFCAEQgAFIAYgBARIrChJleHBpcmVzX2luX3NlY29uZHMYBSABKAVCCqq7GAYYPCCAowVIAogBARI7CgxwcmljZV9hbW91bnQYBiABKAlCIKq7GBwIATADagZhbW91bnRyDnByaWNlX2N1cnJlbmN5SAOIAQESOwoOcHJpY2VfY3VycmVuY3kYByABKAlCHqq7GBoIASoIY3VycmVuY3lyDHByaWNlX2Ftb3VudEgEiAEBQhMKEV9yZXF1ZXN0ZWRfYW1vdW50QhUKE19tZXJjaGFudF9yZWZlcmVuY2VCFQoTX2V4cGlyZXNfaW5fc2Vjb25kc0IPCg1fcHJpY2VfYW1vdW50QhEKD19wcmljZV9jdXJyZW5jeSJEChhDcmVhdGVQb3NQYXltZW50UmVzcG9uc2USKAoEZGF0YRgBIAEoCzIaLnBheW1lbnRzLnYxLlBheW1lbnRJbnRlbnQypgEKD1Rlcm1pbmFsU2VydmljZRKSAQoQQ3JlYXRlUG9zUGF5bWVudBIkLnBheW1lbnRzLnYxLkNyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0GiUucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlc3BvbnNlIjGiuxgtCgRQT1NUEhwvYXBpL3YxL3Rlcm1pbmFsL3Bvcy9wYXltZW50GgEqKAEwAzgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents]);
+  fileDesc("ChpwYXltZW50cy92MS90ZXJtaW5hbC5wcm90bxILcGF5bWVudHMudjEilwQKF0NyZWF0ZVBvc1BheW1lbnRSZXF1ZXN0Ei0KB25ldHdvcmsYASABKAlCHKq7GBgqB25ldHdvcmtqBm1ldGhvZHIFYXNzZXQSIwoFYXNzZXQYAiABKAlCFKq7GBAqBWFzc2V0cgduZXR3b3JrEi8KEHJlcXVlc3RlZF9hbW91bnQYAyABKAlCEKq7GAwIATABagZhbW91bnRIAIgBARIqChJtZXJjaGFudF9yZWZlcmVuY2UYBCABKAlCCaq7GAUIARCAAUgBiAEBEisKEmV4cGlyZXNfaW5fc2Vjb25kcxgFIAEoBUIKqrsYBhg8IICjBUgCiAEBEjsKDHByaWNlX2Ftb3VudBgGIAEoCUIgqrsYHAgBMANqBmFtb3VudHIOcHJpY2VfY3VycmVuY3lIA4gBARI7Cg5wcmljZV9jdXJyZW5jeRgHIAEoCUIeqrsYGggBKghjdXJyZW5jeXIMcHJpY2VfYW1vdW50SASIAQESPQoPcGF5bWVudF9tZXRob2RzGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgyquxgIagZtZXRob2RCEwoRX3JlcXVlc3RlZF9hbW91bnRCFQoTX21lcmNoYW50X3JlZmVyZW5jZUIVChNfZXhwaXJlc19pbl9zZWNvbmRzQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5IkQKGENyZWF0ZVBvc1BheW1lbnRSZXNwb25zZRIoCgRkYXRhGAEgASgLMhoucGF5bWVudHMudjEuUGF5bWVudEludGVudDKmAQoPVGVybWluYWxTZXJ2aWNlEpIBChBDcmVhdGVQb3NQYXltZW50EiQucGF5bWVudHMudjEuQ3JlYXRlUG9zUGF5bWVudFJlcXVlc3QaJS5wYXltZW50cy52MS5DcmVhdGVQb3NQYXltZW50UmVzcG9uc2UiMaK7GC0KBFBPU1QSHC9hcGkvdjEvdGVybWluYWwvcG9zL3BheW1lbnQaASooATADOAFiBnByb3RvMw", [file_google_protobuf_struct, file_payments_v1_options, file_payments_v1_payment_intents]);
 
 /**
  * @generated from message payments.v1.CreatePosPaymentRequest
  */
 export type CreatePosPaymentRequest = Message<"payments.v1.CreatePosPaymentRequest"> & {
   /**
+   * The one network and asset to pay with; or payment_methods instead, not both.
+   *
    * @generated from field: string network = 1;
    */
   network: string;
@@ -65,6 +69,14 @@ export type CreatePosPaymentRequest = Message<"payments.v1.CreatePosPaymentReque
    * @generated from field: optional string price_currency = 7;
    */
   priceCurrency?: string | undefined;
+
+  /**
+   * Several ways to pay instead of network and asset, the shopper choosing on the checkout page:
+   * as for CreatePaymentIntent.
+   *
+   * @generated from field: google.protobuf.Value payment_methods = 8;
+   */
+  paymentMethods?: Value | undefined;
 };
 
 /**

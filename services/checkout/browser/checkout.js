@@ -175,6 +175,8 @@
 
   // Live status.
   var url = attr("data-status-url");
+  // The method picker of an intent offering several: nothing on it changes but by a reload.
+  var picker = root.hasAttribute("data-picker");
   var delay = POLL_MS;
   var timer = null;
   function schedule(ms) {
@@ -192,6 +194,17 @@
       })
       .then(function (s) {
         if (s === null) return;
+        // An intent offering several methods: once a payment chose one (or, on the picker, once the
+        // status moved), the page the server renders now shows only what applies.
+        var chosenNow = s && typeof s.method === "string" && s.method !== attr("data-method");
+        if (chosenNow || (picker && s && s.status !== state.status)) {
+          window.location.replace(pageUrl);
+          return;
+        }
+        if (picker) {
+          schedule(POLL_MS);
+          return;
+        }
         if (s && typeof s.status === "string") {
           state.status = s.status;
           state.received = typeof s.amount_received === "string" ? s.amount_received : "0";

@@ -49,6 +49,8 @@ import { Migration20261203080000_ApiKeyLastUse } from "./Migration20261203080000
 import { Migration20261203120000_MerchantLook } from "./Migration20261203120000_MerchantLook.ts";
 import { Migration20261203130000_FiatValueConfirmed } from "./Migration20261203130000_FiatValueConfirmed.ts";
 import { Migration20261203170000_OutboxWakeCaller } from "./Migration20261203170000_OutboxWakeCaller.ts";
+import { Migration20261204090000_PaymentMethods } from "./Migration20261204090000_PaymentMethods.ts";
+import { Migration20261204100000_AcceptedMethods } from "./Migration20261204100000_AcceptedMethods.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -102,4 +104,6 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261203120000_MerchantLook", class: Migration20261203120000_MerchantLook },
   { name: "Migration20261203130000_FiatValueConfirmed", class: Migration20261203130000_FiatValueConfirmed },
   { name: "Migration20261203170000_OutboxWakeCaller", class: Migration20261203170000_OutboxWakeCaller },
+  { name: "Migration20261204090000_PaymentMethods", class: Migration20261204090000_PaymentMethods },
+  { name: "Migration20261204100000_AcceptedMethods", class: Migration20261204100000_AcceptedMethods },
 ];
