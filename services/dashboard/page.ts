@@ -325,6 +325,17 @@ ${json(ev.data)}</details></li>`,
     ...(pi.priceAmount !== undefined ? ([["Price", `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}${pi.quote ? ` at ${e(pi.quote.rate)} a unit` : ""}`]] as [string, string][]) : []),
     ["Reference", e(pi.merchantReference ?? "—")],
     ["Deposit address", pi.depositAddress ? `<code class="hash">${e(pi.depositAddress)}</code>` : "—"],
+    // Several ways to pay: each with its amount and address, the chosen one marked.
+    ...(pi.paymentMethods.length > 1
+      ? ([
+          [
+            "Payment methods",
+            `<ul class="methods" id="payment-methods">${pi.paymentMethods
+              .map((m) => `<li>${e(m.requestedAmount)} ${e(m.asset)} on ${e(m.network)}${m.chosen ? " <strong>(chosen)</strong>" : ""}<br><code class="hash">${e(m.depositAddress)}</code></li>`)
+              .join("")}</ul>`,
+          ],
+        ] as [string, string][])
+      : []),
     ["Created", when(pi.createdAt)],
     ["Expires", when(pi.expiresAt)],
     ["Checkout page", `<a href="${e(pi.checkoutUrl)}" id="checkout-link">${e(pi.checkoutUrl)}</a> <button type="button" class="button button-secondary" data-copy="${e(pi.checkoutUrl)}" hidden>Copy link</button> <span role="status" aria-live="polite" class="copy-status"></span>`],

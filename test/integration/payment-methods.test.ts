@@ -13,6 +13,7 @@ import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { applyAcceptedMethods } from "../../services/policy/policy.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { createCashierSession } from "../../services/terminal/sessions.ts";
+import { dashboardClient } from "../helpers/dashboard.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
 
@@ -23,6 +24,7 @@ t.teardown(() => Promise.all([ethereum.stop(), base.stop()]));
 const s = await webhookSetup(t, {
   env: {
     CHECKOUT_BASE_URL: "http://127.0.0.1/checkout",
+    DASHBOARD_BASE_URL: "http://127.0.0.1/dashboard",
     ETHEREUM_TEST_RPC_URL: ethereum.url,
     BASE_TEST_RPC_URL: base.url,
     ETHEREUM_CONFIRMATIONS: "2",
@@ -199,6 +201,21 @@ t.test("a reorg on base takes the choosing payment back, as on ethereum: the cho
   // payment.detected too, once, if the watcher saw the payment short of its confirmations.
   t.same(types.filter((x) => x !== "payment.intent.created" && x !== "payment.detected").sort(), ["payment.confirmed", "payment.confirmed", "payment.reorged"], "each event once");
   t.ok(types.filter((x) => x === "payment.detected").length <= 1, "detected at most once");
+});
+
+t.test("the dashboard's payment page lists the methods, the chosen one marked once a payment chose it", async (t) => {
+  const pi = (await create({ requested_amount: "2", payment_methods: [{ network: "ethereum", asset: "USDC" }, { network: "base", asset: "USDC" }] })).body.data;
+  const dash = dashboardClient(s.base);
+  t.equal((await dash.signIn(s.creds.key)).status, 303, "signed in");
+  const page = async () => (await dash.get(`/dashboard/payments/${pi.public_id}`)).body;
+  const before = await page();
+  t.match(before, /id="payment-methods"/);
+  t.match(before, new RegExp(`2 USDC on base<br><code class="hash">${methodOf(pi, "base", "USDC").deposit_address}`), "each method with its address");
+  t.notMatch(before, /\(chosen\)/, "none chosen yet");
+  t.match(before, /the shopper's choice: none made yet/);
+  await signPayment(base, methodOf(pi, "base", "USDC").deposit_address, "2", "USDC", 6);
+  await mineUntil(base, pi.public_id, (x) => x.status === "confirmed", "confirmed on base");
+  t.match(await page(), /2 USDC on base <strong>\(chosen\)<\/strong>/, "base marked chosen");
 });
 
 t.test("bad method lists: 400 naming the field, nothing created", async (t) => {
