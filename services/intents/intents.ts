@@ -1,4 +1,4 @@
-import { allocateDepositAddress } from "../addresses/allocate.ts";
+import { allocateDepositAddress, builtinStillAppliesTo, type DepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { Message } from "@bufbuild/protobuf";
 import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
@@ -64,6 +64,14 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
     price: input.priced ? { ...input.priced, expiresAt: quoteExpiry(input.priced.quotedAt, expiresAt, quoting.seconds), history: [] } : null,
     methods: null,
   };
+}
+
+/** Whether the network would take the built-in Test key's address now (no source, no free imported address). */
+async function builtinStillAppliesNow(tx: EntityManager, owner: Owner, network: string): Promise<boolean> {
+  if (owner.environment !== "test") return false;
+  const check = builtinStillAppliesTo(owner, [network]);
+  const [row] = await tx.execute<{ ok: boolean }[]>(`select (${check.sql}) as ok`, check.params);
+  return row?.ok === true;
 }
 
 /**
@@ -203,8 +211,15 @@ export class Intents {
     const id = newId("pi");
     const priced = asks.map((m) => this.#priced(owner, { ...input, ...m }, snapshot, now));
     const addresses = new Map<string, { address: string; index: number | null }>();
+    let builtinEvm: DepositAddress | undefined;
     for (const network of new Set(asks.map((m) => m.network))) {
-      const address = await allocateDepositAddress(tx, owner, network, id, now);
+      // The built-in Test key's index is one address on every EVM chain: one serves them all,
+      // while each of them still takes the built-in key (as reserve.ts takeShared does).
+      const address =
+        builtinEvm && isEvmNetwork(network) && (await builtinStillAppliesNow(tx, owner, network))
+          ? builtinEvm
+          : await allocateDepositAddress(tx, owner, network, id, now);
+      if (isEvmNetwork(network) && address.kind === "builtin") builtinEvm ??= address;
       addresses.set(network, address);
       // The next create offering this network may reserve its address ahead (createClaimed).
       this.#addresses.learn(owner, network, address.kind);
