@@ -46,30 +46,40 @@ const sent = (field: DescField, value: unknown) => value !== undefined && (field
 
 /** exclusive_group (exactly one of the group is sent) and requires (a field's companions come with it). */
 function checkPresence(desc: DescMessage, values: Record<string, unknown>): void {
-  // The groups first: a field missing from a group with nothing sent is said as the group's, with
-  // the choices it has (a create with no network is told the networks, and that payment_methods would do).
   const groups = new Map<string, { field: DescField; rules: FieldRules }[]>();
   for (const r of rulesOf(desc)) if (r.rules.exclusiveGroup) groups.set(r.rules.exclusiveGroup, [...(groups.get(r.rules.exclusiveGroup) ?? []), r]);
-  for (const members of groups.values()) {
-    const fields = members.map((m) => m.field);
-    const given = fields.filter((f) => sent(f, values[f.localName]));
-    const names = fields.map((f) => `"${f.name}"`).join(" or ");
-    const [first, ...others] = members;
-    if (given.length === 0 && first) {
-      const set = first.rules.oneOf ? valueSets[first.rules.oneOf] : undefined;
-      const choices = set && !set.dependsOn ? `: one of ${set.values.join(", ")}` : "";
-      const instead = others.length > 0 ? `; or send ${others.map((o) => `"${o.field.name}"`).join(" or ")} instead` : "";
-      throw validationError(first.field.name, `"${first.field.name}" is missing or empty${choices}${instead}.`);
-    }
-    if (given.length > 1) throw validationError(given[1]?.name ?? "", `Send ${names}, not both: ${given.map((f) => `"${f.name}"`).join(" and ")} were sent.`);
-  }
+  const noneSent = (members: readonly { field: DescField }[]) => members.every((m) => !sent(m.field, values[m.field.localName]));
   for (const { field, rules } of rulesOf(desc)) {
     if (!sent(field, values[field.localName])) continue;
     for (const name of rules.requires) {
       const other = desc.fields.find((f) => f.name === name);
-      if (other && !sent(other, values[other.localName])) throw validationError(name, `"${name}" is missing: "${field.name}" needs it.`);
+      if (!other || sent(other, values[other.localName])) continue;
+      // The first of a group none of which was sent is said as the group's (an empty network beside
+      // an asset is told what an absent one is); any other companion, as missing.
+      const group = [...groups.values()].find((members) => members[0]?.field === other);
+      if (group && noneSent(group)) throw groupMissing(group);
+      throw validationError(name, `"${name}" is missing: "${field.name}" needs it.`);
     }
   }
+  for (const members of groups.values()) {
+    const fields = members.map((m) => m.field);
+    const given = fields.filter((f) => sent(f, values[f.localName]));
+    if (given.length === 0) throw groupMissing(members);
+    if (given.length > 1) throw validationError(given[1]?.name ?? "", `Send ${fields.map((f) => `"${f.name}"`).join(" or ")}, not both: ${given.map((f) => `"${f.name}"`).join(" and ")} were sent.`);
+  }
+}
+
+/**
+ * A group none of which was sent, said as its first member missing, with that member's choices and
+ * what would do instead: a create with no network is told the networks, and that payment_methods would do.
+ */
+function groupMissing(members: readonly { field: DescField; rules: FieldRules }[]): ConnectError {
+  const [first, ...others] = members;
+  if (!first) return validationError("", "A field is missing.");
+  const set = first.rules.oneOf ? valueSets[first.rules.oneOf] : undefined;
+  const choices = set && !set.dependsOn ? `: one of ${set.values.join(", ")}` : "";
+  const instead = others.length > 0 ? `; or send ${others.map((o) => `"${o.field.name}"`).join(" or ")} instead` : "";
+  return validationError(first.field.name, `"${first.field.name}" is missing or empty${choices}${instead}.`);
 }
 
 const cache = new WeakMap<DescMessage, readonly { field: DescField; rules: FieldRules }[]>();
