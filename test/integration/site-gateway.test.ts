@@ -11,7 +11,7 @@ const { app, base, rpcUrl, databaseUrl } = await startTestApp(t);
 const merchant = await merchantWithKey(app);
 const shop = "https://shop.example";
 const site = await createSiteCredential(app.db.em.fork(), merchant.merchant, "test", [shop, "http://localhost:3000"]);
-const shopperKeys = ["amount_pending", "amount_received", "asset", "cancel_url", "checkout_url", "created_at", "deposit_address", "expires_at", "network", "other_assets_received", "payment_uri", "pending_confirmations", "price_amount", "price_currency", "public_id", "quote", "redirect_url", "requested_amount", "required_confirmations", "status", "watched"];
+const shopperKeys = ["amount_pending", "amount_received", "asset", "cancel_url", "checkout_url", "created_at", "deposit_address", "expires_at", "network", "other_assets_received", "payment_methods", "payment_uri", "pending_confirmations", "price_amount", "price_currency", "public_id", "quote", "redirect_url", "requested_amount", "required_confirmations", "status", "watched"];
 const create = (credential: string, body: Record<string, unknown> = sampleIntent, headers: Record<string, string> = {}, key = idemKey()) =>
   call(base, "POST", "/api/v1/site-payment-intents", { key: credential, idempotencyKey: key, body, headers });
 const read = (credential: string, id: string, headers: Record<string, string> = {}) =>
