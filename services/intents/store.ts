@@ -493,9 +493,16 @@ export async function updateAmountsReceived(em: EntityManager, amounts: readonly
 
 /** The intent whose deposit address this is on the chain (network and environment), locked for the caller's transaction. */
 export async function lockIntentByAddress(em: EntityManager, network: string, environment: string, address: string): Promise<IntentRow | undefined> {
-  const id = (await intentIdsByAddress(em, { network, environment }, [address])).get(address);
-  if (id === undefined) return undefined;
-  const rows = await em.execute<DbRow[]>(`select ${columns} from payment_intents i where i.id = ? for update`, [id]);
+  // One statement: an address is an intent's own (one method) or one of its methods' (payment_intent_methods).
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from payment_intents i
+      where i.id = (select id from payment_intents where network = ? and environment = ? and deposit_address = ?
+                    union all
+                    select intent_id from payment_intent_methods where network = ? and environment = ? and deposit_address = ?
+                    limit 1)
+        for update`,
+    [network, environment, address, network, environment, address],
+  );
   return rows[0] && fromDb(rows[0]);
 }
 

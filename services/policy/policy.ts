@@ -1,5 +1,5 @@
 import { getOption, type DescField } from "@bufbuild/protobuf";
-import { SetConfirmationPolicyRequestSchema, SetPriceSpreadRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
+import { SetAcceptedMethodsRequestSchema, SetConfirmationPolicyRequestSchema, SetPriceSpreadRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
 import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
 import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
@@ -22,6 +22,8 @@ const policyLimits = {
   maxPriceSpreadBps: maxOf(SetPriceSpreadRequestSchema.field.priceSpreadBps),
   /** Within the block history a watcher keeps (1 024) to find a reorg and to report again after a restart. */
   maxConfirmations: maxOf(SetConfirmationPolicyRequestSchema.field.confirmations),
+  /** Accepted payment methods a merchant may name: the proto's max_items. */
+  maxAcceptedMethods: getOption(SetAcceptedMethodsRequestSchema.field.methods, fieldRules).maxItems ?? 0,
 };
 
 /** A confirmation rule as stored: for one asset of the network, or "*" for all of them. */
@@ -254,12 +256,12 @@ export async function applyTolerance(em: EntityManager, owner: Owner, bps: numbe
 }
 
 /**
- * The methods "network.asset" as a merchant sets them: 1 to 12 we accept, each once, or 400
+ * The methods "network.asset" as a merchant sets them: 1 to the proto's max_items we accept, each once, or 400
  * naming the first that is not.
  */
 export function checkAcceptedMethods(methods: readonly string[]): string[] {
   if (methods.length === 0) throw validationError("methods", `"methods" is empty: name at least one "network.asset" (such as "base.USDC"), or reset to every one followed.`);
-  if (methods.length > 12) throw validationError("methods", `"methods" takes at most 12; got ${methods.length}.`);
+  if (methods.length > policyLimits.maxAcceptedMethods) throw validationError("methods", `"methods" takes at most ${policyLimits.maxAcceptedMethods}; got ${methods.length}.`);
   const known = networks.flatMap((n) => assetsOn(n).map((a) => `${n}.${a}`));
   for (const m of methods) {
     if (!known.includes(m)) throw validationError("methods", `"methods": ${JSON.stringify(m.slice(0, 40))} is not a method we accept; each is "network.asset", one of ${known.join(", ")}.`);
