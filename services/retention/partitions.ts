@@ -150,6 +150,14 @@ async function stillAttached(em: Session, p: Partition): Promise<boolean> {
   return row?.attached === true;
 }
 
+async function detachIsPending(em: Session, p: Partition): Promise<boolean> {
+  const [row] = await em.execute<{ pending: boolean }[]>(
+    `select exists (select 1 from pg_inherits where inhrelid = to_regclass(?) and inhparent = to_regclass(?) and inhdetachpending) as pending`,
+    [p.name, p.table],
+  );
+  return row?.pending === true;
+}
+
 /** The partitions the next run drops: all of their range past EVENT_RETENTION and the margin. */
 export function expiredPartitions(partitions: readonly Partition[], settings: Pick<RetentionSettings, "eventSeconds">, now: Date): Partition[] {
   const before = now.getTime() - (settings.eventSeconds + dropMarginSeconds) * 1000;
@@ -183,16 +191,26 @@ export async function dropExpiredPartitions(
     const all = await listPartitions(db);
     // A detach a dead run left half done is finished first (a pending detach blocks others).
     for (const p of all.filter((p) => p.detachPending)) await db.execute(`alter table "${p.table}" detach partition "${p.name}" finalize`);
+    // Tables whose detach was cut short and could not be finished: their other days wait for the next run.
+    const blocked = new Set<PartitionedTable>();
     for (const p of expiredPartitions(all, settings, now)) {
       if (stopped()) break;
-      if (p.detachPending) continue;
+      if (p.detachPending || blocked.has(p.table)) continue;
       try {
         if (await needed(db, p)) continue;
         await db.execute(`alter table "${p.table}" detach partition "${p.name}" concurrently`);
       } catch (err) {
-        // A detach cut short (left pending: the next run finishes it), or a day dropped by hand: nothing to count now.
-        if (!(await stillAttached(db, p))) continue;
-        throw err;
+        if (await stillAttached(db, p)) throw err;
+        if (!(await detachIsPending(db, p))) continue; // dropped by hand meanwhile: nothing to count
+        // Cut short between its two transactions (cancelled, or the loser of a deadlock while it
+        // waits for the table's other lockers): finished now, since while it is pending no other
+        // day of the table can be detached ("already pending detach"); else by the next run.
+        try {
+          await db.execute(`alter table "${p.table}" detach partition "${p.name}" finalize`);
+        } catch {
+          blocked.add(p.table);
+          continue;
+        }
       }
       const [{ n } = { n: 0 }] = await db.execute<{ n: number }[]>(`select count(*)::int as n from "${p.name}"`);
       if (await needed(db, p)) {

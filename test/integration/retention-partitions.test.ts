@@ -6,9 +6,10 @@
 // days dropped lie in the future here: the runs are given a clock days ahead, the one thing the
 // test cannot wait for. Real PostgreSQL, NATS, HTTP and workers.
 import t from "tap";
+import pg from "pg";
 import { loadConfig } from "../../services/platform/config.ts";
 import { newTimedId } from "../../services/platform/ids.ts";
-import { ensurePartitions, listPartitions, minDaysAhead, partitionName, type Partition } from "../../services/retention/partitions.ts";
+import { dropExpiredPartitions, ensurePartitions, listPartitions, minDaysAhead, partitionName, type Partition } from "../../services/retention/partitions.ts";
 import { removePastRetention } from "../../services/retention/job.ts";
 import { call, idemKey, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
@@ -25,6 +26,7 @@ const settings = loadConfig(retentionEnv).retention;
 
 const partitions = () => listPartitions(em());
 const legacyUntil = async () => (await partitions()).find((p) => p.table === "webhook_events" && p.from === undefined)!.to;
+const name = (table: string, d: Date) => partitionName(table, d);
 const exists = async (name: string) => (await em().execute<{ r: string | null }[]>(`select to_regclass(?)::text as r`, [name]))[0]?.r !== null;
 
 /** An event and its delivery written at `at` (a day's partition), as recordEvent writes them; the delivery pending and unpublished unless said. */
@@ -108,7 +110,6 @@ t.test("retention drops a day whole once all of it is past, and keeps what is st
 
   // Days after day B, and past the retention and the margin: both days are all past retention.
   const later = new Date(dayB.getTime() + day + (settings.eventSeconds + 3600 + 120) * 1000);
-  const name = (table: string, d: Date) => partitionName(table, d);
   const runs = await Promise.all([1, 2].map(() => removePastRetention(em(), settings, async () => undefined, () => false, later)));
   const total = (table: "webhook_events" | "webhook_deliveries" | "webhook_attempts") => runs.reduce((n, r) => n + r[table], 0);
   t.equal(await exists(name("webhook_deliveries", dayA)), true, "day A's deliveries stay, all ended: one is of the event the replay keeps, which is kept with every delivery of it");
@@ -160,4 +161,34 @@ t.test("readiness warns when the days ahead run out, and a run makes them again"
   t.same(view.partitions.map((p) => p.table), ["webhook_events", "webhook_deliveries", "webhook_attempts"]);
   const ready = await fetch(`http://127.0.0.1:${s.app.ports.ops}/readyz`).then((r) => r.json() as Promise<{ warnings: string[] }>);
   t.same(ready.warnings.filter((w) => /partitions/.test(w)), []);
+});
+
+t.test("a detach cut short while it waits for the table's readers is finished by the same run, which goes on to the table's other days", async (t) => {
+  // A DETACH … CONCURRENTLY waits in its second transaction for every transaction holding a lock on
+  // the table; cut short there (cancelled here; in CI, a deadlock's loser) it is left pending, and
+  // while it is, no other day of the table can be detached: before, the run stopped at the next
+  // one ("already pending detach") and the day waited a run, detached and not dropped.
+  const cutover = await legacyUntil();
+  const clock = new Date(cutover.getTime() + 2 * day + (settings.eventSeconds + 3600 + 120) * 1000);
+  const days = [cutover, new Date(cutover.getTime() + day)].map((d) => name("webhook_deliveries", d));
+  for (const d of days) t.equal(await exists(d), true, `${d} is there, past that clock`);
+  const reader = new pg.Client({ connectionString: s.databaseUrl });
+  await reader.connect();
+  t.teardown(() => reader.end());
+  await reader.query("begin");
+  await reader.query("select 1 from webhook_deliveries limit 1");
+  const waitingOn = async (pattern: string) =>
+    (await em().execute<{ pid: number }[]>(`select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike ?`, [pattern]))[0]?.pid;
+  const run = dropExpiredPartitions(em(), settings, clock).then((r) => ({ ok: r }), (err: Error) => ({ err }));
+  let pid: number | undefined;
+  await until("a deliveries day's detach waits for the reader", async () => (pid = await waitingOn(`%detach partition "webhook_deliveries_p%concurrently%`)) !== undefined, 20_000);
+  await em().execute(`select pg_cancel_backend(?)`, [pid]);
+  await until("the run finishes the detach, waiting for the reader again", async () => (await waitingOn("%detach partition%finalize%")) !== undefined, 20_000);
+  await reader.query("commit");
+  const result = await run;
+  t.notOk("err" in result && result.err, "the run ends without an error");
+  const dropped = "ok" in result ? result.ok.dropped : [];
+  for (const d of days) t.ok(dropped.includes(d), `${d} dropped by this run`);
+  for (const d of days) t.equal(await exists(d), false, `${d} is gone`);
+  t.ok((await partitions()).every((p) => !p.detachPending), "no detach left half done");
 });
