@@ -94,8 +94,8 @@ export function missingDays(partitions: readonly Partition[], now: Date, ahead =
 
 /**
  * Makes the partitions of the days up to `daysAhead` after `now` that are missing; returns their
- * names. Safe from every process at once: one at a time (an advisory lock), each checking what
- * exists once it holds it. A partition is made empty and then attached, which takes no lock that
+ * names. Safe from every process at once: one at a time (an advisory lock, which a retention
+ * run's detach holds too), each checking what exists once it holds it. A partition is made empty and then attached, which takes no lock that
  * stops reads or writes of the table (CREATE ... PARTITION OF would take an exclusive one).
  */
 export async function ensurePartitions(em: EntityManager, now = new Date()): Promise<string[]> {
@@ -158,6 +158,22 @@ async function detachIsPending(em: Session, p: Partition): Promise<boolean> {
   return row?.pending === true;
 }
 
+/**
+ * DETACH … CONCURRENTLY under the lock the days ahead are made under (ensurePartitions). A keeper
+ * attaching a day locks the tables the webhook tables' foreign keys reference, then waits to attach
+ * to a table a detach holds; the detach, finishing, waits to lock those same tables to give the
+ * day its own foreign keys: a deadlock (two runs at once, one dropping days, the other making the
+ * days ahead, lost it about one time in fifty). Under the lock, one waits for the other instead.
+ */
+async function detachConcurrently(db: Session, p: Partition): Promise<void> {
+  await db.execute(`select pg_advisory_lock(hashtext('payments.partitions'))`);
+  try {
+    await db.execute(`alter table "${p.table}" detach partition "${p.name}" concurrently`);
+  } finally {
+    await db.execute(`select pg_advisory_unlock(hashtext('payments.partitions'))`);
+  }
+}
+
 /** The partitions the next run drops: all of their range past EVENT_RETENTION and the margin. */
 export function expiredPartitions(partitions: readonly Partition[], settings: Pick<RetentionSettings, "eventSeconds">, now: Date): Partition[] {
   const before = now.getTime() - (settings.eventSeconds + dropMarginSeconds) * 1000;
@@ -198,7 +214,7 @@ export async function dropExpiredPartitions(
       if (p.detachPending || blocked.has(p.table)) continue;
       try {
         if (await needed(db, p)) continue;
-        await db.execute(`alter table "${p.table}" detach partition "${p.name}" concurrently`);
+        await detachConcurrently(db, p);
       } catch (err) {
         if (await stillAttached(db, p)) throw err;
         if (!(await detachIsPending(db, p))) continue; // dropped by hand meanwhile: nothing to count
