@@ -1,5 +1,7 @@
 import { createClient, createContextValues } from "@connectrpc/connect";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
+import { RefundClaimService } from "../../gen/payments/v1/refunds_pb.ts";
+import type { Limiter } from "../platform/rate-limit.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { dashboardPages } from "../dashboard/handler.ts";
 import { dashboardCallSecret } from "../auth/dashboard-sessions.ts";
@@ -155,7 +157,8 @@ export async function startApp(o: AppOptions): Promise<App> {
       : { buckets: new SharedBuckets(undefined, logger, { processes: config.rateLimitProcesses }), close: async () => undefined };
   const limits: Limits = {
     perAddress: buckets.budget("public", config.publicRateLimitPerMinute, 60),
-    perAddressOf: new Map([[`${CheckoutService.typeName}/${CheckoutService.method.getCheckout.name}`, buckets.budget("checkout", config.checkoutRateLimitPerMinute, 60)]]),
+    // The checkout page and the refund claim page share one budget per client address: both are pages a shopper opens.
+    perAddressOf: pageBudget(buckets.budget("checkout", config.checkoutRateLimitPerMinute, 60)),
     perCredential: buckets.budget("credential", config.credentialRateLimitPerMinute, 60),
     apiReads: buckets.budget("api-reads", config.apiRateLimit.reads, config.apiRateLimit.seconds),
     apiWrites: buckets.budget("api-writes", config.apiRateLimit.writes, config.apiRateLimit.seconds),
@@ -301,4 +304,10 @@ export async function startApp(o: AppOptions): Promise<App> {
       })());
     },
   };
+}
+
+/** The public calls behind the hosted pages (checkout, refund claim): one budget per client address, CHECKOUT_RATE_LIMIT_PER_MINUTE. */
+function pageBudget(limiter: Limiter): Map<string, Limiter> {
+  const methods = [CheckoutService.method.getCheckout, RefundClaimService.method.getRefundClaim, RefundClaimService.method.submitRefundAddress];
+  return new Map(methods.map((m) => [`${m.parent.typeName}/${m.name}`, limiter]));
 }

@@ -13,6 +13,7 @@ import { openDatabase as open, type Database } from "../platform/db.ts";
 import { PlatformSetting } from "../platform/settings.ts";
 import { QrConfiguration } from "../qr/entities.ts";
 import { RetentionState } from "../retention/entities.ts";
+import { RefundRecord } from "../refunds/entities.ts";
 import { SecretKeyCheck, WebhookEndpointRecord } from "../webhooks/entities.ts";
 
 /** Every entity of every domain, for the ORM and the migration generator. */
@@ -23,6 +24,7 @@ export const entities = [
   ApiKeyLastUse,
   PaymentIntentRecord,
   PaymentIntentMethodRecord,
+  RefundRecord,
   WebhookEventRecord,
   IdempotencyRecord,
   WebhookEndpointRecord,

@@ -29,18 +29,25 @@ import { siteService } from "../site/service.ts";
 import { terminalService } from "../terminal/service.ts";
 import { webhookService, type WebhookDeps } from "../webhooks/service.ts";
 import { replayable } from "../rpc/replayable.ts";
+import { RefundClaimService, RefundService } from "../../gen/payments/v1/refunds_pb.ts";
+import { Refunds } from "../refunds/refunds.ts";
+import { refundClaimService, refundService } from "../refunds/service.ts";
+import { RefundViews } from "../refunds/views.ts";
 
 /** Every service the RPC server exposes; the gateway routes those with (payments.v1.route) options. */
-export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService, ChainService, DashboardService, ApiKeyService, MerchantService];
+export const services: readonly DescService[] = [IntentService, WebhookService, SandboxService, ObservationService, SiteService, CheckoutService, QrService, ReadinessService, TerminalService, AdminService, ChainService, DashboardService, ApiKeyService, MerchantService, RefundService, RefundClaimService];
 
 /** Idempotent methods whose handler writes its key's claim in the same statement as its rows (services/rpc/interceptor.ts). */
 export const oneStatementMethods: ReadonlySet<DescMethod> = new Set([IntentService.method.createPaymentIntent]);
 
 export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & ReadinessDeps & ChainDeps & AdminDeps & DashboardDeps & ApiKeyDeps) {
+  const refunds = new Refunds(deps.intents, transactionsOf, new RefundViews(deps.intents.views.checkoutBaseUrl));
   return (router: ConnectRouter) => {
     router.service(IntentService, replayable(intentService({ ...deps, transactionsOf })));
+    router.service(RefundService, replayable(refundService({ refunds })));
+    router.service(RefundClaimService, replayable(refundClaimService({ refunds })));
     router.service(WebhookService, replayable(webhookService(deps)));
-    router.service(SandboxService, replayable(sandboxService(deps)));
+    router.service(SandboxService, replayable(sandboxService({ ...deps, refunds })));
     router.service(ObservationService, replayable(observationService(deps)));
     router.service(SiteService, replayable(siteService({ ...deps, transactionsOf })));
     router.service(CheckoutService, replayable(checkoutService({ ...deps, transactionsOf })));

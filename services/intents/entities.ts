@@ -27,6 +27,8 @@ export const PaymentIntentRecord = defineEntity({
     addressIndex: p.integer().nullable(),
     /** Counted funds: confirmed to the network's threshold and not orphaned. Null until a transaction is seen. */
     amountReceived: p.decimal("string").columnType("numeric").nullable(),
+    /** What its completed refunds gave back in its own network and asset (the refunds domain adds to it); null: none. */
+    amountRefunded: p.decimal("string").columnType("numeric").nullable(),
     paidAt: p.datetime().length(3).nullable(),
     expiredAt: p.datetime().length(3).nullable(),
     cancelledAt: p.datetime().length(3).nullable(),

@@ -24,6 +24,8 @@ export interface IntentRow {
   depositAddress: string | null;
   /** Counted funds, a decimal string; null until a transaction is seen. */
   amountReceived: string | null;
+  /** What its completed refunds gave back in its network and asset; null or unset: none. */
+  amountRefunded?: string | null;
   paidAt: Date | null;
   expiredAt: Date | null;
   cancelledAt: Date | null;
@@ -154,7 +156,7 @@ const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_refere
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
   i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
   i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since,
-  i.quote_expires_at, i.quote_history, i.methods`;
+  i.quote_expires_at, i.quote_history, i.methods, i.amount_refunded::text as amount_refunded`;
 
 interface DbRow {
   id: string;
@@ -190,6 +192,7 @@ interface DbRow {
   quote_expires_at: Date | string | null;
   quote_history: StoredQuote[] | string | null;
   methods: StoredMethod[] | string | null;
+  amount_refunded: string | null;
 }
 
 /** A replaced quote as quote_history keeps it. */
@@ -239,6 +242,7 @@ function fromDb(r: DbRow): IntentRow {
     expiresAt: new Date(r.expires_at),
     depositAddress: r.deposit_address,
     amountReceived: r.amount_received,
+    amountRefunded: r.amount_refunded,
     paidAt: date(r.paid_at),
     expiredAt: date(r.expired_at),
     cancelledAt: date(r.cancelled_at),
@@ -479,6 +483,11 @@ export async function updateStatuses(em: EntityManager, moves: readonly { from: 
     ],
   );
   return rows.length;
+}
+
+/** Adds a completed refund's amount (in the intent's network and asset) to its amount_refunded. */
+export async function addAmountRefunded(em: EntityManager, id: string, amount: string, at: Date): Promise<void> {
+  await em.execute(`update payment_intents set amount_refunded = coalesce(amount_refunded, 0) + ?::numeric, updated_at = ? where id = ?`, [amount, at, id]);
 }
 
 /** Saves several intents' amount_received in one statement. */

@@ -149,6 +149,7 @@ export class IntentViews {
           ? undefined
           : paymentUri({ network: row.network, asset: row.asset, environment, address: row.depositAddress, amount: row.requestedAmount }),
       amountReceived: row.amountReceived ?? undefined,
+      amountRefunded: row.amountRefunded ?? undefined,
       transactions: (row.transactions ?? []).map((t) =>
         create(PaymentTransactionSchema, {
           network: t.network ?? row.network,

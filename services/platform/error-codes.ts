@@ -36,6 +36,7 @@ export const errorTable = {
   invalid_state: { status: 409, grpc: "FailedPrecondition" },
   deposit_address_unavailable: { status: 409, grpc: "FailedPrecondition" },
   network_not_watched: { status: 409, grpc: "FailedPrecondition" },
+  refund_exceeds_refundable: { status: 409, grpc: "FailedPrecondition" },
   payload_too_large: { status: 413, grpc: "ResourceExhausted" },
   unsupported_media_type: { status: 415, grpc: "InvalidArgument" },
   rate_limited: { status: 429, grpc: "ResourceExhausted" },

@@ -16,7 +16,19 @@ export type EventType = (typeof eventTypes)[number];
  * Event types beyond the spec's list: ours. An endpoint turned off by the service
  * (auto-disable) is announced to the merchant's other enabled endpoints.
  */
-export const extensionEventTypes = ["webhook_endpoint.disabled", "payment.detected", "payment.exception", "payment.valued", "payment.requoted"] as const;
+export const extensionEventTypes = [
+  "webhook_endpoint.disabled",
+  "payment.detected",
+  "payment.exception",
+  "payment.valued",
+  "payment.requoted",
+  // A refund's moves (services/refunds/refunds.ts), each carrying the refund and its intent.
+  "refund.created",
+  "refund.address_received",
+  "refund.sent",
+  "refund.completed",
+  "refund.cancelled",
+] as const;
 export type ExtensionEventType = (typeof extensionEventTypes)[number];
 
 /** An endpoint's enabled_events entry that stands for every type (Stripe's), those added later included. */

@@ -183,6 +183,16 @@ t.test("every documented constraint is the validators' own, both ways", async (t
       body: { outcome: "confirmed" },
       send: async (body) => call(app.base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/payment-intents/${await newIntent()}/simulate`, { key: a.key, body }),
     },
+    CreateRefund: {
+      // An overpaid ETH intent: a refund with no amount is its overpaid part; one with an amount takes
+      // what is left (past it, 409: not a refusal of the request's form).
+      body: { reason: "returned" },
+      send: async (body) => {
+        const pi = await newIntent();
+        await call(app.base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/payment-intents/${pi}/simulate`, { key: a.key, body: { outcome: "overpaid" } });
+        return call(app.base, "POST", `${m}/payment-intents/${pi}/refunds`, { key: a.key, idempotencyKey: idemKey(), body });
+      },
+    },
     CreateWebhookEndpoint: {
       body: { url: "https://93.184.216.34/hooks", description: "orders" },
       send: async (body) => {
@@ -252,6 +262,13 @@ t.test("every documented constraint is the validators' own, both ways", async (t
           t.ok(request, `${op.operationId}.${field} is constrained, and this test sends ${op.operationId}`);
           if (!request) continue;
           covered.push(`${op.operationId}.${field}`);
+          if (op.operationId === "CreateRefund" && field === "amount") {
+            // The places allowed are the refunded payment's asset's (ETH, 18), which the request does not name.
+            for (const c of candidatesFor(schema).filter((c) => typeof c !== "string" || (c.split(".")[1] ?? "").length <= 18)) {
+              probes.push(await probe(op.operationId, field, c, validate, schema.type));
+            }
+            continue;
+          }
           if (op.operationId === "SimulatePaymentIntent" && field === "amount") {
             // A late payment counts whatever its amount; the places allowed are the intent's asset's (ETH, 18).
             for (const c of candidatesFor(schema).filter((c) => typeof c !== "string" || (c.split(".")[1] ?? "").length <= 18)) {

@@ -263,6 +263,23 @@ t.test("contract: real responses of every documented route match the document", 
   t.equal((await api("POST", simulate, { ...m, public_id: pi }, { key: a.key, body: { outcome: "sideways" } })).status, 400);
   t.equal((await api("POST", simulate, { merchant: live.merchant, public_id: pi }, { key: live.key, body: { outcome: "confirmed" } })).body.error?.code, "test_mode_only");
 
+  // Refunds of the underpaid intent: made, listed, read, paid by the simulator; refused past what it received.
+  const refunds = `${intent}/refunds`;
+  const made = await api("POST", refunds, { ...m, public_id: pi }, { key: a.key, idempotencyKey: idemKey(), body: { amount: "1", address: "0x8ba1f109551bD432803012645Ac136ddd64DBA72", reason: "returned" } });
+  t.equal(made.status, 200, JSON.stringify(made.body));
+  t.equal((await api("POST", refunds, { ...m, public_id: pi }, { key: a.key, idempotencyKey: idemKey(), body: { amount: "1000" } })).body.error?.code, "refund_exceeds_refundable");
+  t.equal((await api("GET", refunds, { ...m, public_id: pi }, { key: a.key })).body.data?.length, 1);
+  t.equal((await api("GET", refunds, { ...m, public_id: "pi_000000000000000000000000" }, { key: a.key })).status, 404);
+  const oneRefund = "/api/v1/merchants/{merchant}/refunds/{refund_id}";
+  t.equal((await api("GET", oneRefund, { ...m, refund_id: made.body.data.id }, { key: a.key })).body.data?.status, "awaiting_payment");
+  t.equal((await api("GET", oneRefund, { ...m, refund_id: "rf_000000000000000000000000" }, { key: a.key })).status, 404);
+  const simulateRefund = "/api/v1/sandbox/merchants/{merchant}/refunds/{refund_id}/simulate";
+  t.equal((await api("POST", simulateRefund, { ...m, refund_id: made.body.data.id }, { key: a.key })).body.data?.status, "completed");
+  t.equal((await api("POST", simulateRefund, { ...m, refund_id: made.body.data.id }, { key: a.key })).body.error?.code, "invalid_state");
+  t.equal((await api("POST", `${oneRefund}/cancel`, { ...m, refund_id: made.body.data.id }, { key: a.key })).body.error?.code, "invalid_state", "a completed refund is not cancelled");
+  const toCancel = await api("POST", refunds, { ...m, public_id: pi }, { key: a.key, idempotencyKey: idemKey(), body: { amount: "0.5" } });
+  t.equal((await api("POST", `${oneRefund}/cancel`, { ...m, refund_id: toCancel.body.data.id }, { key: a.key })).body.data?.status, "cancelled");
+
   // Readiness.
   t.equal((await api("GET", "/api/v1/merchants/{merchant}/go-live/readiness", m, { key: a.key })).status, 200);
   t.equal((await api("GET", "/api/v1/merchants/{merchant}/go-live/readiness", m, {})).status, 401);

@@ -170,6 +170,7 @@ t.test("encodeResponse", async (t) => {
     deposit_address: null,
     payment_uri: null,
     amount_received: null,
+    amount_refunded: null,
     transactions: [],
     paid_at: null,
     expired_at: null,

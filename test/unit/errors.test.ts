@@ -35,6 +35,7 @@ const expectedStatus: Record<ErrorCode, number> = {
   invalid_state: 409,
   deposit_address_unavailable: 409,
   network_not_watched: 409,
+  refund_exceeds_refundable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

@@ -36,6 +36,11 @@ t.test("the route table", async (t) => {
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/disable",
     "POST /api/v1/merchants/{merchant}/webhook-endpoints/{endpoint_id}/test",
     "POST /api/v1/sandbox/merchants/{merchant}/payment-intents/{public_id}/simulate",
+    "POST /api/v1/sandbox/merchants/{merchant}/refunds/{refund_id}/simulate",
+    "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}/refunds",
+    "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/refunds",
+    "GET /api/v1/merchants/{merchant}/refunds/{refund_id}",
+    "POST /api/v1/merchants/{merchant}/refunds/{refund_id}/cancel",
     "GET /api/v1/qr/{qr_public_id}",
     "GET /api/v1/site-payment-intents/{public_id}",
     "POST /api/v1/site-payment-intents",
@@ -44,6 +49,7 @@ t.test("the route table", async (t) => {
   // Only the create and update routes and simulate take a JSON body; the action routes take none.
   const creates = [
     "/api/v1/merchants/{merchant}/payment-intents",
+    "/api/v1/merchants/{merchant}/payment-intents/{public_id}/refunds",
     "/api/v1/merchants/{merchant}/api-keys",
     "/api/v1/merchants/{merchant}/profile",
     "/api/v1/merchants/{merchant}/webhook-endpoints",

@@ -7,13 +7,15 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_payments_v1_options } from "./options_pb.ts";
 import type { PaymentIntent } from "./payment_intents_pb.ts";
 import { file_payments_v1_payment_intents } from "./payment_intents_pb.ts";
+import type { Refund } from "./refunds_pb.ts";
+import { file_payments_v1_refunds } from "./refunds_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file payments/v1/sandbox.proto.
  */
 export const file_payments_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9zYW5kYm94LnByb3RvEgtwYXltZW50cy52MSKYAQocU2ltdWxhdGVQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkSKQoHb3V0Y29tZRgDIAEoCUIYqrsYFAgBKhBzaW11bGF0ZV9vdXRjb21lEh0KBmFtb3VudBgEIAEoCUIIqrsYBAgBMAJIAIgBAUIJCgdfYW1vdW50IkkKHVNpbXVsYXRlUGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50MvYBCg5TYW5kYm94U2VydmljZRLjAQoVU2ltdWxhdGVQYXltZW50SW50ZW50EikucGF5bWVudHMudjEuU2ltdWxhdGVQYXltZW50SW50ZW50UmVxdWVzdBoqLnBheW1lbnRzLnYxLlNpbXVsYXRlUGF5bWVudEludGVudFJlc3BvbnNlInOiuxhvCgRQT1NUEkkvYXBpL3YxL3NhbmRib3gvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L3NpbXVsYXRlGgEqIhVwYXltZW50X2ludGVudHM6d3JpdGUwATgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents]);
+  fileDesc("ChlwYXltZW50cy92MS9zYW5kYm94LnByb3RvEgtwYXltZW50cy52MSKYAQocU2ltdWxhdGVQYXltZW50SW50ZW50UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkSKQoHb3V0Y29tZRgDIAEoCUIYqrsYFAgBKhBzaW11bGF0ZV9vdXRjb21lEh0KBmFtb3VudBgEIAEoCUIIqrsYBAgBMAJIAIgBAUIJCgdfYW1vdW50IkkKHVNpbXVsYXRlUGF5bWVudEludGVudFJlc3BvbnNlEigKBGRhdGEYASABKAsyGi5wYXltZW50cy52MS5QYXltZW50SW50ZW50IjwKFVNpbXVsYXRlUmVmdW5kUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkiOwoWU2ltdWxhdGVSZWZ1bmRSZXNwb25zZRIhCgRkYXRhGAEgASgLMhMucGF5bWVudHMudjEuUmVmdW5kMrwDCg5TYW5kYm94U2VydmljZRLjAQoVU2ltdWxhdGVQYXltZW50SW50ZW50EikucGF5bWVudHMudjEuU2ltdWxhdGVQYXltZW50SW50ZW50UmVxdWVzdBoqLnBheW1lbnRzLnYxLlNpbXVsYXRlUGF5bWVudEludGVudFJlc3BvbnNlInOiuxhvCgRQT1NUEkkvYXBpL3YxL3NhbmRib3gvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L3NpbXVsYXRlGgEqIhVwYXltZW50X2ludGVudHM6d3JpdGUwATgBEsMBCg5TaW11bGF0ZVJlZnVuZBIiLnBheW1lbnRzLnYxLlNpbXVsYXRlUmVmdW5kUmVxdWVzdBojLnBheW1lbnRzLnYxLlNpbXVsYXRlUmVmdW5kUmVzcG9uc2UiaKK7GGQKBFBPU1QSQS9hcGkvdjEvc2FuZGJveC9tZXJjaGFudHMve21lcmNoYW50fS9yZWZ1bmRzL3tyZWZ1bmRfaWR9L3NpbXVsYXRlIhVwYXltZW50X2ludGVudHM6d3JpdGUwATgBYgZwcm90bzM", [file_payments_v1_options, file_payments_v1_payment_intents, file_payments_v1_refunds]);
 
 /**
  * @generated from message payments.v1.SimulatePaymentIntentRequest
@@ -75,6 +77,45 @@ export const SimulatePaymentIntentResponseSchema: GenMessage<SimulatePaymentInte
   messageDesc(file_payments_v1_sandbox, 1);
 
 /**
+ * @generated from message payments.v1.SimulateRefundRequest
+ */
+export type SimulateRefundRequest = Message<"payments.v1.SimulateRefundRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string refund_id = 2;
+   */
+  refundId: string;
+};
+
+/**
+ * Describes the message payments.v1.SimulateRefundRequest.
+ * Use `create(SimulateRefundRequestSchema)` to create a new message.
+ */
+export const SimulateRefundRequestSchema: GenMessage<SimulateRefundRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_sandbox, 2);
+
+/**
+ * @generated from message payments.v1.SimulateRefundResponse
+ */
+export type SimulateRefundResponse = Message<"payments.v1.SimulateRefundResponse"> & {
+  /**
+   * @generated from field: payments.v1.Refund data = 1;
+   */
+  data?: Refund | undefined;
+};
+
+/**
+ * Describes the message payments.v1.SimulateRefundResponse.
+ * Use `create(SimulateRefundResponseSchema)` to create a new message.
+ */
+export const SimulateRefundResponseSchema: GenMessage<SimulateRefundResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_sandbox, 3);
+
+/**
  * SandboxService lets a Test integration drive an intent through the payment
  * lifecycle. It runs the very same observation, expiry and reorg code as the
  * chain watcher, with synthetic transactions marked simulated.
@@ -91,6 +132,17 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof SimulatePaymentIntentRequestSchema;
     output: typeof SimulatePaymentIntentResponseSchema;
+  },
+  /**
+   * Pays a Test refund awaiting payment as if a transfer of its amount to its address were seen
+   * and confirmed (simulated: true): refund.sent, then refund.completed. Returns the refund.
+   *
+   * @generated from rpc payments.v1.SandboxService.SimulateRefund
+   */
+  simulateRefund: {
+    methodKind: "unary";
+    input: typeof SimulateRefundRequestSchema;
+    output: typeof SimulateRefundResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_payments_v1_sandbox, 0);

@@ -51,6 +51,7 @@ import { Migration20261203130000_FiatValueConfirmed } from "./Migration202612031
 import { Migration20261203170000_OutboxWakeCaller } from "./Migration20261203170000_OutboxWakeCaller.ts";
 import { Migration20261204090000_PaymentMethods } from "./Migration20261204090000_PaymentMethods.ts";
 import { Migration20261204100000_AcceptedMethods } from "./Migration20261204100000_AcceptedMethods.ts";
+import { Migration20261204110000_Refunds } from "./Migration20261204110000_Refunds.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -106,4 +107,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261203170000_OutboxWakeCaller", class: Migration20261203170000_OutboxWakeCaller },
   { name: "Migration20261204090000_PaymentMethods", class: Migration20261204090000_PaymentMethods },
   { name: "Migration20261204100000_AcceptedMethods", class: Migration20261204100000_AcceptedMethods },
+  { name: "Migration20261204110000_Refunds", class: Migration20261204110000_Refunds },
 ];

@@ -1,0 +1,210 @@
+import { randomBytes } from "node:crypto";
+import type { JsonValue } from "@bufbuild/protobuf";
+import type { Owner } from "../auth/keys.ts";
+import { checkAddress } from "../addresses/formats.ts";
+import { recordEvent } from "../events/record.ts";
+import type { Intents } from "../intents/intents.ts";
+import { withTransactions, type TransactionsOf } from "../intents/service.ts";
+import { addAmountRefunded, type IntentRow } from "../intents/store.ts";
+import type { EntityManager } from "../platform/db.ts";
+import { lockedNow } from "../platform/db-clock.ts";
+import { apiError, validationError } from "../platform/errors.ts";
+import { newId, randomBase62 } from "../platform/ids.ts";
+import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
+import type { ExtensionEventType } from "../vocabulary/event-types.ts";
+import { chooseOutput, decimalsOf, defaultAmount, exceeds, priceToUnits, refundable, type Refusal } from "./refundable.ts";
+import { findRefund, findRefundByToken, insertRefund, refundableOutputs, refundsOfIntent, updateRefund, type RefundChange, type RefundRow } from "./store.ts";
+import type { RefundViews } from "./views.ts";
+
+/** What a create asks, as the handler checked it against the field rules. */
+export interface RefundRequest {
+  amount?: string;
+  priceAmount?: string;
+  priceCurrency?: string;
+  payment?: string;
+  address?: string;
+  reason?: string;
+}
+
+/** A claim page's key: 32 base62 characters (190 bits). */
+export const claimTokenPattern = /^[0-9A-Za-z]{32}$/;
+
+function refuse(r: Refusal): never {
+  if (r.refused === "validation") throw validationError(r.param, r.message);
+  throw apiError(r.refused === "exceeds" ? "refund_exceeds_refundable" : "invalid_state", r.message);
+}
+
+/**
+ * Refunds: the one writer of the refunds table. Each move happens under the refund's row lock (and
+ * a create under its intent's, so two creates of one intent are taken one after the other and the
+ * second sees the first's amount), and is told as its event in the same transaction.
+ */
+export class Refunds {
+  readonly #intents: Intents;
+  readonly #transactionsOf: TransactionsOf;
+  readonly views: RefundViews;
+
+  constructor(intents: Intents, transactionsOf: TransactionsOf, views: RefundViews) {
+    this.#intents = intents;
+    this.#transactionsOf = transactionsOf;
+    this.views = views;
+  }
+
+  /** Creates a refund of the owner's intent, in the caller's transaction. */
+  async create(tx: EntityManager, owner: Owner, intentId: string, req: RefundRequest): Promise<RefundRow> {
+    const intent = await this.#intents.get(tx, owner, intentId, true);
+    const outputs = await refundableOutputs(tx, intent.id);
+    const chosen = chooseOutput(outputs, req.payment);
+    if ("refused" in chosen) refuse(chosen);
+    const decimals = decimalsOf(chosen.network, chosen.asset);
+    const existing = await refundsOfIntent(tx, intent.id);
+    const sums = refundable(outputs, existing, chosen, decimals);
+
+    if (req.amount !== undefined && req.priceAmount !== undefined) throw validationError("price_amount", `Send "amount" or "price_amount", not both.`);
+    let units: bigint;
+    let priced: { amount: string; currency: string; rate: string } | undefined;
+    if (req.amount !== undefined) {
+      const checked = checkAmount(req.amount, decimals);
+      if (!checked.ok) throw validationError("amount", `"amount" ${checked.reason} (${chosen.asset} has ${decimals} decimal places).`);
+      units = toUnits(checked.value, decimals);
+    } else if (req.priceAmount !== undefined) {
+      const rate = rateOf(intent, chosen);
+      if (!intent.price || rate === undefined) {
+        throw validationError("price_amount", `"price_amount" needs a payment priced in a currency: the payment refunded (${chosen.asset} on ${chosen.network}) was not quoted for this intent; send "amount" in ${chosen.asset}.`);
+      }
+      if (req.priceCurrency !== intent.price.currency) throw validationError("price_currency", `"price_currency" must be the intent's price currency, ${intent.price.currency}.`);
+      units = priceToUnits(req.priceAmount, rate, decimals);
+      if (units <= 0n) throw validationError("price_amount", `"price_amount" is less than the smallest unit of ${chosen.asset} at the intent's rate.`);
+      priced = { amount: req.priceAmount, currency: intent.price.currency, rate };
+    } else {
+      const d = defaultAmount(intent, chosen, sums.left, sums.taken, decimals);
+      if (typeof d !== "bigint") refuse(d);
+      units = d;
+      if (units <= 0n) refuse(exceeds(chosen, decimals, sums));
+    }
+    if (units > sums.left) refuse(exceeds(chosen, decimals, sums));
+
+    const address = req.address === undefined ? null : this.#checkedAddress(chosen.network, intent.environment, req.address, "address");
+    const at = await lockedNow(tx);
+    const row = await insertRefund(tx, {
+      id: newId("rf"),
+      merchantId: intent.merchantId,
+      environment: intent.environment === "live" ? "live" : "test",
+      intentId: intent.id,
+      status: address === null ? "awaiting_address" : "awaiting_payment",
+      network: chosen.network,
+      asset: chosen.asset,
+      amount: fromUnits(units, decimals),
+      paymentTxHash: chosen.txHash,
+      paymentOutputIndex: chosen.outputIndex,
+      address,
+      claimToken: randomBase62(32),
+      reason: req.reason ?? null,
+      priceAmount: priced?.amount ?? null,
+      priceCurrency: priced?.currency ?? null,
+      rate: priced?.rate ?? null,
+      createdAt: at,
+    });
+    await this.#tell(tx, "refund.created", row, intent, at);
+    if (address !== null) await this.#tell(tx, "refund.address_received", row, intent, at);
+    return row;
+  }
+
+  /** The owner's refund, or 404. */
+  async get(em: EntityManager, owner: Owner, id: string, lock = false): Promise<RefundRow> {
+    const row = /^rf_[0-9A-Za-z]{24}$/.test(id) ? await findRefund(em, owner, id, lock) : undefined;
+    if (!row) throw apiError("not_found", `No refund ${id}.`, "refund_id");
+    return row;
+  }
+
+  /** The owner's intent's refunds, oldest first (404 for an intent not the owner's). */
+  async listOf(em: EntityManager, owner: Owner, intentId: string): Promise<RefundRow[]> {
+    const intent = await this.#intents.get(em, owner, intentId);
+    return refundsOfIntent(em, intent.id);
+  }
+
+  /** Cancels a refund not yet paid; a cancelled one is returned as it is. */
+  async cancel(tx: EntityManager, owner: Owner, id: string): Promise<RefundRow> {
+    const row = await this.get(tx, owner, id, true);
+    if (row.status === "cancelled") return row;
+    if (row.status !== "awaiting_address" && row.status !== "awaiting_payment") {
+      throw apiError("invalid_state", `Refund ${row.id} is ${row.status}: a transfer to its address was seen, so it can no longer be cancelled.`);
+    }
+    const at = await lockedNow(tx);
+    return this.#move(tx, row, { status: "cancelled", cancelledAt: at }, "refund.cancelled", at);
+  }
+
+  /** The refund of a claim page, or undefined (no such token). */
+  async findByToken(em: EntityManager, token: string): Promise<RefundRow | undefined> {
+    return claimTokenPattern.test(token) ? findRefundByToken(em, token) : undefined;
+  }
+
+  /**
+   * The customer's address, from the claim page: once. The same address again returns the refund
+   * as it is; another is refused (invalid_state), as is a cancelled refund.
+   */
+  async submitAddress(tx: EntityManager, token: string, address: string): Promise<RefundRow | undefined> {
+    const row = claimTokenPattern.test(token) ? await findRefundByToken(tx, token, true) : undefined;
+    if (!row) return undefined;
+    const checked = this.#checkedAddress(row.network, row.environment, address, "address");
+    if (row.address !== null) {
+      if (row.address === checked) return row;
+      throw apiError("invalid_state", "This refund has its address already; it cannot be changed.", "address");
+    }
+    if (row.status !== "awaiting_address") throw apiError("invalid_state", `This refund is ${row.status}; it takes no address.`, "address");
+    const at = await lockedNow(tx);
+    return this.#move(tx, row, { status: "awaiting_payment", address: checked, addressReceivedAt: at }, "refund.address_received", at);
+  }
+
+  /**
+   * Pays a Test refund as the sandbox simulator does: a synthetic transfer of its amount to its
+   * address, seen and confirmed at once (refund.sent, then refund.completed).
+   */
+  async simulatePayment(tx: EntityManager, owner: Owner, id: string): Promise<RefundRow> {
+    const row = await this.get(tx, owner, id, true);
+    if (row.environment !== "test") throw apiError("test_mode_only", "Only a Test refund is paid by the simulator.");
+    if (row.status !== "awaiting_payment") {
+      throw apiError("invalid_state", row.status === "awaiting_address" ? `Refund ${row.id} has no address yet: the customer gives one at its claim_url (or create it with "address").` : `Refund ${row.id} is ${row.status}; only one awaiting_payment is paid.`);
+    }
+    const at = await lockedNow(tx);
+    const transfer = { txHash: `0x${randomHex(64)}`, outputIndex: 0, amount: row.amount, simulated: true };
+    const sent = await this.#move(tx, row, { status: "sent", sentAt: at, transactions: [transfer], simulated: true }, "refund.sent", at);
+    return this.#complete(tx, sent, at);
+  }
+
+  async #complete(tx: EntityManager, row: RefundRow, at: Date): Promise<RefundRow> {
+    const intent = await this.#intents.get(tx, { merchantId: row.merchantId, environment: row.environment }, row.intentId, true);
+    if (intent.network === row.network && intent.asset === row.asset) await addAmountRefunded(tx, intent.id, row.amount, at);
+    return this.#move(tx, row, { status: "completed", completedAt: at }, "refund.completed", at);
+  }
+
+  async #move(tx: EntityManager, row: RefundRow, change: RefundChange, type: ExtensionEventType, at: Date): Promise<RefundRow> {
+    const next = await updateRefund(tx, row.id, row.status, change, at);
+    if (!next) throw apiError("invalid_state", `Refund ${row.id} changed while this request ran; read it again.`);
+    const intent = await this.#intents.get(tx, { merchantId: row.merchantId, environment: row.environment }, row.intentId);
+    await this.#tell(tx, type, next, intent, at);
+    return next;
+  }
+
+  /** The event of a refund's move: the refund, and its intent as it is now (with its transactions). */
+  async #tell(tx: EntityManager, type: ExtensionEventType, row: RefundRow, intent: IntentRow, at: Date): Promise<void> {
+    const [full] = await withTransactions(tx, this.#transactionsOf, [intent]);
+    const data: Record<string, JsonValue> = { refund: this.views.json(row), ...this.#intents.views.eventData(full ?? intent) };
+    await recordEvent(tx, { merchantId: row.merchantId, environment: row.environment, type, data, paymentIntentId: row.intentId, createdAt: at });
+  }
+
+  #checkedAddress(network: string, environment: string, address: string, param: string): string {
+    const checked = checkAddress(network, environment === "live" ? "live" : "test", address);
+    if (!checked.ok) throw validationError(param, `"${param}" ${checked.reason}.`);
+    return checked.address;
+  }
+}
+
+/** The rate the intent quoted the output's asset at: its own asset's current quote, or one of its methods'. */
+function rateOf(intent: IntentRow, o: { network: string; asset: string }): string | undefined {
+  if (!intent.price) return undefined;
+  if (o.network === intent.network && o.asset === intent.asset) return intent.price.rate;
+  return intent.methods?.find((m) => m.network === o.network && m.asset === o.asset)?.rate ?? undefined;
+}
+
+const randomHex = (chars: number) => randomBytes(chars / 2).toString("hex");

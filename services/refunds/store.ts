@@ -1,0 +1,178 @@
+import type { EntityManager } from "../platform/db.ts";
+import { findOwned, type RowOwner } from "../platform/owned.ts";
+import type { ReceivedOutput, RefundStatus } from "./refundable.ts";
+
+/** The refunds table, as its one writer reads and writes it (entities.ts). */
+
+export interface RefundTransfer {
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  simulated: boolean;
+}
+
+export interface RefundRow {
+  id: string;
+  merchantId: string;
+  environment: "test" | "live";
+  intentId: string;
+  status: RefundStatus;
+  network: string;
+  asset: string;
+  amount: string;
+  paymentTxHash: string;
+  paymentOutputIndex: number;
+  address: string | null;
+  claimToken: string;
+  reason: string | null;
+  priceAmount: string | null;
+  priceCurrency: string | null;
+  rate: string | null;
+  transactions: RefundTransfer[];
+  simulated: boolean;
+  createdAt: Date;
+  addressReceivedAt: Date | null;
+  sentAt: Date | null;
+  completedAt: Date | null;
+  cancelledAt: Date | null;
+}
+
+const columns = `r.id, r.merchant_id, r.environment, r.intent_id, r.status, r.network, r.asset, r.amount::text as amount,
+  r.payment_tx_hash, r.payment_output_index, r.address, r.claim_token, r.reason, r.price_amount::text as price_amount,
+  r.price_currency, r.rate::text as rate, r.transactions, r.simulated, r.created_at, r.address_received_at, r.sent_at,
+  r.completed_at, r.cancelled_at`;
+
+interface DbRow {
+  id: string;
+  merchant_id: string;
+  environment: string;
+  intent_id: string;
+  status: string;
+  network: string;
+  asset: string;
+  amount: string;
+  payment_tx_hash: string;
+  payment_output_index: number;
+  address: string | null;
+  claim_token: string;
+  reason: string | null;
+  price_amount: string | null;
+  price_currency: string | null;
+  rate: string | null;
+  transactions: { tx_hash: string; output_index: number; amount: string; simulated: boolean }[] | string;
+  simulated: boolean;
+  created_at: Date | string;
+  address_received_at: Date | string | null;
+  sent_at: Date | string | null;
+  completed_at: Date | string | null;
+  cancelled_at: Date | string | null;
+}
+
+const date = (v: Date | string | null) => (v === null ? null : new Date(v));
+
+function fromDb(r: DbRow): RefundRow {
+  const transfers = typeof r.transactions === "string" ? (JSON.parse(r.transactions) as Exclude<DbRow["transactions"], string>) : r.transactions;
+  return {
+    id: r.id,
+    merchantId: r.merchant_id,
+    environment: r.environment === "live" ? "live" : "test",
+    intentId: r.intent_id,
+    status: r.status as RefundStatus,
+    network: r.network,
+    asset: r.asset,
+    amount: r.amount,
+    paymentTxHash: r.payment_tx_hash,
+    paymentOutputIndex: r.payment_output_index,
+    address: r.address,
+    claimToken: r.claim_token,
+    reason: r.reason,
+    priceAmount: r.price_amount,
+    priceCurrency: r.price_currency,
+    rate: r.rate,
+    transactions: transfers.map((t) => ({ txHash: t.tx_hash, outputIndex: t.output_index, amount: t.amount, simulated: t.simulated })),
+    simulated: r.simulated,
+    createdAt: new Date(r.created_at),
+    addressReceivedAt: date(r.address_received_at),
+    sentAt: date(r.sent_at),
+    completedAt: date(r.completed_at),
+    cancelledAt: date(r.cancelled_at),
+  };
+}
+
+/** A new refund's columns. */
+export type NewRefund = Omit<RefundRow, "transactions" | "simulated" | "addressReceivedAt" | "sentAt" | "completedAt" | "cancelledAt">;
+
+export async function insertRefund(em: EntityManager, r: NewRefund): Promise<RefundRow> {
+  const rows = await em.execute<DbRow[]>(
+    `insert into refunds as r (id, merchant_id, environment, intent_id, status, network, asset, amount, payment_tx_hash, payment_output_index,
+       address, claim_token, reason, price_amount, price_currency, rate, transactions, simulated, created_at, updated_at, address_received_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?::numeric, ?, ?, ?, ?, ?, ?::numeric, ?, ?::numeric, '[]', false, ?, ?, ?)
+     returning ${columns}`,
+    [
+      r.id, r.merchantId, r.environment, r.intentId, r.status, r.network, r.asset, r.amount, r.paymentTxHash, r.paymentOutputIndex,
+      r.address, r.claimToken, r.reason, r.priceAmount, r.priceCurrency, r.rate, r.createdAt, r.createdAt, r.address === null ? null : r.createdAt,
+    ],
+  );
+  return fromDb(rows[0] as DbRow);
+}
+
+/** The owner's refund, locked for the caller's transaction when asked. */
+export async function findRefund(em: EntityManager, owner: RowOwner, id: string, forUpdate = false): Promise<RefundRow | undefined> {
+  const row = await findOwned<DbRow>(em, `select ${columns} from refunds r where r.id = ?`, id, owner, forUpdate);
+  return row && fromDb(row);
+}
+
+/** The refund whose claim page this is, locked when asked. */
+export async function findRefundByToken(em: EntityManager, token: string, forUpdate = false): Promise<RefundRow | undefined> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from refunds r where r.claim_token = ?${forUpdate ? " for update" : ""}`, [token]);
+  return rows[0] && fromDb(rows[0]);
+}
+
+/** An intent's refunds, oldest first. */
+export async function refundsOfIntent(em: EntityManager, intentId: string): Promise<RefundRow[]> {
+  const rows = await em.execute<DbRow[]>(`select ${columns} from refunds r where r.intent_id = ? order by r.created_at, r.id`, [intentId]);
+  return rows.map(fromDb);
+}
+
+/** What a refund move changes. */
+export interface RefundChange {
+  status: RefundStatus;
+  address?: string;
+  addressReceivedAt?: Date;
+  sentAt?: Date;
+  completedAt?: Date;
+  cancelledAt?: Date;
+  transactions?: RefundTransfer[];
+  simulated?: boolean;
+}
+
+/** Applies a move if the refund is still in `from` (the caller holds its lock); the row after it. */
+export async function updateRefund(em: EntityManager, id: string, from: RefundStatus, c: RefundChange, at: Date): Promise<RefundRow | undefined> {
+  const rows = await em.execute<DbRow[]>(
+    `update refunds r set status = ?, address = coalesce(?, address), address_received_at = coalesce(?, address_received_at),
+       sent_at = coalesce(?, sent_at), completed_at = coalesce(?, completed_at), cancelled_at = coalesce(?, cancelled_at),
+       transactions = coalesce(?::jsonb, transactions), simulated = coalesce(?, simulated), updated_at = ?
+      where id = ? and status = ? returning ${columns}`,
+    [
+      c.status, c.address ?? null, c.addressReceivedAt ?? null, c.sentAt ?? null, c.completedAt ?? null, c.cancelledAt ?? null,
+      c.transactions ? JSON.stringify(c.transactions.map((t) => ({ tx_hash: t.txHash, output_index: t.outputIndex, amount: t.amount, simulated: t.simulated }))) : null,
+      c.simulated ?? null, at, id, from,
+    ],
+  );
+  return rows[0] && fromDb(rows[0]);
+}
+
+/**
+ * The intent's outputs a refund may give back: not orphaned, in a block, and either counted or
+ * told to the merchant as an exception (another asset or method, or paid after it closed).
+ * Read from chain_observations, which the chains domain writes.
+ */
+export async function refundableOutputs(em: EntityManager, intentId: string): Promise<ReceivedOutput[]> {
+  const rows = await em.execute<{ network: string; asset: string; tx_hash: string; output_index: number; amount: string; counted: boolean }[]>(
+    `select network, asset, tx_hash, output_index, amount::text as amount, counted from chain_observations
+      where payment_intent_id = ? and not orphaned and not mempool and (counted or exception_reported_at is not null)
+      order by created_at, id`,
+    [intentId],
+  );
+  return rows.map((r) => ({ network: r.network, asset: r.asset, txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, counted: r.counted }));
+}

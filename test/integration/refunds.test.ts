@@ -1,0 +1,171 @@
+// Refunds (issue 63): what may be refunded (never more than received, per network and asset,
+// under concurrency), the amount a request without one means, the address given with the request
+// or later, the events, cancel, and the sandbox simulator paying a Test refund. Against anvil
+// followed by the app's in-process watcher (ethereum Test), the REST API and signed webhooks.
+import t from "tap";
+import type { Hex } from "viem";
+import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
+import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
+import { createUsdcIntent, eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+
+const dev = await startDevChain();
+t.teardown(() => dev.stop());
+const s = await webhookSetup(t, { env: { ETHEREUM_TEST_RPC_URL: dev.url, ETHEREUM_CONFIRMATIONS: "2", WATCHER_POLL_MS: "100" } });
+const { base, creds: a } = s;
+const hooks = await s.createEndpoint();
+const merchantPath = `/api/v1/merchants/${a.merchant}`;
+const intentsPath = `${merchantPath}/payment-intents`;
+const customer = "0x8ba1f109551bD432803012645Ac136ddd64DBA72";
+
+const get = async (id: string) => (await call(base, "GET", `${intentsPath}/${id}`, { key: a.key })).body.data;
+const pay = (pi: { deposit_address: Hex }, amount: string, asset: "USDC" | "ETH" = "USDC") => signPayment(dev, pi.deposit_address, amount, asset, asset === "USDC" ? 6 : 18);
+const refund = (id: string, body: Record<string, unknown> = {}, idempotencyKey = idemKey()) => call(base, "POST", `${intentsPath}/${id}/refunds`, { key: a.key, idempotencyKey, body });
+const eventsOf = (refundId: string) =>
+  eventsOnce(s.receiver, hooks.secret, new URL(hooks.url).pathname)
+    .filter((e) => e.type.startsWith("refund.") && (e.data as { refund?: { id: string } }).refund?.id === refundId);
+
+/** An intent paid `amount` USDC from anvil, counted at two confirmations, at `status`. */
+async function paidIntent(requested: string, amount: string, status: string) {
+  const pi = await createUsdcIntent(s, requested);
+  await pay(pi, amount);
+  await dev.test.mine({ blocks: 2 });
+  await until(`${pi.public_id} ${status}`, async () => ((await get(pi.public_id)).status === status ? true : undefined), 20_000);
+  return pi;
+}
+
+t.test("an overpaid intent: a refund with no amount is the overpaid part; the customer's address later; the simulator pays it", async (t) => {
+  const pi = await paidIntent("10", "12.5", "overpaid");
+  const created = await refund(pi.public_id, { reason: "paid too much" });
+  t.equal(created.status, 200, JSON.stringify(created.body));
+  const r = created.body.data;
+  t.match(r, { payment_intent: pi.public_id, status: "awaiting_address", environment: "test", network: "ethereum", asset: "USDC", amount: "2.5", reason: "paid too much", simulated: false });
+  t.match(r.id, /^rf_[0-9A-Za-z]{24}$/);
+  t.match(r.claim_url, /^https:\/\/checkout\.example\.test\/refunds\/[0-9A-Za-z]{32}$/, "a claim page while the address is not known");
+  t.equal(r.address, null);
+  t.equal(r.payment_uri, null, "nothing to send to yet");
+  t.equal(r.payment, `${(await get(pi.public_id)).transactions[0].tx_hash}:${(await get(pi.public_id)).transactions[0].output_index}`, "the transaction refunded");
+
+  const again = await refund(pi.public_id);
+  t.equal(again.status, 409, "the overpaid part is taken");
+  t.equal(again.body.error.code, "refund_exceeds_refundable");
+  t.match(again.body.error.message, /At most 10 USDC is still refundable on ethereum: the payment intent received 12\.5 USDC there and its refunds not cancelled take 2\.5/);
+
+  const simulatedEarly = await call(base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/refunds/${r.id}/simulate`, { key: a.key });
+  t.equal(simulatedEarly.status, 409, "the simulator pays only a refund with an address");
+  t.match(simulatedEarly.body.error.message, /no address yet/);
+
+  // The claim page's call (RefundClaimService), as the page makes it.
+  const token = r.claim_url.split("/").pop();
+  const bad = await submitAddress(token, "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx");
+  t.equal(bad.status, 400, "a bitcoin address for an ethereum refund is refused");
+  const given = await submitAddress(token, customer.toLowerCase());
+  t.equal(given.status, 200, JSON.stringify(given.body));
+  t.match(given.body.data, { status: "awaiting_payment", amount: "2.5", asset: "USDC", network: "ethereum", address: customer, testMode: true });
+  const other = await submitAddress(token, "0x000000000000000000000000000000000000dEaD");
+  t.equal(other.status, 409, "the address cannot be changed");
+  const now = (await call(base, "GET", `${merchantPath}/refunds/${r.id}`, { key: a.key })).body.data;
+  t.match(now, { status: "awaiting_payment", address: customer });
+  t.equal(now.claim_url, null, "no claim page once the address is known");
+  t.match(now.payment_uri, new RegExp(`^ethereum:0x[0-9a-fA-F]{40}@11155111/transfer\\?address=${customer}&uint256=2500000$`), "EIP-681: USDC's transfer of 2.5 to the customer");
+
+  const paid = await call(base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/refunds/${r.id}/simulate`, { key: a.key });
+  t.equal(paid.status, 200, JSON.stringify(paid.body));
+  t.match(paid.body.data, { status: "completed", simulated: true, transactions: [{ amount: "2.5", simulated: true, output_index: 0 }] });
+  t.ok(paid.body.data.completed_at);
+  t.equal((await get(pi.public_id)).amount_refunded, "2.5", "the intent's amount_refunded");
+  const cancelLate = await call(base, "POST", `${merchantPath}/refunds/${r.id}/cancel`, { key: a.key });
+  t.equal(cancelLate.status, 409, "a completed refund is not cancelled");
+
+  const types = await until("the refund's four events", async () => {
+    const e = eventsOf(r.id);
+    return e.length >= 4 ? e : undefined;
+  }, 20_000);
+  t.same(types.map((e) => e.type).sort(), ["refund.address_received", "refund.completed", "refund.created", "refund.sent"], "one of each, deduplicated by event id");
+  t.match(types.find((e) => e.type === "refund.completed")!.data, { refund: { id: r.id, status: "completed" }, payment_intent: { public_id: pi.public_id, amount_refunded: "2.5" } }, "each carries the refund and its intent");
+});
+
+t.test("never more than received: over it is 409 saying what is left; two at once for the whole, one passes; an Idempotency-Key twice, one refund", async (t) => {
+  const pi = await paidIntent("5", "5", "confirmed");
+  const none = await refund(pi.public_id);
+  t.equal(none.status, 400, "a confirmed intent's refund says how much");
+  t.equal(none.body.error.param, "amount");
+  const over = await refund(pi.public_id, { amount: "5.000001", address: customer });
+  t.equal(over.status, 409);
+  t.equal(over.body.error.code, "refund_exceeds_refundable");
+  t.match(over.body.error.message, /At most 5 USDC is still refundable/);
+  for (const [amount, why] of [["-1", "a sign"], ["1.0000001", "more decimals than USDC's 6"], ["0", "zero"], ["1e3", "an exponent"]] as const) {
+    const res = await refund(pi.public_id, { amount });
+    t.equal(res.status, 400, `${amount}: ${why}`);
+    t.equal(res.body.error.param, "amount");
+  }
+  const badAddress = await refund(pi.public_id, { amount: "1", address: "0x8ba1f109551bd432803012645ac136ddd64dba7" });
+  t.equal(badAddress.status, 400);
+  t.equal(badAddress.body.error.param, "address");
+  t.same((await call(base, "GET", `${intentsPath}/${pi.public_id}/refunds`, { key: a.key })).body.data, [], "refused requests made nothing");
+
+  const both = await Promise.all([refund(pi.public_id, { amount: "5" }), refund(pi.public_id, { amount: "5" })]);
+  t.same(both.map((r) => r.status).sort(), [200, 409], "exactly one of two concurrent refunds of the whole passes");
+
+  const cancelled = await call(base, "POST", `${merchantPath}/refunds/${both.find((r) => r.status === 200)!.body.data.id}/cancel`, { key: a.key });
+  t.equal(cancelled.status, 200);
+  t.equal(cancelled.body.data.status, "cancelled");
+  t.equal(cancelled.body.data.claim_url, null);
+  const key = idemKey();
+  const first = await refund(pi.public_id, { amount: "2", address: customer }, key);
+  const second = await refund(pi.public_id, { amount: "2", address: customer }, key);
+  t.equal(first.status, 200, "a cancelled refund's amount is refundable again");
+  t.equal(first.body.data.status, "awaiting_payment", "with the address given, no claim page");
+  t.same(second.body.data, first.body.data, "the same key: the same refund");
+  const listed = (await call(base, "GET", `${intentsPath}/${pi.public_id}/refunds`, { key: a.key })).body.data;
+  t.same(listed.map((r: { status: string }) => r.status), ["cancelled", "awaiting_payment"], "one cancelled, one made once");
+});
+
+t.test("a payment in another asset is refunded in its own asset, whole, with no amount", async (t) => {
+  const pi = await paidIntent("3", "3", "confirmed");
+  const { hash } = await pay(pi, "0.01", "ETH");
+  await dev.test.mine({ blocks: 2 });
+  await until("the ETH payment told as an exception", async () => ((await get(pi.public_id)).transactions.some((x: { asset: string; confirmations: number }) => x.asset === "ETH" && x.confirmations >= 2) ? true : undefined), 20_000);
+  const which = await refund(pi.public_id);
+  t.equal(which.status, 400, "two assets received: which one?");
+  t.equal(which.body.error.param, "payment");
+  t.match(which.body.error.message, /USDC on ethereum and ETH on ethereum/);
+  const res = await refund(pi.public_id, { payment: hash });
+  t.equal(res.status, 200, JSON.stringify(res.body));
+  t.match(res.body.data, { asset: "ETH", network: "ethereum", amount: "0.01", payment: `${hash}:0` });
+  const priced = await refund(pi.public_id, { payment: hash, price_amount: "1", price_currency: "USD" });
+  t.equal(priced.status, 400, "a payment the intent never quoted cannot be refunded by price");
+  t.equal(priced.body.error.param, "price_amount");
+});
+
+t.test("a cancelled intent's payment is refunded whole; another merchant's intent and refund are not found", async (t) => {
+  const pi = await createUsdcIntent(s, "4");
+  t.equal((await call(base, "POST", `${intentsPath}/${pi.public_id}/cancel`, { key: a.key })).status, 200);
+  const nothing = await refund(pi.public_id);
+  t.equal(nothing.status, 409, "nothing received, nothing to refund");
+  t.equal(nothing.body.error.code, "invalid_state");
+  await pay(pi, "4");
+  await dev.test.mine({ blocks: 2 });
+  await until("the payment told as an exception", async () => ((await get(pi.public_id)).transactions[0]?.confirmations ?? 0) >= 2 || undefined, 20_000);
+  const res = await refund(pi.public_id);
+  t.equal(res.status, 200, JSON.stringify(res.body));
+  t.equal(res.body.data.amount, "4", "all of it");
+  const other = await merchantWithKey(s.app);
+  t.equal((await call(base, "GET", `/api/v1/merchants/${other.merchant}/refunds/${res.body.data.id}`, { key: other.key })).status, 404, "another merchant's key: not found");
+  t.equal((await call(base, "POST", `/api/v1/merchants/${other.merchant}/payment-intents/${pi.public_id}/refunds`, { key: other.key, idempotencyKey: idemKey(), body: {} })).status, 404);
+  t.equal((await call(base, "GET", `${merchantPath}/refunds/rf_000000000000000000000000`, { key: a.key })).status, 404);
+});
+
+/** The claim page's call, over Connect as the page's server side makes it. */
+async function submitAddress(token: string, address: string) {
+  const res = await fetch(`${s.rpcUrl}/payments.v1.RefundClaimService/SubmitRefundAddress`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ token, address }),
+  });
+  const body = (await res.json()) as Record<string, unknown>;
+  return { status: res.status === 200 ? 200 : connectStatus(body), body: body as { data: Record<string, unknown> } & Record<string, unknown> };
+}
+
+function connectStatus(body: Record<string, unknown>): number {
+  return ({ invalid_argument: 400, failed_precondition: 409, not_found: 404 } as Record<string, number>)[body.code as string] ?? 500;
+}
