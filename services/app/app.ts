@@ -1,6 +1,7 @@
 import { createClient, createContextValues } from "@connectrpc/connect";
 import { CheckoutService, SiteService } from "../../gen/payments/v1/shopper_pb.ts";
 import { RefundClaimService } from "../../gen/payments/v1/refunds_pb.ts";
+import { refundClaimPages } from "../refunds/claim-handler.ts";
 import type { Limiter } from "../platform/rate-limit.ts";
 import { checkoutLookup, checkoutPages } from "../checkout/handler.ts";
 import { dashboardPages } from "../dashboard/handler.ts";
@@ -230,6 +231,8 @@ export async function startApp(o: AppOptions): Promise<App> {
               logger,
             }),
             rootPages({ dashboardBaseUrl: config.dashboardBaseUrl }),
+            // The refund claim pages live under the checkout's path: before it, which would answer them not found.
+            refundClaimPages({ checkoutBaseUrl: config.checkoutBaseUrl, transport, logger }),
             checkoutPages({ checkoutBaseUrl: config.checkoutBaseUrl, getCheckout: checkoutLookup(transport), logger }),
           ],
         }),

@@ -2,7 +2,11 @@
 // under concurrency), the amount a request without one means, the address given with the request
 // or later, the events, cancel, and the sandbox simulator paying a Test refund. Against anvil
 // followed by the app's in-process watcher (ethereum Test), the REST API and signed webhooks.
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
 import t from "tap";
+import { chromium, type Page } from "playwright-core";
 import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
@@ -153,6 +157,73 @@ t.test("a cancelled intent's payment is refunded whole; another merchant's inten
   t.equal((await call(base, "GET", `/api/v1/merchants/${other.merchant}/refunds/${res.body.data.id}`, { key: other.key })).status, 404, "another merchant's key: not found");
   t.equal((await call(base, "POST", `/api/v1/merchants/${other.merchant}/payment-intents/${pi.public_id}/refunds`, { key: other.key, idempotencyKey: idemKey(), body: {} })).status, 404);
   t.equal((await call(base, "GET", `${merchantPath}/refunds/rf_000000000000000000000000`, { key: a.key })).status, 404);
+});
+
+const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+// Screenshots for a person to look at (not compared): .tap/screenshots/refund-*.png.
+const shots = path.join(import.meta.dirname, "..", "..", ".tap", "screenshots");
+mkdirSync(shots, { recursive: true });
+
+/** axe-core in the page (through DevTools, outside the page's CSP): the serious and critical violations. */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.evaluate(axeSource);
+  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
+  return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+t.test("the claim page on a phone, without JavaScript: says who refunds what, refuses a wrong address keeping it, takes a right one once", { skip: noBrowser }, async (t) => {
+  const pi = await paidIntent("7", "7.5", "overpaid");
+  const r = (await refund(pi.public_id, { reason: "Order 1042 returned" })).body.data;
+  const claimPath = new URL(r.claim_url).pathname;
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  t.teardown(() => browser.close());
+  const page = await (await browser.newContext({ viewport: { width: 390, height: 844 }, locale: "en-US" })).newPage();
+  const errors: string[] = [];
+  page.on("console", (msg) => {
+    if (/Content[- ]Security[- ]Policy|Refused to/i.test(msg.text())) errors.push(msg.text());
+  });
+  const text = async (selector: string) => ((await page.locator(selector).textContent()) ?? "").trim();
+
+  const first = await page.goto(`${s.base}${claimPath}`);
+  t.equal(first?.status(), 200);
+  t.match(first?.headers()["content-security-policy"], /form-action 'self'/, "a strict policy that lets the form post to the page only");
+  t.equal(await page.locator("script").count(), 0, "no script at all: it works without JavaScript (a plain form)");
+  t.equal(await text("h1"), "Refund from Test Shop", "who is refunding");
+  t.equal(await text("#amount"), "0.5 USDC", "how much");
+  t.match(await text(".network"), /Ethereum Sepolia testnet/);
+  t.match(await text("#reason"), /Order 1042 returned/);
+  t.match(await text("#next"), /sends 0\.5 USDC on Ethereum Sepolia testnet to the address you give here.*cannot be changed/, "what happens next");
+  t.match(await text("#exchange-warning"), /exchange deposit address may not credit a refund/, "the exchange warning");
+  t.same(await axeViolations(page), [], "the form: no serious or critical axe violation");
+  await page.screenshot({ path: path.join(shots, "refund-claim.png"), fullPage: true });
+
+  await page.locator("#address").fill("tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx");
+  const refused = await Promise.all([page.waitForNavigation(), page.locator("#submit").click()]);
+  t.equal(refused[0]?.status(), 400, "a bitcoin address for an ethereum refund");
+  t.match(await text("#address-error"), /^This address is not a valid ethereum address/, "said beside the field");
+  t.equal(await page.locator("#address").getAttribute("aria-invalid"), "true");
+  t.equal(await page.locator("#address").inputValue(), "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx", "what was typed is kept");
+  t.same(await axeViolations(page), [], "the refusal: no serious or critical axe violation");
+
+  await page.locator("#address").fill(customer.toLowerCase());
+  const taken = await Promise.all([page.waitForNavigation(), page.locator("#submit").click()]);
+  t.equal(taken[0]?.status(), 200, "after the form's 303, the page");
+  t.equal(page.url(), `${s.base}${claimPath}`, "the page itself: a reload sends nothing again");
+  t.equal(await text("#status-title"), "Address received");
+  t.equal(await text("#address"), customer, "the address shown back, checksummed");
+  t.equal(await page.locator("form").count(), 0, "no form once it is given");
+  t.same(await axeViolations(page), [], "the address received: no serious or critical axe violation");
+  await page.screenshot({ path: path.join(shots, "refund-claimed.png"), fullPage: true });
+
+  const again = await fetch(`${s.base}${claimPath}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "address=0x000000000000000000000000000000000000dEaD" });
+  t.equal(again.status, 409, "a second submission is refused");
+  t.match(await again.text(), /cannot be changed/);
+  t.match((await call(base, "GET", `${merchantPath}/refunds/${r.id}`, { key: a.key })).body.data, { status: "awaiting_payment", address: customer }, "and changed nothing");
+  t.equal((await fetch(`${s.base}/refunds/${"x".repeat(32)}`)).status, 404, "an unknown link: not found");
+  t.equal((await fetch(`${s.base}/refunds/nope`)).status, 404);
+  t.same(errors, [], "nothing refused by the page's policy");
 });
 
 /** The claim page's call, over Connect as the page's server side makes it. */
