@@ -97,8 +97,7 @@ function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sou
     fiat_value: "",
     fiat_value_at_confirmation: "",
     exception_reason: "",
-    // Refunds do not exist yet: the column is there so the layout stays when they do.
-    amount_refunded: "",
+    amount_refunded: row.amountRefunded ?? "",
   };
 }
 
@@ -128,5 +127,7 @@ function transactionRow(row: IntentRow, t: TransactionFact, c: ExportContext): E
     // At the market's rate when it first counted (settle.ts); empty while uncounted or without a fresh rate then.
     fiat_value_at_confirmation: priced ? (t.fiatValueConfirmed ?? "") : "",
     exception_reason: exceptionReason(t, c.terms) ?? "",
+    // The intent's, on each of its rows as its quote is: what its completed refunds gave back in its asset.
+    amount_refunded: row.amountRefunded ?? "",
   };
 }
