@@ -55,7 +55,8 @@ export function routes(deps: Omit<IntentDeps, "transactionsOf"> & WebhookDeps & 
     router.service(ReadinessService, replayable(readinessService(deps)));
     router.service(TerminalService, replayable(terminalService(deps)));
     router.service(AdminService, replayable(adminService(deps)));
-    router.service(ChainService, replayable(chainService(deps)));
+    // A block report settles the refunds on its chain too, in its transaction (refunds.ts settleChain).
+    router.service(ChainService, replayable(chainService({ ...deps, settleOthers: (tx, chain, at) => refunds.settleChain(tx, chain, at) })));
     router.service(DashboardService, replayable(dashboardService(deps)));
     router.service(ApiKeyService, replayable(apiKeyService(deps)));
     router.service(MerchantService, replayable(merchantService()));

@@ -46,6 +46,12 @@ export interface ReportDeps {
   fixedCounts?: FixedCounts;
   /** How many best blocks a fork may take away on the network before its chain stops (<NETWORK>_MAX_REORG_DEPTH). */
   maxReorgDepth(network: string): number;
+  /**
+   * Settles what the report changed beyond intents, in its transaction, after them: the refunds
+   * whose addresses the watchers follow (services/refunds, wired by the app; this domain does not
+   * know refunds).
+   */
+  settleOthers?: (tx: EntityManager, chain: { network: string; environment: Environment }, at: Date) => Promise<void>;
 }
 
 /** The confirmations an output of each asset of the network needs when its intent fixed none. */
@@ -161,6 +167,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   await deriveConfirmations(tx, chain, newTip.height, below, joining, at);
 
   await settleMany(tx, deps.intents, intentOutputs, locked, at);
+  await deps.settleOthers?.(tx, chain, at);
   await keepRefused(tx, chain, rejected);
 
   // A resume is spent when the best chain next changes: by the fork it was given for, or by

@@ -13,7 +13,7 @@ import { bestBefore, keptDepth, recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
 import type { MempoolAbsenceRule } from "./mempool-rule.ts";
 import { halted } from "./admission.ts";
-import { applyReport, type BlockReport } from "./report.ts";
+import { applyReport, type BlockReport, type ReportDeps } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
 import { decodeWatchedCursor, encodeWatchedCursor, positionAfter } from "./watched-cursor.ts";
@@ -28,6 +28,8 @@ export interface ChainDeps {
   maxReorgDepth(network: string): number;
   /** When a payment missing from the mempool's reports is withdrawn (MEMPOOL_ABSENT_READS, MEMPOOL_ABSENT_SECONDS). */
   mempoolAbsence: MempoolAbsenceRule;
+  /** What a block report settles beyond intents (report.ts ReportDeps.settleOthers): the refunds. */
+  settleOthers?: ReportDeps["settleOthers"];
 }
 
 /** Hex digits of a chain's total work (bitcoin's chainwork: 256 bits). */

@@ -15,6 +15,8 @@ import { IntentService, type PaymentIntent } from "../../gen/payments/v1/payment
 import { ReadinessService } from "../../gen/payments/v1/readiness_pb.ts";
 import { WebhookService } from "../../gen/payments/v1/webhooks_pb.ts";
 import { ApiKeyService } from "../../gen/payments/v1/api_keys_pb.ts";
+import { RefundService } from "../../gen/payments/v1/refunds_pb.ts";
+import { refundPage, refundsSection } from "./refunds-page.ts";
 import { commonHeaders, pagesPathOf, send, sendAsset } from "../checkout/handler.ts";
 import { dashboardCallHeader, dashboardCallKey, dashboardCallProof } from "../auth/dashboard-sessions.ts";
 import { isDashboardSessionToken } from "../auth/keys.ts";
@@ -78,6 +80,8 @@ const doneTexts: Readonly<Record<string, string>> = {
   updated: "Endpoint saved: its event types apply to events from now on.",
   created: "Payment created: send the shopper its checkout page (below).",
   revoked: "Key revoked: calls made with it are refused from now on.",
+  refund_created: "Refund created: send the customer its link (below), or send the amount to the address they gave.",
+  refund_cancelled: "Refund cancelled: its amount can be refunded again.",
   saved: "Shop settings saved: your pages show them from now on.",
 };
 
@@ -128,6 +132,7 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
   const readiness = createClient(ReadinessService, o.transport);
   const dashboard = createClient(DashboardService, o.transport);
   const merchants = createClient(MerchantService, o.transport);
+  const refunds = createClient(RefundService, o.transport);
 
   function owns(path: string): boolean {
     if (base === "") return path !== "/api" && !path.startsWith("/api/");
@@ -361,22 +366,52 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
         }
         case "GET payments/:id": {
           const publicId = idOf(second);
-          const [got, events, exceptions] = await Promise.all([
+          const [got, events, exceptions, refundList] = await Promise.all([
             intents.getPaymentIntent({ merchant, publicId }, opts()),
             dashboard.listPaymentIntentEvents({ merchant, publicId }, opts()),
             dashboard.listPaymentExceptions({ merchant, publicIds: [publicId] }, opts()),
+            refunds.listRefunds({ merchant, publicId }, opts()),
           ]);
           const timeline = events.data.map((ev) => {
             const j = toJson(IntentEventSchema, ev) as unknown as { id: string; type: string; createdAt: string; data?: JsonValue };
             return { id: j.id, type: j.type, createdAt: j.createdAt, data: j.data ?? {} };
           });
-          html(req, res, 200, pages.intentPage(paths, v, { intent: got.data as PaymentIntent, events: timeline, exceptions: exceptions.data[0]?.reasons ?? [], idem: newIdem(), notice: noticeOf(), explorers: o.explorers }));
+          html(req, res, 200, pages.intentPage(paths, v, { intent: got.data as PaymentIntent, events: timeline, exceptions: exceptions.data[0]?.reasons ?? [], idem: newIdem(), notice: noticeOf(), explorers: o.explorers, refunds: refundsSection(paths, v, got.data as PaymentIntent, refundList.data, newIdem()) }));
           return true;
         }
         case "POST payments/:id/cancel": {
           const publicId = idOf(second);
           await intents.cancelPaymentIntent({ merchant, publicId }, opts(idemOf()));
           redirect(res, `${base}/payments/${publicId}?done=cancelled`);
+          return true;
+        }
+        case "POST payments/:id/refund": {
+          const publicId = idOf(second);
+          const field = (name: string) => {
+            const value = (form.get(name)?.[0] ?? "").trim();
+            return value === "" ? undefined : value;
+          };
+          try {
+            const made = await refunds.createRefund({ merchant, publicId, amount: field("amount"), payment: field("payment"), address: field("address"), reason: field("reason") }, opts(idemOf()));
+            redirect(res, `${base}/refunds/${made.data?.id ?? ""}?done=refund_created`);
+          } catch (err) {
+            const view = describeError(err);
+            // What the API refused (too much, no amount, a wrong address), said as it says it.
+            if (view.status !== 400 && view.status !== 409) throw err;
+            throw new PageError(view.status, "Refund not made", view.message);
+          }
+          return true;
+        }
+        case "GET refunds/:id": {
+          const got = await refunds.getRefund({ merchant, refundId: idOf(second) }, opts());
+          if (!got.data) throw new PageError(404, "Not found", "There is no such item in this merchant's dashboard.");
+          html(req, res, 200, await refundPage(paths, v, { refund: got.data, idem: newIdem(), notice: noticeOf() }));
+          return true;
+        }
+        case "POST refunds/:id/cancel": {
+          const refundId = idOf(second);
+          await refunds.cancelRefund({ merchant, refundId }, opts(idemOf()));
+          redirect(res, `${base}/refunds/${refundId}?done=refund_cancelled`);
           return true;
         }
         case "GET webhooks": {

@@ -292,7 +292,8 @@ function transactionCell(pi: PaymentIntent, t: PaymentIntent["transactions"][num
 export function intentPage(
   paths: DashboardPaths,
   v: Viewer,
-  o: { intent: PaymentIntent; events: TimelineEvent[]; exceptions: string[]; idem: string; notice?: string; explorers?: Explorers },
+  /** refunds: the Refunds section (refunds-page.ts), when the caller read them. */
+  o: { intent: PaymentIntent; events: TimelineEvent[]; exceptions: string[]; idem: string; notice?: string; explorers?: Explorers; refunds?: string },
 ): string {
   const pi = o.intent;
   const cancel = can(v, "payment_intents:write") && pi.status === "pending" ? `<section aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>${actionForm(v, `${paths.base}/payments/${pi.publicId}/cancel`, "Cancel payment", { idem: o.idem, danger: true, id: "cancel" })}</section>` : "";
@@ -321,6 +322,7 @@ ${json(ev.data)}</details></li>`,
     ...(o.exceptions.length ? ([["What to do", adviceList(o.exceptions, pi, "exception-advice")]] as [string, string][]) : []),
     ["Requested", pi.asset === undefined ? `${asked(pi, " on ")} <span class="help">(the shopper's choice: none made yet)</span>` : `${e(pi.requestedAmount ?? "")} ${e(pi.asset)} on ${e(pi.network ?? "")}`],
     ["Received", `${e(pi.amountReceived ?? "0")} ${e(pi.asset ?? "")}`],
+    ...(pi.amountRefunded !== undefined ? ([["Refunded", `${e(pi.amountRefunded)} ${e(pi.asset ?? "")}`]] as [string, string][]) : []),
     ["Still due", pi.amountDue === undefined ? "—" : `${e(pi.amountDue)} ${e(pi.asset ?? "")}`],
     ...(pi.priceAmount !== undefined ? ([["Price", `${e(pi.priceAmount)} ${e(pi.priceCurrency ?? "")}${pi.quote ? ` at ${e(pi.quote.rate)} a unit` : ""}`]] as [string, string][]) : []),
     ["Reference", e(pi.merchantReference ?? "—")],
@@ -347,6 +349,7 @@ ${json(ev.data)}</details></li>`,
     main: `${dl(amounts)}
 ${cancel}
 <section aria-labelledby="tx-h"><h2 id="tx-h">Transactions</h2>${txs}</section>
+${o.refunds ?? ""}
 <section aria-labelledby="timeline-h"><h2 id="timeline-h">Timeline</h2>${o.events.length === 0 ? "<p>No events yet.</p>" : `<ol class="timeline" id="timeline">${timeline}</ol>`}</section>`,
   });
 }

@@ -30,6 +30,11 @@ const tones: Readonly<Record<string, Tone>> = {
   processing: "info",
   cancelled: "neutral",
   expired: "neutral",
+  // Refunds (services/refunds).
+  awaiting_address: "info",
+  awaiting_payment: "info",
+  sent: "info",
+  completed: "ok",
 };
 
 /** A status as a pill; `id` names it for a page's tests and links. Keeps the class `status status-<word>`. */

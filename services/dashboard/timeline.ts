@@ -91,7 +91,13 @@ const exceptionWords: Readonly<Record<string, string>> = {
 
 /** One event as a sentence (plain text; the caller escapes it). An unknown type is named as it is. */
 export function stepSentence(type: string, data: JsonValue): string {
-  const d = (data && typeof data === "object" && !Array.isArray(data) ? data : {}) as { payment_intent?: IntentData; exception?: { reason?: string; transaction?: TxData } };
+  const d = (data && typeof data === "object" && !Array.isArray(data) ? data : {}) as {
+    payment_intent?: IntentData;
+    exception?: { reason?: string; transaction?: TxData };
+    refund?: { id?: string; amount?: string; asset?: string; network?: string; address?: string; status?: string };
+  };
+  const rf = d.refund ?? {};
+  const refunded = `${rf.amount ?? "?"} ${rf.asset ?? ""} on ${rf.network ?? "?"}`;
   const pi = d.payment_intent ?? {};
   const asset = pi.asset ?? "";
   const priced = pi.price_amount && pi.price_currency ? `${money(pi.price_amount)} ${pi.price_currency}, ` : "";
@@ -120,6 +126,18 @@ export function stepSentence(type: string, data: JsonValue): string {
       return "Valued: a payment seen while no exchange rate was available now has its value";
     case "payment.requoted":
       return `Quoted again: ${pi.requested_amount ?? "?"} ${asset} asked in all${pi.quote?.rate ? `, at ${pi.quote.rate} ${pi.price_currency ?? ""} a unit` : ""}`;
+    case "refund.created":
+      return `Refund created: ${refunded} (${rf.id ?? ""})${rf.address ? "" : ", waiting for the customer's address"}`;
+    case "refund.address_received":
+      return `Refund address received: send ${refunded} to ${rf.address ?? "?"}`;
+    case "refund.sent":
+      return `Refund sent: ${refunded} seen at the customer's address`;
+    case "refund.completed":
+      return `Refund completed: ${refunded} confirmed at the customer's address`;
+    case "refund.reorged":
+      return `Refund reorganised: the chain took its transfer back; it is ${(rf.status ?? "awaiting_payment").replace(/_/g, " ")} again`;
+    case "refund.cancelled":
+      return `Refund cancelled: ${refunded}`;
     case "payment.exception": {
       const x = d.exception ?? {};
       const head = exceptionWords[x.reason ?? ""] ?? `Exception (${(x.reason ?? "unknown").replace(/_/g, " ")})`;

@@ -591,11 +591,19 @@ export async function watchedAddresses(
              where m.network = ? and m.environment = ? and ${stillWatched("p")}
                and (m.watch_xid, m.intent_id || '/' || m.network) > (?::xid8, ?)
              order by m.watch_xid, m.intent_id || '/' || m.network limit ?)
+           union all
+           -- And the addresses refunds go to, from when the customer gave one until the refund is
+           -- paid (services/refunds/settle.ts reads the transfers the watchers record there).
+           (select r.address, r.watch_xid as x, r.id from refunds r
+             where r.network = ? and r.environment = ? and r.status in ('awaiting_payment', 'sent') and r.watch_xid is not null
+               and (r.watch_xid, r.id) > (?::xid8, ?)
+             order by r.watch_xid, r.id limit ?)
          ) u order by x, id limit ?
        ) w on true`,
     [
       ...[chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
       ...[chain.network, chain.environment, ...watchArgs(watch), after.xid, after.id, limit],
+      ...[chain.network, chain.environment, after.xid, after.id, limit],
       limit,
     ],
   );

@@ -45,7 +45,16 @@ export const RefundRecord = defineEntity({
     sentAt: p.datetime().length(3).nullable(),
     completedAt: p.datetime().length(3).nullable(),
     cancelledAt: p.datetime().length(3).nullable(),
+    /**
+     * The id of the transaction that gave the address (set by the database): the chain watchers read
+     * the addresses given since their last read by it, as they read intents' (intents/store.ts
+     * watchedAddresses). Null while there is no address.
+     */
+    watchXid: p.string().columnType("xid8").nullable(),
   },
-  indexes: [{ name: "refunds_intent_index", properties: ["intent", "createdAt"] }],
+  indexes: [
+    { name: "refunds_intent_index", properties: ["intent", "createdAt"] },
+    { name: "refunds_watch_index", properties: ["network", "environment", "watchXid", "id"] },
+  ],
 });
 export type RefundRecord = InferEntity<typeof RefundRecord>;

@@ -13,7 +13,9 @@ import { newId, randomBase62 } from "../platform/ids.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import type { ExtensionEventType } from "../vocabulary/event-types.ts";
 import { chooseOutput, decimalsOf, defaultAmount, exceeds, priceToUnits, refundable, type Refusal } from "./refundable.ts";
-import { findRefund, findRefundByToken, insertRefund, refundableOutputs, refundsOfIntent, updateRefund, type RefundChange, type RefundRow } from "./store.ts";
+import { findRefund, findRefundByToken, insertRefund, lockRefundsToSettle, refundableOutputs, refundsOfIntent, transfersTo, updateRefund, type RefundChange, type RefundRow } from "./store.ts";
+import { settleRefund } from "./settle.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 import type { RefundViews } from "./views.ts";
 
 /** What a create asks, as the handler checked it against the field rules. */
@@ -172,10 +174,43 @@ export class Refunds {
     return this.#complete(tx, sent, at);
   }
 
-  async #complete(tx: EntityManager, row: RefundRow, at: Date): Promise<RefundRow> {
+  /**
+   * After a chain report (chains/report.ts, in its transaction): the refunds on the chain whose
+   * transfers may have changed, each settled from what the watchers recorded at its address.
+   */
+  async settleChain(tx: EntityManager, chain: { network: string; environment: string }, at: Date): Promise<void> {
+    for (const row of await lockRefundsToSettle(tx, chain)) {
+      const asset = findAsset(row.network, row.asset);
+      if (!asset || row.address === null) continue;
+      const plan = settleRefund(row, await transfersTo(tx, row), asset.decimals, this.#intents.requiredConfirmations(asset));
+      const transactions = plan.live.map((t) => ({ txHash: t.txHash, outputIndex: t.outputIndex, amount: t.amount, simulated: false }));
+      const same = JSON.stringify(transactions) === JSON.stringify(row.transactions);
+      if (plan.status === row.status) {
+        // The same status with other transfers (a short one, or one more): recorded, no event.
+        if (!same) await updateRefund(tx, row.id, row.status, { status: row.status, transactions }, at);
+        continue;
+      }
+      const rank = { awaiting_payment: 0, sent: 1, completed: 2 } as Record<string, number>;
+      if ((rank[plan.status] ?? 0) < (rank[row.status] ?? 0)) {
+        // A reorg took (some of) its transfer back: said as refund.reorged, and no longer refunded.
+        if (row.status === "completed") await this.#refunded(tx, row, `-${row.amount}`, at);
+        await this.#move(tx, row, { status: plan.status, transactions }, "refund.reorged", at);
+        continue;
+      }
+      const sent = row.status === "awaiting_payment" ? await this.#move(tx, row, { status: "sent", sentAt: at, transactions }, "refund.sent", at) : row;
+      if (plan.status === "completed") await this.#complete(tx, sent, at, transactions);
+    }
+  }
+
+  /** Adds to (or, negative, takes from) the intent's amount_refunded, when the refund is in its own network and asset. */
+  async #refunded(tx: EntityManager, row: RefundRow, amount: string, at: Date): Promise<void> {
     const intent = await this.#intents.get(tx, { merchantId: row.merchantId, environment: row.environment }, row.intentId, true);
-    if (intent.network === row.network && intent.asset === row.asset) await addAmountRefunded(tx, intent.id, row.amount, at);
-    return this.#move(tx, row, { status: "completed", completedAt: at }, "refund.completed", at);
+    if (intent.network === row.network && intent.asset === row.asset) await addAmountRefunded(tx, intent.id, amount, at);
+  }
+
+  async #complete(tx: EntityManager, row: RefundRow, at: Date, transactions?: RefundRow["transactions"]): Promise<RefundRow> {
+    await this.#refunded(tx, row, row.amount, at);
+    return this.#move(tx, row, { status: "completed", completedAt: at, transactions }, "refund.completed", at);
   }
 
   async #move(tx: EntityManager, row: RefundRow, change: RefundChange, type: ExtensionEventType, at: Date): Promise<RefundRow> {

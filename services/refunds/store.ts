@@ -105,12 +105,12 @@ export type NewRefund = Omit<RefundRow, "transactions" | "simulated" | "addressR
 export async function insertRefund(em: EntityManager, r: NewRefund): Promise<RefundRow> {
   const rows = await em.execute<DbRow[]>(
     `insert into refunds as r (id, merchant_id, environment, intent_id, status, network, asset, amount, payment_tx_hash, payment_output_index,
-       address, claim_token, reason, price_amount, price_currency, rate, transactions, simulated, created_at, updated_at, address_received_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?::numeric, ?, ?, ?, ?, ?, ?::numeric, ?, ?::numeric, '[]', false, ?, ?, ?)
+       address, claim_token, reason, price_amount, price_currency, rate, transactions, simulated, created_at, updated_at, address_received_at, watch_xid)
+     values (?, ?, ?, ?, ?, ?, ?, ?::numeric, ?, ?, ?, ?, ?, ?::numeric, ?, ?::numeric, '[]', false, ?, ?, ?, case when ?::boolean then pg_current_xact_id() end)
      returning ${columns}`,
     [
       r.id, r.merchantId, r.environment, r.intentId, r.status, r.network, r.asset, r.amount, r.paymentTxHash, r.paymentOutputIndex,
-      r.address, r.claimToken, r.reason, r.priceAmount, r.priceCurrency, r.rate, r.createdAt, r.createdAt, r.address === null ? null : r.createdAt,
+      r.address, r.claimToken, r.reason, r.priceAmount, r.priceCurrency, r.rate, r.createdAt, r.createdAt, r.address === null ? null : r.createdAt, r.address !== null,
     ],
   );
   return fromDb(rows[0] as DbRow);
@@ -150,13 +150,17 @@ export interface RefundChange {
 export async function updateRefund(em: EntityManager, id: string, from: RefundStatus, c: RefundChange, at: Date): Promise<RefundRow | undefined> {
   const rows = await em.execute<DbRow[]>(
     `update refunds r set status = ?, address = coalesce(?, address), address_received_at = coalesce(?, address_received_at),
-       sent_at = coalesce(?, sent_at), completed_at = coalesce(?, completed_at), cancelled_at = coalesce(?, cancelled_at),
-       transactions = coalesce(?::jsonb, transactions), simulated = coalesce(?, simulated), updated_at = ?
+       -- Sent and completed hold only while the refund is (a reorg takes it back: cleared).
+       sent_at = case when ?::text in ('sent', 'completed') then coalesce(?, sent_at) end,
+       completed_at = case when ?::text = 'completed' then coalesce(?, completed_at) end, cancelled_at = coalesce(?, cancelled_at),
+       transactions = coalesce(?::jsonb, transactions), simulated = coalesce(?, simulated), updated_at = ?,
+       -- An address given now is listed to the watchers by this transaction (watchedAddresses).
+       watch_xid = case when address is null and ?::text is not null then pg_current_xact_id() else watch_xid end
       where id = ? and status = ? returning ${columns}`,
     [
-      c.status, c.address ?? null, c.addressReceivedAt ?? null, c.sentAt ?? null, c.completedAt ?? null, c.cancelledAt ?? null,
+      c.status, c.address ?? null, c.addressReceivedAt ?? null, c.status, c.sentAt ?? null, c.status, c.completedAt ?? null, c.cancelledAt ?? null,
       c.transactions ? JSON.stringify(c.transactions.map((t) => ({ tx_hash: t.txHash, output_index: t.outputIndex, amount: t.amount, simulated: t.simulated }))) : null,
-      c.simulated ?? null, at, id, from,
+      c.simulated ?? null, at, c.address ?? null, id, from,
     ],
   );
   return rows[0] && fromDb(rows[0]);
@@ -175,4 +179,46 @@ export async function refundableOutputs(em: EntityManager, intentId: string): Pr
     [intentId],
   );
   return rows.map((r) => ({ network: r.network, asset: r.asset, txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, counted: r.counted }));
+}
+
+/** The refunds on a chain whose transfers the watchers may be recording, locked in id order. */
+export async function lockRefundsToSettle(em: EntityManager, chain: { network: string; environment: string }): Promise<RefundRow[]> {
+  // Completed ones for a while after (a reorg can take their transfer back): the deepest reorg any
+  // network allows passes within a day.
+  const rows = await em.execute<DbRow[]>(
+    `select ${columns} from refunds r
+      where r.network = ? and r.environment = ? and r.address is not null and not r.simulated
+        and (r.status in ('awaiting_payment', 'sent') or (r.status = 'completed' and r.completed_at > now() - interval '1 day'))
+      order by r.id for update`,
+    [chain.network, chain.environment],
+  );
+  return rows.map(fromDb);
+}
+
+/** A transfer the watchers recorded at a refund's address. */
+export interface RecordedTransfer {
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  confirmations: number;
+  orphaned: boolean;
+  mempool: boolean;
+}
+
+/**
+ * The transfers of the refund's asset to its address recorded in blocks made after the address
+ * was given (an earlier one was not made for this refund; block times have whole seconds, so one
+ * in the second the address came counts), oldest first. Read from
+ * chain_observations, which the chains domain writes; an address that is also an intent's is not
+ * a refund's to read.
+ */
+export async function transfersTo(em: EntityManager, r: RefundRow): Promise<RecordedTransfer[]> {
+  const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; confirmations: number; orphaned: boolean; mempool: boolean }[]>(
+    `select tx_hash, output_index, amount::text as amount, confirmations, orphaned, mempool from chain_observations
+      where network = ? and environment = ? and asset = ? and lower(to_address) = lower(?) and payment_intent_id is null
+        and observed_at >= date_trunc('second', ?::timestamptz)
+      order by created_at, id`,
+    [r.network, r.environment, r.asset, r.address, r.addressReceivedAt],
+  );
+  return rows.map((x) => ({ txHash: x.tx_hash, outputIndex: x.output_index, amount: x.amount, confirmations: x.confirmations, orphaned: x.orphaned, mempool: x.mempool }));
 }

@@ -4,6 +4,9 @@ import { RefundClaimSchema, RefundSchema, RefundTransactionSchema, type Refund, 
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
 import type { RefundRow } from "./store.ts";
+import { fromUnits } from "../vocabulary/amount.ts";
+import { decimalsOf } from "./refundable.ts";
+import { unitsDue } from "./settle.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
@@ -45,6 +48,10 @@ export class RefundViews {
       cancelledAt: ts(row.cancelledAt),
       transactions: row.transactions.map((t) => create(RefundTransactionSchema, t)),
       simulated: row.simulated,
+      amountDue:
+        row.status === "awaiting_address" || row.status === "awaiting_payment"
+          ? fromUnits(unitsDue(row.amount, row.transactions, decimalsOf(row.network, row.asset)), decimalsOf(row.network, row.asset))
+          : "0",
     });
   }
 

@@ -27,6 +27,7 @@ export const extensionEventTypes = [
   "refund.address_received",
   "refund.sent",
   "refund.completed",
+  "refund.reorged",
   "refund.cancelled",
 ] as const;
 export type ExtensionEventType = (typeof extensionEventTypes)[number];

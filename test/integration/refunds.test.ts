@@ -8,9 +8,11 @@ import path from "node:path";
 import t from "tap";
 import { chromium, type Page } from "playwright-core";
 import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { call, idemKey, merchantWithKey, until } from "../helpers/harness.ts";
 import { createUsdcIntent, eventsOnce, webhookSetup } from "../helpers/webhooks.ts";
+import { dashboardClient } from "../helpers/dashboard.ts";
 
 const dev = await startDevChain();
 t.teardown(() => dev.stop());
@@ -157,6 +159,95 @@ t.test("a cancelled intent's payment is refunded whole; another merchant's inten
   t.equal((await call(base, "GET", `/api/v1/merchants/${other.merchant}/refunds/${res.body.data.id}`, { key: other.key })).status, 404, "another merchant's key: not found");
   t.equal((await call(base, "POST", `/api/v1/merchants/${other.merchant}/payment-intents/${pi.public_id}/refunds`, { key: other.key, idempotencyKey: idemKey(), body: {} })).status, 404);
   t.equal((await call(base, "GET", `${merchantPath}/refunds/rf_000000000000000000000000`, { key: a.key })).status, 404);
+});
+
+t.test("a refund is watched: a transfer before the address is not its; a short one leaves it open with what is due; the rest sends it, confirmations complete it, a reorg takes it back", async (t) => {
+  const pi = await paidIntent("10", "13", "overpaid");
+  const r = (await refund(pi.public_id)).body.data;
+  t.equal(r.amount, "3");
+  const to = privateKeyToAccount(generatePrivateKey()).address;
+  const refundOf = async () => (await call(base, "GET", `${merchantPath}/refunds/${r.id}`, { key: a.key })).body.data;
+  const before = await signPayment(dev, to, "3", "USDC", 6);
+  await dev.test.mine({ blocks: 2 });
+  // Block times have whole seconds: the address comes in a later second than that transfer's block.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  t.equal((await submitAddress(r.claim_url.split("/").pop(), to)).status, 200, "the address given after a transfer to it");
+
+  const short = await signPayment(dev, to, "1", "USDC", 6);
+  await dev.test.mine({ blocks: 2 });
+  let diag = "";
+  const open = await until("the short transfer recorded", async () => {
+    const now = await refundOf();
+    diag = JSON.stringify([now, await s.app.db.em.fork().execute(`select to_address, asset, amount::text, confirmations, observed_at, payment_intent_id from chain_observations where lower(to_address) = lower(?)`, [to]), await s.app.db.em.fork().execute(`select status, address, address_received_at, watch_xid::text from refunds where id = ?`, [r.id])]);
+    return now.transactions.length > 0 ? now : undefined;
+  }, 20_000, () => diag);
+  t.match(open, { status: "awaiting_payment", amount_due: "2" }, "still open, with what is due");
+  t.same(open.transactions.map((x: { tx_hash: string }) => x.tx_hash), [short.hash], "the short transfer only: the one before the address is not this refund's");
+  t.notOk(open.transactions.some((x: { tx_hash: string }) => x.tx_hash === before.hash));
+
+  const rest = await signPayment(dev, to, "2", "USDC", 6);
+  await dev.test.mine({ blocks: 1 });
+  await until("sent: seen, one confirmation of two", async () => ((await refundOf()).status === "sent" ? true : undefined), 20_000);
+  await dev.test.mine({ blocks: 1 });
+  const done = await until("completed at two confirmations", async () => {
+    const now = await refundOf();
+    return now.status === "completed" ? now : undefined;
+  }, 20_000);
+  t.same(done.transactions.map((x: { tx_hash: string }) => x.tx_hash), [short.hash, rest.hash], "the transfers that paid it");
+  t.equal(done.amount_due, "0");
+  t.equal((await get(pi.public_id)).amount_refunded, "3", "the intent's amount_refunded");
+  await until("refund.sent and refund.completed", async () => (["refund.sent", "refund.completed"].every((type) => eventsOf(r.id).some((e) => e.type === type)) ? true : undefined), 20_000);
+
+  // The block with the rest and the one after it replaced by empty ones: the transfer is gone.
+  await dev.test.request({ method: "anvil_reorg" as never, params: [2, []] as never });
+  await dev.test.request({ method: "anvil_dropAllTransactions" as never });
+  await dev.test.mine({ blocks: 1 });
+  const back = await until("back to awaiting_payment", async () => {
+    const now = await refundOf();
+    return now.status === "awaiting_payment" ? now : undefined;
+  }, 30_000);
+  t.match(back, { amount_due: "2", completed_at: null }, "what is due again");
+  t.same(back.transactions.map((x: { tx_hash: string }) => x.tx_hash), [short.hash], "the short transfer stays");
+  t.equal((await get(pi.public_id)).amount_refunded, "0", "no longer refunded");
+  await until("refund.reorged says so", async () => (eventsOf(r.id).some((e) => e.type === "refund.reorged") ? true : undefined), 20_000);
+});
+
+t.test("the dashboard refunds: the Refund form on an overpaid payment, the refund's page with the customer's link, what to send once the address is known, cancel", async (t) => {
+  const pi = await paidIntent("4", "5", "overpaid");
+  const dash = dashboardClient(base);
+  t.equal((await dash.signIn(a.key)).status, 303);
+  const page = await dash.get(`/dashboard/payments/${pi.public_id}`);
+  t.equal(page.status, 200);
+  t.match(page.body, /id="refund-form"/, "a Refund form on a payment with something to refund");
+  t.match(page.body, /<p>No refunds\.<\/p>/);
+  const idem = /id="refund-form"[\s\S]*?name="idem" value="([^"]+)"/.exec(page.body)?.[1] ?? "";
+  const payment = /name="payment" value="([^"]+)"/.exec(page.body)?.[1] ?? "";
+  const over = await dash.post(`/dashboard/payments/${pi.public_id}/refund`, { idem, payment, amount: "9" }, { from: `/dashboard/payments/${pi.public_id}` });
+  t.equal(over.status, 409, "more than received: refused, said as the API says it");
+  t.match(over.body, /At most 5 USDC is still refundable/);
+  const made = await dash.post(`/dashboard/payments/${pi.public_id}/refund`, { idem, payment, reason: "paid twice" }, { from: `/dashboard/payments/${pi.public_id}` });
+  t.equal(made.status, 303, made.body.slice(0, 400));
+  const refundPath = made.headers.get("location") ?? "";
+  t.match(refundPath, /^\/dashboard\/refunds\/rf_[0-9A-Za-z]{24}\?done=refund_created$/);
+  const shown = await dash.get(refundPath);
+  t.equal(shown.status, 200);
+  t.match(shown.body, /id="refund-status"[^>]*>awaiting address</, "its state");
+  t.match(shown.body, /1 USDC on Ethereum Sepolia testnet/, "the overpaid part");
+  const claim = /id="claim-link">([^<]+)</.exec(shown.body)?.[1] ?? "";
+  t.match(claim, /\/refunds\/[0-9A-Za-z]{32}$/, "the link to send the customer");
+  t.equal((await submitAddress(claim.split("/").pop() ?? "", customer)).status, 200);
+  const known = await dash.get(refundPath.split("?")[0] as string);
+  t.match(known.body, /id="refund-address">0x8ba1f109551bD432803012645Ac136ddd64DBA72</, "the customer's address");
+  t.match(known.body, /id="refund-uri">ethereum:/, "the payment URI to send with");
+  t.match(known.body, /<svg class="qr-code"/, "and its QR code");
+  t.notMatch(known.body, /id="claim-link"/, "no link once the address is known");
+  const listed = await dash.get(`/dashboard/payments/${pi.public_id}`);
+  t.match(listed.body, /id="refunds"[\s\S]*awaiting payment/, "the payment's page lists it");
+  t.match(listed.body, /Refund address received: send 1 USDC on ethereum to 0x8ba1f109551bD432803012645Ac136ddd64DBA72/, "and its timeline tells it");
+  const cancelIdem = /id="cancel-refund"/.test(known.body) ? (/action="[^"]*\/cancel"[^>]*>[\s\S]*?name="idem" value="([^"]+)"/.exec(known.body)?.[1] ?? "") : "";
+  const cancelled = await dash.post(`${refundPath.split("?")[0]}/cancel`, { idem: cancelIdem }, { from: refundPath.split("?")[0] });
+  t.equal(cancelled.status, 303);
+  t.match((await dash.get(cancelled.headers.get("location") ?? "")).body, /id="refund-status"[^>]*>cancelled</);
 });
 
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
