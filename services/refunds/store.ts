@@ -181,7 +181,11 @@ export async function refundableOutputs(em: EntityManager, intentId: string): Pr
   return rows.map((r) => ({ network: r.network, asset: r.asset, txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, counted: r.counted }));
 }
 
-/** The refunds on a chain whose transfers the watchers may be recording, locked in id order. */
+/**
+ * The refunds on a chain whose transfers the watchers may be recording, locked in id order: those
+ * with a transfer recorded at their address, or listed on them before (one a reorg may take away).
+ * A refund still waiting for its first transfer costs a lookup in the address index, no more.
+ */
 export async function lockRefundsToSettle(em: EntityManager, chain: { network: string; environment: string }): Promise<RefundRow[]> {
   // Completed ones for a while after (a reorg can take their transfer back): the deepest reorg any
   // network allows passes within a day.
@@ -189,6 +193,8 @@ export async function lockRefundsToSettle(em: EntityManager, chain: { network: s
     `select ${columns} from refunds r
       where r.network = ? and r.environment = ? and r.address is not null and not r.simulated
         and (r.status in ('awaiting_payment', 'sent') or (r.status = 'completed' and r.completed_at > now() - interval '1 day'))
+        and (jsonb_array_length(r.transactions) > 0
+             or exists (select 1 from chain_observations o where o.network = r.network and o.environment = r.environment and o.to_address = r.address and o.payment_intent_id is null))
       order by r.id for update`,
     [chain.network, chain.environment],
   );
@@ -209,13 +215,14 @@ export interface RecordedTransfer {
  * The transfers of the refund's asset to its address recorded in blocks made after the address
  * was given (an earlier one was not made for this refund; block times have whole seconds, so one
  * in the second the address came counts), oldest first. Read from
- * chain_observations, which the chains domain writes; an address that is also an intent's is not
- * a refund's to read.
+ * chain_observations, which the chains domain writes, by the address as the watchers write it (the
+ * form checkAddress gives: EIP-55 on EVM chains, bech32 in lower case); an address that is also an
+ * intent's is not a refund's to read.
  */
 export async function transfersTo(em: EntityManager, r: RefundRow): Promise<RecordedTransfer[]> {
   const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; confirmations: number; orphaned: boolean; mempool: boolean }[]>(
     `select tx_hash, output_index, amount::text as amount, confirmations, orphaned, mempool from chain_observations
-      where network = ? and environment = ? and asset = ? and lower(to_address) = lower(?) and payment_intent_id is null
+      where network = ? and environment = ? and asset = ? and to_address = ? and payment_intent_id is null and not mempool
         and observed_at >= date_trunc('second', ?::timestamptz)
       order by created_at, id`,
     [r.network, r.environment, r.asset, r.address, r.addressReceivedAt],
