@@ -41,6 +41,7 @@ t.test("create returns the intent in the data envelope and records payment.inten
       deposit_address: undefined,
       payment_uri: undefined,
       amount_received: null,
+      amount_refunded: null,
       amount_pending: null,
       transactions: [],
       paid_at: null,
