@@ -7,6 +7,7 @@ import path from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { chromium } from "playwright-core";
 import t from "tap";
+import { executablePath, noBrowser } from "../helpers/browser.ts";
 import { checkoutPages, checkoutPathOf, contentSecurityPolicy } from "../../services/checkout/handler.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until } from "../helpers/harness.ts";
 
@@ -237,8 +238,6 @@ t.test("the handler alone: failures, the root path, a path under /api/", async (
   t.throws(() => checkoutPathOf("https://x.test/api/checkout"), /must not be under \/api\//);
 });
 
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
 
 t.test("a phone browser: live status without reloading, keyboard, no CSP violations", { skip: noBrowser }, async (t) => {
   const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });

@@ -7,23 +7,18 @@
 // sentences, an exception says what to do, a delivery's attempts open on demand. Every page passes
 // axe-core with no serious or critical violation at desktop width and at 390 px, where nothing
 // scrolls sideways, and is screenshotted whole at both (.tap/screenshots/dashboard-*.png).
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { chromium, type Browser, type Page } from "playwright-core";
 import t from "tap";
+import { axeViolations, executablePath, noBrowser, screenshotsDir } from "../helpers/browser.ts";
 import { AdminService } from "../../gen/payments/v1/admin_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
 import { finished, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-const shots = path.join(import.meta.dirname, "..", "..", ".tap", "screenshots");
-mkdirSync(shots, { recursive: true });
+const shots = screenshotsDir();
 
 // The receiver answers 500 on /fail, 200 elsewhere: a delivery there fails for good after two attempts.
 const s = await webhookSetup(t, {
@@ -39,12 +34,6 @@ async function createIntent(body: Record<string, unknown>) {
   return res.body.data;
 }
 
-/** axe-core in the page (through DevTools, outside the page's CSP): the serious and critical violations. */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.evaluate(axeSource);
-  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
-  return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
 /** What scrolls sideways now: the document itself, or any element whose content is wider than its box. */
 const sideways = `(() => {

@@ -3,11 +3,10 @@
 // network, the top-level method fields null until a payment chooses one. Paid for real on two
 // anvil chains (ethereum's Test chain and base's), followed by the built-in EVM watcher and read
 // through REST and the merchant's webhooks (counted by event id).
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { createRequire } from "node:module";
-import { chromium, type Page } from "playwright-core";
+import { chromium } from "playwright-core";
 import t from "tap";
+import { axeViolations, executablePath, noBrowser, screenshotsDir } from "../helpers/browser.ts";
 import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { applyAcceptedMethods } from "../../services/policy/policy.ts";
@@ -280,19 +279,8 @@ t.test("the Site Gateway and the terminal take payment_methods as the API does",
   t.same([viaTill.body.data.source, viaTill.body.data.payment_methods.length, viaTill.body.data.network], ["pos", 2, null]);
 });
 
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-// Screenshots for a person to look at (not compared): .tap/screenshots/methods-*.png.
-const shots = path.join(import.meta.dirname, "..", "..", ".tap", "screenshots");
-mkdirSync(shots, { recursive: true });
+const shots = screenshotsDir();
 
-/** axe-core in the page (through DevTools, outside the page's CSP): the serious and critical violations. */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.evaluate(axeSource);
-  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
-  return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
 t.test("the checkout page in a phone browser: pick a method, change the pick, pay it, see it confirm with only that method left", { skip: noBrowser }, async (t) => {
   const created = await create(shopPrice);

@@ -2,11 +2,10 @@
 // under concurrency), the amount a request without one means, the address given with the request
 // or later, the events, cancel, and the sandbox simulator paying a Test refund. Against anvil
 // followed by the app's in-process watcher (ethereum Test), the REST API and signed webhooks.
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import t from "tap";
-import { chromium, type Page } from "playwright-core";
+import { axeViolations, executablePath, noBrowser, screenshotsDir } from "../helpers/browser.ts";
+import { chromium } from "playwright-core";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
@@ -250,19 +249,8 @@ t.test("the dashboard refunds: the Refund form on an overpaid payment, the refun
   t.match((await dash.get(cancelled.headers.get("location") ?? "")).body, /id="refund-status"[^>]*>cancelled</);
 });
 
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const noBrowser = existsSync(executablePath) ? false : `no Chromium at ${executablePath}: install it (apt-get install chromium) or set CHROMIUM_PATH`;
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-// Screenshots for a person to look at (not compared): .tap/screenshots/refund-*.png.
-const shots = path.join(import.meta.dirname, "..", "..", ".tap", "screenshots");
-mkdirSync(shots, { recursive: true });
+const shots = screenshotsDir();
 
-/** axe-core in the page (through DevTools, outside the page's CSP): the serious and critical violations. */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.evaluate(axeSource);
-  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
-  return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
 t.test("the claim page on a phone, without JavaScript: says who refunds what, refuses a wrong address keeping it, takes a right one once", { skip: noBrowser }, async (t) => {
   const pi = await paidIntent("7", "7.5", "overpaid");
