@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Owner } from "../auth/keys.ts";
 import { checkAddress } from "../addresses/formats.ts";
@@ -9,6 +8,7 @@ import { addAmountRefunded, type IntentRow } from "../intents/store.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
 import { apiError, validationError } from "../platform/errors.ts";
+import { simulatedTxHash } from "../observations/record.ts";
 import { newId, randomBase62 } from "../platform/ids.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import type { ExtensionEventType } from "../vocabulary/event-types.ts";
@@ -107,8 +107,9 @@ export class Refunds {
       rate: priced?.rate ?? null,
       createdAt: at,
     });
-    await this.#tell(tx, "refund.created", row, intent, at);
-    if (address !== null) await this.#tell(tx, "refund.address_received", row, intent, at);
+    const intentData = await this.#intentData(tx, intent);
+    await this.#record(tx, "refund.created", row, intentData, at);
+    if (address !== null) await this.#record(tx, "refund.address_received", row, intentData, at);
     return row;
   }
 
@@ -169,7 +170,7 @@ export class Refunds {
       throw apiError("invalid_state", row.status === "awaiting_address" ? `Refund ${row.id} has no address yet: the customer gives one at its claim_url (or create it with "address").` : `Refund ${row.id} is ${row.status}; only one awaiting_payment is paid.`);
     }
     const at = await lockedNow(tx);
-    const transfer = { txHash: `0x${randomHex(64)}`, outputIndex: 0, amount: row.amount, simulated: true };
+    const transfer = { txHash: simulatedTxHash(row.network), outputIndex: 0, amount: row.amount, simulated: true };
     const sent = await this.#move(tx, row, { status: "sent", sentAt: at, transactions: [transfer], simulated: true }, "refund.sent", at);
     return this.#complete(tx, sent, at);
   }
@@ -217,14 +218,19 @@ export class Refunds {
     const next = await updateRefund(tx, row.id, row.status, change, at);
     if (!next) throw apiError("invalid_state", `Refund ${row.id} changed while this request ran; read it again.`);
     const intent = await this.#intents.get(tx, { merchantId: row.merchantId, environment: row.environment }, row.intentId);
-    await this.#tell(tx, type, next, intent, at);
+    await this.#record(tx, type, next, await this.#intentData(tx, intent), at);
     return next;
   }
 
-  /** The event of a refund's move: the refund, and its intent as it is now (with its transactions). */
-  async #tell(tx: EntityManager, type: ExtensionEventType, row: RefundRow, intent: IntentRow, at: Date): Promise<void> {
+  /** The intent as a refund's events carry it: as it is now, with its transactions. */
+  async #intentData(tx: EntityManager, intent: IntentRow): Promise<Record<string, JsonValue>> {
     const [full] = await withTransactions(tx, this.#transactionsOf, [intent]);
-    const data: Record<string, JsonValue> = { refund: this.views.json(row), ...this.#intents.views.eventData(full ?? intent) };
+    return this.#intents.views.eventData(full ?? intent);
+  }
+
+  /** The event of a refund's move: the refund, and its intent. */
+  async #record(tx: EntityManager, type: ExtensionEventType, row: RefundRow, intentData: Record<string, JsonValue>, at: Date): Promise<void> {
+    const data: Record<string, JsonValue> = { refund: this.views.json(row), ...intentData };
     await recordEvent(tx, { merchantId: row.merchantId, environment: row.environment, type, data, paymentIntentId: row.intentId, createdAt: at });
   }
 
@@ -242,4 +248,3 @@ function rateOf(intent: IntentRow, o: { network: string; asset: string }): strin
   return intent.methods?.find((m) => m.network === o.network && m.asset === o.asset)?.rate ?? undefined;
 }
 
-const randomHex = (chars: number) => randomBytes(chars / 2).toString("hex");
