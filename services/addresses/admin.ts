@@ -5,7 +5,7 @@ import { isEnvironment, type Environment } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { networks } from "../vocabulary/assets.ts";
 import { checkAddress } from "./formats.ts";
-import { parseAccountKey, SourceKeyError, testAccountKeys } from "./keys.ts";
+import { originText, parseAccountKey, SourceKeyError, splitKeyOrigin, testAccountKeys, type KeyOrigin } from "./keys.ts";
 
 /** Deposit address sources of a merchant (admin CLI): account keys and imported address pools. */
 
@@ -21,21 +21,22 @@ function requireTarget(environment: string, network: string): void {
 const testKeys = new Set<string>(Object.values(testAccountKeys));
 
 /**
- * The account key as it will be stored, or AdminError. Needs no database, so the CLI
- * calls it before starting one. Messages never contain the key: a refused key may
- * be a private one, and the message ends up in terminals and logs.
+ * The account key as it will be stored and its origin, if given (`[d34db33f/84'/0'/0']zpub…`),
+ * or AdminError. Needs no database, so the CLI calls it before starting one. Messages never
+ * contain the key: a refused key may be a private one, and the message ends up in terminals and logs.
  */
-export function checkAccountKey(environment: Environment, network: string, key: string): string {
+export function checkAccountKey(environment: Environment, network: string, text: string): { key: string; origin: KeyOrigin | null } {
   requireTarget(environment, network);
-  let parsed: string;
+  let parsed: { key: string; origin: KeyOrigin | null };
   try {
-    parsed = parseAccountKey(network, environment, key);
+    const split = splitKeyOrigin(network, environment, text);
+    parsed = { key: parseAccountKey(network, environment, split.key), origin: split.origin };
   } catch (error) {
     if (error instanceof SourceKeyError) throw new AdminError(error.message);
     throw error;
   }
   // Anyone can derive (and, from the public mnemonic, spend from) the Test keys' addresses.
-  if (testKeys.has(parsed)) throw new AdminError("the built-in Test key is shared; give your own");
+  if (testKeys.has(parsed.key)) throw new AdminError("the built-in Test key is shared; give your own");
   return parsed;
 }
 
@@ -43,11 +44,23 @@ interface SourceRow {
   account_key: string;
   next_index: number;
   updated_at: Date | string;
+  key_origins: Record<string, string> | string;
 }
 
-export async function setAccountKey(em: EntityManager, merchantId: string, environment: Environment, network: string, key: string) {
+/** The key's origin as stored ("d34db33f/84'/0'/0'"), if it was given. */
+const originOf = (row: SourceRow): string | null => {
+  const origins = typeof row.key_origins === "string" ? (JSON.parse(row.key_origins) as Record<string, string>) : row.key_origins;
+  return origins[row.account_key] ?? null;
+};
+
+/**
+ * Sets the account key (text as checkAccountKey takes it). An origin given with it is kept beside
+ * it, the key's for good: set again with one, a key gains it; set again without, it keeps it.
+ */
+export async function setAccountKey(em: EntityManager, merchantId: string, environment: Environment, network: string, text: string) {
   await requireMerchant(em, merchantId);
-  const accountKey = checkAccountKey(environment, network, key);
+  const { key: accountKey, origin } = checkAccountKey(environment, network, text);
+  const origins = JSON.stringify(origin ? { [accountKey]: originText(origin) } : {});
   const row = await em.transactional(async (tx) => {
     // Two sources deriving from one key would hand the same address to two intents.
     const [other] = await tx.execute<{ n: number }[]>(
@@ -60,22 +73,25 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
     // The same key again keeps its index (re-deriving from 0 would repeat addresses); a new key
     // starts at 0, and a key this source had before resumes where it stopped.
     const [changed] = await tx.execute<SourceRow[]>(
-      `insert into address_sources (merchant_id, environment, network, account_key, next_index, created_at, updated_at)
-       values (?, ?, ?, ?, 0, ?, ?)
+      `insert into address_sources (merchant_id, environment, network, account_key, next_index, created_at, updated_at, key_origins)
+       values (?, ?, ?, ?, 0, ?, ?, ?::jsonb)
        on conflict (merchant_id, environment, network) do update
          set account_key = excluded.account_key,
+             key_origins = address_sources.key_origins || excluded.key_origins,
              next_index = coalesce((address_sources.retired_keys ->> excluded.account_key)::int, 0),
              retired_keys = (address_sources.retired_keys - excluded.account_key)
                             || jsonb_build_object(address_sources.account_key, address_sources.next_index),
              updated_at = excluded.updated_at
          where address_sources.account_key <> excluded.account_key
-       returning account_key, next_index, updated_at`,
-      [merchantId, environment, network, accountKey, now, now],
+       returning account_key, next_index, updated_at, key_origins`,
+      [merchantId, environment, network, accountKey, now, now, origins],
     );
     if (changed) return changed;
+    // The same key again: only an origin given now changes anything.
     const [kept] = await tx.execute<SourceRow[]>(
-      `select account_key, next_index, updated_at from address_sources where merchant_id = ? and environment = ? and network = ?`,
-      [merchantId, environment, network],
+      `update address_sources set key_origins = key_origins || ?::jsonb where merchant_id = ? and environment = ? and network = ?
+       returning account_key, next_index, updated_at, key_origins`,
+      [origins, merchantId, environment, network],
     );
     if (!kept) throw new Error("address source vanished during its update");
     return kept;
@@ -85,6 +101,7 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
     environment,
     network,
     account_key: row.account_key,
+    key_origin: originOf(row),
     next_index: Number(row.next_index),
     updated_at: new Date(row.updated_at).toISOString(),
   };
@@ -92,8 +109,8 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
 
 export async function showSources(em: EntityManager, merchantId: string) {
   await requireMerchant(em, merchantId);
-  const keys = await em.execute<{ environment: string; network: string; account_key: string; next_index: number }[]>(
-    `select environment, network, account_key, next_index from address_sources where merchant_id = ? order by environment, network`,
+  const keys = await em.execute<{ environment: string; network: string; account_key: string; next_index: number; key_origin: string | null }[]>(
+    `select environment, network, account_key, next_index, key_origins ->> account_key as key_origin from address_sources where merchant_id = ? order by environment, network`,
     [merchantId],
   );
   const pools = await em.execute<{ environment: string; network: string; imported: number; free: number }[]>(
@@ -103,7 +120,7 @@ export async function showSources(em: EntityManager, merchantId: string) {
   );
   return {
     merchant: merchantId,
-    account_keys: keys.map((k) => ({ environment: k.environment, network: k.network, account_key: k.account_key, next_index: Number(k.next_index) })),
+    account_keys: keys.map((k) => ({ environment: k.environment, network: k.network, account_key: k.account_key, key_origin: k.key_origin, next_index: Number(k.next_index) })),
     pools: pools.map((p) => ({ environment: p.environment, network: p.network, imported: p.imported, free: p.free })),
   };
 }

@@ -16,6 +16,8 @@ export const AddressSource = defineEntity({
     nextIndex: p.integer().default(0),
     /** Keys this source had before, each with the index it had reached: set again, one resumes there. */
     retiredKeys: p.json<Record<string, number>>().default("{}"),
+    /** Each key's origin, if given ("d34db33f/84'/0'/0'": master fingerprint, account path), kept past the key's retirement. */
+    keyOrigins: p.json<Record<string, string>>().default("{}"),
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
   },

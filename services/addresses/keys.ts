@@ -124,6 +124,65 @@ function loadAccountKey(network: string, environment: Environment, key: string):
 }
 
 /**
+ * Where an account key sits in its wallet: the master key's fingerprint and the hardened path to
+ * the account, as a descriptor writes it (`[d34db33f/84'/0'/0']`). A hardware wallet signs a PSBT
+ * input only when its BIP-32 derivation names this fingerprint and the full path, and the account
+ * key alone cannot tell either (it carries its parent's fingerprint, not the master's).
+ */
+export interface KeyOrigin {
+  /** The master key's fingerprint, 8 lowercase hex digits. */
+  fingerprint: string;
+  /** The account's path, e.g. "m/84'/0'/0'". */
+  path: string;
+}
+
+/**
+ * A key as Sparrow, Bitcoin Core or a descriptor exports it: `[fingerprint/84'/0'/0']zpub…` (h
+ * for ' too), or the bare key. The origin's path must be the one the network expects; its
+ * fingerprint is taken as given (only the wallet can prove it, by signing).
+ */
+export function splitKeyOrigin(network: string, environment: Environment, text: string): { key: string; origin: KeyOrigin | null } {
+  const trimmed = text.trim();
+  const match = /^\[([^\]]*)\](.*)$/s.exec(trimmed);
+  if (!match) return { key: trimmed, origin: null };
+  const [, inside = "", key = ""] = match;
+  refuseSecrets(key.trim());
+  const { path } = expectedKind(network, environment);
+  const [fingerprint = "", ...steps] = inside.split("/");
+  if (!/^[0-9a-fA-F]{8}$/.test(fingerprint)) {
+    throw new SourceKeyError(`the key origin [${inside}] must start with the master key's fingerprint, 8 hex digits (as in [d34db33f/${path.slice(2)}])`);
+  }
+  const given = `m/${steps.map((s) => s.replace(/h$/, "'")).join("/")}`;
+  if (given !== path) throw new SourceKeyError(`the key origin's path is ${given}; ${network} ${environment === "test" ? "test mode" : "live mode"} expects ${path}`);
+  return { key: key.trim(), origin: { fingerprint: fingerprint.toLowerCase(), path } };
+}
+
+/** A key origin as stored and shown: "d34db33f/84'/0'/0'". */
+export const originText = (o: KeyOrigin): string => `${o.fingerprint}/${o.path.slice(2)}`;
+
+export function parseOriginText(text: string): KeyOrigin {
+  const [fingerprint = "", ...steps] = text.split("/");
+  return { fingerprint, path: `m/${steps.join("/")}` };
+}
+
+/** The compressed public key at …/0/index of the account key (what a PSBT input's derivation names). */
+export function derivePublicKey(network: string, environment: Environment, key: string, index: number): Uint8Array {
+  const [point] = childPoints(externalChain(network, environment, key), [index]);
+  return (point as WeierstrassPoint<bigint>).toBytes(true);
+}
+
+/**
+ * The account's change address at …/1/index and its public key: where a refund's PSBT returns
+ * what it does not spend, as wallets do (BIP 44's internal chain). Not a deposit address, so no
+ * watcher counts it as a payment. Rare, so @scure/bip32's own derivation does.
+ */
+export function deriveChange(network: string, environment: Environment, key: string, index: number): { address: string; publicKey: Uint8Array } {
+  const publicKey = loadAccountKey(network, environment, key).hd.deriveChild(1).deriveChild(index).publicKey;
+  if (publicKey === null) throw new Error("derived change key has no public key");
+  return { address: encodeAddress(network, environment, secp256k1.Point.fromBytes(publicKey)), publicKey };
+}
+
+/**
  * Extended private keys of any version, and the other secrets that get pasted
  * into the same box: seed phrases, WIF and raw hex private keys.
  */
@@ -294,6 +353,11 @@ export const testAccountKeys: Record<"bitcoin" | EvmNetwork | "tron", string> = 
   arbitrum: evmTestKey,
   // m/44'/195'/0'
   tron: "xpub6D1AabNHCupeiLM65ZR9UStMhJ1vCpyV4XbZdyhMZBiJXALQtmn9p42VTQckoHVn8WNqS7dqnJokZHAHcHGoaQgmv8D45oNUKx6DZMNZBCd",
+};
+
+/** Where the built-in Test keys sit: the public test mnemonic's master key (73c5da0a) and each key's path. */
+export const testKeyOrigins: Partial<Record<keyof typeof testAccountKeys, KeyOrigin>> = {
+  bitcoin: { fingerprint: "73c5da0a", path: "m/84'/1'/0'" },
 };
 
 /** The built-in Test key's address at an index (Test mode only: anyone can spend from these keys). */

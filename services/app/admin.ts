@@ -80,6 +80,8 @@ const usage = `usage:
   admin api-key revoke --id ID
   admin api-key list --merchant ID
   admin address-source set --merchant ID --environment test|live --network ${networks.join("|")} --xpub ACCOUNT_XPUB
+      (bitcoin: give it with its origin as your wallet exports it, [fingerprint/84'/0'/0']zpub…, and a
+       refund can be sent from the intent's own outputs with a PSBT your hardware wallet signs)
   admin address-source show --merchant ID
   admin address import --merchant ID --environment test|live --network ${networks.join("|")} --file FILE
       (one address a line; blank lines and lines starting with # are skipped)
@@ -373,7 +375,8 @@ async function main(argv: string[]): Promise<unknown> {
     const environment = environmentOf(values);
     const network = networkOf(values);
     // A refused key (a private one above all) is reported without starting the database.
-    const key = checkAccountKey(environment, network, required(values, "xpub"));
+    const key = required(values, "xpub");
+    checkAccountKey(environment, network, key);
     work = (em) => setAccountKey(em, merchant, environment, network, key);
   } else if (command === "address-source show") {
     const merchant = required(values, "merchant");

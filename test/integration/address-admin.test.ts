@@ -79,6 +79,23 @@ t.test("address sources and pools", async (t) => {
     t.match(await setAccountKey(em(), merchant, "test", "bitcoin", vpub), { environment: "test", account_key: vpub, next_index: 0 });
   });
 
+  t.test("set with the key's origin (as a descriptor writes it): kept with the key, through a rotation and back", async (t) => {
+    const shop = (await createMerchant(em(), "Origin Shop")).id;
+    const seed = HDKey.fromMasterSeed(randomBytes(32), versions.v);
+    const fingerprint = seed.fingerprint.toString(16).padStart(8, "0");
+    const vpub = seed.derive("m/84'/1'/0'").publicExtendedKey;
+    t.match(await setAccountKey(em(), shop, "test", "bitcoin", vpub), { account_key: vpub, key_origin: null }, "a bare key: no origin");
+    t.match(await setAccountKey(em(), shop, "test", "bitcoin", `[${fingerprint}/84h/1h/0h]${vpub}`), { account_key: vpub, key_origin: `${fingerprint}/84'/1'/0'` }, "the same key with its origin gains it");
+    t.match(await setAccountKey(em(), shop, "test", "bitcoin", vpub), { key_origin: `${fingerprint}/84'/1'/0'` }, "and keeps it when set bare again");
+    const next = account("v", "m/84'/1'/0'").publicExtendedKey;
+    t.match(await setAccountKey(em(), shop, "test", "bitcoin", next), { account_key: next, key_origin: null }, "another key: its own (none)");
+    t.match(await setAccountKey(em(), shop, "test", "bitcoin", vpub), { account_key: vpub, key_origin: `${fingerprint}/84'/1'/0'` }, "the first key back: its origin kept through its retirement");
+    t.match((await showSources(em(), shop)).account_keys, [{ network: "bitcoin", account_key: vpub, key_origin: `${fingerprint}/84'/1'/0'` }]);
+    await refused(t, setAccountKey(em(), shop, "test", "bitcoin", `[${fingerprint}/84'/0'/0']${vpub}`), /path is m\/84'\/0'\/0'; bitcoin test mode expects m\/84'\/1'\/0'/, "an origin with another path");
+    await refused(t, setAccountKey(em(), shop, "test", "bitcoin", `[xyz/84'/1'/0']${vpub}`), /fingerprint, 8 hex digits/, "an origin without a fingerprint");
+    t.match((await showSources(em(), shop)).account_keys[0], { key_origin: `${fingerprint}/84'/1'/0'` }, "a refused origin changed nothing");
+  });
+
   t.test("set: refusals", async (t) => {
     await refused(t, setAccountKey(em(), "mer_nobody", "live", "bitcoin", zpub), /no merchant mer_nobody/, "unknown merchant");
     const unknown = await refused(t, setAccountKey(em(), merchant, "live", "dogecoin", zpub), /unknown network "dogecoin"/, "unknown network");
