@@ -51,6 +51,8 @@ interface RouteOption {
   /** A server stream answered as a file of this media type (gateway/server.ts sendFile); "" for Server-Sent Events. */
   mediaType: string;
   fileName: string;
+  /** A GET the object's state can refuse with 409. */
+  stateDependent?: boolean;
 }
 
 /** The (payments.v1.field) rules as read through the request's own descriptors (services/rpc/field-rules.ts enforces them). */
@@ -514,6 +516,7 @@ function buildDocument(request: CodeGeneratorRequest): Json {
         if (credential !== "CREDENTIAL_PUBLIC") statuses.push(401);
         if (credential === "CREDENTIAL_UNSPECIFIED" || credential === "CREDENTIAL_TEST_API_KEY") statuses.push(403);
         if (option.method === "POST") statuses.push(409, 413);
+        else if (option.stateDependent) statuses.push(409);
         if (option.rateLimited) statuses.push(429);
         statuses.sort((a, b) => a - b);
 

@@ -408,6 +408,23 @@ export function dashboardPages(o: DashboardPagesOptions): PageHandler {
           html(req, res, 200, await refundPage(paths, v, { refund: got.data, idem: newIdem(), notice: noticeOf() }));
           return true;
         }
+        case "GET refunds/:id/psbt": {
+          const refundId = idOf(second);
+          const feeRate = Number(query.get("fee_rate") ?? "");
+          try {
+            const got = await refunds.getRefundPsbt({ merchant, refundId, feeRate: Number.isInteger(feeRate) && feeRate > 0 && feeRate <= 2 ** 32 - 1 ? feeRate : 0 }, opts());
+            // The binary PSBT, as wallets open a .psbt file (Sparrow, Electrum, Bitcoin Core's GUI).
+            const body = Buffer.from(got.data?.psbt ?? "", "base64");
+            res.writeHead(200, { ...commonHeaders, "Content-Type": "application/octet-stream", "Content-Disposition": `attachment; filename="${refundId}.psbt"`, "Cache-Control": "no-store", "Content-Length": body.length });
+            res.end(req.method === "HEAD" ? undefined : body);
+          } catch (err) {
+            const view = describeError(err);
+            // A rate out of range, a key without its origin, outputs that cannot cover it: said as the API says it.
+            if (view.status !== 400 && view.status !== 409) throw err;
+            throw new PageError(view.status, "No PSBT", view.message);
+          }
+          return true;
+        }
         case "POST refunds/:id/cancel": {
           const refundId = idOf(second);
           await refunds.cancelRefund({ merchant, refundId }, opts(idemOf()));

@@ -82,12 +82,23 @@ export async function refundPage(paths: DashboardPaths, v: Viewer, o: { refund: 
     can(v, "payment_intents:write") && (r.status === "awaiting_address" || r.status === "awaiting_payment")
       ? `<section aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>${actionForm(v, `${paths.base}/refunds/${r.id}/cancel`, "Cancel refund", { idem: o.idem, danger: true, id: "cancel-refund" })}</section>`
       : "";
+  // A bitcoin refund can be paid from the intent's own outputs with a PSBT the store's wallet signs.
+  const psbt =
+    r.network === "bitcoin" && r.status === "awaiting_payment"
+      ? `<section aria-labelledby="psbt-h"><h2 id="psbt-h">Pay from this store's wallet</h2>
+<form method="get" action="${e(`${paths.base}/refunds/${r.id}/psbt`)}" class="stack" id="psbt-form">
+<label for="fee-rate">Fee rate (sat/vB)</label><input id="fee-rate" name="fee_rate" type="number" inputmode="numeric" min="1" max="1000" step="1" required aria-describedby="fee-rate-help">
+<p class="help" id="fee-rate-help">A PSBT spending the bitcoin this payment received, ${e(r.amountDue)} BTC to the customer and the change back to your wallet: open it in Sparrow, Electrum or your hardware wallet's app, check it, sign and broadcast. Take the rate from your wallet's estimate.</p>
+<button type="submit" class="button button-secondary" id="download-psbt">Download PSBT</button>
+</form></section>`
+      : "";
   return layout(paths, v, {
     title: `Refund ${r.id}`,
     section: "payments",
     notice: o.notice,
     main: `${dl(items)}
 ${qr}
+${psbt}
 ${cancel}
 <section aria-labelledby="transfers-h"><h2 id="transfers-h">Transfers</h2>${txs}</section>`,
   });

@@ -13,8 +13,10 @@ import { newId, randomBase62 } from "../platform/ids.ts";
 import { checkAmount, fromUnits, toUnits } from "../vocabulary/amount.ts";
 import type { ExtensionEventType } from "../vocabulary/event-types.ts";
 import { chooseOutput, decimalsOf, defaultAmount, exceeds, priceToUnits, refundable, type Refusal } from "./refundable.ts";
-import { findRefund, findRefundByToken, insertRefund, lockRefundsToSettle, refundableOutputs, refundsOfIntent, transfersTo, updateRefund, type RefundChange, type RefundRow } from "./store.ts";
-import { settleRefund } from "./settle.ts";
+import { findRefund, findRefundByToken, insertRefund, lockRefundsToSettle, receivedOutputsAt, refundableOutputs, refundsOfIntent, transfersTo, updateRefund, type RefundChange, type RefundRow } from "./store.ts";
+import { settleRefund, unitsDue } from "./settle.ts";
+import { derivationsOf } from "../addresses/origins.ts";
+import { buildRefundPsbt, type BuiltPsbt, type SpendableOutput } from "./psbt.ts";
 import { findAsset } from "../vocabulary/assets.ts";
 import type { RefundViews } from "./views.ts";
 
@@ -135,6 +137,46 @@ export class Refunds {
     }
     const at = await lockedNow(tx);
     return this.#move(tx, row, { status: "cancelled", cancelledAt: at }, "refund.cancelled", at);
+  }
+
+  /**
+   * A bitcoin refund awaiting payment as a PSBT spending its intent's received outputs (psbt.ts):
+   * what is still due, at the fee rate asked. Read only: the merchant may ask again at another rate.
+   */
+  async psbt(em: EntityManager, owner: Owner, id: string, feeRate: number): Promise<BuiltPsbt> {
+    const row = await this.get(em, owner, id);
+    if (row.network !== "bitcoin") throw apiError("invalid_state", `Refund ${row.id} is on ${row.network}: a PSBT is for bitcoin refunds. Send ${row.amount} ${row.asset} to its address from any wallet.`);
+    if (row.status !== "awaiting_payment" || row.address === null) {
+      throw apiError(
+        "invalid_state",
+        row.status === "awaiting_address" ? `Refund ${row.id} has no address yet: the customer gives one at its claim_url.` : `Refund ${row.id} is ${row.status}: nothing is left to send.`,
+      );
+    }
+    const due = unitsDue(row.amount, row.transactions, 8);
+    const received = await receivedOutputsAt(em, row.intentId, row.network, row.asset);
+    const derived = received.filter((o): o is typeof o & { index: number } => o.index !== null);
+    const derivations = await derivationsOf(em, owner, "bitcoin", derived);
+    const spendable: SpendableOutput[] = [];
+    let missingOrigin = false;
+    for (const o of derived) {
+      const d = derivations.get(o.address);
+      if (d === undefined || "missing" in d) missingOrigin ||= d?.missing === "origin";
+      else spendable.push({ txHash: o.txHash, outputIndex: o.outputIndex, sats: toUnits(o.amount, 8), address: o.address, derivation: d });
+    }
+    if (spendable.length === 0) {
+      throw apiError(
+        "invalid_state",
+        missingOrigin
+          ? `The store's bitcoin key was set without its origin, so a hardware wallet could not tell which of its keys sign. Set it again with the origin your wallet exports: npm run -s admin -- address-source set --merchant ${owner.merchantId} --environment ${owner.environment} --network bitcoin --xpub "[fingerprint/84'/${owner.environment === "live" ? 0 : 1}'/0']<key>".`
+          : `None of the intent's received bitcoin outputs is at an address derived from the store's key (an imported address, or nothing received on the chain): send ${fromUnits(due, 8)} BTC to ${row.address} from your wallet.`,
+      );
+    }
+    // The refunded payment first (the change goes to its index on the change chain), then the largest.
+    const refunded = (o: SpendableOutput) => Number(o.txHash === row.paymentTxHash && o.outputIndex === row.paymentOutputIndex);
+    spendable.sort((a, b) => refunded(b) - refunded(a) || (b.sats > a.sats ? 1 : b.sats < a.sats ? -1 : 0));
+    const built = buildRefundPsbt({ environment: row.environment, to: row.address, sats: due, feeRate, outputs: spendable });
+    if ("refused" in built) throw apiError("invalid_state", built.refused);
+    return built;
   }
 
   /** The refund of a claim page, or undefined (no such token). */

@@ -29,6 +29,12 @@ export function refundService(deps: { refunds: Refunds }): ServiceImpl<typeof Re
       return { data: views.message(await refunds.get(em, principal, req.refundId)) };
     },
 
+    async getRefundPsbt(req, ctx) {
+      const { principal, em } = merchantRequest(ctx);
+      const built = await oneSnapshot(em, (tx) => refunds.psbt(tx, principal, req.refundId, req.feeRate));
+      return { data: views.psbt(req.refundId, req.feeRate, built) };
+    },
+
     async cancelRefund(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const row = await inTransaction(em, (tx) => refunds.cancel(tx, principal, req.refundId));

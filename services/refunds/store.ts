@@ -229,3 +229,33 @@ export async function transfersTo(em: EntityManager, r: RefundRow): Promise<Reco
   );
   return rows.map((x) => ({ txHash: x.tx_hash, outputIndex: x.output_index, amount: x.amount, confirmations: x.confirmations, orphaned: x.orphaned, mempool: x.mempool }));
 }
+
+/** An output an intent received on a network, with its address (what a refund's PSBT may spend). */
+export interface ReceivedAt {
+  txHash: string;
+  outputIndex: number;
+  amount: string;
+  address: string;
+  /** The address's derivation index, when the intent's address was derived from a key. */
+  index: number | null;
+}
+
+/**
+ * The intent's received outputs of an asset on a network, on the chain (not a simulator's), counted
+ * or excepted, with the derivation index of the address each was sent to: the intent's deposit
+ * address or one of its methods'.
+ */
+export async function receivedOutputsAt(em: EntityManager, intentId: string, network: string, asset: string): Promise<ReceivedAt[]> {
+  const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; to_address: string; address_index: number | null }[]>(
+    `select o.tx_hash, o.output_index, o.amount::text as amount, o.to_address,
+            coalesce(case when o.to_address = i.deposit_address then i.address_index end,
+                     (select (m ->> 'address_index')::int from jsonb_array_elements(coalesce(i.methods, '[]'::jsonb)) m
+                       where m ->> 'network' = o.network and m ->> 'deposit_address' = o.to_address limit 1)) as address_index
+       from chain_observations o join payment_intents i on i.id = o.payment_intent_id
+      where o.payment_intent_id = ? and o.network = ? and o.asset = ? and not o.orphaned and not o.mempool and not o.simulated
+        and (o.counted or o.exception_reported_at is not null)
+      order by o.created_at, o.id`,
+    [intentId, network, asset],
+  );
+  return rows.map((r) => ({ txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, address: r.to_address, index: r.address_index }));
+}

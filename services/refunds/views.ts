@@ -1,12 +1,13 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { RefundClaimSchema, RefundSchema, RefundTransactionSchema, type Refund, type RefundClaim } from "../../gen/payments/v1/refunds_pb.ts";
+import { RefundClaimSchema, RefundPsbtSchema, RefundSchema, RefundTransactionSchema, type Refund, type RefundClaim, type RefundPsbt } from "../../gen/payments/v1/refunds_pb.ts";
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { encodeResponse } from "../platform/api-json.ts";
 import type { RefundRow } from "./store.ts";
 import { fromUnits } from "../vocabulary/amount.ts";
 import { decimalsOf } from "./refundable.ts";
 import { unitsDue } from "./settle.ts";
+import type { BuiltPsbt } from "./psbt.ts";
 
 const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d));
 
@@ -71,6 +72,20 @@ export class RefundViews {
       address: row.address ?? undefined,
       reason: row.reason ?? undefined,
       testMode: row.environment === "test",
+    });
+  }
+
+  /** A refund's PSBT and what it spends and pays, amounts in BTC. */
+  psbt(refundId: string, feeRate: number, built: BuiltPsbt): RefundPsbt {
+    const btc = (sats: bigint) => fromUnits(sats, 8);
+    return create(RefundPsbtSchema, {
+      refundId,
+      psbt: built.psbt,
+      feeRate,
+      fee: btc(built.fee),
+      vsize: built.vsize,
+      inputs: built.inputs.map((i) => ({ txHash: i.txHash, outputIndex: i.outputIndex, amount: btc(i.sats), address: i.address, derivation: i.derivation })),
+      outputs: built.outputs.map((o) => ({ address: o.address, amount: btc(o.sats), change: o.change })),
     });
   }
 }

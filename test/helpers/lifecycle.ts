@@ -6,7 +6,7 @@ import { ChainService } from "../../gen/payments/v1/chains_pb.ts";
 import { createInternalCredential } from "../../services/auth/admin.ts";
 import type { App } from "../../services/app/app.ts";
 import type { Environment } from "../../services/auth/keys.ts";
-import { networks as allNetworks } from "../../services/vocabulary/assets.ts";
+import { mainnetBlock0, networks as allNetworks } from "../../services/vocabulary/assets.ts";
 
 /**
  * A chain watcher's internal credential (role observe) in `environment`, speaking for `networks`
@@ -45,27 +45,42 @@ export async function refusal(p: Promise<unknown>): Promise<{ code: Code | undef
  * ChainService as a watcher sends it (it takes the lease first); returns the output's tx hash.
  */
 export async function reportEthereumOutput(app: App, rpcUrl: string, watcherId: string, output: { toAddress: string; asset: string; amount: string }): Promise<string> {
-  const { headers } = await watcherClient(app, rpcUrl, "test", ["ethereum"]);
+  return reportChainOutput(app, rpcUrl, watcherId, "ethereum", output);
+}
+
+/**
+ * reportEthereumOutput on any network a built-in watcher could follow but none does in the test's
+ * app, in Test unless told; `confirmations` blocks deep (empty blocks reported on top of its own; default 1).
+ */
+export async function reportChainOutput(
+  app: App,
+  rpcUrl: string,
+  watcherId: string,
+  network: string,
+  output: { toAddress: string; asset: string; amount: string },
+  o: { confirmations?: number; environment?: Environment } = {},
+): Promise<string> {
+  const confirmations = o.confirmations ?? 1;
+  const { headers } = await watcherClient(app, rpcUrl, o.environment ?? "test", [network]);
   const chains = createClient(ChainService, createGrpcTransport({ baseUrl: rpcUrl }));
   const deadline = Date.now() + 20_000;
-  let holder = await chains.claimChain({ network: "ethereum", watcherId, leaseSeconds: 60 }, { headers });
+  let holder = await chains.claimChain({ network, watcherId, leaseSeconds: 60 }, { headers });
   while (!holder.active) {
-    if (Date.now() > deadline) throw new Error("the ethereum lease: not within 20000 ms");
+    if (Date.now() > deadline) throw new Error(`the ${network} lease: not within 20000 ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    holder = await chains.claimChain({ network: "ethereum", watcherId, leaseSeconds: 60 }, { headers });
+    holder = await chains.claimChain({ network, watcherId, leaseSeconds: 60 }, { headers });
   }
   const recent = holder.position?.recentBlocks.at(-1);
   const height = BigInt(Number(recent?.height ?? 99n) + 1);
   const txHash = hash();
-  await chains.reportBlocks(
-    {
-      network: "ethereum",
-      watcherId,
-      leaseEpoch: holder.epoch,
-      blocks: [{ height, hash: hash(), parentHash: recent?.hash ?? hash(), outputs: [{ ...output, txHash, outputIndex: 0 }] }],
-      headHeight: height,
-    },
-    { headers },
-  );
+  // The output's block, then empty ones on it until it is `confirmations` deep.
+  const blocks = [{ height, hash: hash(), parentHash: recent?.hash ?? hash(), outputs: [{ ...output, txHash, outputIndex: 0 }] }];
+  while (blocks.length < confirmations) {
+    const parent = blocks.at(-1) as (typeof blocks)[number];
+    blocks.push({ height: parent.height + 1n, hash: hash(), parentHash: parent.hash, outputs: [] });
+  }
+  // Live counts only on mainnet: a Live report names its block 0.
+  const genesisHash = o.environment === "live" ? (mainnetBlock0(network) ?? "") : "";
+  await chains.reportBlocks({ network, watcherId, leaseEpoch: holder.epoch, blocks, headHeight: (blocks.at(-1) as (typeof blocks)[number]).height, genesisHash }, { headers });
   return txHash;
 }

@@ -24,6 +24,7 @@ type Schema = Record<string, unknown>;
 interface Parameter {
   name: string;
   in: string;
+  required?: boolean;
   schema: Schema;
 }
 interface Operation {
@@ -125,14 +126,14 @@ function urls(maxLength: number): string[] {
 }
 
 /** Whether the document's schema takes a candidate: the body's whole schema, or a query parameter's. */
-function documentTakes(validate: ValidateFunction, body: Record<string, unknown> | undefined, field: string, candidate: Candidate, type: unknown): boolean {
+function documentTakes(validate: ValidateFunction, body: Record<string, unknown> | undefined, field: string, candidate: Candidate, type: unknown, requiredParam = false): boolean {
   if (body) {
     const sent = { ...body };
     if (candidate === absent) delete sent[field];
     else sent[field] = candidate;
     return validate(sent) as boolean;
   }
-  if (candidate === absent) return true;
+  if (candidate === absent) return !requiredParam;
   // A query string carries text; a client would send an integer parameter's digits.
   const text = String(candidate);
   return validate(type === "integer" && /^-?[0-9]+$/.test(text) ? Number(text) : text) as boolean;
@@ -165,6 +166,7 @@ t.test("every documented constraint is the validators' own, both ways", async (t
   }
 
   /** Per operation: a valid request, and how to send one with a field changed. */
+  let refundId: string | undefined;
   const requests: Record<string, { body?: Record<string, unknown>; send: (body: Record<string, unknown> | undefined, query: string) => Promise<ApiResponse> }> = {
     CreatePaymentIntent: {
       body: { ...sampleIntent, merchant_reference: "order-1", expires_in_seconds: 900, metadata: { k: "v" } },
@@ -212,6 +214,17 @@ t.test("every documented constraint is the validators' own, both ways", async (t
         return res;
       },
     },
+    GetRefundPsbt: {
+      // An ETH refund: any fee_rate the rules take is past them, and then refused as not bitcoin (409).
+      send: async (_b, q) => {
+        refundId ??= await (async () => {
+          const pi = await newIntent();
+          await call(app.base, "POST", `/api/v1/sandbox/merchants/${a.merchant}/payment-intents/${pi}/simulate`, { key: a.key, body: { outcome: "overpaid" } });
+          return (await call(app.base, "POST", `${m}/payment-intents/${pi}/refunds`, { key: a.key, idempotencyKey: idemKey(), body: {} })).body.data.id as string;
+        })();
+        return call(app.base, "GET", `${m}/refunds/${refundId}/psbt${q}`, { key: a.key });
+      },
+    },
     ListPaymentIntents: { send: (_b, q) => call(app.base, "GET", `${m}/payment-intents${q}`, { key: a.key }) },
     ExportPaymentIntents: { send: (_b, q) => call(app.base, "GET", `${m}/payment-intents/export${q}`, { key: a.key }) },
     ListWebhookEndpoints: { send: (_b, q) => call(app.base, "GET", `${m}/webhook-endpoints${q}`, { key: a.key }) },
@@ -229,7 +242,7 @@ t.test("every documented constraint is the validators' own, both ways", async (t
   };
 
   /** Sends a candidate and reads the answer: refused means 400 naming the field. */
-  async function probe(operation: string, field: string, candidate: Candidate, validate: ValidateFunction, type: unknown, bodyOverride?: Record<string, unknown>): Promise<Probe> {
+  async function probe(operation: string, field: string, candidate: Candidate, validate: ValidateFunction, type: unknown, bodyOverride?: Record<string, unknown>, requiredParam = false): Promise<Probe> {
     const request = requests[operation]!;
     const base = bodyOverride ?? request.body;
     let res: ApiResponse;
@@ -245,7 +258,7 @@ t.test("every documented constraint is the validators' own, both ways", async (t
     // request's): the verdicts compared are the whole request's, the answer names the field.
     const refused = res.status === 400;
     if (res.status >= 500) throw new Error(`${operation} ${field}=${show(candidate)}: ${res.status} ${JSON.stringify(res.body)}`);
-    return { operation, field, candidate, documented: documentTakes(validate, base, field, candidate, type), refused, answer: `${res.status} ${res.body?.error?.param ?? ""} ${res.body?.error?.message ?? ""}` };
+    return { operation, field, candidate, documented: documentTakes(validate, base, field, candidate, type, requiredParam), refused, answer: `${res.status} ${res.body?.error?.param ?? ""} ${res.body?.error?.message ?? ""}` };
   }
 
   const probes: Probe[] = [];
@@ -285,7 +298,7 @@ t.test("every documented constraint is the validators' own, both ways", async (t
         if (!request) continue;
         covered.push(`${op.operationId}?${p.name}`);
         const validate = ajv.compile(p.schema);
-        for (const c of [...candidatesFor(p.schema), "abc", "1e2", "01"]) probes.push(await probe(op.operationId, p.name, c, validate, p.schema.type));
+        for (const c of [...candidatesFor(p.schema), "abc", "1e2", "01"]) probes.push(await probe(op.operationId, p.name, c, validate, p.schema.type, undefined, p.required === true));
       }
     }
   }

@@ -15,7 +15,8 @@ import { errorCodes } from "../../services/platform/errors.ts";
 import { services } from "../../services/app/routes.ts";
 import { createSiteCredential } from "../../services/site/credentials.ts";
 import { createCashierSession } from "../../services/terminal/sessions.ts";
-import { call, idemKey, merchantWithKey, sampleIntent, type ApiResponse } from "../helpers/harness.ts";
+import { call, idemKey, merchantWithKey, sampleIntent, until, type ApiResponse } from "../helpers/harness.ts";
+import { reportChainOutput } from "../helpers/lifecycle.ts";
 import { finished, hookHost, waitForDelivery, webhookSetup } from "../helpers/webhooks.ts";
 
 type Schema = Record<string, unknown>;
@@ -279,6 +280,20 @@ t.test("contract: real responses of every documented route match the document", 
   t.equal((await api("POST", `${oneRefund}/cancel`, { ...m, refund_id: made.body.data.id }, { key: a.key })).body.error?.code, "invalid_state", "a completed refund is not cancelled");
   const toCancel = await api("POST", refunds, { ...m, public_id: pi }, { key: a.key, idempotencyKey: idemKey(), body: { amount: "0.5" } });
   t.equal((await api("POST", `${oneRefund}/cancel`, { ...m, refund_id: toCancel.body.data.id }, { key: a.key })).body.data?.status, "cancelled");
+
+  // A bitcoin refund's PSBT: an output on the chain (a watcher's report, not the simulator's) to a BTC intent.
+  const btcIntent = (await api("POST", intents, m, { key: a.key, idempotencyKey: idemKey(), body: { network: "bitcoin", asset: "BTC", requested_amount: "0.001" } })).body.data;
+  await reportChainOutput(s.app, s.rpcUrl, "openapi-bitcoin-watcher", "bitcoin", { toAddress: btcIntent.deposit_address, asset: "BTC", amount: "0.002" }, { confirmations: 6 });
+  const btcRefund = await until("the BTC intent's refund", async () => {
+    const r = await call(s.base, "POST", `/api/v1/merchants/${a.merchant}/payment-intents/${btcIntent.public_id}/refunds`, { key: a.key, idempotencyKey: idemKey(), body: { address: "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx" } });
+    return r.status === 200 ? r.body.data : undefined;
+  }, 20_000);
+  const psbt = "/api/v1/merchants/{merchant}/refunds/{refund_id}/psbt";
+  const built = await api("GET", psbt, { ...m, refund_id: btcRefund.id }, { key: a.key, query: { fee_rate: "2" } });
+  t.equal(built.status, 200, JSON.stringify(built.body));
+  t.equal(built.body.data?.outputs?.[0]?.amount, "0.001");
+  t.equal((await api("GET", psbt, { ...m, refund_id: btcRefund.id }, { key: a.key })).body.error?.param, "fee_rate");
+  t.equal((await api("GET", psbt, { ...m, refund_id: made.body.data.id }, { key: a.key, query: { fee_rate: "2" } })).body.error?.code, "invalid_state", "an ETH refund has no PSBT");
 
   // Readiness.
   t.equal((await api("GET", "/api/v1/merchants/{merchant}/go-live/readiness", m, { key: a.key })).status, 200);

@@ -40,6 +40,7 @@ t.test("the route table", async (t) => {
     "GET /api/v1/merchants/{merchant}/payment-intents/{public_id}/refunds",
     "POST /api/v1/merchants/{merchant}/payment-intents/{public_id}/refunds",
     "GET /api/v1/merchants/{merchant}/refunds/{refund_id}",
+    "GET /api/v1/merchants/{merchant}/refunds/{refund_id}/psbt",
     "POST /api/v1/merchants/{merchant}/refunds/{refund_id}/cancel",
     "GET /api/v1/qr/{qr_public_id}",
     "GET /api/v1/site-payment-intents/{public_id}",

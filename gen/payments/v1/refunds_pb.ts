@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file payments/v1/refunds.proto.
  */
 export const file_payments_v1_refunds: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXltZW50cy92MS9yZWZ1bmRzLnByb3RvEgtwYXltZW50cy52MSKPBgoGUmVmdW5kEgoKAmlkGAEgASgJEhYKDnBheW1lbnRfaW50ZW50GAIgASgJEg4KBnN0YXR1cxgDIAEoCRITCgtlbnZpcm9ubWVudBgEIAEoCRIPCgduZXR3b3JrGAUgASgJEg0KBWFzc2V0GAYgASgJEg4KBmFtb3VudBgHIAEoCRIPCgdwYXltZW50GAggASgJEhQKB2FkZHJlc3MYCSABKAlIAIgBARIWCgljbGFpbV91cmwYCiABKAlIAYgBARIYCgtwYXltZW50X3VyaRgLIAEoCUgCiAEBEhMKBnJlYXNvbhgMIAEoCUgDiAEBEhkKDHByaWNlX2Ftb3VudBgNIAEoCUgEiAEBEhsKDnByaWNlX2N1cnJlbmN5GA4gASgJSAWIAQESEQoEcmF0ZRgPIAEoCUgGiAEBEi4KCmNyZWF0ZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKE2FkZHJlc3NfcmVjZWl2ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAeIAQESNQoMY29tcGxldGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgIiAEBEjUKDGNhbmNlbGxlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBICYgBARI0Cgx0cmFuc2FjdGlvbnMYFCADKAsyHi5wYXltZW50cy52MS5SZWZ1bmRUcmFuc2FjdGlvbhIRCglzaW11bGF0ZWQYFSABKAgSEgoKYW1vdW50X2R1ZRgWIAEoCUIKCghfYWRkcmVzc0IMCgpfY2xhaW1fdXJsQg4KDF9wYXltZW50X3VyaUIJCgdfcmVhc29uQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5QgcKBV9yYXRlQhYKFF9hZGRyZXNzX3JlY2VpdmVkX2F0Qg8KDV9jb21wbGV0ZWRfYXRCDwoNX2NhbmNlbGxlZF9hdCJdChFSZWZ1bmRUcmFuc2FjdGlvbhIPCgd0eF9oYXNoGAEgASgJEhQKDG91dHB1dF9pbmRleBgCIAEoDRIOCgZhbW91bnQYAyABKAkSEQoJc2ltdWxhdGVkGAQgASgIIukCChNDcmVhdGVSZWZ1bmRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCRIdCgZhbW91bnQYAyABKAlCCKq7GAQIATABSACIAQESMwoMcHJpY2VfYW1vdW50GAQgASgJQhiquxgUCAEwA3IOcHJpY2VfY3VycmVuY3lIAYgBARI7Cg5wcmljZV9jdXJyZW5jeRgFIAEoCUIeqrsYGggBKghjdXJyZW5jeXIMcHJpY2VfYW1vdW50SAKIAQESFAoHcGF5bWVudBgGIAEoCUgDiAEBEhQKB2FkZHJlc3MYByABKAlIBIgBARIeCgZyZWFzb24YCCABKAlCCaq7GAUIARD0A0gFiAEBQgkKB19hbW91bnRCDwoNX3ByaWNlX2Ftb3VudEIRCg9fcHJpY2VfY3VycmVuY3lCCgoIX3BheW1lbnRCCgoIX2FkZHJlc3NCCQoHX3JlYXNvbiI5ChRDcmVhdGVSZWZ1bmRSZXNwb25zZRIhCgRkYXRhGAEgASgLMhMucGF5bWVudHMudjEuUmVmdW5kIjkKEkxpc3RSZWZ1bmRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiOAoTTGlzdFJlZnVuZHNSZXNwb25zZRIhCgRkYXRhGAEgAygLMhMucGF5bWVudHMudjEuUmVmdW5kIjcKEEdldFJlZnVuZFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcmVmdW5kX2lkGAIgASgJIjYKEUdldFJlZnVuZFJlc3BvbnNlEiEKBGRhdGEYASABKAsyEy5wYXltZW50cy52MS5SZWZ1bmQiOgoTQ2FuY2VsUmVmdW5kUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkiOQoUQ2FuY2VsUmVmdW5kUmVzcG9uc2USIQoEZGF0YRgBIAEoCzITLnBheW1lbnRzLnYxLlJlZnVuZCK5AQoLUmVmdW5kQ2xhaW0SFQoNbWVyY2hhbnRfbmFtZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDwoHbmV0d29yaxgDIAEoCRINCgVhc3NldBgEIAEoCRIOCgZhbW91bnQYBSABKAkSFAoHYWRkcmVzcxgGIAEoCUgAiAEBEhMKBnJlYXNvbhgHIAEoCUgBiAEBEhEKCXRlc3RfbW9kZRgIIAEoCEIKCghfYWRkcmVzc0IJCgdfcmVhc29uIiYKFUdldFJlZnVuZENsYWltUmVxdWVzdBINCgV0b2tlbhgBIAEoCSJAChZHZXRSZWZ1bmRDbGFpbVJlc3BvbnNlEiYKBGRhdGEYASABKAsyGC5wYXltZW50cy52MS5SZWZ1bmRDbGFpbSI8ChpTdWJtaXRSZWZ1bmRBZGRyZXNzUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIPCgdhZGRyZXNzGAIgASgJIkUKG1N1Ym1pdFJlZnVuZEFkZHJlc3NSZXNwb25zZRImCgRkYXRhGAEgASgLMhgucGF5bWVudHMudjEuUmVmdW5kQ2xhaW0y5QUKDVJlZnVuZFNlcnZpY2USvwEKDENyZWF0ZVJlZnVuZBIgLnBheW1lbnRzLnYxLkNyZWF0ZVJlZnVuZFJlcXVlc3QaIS5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXNwb25zZSJqorsYZgoEUE9TVBJAL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0vcmVmdW5kcxoBKiIVcGF5bWVudF9pbnRlbnRzOndyaXRlKAE4ARK4AQoLTGlzdFJlZnVuZHMSHy5wYXltZW50cy52MS5MaXN0UmVmdW5kc1JlcXVlc3QaIC5wYXltZW50cy52MS5MaXN0UmVmdW5kc1Jlc3BvbnNlImaQAgGiuxhfCgNHRVQSQC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L3JlZnVuZHMiFHBheW1lbnRfaW50ZW50czpyZWFkOAESogEKCUdldFJlZnVuZBIdLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlcXVlc3QaHi5wYXltZW50cy52MS5HZXRSZWZ1bmRSZXNwb25zZSJWkAIBorsYTwoDR0VUEjAvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3JlZnVuZHMve3JlZnVuZF9pZH0iFHBheW1lbnRfaW50ZW50czpyZWFkOAESsQEKDENhbmNlbFJlZnVuZBIgLnBheW1lbnRzLnYxLkNhbmNlbFJlZnVuZFJlcXVlc3QaIS5wYXltZW50cy52MS5DYW5jZWxSZWZ1bmRSZXNwb25zZSJcorsYWAoEUE9TVBI3L2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9yZWZ1bmRzL3tyZWZ1bmRfaWR9L2NhbmNlbCIVcGF5bWVudF9pbnRlbnRzOndyaXRlOAEy8AEKElJlZnVuZENsYWltU2VydmljZRJmCg5HZXRSZWZ1bmRDbGFpbRIiLnBheW1lbnRzLnYxLkdldFJlZnVuZENsYWltUmVxdWVzdBojLnBheW1lbnRzLnYxLkdldFJlZnVuZENsYWltUmVzcG9uc2UiC5ACAaK7GAQwBDgBEnIKE1N1Ym1pdFJlZnVuZEFkZHJlc3MSJy5wYXltZW50cy52MS5TdWJtaXRSZWZ1bmRBZGRyZXNzUmVxdWVzdBooLnBheW1lbnRzLnYxLlN1Ym1pdFJlZnVuZEFkZHJlc3NSZXNwb25zZSIIorsYBDAEOAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_payments_v1_options]);
+  fileDesc("ChlwYXltZW50cy92MS9yZWZ1bmRzLnByb3RvEgtwYXltZW50cy52MSKPBgoGUmVmdW5kEgoKAmlkGAEgASgJEhYKDnBheW1lbnRfaW50ZW50GAIgASgJEg4KBnN0YXR1cxgDIAEoCRITCgtlbnZpcm9ubWVudBgEIAEoCRIPCgduZXR3b3JrGAUgASgJEg0KBWFzc2V0GAYgASgJEg4KBmFtb3VudBgHIAEoCRIPCgdwYXltZW50GAggASgJEhQKB2FkZHJlc3MYCSABKAlIAIgBARIWCgljbGFpbV91cmwYCiABKAlIAYgBARIYCgtwYXltZW50X3VyaRgLIAEoCUgCiAEBEhMKBnJlYXNvbhgMIAEoCUgDiAEBEhkKDHByaWNlX2Ftb3VudBgNIAEoCUgEiAEBEhsKDnByaWNlX2N1cnJlbmN5GA4gASgJSAWIAQESEQoEcmF0ZRgPIAEoCUgGiAEBEi4KCmNyZWF0ZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKE2FkZHJlc3NfcmVjZWl2ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAeIAQESNQoMY29tcGxldGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgIiAEBEjUKDGNhbmNlbGxlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBICYgBARI0Cgx0cmFuc2FjdGlvbnMYFCADKAsyHi5wYXltZW50cy52MS5SZWZ1bmRUcmFuc2FjdGlvbhIRCglzaW11bGF0ZWQYFSABKAgSEgoKYW1vdW50X2R1ZRgWIAEoCUIKCghfYWRkcmVzc0IMCgpfY2xhaW1fdXJsQg4KDF9wYXltZW50X3VyaUIJCgdfcmVhc29uQg8KDV9wcmljZV9hbW91bnRCEQoPX3ByaWNlX2N1cnJlbmN5QgcKBV9yYXRlQhYKFF9hZGRyZXNzX3JlY2VpdmVkX2F0Qg8KDV9jb21wbGV0ZWRfYXRCDwoNX2NhbmNlbGxlZF9hdCJdChFSZWZ1bmRUcmFuc2FjdGlvbhIPCgd0eF9oYXNoGAEgASgJEhQKDG91dHB1dF9pbmRleBgCIAEoDRIOCgZhbW91bnQYAyABKAkSEQoJc2ltdWxhdGVkGAQgASgIIukCChNDcmVhdGVSZWZ1bmRSZXF1ZXN0EhAKCG1lcmNoYW50GAEgASgJEhEKCXB1YmxpY19pZBgCIAEoCRIdCgZhbW91bnQYAyABKAlCCKq7GAQIATABSACIAQESMwoMcHJpY2VfYW1vdW50GAQgASgJQhiquxgUCAEwA3IOcHJpY2VfY3VycmVuY3lIAYgBARI7Cg5wcmljZV9jdXJyZW5jeRgFIAEoCUIeqrsYGggBKghjdXJyZW5jeXIMcHJpY2VfYW1vdW50SAKIAQESFAoHcGF5bWVudBgGIAEoCUgDiAEBEhQKB2FkZHJlc3MYByABKAlIBIgBARIeCgZyZWFzb24YCCABKAlCCaq7GAUIARD0A0gFiAEBQgkKB19hbW91bnRCDwoNX3ByaWNlX2Ftb3VudEIRCg9fcHJpY2VfY3VycmVuY3lCCgoIX3BheW1lbnRCCgoIX2FkZHJlc3NCCQoHX3JlYXNvbiI5ChRDcmVhdGVSZWZ1bmRSZXNwb25zZRIhCgRkYXRhGAEgASgLMhMucGF5bWVudHMudjEuUmVmdW5kIjkKEkxpc3RSZWZ1bmRzUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglwdWJsaWNfaWQYAiABKAkiOAoTTGlzdFJlZnVuZHNSZXNwb25zZRIhCgRkYXRhGAEgAygLMhMucGF5bWVudHMudjEuUmVmdW5kIjcKEEdldFJlZnVuZFJlcXVlc3QSEAoIbWVyY2hhbnQYASABKAkSEQoJcmVmdW5kX2lkGAIgASgJIjYKEUdldFJlZnVuZFJlc3BvbnNlEiEKBGRhdGEYASABKAsyEy5wYXltZW50cy52MS5SZWZ1bmQiOgoTQ2FuY2VsUmVmdW5kUmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkiOQoUQ2FuY2VsUmVmdW5kUmVzcG9uc2USIQoEZGF0YRgBIAEoCzITLnBheW1lbnRzLnYxLlJlZnVuZCJYChRHZXRSZWZ1bmRQc2J0UmVxdWVzdBIQCghtZXJjaGFudBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkSGwoIZmVlX3JhdGUYAyABKA1CCaq7GAUYASDoByI+ChVHZXRSZWZ1bmRQc2J0UmVzcG9uc2USJQoEZGF0YRgBIAEoCzIXLnBheW1lbnRzLnYxLlJlZnVuZFBzYnQiuQEKClJlZnVuZFBzYnQSEQoJcmVmdW5kX2lkGAEgASgJEgwKBHBzYnQYAiABKAkSEAoIZmVlX3JhdGUYAyABKA0SCwoDZmVlGAQgASgJEg0KBXZzaXplGAUgASgNEiwKBmlucHV0cxgGIAMoCzIcLnBheW1lbnRzLnYxLlJlZnVuZFBzYnRJbnB1dBIuCgdvdXRwdXRzGAcgAygLMh0ucGF5bWVudHMudjEuUmVmdW5kUHNidE91dHB1dCJtCg9SZWZ1bmRQc2J0SW5wdXQSDwoHdHhfaGFzaBgBIAEoCRIUCgxvdXRwdXRfaW5kZXgYAiABKA0SDgoGYW1vdW50GAMgASgJEg8KB2FkZHJlc3MYBCABKAkSEgoKZGVyaXZhdGlvbhgFIAEoCSJDChBSZWZ1bmRQc2J0T3V0cHV0Eg8KB2FkZHJlc3MYASABKAkSDgoGYW1vdW50GAIgASgJEg4KBmNoYW5nZRgDIAEoCCK5AQoLUmVmdW5kQ2xhaW0SFQoNbWVyY2hhbnRfbmFtZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDwoHbmV0d29yaxgDIAEoCRINCgVhc3NldBgEIAEoCRIOCgZhbW91bnQYBSABKAkSFAoHYWRkcmVzcxgGIAEoCUgAiAEBEhMKBnJlYXNvbhgHIAEoCUgBiAEBEhEKCXRlc3RfbW9kZRgIIAEoCEIKCghfYWRkcmVzc0IJCgdfcmVhc29uIiYKFUdldFJlZnVuZENsYWltUmVxdWVzdBINCgV0b2tlbhgBIAEoCSJAChZHZXRSZWZ1bmRDbGFpbVJlc3BvbnNlEiYKBGRhdGEYASABKAsyGC5wYXltZW50cy52MS5SZWZ1bmRDbGFpbSI8ChpTdWJtaXRSZWZ1bmRBZGRyZXNzUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIPCgdhZGRyZXNzGAIgASgJIkUKG1N1Ym1pdFJlZnVuZEFkZHJlc3NSZXNwb25zZRImCgRkYXRhGAEgASgLMhgucGF5bWVudHMudjEuUmVmdW5kQ2xhaW0ynQcKDVJlZnVuZFNlcnZpY2USvwEKDENyZWF0ZVJlZnVuZBIgLnBheW1lbnRzLnYxLkNyZWF0ZVJlZnVuZFJlcXVlc3QaIS5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXNwb25zZSJqorsYZgoEUE9TVBJAL2FwaS92MS9tZXJjaGFudHMve21lcmNoYW50fS9wYXltZW50LWludGVudHMve3B1YmxpY19pZH0vcmVmdW5kcxoBKiIVcGF5bWVudF9pbnRlbnRzOndyaXRlKAE4ARK4AQoLTGlzdFJlZnVuZHMSHy5wYXltZW50cy52MS5MaXN0UmVmdW5kc1JlcXVlc3QaIC5wYXltZW50cy52MS5MaXN0UmVmdW5kc1Jlc3BvbnNlImaQAgGiuxhfCgNHRVQSQC9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcGF5bWVudC1pbnRlbnRzL3twdWJsaWNfaWR9L3JlZnVuZHMiFHBheW1lbnRfaW50ZW50czpyZWFkOAESogEKCUdldFJlZnVuZBIdLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlcXVlc3QaHi5wYXltZW50cy52MS5HZXRSZWZ1bmRSZXNwb25zZSJWkAIBorsYTwoDR0VUEjAvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3JlZnVuZHMve3JlZnVuZF9pZH0iFHBheW1lbnRfaW50ZW50czpyZWFkOAEStQEKDUdldFJlZnVuZFBzYnQSIS5wYXltZW50cy52MS5HZXRSZWZ1bmRQc2J0UmVxdWVzdBoiLnBheW1lbnRzLnYxLkdldFJlZnVuZFBzYnRSZXNwb25zZSJdkAIBorsYVgoDR0VUEjUvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnR9L3JlZnVuZHMve3JlZnVuZF9pZH0vcHNidCIUcGF5bWVudF9pbnRlbnRzOnJlYWQ4AWABErEBCgxDYW5jZWxSZWZ1bmQSIC5wYXltZW50cy52MS5DYW5jZWxSZWZ1bmRSZXF1ZXN0GiEucGF5bWVudHMudjEuQ2FuY2VsUmVmdW5kUmVzcG9uc2UiXKK7GFgKBFBPU1QSNy9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudH0vcmVmdW5kcy97cmVmdW5kX2lkfS9jYW5jZWwiFXBheW1lbnRfaW50ZW50czp3cml0ZTgBMvABChJSZWZ1bmRDbGFpbVNlcnZpY2USZgoOR2V0UmVmdW5kQ2xhaW0SIi5wYXltZW50cy52MS5HZXRSZWZ1bmRDbGFpbVJlcXVlc3QaIy5wYXltZW50cy52MS5HZXRSZWZ1bmRDbGFpbVJlc3BvbnNlIguQAgGiuxgEMAQ4ARJyChNTdWJtaXRSZWZ1bmRBZGRyZXNzEicucGF5bWVudHMudjEuU3VibWl0UmVmdW5kQWRkcmVzc1JlcXVlc3QaKC5wYXltZW50cy52MS5TdWJtaXRSZWZ1bmRBZGRyZXNzUmVzcG9uc2UiCKK7GAQwBDgBYgZwcm90bzM", [file_google_protobuf_timestamp, file_payments_v1_options]);
 
 /**
  * Refund is money given back for a Payment Intent.
@@ -418,6 +418,173 @@ export const CancelRefundResponseSchema: GenMessage<CancelRefundResponse> = /*@_
 /**
  * What the claim page shows of a refund: nothing the customer does not need.
  *
+ * @generated from message payments.v1.GetRefundPsbtRequest
+ */
+export type GetRefundPsbtRequest = Message<"payments.v1.GetRefundPsbtRequest"> & {
+  /**
+   * @generated from field: string merchant = 1;
+   */
+  merchant: string;
+
+  /**
+   * @generated from field: string refund_id = 2;
+   */
+  refundId: string;
+
+  /**
+   * Satoshis per virtual byte the transaction pays, a whole number (from your wallet's or a
+   * mempool's current estimate).
+   *
+   * @generated from field: uint32 fee_rate = 3;
+   */
+  feeRate: number;
+};
+
+/**
+ * Describes the message payments.v1.GetRefundPsbtRequest.
+ * Use `create(GetRefundPsbtRequestSchema)` to create a new message.
+ */
+export const GetRefundPsbtRequestSchema: GenMessage<GetRefundPsbtRequest> = /*@__PURE__*/
+  messageDesc(file_payments_v1_refunds, 10);
+
+/**
+ * @generated from message payments.v1.GetRefundPsbtResponse
+ */
+export type GetRefundPsbtResponse = Message<"payments.v1.GetRefundPsbtResponse"> & {
+  /**
+   * @generated from field: payments.v1.RefundPsbt data = 1;
+   */
+  data?: RefundPsbt | undefined;
+};
+
+/**
+ * Describes the message payments.v1.GetRefundPsbtResponse.
+ * Use `create(GetRefundPsbtResponseSchema)` to create a new message.
+ */
+export const GetRefundPsbtResponseSchema: GenMessage<GetRefundPsbtResponse> = /*@__PURE__*/
+  messageDesc(file_payments_v1_refunds, 11);
+
+/**
+ * @generated from message payments.v1.RefundPsbt
+ */
+export type RefundPsbt = Message<"payments.v1.RefundPsbt"> & {
+  /**
+   * @generated from field: string refund_id = 1;
+   */
+  refundId: string;
+
+  /**
+   * The unsigned PSBT (version 0), base64: load it in Sparrow, Electrum, Bitcoin Core
+   * (walletprocesspsbt) or a hardware wallet's app, check it, sign, broadcast.
+   *
+   * @generated from field: string psbt = 2;
+   */
+  psbt: string;
+
+  /**
+   * @generated from field: uint32 fee_rate = 3;
+   */
+  feeRate: number;
+
+  /**
+   * The fee it pays, in BTC, and its size in virtual bytes once signed (an upper bound).
+   *
+   * @generated from field: string fee = 4;
+   */
+  fee: string;
+
+  /**
+   * @generated from field: uint32 vsize = 5;
+   */
+  vsize: number;
+
+  /**
+   * @generated from field: repeated payments.v1.RefundPsbtInput inputs = 6;
+   */
+  inputs: RefundPsbtInput[];
+
+  /**
+   * @generated from field: repeated payments.v1.RefundPsbtOutput outputs = 7;
+   */
+  outputs: RefundPsbtOutput[];
+};
+
+/**
+ * Describes the message payments.v1.RefundPsbt.
+ * Use `create(RefundPsbtSchema)` to create a new message.
+ */
+export const RefundPsbtSchema: GenMessage<RefundPsbt> = /*@__PURE__*/
+  messageDesc(file_payments_v1_refunds, 12);
+
+/**
+ * @generated from message payments.v1.RefundPsbtInput
+ */
+export type RefundPsbtInput = Message<"payments.v1.RefundPsbtInput"> & {
+  /**
+   * @generated from field: string tx_hash = 1;
+   */
+  txHash: string;
+
+  /**
+   * @generated from field: uint32 output_index = 2;
+   */
+  outputIndex: number;
+
+  /**
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * @generated from field: string address = 4;
+   */
+  address: string;
+
+  /**
+   * "[fingerprint/84'/0'/0'/0/index]": where the wallet finds the key that signs it.
+   *
+   * @generated from field: string derivation = 5;
+   */
+  derivation: string;
+};
+
+/**
+ * Describes the message payments.v1.RefundPsbtInput.
+ * Use `create(RefundPsbtInputSchema)` to create a new message.
+ */
+export const RefundPsbtInputSchema: GenMessage<RefundPsbtInput> = /*@__PURE__*/
+  messageDesc(file_payments_v1_refunds, 13);
+
+/**
+ * @generated from message payments.v1.RefundPsbtOutput
+ */
+export type RefundPsbtOutput = Message<"payments.v1.RefundPsbtOutput"> & {
+  /**
+   * @generated from field: string address = 1;
+   */
+  address: string;
+
+  /**
+   * @generated from field: string amount = 2;
+   */
+  amount: string;
+
+  /**
+   * The store's own: its key's change chain at the refunded payment's index (…/1/index).
+   *
+   * @generated from field: bool change = 3;
+   */
+  change: boolean;
+};
+
+/**
+ * Describes the message payments.v1.RefundPsbtOutput.
+ * Use `create(RefundPsbtOutputSchema)` to create a new message.
+ */
+export const RefundPsbtOutputSchema: GenMessage<RefundPsbtOutput> = /*@__PURE__*/
+  messageDesc(file_payments_v1_refunds, 14);
+
+/**
  * @generated from message payments.v1.RefundClaim
  */
 export type RefundClaim = Message<"payments.v1.RefundClaim"> & {
@@ -471,7 +638,7 @@ export type RefundClaim = Message<"payments.v1.RefundClaim"> & {
  * Use `create(RefundClaimSchema)` to create a new message.
  */
 export const RefundClaimSchema: GenMessage<RefundClaim> = /*@__PURE__*/
-  messageDesc(file_payments_v1_refunds, 10);
+  messageDesc(file_payments_v1_refunds, 15);
 
 /**
  * @generated from message payments.v1.GetRefundClaimRequest
@@ -488,7 +655,7 @@ export type GetRefundClaimRequest = Message<"payments.v1.GetRefundClaimRequest">
  * Use `create(GetRefundClaimRequestSchema)` to create a new message.
  */
 export const GetRefundClaimRequestSchema: GenMessage<GetRefundClaimRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_refunds, 11);
+  messageDesc(file_payments_v1_refunds, 16);
 
 /**
  * @generated from message payments.v1.GetRefundClaimResponse
@@ -505,7 +672,7 @@ export type GetRefundClaimResponse = Message<"payments.v1.GetRefundClaimResponse
  * Use `create(GetRefundClaimResponseSchema)` to create a new message.
  */
 export const GetRefundClaimResponseSchema: GenMessage<GetRefundClaimResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_refunds, 12);
+  messageDesc(file_payments_v1_refunds, 17);
 
 /**
  * @generated from message payments.v1.SubmitRefundAddressRequest
@@ -529,7 +696,7 @@ export type SubmitRefundAddressRequest = Message<"payments.v1.SubmitRefundAddres
  * Use `create(SubmitRefundAddressRequestSchema)` to create a new message.
  */
 export const SubmitRefundAddressRequestSchema: GenMessage<SubmitRefundAddressRequest> = /*@__PURE__*/
-  messageDesc(file_payments_v1_refunds, 13);
+  messageDesc(file_payments_v1_refunds, 18);
 
 /**
  * @generated from message payments.v1.SubmitRefundAddressResponse
@@ -546,7 +713,7 @@ export type SubmitRefundAddressResponse = Message<"payments.v1.SubmitRefundAddre
  * Use `create(SubmitRefundAddressResponseSchema)` to create a new message.
  */
 export const SubmitRefundAddressResponseSchema: GenMessage<SubmitRefundAddressResponse> = /*@__PURE__*/
-  messageDesc(file_payments_v1_refunds, 14);
+  messageDesc(file_payments_v1_refunds, 19);
 
 /**
  * RefundService gives money back: a refund of what an intent received, to an address the customer
@@ -593,7 +760,19 @@ export const RefundService: GenService<{
   /**
    * Cancels a refund not yet paid (awaiting_address or awaiting_payment): its amount is
    * refundable again. Cancelling a cancelled refund returns it as it is.
+   * A bitcoin refund's payment as a PSBT (BIP 174) spending the intent's own received outputs to
+   * the customer's address, change to the store's wallet (its key's change chain), each input and the change with
+   * its BIP-32 derivation from the store's key origin, for a hardware wallet to sign. Nothing is
+   * stored: each call builds it afresh at the fee rate asked.
    *
+   * @generated from rpc payments.v1.RefundService.GetRefundPsbt
+   */
+  getRefundPsbt: {
+    methodKind: "unary";
+    input: typeof GetRefundPsbtRequestSchema;
+    output: typeof GetRefundPsbtResponseSchema;
+  },
+  /**
    * @generated from rpc payments.v1.RefundService.CancelRefund
    */
   cancelRefund: {
