@@ -70,7 +70,7 @@ export function priceInput(input: CreateInput, asset: AssetInfo, rates: RateEngi
  * needed). A message that said only "retry later" sent a developer offline waiting. Retry-After
  * stays (every 503 has one, docs/api.md): the next refresh, when a network back is noticed.
  */
-function rateUnavailable(asset: AssetInfo, currency: string, rates: RateEngine | undefined, environment: "test" | "live", now: Date) {
+export function rateUnavailable(asset: AssetInfo, currency: string, rates: RateEngine | undefined, environment: "test" | "live", now: Date) {
   const state = rates?.sourcesDown(environment);
   const nothing = `No ${asset.asset} rate in ${currency} now`;
   let message = `${nothing}: too few exchange rate sources answered recently and agreed. Nothing was created; retry later.`;

@@ -17,7 +17,9 @@ import { findRefund, findRefundByToken, insertRefund, lockRefundsToSettle, recei
 import { settleRefund, unitsDue } from "./settle.ts";
 import { derivationsOf } from "../addresses/origins.ts";
 import { buildRefundPsbt, type BuiltPsbt, type SpendableOutput } from "./psbt.ts";
-import { findAsset } from "../vocabulary/assets.ts";
+import { findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { rateUnavailable } from "../intents/pricing.ts";
+import { formatRate } from "../rates/rate-math.ts";
 import type { RefundViews } from "./views.ts";
 
 /** What a create asks, as the handler checked it against the field rules. */
@@ -28,6 +30,8 @@ export interface RefundRequest {
   payment?: string;
   address?: string;
   reason?: string;
+  /** How price_amount is converted: at the intent's quote (default) or the exchanges' rate now. */
+  rate?: string;
 }
 
 /** A claim page's key: 32 base62 characters (190 bits). */
@@ -71,10 +75,21 @@ export class Refunds {
       const checked = checkAmount(req.amount, decimals);
       if (!checked.ok) throw validationError("amount", `"amount" ${checked.reason} (${chosen.asset} has ${decimals} decimal places).`);
       units = toUnits(checked.value, decimals);
+    } else if (req.priceAmount !== undefined && req.rate === "current") {
+      // The exchanges' rate now, as a create would quote it but without the merchant's spread: the
+      // customer gets the currency's worth at the market.
+      const currency = req.priceCurrency as string;
+      const environment = intent.environment === "live" ? "live" : "test";
+      const quote = this.#intents.rates?.quote(chosen.asset, currency, environment, Date.now());
+      if (!quote) throw rateUnavailable(findAsset(chosen.network, chosen.asset) as AssetInfo, currency, this.#intents.rates, environment, new Date());
+      const rate = formatRate(quote.rate);
+      units = priceToUnits(req.priceAmount, rate, decimals);
+      if (units <= 0n) throw validationError("price_amount", `"price_amount" is less than the smallest unit of ${chosen.asset} at the current rate.`);
+      priced = { amount: req.priceAmount, currency, rate };
     } else if (req.priceAmount !== undefined) {
       const rate = rateOf(intent, chosen);
       if (!intent.price || rate === undefined) {
-        throw validationError("price_amount", `"price_amount" needs a payment priced in a currency: the payment refunded (${chosen.asset} on ${chosen.network}) was not quoted for this intent; send "amount" in ${chosen.asset}.`);
+        throw validationError("price_amount", `"price_amount" needs a payment priced in a currency: the payment refunded (${chosen.asset} on ${chosen.network}) was not quoted for this intent; send "amount" in ${chosen.asset}, or "rate": "current" to convert at the exchanges' rate now.`);
       }
       if (req.priceCurrency !== intent.price.currency) throw validationError("price_currency", `"price_currency" must be the intent's price currency, ${intent.price.currency}.`);
       units = priceToUnits(req.priceAmount, rate, decimals);

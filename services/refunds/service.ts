@@ -13,7 +13,7 @@ export function refundService(deps: { refunds: Refunds }): ServiceImpl<typeof Re
     async createRefund(req, ctx) {
       const { principal, em } = merchantRequest(ctx);
       const row = await inTransaction(em, (tx) =>
-        refunds.create(tx, principal, req.publicId, { amount: req.amount, priceAmount: req.priceAmount, priceCurrency: req.priceCurrency, payment: req.payment, address: req.address, reason: req.reason }),
+        refunds.create(tx, principal, req.publicId, { amount: req.amount, priceAmount: req.priceAmount, priceCurrency: req.priceCurrency, payment: req.payment, address: req.address, reason: req.reason, rate: req.rate }),
       );
       return { data: views.message(row) };
     },

@@ -36,5 +36,6 @@ export const valueSets: Readonly<Record<string, ValueSet>> = {
   simulate_outcome: { values: simulateOutcomes },
   event_filter: { values: [allEvents, ...eventTypes, ...extensionEventTypes] },
   currency: { values: currencyCodes },
+  refund_rate: { values: ["quoted", "current"] },
   scope: { values: scopes },
 };

@@ -140,6 +140,17 @@ t.test("a payment in another asset is refunded in its own asset, whole, with no 
   const priced = await refund(pi.public_id, { payment: hash, price_amount: "1", price_currency: "USD" });
   t.equal(priced.status, 400, "a payment the intent never quoted cannot be refunded by price");
   t.equal(priced.body.error.param, "price_amount");
+  t.match(priced.body.error.message, /"rate": "current"/, "and says what would do it");
+
+  // At the exchanges' rate now (the development rates: ETH at 2500 USD), once the whole refund is cancelled.
+  t.equal((await call(base, "POST", `${merchantPath}/refunds/${res.body.data.id}/cancel`, { key: a.key })).status, 200);
+  const current = await refund(pi.public_id, { payment: hash, price_amount: "10", price_currency: "USD", rate: "current" });
+  t.equal(current.status, 200, JSON.stringify(current.body));
+  t.match(current.body.data, { asset: "ETH", amount: "0.004", price_amount: "10", price_currency: "USD", rate: "2500" });
+  const unpriced = await refund(pi.public_id, { payment: hash, rate: "current" });
+  t.match([unpriced.status, unpriced.body.error.param, unpriced.body.error.message], [400, "price_amount", /"price_amount" is missing: "rate" needs it/], "a rate without a price");
+  const neither = await refund(pi.public_id, { payment: hash, price_amount: "1", price_currency: "USD", rate: "sometimes" });
+  t.match([neither.status, neither.body.error.param], [400, "rate"], "a rate that is neither");
 });
 
 t.test("a cancelled intent's payment is refunded whole; another merchant's intent and refund are not found", async (t) => {
