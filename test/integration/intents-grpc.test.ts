@@ -6,6 +6,8 @@ import { createGrpcTransport, createConnectTransport } from "@connectrpc/connect
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import t from "tap";
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { IntentService } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { idemKey, merchantWithKey, sampleIntent, startTestApp } from "../helpers/harness.ts";
@@ -37,6 +39,31 @@ t.test("Connect client over gRPC: create, get, list, cancel", async (t) => {
   t.ok(list.data.some((d) => d.publicId === id));
   const cancelled = await client.cancelPaymentIntent({ merchant: a.merchant, publicId: id }, { headers: auth });
   t.equal(cancelled.data?.status, "cancelled");
+});
+
+t.test("payment methods over gRPC: a priced intent offering three, no one method until a payment chooses; a mixed list unpriced is refused naming the field", async (t) => {
+  const client = createClient(IntentService, createGrpcTransport({ baseUrl: rpcUrl }));
+  const auth = { authorization: `Bearer ${a.key}` };
+  const methods = [
+    { network: "ethereum", asset: "ETH" },
+    { network: "ethereum", asset: "USDC" },
+    { network: "base", asset: "USDC" },
+  ];
+  // A google.protobuf.Value: the list as a gRPC client builds it.
+  const paymentMethods = fromJson(ValueSchema, methods);
+  const created = await client.createPaymentIntent(
+    { merchant: a.merchant, priceAmount: "19.99", priceCurrency: "USD", paymentMethods, metadata: {} },
+    { headers: { ...auth, "idempotency-key": idemKey() } },
+  );
+  const pi = created.data;
+  t.same(pi?.paymentMethods.map((m) => [m.network, m.asset]), methods.map((m) => [m.network, m.asset]), "the methods, in the order asked");
+  t.ok(pi?.paymentMethods.every((m) => m.requestedAmount !== "" && m.depositAddress !== "" && m.quote !== undefined), "each quoted, with its amount and address");
+  t.same([pi?.network, pi?.asset, pi?.requestedAmount, pi?.depositAddress, pi?.amountDue], [undefined, undefined, undefined, undefined, undefined], "no one method's fields until a payment chooses");
+  const mixed = await client
+    .createPaymentIntent({ merchant: a.merchant, requestedAmount: "5", paymentMethods, metadata: {} }, { headers: { ...auth, "idempotency-key": idemKey() } })
+    .then(() => undefined, (e: unknown) => ConnectError.from(e));
+  t.equal(mixed?.code, Code.InvalidArgument);
+  t.equal(mixed?.findDetails(ErrorDetailSchema)[0]?.param, "price_amount", "several assets need a price: the field named");
 });
 
 t.test("errors keep their code as an ErrorDetail", async (t) => {

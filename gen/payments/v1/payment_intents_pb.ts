@@ -641,8 +641,9 @@ export type CreatePaymentIntentRequest = Message<"payments.v1.CreatePaymentInten
 
   /**
    * Several ways to pay, the shopper choosing on the checkout page, instead of network and asset:
-   * a list of {"network", "asset"} (1 to 12, no repeats), or "all": every network and asset the
-   * server watches in the key's environment. With more than one asset the intent must be priced
+   * a list of {"network", "asset"} (1 to 12, no repeats), or "all": the merchant's accepted
+   * methods (every pair unless its policy names some) that a watcher of this server follows in
+   * the key's environment (in Test, all of them when none is followed). With more than one asset the intent must be priced
    * in a currency (price_amount); with requested_amount every method must be of one asset.
    *
    * @generated from field: google.protobuf.Value payment_methods = 13;
