@@ -1,26 +1,28 @@
 // The local dev chain for Test payments with real transactions:
-//   npm run devchain                          anvil on 127.0.0.1:8545 (DEVCHAIN_PORT), a block every
-//                                             second, the Test tokens at the asset table's addresses
+//   npm run devchain [-- ethereum|polygon|base|arbitrum]   anvil on 127.0.0.1:8545 (DEVCHAIN_PORT)
+//                                             with the network's Test chain id, a block every second,
+//                                             the Test tokens at the asset table's addresses
 //   npm run devchain -- tron                  the same standing in for a TRON node: Nile's chain id,
 //                                             the Test USDT (TRC-20) contract at its 20-byte address
-//   npm run -s pay -- <pi_… | address> <amount> [asset]   pays from the dev chain's funded account: an
-//                                             intent id pays its deposit address in its asset; an
-//                                             address pays in the asset of the intent that has it when
-//                                             the server's database is found, else USDC (USDT for a T…
-//                                             address), and says which
+//   npm run -s pay -- <pi_… | address> <amount> [asset]   pays from the dev chain's funded account, on
+//                                             the network its chain id stands for: an intent id pays its
+//                                             deposit address there (an intent of several methods, the
+//                                             method on that network) in its asset; an address pays in
+//                                             the asset of the intent that has it when the server's
+//                                             database is found, else USDC (USDT on tron), and says which
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { formatUnits, type Hex } from "viem";
 import { tronToHex20 } from "../services/addresses/formats.ts";
 import { checkAmount } from "../services/vocabulary/amount.ts";
-import { findAsset } from "../services/vocabulary/assets.ts";
+import { assets, findAsset } from "../services/vocabulary/assets.ts";
 import { loadConfig } from "../services/platform/config.ts";
 import { createLogger } from "../services/platform/logger.ts";
 import { openDatabase } from "../services/app/database.ts";
 import { reachable } from "../services/app/embedded-nats.ts";
 import { cliDatabase, resolveDatabase } from "../services/app/resources.ts";
-import { connectDevChain, signPayment, startDevChain, tokenAbi, type DevNetwork } from "./devchain/chain.ts";
+import { connectDevChain, devNetworkOf, devTestnetNames, signPayment, startDevChain, tokenAbi, type DevNetwork } from "./devchain/chain.ts";
 
 const [command, ...args] = process.argv.slice(2);
 const fail = (message: string): never => {
@@ -59,13 +61,21 @@ async function findIntent(key: string, byId: boolean): Promise<IntentRow | undef
         : `select id as public_id, network, asset, deposit_address, methods from payment_intents where lower(deposit_address) = lower(?) order by created_at desc limit 1`,
       [key],
     );
-    const row = rows[0];
-    // Several methods, none chosen yet: the dev chains pay the first of theirs (which chooses it).
-    const payable = row && row.deposit_address === null ? row.methods?.find((m) => m.network === "ethereum" || m.network === "tron") : undefined;
-    return payable ? { ...row!, network: payable.network, asset: payable.asset, deposit_address: payable.deposit_address } : row;
+    return rows[0];
   } finally {
     await db.close();
     await resources.stopDatabase();
+  }
+}
+
+/** The chain id a dev chain answers with, or undefined when nothing answers at `url`. */
+async function chainIdAt(url: string): Promise<number | undefined> {
+  try {
+    const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }), signal: AbortSignal.timeout(5_000) });
+    const body = (await res.json()) as { result?: string };
+    return body.result === undefined ? undefined : Number(body.result);
+  } catch {
+    return undefined;
   }
 }
 
@@ -75,6 +85,7 @@ if (command === "pay") {
   const usage = "usage: npm run -s pay -- <pi_… intent id | 0x deposit address> <amount> [ETH|USDC|USDT], or <T… deposit address> <amount> [USDT]";
   const byId = target?.startsWith("pi_") === true;
   if (!target || !amount || !/^\d+(\.\d+)?$/.test(amount)) fail(usage);
+  if (!byId && !(tronToHex20(target as string) || /^0x[0-9a-fA-F]{40}$/.test(target as string))) fail(usage);
   let intent: IntentRow | undefined;
   if (byId || named === undefined) {
     try {
@@ -83,35 +94,55 @@ if (command === "pay") {
       if (byId) fail(`could not read intent ${target} from the server's database: ${(err as Error).message.split("\n")[0]}`);
     }
     if (byId && !intent) fail(`no intent ${target} in the server's database (DATABASE_URL, or the one a server started here uses)`);
-    if (byId && (!intent!.deposit_address || !["ethereum", "tron"].includes(intent!.network))) {
-      fail(`intent ${target} is a ${intent!.network} ${intent!.asset} intent${intent!.deposit_address ? "" : " without a deposit address"}: the dev chain pays ethereum and tron intents`);
-    }
+  }
+  // A T… address is tron's; otherwise an intent's own network, or (an address of no intent known) ethereum: checked
+  // against the running chain below, which says which network it stands for.
+  const assumed: DevNetwork = tronToHex20(target as string) ? "tron" : "ethereum";
+  // Rounding to the token's units would send another amount than the one printed as sent; checked before the chain is asked.
+  const early = named ?? (intent?.deposit_address ? intent.asset : undefined) ?? (assumed === "tron" ? "USDT" : "USDC");
+  const earlyInfo = findAsset(assumed, early) ?? findAsset(intent?.network ?? assumed, early);
+  if (assumed === "tron" && !earlyInfo?.contract) fail(`unknown asset "${early}" on the tron dev chain: USDT`);
+  if (earlyInfo) {
+    const checked = checkAmount(amount as string, earlyInfo.decimals);
+    if (!checked.ok) fail(`amount ${amount} ${checked.reason.replace("this asset", early)}; nothing was sent`);
+  }
+  const chainId = await chainIdAt(url);
+  const network = chainId === undefined ? undefined : devNetworkOf(chainId);
+  if (network === undefined) {
+    const start = intent?.deposit_address && intent.network !== "ethereum" ? ` -- ${intent.network}` : assumed === "tron" ? " -- tron" : "";
+    fail(
+      chainId === undefined
+        ? `no dev chain answers at ${url}: start one with npm run devchain${start} (or set DEVCHAIN_URL)`
+        : `the chain at ${url} has chain id ${chainId}, no dev chain's (npm run devchain -- ethereum|polygon|base|arbitrum|tron)`,
+    );
+  }
+  const on = network as DevNetwork;
+  // An intent of several methods not chosen yet: the one on this chain's network (paying it chooses it).
+  if (intent && intent.deposit_address === null) {
+    const method = intent.methods?.find((m) => m.network === on);
+    if (!method) fail(`intent ${intent.public_id} offers ${(intent.methods ?? []).map((m) => `${m.asset} on ${m.network}`).join(", ")}, none on ${on}, which the dev chain at ${url} stands for: start one with npm run devchain -- <network>`);
+    intent = { ...intent, network: on, asset: method!.asset, deposit_address: method!.deposit_address };
+  }
+  if (intent && intent.network !== on) {
+    fail(`intent ${intent.public_id} is a ${intent.network} ${intent.asset} intent, and the dev chain at ${url} stands for ${on} (chain id ${chainId}): start one with npm run devchain -- ${intent.network}`);
   }
   const to = byId ? (intent!.deposit_address as string) : (target as string);
-  // A T… deposit address is a tron intent's: paid on the tron dev chain, to its 20-byte form.
   const tron = tronToHex20(to);
-  const network: DevNetwork = tron ? "tron" : "ethereum";
-  if (!(tron || /^0x[0-9a-fA-F]{40}$/.test(to))) fail(usage);
+  if ((on === "tron") !== (tron !== undefined)) fail(`${to} is ${tron ? "a tron" : "an EVM"} address, and the dev chain at ${url} stands for ${on}`);
   const asset = named ?? intent?.asset ?? (tron ? "USDT" : "USDC");
   // Said whenever the asset was not named: sending the default to an intent of another asset went unnoticed.
   const why = named !== undefined ? "" : intent ? ` (the asset of intent ${intent.public_id})` : ` (the default: no intent with this address found; name the asset to send another)`;
-  const info = findAsset(network, asset);
-  if (!info || (tron && !info.contract)) fail(`unknown asset "${asset}" on the ${network} dev chain: ${tron ? "USDT" : "ETH, USDC or USDT"}`);
-  // Rounding to the token's units would send another amount than the one printed as sent.
+  const info = findAsset(on, asset);
+  if (!info || (tron && !info.contract)) fail(`unknown asset "${asset}" on the ${on} dev chain: ${assets.filter((a) => a.network === on && (on !== "tron" || a.contract)).map((a) => a.asset).join(", ")}`);
   const checked = checkAmount(amount as string, info!.decimals);
   if (!checked.ok) fail(`amount ${amount} ${checked.reason.replace("this asset", asset)}; nothing was sent`);
-  let dev;
-  try {
-    dev = await connectDevChain(url, network);
-  } catch {
-    fail(`no dev chain answers at ${url}: start one with npm run devchain${tron ? " -- tron" : ""} (or set DEVCHAIN_URL)`);
-  }
-  const { hash } = await signPayment(dev!, (tron ?? to) as Hex, amount as string, asset, info!.decimals);
-  process.stdout.write(`sent ${amount} ${asset}${why} to ${to} in ${hash}\n`);
+  const dev = await connectDevChain(url, on);
+  const { hash } = await signPayment(dev, (tron ?? to) as Hex, amount as string, asset, info!.decimals);
+  process.stdout.write(`sent ${amount} ${asset}${why} to ${to} on ${on} in ${hash}\n`);
   process.exit(0);
-} else if (command === undefined || command === "tron") {
+} else if (command === undefined || Object.hasOwn(devTestnetNames, command)) {
   const port = Number(process.env.DEVCHAIN_PORT ?? 8545);
-  const network: DevNetwork = command === "tron" ? "tron" : "ethereum";
+  const network = (command ?? "ethereum") as DevNetwork;
   const inUse = () => fail(`127.0.0.1:${port} is in use (DEVCHAIN_PORT=${port}): stop what listens there (a dev chain started before?), or set DEVCHAIN_PORT to a free port, in every terminal that pays`);
   // Checked before anvil starts: its own refusal ("Address already in use (os error 98)") names no setting.
   const free = await new Promise<boolean>((resolve) => {
@@ -146,13 +177,12 @@ if (command === "pay") {
   const receiver = "WEBHOOK_CONNECT_TO=hooks.local.test:443:127.0.0.1:${HOOK_PORT:-8443} NODE_EXTRA_CA_CERTS=$PWD/hook.crt";
   const balanceOf = async (address: Hex) => formatUnits(await d.public.readContract({ address, abi: tokenAbi, functionName: "balanceOf", args: [d.payer.address] }), 6);
   const tron = network === "tron";
-  const rpcUrl = tron ? "TRON_TEST_RPC_URL" : "ETHEREUM_TEST_RPC_URL";
-  const follow = `${rpcUrl}=${d.url} ${tron ? "TRON" : "ETHEREUM"}_CONFIRMATIONS=2`;
+  const follow = `${network.toUpperCase()}_TEST_RPC_URL=${d.url} ${network.toUpperCase()}_CONFIRMATIONS=2`;
   const tokens = await Promise.all(Object.entries(d.tokens).map(async ([asset, address]) => ({ asset, address, balance: await balanceOf(address) })));
   const lines = [
     tron
       ? `Local Tron dev chain: anvil on ${d.url}, chain id ${d.chainId} (TRON Nile's), a block every second, standing in for a TRON node's\nEthereum-compatible JSON-RPC; the chain lives in memory until you stop it.`
-      : `Local dev chain: anvil on ${d.url}, chain id ${d.chainId} (Sepolia's), a block every second; the chain lives in memory until you stop it.`,
+      : `Local dev chain: anvil on ${d.url}, chain id ${d.chainId} (${devTestnetNames[network]}'s: it stands for ${network}), a block every second; the chain lives in memory until you stop it.`,
     ...tokens.map(({ asset, address }) =>
       tron
         ? `  Test ${asset}  ${findAsset("tron", asset)?.contract?.test} (the asset table's Test TRC-20 contract), here at its 20-byte form ${address}`
@@ -164,10 +194,10 @@ if (command === "pay") {
     `  ${follow} ${receiver} npm start`,
     "or without one:",
     `  ${follow} npm start`,
-    tron ? "Pay a Test intent's T… deposit address (network tron, asset USDT):" : "Pay a Test intent's deposit address:",
-    `  npm run -s pay -- <pi_… intent id | deposit_address> <amount>${tron ? "" : " [ETH|USDC|USDT]"}   (the intent's asset unless named)`,
+    tron ? "Pay a Test intent's T… deposit address (network tron, asset USDT):" : `Pay a Test intent's deposit address on ${network} (an intent of several methods: its ${network} one):`,
+    `  npm run -s pay -- <pi_… intent id | deposit_address> <amount>${tron ? "" : ` [${assets.filter((a) => a.network === network).map((a) => a.asset).join("|")}]`}   (the intent's asset unless named)`,
   ];
   process.stdout.write(["", ...lines, ""].join("\n") + "\n");
 } else {
-  fail(`unknown command "${command}": npm run devchain [-- tron], or npm run -s pay -- <pi_… | address> <amount> [asset]`);
+  fail(`unknown command "${command}": npm run devchain [-- ethereum|polygon|base|arbitrum|tron], or npm run -s pay -- <pi_… | address> <amount> [asset]`);
 }

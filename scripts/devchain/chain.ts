@@ -112,6 +112,20 @@ const devChainIds: Record<DevNetwork, number> = {
   tron: tronChainIds.nile,
 };
 
+/** The network a dev chain stands in for, from its chain id (each network's Test chain id is its own). */
+export function devNetworkOf(chainId: number): DevNetwork | undefined {
+  return (Object.keys(devChainIds) as DevNetwork[]).find((n) => devChainIds[n] === chainId);
+}
+
+/** The testnet each network's dev chain takes its chain id from, as people name it. */
+export const devTestnetNames: Record<DevNetwork, string> = {
+  ethereum: "Sepolia",
+  polygon: "Polygon Amoy",
+  base: "Base Sepolia",
+  arbitrum: "Arbitrum Sepolia",
+  tron: "TRON Nile",
+};
+
 /** The asset table's Test token contracts of `network`, by asset, as the chain's JSON-RPC writes them (tron's T… addresses as 20-byte hex). */
 export function devTokens(network: DevNetwork): Record<string, Hex> {
   const tokens: Record<string, Hex> = {};

@@ -74,7 +74,7 @@ t.test("pay sends the intent's asset: ETH to an ETH intent, by its id or by its 
 
   let r = pay(eth.public_id, "0.01");
   t.equal(r.status, 0, `by id (${r.stderr})`);
-  t.match(r.stdout, new RegExp(`^sent 0\\.01 ETH \\(the asset of intent ${eth.public_id}\\) to ${eth.deposit_address} in 0x[0-9a-f]{64}\\n$`), "says it sends ETH, and why");
+  t.match(r.stdout, new RegExp(`^sent 0\\.01 ETH \\(the asset of intent ${eth.public_id}\\) to ${eth.deposit_address} on ethereum in 0x[0-9a-f]{64}\\n$`), "says it sends ETH, and why");
   await until("0.01 ETH at the intent's address", async () => (await ethOf(eth.deposit_address)) === "0.01", 20_000);
 
   r = pay(eth.deposit_address, "0.02");
@@ -101,4 +101,32 @@ t.test("pay sends the intent's asset: ETH to an ETH intent, by its id or by its 
     timeout: 60_000,
   });
   t.match(r.stdout, /^sent 1 USDC \(the default: no intent with this address found; name the asset to send another\)/, "no database to ask: the default, said");
+});
+
+t.test("a base dev chain: pay finds the network by its chain id, pays an intent of several methods in its base one, refuses an ethereum intent naming the chain to start", async (t) => {
+  const dev = await startDevChain({ blockTimeSeconds: 1, network: "base" });
+  t.teardown(() => dev.stop());
+  const s = await startTestApp(t, {}, ["rpc", "gateway"]);
+  const a = await merchantWithKey(s.app);
+  const create = async (body: Record<string, unknown>) => {
+    const res = await call(s.base, "POST", `/api/v1/merchants/${a.merchant}/payment-intents`, { key: a.key, idempotencyKey: idemKey(), body });
+    t.equal(res.status, 200, JSON.stringify(res.body));
+    return res.body.data;
+  };
+  const several = await create({ requested_amount: "3", payment_methods: [{ network: "ethereum", asset: "USDC" }, { network: "base", asset: "USDC" }] });
+  const onBase = several.payment_methods.find((m: { network: string }) => m.network === "base").deposit_address as Hex;
+  const pay = (...args: string[]) =>
+    spawnSync(process.execPath, [path.join(root, "scripts/devchain.ts"), "pay", ...args], { cwd: root, env: { ...env, DATABASE_URL: s.databaseUrl, DEVCHAIN_URL: dev.url }, encoding: "utf8", timeout: 60_000 });
+
+  let r = pay(several.public_id, "3");
+  t.equal(r.status, 0, `by id (${r.stderr})`);
+  t.match(r.stdout, new RegExp(`^sent 3 USDC \\(the asset of intent ${several.public_id}\\) to ${onBase} on base in 0x[0-9a-f]{64}\\n$`), "the base method, on base");
+  const usdcOf = async (address: Hex) => formatUnits(await dev.public.readContract({ address: dev.tokens.USDC!, abi: tokenAbi, functionName: "balanceOf", args: [address] }), 6);
+  await until("3 USDC at the base address, on the base chain's Test USDC", async () => (await usdcOf(onBase)) === "3", 20_000);
+
+  const eth = await create({ network: "ethereum", asset: "ETH", requested_amount: "1" });
+  r = pay(eth.public_id, "1");
+  t.equal(r.status, 1);
+  t.equal(r.stdout, "", "nothing sent");
+  t.match(r.stderr, new RegExp(`^devchain: intent ${eth.public_id} is a ethereum ETH intent, and the dev chain at .* stands for base \\(chain id 84532\\): start one with npm run devchain -- ethereum\\n$`));
 });

@@ -248,7 +248,7 @@ t.test("the walk-through, step by step", async (t) => {
 
     const four = await paste(step(4));
     t.equal(four.status, 0, `4: exit 0 (${four.out})`);
-    t.match(four.out, new RegExp(`sent 5 USDC \\(the asset of intent ${await variable("PAID")}\\) to ${await variable("DEPOSIT")} in 0x[0-9a-f]{64}`), "4: the payment was sent, in the intent's asset");
+    t.match(four.out, new RegExp(`sent 5 USDC \\(the asset of intent ${await variable("PAID")}\\) to ${await variable("DEPOSIT")} on ethereum in 0x[0-9a-f]{64}`), "4: the payment was sent, in the intent's asset");
 
     // Step 5 as written (it sleeps 3 s), again until the watcher has seen two blocks on a slow machine.
     let shown: { status?: string } | undefined;
