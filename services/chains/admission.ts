@@ -27,6 +27,8 @@ export interface ReportedOutput {
   txHash: string;
   outputIndex: number;
   amount: string;
+  /** Bitcoin: its transaction's bytes without witnesses, hex, once checked to hash to txHash (rawTransactionOf). */
+  rawTransaction?: string | undefined;
 }
 
 /** A report the core refuses, changing nothing: why, and what the watcher should do about it. */

@@ -121,6 +121,8 @@ export interface BlockOutput extends ReportedOutputRow {
   blockHeight: number;
   blockHash: string;
   observedAt: Date;
+  /** Bitcoin: its transaction's bytes without witnesses, hex (ReportedOutput.raw_transaction). */
+  rawTransaction?: string | undefined;
 }
 
 /** An output of a mempool transaction. */
@@ -137,6 +139,7 @@ interface OutputWrite extends ReportedOutputRow {
   simulated: boolean;
   mempool: boolean;
   replaceable: boolean;
+  rawTransaction?: string | undefined;
 }
 
 /**
@@ -161,11 +164,11 @@ async function writeOutputs<R>(em: EntityManager, chain: Chain, outputs: readonl
   return executePrepared<R>(
     em,
     `insert into chain_observations (network, environment, asset, to_address, tx_hash, output_index, amount, confirmations, block_height, block_hash,
-       observed_at, payment_intent_id, simulated, mempool, replaceable, created_at, updated_at)
+       observed_at, payment_intent_id, simulated, mempool, replaceable, raw_transaction, created_at, updated_at)
      select ?::text, ?::text, o.asset, o.to_address, o.tx_hash, o.output_index, o.amount::numeric, o.confirmations, o.block_height, o.block_hash,
-            o.observed_at, o.intent_id, o.simulated, o.mempool, o.replaceable, ?::timestamptz, ?::timestamptz
+            o.observed_at, o.intent_id, o.simulated, o.mempool, o.replaceable, decode(o.raw_transaction, 'hex'), ?::timestamptz, ?::timestamptz
        from json_to_recordset(?::json) as o(asset text, to_address text, tx_hash text, output_index int, amount text, confirmations int, block_height bigint,
-            block_hash text, observed_at timestamptz, intent_id text, simulated boolean, mempool boolean, replaceable boolean)
+            block_hash text, observed_at timestamptz, intent_id text, simulated boolean, mempool boolean, replaceable boolean, raw_transaction text)
      on conflict (network, environment, tx_hash, output_index) do update set ${onConflict}
      returning ${returning}`,
     [
@@ -188,6 +191,7 @@ async function writeOutputs<R>(em: EntityManager, chain: Chain, outputs: readonl
           simulated: o.simulated,
           mempool: o.mempool,
           replaceable: o.replaceable,
+          raw_transaction: o.rawTransaction ?? null,
         })),
       ),
     ],
@@ -206,6 +210,7 @@ async function writeOutputs<R>(em: EntityManager, chain: Chain, outputs: readonl
 const placed = `confirmations = case when excluded.block_hash is not distinct from chain_observations.block_hash
          then greatest(chain_observations.confirmations, excluded.confirmations) else excluded.confirmations end,
        block_height = excluded.block_height, block_hash = excluded.block_hash, observed_at = excluded.observed_at,
+       raw_transaction = coalesce(chain_observations.raw_transaction, excluded.raw_transaction),
        orphaned = false, mempool = false, updated_at = excluded.updated_at
      where ${sameOutput("chain_observations", "excluded")}`;
 

@@ -104,7 +104,7 @@ export async function applyReport(tx: EntityManager, deps: ReportDeps, chain: { 
   const checked = checkEach(
     chain.network,
     r.blocks.flatMap((b) => b.outputs.map((o) => ({ ...o, block: b }))),
-    (c, o): BlockOutput => ({ ...c, outputIndex: o.outputIndex, blockHeight: o.block.height, blockHash: o.block.hash, observedAt: o.block.time ?? now, intentId: null }),
+    (c, o): BlockOutput => ({ ...c, outputIndex: o.outputIndex, blockHeight: o.block.height, blockHash: o.block.hash, observedAt: o.block.time ?? now, intentId: null, rawTransaction: o.rawTransaction }),
   );
   const rejected: RefusedOutput[] = checked.refused.map(({ o, reason }) => ({ o, blockHash: o.block.hash, reason }));
   const blockRow = (b: { height: number; hash: string; parentHash: string; time: Date | undefined; work?: bigint | undefined }) => ({ height: b.height, hash: b.hash, parentHash: b.parentHash, time: b.time, work: b.work });

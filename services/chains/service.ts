@@ -13,6 +13,7 @@ import { bestBefore, keptDepth, recentBest } from "./blocks.ts";
 import { applyMempool, type MempoolReport } from "./mempool.ts";
 import type { MempoolAbsenceRule } from "./mempool-rule.ts";
 import { halted } from "./admission.ts";
+import { rawTransactionOf } from "./validate.ts";
 import { applyReport, type BlockReport, type ReportDeps } from "./report.ts";
 import { requiredOnChain, type FixedCounts } from "./required.ts";
 import { claimChain, reportNode, type Chain } from "./store.ts";
@@ -74,7 +75,7 @@ function reportOf(req: ReportBlocksRequest, credentialId: string): BlockReport {
       parentHash: b.parentHash.toLowerCase(),
       time: b.time && timestampDate(b.time),
       work: b.chainwork === "" ? undefined : BigInt(`0x${b.chainwork}`),
-      outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
+      outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount, rawTransaction: rawTransactionOf(req.network, o) })),
     };
   });
   return {

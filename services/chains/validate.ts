@@ -1,3 +1,5 @@
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 import { checkAddress } from "../addresses/formats.ts";
 import { checkAmount } from "../vocabulary/amount.ts";
 import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
@@ -43,4 +45,19 @@ export function checkOutput(network: string, o: { asset: string; toAddress: stri
   const amount = checkAmount(o.amount, asset.decimals);
   if (!amount.ok) throw validationError(`${prefix}amount`, `"amount" ${amount.reason}.`);
   return { asset: o.asset, toAddress, txHash: normalizeHash(network, o.txHash), amount: amount.value };
+}
+
+/** The most a reported transaction's bytes may be and still be kept (a refund's PSBT carries them). */
+export const maxRawTransactionBytes = 100_000;
+
+/**
+ * A reported output's transaction bytes as kept (hex), or undefined: bitcoin only, and only bytes
+ * that hash to the output's txid (double SHA-256, shown byte-reversed as Core shows txids), so a
+ * watcher's mistake cannot put another transaction in a PSBT; an oversized one is left out.
+ */
+export function rawTransactionOf(network: string, o: { txHash: string; rawTransaction: Uint8Array }): string | undefined {
+  const raw = o.rawTransaction;
+  if (network !== "bitcoin" || raw.length === 0 || raw.length > maxRawTransactionBytes) return undefined;
+  const txid = bytesToHex(sha256(sha256(raw)).reverse());
+  return txid === o.txHash.toLowerCase() ? bytesToHex(raw) : undefined;
 }

@@ -18,6 +18,12 @@ export interface SpendableOutput {
   sats: bigint;
   address: string;
   derivation: AddressDerivation;
+  /**
+   * Its transaction's bytes without witnesses, as the watcher read them: the input's non-witness
+   * UTXO, which Trezor and Ledger's Bitcoin app require of a segwit v0 input (the amount a
+   * signature commits to cannot be trusted from the witness UTXO alone: CVE-2020-14199).
+   */
+  rawTransaction?: Uint8Array | undefined;
 }
 
 export interface PsbtRequest {
@@ -34,7 +40,7 @@ export interface BuiltPsbt {
   psbt: string;
   fee: bigint;
   vsize: number;
-  inputs: { txHash: string; outputIndex: number; sats: bigint; address: string; derivation: string }[];
+  inputs: { txHash: string; outputIndex: number; sats: bigint; address: string; derivation: string; previousTransaction: boolean }[];
   outputs: { address: string; sats: bigint; change: boolean }[];
 }
 
@@ -102,6 +108,7 @@ export function buildRefundPsbt(req: PsbtRequest): BuiltPsbt | PsbtRefusal {
         txid: hex.decode(o.txHash),
         index: o.outputIndex,
         witnessUtxo: { script: OutScript.encode(Address(network).decode(o.address)), amount: o.sats },
+        ...(o.rawTransaction ? { nonWitnessUtxo: o.rawTransaction } : {}),
         bip32Derivation: [derivation(o.derivation)],
       });
     }
@@ -116,7 +123,7 @@ export function buildRefundPsbt(req: PsbtRequest): BuiltPsbt | PsbtRefusal {
       psbt: Buffer.from(tx.toPSBT(0)).toString("base64"),
       fee: size.fee,
       vsize: size.vsize,
-      inputs: chosen.map((o) => ({ txHash: o.txHash, outputIndex: o.outputIndex, sats: o.sats, address: o.address, derivation: origin(o.derivation) })),
+      inputs: chosen.map((o) => ({ txHash: o.txHash, outputIndex: o.outputIndex, sats: o.sats, address: o.address, derivation: origin(o.derivation), previousTransaction: o.rawTransaction !== undefined })),
       outputs,
     };
   }

@@ -176,7 +176,7 @@ export class Refunds {
     for (const o of derived) {
       const d = derivations.get(o.address);
       if (d === undefined || "missing" in d) missingOrigin ||= d?.missing === "origin";
-      else spendable.push({ txHash: o.txHash, outputIndex: o.outputIndex, sats: toUnits(o.amount, 8), address: o.address, derivation: d });
+      else spendable.push({ txHash: o.txHash, outputIndex: o.outputIndex, sats: toUnits(o.amount, 8), address: o.address, derivation: d, rawTransaction: o.rawTransaction ?? undefined });
     }
     if (spendable.length === 0) {
       throw apiError(

@@ -238,6 +238,8 @@ export interface ReceivedAt {
   address: string;
   /** The address's derivation index, when the intent's address was derived from a key. */
   index: number | null;
+  /** Bitcoin: its transaction's bytes without witnesses, as the watcher read them (null: not kept). */
+  rawTransaction: Uint8Array | null;
 }
 
 /**
@@ -246,8 +248,8 @@ export interface ReceivedAt {
  * address or one of its methods'.
  */
 export async function receivedOutputsAt(em: EntityManager, intentId: string, network: string, asset: string): Promise<ReceivedAt[]> {
-  const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; to_address: string; address_index: number | null }[]>(
-    `select o.tx_hash, o.output_index, o.amount::text as amount, o.to_address,
+  const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; to_address: string; address_index: number | null; raw_transaction: Buffer | null }[]>(
+    `select o.tx_hash, o.output_index, o.amount::text as amount, o.to_address, o.raw_transaction,
             coalesce(case when o.to_address = i.deposit_address then i.address_index end,
                      (select (m ->> 'address_index')::int from jsonb_array_elements(coalesce(i.methods, '[]'::jsonb)) m
                        where m ->> 'network' = o.network and m ->> 'deposit_address' = o.to_address limit 1)) as address_index
@@ -257,5 +259,5 @@ export async function receivedOutputsAt(em: EntityManager, intentId: string, net
       order by o.created_at, o.id`,
     [intentId, network, asset],
   );
-  return rows.map((r) => ({ txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, address: r.to_address, index: r.address_index }));
+  return rows.map((r) => ({ txHash: r.tx_hash, outputIndex: r.output_index, amount: r.amount, address: r.to_address, index: r.address_index, rawTransaction: r.raw_transaction === null ? null : new Uint8Array(r.raw_transaction) }));
 }

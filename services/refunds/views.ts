@@ -84,7 +84,7 @@ export class RefundViews {
       feeRate,
       fee: btc(built.fee),
       vsize: built.vsize,
-      inputs: built.inputs.map((i) => ({ txHash: i.txHash, outputIndex: i.outputIndex, amount: btc(i.sats), address: i.address, derivation: i.derivation })),
+      inputs: built.inputs.map((i) => ({ txHash: i.txHash, outputIndex: i.outputIndex, amount: btc(i.sats), address: i.address, derivation: i.derivation, previousTransaction: i.previousTransaction })),
       outputs: built.outputs.map((o) => ({ address: o.address, amount: btc(o.sats), change: o.change })),
     });
   }

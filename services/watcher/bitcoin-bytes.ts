@@ -32,6 +32,8 @@ export interface TxOutput {
 export interface ParsedTx {
   /** Double SHA-256 of the serialization without witness, as RPC writes it. */
   txid: string;
+  /** The serialization without marker, flag and witnesses: what the txid hashes (a PSBT's non-witness UTXO). */
+  stripped: Uint8Array;
   /** Double SHA-256 of the whole serialization (the txid where there is no witness). */
   wtxid: string;
   hasWitness: boolean;
@@ -63,6 +65,7 @@ function parsedTx(tx: RawTransaction, whole: Uint8Array): ParsedTx {
   const txid = display(hash256(stripped));
   return {
     txid,
+    stripped,
     // Without a witness the two serializations are the same bytes: hashed once.
     wtxid: hasWitness ? display(hash256(whole)) : txid,
     hasWitness,

@@ -106,6 +106,7 @@ export function bitcoinSource(
               blockHeight: b.height,
               blockHash: b.hash,
               blockTime: b.time,
+              rawTransaction: tx.stripped,
             });
           }
         }

@@ -69,7 +69,7 @@ export class CoreClient {
           parentHash: b.parentHash,
           time: timestampFromDate(new Date(b.time * 1000)),
           chainwork: b.chainwork ?? "",
-          outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount })),
+          outputs: b.outputs.map((o) => ({ asset: o.asset, toAddress: o.toAddress, txHash: o.txHash, outputIndex: o.outputIndex, amount: o.amount, rawTransaction: o.rawTransaction })),
         })),
         headHeight: BigInt(head.height),
         headTime: head.time === undefined ? undefined : timestampFromDate(new Date(head.time * 1000)),

@@ -20,6 +20,8 @@ export interface Output {
   blockHeight: number;
   blockHash: string;
   blockTime: number;
+  /** Bitcoin: its transaction's bytes without witnesses (ReportedOutput.raw_transaction). */
+  rawTransaction?: Uint8Array;
 }
 
 /** A block of the best chain with its outputs to watched addresses, as reported to the core. */

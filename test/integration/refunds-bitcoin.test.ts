@@ -3,7 +3,7 @@
 // app's in-process watcher like a deposit address: a short transfer recorded with what is still
 // due, the rest sending it, its confirmations completing it.
 import t from "tap";
-import { p2wpkh, TEST_NETWORK, Transaction } from "@scure/btc-signer";
+import { p2wpkh, RawTx, TEST_NETWORK, Transaction } from "@scure/btc-signer";
 import { HDKey } from "@scure/bip32";
 import { mnemonicToSeedSync } from "@scure/bip39";
 import { base58check } from "../../services/addresses/formats.ts";
@@ -108,6 +108,10 @@ t.test("a PSBT of the intent's own outputs: signed with the store's wallet (the 
   const p = got.body.data;
   t.match(p, { refund_id: r.id, fee_rate: 3, inputs: [{ tx_hash: paid.txid, amount: "0.0015", address: pi.deposit_address }] });
   t.match(p.inputs[0].derivation, /^\[73c5da0a\/84'\/1'\/0'\/0\/\d+\]$/, "the Test key's origin and the address's index");
+  t.equal(p.inputs[0].previous_transaction, true, "the whole previous transaction, as the watcher read it from its block");
+  const carried = Transaction.fromPSBT(Buffer.from(p.psbt, "base64")).getInput(0).nonWitnessUtxo;
+  t.ok(carried, "the PSBT carries it: the non-witness UTXO Trezor and Ledger ask for");
+  t.equal(Transaction.fromRaw(RawTx.encode(carried!), { allowUnknownOutputs: true }).id, paid.txid, "and it is the paying transaction");
   t.equal(p.outputs.length, 2);
   t.match(p.outputs[0], { address: customer, amount: "0.0005", change: false });
   t.equal(p.outputs[1].change, true);

@@ -7,6 +7,7 @@ import { Transaction, p2wpkh, TEST_NETWORK } from "@scure/btc-signer";
 import { hex } from "@scure/base";
 import { deriveAddress, deriveChange, derivePublicKey, SourceKeyError, splitKeyOrigin, testAccountKeys, testKeyOrigins } from "../../services/addresses/keys.ts";
 import { buildRefundPsbt, type SpendableOutput } from "../../services/refunds/psbt.ts";
+import { rawTransactionOf } from "../../services/chains/validate.ts";
 
 const master = HDKey.fromMasterSeed(mnemonicToSeedSync("abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"));
 const vpub = testAccountKeys.bitcoin;
@@ -82,4 +83,26 @@ t.test("refused: not enough in the outputs at that fee rate, a refund below dust
   t.match(buildRefundPsbt({ environment: "test", to: customer, sats: 293n, feeRate: 1, outputs: [output(1, 100_000n)] }), { refused: /below bitcoin's dust limit.*0\.00000294 BTC/ });
   t.ok("psbt" in buildRefundPsbt({ environment: "test", to: customer, sats: 294n, feeRate: 1, outputs: [output(1, 100_000n)] }), "294 sats to a P2WPKH address is not dust");
   t.match(buildRefundPsbt({ environment: "test", to: customer, sats: 1000n, feeRate: 1, outputs: [] }), { refused: /no received outputs/ });
+});
+
+t.test("the previous transaction: carried when known, kept by the core only when its bytes hash to the txid", async (t) => {
+  // A transaction paying the address at index 4, as the watcher reads it from its block (no witness).
+  const prev = new Transaction({ allowUnknownInputs: true });
+  prev.addInput({ txid: new Uint8Array(32).fill(9), index: 0 });
+  prev.addOutputAddress(deriveAddress("bitcoin", "test", vpub, 4), 130_000n, TEST_NETWORK);
+  const raw = prev.toBytes(true, false);
+  const spent = { ...output(4, 130_000n), txHash: prev.id, rawTransaction: raw };
+  const built = buildRefundPsbt({ environment: "test", to: customer, sats: 30_000n, feeRate: 2, outputs: [spent] });
+  if ("refused" in built) throw new Error(built.refused);
+  t.equal(built.inputs[0]?.previousTransaction, true);
+  t.ok(Transaction.fromPSBT(Buffer.from(built.psbt, "base64")).getInput(0).nonWitnessUtxo, "the non-witness UTXO is in the PSBT");
+  const without = buildRefundPsbt({ environment: "test", to: customer, sats: 30_000n, feeRate: 2, outputs: [output(4, 130_000n)] });
+  t.equal("psbt" in without && without.inputs[0]?.previousTransaction, false, "unknown: the witness UTXO alone, and said");
+
+  t.equal(rawTransactionOf("bitcoin", { txHash: prev.id, rawTransaction: raw }), hex.encode(raw), "bytes that hash to the txid are kept");
+  t.equal(rawTransactionOf("bitcoin", { txHash: prev.id.toUpperCase(), rawTransaction: raw }), hex.encode(raw), "whatever the txid's case");
+  t.equal(rawTransactionOf("bitcoin", { txHash: "ab".repeat(32), rawTransaction: raw }), undefined, "another transaction's bytes are not");
+  t.equal(rawTransactionOf("ethereum", { txHash: prev.id, rawTransaction: raw }), undefined, "nor any on another chain");
+  t.equal(rawTransactionOf("bitcoin", { txHash: prev.id, rawTransaction: new Uint8Array(0) }), undefined, "nor none");
+  t.equal(rawTransactionOf("bitcoin", { txHash: prev.id, rawTransaction: new Uint8Array(100_001) }), undefined, "nor past 100 000 bytes");
 });

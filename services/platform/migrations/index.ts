@@ -53,6 +53,7 @@ import { Migration20261204090000_PaymentMethods } from "./Migration2026120409000
 import { Migration20261204100000_AcceptedMethods } from "./Migration20261204100000_AcceptedMethods.ts";
 import { Migration20261204110000_Refunds } from "./Migration20261204110000_Refunds.ts";
 import { Migration20261205000000_KeyOrigins } from "./Migration20261205000000_KeyOrigins.ts";
+import { Migration20261205010000_RawTransactions } from "./Migration20261205010000_RawTransactions.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -110,4 +111,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261204100000_AcceptedMethods", class: Migration20261204100000_AcceptedMethods },
   { name: "Migration20261204110000_Refunds", class: Migration20261204110000_Refunds },
   { name: "Migration20261205000000_KeyOrigins", class: Migration20261205000000_KeyOrigins },
+  { name: "Migration20261205010000_RawTransactions", class: Migration20261205010000_RawTransactions },
 ];
