@@ -2,8 +2,9 @@
  * A bitcoin refund's payment as a PSBT (pure: refunds.ts gathers the outputs and their keys). It
  * spends outputs the intent received, its refunded payment first, pays the customer what is still
  * due, and sends the change to the key's change chain at that payment's index (…/1/i, as wallets
- * do; back to the deposit address, the watcher would count it as a payment), every input and the change carrying
- * its BIP-32 derivation so that a hardware wallet recognises its own keys and signs (BIP 174).
+ * do; back to the deposit address, the watcher would count it as a payment), every input and the
+ * change carrying its BIP-32 derivation so that a hardware wallet recognises its own keys and
+ * signs (BIP 174).
  * Only P2WPKH is ours to spend: the deposit addresses are BIP 84 (services/addresses/keys.ts).
  */
 import { Address, bip32Path, NETWORK, OutScript, TEST_NETWORK, Transaction } from "@scure/btc-signer";
