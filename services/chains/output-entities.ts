@@ -34,7 +34,7 @@ export const ChainObservation = defineEntity({
     mempool: p.boolean().default(false),
     /** Its transaction signalled replace-by-fee (BIP 125) when seen in the mempool. */
     replaceable: p.boolean().default(false),
-    /** Bitcoin: its transaction's bytes without witnesses, as the watcher read them from its block (a refund's PSBT carries them). */
+    /** Bitcoin: its transaction's bytes without witnesses, as the watcher read them from its block (a refund's PSBT carries them); on one output of each transaction. */
     rawTransaction: p.blob().nullable(),
     /** A live mempool output missing from the mempool's reports: when it was first missing (null: in the last report). */
     mempoolAbsentSince: p.datetime().length(3).nullable(),

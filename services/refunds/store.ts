@@ -249,7 +249,11 @@ export interface ReceivedAt {
  */
 export async function receivedOutputsAt(em: EntityManager, intentId: string, network: string, asset: string): Promise<ReceivedAt[]> {
   const rows = await em.execute<{ tx_hash: string; output_index: number; amount: string; to_address: string; address_index: number | null; raw_transaction: Buffer | null }[]>(
-    `select o.tx_hash, o.output_index, o.amount::text as amount, o.to_address, o.raw_transaction,
+    `select o.tx_hash, o.output_index, o.amount::text as amount, o.to_address,
+            -- Kept with one output of each transaction (the first the watcher saw): any of them.
+            coalesce(o.raw_transaction, (select x.raw_transaction from chain_observations x
+                                          where x.network = o.network and x.environment = o.environment and x.tx_hash = o.tx_hash
+                                            and x.raw_transaction is not null limit 1)) as raw_transaction,
             coalesce(case when o.to_address = i.deposit_address then i.address_index end,
                      (select (m ->> 'address_index')::int from jsonb_array_elements(coalesce(i.methods, '[]'::jsonb)) m
                        where m ->> 'network' = o.network and m ->> 'deposit_address' = o.to_address limit 1)) as address_index

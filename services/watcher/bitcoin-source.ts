@@ -10,6 +10,9 @@ import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
 
+/** The most transaction bytes one read of blocks reports (see the read's rawBudget). */
+export const maxRawBytesPerRead = 256 * 1024;
+
 /**
  * Watched addresses by the output script each stands for: an output names no address, and the
  * same script is written bc1…, tb1… or bcrt1… depending on the network the node follows.
@@ -92,11 +95,21 @@ export function bitcoinSource(
       });
       o.sawBlocks?.(blocks);
       const outputs: Output[] = [];
+      // What transactions' bytes a read may carry in all: a report stays far below the RPC port's
+      // body limit (BODY_LIMIT_BYTES, 1 MiB by default) whatever blocks it holds; past it, outputs
+      // go without (their PSBTs then carry the witness UTXO only).
+      let rawBudget = maxRawBytesPerRead;
       for (const b of blocks) {
         for (const tx of b.tx) {
+          // A transaction's bytes go with its first watched output only: a batch paying a hundred
+          // intents would otherwise send (and the core keep) them a hundred times.
+          let carried = false;
           for (const out of tx.outputs) {
             const toAddress = watched.addressOf(out.script);
             if (toAddress === undefined) continue;
+            const rawTransaction = carried || tx.stripped.length > rawBudget ? undefined : tx.stripped;
+            if (rawTransaction) rawBudget -= rawTransaction.length;
+            carried = true;
             outputs.push({
               asset: asset.asset,
               toAddress,
@@ -106,7 +119,7 @@ export function bitcoinSource(
               blockHeight: b.height,
               blockHash: b.hash,
               blockTime: b.time,
-              rawTransaction: tx.stripped,
+              rawTransaction,
             });
           }
         }

@@ -155,6 +155,24 @@ t.test("a PSBT of the intent's own outputs: signed with the store's wallet (the 
   t.equal(spent.status, 409, "a completed refund has nothing left to send");
 });
 
+t.test("one transaction paying two intents: its bytes are kept once, and each intent's PSBT carries them", async (t) => {
+  const make = async () => (await call(base, "POST", `${merchantPath}/payment-intents`, { key: a.key, idempotencyKey: idemKey(), body: { network: "bitcoin", asset: "BTC", requested_amount: "0.001" } })).body.data;
+  const [first, second] = [await make(), await make()];
+  const paid = await chain.pay([{ address: first.deposit_address, btc: "0.0012" }, { address: second.deposit_address, btc: "0.0012" }]);
+  await chain.mine(2);
+  for (const pi of [first, second]) {
+    await until("overpaid", async () => ((await call(base, "GET", `${merchantPath}/payment-intents/${pi.public_id}`, { key: a.key })).body.data.status === "overpaid" ? true : undefined), 30_000);
+  }
+  const kept = await s.app.db.em.fork().execute<{ n: number }[]>(`select count(*)::int as n from chain_observations where tx_hash = ? and raw_transaction is not null`, [paid.txid]);
+  t.equal(kept[0]?.n, 1, "the bytes with one of its outputs only");
+  const customer = p2wpkh(secp256k1.getPublicKey(secp256k1.utils.randomSecretKey(), true), TEST_NETWORK).address as string;
+  for (const pi of [first, second]) {
+    const r = (await call(base, "POST", `${merchantPath}/payment-intents/${pi.public_id}/refunds`, { key: a.key, idempotencyKey: idemKey(), body: { address: customer } })).body.data;
+    const got = (await call(base, "GET", `${merchantPath}/refunds/${r.id}/psbt?fee_rate=2`, { key: a.key })).body.data;
+    t.match(got.inputs, [{ tx_hash: paid.txid, previous_transaction: true }], `${pi.public_id}: its input carries the transaction`);
+  }
+});
+
 t.test("a PSBT needs the key's origin: a merchant key set without one is refused with how to fix it, and set again with one it works", async (t) => {
   const seed = HDKey.fromMasterSeed(new Uint8Array(32).fill(7));
   const account = seed.derive("m/84'/1'/0'");

@@ -388,7 +388,9 @@ export type ReportedOutput = Message<"payments.v1.ReportedOutput"> & {
   /**
    * Bitcoin: the transaction's bytes without its witnesses (what its txid hashes), which a
    * refund's PSBT spending this output carries as its non-witness UTXO (hardware wallets ask
-   * for it). Kept only when it hashes to tx_hash and is at most 100 000 bytes; else left out.
+   * for it). Sent with the first watched output of each transaction only (the others of the same
+   * transaction leave it empty). Kept only when it hashes to tx_hash and is at most 100 000
+   * bytes; else left out.
    *
    * @generated from field: bytes raw_transaction = 6;
    */
