@@ -44,14 +44,9 @@ interface SourceRow {
   account_key: string;
   next_index: number;
   updated_at: Date | string;
-  key_origins: Record<string, string> | string;
+  /** The key's origin as stored ("d34db33f/84'/0'/0'"), if it was given. */
+  key_origin: string | null;
 }
-
-/** The key's origin as stored ("d34db33f/84'/0'/0'"), if it was given. */
-const originOf = (row: SourceRow): string | null => {
-  const origins = typeof row.key_origins === "string" ? (JSON.parse(row.key_origins) as Record<string, string>) : row.key_origins;
-  return origins[row.account_key] ?? null;
-};
 
 /**
  * Sets the account key (text as checkAccountKey takes it). An origin given with it is kept beside
@@ -83,14 +78,14 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
                             || jsonb_build_object(address_sources.account_key, address_sources.next_index),
              updated_at = excluded.updated_at
          where address_sources.account_key <> excluded.account_key
-       returning account_key, next_index, updated_at, key_origins`,
+       returning account_key, next_index, updated_at, key_origins ->> account_key as key_origin`,
       [merchantId, environment, network, accountKey, now, now, origins],
     );
     if (changed) return changed;
     // The same key again: only an origin given now changes anything.
     const [kept] = await tx.execute<SourceRow[]>(
       `update address_sources set key_origins = key_origins || ?::jsonb where merchant_id = ? and environment = ? and network = ?
-       returning account_key, next_index, updated_at, key_origins`,
+       returning account_key, next_index, updated_at, key_origins ->> account_key as key_origin`,
       [origins, merchantId, environment, network],
     );
     if (!kept) throw new Error("address source vanished during its update");
@@ -101,7 +96,7 @@ export async function setAccountKey(em: EntityManager, merchantId: string, envir
     environment,
     network,
     account_key: row.account_key,
-    key_origin: originOf(row),
+    key_origin: row.key_origin,
     next_index: Number(row.next_index),
     updated_at: new Date(row.updated_at).toISOString(),
   };
