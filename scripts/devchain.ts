@@ -16,7 +16,7 @@ import path from "node:path";
 import { formatUnits, type Hex } from "viem";
 import { tronToHex20 } from "../services/addresses/formats.ts";
 import { checkAmount } from "../services/vocabulary/amount.ts";
-import { assets, findAsset } from "../services/vocabulary/assets.ts";
+import { assets, findAsset, notOfferedReason, offeredIn, type AssetInfo } from "../services/vocabulary/assets.ts";
 import { loadConfig } from "../services/platform/config.ts";
 import { createLogger } from "../services/platform/logger.ts";
 import { openDatabase } from "../services/app/database.ts";
@@ -133,7 +133,9 @@ if (command === "pay") {
   // Said whenever the asset was not named: sending the default to an intent of another asset went unnoticed.
   const why = named !== undefined ? "" : intent ? ` (the asset of intent ${intent.public_id})` : ` (the default: no intent with this address found; name the asset to send another)`;
   const info = findAsset(on, asset);
-  if (!info || (tron && !info.contract)) fail(`unknown asset "${asset}" on the ${on} dev chain: ${assets.filter((a) => a.network === on && (on !== "tron" || a.contract)).map((a) => a.asset).join(", ")}`);
+  // The dev chain stands for the testnet: only what has a Test contract (or is the native coin) is on it.
+  const onChain = (a: AssetInfo) => offeredIn(a, "test") && (on !== "tron" || a.contract !== undefined);
+  if (!info || !onChain(info)) fail(`unknown asset "${asset}" on the ${on} dev chain: ${assets.filter((a) => a.network === on && onChain(a)).map((a) => a.asset).join(", ")}${info ? ` (${notOfferedReason(info, "test")})` : ""}`);
   const checked = checkAmount(amount as string, info!.decimals);
   if (!checked.ok) fail(`amount ${amount} ${checked.reason.replace("this asset", asset)}; nothing was sent`);
   const dev = await connectDevChain(url, on);

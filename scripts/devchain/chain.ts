@@ -129,7 +129,8 @@ export const devTestnetNames: Record<DevNetwork, string> = {
 /** The asset table's Test token contracts of `network`, by asset, as the chain's JSON-RPC writes them (tron's T… addresses as 20-byte hex). */
 export function devTokens(network: DevNetwork): Record<string, Hex> {
   const tokens: Record<string, Hex> = {};
-  for (const a of assets.filter((a) => a.network === network && a.contract)) {
+  // A token with no Test contract (Live only) has nothing to place on a dev chain.
+  for (const a of assets.filter((a) => a.network === network && a.contract?.test)) {
     const test = a.contract?.test as string;
     tokens[a.asset] = (network === "tron" ? tronToHex20(test) : test) as Hex;
   }

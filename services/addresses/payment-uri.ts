@@ -4,7 +4,7 @@
  * Amounts go from decimal string to string or integer units, never a float.
  */
 import { checkAmount, toUnits } from "../vocabulary/amount.ts";
-import { evmChainIds, findAsset, isEvmNetwork } from "../vocabulary/assets.ts";
+import { evmChainIds, findAsset, isEvmNetwork, offeredIn } from "../vocabulary/assets.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { checkAddress, type Environment } from "./formats.ts";
 
@@ -24,7 +24,9 @@ export function paymentUri(p: PaymentUriInput): string {
   const amount = checkAmount(p.amount, info.decimals);
   if (!amount.ok) throw new Error(`amount ${amount.reason}`);
   const to = canonicalAddress(p.network, p.environment, p.address);
-  const contract = info.contract?.[p.environment];
+  // A token with no contract here has no URI: the native coin's would send the wrong thing.
+  if (!offeredIn(info, p.environment)) throw new Error(`${p.asset} on ${p.network} is not offered in ${p.environment}`);
+  const contract = info.contract?.[p.environment] ?? undefined;
 
   switch (p.network) {
     case "bitcoin":

@@ -12,7 +12,7 @@ import type { CreatedWebhookEndpoint, WebhookEndpoint } from "../../gen/payments
 import { escapeHtml as e, htmlDocument, logoHtml } from "../checkout/page.ts";
 import { allEvents, eventTypes, extensionEventTypes } from "../vocabulary/event-types.ts";
 import { intentStatuses } from "../vocabulary/value-sets.ts";
-import { assets } from "../vocabulary/assets.ts";
+import { assets, offeredIn } from "../vocabulary/assets.ts";
 import { currencyCodes } from "../vocabulary/currencies.ts";
 import { explorerUrl, type Explorers } from "../vocabulary/explorers.ts";
 import { pill } from "./status.ts";
@@ -425,8 +425,8 @@ ${r.checks.map((c) => `<li class="${c.passed ? "passed" : "failed"}"><span class
   });
 }
 
-/** The network and asset pairs a payment can be taken in, as "network:asset". */
-const pairs = assets.map((a) => `${a.network}:${a.asset}`);
+/** The network and asset pairs a payment can be taken in, as "network:asset", in an environment (polygon's USDT is Live only). */
+const pairsIn = (environment: string) => assets.filter((a) => offeredIn(a, environment === "live" ? "live" : "test")).map((a) => `${a.network}:${a.asset}`);
 
 /**
  * A new payment from the dashboard: an amount in the asset or in a currency (then quoted at
@@ -435,7 +435,7 @@ const pairs = assets.map((a) => `${a.network}:${a.asset}`);
  */
 export function newPaymentPage(paths: DashboardPaths, v: Viewer, o: { idem: string; message?: string; values?: { pair?: string; amount?: string; currency?: string; reference?: string } }): string {
   const f = o.values ?? {};
-  const pairOptions = pairs.map((p) => `<option value="${e(p)}"${f.pair === p ? " selected" : ""}>${e(p.replace(":", " · "))}</option>`).join("");
+  const pairOptions = pairsIn(v.session.environment).map((p) => `<option value="${e(p)}"${f.pair === p ? " selected" : ""}>${e(p.replace(":", " · "))}</option>`).join("");
   const currencyOptions = [["", "the asset itself"], ...currencyCodes.map((c) => [c, c])]
     .map(([value, label]) => `<option value="${e(value as string)}"${(f.currency ?? "") === value ? " selected" : ""}>${e(label as string)}</option>`)
     .join("");

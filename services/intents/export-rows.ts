@@ -72,7 +72,7 @@ export function exportRows(row: IntentRow, c: ExportContext): ExportRow[] {
 
 /** The columns of the intent itself, with the asset the row is about (a transaction's may be another). */
 function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sources: string[] } | undefined, network = row.network): ExportRow {
-  const contract = findAsset(network, asset)?.contract;
+  const contract = findAsset(network, asset)?.contract?.[row.environment === "live" ? "live" : "test"];
   return {
     intent_id: row.id,
     created_at: iso(row.createdAt),
@@ -80,7 +80,7 @@ function intentColumns(row: IntentRow, asset: string, quote: { rate: string; sou
     status: row.status,
     network,
     asset,
-    contract: contract ? (row.environment === "live" ? contract.live : contract.test) : "",
+    contract: contract ?? "",
     requested_amount: row.requestedAmount,
     price_amount: row.price?.amount ?? "",
     price_currency: row.price?.currency ?? "",

@@ -16,7 +16,7 @@ import type { CreateInput, MethodAsk } from "./validate.ts";
 import { priceInput, type PricedInput } from "./pricing.ts";
 import type { RateEngine } from "../rates/engine.ts";
 import type { IntentViews } from "./views.ts";
-import { assets, findAsset, isEvmNetwork, type AssetInfo } from "../vocabulary/assets.ts";
+import { assets, findAsset, isEvmNetwork, notOfferedReason, offeredIn, type AssetInfo } from "../vocabulary/assets.ts";
 import { intentPolicy, policyIsCurrent, policySnapshot, type IntentPolicy, type PolicySnapshot } from "../policy/policy.ts";
 import { setBounded } from "../platform/bounded.ts";
 import { howToWatch } from "./watched.ts";
@@ -106,6 +106,16 @@ export class Intents {
   }
 
   /**
+   * A token with no contract in the owner's environment (polygon's USDT on Test) is refused with
+   * 400 naming the field: no wallet could pay it there (assets.ts offeredIn).
+   */
+  #refuseUnoffered(owner: Owner, network: string, asset: string, field: string): void {
+    const info = findAsset(network, asset);
+    const why = info && notOfferedReason(info, owner.environment === "live" ? "live" : "test");
+    if (why !== undefined) throw validationError(field, `${why}; nothing was created.`);
+  }
+
+  /**
    * A Live create on a chain no watcher follows is refused with 409 network_not_watched before
    * anything is read or written: nobody would see the shopper's payment. A Test one goes ahead,
    * and its view says so (watched: false, and a notice: IntentViews.message).
@@ -157,6 +167,7 @@ export class Intents {
       if (asks.length === 1 && first) return this.create(tx, owner, { ...input, ...first, methods: undefined }, origin, now);
       return this.#createWithMethods(tx, owner, input, asks, snapshot, origin, now);
     }
+    this.#refuseUnoffered(owner, input.network, input.asset, "asset");
     this.#refuseUnwatched(owner, input.network);
     const id = newId("pi");
     // Priced first: with no quote nothing is reserved or derived (the transaction would undo it anyway).
@@ -180,7 +191,7 @@ export class Intents {
   #methodsAsked(owner: Owner, asked: MethodAsk[] | "all", priced: boolean, accepted: readonly string[] | null): MethodAsk[] {
     const env = owner.environment === "live" ? "live" : "test";
     if (asked === "all") {
-      const offered = accepted === null ? assets : assets.filter((a) => accepted.includes(`${a.network}.${a.asset}`));
+      const offered = (accepted === null ? assets : assets.filter((a) => accepted.includes(`${a.network}.${a.asset}`))).filter((a) => offeredIn(a, env));
       const watched = offered.filter((a) => this.views.watched(a.network, env));
       const all = (watched.length > 0 || env === "live" ? watched : offered).map((a) => ({ network: a.network, asset: a.asset }));
       if (all.length === 0) throw apiError("network_not_watched", `No watcher follows any of this merchant's accepted payment methods in live on this server, so no payment would be seen; nothing was created.`, "payment_methods");
@@ -190,6 +201,7 @@ export class Intents {
       return all;
     }
     asked.forEach((m, i) => {
+      this.#refuseUnoffered(owner, m.network, m.asset, `payment_methods[${i}].asset`);
       if (env !== "live" || this.views.watched(m.network, "live")) return;
       throw apiError(
         "network_not_watched",
@@ -266,6 +278,7 @@ export class Intents {
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     // Refused here, the transactional path answers: a repeated key replays what it stored.
     if (owner.environment === "live" && !this.views.watched(input.network, "live")) throw new NeedsTransaction();
+    if (input.methods === undefined && !offeredIn(findAsset(input.network, input.asset) as AssetInfo, owner.environment === "live" ? "live" : "test")) throw new NeedsTransaction();
     const now = new Date();
     const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
     let asks: MethodAsk[] = [{ network: input.network, asset: input.asset }];

@@ -5,7 +5,7 @@ import type { Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { checkAmount, toUnits } from "../vocabulary/amount.ts";
-import { assetsOn, findAsset, networks, type AssetInfo } from "../vocabulary/assets.ts";
+import { assetsOn, findAsset, networks, notOfferedReason, type AssetInfo } from "../vocabulary/assets.ts";
 
 /** A bound of AdminService's policy requests: the proto's rule is the one source; the admin CLI is held to it too. */
 function maxOf(field: DescField): number {
@@ -257,14 +257,18 @@ export async function applyTolerance(em: EntityManager, owner: Owner, bps: numbe
 
 /**
  * The methods "network.asset" as a merchant sets them: 1 to the proto's max_items we accept, each once, or 400
- * naming the first that is not.
+ * naming the first that is not. A method that cannot be paid in the environment (polygon's USDT on Test) is
+ * refused with why, rather than kept and never offered.
  */
-export function checkAcceptedMethods(methods: readonly string[]): string[] {
+export function checkAcceptedMethods(methods: readonly string[], environment: "live" | "test" = "live"): string[] {
   if (methods.length === 0) throw validationError("methods", `"methods" is empty: name at least one "network.asset" (such as "base.USDC"), or reset to every one followed.`);
   if (methods.length > policyLimits.maxAcceptedMethods) throw validationError("methods", `"methods" takes at most ${policyLimits.maxAcceptedMethods}; got ${methods.length}.`);
   const known = networks.flatMap((n) => assetsOn(n).map((a) => `${n}.${a}`));
   for (const m of methods) {
     if (!known.includes(m)) throw validationError("methods", `"methods": ${JSON.stringify(m.slice(0, 40))} is not a method we accept; each is "network.asset", one of ${known.join(", ")}.`);
+    const [network = "", asset = ""] = m.split(".");
+    const why = notOfferedReason(findAsset(network, asset) as AssetInfo, environment);
+    if (why !== undefined) throw validationError("methods", `"methods": ${why}.`);
   }
   if (new Set(methods).size !== methods.length) throw validationError("methods", `"methods" names a method twice.`);
   return [...methods];
@@ -272,7 +276,7 @@ export function checkAcceptedMethods(methods: readonly string[]): string[] {
 
 /** Sets (or, with null, resets to every one followed) what payment_methods "all" offers, and answers with the whole policy. */
 export async function applyAcceptedMethods(em: EntityManager, owner: Owner, methods: readonly string[] | null, now = new Date()) {
-  const checked = methods === null ? null : checkAcceptedMethods(methods);
+  const checked = methods === null ? null : checkAcceptedMethods(methods, owner.environment === "live" ? "live" : "test");
   await merchantExists(em, owner.merchantId);
   await bumpVersion(em, owner, now, { acceptedMethods: checked });
   return showPolicy(em, owner);

@@ -2,7 +2,7 @@ import { AdminError } from "../auth/admin.ts";
 import { Merchant } from "../auth/entities.ts";
 import { isEnvironment, type Environment } from "../auth/keys.ts";
 import { checkRequestedAmount } from "../vocabulary/amount.ts";
-import { assetsOn, findAsset, networks } from "../vocabulary/assets.ts";
+import { assetsOn, findAsset, networks, notOfferedReason } from "../vocabulary/assets.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { newId } from "../platform/ids.ts";
 import { QrConfiguration } from "./entities.ts";
@@ -48,6 +48,8 @@ export function checkQrInput(input: Omit<QrInput, "merchantId">): CheckedQrInput
   if (network !== null && asset !== null) {
     const info = findAsset(network, asset);
     if (!info) throw new AdminError(`unknown asset "${asset}" on ${network}; one of: ${assetsOn(network).join(", ")}`);
+    const why = notOfferedReason(info, environment);
+    if (why !== undefined) throw new AdminError(`--asset: ${why}`);
     if (amount !== null) {
       const check = checkRequestedAmount(amount, info.decimals);
       if (!check.ok) throw new AdminError(`--amount ${check.reason}`);

@@ -10,10 +10,22 @@ export interface AssetInfo {
   /**
    * The token's contract (ERC-20/TRC-20) or SPL mint, per environment; absent
    * for the chain's native coin. Payment URIs name it so a wallet sends the
-   * token rather than the native coin.
+   * token rather than the native coin. A test of null: the issuer has no token
+   * on the network's testnet, and the asset is offered on Live only (offeredIn).
    */
-  contract?: { live: string; test: string };
+  contract?: { live: string; test: string | null };
 }
+
+/*
+ * Where the contracts come from. USDC: Circle's developer documentation, "USDC Contract
+ * Addresses" (developers.circle.com/stablecoins/usdc-contract-addresses), its Mainnet and Testnet
+ * tables. USDT: Tether's "Supported Protocols" page (tether.to/en/supported-protocols) for
+ * ethereum and tron, and Tether's Wallet Development Kit documentation (tetherto/wdk-docs,
+ * skills/wdk/references/deployments.md, "USD₮0 Omnichain Deployments") for polygon, whose USDT is
+ * USDT0 since 2025 at the PoS token's old address. Tether's test USD₮ on Sepolia is the Aave
+ * faucet's (the same kit's resources/concepts.mdx, "Testnet Funds & Faucets"); Tether names none
+ * on Amoy, so polygon's USDT is Live only.
+ */
 
 export const assets: readonly AssetInfo[] = [
   { network: "bitcoin", asset: "BTC", decimals: 8, confirmations: 2 },
@@ -58,6 +70,14 @@ export const assets: readonly AssetInfo[] = [
     confirmations: 64,
     // Native (Circle-issued) USDC, not bridged USDC.e; test is Circle's USDC on Amoy.
     contract: { live: "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", test: "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582" },
+  },
+  {
+    network: "polygon",
+    asset: "USDT",
+    decimals: 6,
+    confirmations: 64,
+    // USDT0 (Tether's omnichain USDT) at the address PoS-bridged USDT always had; no Amoy token: Live only.
+    contract: { live: "0xc2132D05D31c914a87C6611C10748AEb04B58e8F", test: null },
   },
   // Base and Arbitrum are rollups whose gas coin is ether: ETH there is ETH (one rate), paid as a
   // native transfer like ethereum's, at the network's own confirmations (defaultMaxReorgDepth says why).
@@ -179,4 +199,20 @@ export function findAsset(network: string, asset: string): AssetInfo | undefined
 
 export function assetsOn(network: string): string[] {
   return assets.filter((a) => a.network === network).map((a) => a.asset);
+}
+
+/** Whether `info` can be paid in `environment`: a native coin always, a token where it has a contract there (AssetInfo.contract). */
+export function offeredIn(info: AssetInfo, environment: "live" | "test"): boolean {
+  return info.contract === undefined || info.contract[environment] !== null;
+}
+
+/** The assets of `network` that can be paid in `environment`, with their contract there (undefined: the native coin), as a watcher reads them. */
+export function chainAssetsIn(network: string, environment: "live" | "test"): { info: AssetInfo; contract: string | undefined }[] {
+  return assets.filter((a) => a.network === network && offeredIn(a, environment)).map((info) => ({ info, contract: info.contract?.[environment] ?? undefined }));
+}
+
+/** Why `info` cannot be paid in `environment`, for an error message; undefined when it can. */
+export function notOfferedReason(info: AssetInfo, environment: "live" | "test"): string | undefined {
+  if (offeredIn(info, environment)) return undefined;
+  return `${info.asset} on ${info.network} is offered on Live only: its issuer has no token on ${info.network}'s testnet, so a Test intent could not be paid in it`;
 }

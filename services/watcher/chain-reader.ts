@@ -1,6 +1,6 @@
 import type { ChainEndpoint } from "../platform/config.ts";
 import type { Logger } from "../platform/logger.ts";
-import { assets, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
+import { assets, chainAssetsIn, findAsset, type AssetInfo } from "../vocabulary/assets.ts";
 import { checkHeader } from "./bitcoin-checks.ts";
 import { bitcoinNode } from "./bitcoin-node.ts";
 import { BitcoinMempool, bitcoinSource, BitcoinWatched } from "./bitcoin-source.ts";
@@ -63,7 +63,8 @@ export function chainReader(e: ChainEndpoint, timeoutMs?: number): ChainReader {
   // TRON through its Ethereum-compatible JSON-RPC: the EVM node and source, with TRON's differences (tron-source.ts).
   const tron = e.network === "tron";
   const node = tron ? tronNode(e.url, timeoutMs, e.maxResponseBytes) : evmNode(e.url, timeoutMs, e.maxResponseBytes);
-  const chainAssets = assets.filter((a) => a.network === e.network).map((info) => ({ info, contract: info.contract?.[e.environment] }));
+  // A token with no contract in this environment is not read at all (AssetInfo.contract): it is not the native coin.
+  const chainAssets = chainAssetsIn(e.network, e.environment);
   const network = e.network;
   let watched: EvmWatched;
   let source: ChainSource;

@@ -8,7 +8,7 @@ import type { Hex } from "viem";
 import { signPayment, startDevChain } from "../../scripts/devchain/chain.ts";
 import { evmNode } from "../../services/watcher/evm-node.ts";
 import { evmSource, EvmWatched } from "../../services/watcher/evm-source.ts";
-import { assets } from "../../services/vocabulary/assets.ts";
+import { chainAssetsIn } from "../../services/vocabulary/assets.ts";
 import { call, idemKey, merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 import { startRpcProxy } from "../helpers/rpc-proxy.ts";
 
@@ -82,7 +82,7 @@ t.test("a block too big for any read is named, retried, never skipped, and read 
 
   // What the watcher's error says (its log line): the block, by height, and why.
   const node = evmNode(proxy.url, undefined, cap);
-  const source = evmSource(node, assets.filter((x) => x.network === "ethereum").map((info) => ({ info, contract: info.contract?.test })), new EvmWatched());
+  const source = evmSource(node, chainAssetsIn("ethereum", "test"), new EvmWatched());
   await t.rejects(source.read(big, big), { message: new RegExp(`^block ${big} could not be read: HTTP response body exceeded the size limit`) });
   await node.close();
 

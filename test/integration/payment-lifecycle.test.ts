@@ -11,7 +11,7 @@ import t from "tap";
 import { ErrorDetailSchema } from "../../gen/payments/v1/options_pb.ts";
 import { importAddresses } from "../../services/addresses/admin.ts";
 import { checkAddress } from "../../services/addresses/formats.ts";
-import { assets } from "../../services/vocabulary/assets.ts";
+import { assets, offeredIn } from "../../services/vocabulary/assets.ts";
 import { call, giveLiveAccountKey, idemKey, merchantWithKey, sampleIntent, until } from "../helpers/harness.ts";
 import { hash, watcherClient } from "../helpers/lifecycle.ts";
 import { webhookSetup } from "../helpers/webhooks.ts";
@@ -309,7 +309,8 @@ t.test("the example chain watcher of docs/payments.md confirms an intent over gR
 
 t.test("every network's Test intent has a valid deposit address and payment URI", async (t) => {
   const schemes: Record<string, string> = { bitcoin: "bitcoin:", ethereum: "ethereum:", polygon: "ethereum:", base: "ethereum:", arbitrum: "ethereum:", tron: "tron:", solana: "solana:" };
-  for (const { network, asset, decimals } of assets) {
+  // Every pair a Test intent can be made in (polygon's USDT is Live only: polygon-usdt.test.ts).
+  for (const { network, asset, decimals } of assets.filter((a) => offeredIn(a, "test"))) {
     const amount = decimals >= 2 ? "1.25" : "1";
     const pi = await createIntent(a, { network, asset, requested_amount: amount });
     const check = checkAddress(network, "test", pi.deposit_address);

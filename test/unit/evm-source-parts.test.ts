@@ -7,13 +7,13 @@
 import fc from "fast-check";
 import t from "tap";
 import { HttpRequestError, InvalidInputRpcError, InvalidParamsRpcError, LimitExceededRpcError, ResponseBodyTooLargeError, RpcRequestError, TimeoutError } from "viem";
-import { assets } from "../../services/vocabulary/assets.ts";
+import { chainAssetsIn } from "../../services/vocabulary/assets.ts";
 import { addressTopic, bloomOf } from "../../services/watcher/evm-bloom.ts";
 import type { EvmBlock, EvmNode, TokenTransfer } from "../../services/watcher/evm-node.ts";
 import { evmSource, EvmWatched, tooLarge } from "../../services/watcher/evm-source.ts";
 import { BlockReadError } from "../../services/watcher/read-parts.ts";
 
-const chainAssets = assets.filter((a) => a.network === "ethereum").map((info) => ({ info, contract: info.contract?.test }));
+const chainAssets = chainAssetsIn("ethereum", "test");
 const usdc = (chainAssets.find((a) => a.info.asset === "USDC")?.contract as string).toLowerCase();
 const payee = "0x00000000000000000000000000000000000000a1";
 const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";

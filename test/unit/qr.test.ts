@@ -26,6 +26,11 @@ function refusal(input: Parameters<typeof checkQrInput>[0]): string {
   return "(accepted)";
 }
 
+t.test("checkQrInput: a Live-only asset (polygon's USDT) on a Test QR is refused with why; on Live it is taken", async (t) => {
+  t.equal(refusal({ ...base, network: "polygon", asset: "USDT" }), "--asset: USDT on polygon is offered on Live only: its issuer has no token on polygon's testnet, so a Test intent could not be paid in it");
+  t.equal(checkQrInput({ ...base, environment: "live", network: "polygon", asset: "USDT" }).asset, "USDT");
+});
+
 t.test("checkQrInput: accepted inputs, normalized", async (t) => {
   t.same(checkQrInput({ ...base, label: "  Counter 1 \t" }), { environment: "test", label: "Counter 1", network: null, asset: null, amount: null }, "label trimmed; no pair");
   t.same(checkQrInput({ ...base, environment: "live", network: "ethereum" }), { environment: "live", label: "Counter 1", network: "ethereum", asset: null, amount: null });

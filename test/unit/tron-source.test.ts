@@ -12,7 +12,7 @@ import { mainnetGenesis } from "../../services/vocabulary/assets.ts";
 import { syncingFrom, tronChainIds, tronNode, tronSource, TronWatched } from "../../services/watcher/tron-source.ts";
 
 const usdt = findAsset("tron", "USDT")!;
-const testContract = tronToHex20(usdt.contract!.test)!;
+const testContract = tronToHex20(usdt.contract!.test!)!;
 const payee = "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH";
 const stranger = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -192,7 +192,7 @@ t.test("blocks and TRC-20 Transfer logs: 20-byte addresses, TRON's block fields,
   watched.add("not an address");
   t.equal(watched.size, 1, "a T… address is kept in its 20-byte form; anything else is not kept");
   t.ok(watched.has(tronToHex20(payee)!.toUpperCase().replace("0X", "0x")), "and matched whatever the case of the log's hex");
-  const source = tronSource(tronNode(n.url), [{ info: usdt, contract: usdt.contract!.test }], watched);
+  const source = tronSource(tronNode(n.url), [{ info: usdt, contract: usdt.contract!.test! }], watched);
   t.equal(await source.headHeight(), head);
   t.equal(await source.hashAt(20), blockId(20), "the BlockId as the block's hash");
   t.equal(await source.hashAt(31), undefined, "null past the head");
@@ -227,7 +227,7 @@ t.test("an answer over the node's maxResponseSize (-32003) is read again in smal
   });
   const watched = new TronWatched();
   watched.add(payee);
-  const read = await tronSource(tronNode(n.url), [{ info: usdt, contract: usdt.contract!.test }], watched).read(5, 8);
+  const read = await tronSource(tronNode(n.url), [{ info: usdt, contract: usdt.contract!.test! }], watched).read(5, 8);
   t.same(read?.outputs.map((o) => [o.toAddress, o.amount]), [[payee, "3"]]);
   t.ok(n.calls.filter((c) => c.method === "eth_getLogs").length > 1, "split");
 });
