@@ -1,4 +1,4 @@
-import { followedNetworks, mainnetBlock0 } from "../vocabulary/assets.ts";
+import { followedNetworks } from "../vocabulary/assets.ts";
 
 /**
  * Whether a watcher follows a chain (a network in an environment): the create path asks it for
@@ -14,10 +14,6 @@ export interface ChainWatch {
 export function howToWatch(network: string, environment: "test" | "live"): string {
   const own = `names ${network} in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService or ChainService)`;
   if (!(followedNetworks as readonly string[]).includes(network)) return `The operator ${own}.`;
-  // Without a pinned block 0 a Live node, and a Live ChainService report, is refused: only an operator's own ObservationService client can speak for the chain.
-  if (environment === "live" && mainnetBlock0(network) === undefined) {
-    return `The built-in watcher does not follow Live ${network} in this release (no block 0 of ${network} mainnet is pinned to prove a node by): the operator names ${network} in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).`;
-  }
   return `The operator sets ${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL and runs the watcher role (npm start, or npm start -- watcher), or ${own}.`;
 }
 

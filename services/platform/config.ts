@@ -1,6 +1,6 @@
 import path from "node:path";
 import { explorersFrom, type Explorers } from "../vocabulary/explorers.ts";
-import { defaultMaxReorgDepth, followedNetworks, mainnetBlock0, networks } from "../vocabulary/assets.ts";
+import { defaultMaxReorgDepth, followedNetworks, networks } from "../vocabulary/assets.ts";
 import { parseConnectTo, type ConnectTo } from "./connect-to.ts";
 import { checkTrustedProxy } from "./client-address.ts";
 
@@ -341,10 +341,6 @@ function chainEndpoints(env: Env): ChainEndpoint[] {
       const name = `${network.toUpperCase()}_${environment.toUpperCase()}_RPC_URL`;
       const raw = optional(env, name);
       if (raw === undefined) continue;
-      // Said at the start rather than by a watcher refusing its node forever (node-check.ts says the same).
-      if (environment === "live" && mainnetBlock0(network) === undefined) {
-        throw new ConfigError(`${name}: no block 0 of ${network} mainnet is pinned in this release, so no node can prove it serves mainnet; Live ${network} is not followed yet (${network.toUpperCase()}_TEST_RPC_URL is)`);
-      }
       const bitcoin = network === "bitcoin";
       const what = bitcoin
         ? "an absolute http(s) URL of a Bitcoin Core RPC endpoint (http://user:password@host:8332)"

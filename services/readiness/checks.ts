@@ -1,6 +1,6 @@
 import type { Environment, Owner } from "../auth/keys.ts";
 import { supportsAccountKey } from "../addresses/keys.ts";
-import { blocksTaken, followedNetworks, mainnetBlock0, networks } from "../vocabulary/assets.ts";
+import { blocksTaken, followedNetworks, networks } from "../vocabulary/assets.ts";
 import { eventTypes, receives } from "../vocabulary/event-types.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { networksWithNodeProblems } from "../chains/store.ts";
@@ -362,9 +362,7 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
   const own = accepted.filter((n) => operator.includes(n));
   const missing = accepted.filter((n) => !operator.includes(n) && !(builtIn(n) && following(n)));
   if (missing.length > 0) {
-    // A network whose mainnet block 0 this release does not pin: no <NETWORK>_LIVE_RPC_URL makes the built-in watcher follow Live.
-    const unpinned = missing.filter((n) => builtIn(n) && mainnetBlock0(n) === undefined);
-    const missingBuiltIn = missing.filter((n) => builtIn(n) && !unpinned.includes(n));
+    const missingBuiltIn = missing.filter((n) => builtIn(n));
     const missingOwn = missing.filter((n) => !builtIn(n));
     return {
       ...base,
@@ -374,7 +372,6 @@ export function chainWatcherCheck(facts: ReadinessFacts, s: ReadinessSettings): 
         (missingBuiltIn.length > 0
           ? ` The operator sets ${missingBuiltIn.map((n) => `${n.toUpperCase()}_LIVE_RPC_URL`).join(" and ")} to a mainnet node and runs the watcher role (npm start, or npm start -- watcher), or names ${missingBuiltIn.length === 1 ? "it" : "them"} in OPERATOR_WATCHED_NETWORKS when a watcher of their own reports ${missingBuiltIn.length === 1 ? "it" : "them"}.`
           : "") +
-        unpinned.map((n) => ` ${howToWatch(n, "live")}`).join("") +
         missingOwn.map((n) => ` ${n} has no built-in watcher: t${howToWatch(n, "live").slice(1)}`).join("") +
         said(missingBuiltIn) +
         operatorNote(own),

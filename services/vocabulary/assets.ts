@@ -146,9 +146,9 @@ export function blocksTaken(depth: number, atLeast: boolean): string {
  * Block 0 of each followed network's mainnet: a Live node must serve it, whatever chain id or name
  * it claims, and a Live chain's reports must name it (the core never learns Live's block 0 from a
  * report). Bitcoin's hash is bare, as Bitcoin Core writes it; the others as their JSON-RPC writes
- * them (0x, lowercase). A network without one here is followed on Test only: with nothing to
- * check a node's block 0 against, a Live node is refused (node-check.ts) and so is every Live
- * report (chains/linkage.ts admit).
+ * them (0x, lowercase). Every network the built-in watcher follows has one; a network without
+ * one (solana) has no Live chain reports taken at all (chains/linkage.ts admit): only an
+ * operator's own ObservationService client speaks for it.
  */
 export const mainnetGenesis = {
   bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
@@ -158,18 +158,22 @@ export const mainnetGenesis = {
   // (ethereum-optimism/superchain-registry, superchain/configs/mainnet/base.toml), which op-node
   // and op-geth build Base from.
   base: "0xf712aa9241cc24369b143cf6dce85f0902a9731e70d66818a3a5845b296c73dd",
-  // arbitrum: not pinned yet. The hash third parties' lists give for Arbitrum One's block 0
-  // (0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442: indexers, graph-node)
-  // is in none of Offchain Labs' own repositories (nitro's cmd/chaininfo/arbitrum_chain_info.json
-  // names no block hash; nor do arbitrum-docs, arbitrum-sdk, arbitrum-classic or their go-ethereum
-  // fork). Until it is confirmed from the chain's own source, Live arbitrum is not followed.
+  // Arbitrum One's block 0 (the classic chain's, below the Nitro genesis at 22 207 817: a node
+  // must hold the classic history to serve it). Offchain Labs publishes no block hash (nitro's
+  // cmd/chaininfo/arbitrum_chain_info.json names none; nor do arbitrum-docs or arbitrum-sdk), so
+  // it is taken from foundry's `cast chain` table (foundry-rs/foundry, crates/cast/src/lib.rs
+  // Cast::chain: "arbitrum-mainnet"), the table whose ethereum and polygon entries are the hashes
+  // pinned above, and it is the hash indexers test for Arbitrum One (subsquid's evm processor).
+  // A wrong pin fails closed: every Live arbitrum node would be refused, naming its block 0, and
+  // none could speak for a chain it is not.
+  arbitrum: "0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442",
   // TRON mainnet's BlockId of block 0: eth_chainId is its last 4 bytes (0x2b6653dc). Published in
   // the ChainAgnostic namespaces' tron/caip2.md beside the chain ids the developer hub's
   // eth_chainId lists, and by block explorers' getblockbynum 0.
   tron: "0x00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc",
-} satisfies Partial<Record<FollowedNetwork, string>>;
+} satisfies Record<FollowedNetwork, string>;
 
-/** The pinned block 0 of `network`'s mainnet (mainnetGenesis); undefined where none is, and Live is then not followed. */
+/** The pinned block 0 of `network`'s mainnet (mainnetGenesis); undefined for a network no built-in watcher follows, whose Live chain reports are refused. */
 export function mainnetBlock0(network: string): string | undefined {
   return (mainnetGenesis as Readonly<Partial<Record<string, string>>>)[network];
 }

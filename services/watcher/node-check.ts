@@ -1,5 +1,5 @@
 import type { ChainEndpoint } from "../platform/config.ts";
-import { evmChainIds, mainnetBlock0, type EvmNetwork } from "../vocabulary/assets.ts";
+import { evmChainIds, mainnetGenesis, type EvmNetwork } from "../vocabulary/assets.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import type { EvmNode } from "./evm-node.ts";
 import { tronChainIds } from "./tron-source.ts";
@@ -82,13 +82,9 @@ export async function bitcoinFacts(node: BitcoinNode): Promise<NodeFacts> {
  */
 export function refusal(e: Pick<ChainEndpoint, "network" | "environment">, facts: NodeFacts, pinned: string | undefined): string | undefined {
   // Either sign of mainnet keeps a Test watcher off it; a Live one needs both.
-  const genesis = mainnetBlock0(e.network);
+  const genesis = mainnetGenesis[e.network];
   const isMainnet = facts.mainnet || facts.genesisHash === genesis;
   if (e.environment === "live" && !facts.mainnet) return `the node follows ${facts.chain}, not ${e.network} mainnet: Live payments are only watched on mainnet`;
-  // Nothing to prove the node's block 0 against: its word that it serves mainnet is not enough.
-  if (e.environment === "live" && genesis === undefined) {
-    return `no block 0 of ${e.network} mainnet is pinned in this release, so no node can prove it serves mainnet: Live ${e.network} payments are not watched yet`;
-  }
   if (e.environment === "live" && facts.genesisHash !== genesis) {
     return `the node names ${facts.chain} but its block 0 is ${facts.genesisHash}, not ${e.network} mainnet's`;
   }

@@ -65,3 +65,25 @@ t.test("a Live chain's first report naming another block 0 is refused; mainnet's
   t.same(await kept(), { n: "2", genesis: mainnet });
   t.match(await refused(report(sepolia)), /^FailedPrecondition: .*not ethereum mainnet's/, "and another one after it is still refused");
 });
+
+t.test("Live arbitrum: a report naming Arbitrum One's block 0 is taken, one naming Arbitrum Sepolia's is refused", async (t) => {
+  // Arbitrum One's block 0, written out (assets.ts says where it is taken from).
+  const arbOne = "0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442";
+  const arbSepolia = "0x77194da4010e549a7028a9c3c51c3e277823be6ac7d138d0bb8a70197b5c004c";
+  const claim = await until("the Live arbitrum lease", async () => {
+    const c = await chains.claimChain({ network: "arbitrum", watcherId: "w-arb", leaseSeconds: 30 }, { headers });
+    return c.active ? c : undefined;
+  }, 20_000);
+  const report = (genesisHash: string) => {
+    const first = `0x${hash()}`;
+    const blocks = [
+      { height: 300_000_000n, hash: first, parentHash: `0x${hash()}`, outputs: [] },
+      { height: 300_000_001n, hash: `0x${hash()}`, parentHash: first, outputs: [] },
+    ];
+    return chains.reportBlocks({ network: "arbitrum", watcherId: "w-arb", leaseEpoch: claim.epoch, genesisHash, blocks, headHeight: 300_000_001n }, { headers });
+  };
+  t.match(await refused(report(arbSepolia)), /^FailedPrecondition: .*block 0 is 0x77194da4.*not arbitrum mainnet's \(0x7ee576b3/, "Sepolia's block 0 on Live");
+  t.equal((await report(arbOne)).appended, 2, "Arbitrum One's is taken");
+  const [row] = await s.app.db.em.fork().execute<{ genesis: string }[]>(`select genesis_hash as genesis from chain_watchers where network = 'arbitrum' and environment = 'live'`);
+  t.equal(row?.genesis, arbOne);
+});

@@ -23,11 +23,7 @@ t.test("what the operator sets, and the notice", async (t) => {
   );
   t.match(howToWatch("base", "live"), "The operator sets BASE_LIVE_RPC_URL and runs the watcher role", "base: a built-in network like the others");
   t.match(howToWatch("arbitrum", "test"), "The operator sets ARBITRUM_TEST_RPC_URL", "arbitrum on Test: its node");
-  t.equal(
-    howToWatch("arbitrum", "live"),
-    "The built-in watcher does not follow Live arbitrum in this release (no block 0 of arbitrum mainnet is pinned to prove a node by): the operator names arbitrum in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).",
-    "arbitrum on Live: no node setting helps, only the operator's own watcher",
-  );
+  t.match(howToWatch("arbitrum", "live"), "The operator sets ARBITRUM_LIVE_RPC_URL and runs the watcher role", "arbitrum on Live: its node, as every built-in network");
   t.equal(howToWatch("solana", "live"), "The operator names solana in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService or ChainService).", "no built-in watcher: only the operator's own");
   t.match(unwatchedNotice("solana", "test"), /does not watch solana in test.*sandbox simulator pays this intent/);
   t.notMatch(unwatchedNotice("solana", "live"), /sandbox/, "Live is never paid by the sandbox");

@@ -27,7 +27,7 @@ t.test("Test never follows mainnet, by name or by block 0", async (t) => {
   t.match(refusal(test, { ...sepolia, genesisHash: mainnetGenesis.ethereum }, undefined), "Test intents are paid on a testnet");
 });
 
-t.test("base and arbitrum: mainnet by their chain ids (8453, 42161); Live base by its pinned block 0, Live arbitrum not until one is pinned", async (t) => {
+t.test("base and arbitrum: mainnet by their chain ids (8453, 42161); Live by their pinned block 0", async (t) => {
   // What a node says of itself, through evmFacts: the chain id decides what is mainnet per network.
   const said = (chainId: number, genesisHash: string) => ({ chainId: async () => chainId, genesisHash: async () => genesisHash, syncing: async () => false }) as unknown as EvmNode;
   const baseSepolia = "0x0dcc9e089e30b90ddfc55be9a37dd15bc551aeee999d2e2b51414c54eaf934e4";
@@ -44,11 +44,13 @@ t.test("base and arbitrum: mainnet by their chain ids (8453, 42161); Live base b
   const arbSepolia = "0x77194da4010e549a7028a9c3c51c3e277823be6ac7d138d0bb8a70197b5c004c";
   t.equal(refusal(arbitrum.test, await evmFacts(said(421614, arbSepolia), "arbitrum"), undefined), undefined, "Arbitrum Sepolia on Test");
   t.match(refusal(arbitrum.test, await evmFacts(said(42161, arbSepolia), "arbitrum"), undefined), "Test intents are paid on a testnet", "Arbitrum One's chain id on Test");
-  t.match(
-    refusal(arbitrum.live, await evmFacts(said(42161, "0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442"), "arbitrum"), undefined),
-    "no block 0 of arbitrum mainnet is pinned in this release",
-    "Live arbitrum: nothing to prove a node's block 0 by",
-  );
+  // Arbitrum One's block 0, written out (assets.ts mainnetGenesis says where it comes from).
+  const arbOne = "0x7ee576b35482195fc49205cec9af72ce14f003b9ae69f6ba0faef4514be8b442";
+  t.equal(mainnetGenesis.arbitrum, arbOne);
+  t.equal(refusal(arbitrum.live, await evmFacts(said(42161, arbOne), "arbitrum"), undefined), undefined, "Arbitrum One on Live");
+  t.match(refusal(arbitrum.live, await evmFacts(said(42161, arbSepolia), "arbitrum"), undefined), `its block 0 is ${arbSepolia}, not arbitrum mainnet's`, "Arbitrum One's chain id over another block 0");
+  t.match(refusal(arbitrum.live, await evmFacts(said(421614, arbOne), "arbitrum"), undefined), "the node follows chain id 421614, not arbitrum mainnet", "Arbitrum One's block 0 under Sepolia's chain id: not enough");
+  t.match(refusal(arbitrum.test, await evmFacts(said(421614, arbOne), "arbitrum"), undefined), "Test intents are paid on a testnet", "Arbitrum One's block 0 on Test");
 });
 
 t.test("a node that names another chain than it first served is refused until it serves that one again", async (t) => {

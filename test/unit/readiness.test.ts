@@ -238,16 +238,13 @@ t.test("chain_watcher: each accepted Live network the built-in watcher follows i
   t.equal(chainWatcherCheck(facts({}, "test"), settings).passed, true);
 });
 
-t.test("chain_watcher and deposit_addresses: base and arbitrum as built-in networks; Live arbitrum not followed until its block 0 is pinned", async (t) => {
+t.test("chain_watcher and deposit_addresses: base and arbitrum as built-in networks, on Live as on Test", async (t) => {
   const l2 = { usedNetworks: [], accountKeys: ["arbitrum", "base"], pools: [] };
   const both = chainWatcherCheck(facts({ addresses: l2, chains: [{ network: "base", savedAt: now }] }), settings);
-  t.equal(both.passed, false, "arbitrum accepted on Live, and no watcher can follow it");
+  t.equal(both.passed, false, "arbitrum accepted on Live, and no watcher follows it yet");
   t.match(both.message, "No watcher has followed the Live chain of arbitrum in the last 2 minutes");
-  t.match(
-    both.message,
-    "The built-in watcher does not follow Live arbitrum in this release (no block 0 of arbitrum mainnet is pinned to prove a node by): the operator names arbitrum in OPERATOR_WATCHED_NETWORKS once a watcher of their own reports it (ObservationService).",
-  );
-  t.notMatch(both.message, "ARBITRUM_LIVE_RPC_URL", "no node setting to point at: it would be refused");
+  t.match(both.message, "The operator sets ARBITRUM_LIVE_RPC_URL to a mainnet node and runs the watcher role", "its node setting, as for base");
+  t.equal(chainWatcherCheck(facts({ addresses: l2, chains: [{ network: "base", savedAt: now }, { network: "arbitrum", savedAt: now }] }), settings).passed, true, "the built-in watcher follows Live arbitrum");
   t.equal(chainWatcherCheck(facts({ addresses: l2, chains: [{ network: "base", savedAt: now }] }), { ...settings, operatorWatchedNetworks: ["arbitrum"] }).passed, true, "an operator's own watcher may report Live arbitrum");
   const baseOnly = chainWatcherCheck(facts({ addresses: { ...l2, accountKeys: ["base"] }, chains: [{ network: "base", savedAt: now }] }), settings);
   t.same([baseOnly.passed, baseOnly.message], [true, "A watcher follows the Live chain of base."]);

@@ -66,7 +66,7 @@ t.test("confirmation overrides, poll interval, lease and the late-payment window
   t.throws(() => loadConfig({ POLYGON_CONFIRMATIONS: "0" }), /POLYGON_CONFIRMATIONS must be between 1 and 10000/);
 });
 
-t.test("base and arbitrum: EVM chains like polygon, their own confirmations and reorg depths; Live arbitrum not until its block 0 is pinned", async (t) => {
+t.test("base and arbitrum: EVM chains like polygon, their own confirmations and reorg depths, on Live too", async (t) => {
   const c = loadConfig({ BASE_TEST_RPC_URL: "http://127.0.0.1:8545", BASE_LIVE_RPC_URL: "https://a.example/base,https://b.example/base", ARBITRUM_TEST_RPC_URL: "https://arb-sepolia.example/v2/KEY" });
   t.same(c.chainEndpoints, [
     { network: "base", environment: "test", url: "http://127.0.0.1:8545", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
@@ -74,10 +74,12 @@ t.test("base and arbitrum: EVM chains like polygon, their own confirmations and 
     { network: "arbitrum", environment: "test", url: "https://arb-sepolia.example/v2/KEY", witnesses: [], maxResponseBytes: 64 * 1024 * 1024 },
   ]);
   t.throws(() => loadConfig({ BASE_LIVE_RPC_URL: "http://base.example:8545" }), /^BASE_LIVE_RPC_URL must be https to a host other than this machine/, "Live: https, as on every chain");
-  t.throws(
-    () => loadConfig({ ARBITRUM_LIVE_RPC_URL: "https://arb1.example/rpc" }),
-    /^ARBITRUM_LIVE_RPC_URL: no block 0 of arbitrum mainnet is pinned in this release, so no node can prove it serves mainnet; Live arbitrum is not followed yet \(ARBITRUM_TEST_RPC_URL is\)/,
+  t.same(
+    loadConfig({ ARBITRUM_LIVE_RPC_URL: "https://arb1.example/rpc,https://arb1-b.example/rpc" }).chainEndpoints,
+    [{ network: "arbitrum", environment: "live", url: "https://arb1.example/rpc", witnesses: ["https://arb1-b.example/rpc"], maxResponseBytes: 64 * 1024 * 1024 }],
+    "Live arbitrum: its block 0 is pinned, so a node can prove it serves Arbitrum One",
   );
+  t.throws(() => loadConfig({ ARBITRUM_LIVE_RPC_URL: "http://arb1.example:8547" }), /^ARBITRUM_LIVE_RPC_URL must be https to a host other than this machine/);
   const d = loadConfig({});
   t.same([d.maxReorgDepth.base, d.maxReorgDepth.arbitrum], [600, 1000], "the defaults");
   const o = loadConfig({ BASE_CONFIRMATIONS: "12", ARBITRUM_CONFIRMATIONS: "240", BASE_MAX_REORG_DEPTH: "300", ARBITRUM_MAX_REORG_DEPTH: "1000" });
