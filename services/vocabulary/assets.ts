@@ -146,9 +146,9 @@ export function blocksTaken(depth: number, atLeast: boolean): string {
  * Block 0 of each followed network's mainnet: a Live node must serve it, whatever chain id or name
  * it claims, and a Live chain's reports must name it (the core never learns Live's block 0 from a
  * report). Bitcoin's hash is bare, as Bitcoin Core writes it; the others as their JSON-RPC writes
- * them (0x, lowercase). Every network the built-in watcher follows has one; a network without
- * one (solana) has no Live chain reports taken at all (chains/linkage.ts admit): only an
- * operator's own ObservationService client speaks for it.
+ * them (0x, lowercase). Every network the built-in watcher follows, and so every network
+ * ChainService takes, has one (the type says so); were one missing, its Live reports would be
+ * refused (chains/linkage.ts admit). Solana's facts come through ObservationService only.
  */
 export const mainnetGenesis = {
   bitcoin: "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f",
