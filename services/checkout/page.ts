@@ -9,6 +9,17 @@ import { brandStylesheetName } from "./brand-style.ts";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import QRCode from "qrcode";
 import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
+
+/**
+ * The shopper view as the page reads it: the chosen method's fields "" where the view leaves them
+ * unset (several methods offered, none chosen), which only the picker is drawn from, and it shows none
+ * of them (shownMethod).
+ */
+export type PageView = Omit<ShopperPaymentIntent, "network" | "asset" | "requestedAmount"> & { network: string; asset: string; requestedAmount: string };
+
+function pageView(view: ShopperPaymentIntent): PageView {
+  return { ...view, network: view.network ?? "", asset: view.asset ?? "", requestedAmount: view.requestedAmount ?? "" };
+}
 import { paymentUri } from "../addresses/payment-uri.ts";
 import { amountDue, payableStatuses } from "../intents/funds.ts";
 import { fromUnits, toUnits } from "../vocabulary/amount.ts";
@@ -68,7 +79,7 @@ export const returnLinks: Readonly<Record<string, { link: "redirect" | "cancel";
 };
 
 /** The links back to the shop, both rendered (the script shows the one the status calls for). */
-function returnLinksHtml(view: ShopperPaymentIntent): string {
+function returnLinksHtml(view: PageView): string {
   const urls = { redirect: view.redirectUrl, cancel: view.cancelUrl };
   const shown = returnLinks[view.status];
   const links = (["redirect", "cancel"] as const).flatMap((kind) => {
@@ -107,7 +118,7 @@ export function networkLabel(network: string, testMode: boolean): string {
 
 
 /** The status's title and detail, with the amounts filled in (plain text: escape before putting it in HTML). */
-export function statusText(view: ShopperPaymentIntent): { title: string; detail: string } {
+export function statusText(view: PageView): { title: string; detail: string } {
   const due = amountDue(view);
   const seen = payableStatuses.includes(view.status) && covers(view.amountPending ?? "0", due);
   const text = (seen ? seenStatusText : statusTexts[view.status]) ?? { title: view.status, detail: "" };
@@ -171,7 +182,7 @@ export const seenText = "Payment seen: {pending} {asset}, waiting for {confirmat
 
 /** The seen-payment line's text, or undefined when nothing is waiting (or the intent is no longer payable). */
 export function seenNotice(
-  view: Pick<ShopperPaymentIntent, "status" | "network" | "asset" | "requestedAmount" | "amountReceived" | "amountPending" | "requiredConfirmations">,
+  view: Pick<PageView, "status" | "network" | "asset" | "requestedAmount" | "amountReceived" | "amountPending" | "requiredConfirmations">,
 ): string | undefined {
   const pending = view.amountPending;
   if (!payableStatuses.includes(view.status) || pending === undefined || /^0(\.0*)?$/.test(pending)) return undefined;
@@ -192,12 +203,12 @@ export const unwatchedText =
 /** What the page says when another asset reached the address: {other} and {asset} filled in. */
 export const otherAssetText = "We also received {other} at this address, which this payment does not take: it does not count toward the {asset} due. Contact the merchant to sort it out.";
 
-function otherAssetNotice(view: ShopperPaymentIntent): string {
+function otherAssetNotice(view: PageView): string {
   const text = otherAssetText.replace("{other}", view.otherAssetsReceived.join(", ")).replace("{asset}", view.asset);
   return `<p class="note note-warning" id="other-assets" role="alert"${view.otherAssetsReceived.length === 0 ? " hidden" : ""}>${escapeHtml(text)}</p>\n`;
 }
 
-export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
+export function checkoutStatus(view: PageView): CheckoutStatus {
   return {
     status: view.status,
     amount_received: view.amountReceived ?? null,
@@ -216,7 +227,7 @@ export function checkoutStatus(view: ShopperPaymentIntent): CheckoutStatus {
 export const methodKey = (m: { network: string; asset: string }): string => `${m.network}.${m.asset}`;
 
 /** The chosen method's key on an intent offering several; null while none is chosen. */
-function chosenKey(view: ShopperPaymentIntent): string | null {
+function chosenKey(view: PageView): string | null {
   const chosen = view.paymentMethods.find((m) => m.chosen);
   return chosen ? methodKey(chosen) : null;
 }
@@ -232,7 +243,8 @@ export function methodLabel(m: { network: string; asset: string }, testMode: boo
  * or the method the shopper picked (?method=…) as if it were the intent's own ("picked"). Once a
  * payment chose one, or with one method, the intent as it is ("one"), whatever was picked.
  */
-export function shownMethod(view: ShopperPaymentIntent, picked: string | null): { mode: "one" | "pick" | "picked"; view: ShopperPaymentIntent } {
+export function shownMethod(shopper: ShopperPaymentIntent, picked: string | null): { mode: "one" | "pick" | "picked"; view: PageView } {
+  const view = pageView(shopper);
   if (view.paymentMethods.length <= 1 || view.paymentMethods.some((m) => m.chosen)) return { mode: "one", view };
   const m = view.paymentMethods.find((x) => methodKey(x) === picked);
   if (!m) return { mode: "pick", view };
@@ -276,7 +288,7 @@ export async function qrSvg(paymentUri: string, label: string): Promise<string> 
  * has arrived; once underpaid, the same kind of URI for the amount still due, so scanning the
  * QR code again does not ask for the whole amount a second time.
  */
-export function toPay(view: ShopperPaymentIntent, testMode: boolean): { amount: string; uri: string | undefined } {
+export function toPay(view: PageView, testMode: boolean): { amount: string; uri: string | undefined } {
   if (view.status !== "underpaid" || !view.depositAddress || !view.paymentUri) return { amount: view.requestedAmount, uri: view.paymentUri };
   const due = amountDue(view);
   try {
@@ -332,7 +344,7 @@ export function logoHtml(logoUrl: string | undefined, className: string): string
 }
 
 export async function renderCheckoutPage(
-  view: ShopperPaymentIntent,
+  shopper: ShopperPaymentIntent,
   testMode: boolean,
   now: Date,
   paths: PagePaths = defaultPaths,
@@ -340,9 +352,9 @@ export async function renderCheckoutPage(
   look: { logoUrl?: string; brandColor?: string } = {},
   picked: string | null = null,
 ): Promise<string> {
-  const shown = shownMethod(view, picked);
-  if (shown.mode === "pick") return renderMethodPicker(view, testMode, now, paths, merchantName, look);
-  view = shown.view;
+  const shown = shownMethod(shopper, picked);
+  if (shown.mode === "pick") return renderMethodPicker(shown.view, testMode, now, paths, merchantName, look);
+  const view = shown.view;
   const e = escapeHtml;
   const status = checkoutStatus(view);
   const text = statusText(view);
@@ -431,7 +443,7 @@ ${returnLinksHtml(view)}<noscript><p class="note">This page does not update by i
  * form: it works without JavaScript, and the page's CSP allows no form anyway. The script only
  * reloads it once a payment chose a method (status JSON `method`).
  */
-async function renderMethodPicker(view: ShopperPaymentIntent, testMode: boolean, now: Date, paths: PagePaths, merchantName: string, look: { logoUrl?: string; brandColor?: string }): Promise<string> {
+async function renderMethodPicker(view: PageView, testMode: boolean, now: Date, paths: PagePaths, merchantName: string, look: { logoUrl?: string; brandColor?: string }): Promise<string> {
   const e = escapeHtml;
   const status = checkoutStatus(view);
   const pagePath = `${paths.base}/${view.publicId}`;

@@ -272,7 +272,7 @@ t.test("the Site Gateway and the terminal take payment_methods as the API does",
   const viaSite = await call(s.base, "POST", "/api/v1/site-payment-intents", { key: site.credential, idempotencyKey: idemKey(), body: { price_amount: "25", price_currency: "USD", payment_methods: methods } });
   t.equal(viaSite.status, 200, JSON.stringify(viaSite.body));
   t.same(viaSite.body.data.payment_methods.map((m: Method) => [m.network, m.asset, m.requested_amount]), [["ethereum", "ETH", "0.01"], ["base", "USDC", "25"]], "the shopper view lists the methods");
-  t.same([viaSite.body.data.network, viaSite.body.data.deposit_address], ["", null], "none chosen");
+  t.same([viaSite.body.data.network, viaSite.body.data.asset, viaSite.body.data.requested_amount, viaSite.body.data.deposit_address], [null, null, null, null], "none chosen: null, as in the merchant's view");
   const session = await createCashierSession(s.app.db.em.fork(), { merchantId: s.creds.merchant, environment: "test", cashier: "Ana", terminal: "Till 1" });
   const viaTill = await call(s.base, "POST", "/api/v1/terminal/pos/payment", { key: session.session, idempotencyKey: idemKey(), body: { price_amount: "25", price_currency: "USD", payment_methods: methods } });
   t.equal(viaTill.status, 200, JSON.stringify(viaTill.body));

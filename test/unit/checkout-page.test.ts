@@ -17,13 +17,15 @@ import {
   returnLinks,
   statusTexts,
   unwatchedText,
+  type PageView,
 } from "../../services/checkout/page.ts";
 
 const now = new Date("2026-03-01T12:00:00.000Z");
 const address = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94";
 
-function view(fields: MessageInitShape<typeof ShopperPaymentIntentSchema> = {}): ShopperPaymentIntent {
-  return create(ShopperPaymentIntentSchema, {
+/** A one-method intent's shopper view, as the page reads it (its method fields set). */
+function view(fields: MessageInitShape<typeof ShopperPaymentIntentSchema> = {}): ShopperPaymentIntent & PageView {
+  const v = create(ShopperPaymentIntentSchema, {
     publicId: "pi_0123456789abcdefghijABCD",
     status: "pending",
     network: "ethereum",
@@ -37,6 +39,7 @@ function view(fields: MessageInitShape<typeof ShopperPaymentIntentSchema> = {}):
     watched: true,
     ...fields,
   });
+  return { ...v, network: v.network ?? "", asset: v.asset ?? "", requestedAmount: v.requestedAmount ?? "" };
 }
 
 /** The page's own tags with their attribute values blanked: data can add no tag or attribute, as it cannot hold a raw < or ". */
