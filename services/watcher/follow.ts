@@ -110,6 +110,9 @@ export interface FollowerOptions {
  * never by the node's removed logs) and reads on from there: the core sees the fork as a batch
  * whose parent is an earlier block. A node behind what was reported has nothing new to tell.
  */
+/** The first batch after slowStart, in blocks. */
+const firstStride = 2;
+
 export class Follower {
   readonly #o: FollowerOptions;
   #keep: number;
@@ -133,6 +136,14 @@ export class Follower {
   #unreported: number;
 
   /**
+   * How many blocks the next step reads: batchBlocks, or fewer just after slowStart, doubling
+   * with each batch reported. A node back from an outage with a backlog waiting has its first
+   * outputs counted after a batch of 2 blocks rather than 20 (a 20-block batch of a busy chain
+   * took a second to record); the batches are back to full size four steps later.
+   */
+  #stride: number;
+
+  /**
    * `unreported`: recent blocks up to this height were read from the node, not reported (a chain
    * followed for the first time), so that a fork below the first block reported is found where it is.
    */
@@ -142,6 +153,12 @@ export class Follower {
     this.#height = position.height;
     this.#recent = [...position.recentBlocks];
     this.#unreported = position.unreported ?? -1;
+    this.#stride = o.source.batchBlocks;
+  }
+
+  /** The next batches start small and double back to batchBlocks (#stride): called when the node comes back from a failure. */
+  slowStart(): void {
+    this.#stride = Math.min(this.#o.source.batchBlocks, firstStride);
   }
 
   get position(): { height: number; recentBlocks: BlockRef[] } {
@@ -160,7 +177,7 @@ export class Follower {
     if (head < this.#height) return this.lowerBranch(head);
     if (await this.#checkCanonical()) return true;
     if (head <= this.#height) return false;
-    const to = Math.min(head, this.#height + this.#o.source.batchBlocks + (this.#wholeBranch ? this.#keep : 0));
+    const to = Math.min(head, this.#height + this.#stride + (this.#wholeBranch ? this.#keep : 0));
     await this.#scan(this.#height + 1, to, head);
     return true;
   }
@@ -301,9 +318,10 @@ export class Follower {
     for (const o of read.outputs) byBlock.get(o.blockHash)?.push(o);
     const reported = blocks.map((b) => ({ ...b, outputs: (byBlock.get(b.hash) as Output[]).sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex) }));
     const last = blocks.at(-1) as SourceBlock;
+    this.#stride = Math.min(this.#o.source.batchBlocks, this.#stride * 2);
     if (to < head) {
       // Read ahead while the core records this batch; a read that fails is thrown when it is used.
-      const ahead = { from: to + 1, to: Math.min(head, to + this.#o.source.batchBlocks) };
+      const ahead = { from: to + 1, to: Math.min(head, to + this.#stride) };
       const pending = this.#o.source.read(ahead.from, ahead.to);
       pending.catch(() => undefined);
       this.#next = { ...ahead, read: pending };

@@ -1,6 +1,6 @@
 // A dead node shows: a Live watcher's node (a dev chain passing for mainnet through a proxy of
 // ours) stops answering for three minutes. chain_lag_seconds keeps growing past 150 while
-// nothing is processed (the node still asked every second), and go-live readiness reports the chain as not followed, never naming the
+// nothing is processed (the node still asked every quarter second), and go-live readiness reports the chain as not followed, never naming the
 // node (its host is the operator's: ops chains shows it); once the node is back, both recover.
 import t from "tap";
 import { startDevChain } from "../../scripts/devchain/chain.ts";
@@ -43,8 +43,8 @@ t.test("three minutes without an answer: lag above 150 s, readiness names the ch
     return v > 150 ? v : undefined;
   }, 60_000);
   t.ok(lag > 150, `chain_lag_seconds ${lag.toFixed(0)} while the node is down`);
-  // Minutes into the outage the node is still asked every second (a backoff doubling to 30 s
-  // would ask it once in 30 s), so the watcher is back within a second of its return.
+  // Minutes into the outage the node is still asked every quarter second (a backoff doubling to
+  // 30 s would ask it once in 30 s), so the watcher is back within a quarter second of its return.
   const errorsBefore = await rpcErrors();
   await until("the node asked again five times within 15 s, minutes into the outage", async () => (await rpcErrors()) >= errorsBefore + 5, 15_000);
 

@@ -331,3 +331,16 @@ t.test("a fork below every block the core keeps too: reported from the lowest bl
   t.ok(tips.every((h, i) => i === 0 || h >= (tips[i - 1] as number) || h < 99), "the tip went down once, with the restart, then up");
   t.ok(outputs.some((o) => o.tx === "0xnew" && o.block === "b-12"), "the branch was read from the lowest kept height: a payment in it is reported");
 });
+
+t.test("back from a node failure: the backlog is read 2 blocks first, then 4, then full batches; the payments reported once each", async (t) => {
+  const chain = memoryChain(40);
+  const { core, bestBefore, outputs, tips } = recordingCore();
+  for (const h of [11, 12, 20, 35]) chain.pay(h, `0xpaid-${h}`);
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  t.ok(await f.step(chain.head()));
+  t.equal(f.position.height, 15, "a follower reads full batches (5 blocks here) until told otherwise");
+  f.slowStart();
+  await followToHead(f, chain.head());
+  t.same(tips, [15, 17, 21, 26, 31, 36, 39], "2 blocks, then 4, then 5 a batch, up to the head");
+  t.same(outputs.map((o) => o.tx), ["0xpaid-11", "0xpaid-12", "0xpaid-20", "0xpaid-35"], "each payment once, in order");
+});
