@@ -121,17 +121,28 @@ export class SharedBuckets {
     // Calls of one client that arrive while its take is in flight go together in the next one: a
     // busy key costs the database one statement per round trip, not one per call queued on one row.
     const queues = new Map<string, ((wait: number) => void)[]>();
+    const leases = new Leases(this.#now);
     const drain = async (client: string, queue: ((wait: number) => void)[]) => {
       while (queue.length > 0) {
+        // Calls that queued while the last take was in flight are answered from what it leased first.
+        while (queue.length > 0 && leases.use(client, false)) (queue.shift() as (wait: number) => void)(0);
+        if (queue.length === 0) break;
         const batch = queue.splice(0, maxBatch);
-        const answer = await this.#take(`${name} ${client}`, limit, perSecond, batch.length);
+        const ahead = leases.ahead(client, batch.length);
+        const answer = await this.#take(`${name} ${client}`, limit, perSecond, batch.length, ahead, leases.giveBack(client));
         batch.forEach((resolve, i) => resolve(answer === undefined ? fallback.take(client, this.#now()) : i < answer.granted ? 0 : answer.wait));
+        // Tokens granted past the calls waiting serve this client's next calls here, for a while.
+        if (answer !== undefined && answer.granted > batch.length) leases.hold(client, answer.granted - batch.length);
       }
       queues.delete(client);
     };
     return {
       take: (client) => {
-        if (this.local) return Promise.resolve(fallback.take(client, this.#now()));
+        if (this.local) {
+          leases.clear();
+          return Promise.resolve(fallback.take(client, this.#now()));
+        }
+        if (leases.use(client)) return Promise.resolve(0);
         return new Promise<number>((resolve) => {
           const queue = queues.get(client);
           if (queue) return void queue.push(resolve);
@@ -143,14 +154,19 @@ export class SharedBuckets {
     };
   }
 
-  /** Takes up to `n` tokens of one bucket: how many it gave, and the wait for the rest; undefined when the store failed. */
-  async #take(key: string, limit: number, perSecond: number, n: number): Promise<{ granted: number; wait: number } | undefined> {
+  /**
+   * Takes up to `n` tokens of one bucket, and up to `ahead` more while the bucket is over half
+   * full, after putting back `back` tokens of a lease that lapsed: how many it gave (the first `n`
+   * answer the calls waiting), and the wait for the calls it could not answer; undefined when the
+   * store failed.
+   */
+  async #take(key: string, limit: number, perSecond: number, n: number, ahead = 0, back = 0): Promise<{ granted: number; wait: number } | undefined> {
     if (!this.#run) return undefined;
     const run = this.#run;
     let timer: NodeJS.Timeout | undefined;
     try {
       const rows = await Promise.race([
-        run<{ tokens: number; granted: number }>(takeStatement, [key, limit, perSecond, n]),
+        run<{ tokens: number; granted: number }>(takeStatement, [key, limit, perSecond, n, ahead, back]),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
         }),
@@ -180,14 +196,20 @@ export class SharedBuckets {
 }
 
 // One statement per take of n tokens ($1 the bucket's key, $2 its size, $3 its refill a second,
-// $4 the calls asking). now() is the statement's start: a take that waited for the row lock of a
-// later one must not move the bucket's clock back (greatest), nor refill by a negative time.
-const refilled = `least($2::float8, b.tokens + greatest(0, extract(epoch from now() - b.at)::float8) * $3::float8)`;
-const granted = `least($4::int, floor(${refilled}))::int`;
+// $4 the calls asking, $5 the tokens asked ahead for a lease, $6 the tokens of a lapsed lease put
+// back). now() is the statement's start: a take that waited for the row lock of a later one must
+// not move the bucket's clock back (greatest), nor refill by a negative time. It grants the calls
+// what there is, and the lease only what lies above half the bucket: a client nearing its limit is
+// counted call by call in every process, as without leases.
+const refilled = `least($2::float8, b.tokens + greatest(0, extract(epoch from now() - b.at)::float8) * $3::float8 + $6::int)`;
+const grantOf = (tokens: string) => `least($4::int + $5::int, floor(${tokens}), greatest($4::int, floor(${tokens} - $2::float8 / 2)))::int`;
+const granted = grantOf(refilled);
+// A new bucket is full: what a lapsed lease would put back ($6) is already in it.
+const firstGrant = grantOf("($2::float8 + 0 * $6::int)");
 const takeStatement = `
 insert into rate_limit_buckets as b (key, tokens, granted, at, full_at)
-values ($1::text, $2::float8 - least($4::int, floor($2::float8)), least($4::int, floor($2::float8))::int, now(),
-        now() + make_interval(secs => least($4::int, floor($2::float8)) / $3::float8))
+values ($1::text, $2::float8 - ${firstGrant}, ${firstGrant}, now(),
+        now() + make_interval(secs => ${firstGrant} / $3::float8))
 on conflict (key) do update set
   granted = ${granted},
   tokens = ${refilled} - ${granted},
@@ -197,6 +219,88 @@ returning tokens, granted`;
 
 /** The most calls of one client one statement answers. */
 const maxBatch = 1_000;
+
+/** How long tokens taken ahead serve a client's calls in this process, and the window its pace is counted over. */
+const leaseMs = 100;
+
+/** Clients whose pace a process keeps (the busiest, most recent ones); past it the least recently seen goes. */
+const maxPaced = 10_000;
+
+/**
+ * Tokens a process took ahead for a client and answers its next calls from, without a statement:
+ * as many as the client's calls in this process over the last window (`leaseMs`), so a key making
+ * 300 calls a second costs the database some 10 statements a second, not 300; a client that calls
+ * now and then asks for none ahead, and is counted call by call. A lease lasts `leaseMs`; what is
+ * left of it then goes back to the bucket with the client's next take here (one statement still),
+ * so only the last lease of a client that stops calling this process lapses unused. Leases are
+ * only ever taken from the upper half of a bucket (takeStatement): a client nearing its limit is
+ * never refused for tokens another process holds.
+ */
+class Leases {
+  readonly #now: () => number;
+  readonly #held = new Map<string, { tokens: number; until: number }>();
+  /** What lapsed leases left, to put back with the client's next take. */
+  readonly #unused = new Map<string, number>();
+  readonly #pace = new Map<string, { since: number; calls: number; before: number }>();
+
+  constructor(now: () => number) {
+    this.#now = now;
+  }
+
+  /** Answers a call from the client's lease, if it holds a token still valid; `count`: a new call, counted in the client's pace. */
+  use(client: string, count = true): boolean {
+    const now = this.#now();
+    if (count) this.#count(client, now);
+    const lease = this.#held.get(client);
+    if (!lease) return false;
+    if (now >= lease.until || lease.tokens < 1) {
+      this.#held.delete(client);
+      const left = Math.floor(lease.tokens);
+      if (left > 0) {
+        if (this.#unused.size >= maxPaced) this.#unused.delete(this.#unused.keys().next().value as string);
+        this.#unused.set(client, (this.#unused.get(client) ?? 0) + left);
+      }
+      return false;
+    }
+    lease.tokens -= 1;
+    return true;
+  }
+
+  /** How many tokens to ask ahead, besides `waiting` calls: the client's calls in the last whole window, less those. */
+  ahead(client: string, waiting: number): number {
+    const pace = this.#pace.get(client);
+    return pace ? Math.max(0, pace.before - waiting) : 0;
+  }
+
+  /** The tokens of the client's lapsed leases, once: the next take puts them back. */
+  giveBack(client: string): number {
+    const left = this.#unused.get(client) ?? 0;
+    this.#unused.delete(client);
+    return left;
+  }
+
+  hold(client: string, tokens: number): void {
+    this.#held.delete(client);
+    if (this.#held.size >= maxPaced) this.#held.delete(this.#held.keys().next().value as string);
+    this.#held.set(client, { tokens, until: this.#now() + leaseMs });
+  }
+
+  clear(): void {
+    this.#held.clear();
+    this.#unused.clear();
+  }
+
+  /** Counts a call in the client's current window; a window over moves its count to `before` (a window skipped: none). */
+  #count(client: string, now: number): void {
+    const pace = this.#pace.get(client);
+    this.#pace.delete(client);
+    if (this.#pace.size >= maxPaced) this.#pace.delete(this.#pace.keys().next().value as string);
+    if (!pace || now - pace.since >= 2 * leaseMs) return void this.#pace.set(client, { since: now, calls: 1, before: 0 });
+    if (now - pace.since >= leaseMs) return void this.#pace.set(client, { since: now, calls: 1, before: pace.calls });
+    pace.calls += 1;
+    this.#pace.set(client, pace);
+  }
+}
 
 /** How long a take may wait for the shared store (a connection, then its one statement) before the process counts locally. */
 const defaultTimeoutMs = 5_000;
