@@ -204,8 +204,8 @@ export class SharedBuckets {
 const refilled = `least($2::float8, b.tokens + greatest(0, extract(epoch from now() - b.at)::float8) * $3::float8 + $6::int)`;
 const grantOf = (tokens: string) => `least($4::int + $5::int, floor(${tokens}), greatest($4::int, floor(${tokens} - $2::float8 / 2)))::int`;
 const granted = grantOf(refilled);
-// A new bucket is full: what a lapsed lease would put back ($6) is already in it.
-const firstGrant = grantOf("($2::float8 + 0 * $6::int)");
+// A new bucket is full: nothing a lapsed lease would put back ($6) fits in it.
+const firstGrant = grantOf("$2::float8");
 const takeStatement = `
 insert into rate_limit_buckets as b (key, tokens, granted, at, full_at)
 values ($1::text, $2::float8 - ${firstGrant}, ${firstGrant}, now(),
