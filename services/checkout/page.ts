@@ -9,6 +9,10 @@ import { brandStylesheetName } from "./brand-style.ts";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import QRCode from "qrcode";
 import type { ShopperPaymentIntent } from "../../gen/payments/v1/shopper_pb.ts";
+import { paymentUri } from "../addresses/payment-uri.ts";
+import { amountDue, payableStatuses } from "../intents/funds.ts";
+import { fromUnits, toUnits } from "../vocabulary/amount.ts";
+import { findAsset } from "../vocabulary/assets.ts";
 
 /**
  * The shopper view as the page reads it: the chosen method's fields "" where the view leaves them
@@ -20,10 +24,6 @@ export type PageView = Omit<ShopperPaymentIntent, "network" | "asset" | "request
 function pageView(view: ShopperPaymentIntent): PageView {
   return { ...view, network: view.network ?? "", asset: view.asset ?? "", requestedAmount: view.requestedAmount ?? "" };
 }
-import { paymentUri } from "../addresses/payment-uri.ts";
-import { amountDue, payableStatuses } from "../intents/funds.ts";
-import { fromUnits, toUnits } from "../vocabulary/amount.ts";
-import { findAsset } from "../vocabulary/assets.ts";
 
 /** The statuses after which nothing changes for the shopper: the page stops refreshing. */
 export const finalStatuses: readonly string[] = ["confirmed", "overpaid", "late", "expired", "cancelled"];

@@ -111,7 +111,7 @@ export class Intents {
    */
   #refuseUnoffered(owner: Owner, network: string, asset: string, field: string): void {
     const info = findAsset(network, asset);
-    const why = info && notOfferedReason(info, owner.environment === "live" ? "live" : "test");
+    const why = info && notOfferedReason(info, owner.environment);
     if (why !== undefined) throw validationError(field, `${why}; nothing was created.`);
   }
 
@@ -278,7 +278,7 @@ export class Intents {
   ): Promise<{ row: IntentRow; message: Message } | { replay: Message }> {
     // Refused here, the transactional path answers: a repeated key replays what it stored.
     if (owner.environment === "live" && !this.views.watched(input.network, "live")) throw new NeedsTransaction();
-    if (input.methods === undefined && !offeredIn(findAsset(input.network, input.asset) as AssetInfo, owner.environment === "live" ? "live" : "test")) throw new NeedsTransaction();
+    if (input.methods === undefined && !offeredIn(findAsset(input.network, input.asset) as AssetInfo, owner.environment)) throw new NeedsTransaction();
     const now = new Date();
     const snapshot = this.#policies.get(`${owner.merchantId}:${owner.environment}`) ?? (await this.#readPolicy(em, owner));
     let asks: MethodAsk[] = [{ network: input.network, asset: input.asset }];

@@ -1,7 +1,7 @@
 import { getOption, type DescField } from "@bufbuild/protobuf";
 import { SetAcceptedMethodsRequestSchema, SetConfirmationPolicyRequestSchema, SetPriceSpreadRequestSchema, SetUnderpaymentToleranceRequestSchema } from "../../gen/payments/v1/admin_pb.ts";
 import { field as fieldRules } from "../../gen/payments/v1/options_pb.ts";
-import type { Owner } from "../auth/keys.ts";
+import type { Environment, Owner } from "../auth/keys.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { checkAmount, toUnits } from "../vocabulary/amount.ts";
@@ -260,7 +260,7 @@ export async function applyTolerance(em: EntityManager, owner: Owner, bps: numbe
  * naming the first that is not. A method that cannot be paid in the environment (polygon's USDT on Test) is
  * refused with why, rather than kept and never offered.
  */
-export function checkAcceptedMethods(methods: readonly string[], environment: "live" | "test" = "live"): string[] {
+export function checkAcceptedMethods(methods: readonly string[], environment: Environment): string[] {
   if (methods.length === 0) throw validationError("methods", `"methods" is empty: name at least one "network.asset" (such as "base.USDC"), or reset to every one followed.`);
   if (methods.length > policyLimits.maxAcceptedMethods) throw validationError("methods", `"methods" takes at most ${policyLimits.maxAcceptedMethods}; got ${methods.length}.`);
   const known = networks.flatMap((n) => assetsOn(n).map((a) => `${n}.${a}`));
@@ -276,7 +276,7 @@ export function checkAcceptedMethods(methods: readonly string[], environment: "l
 
 /** Sets (or, with null, resets to every one followed) what payment_methods "all" offers, and answers with the whole policy. */
 export async function applyAcceptedMethods(em: EntityManager, owner: Owner, methods: readonly string[] | null, now = new Date()) {
-  const checked = methods === null ? null : checkAcceptedMethods(methods, owner.environment === "live" ? "live" : "test");
+  const checked = methods === null ? null : checkAcceptedMethods(methods, owner.environment);
   await merchantExists(em, owner.merchantId);
   await bumpVersion(em, owner, now, { acceptedMethods: checked });
   return showPolicy(em, owner);

@@ -103,6 +103,9 @@ export interface FollowerOptions {
   confirmFork?: () => Promise<void>;
 }
 
+/** The first batch after slowStart, in blocks. */
+const firstStride = 2;
+
 /**
  * Reads one chain from the core's best tip on and reports each new block, with its outputs to
  * watched addresses, to the core, which keeps the chain, derives confirmations and settles. The
@@ -110,9 +113,6 @@ export interface FollowerOptions {
  * never by the node's removed logs) and reads on from there: the core sees the fork as a batch
  * whose parent is an earlier block. A node behind what was reported has nothing new to tell.
  */
-/** The first batch after slowStart, in blocks. */
-const firstStride = 2;
-
 export class Follower {
   readonly #o: FollowerOptions;
   #keep: number;

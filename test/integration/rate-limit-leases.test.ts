@@ -16,7 +16,7 @@ t.teardown(() => pool.end());
 const logger = createLogger("silent");
 
 /** A process's shared buckets on the test's database, with its takes counted (not the once-a-minute sweep). */
-function process() {
+function processOnDatabase() {
   const counted = { statements: 0 };
   const run: RunStatement = async <T>(sql: string, params: readonly unknown[]) => {
     if (sql.includes("insert into rate_limit_buckets")) counted.statements++;
@@ -26,7 +26,7 @@ function process() {
 }
 
 t.test("a key making 300 calls a second: every call served, some 10 statements a second instead of 300", async (t) => {
-  const p = process();
+  const p = processOnDatabase();
   const budget = p.buckets.budget("api-writes", 1_000, 1);
   const waits: number[] = [];
   const started = Date.now();
@@ -40,8 +40,8 @@ t.test("a key making 300 calls a second: every call served, some 10 statements a
 });
 
 t.test("two processes, one budget of 400 an hour: a busy one leases from the upper half, both are counted call by call in the lower; never more than 400 granted", async (t) => {
-  const a = process();
-  const b = process();
+  const a = processOnDatabase();
+  const b = processOnDatabase();
   const budgets = [a.buckets.budget("api-reads", 400, 3600), b.buckets.budget("api-reads", 400, 3600)];
   let granted = 0;
   let refused = 0;
@@ -65,8 +65,8 @@ t.test("two processes, one budget of 400 an hour: a busy one leases from the upp
 });
 
 t.test("a key nearing its limit is counted call by call: 12 calls from two processes on a budget of 10, exactly 10 served", async (t) => {
-  const a = process();
-  const b = process();
+  const a = processOnDatabase();
+  const b = processOnDatabase();
   const budgets = [a.buckets.budget("site-reads", 10, 3600), b.buckets.budget("site-reads", 10, 3600)];
   // Quiet: one call at a time, 120 ms apart, so no window holds more than one and none asks ahead.
   const answers: number[] = [];

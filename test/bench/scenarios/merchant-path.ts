@@ -195,7 +195,7 @@ export const merchantPathScenario: Scenario = {
       cpu: { pid: system.servicePid, database: system.database },
     });
     const ended = nowMs();
-    // The flat-out run's events by id: the paced runs' backlog may still be arriving, and counts not.
+    // The flat-out run's events by id: the paced runs' backlog may still be arriving, and is not counted.
     const ids = (
       await system.db.em.fork().execute<{ id: string }[]>(`select id from webhook_events where type = 'payment.intent.created' and created_at >= ?`, [since])
     ).map((r) => r.id);
