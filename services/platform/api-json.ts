@@ -200,9 +200,7 @@ function fromQueryValue(field: DescField, value: JsonValue): JsonValue {
  * as event bodies are delivered), where proto JSON would drop zero fractions ("…:01Z").
  */
 export function encodeResponse(schema: DescMessage, message: Message): JsonValue {
-  const json = toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
-  addNulls(schema, message, json);
-  return json;
+  return addNulls(schema, message, toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true }));
 }
 
 /** A timestamp of whole milliseconds as toISOString writes it; finer ones as proto JSON does. */
@@ -213,33 +211,44 @@ function withMillis(ts: Timestamp, protoJson: string): string {
 
 /** A 64-bit integer field whose declared max (its field rules) fits a double exactly: written as a JSON number. */
 function fitsJsonNumber(field: DescField): boolean {
-  const max = hasOption(field, fieldRules) ? getOption(field, fieldRules).max : undefined;
-  return max !== undefined && max <= BigInt(Number.MAX_SAFE_INTEGER);
+  // Read once per field: reading an option decodes it each time, and every event body asks.
+  let fits = fitsByField.get(field);
+  if (fits === undefined) {
+    const max = hasOption(field, fieldRules) ? getOption(field, fieldRules).max : undefined;
+    fits = max !== undefined && max <= BigInt(Number.MAX_SAFE_INTEGER);
+    fitsByField.set(field, fits);
+  }
+  return fits;
 }
+const fitsByField = new WeakMap<DescField, boolean>();
 
-function addNulls(schema: DescMessage, message: Message, json: JsonValue): void {
-  if (typeof json !== "object" || json === null || Array.isArray(json)) return;
-  if (schema.typeName.startsWith("google.protobuf.")) return;
+/**
+ * The proto JSON of a message with nulls for unset fields, millisecond timestamps and safe 64-bit
+ * numbers, as a new object whose keys are in the order the proto declares them, nulls included,
+ * so responses read like the docs. (Built anew: putting keys back in order on the same object
+ * means deleting them, which leaves it slow to read and to serialise.)
+ */
+function addNulls(schema: DescMessage, message: Message, json: JsonValue): JsonValue {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return json;
+  if (schema.typeName.startsWith("google.protobuf.")) return json;
+  const out: { [key: string]: JsonValue } = {};
   for (const field of schema.fields) {
     const value = (message as unknown as Record<string, unknown>)[field.localName];
+    const given = json[field.name];
     if (field.fieldKind === "message") {
-      if (!isFieldSet(message, field)) json[field.name] = null;
-      else if (field.message.typeName === "google.protobuf.Timestamp") json[field.name] = withMillis(value as Timestamp, json[field.name] as string);
-      else addNulls(field.message, value as Message, json[field.name] as JsonValue);
+      if (!isFieldSet(message, field)) out[field.name] = null;
+      else if (field.message.typeName === "google.protobuf.Timestamp") out[field.name] = withMillis(value as Timestamp, given as string);
+      else if (given !== undefined) out[field.name] = addNulls(field.message, value as Message, given);
     } else if (field.fieldKind === "list" && field.listKind === "message") {
-      const items = json[field.name];
-      if (Array.isArray(items)) (value as Message[]).forEach((m, i) => addNulls(field.message, m, items[i] as JsonValue));
+      if (Array.isArray(given)) out[field.name] = (value as Message[]).map((m, i) => addNulls(field.message, m, given[i] as JsonValue));
+      else if (given !== undefined) out[field.name] = given;
     } else if (field.fieldKind === "scalar" && field.proto.proto3Optional && !isFieldSet(message, field)) {
-      json[field.name] = null;
+      out[field.name] = null;
     } else if (field.fieldKind === "scalar" && typeof value === "bigint" && fitsJsonNumber(field)) {
-      json[field.name] = Number(value);
+      out[field.name] = Number(value);
+    } else if (given !== undefined) {
+      out[field.name] = given;
     }
   }
-  // Keys in the order the proto declares them, nulls included, so responses read like the docs.
-  for (const field of schema.fields) {
-    if (!(field.name in json)) continue;
-    const value = json[field.name];
-    delete json[field.name];
-    json[field.name] = value as JsonValue;
-  }
+  return out;
 }
