@@ -131,6 +131,8 @@ function checkEvm(network: string, address: string): AddressCheck {
 /** EIP-55: the case of each hex letter is a checksum bit taken from keccak256 of the lowercase hex. */
 export function toEip55(address: Uint8Array | string): string {
   const lower = (typeof address === "string" ? address.replace(/^0x/i, "") : bytesToHex(address)).toLowerCase();
+  const known = checksummed.get(lower);
+  if (known !== undefined) return known;
   if (!/^[0-9a-f]{40}$/.test(lower)) throw new TypeError("toEip55 expects 20 bytes");
   const hash = bytesToHex(keccak_256(utf8ToBytes(lower)));
   let out = "0x";
@@ -138,8 +140,14 @@ export function toEip55(address: Uint8Array | string): string {
     const c = lower[i] as string;
     out += parseInt(hash[i] as string, 16) >= 8 ? c.toUpperCase() : c;
   }
+  // A report's outputs are checked, then shown in each event of their intents (address and
+  // payment URI): one hash each, not one per use. Bounded; emptied when full.
+  if (checksummed.size >= checksummedMax) checksummed.clear();
+  checksummed.set(lower, out);
   return out;
 }
+const checksummed = new Map<string, string>();
+const checksummedMax = 50_000;
 
 export const tronPrefix = 0x41;
 
