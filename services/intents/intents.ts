@@ -49,6 +49,7 @@ function newIntentRow(id: string, owner: Owner, input: PricedInput, origin: Inte
     expiresAt,
     depositAddress,
     amountReceived: null,
+    detectedAt: null,
     paidAt: null,
     expiredAt: null,
     cancelledAt: null,

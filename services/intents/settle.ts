@@ -5,7 +5,7 @@ import { valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
-import { chooseMethod, markDetected, markFiatValueDue, methodPending, ofIntent, saveQuotes, updateAmountsReceived, type IntentMethod, type IntentRow, type TransactionFact } from "./store.ts";
+import { chooseMethod, markFiatValueDue, methodPending, ofIntent, saveQuotes, saveSettled, type IntentMethod, type IntentRow, type TransactionFact } from "./store.ts";
 import { decideGrace, paidAt, requestedByQuotes } from "./quotes.ts";
 import type { IntentPrice } from "./pricing.ts";
 import { unvalued, valuationRate } from "./valuation.ts";
@@ -110,10 +110,19 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
     return { row: { ...row, requestedAmount, amountReceived, transactions: outputs.map(({ id: _, countedLate: __, ...fact }) => fact) }, asset, funds, expired, expireFirst };
   });
   const moves = plans.map((plan) => ({ row: plan.row, ...movesOf(plan, now) }));
-  // An intent that moves saves its new amount with its move (updateStatuses): one write each.
+  const detected = detectedNow(intents, moves, now);
+  // An intent that moves saves its new amount and detected_at with its move (updateStatuses); the
+  // others save theirs in one statement: one write each.
   const moving = new Set(moves.filter((m) => m.to.length > 0).map((m) => m.row.id));
+  const amountOf = new Map(amounts.map((a) => [a.id, a.amount]));
   await chainOutputs.markCounted(tx, changes, now);
-  await updateAmountsReceived(tx, amounts.filter((a) => !moving.has(a.id)), now);
+  await saveSettled(
+    tx,
+    moves
+      .filter((m) => !moving.has(m.row.id) && (amountOf.has(m.row.id) || detected.has(m.row.id)))
+      .map((m) => ({ id: m.row.id, amount: amountOf.get(m.row.id) ?? null, detected: detected.has(m.row.id) })),
+    now,
+  );
   await saveQuotes(tx, quoted, now);
   await chainOutputs.setFiatValues(tx, valued);
   await markFiatValueDue(tx, due, now);
@@ -121,7 +130,7 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   const settled = await intents.moveMany(tx, moves);
   // After the intent's own moves of this settlement, a millisecond each, so its events order by created_at.
   const movedBy = new Map(moves.map((m) => [m.row.id, m.to.length]));
-  await detect(tx, intents, settled, now, movedBy);
+  await detect(tx, intents, settled.filter((row) => detected.has(row.id)), now, movedBy);
   await exceptions(tx, intents, chainOutputs, settled, outputsOf, now, movedBy);
   return settled;
 }
@@ -270,29 +279,36 @@ async function exceptions(
 /**
  * payment.detected, once per intent: the first time a payable intent has funds of its asset on
  * the chain that do not count yet (a bitcoin payment in the mempool, or in a block short of the
- * intent's confirmations). Its status does not change. Delivered to endpoints that take the
- * type (vocabulary/event-types.ts receives).
+ * intent's confirmations). Its status does not change. Decided before the settlement writes, from
+ * the locked rows (their detected_at is this transaction's to set), so that detected_at goes in the
+ * same write as the rest of what changed; each intent's row is marked (detectedAt) here.
  */
+function detectedNow(intents: Intents, moves: readonly { row: IntentRow; to: readonly Status[] }[], now: Date): Set<string> {
+  const detected = new Set<string>();
+  for (const m of moves) {
+    // What it is once this settlement's moves are made.
+    const status = m.to.at(-1) ?? m.row.status;
+    if (m.row.detectedAt !== null || (status !== "pending" && status !== "underpaid")) continue;
+    const terms = intents.views.terms({ ...m.row, status });
+    if (!(m.row.transactions ?? []).some((t) => isPending(t, terms))) continue;
+    m.row.detectedAt = now;
+    detected.add(m.row.id);
+  }
+  return detected;
+}
+
+/** Records payment.detected for the intents detectedNow marked. Delivered to endpoints that take the type (vocabulary/event-types.ts receives). */
 async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date, movedBy: ReadonlyMap<string, number>): Promise<void> {
-  const candidates = rows.filter(
-    (row) =>
-      (row.status === "pending" || row.status === "underpaid") &&
-      (row.transactions ?? []).some((t) => isPending(t, intents.views.terms(row))),
-  );
-  const marked = new Set(await markDetected(tx, candidates.map((r) => r.id), now));
-  if (marked.size === 0) return;
   await recordEvents(
     tx,
-    candidates
-      .filter((r) => marked.has(r.id))
-      .map((row) => ({
-        merchantId: row.merchantId,
-        environment: row.environment === "live" ? ("live" as const) : ("test" as const),
-        type: "payment.detected" as const,
-        data: intents.views.eventData(row),
-        paymentIntentId: row.id,
-        createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0)),
-      })),
+    rows.map((row) => ({
+      merchantId: row.merchantId,
+      environment: row.environment === "live" ? ("live" as const) : ("test" as const),
+      type: "payment.detected" as const,
+      data: intents.views.eventData(row),
+      paymentIntentId: row.id,
+      createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0)),
+    })),
   );
 }
 

@@ -24,6 +24,8 @@ export interface IntentRow {
   depositAddress: string | null;
   /** Counted funds, a decimal string; null until a transaction is seen. */
   amountReceived: string | null;
+  /** When funds that do not count yet were first seen (payment.detected, told once); null: never. */
+  detectedAt: Date | null;
   /** What its completed refunds gave back in its network and asset; null or unset: none. */
   amountRefunded?: string | null;
   paidAt: Date | null;
@@ -156,7 +158,7 @@ const columns = `i.id, i.merchant_id, i.environment, i.status, i.merchant_refere
   i.amount_received::text as amount_received, i.paid_at, i.expired_at, i.cancelled_at, i.source, i.cashier, i.terminal,
   i.sequence, i.required_confirmations, i.underpayment_tolerance_bps, i.redirect_url, i.cancel_url,
   i.price_amount::text as price_amount, i.price_currency, i.quote_rate::text as quote_rate, i.quote_sources, i.quoted_at, i.fiat_value_due_since,
-  i.quote_expires_at, i.quote_history, i.methods, i.amount_refunded::text as amount_refunded`;
+  i.quote_expires_at, i.quote_history, i.methods, i.amount_refunded::text as amount_refunded, i.detected_at`;
 
 interface DbRow {
   id: string;
@@ -193,6 +195,7 @@ interface DbRow {
   quote_history: StoredQuote[] | string | null;
   methods: StoredMethod[] | string | null;
   amount_refunded: string | null;
+  detected_at: Date | string | null;
 }
 
 /** A replaced quote as quote_history keeps it. */
@@ -243,6 +246,7 @@ function fromDb(r: DbRow): IntentRow {
     depositAddress: r.deposit_address,
     amountReceived: r.amount_received,
     amountRefunded: r.amount_refunded,
+    detectedAt: date(r.detected_at),
     paidAt: date(r.paid_at),
     expiredAt: date(r.expired_at),
     cancelledAt: date(r.cancelled_at),
@@ -453,16 +457,16 @@ export async function updateStatus(em: EntityManager, row: IntentRow, to: string
 
 /**
  * Several intents moved at once, each guarded as updateStatus guards one, each with the amount
- * received its row carries (a settlement's new amount goes in the same write as its move: one row
- * version per intent, not two); returns how many moved.
+ * received and detected_at its row carries (what a settlement changed goes in the same write as
+ * its move: one row version per intent, not two; detected_at is only ever set once); returns how many moved.
  */
 export async function updateStatuses(em: EntityManager, moves: readonly { from: IntentRow; to: IntentRow; at: Date }[]): Promise<number> {
   const rows = await executePrepared<{ id: string }>(
     em,
     `update payment_intents i set status = m.status, sequence = m.sequence, updated_at = m.updated_at, paid_at = m.paid_at, expired_at = m.expired_at, cancelled_at = m.cancelled_at,
-            amount_received = m.amount_received::numeric
+            amount_received = m.amount_received::numeric, detected_at = coalesce(i.detected_at, m.detected_at)
        from json_to_recordset(?::json) as m(id text, from_status text, from_sequence int, status text, sequence int, updated_at timestamptz, paid_at timestamptz, expired_at timestamptz, cancelled_at timestamptz,
-            amount_received text)
+            amount_received text, detected_at timestamptz)
       where i.id = m.id and i.status = m.from_status and i.sequence = m.from_sequence
       returning i.id`,
     [
@@ -478,6 +482,7 @@ export async function updateStatuses(em: EntityManager, moves: readonly { from: 
           expired_at: to.expiredAt,
           cancelled_at: to.cancelledAt,
           amount_received: to.amountReceived,
+          detected_at: to.detectedAt,
         })),
       ),
     ],
@@ -490,13 +495,20 @@ export async function addAmountRefunded(em: EntityManager, id: string, amount: s
   await em.execute(`update payment_intents set amount_refunded = coalesce(amount_refunded, 0) + ?::numeric, updated_at = ? where id = ?`, [amount, at, id]);
 }
 
-/** Saves several intents' amount_received in one statement. */
-export async function updateAmountsReceived(em: EntityManager, amounts: readonly { id: string; amount: string }[], at: Date): Promise<void> {
-  if (amounts.length === 0) return;
+/**
+ * Saves what a settlement changed on intents whose status stays, one statement for all and one row
+ * version each: a new amount_received (and updated_at with it), and detected_at where it is first
+ * set (payment.detected).
+ */
+export async function saveSettled(em: EntityManager, changes: readonly { id: string; amount: string | null; detected: boolean }[], at: Date): Promise<void> {
+  if (changes.length === 0) return;
   await executePrepared(
     em,
-    `update payment_intents i set amount_received = a.amount::numeric, updated_at = ? from json_to_recordset(?::json) as a(id text, amount text) where i.id = a.id`,
-    [at, JSON.stringify(amounts)],
+    `update payment_intents i set amount_received = coalesce(a.amount::numeric, i.amount_received),
+            updated_at = case when a.amount is null then i.updated_at else ?::timestamptz end,
+            detected_at = case when a.detected then coalesce(i.detected_at, ?::timestamptz) else i.detected_at end
+       from json_to_recordset(?::json) as a(id text, amount text, detected boolean) where i.id = a.id`,
+    [at, at, JSON.stringify(changes)],
   );
 }
 
@@ -660,13 +672,6 @@ export async function intentIdsByAddress(em: EntityManager, chain: { network: st
     [chain.network, chain.environment, `{${addresses.join(",")}}`, chain.network, chain.environment, `{${addresses.join(",")}}`],
   );
   return new Map(rows.map((r) => [r.deposit_address, r.id]));
-}
-
-/** Marks intents as having seen funds that do not count yet; returns those marked now (each intent once, ever). */
-export async function markDetected(em: EntityManager, ids: readonly string[], at: Date): Promise<string[]> {
-  if (ids.length === 0) return [];
-  const rows = await executePrepared<{ id: string }>(em, `update payment_intents set detected_at = ? where id = any(?::text[]) and detected_at is null returning id`, [at, `{${ids.join(",")}}`]);
-  return rows.map((r) => r.id);
 }
 
 /**

@@ -20,6 +20,7 @@ const intent = (over: Partial<IntentRow> = {}): IntentRow => ({
   depositAddress: "0xabc",
   methods: null,
   amountReceived: "19.99",
+  detectedAt: null,
   paidAt: null,
   expiredAt: null,
   cancelledAt: null,
