@@ -54,6 +54,7 @@ import { Migration20261204100000_AcceptedMethods } from "./Migration202612041000
 import { Migration20261204110000_Refunds } from "./Migration20261204110000_Refunds.ts";
 import { Migration20261205000000_KeyOrigins } from "./Migration20261205000000_KeyOrigins.ts";
 import { Migration20261205010000_RawTransactions } from "./Migration20261205010000_RawTransactions.ts";
+import { Migration20261206000000_RoomForInPlaceUpdates } from "./Migration20261206000000_RoomForInPlaceUpdates.ts";
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrations: MigrationObject[] = [
@@ -112,4 +113,5 @@ export const migrations: MigrationObject[] = [
   { name: "Migration20261204110000_Refunds", class: Migration20261204110000_Refunds },
   { name: "Migration20261205000000_KeyOrigins", class: Migration20261205000000_KeyOrigins },
   { name: "Migration20261205010000_RawTransactions", class: Migration20261205010000_RawTransactions },
+  { name: "Migration20261206000000_RoomForInPlaceUpdates", class: Migration20261206000000_RoomForInPlaceUpdates },
 ];
