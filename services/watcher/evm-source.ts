@@ -86,10 +86,23 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
     if (b.fieldsHash.hash.toLowerCase() !== named.hash) throw new BlockRefused("header", named, `its header's fields hash to ${b.fieldsHash.hash}, not the hash the node named`);
     return b;
   };
+  // A batch checks thousands of transfers against a few blocks and contracts: each block's bloom
+  // is parsed once, and the bits of a contract and of the Transfer topic hashed once.
+  const blooms = new WeakMap<EvmBlock, Uint8Array | undefined>();
+  const bloomOfBlock = (b: EvmBlock) => {
+    if (!blooms.has(b)) blooms.set(b, parseBloom(b.logsBloom));
+    return blooms.get(b);
+  };
+  const constantBits = new Map<string, BloomBits>();
+  const bitsOf = (item: Hex) => {
+    let bits = constantBits.get(item);
+    if (!bits) constantBits.set(item, (bits = bloomBits(item)));
+    return bits;
+  };
   const inBloom = (t: TokenTransfer, b: EvmBlock) => {
-    const bloom = parseBloom(b.logsBloom);
-    const items = [t.contract, transferTopic, addressTopic(t.to)] as Hex[];
-    if (!bloom || !items.every((item) => bloomHas(bloom, bloomBits(item)))) {
+    const bloom = bloomOfBlock(b);
+    const bits = [bitsOf(t.contract.toLowerCase() as Hex), bitsOf(transferTopic as Hex), bloomBits(addressTopic(t.to) as Hex)];
+    if (!bloom || !bits.every((item) => bloomHas(bloom, item))) {
       throw new BlockRefused("logs_bloom", { height: b.height, hash: b.hash.toLowerCase() }, `its header's logs bloom does not hold the Transfer ${t.txHash} (log ${t.logIndex}) the node tells of in it`);
     }
   };
