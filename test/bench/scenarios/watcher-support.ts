@@ -42,6 +42,11 @@ export class WatcherProcess {
     this.#w = { child, output: () => out };
   }
 
+  /** The running watcher's process id (its CPU time, cpu.ts). */
+  get pid(): number | undefined {
+    return this.#w?.child.pid;
+  }
+
   following(): boolean {
     return /following the chain/.test(this.#w?.output() ?? "");
   }

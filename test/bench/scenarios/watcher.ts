@@ -4,6 +4,7 @@ import { encodeFunctionData, getAddress, type Hex } from "viem";
 import { startDevChain, tokenAbi, type DevChain } from "../../../scripts/devchain/chain.ts";
 import { createInternalCredential } from "../../../services/auth/admin.ts";
 import { startRpcProxy } from "../../helpers/rpc-proxy.ts";
+import { backendsOf, meterGroups } from "../cpu.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
 import { lastObservationId, loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
@@ -54,6 +55,12 @@ export const watcherScenario: Scenario = {
     reconnect_call_ms: { label: "after a node outage: node back → the watcher's first call to it", unit: "ms", target: { op: "<=", value: 1000 } },
     reconnect_first_ms: { label: "after a node outage: node back → first output recorded", unit: "ms", target: { op: "<=", value: 1500 } },
     reconnect_outputs_per_s: { label: "after a node outage: outputs recorded per second from the node's return (reconnect included)", unit: "/s", target: { op: ">=", value: 1500 } },
+    // CPU time, summed over the cores, per output recorded in the catch-up: unlike its rate, it does
+    // not move with what else the machine runs, so two commits compare on a noisy machine.
+    catchup_cpu_service_ms: { label: "catch-up: CPU per output, the service (the core recording reports)", unit: "ms" },
+    catchup_cpu_postgres_ms: { label: "catch-up: CPU per output, PostgreSQL", unit: "ms" },
+    catchup_cpu_watcher_ms: { label: "catch-up: CPU per output, the watcher", unit: "ms" },
+    catchup_cpu_node_ms: { label: "catch-up: CPU per output, the node (anvil)", unit: "ms" },
   },
 
   async setup(ctx) {
@@ -82,8 +89,16 @@ export const watcherScenario: Scenario = {
     startWatcher(ctx);
     await until("the watcher follows the chain again", () => watcher.following(), 60_000);
     const c0 = performance.now();
+    const cpu = meterGroups({
+      service: () => [ctx.servicePid],
+      postgres: () => backendsOf(ctx.database),
+      watcher: () => (watcher.pid === undefined ? [] : [watcher.pid]),
+      node: () => (dev.process.pid === undefined ? [] : [dev.process.pid]),
+    });
     await until(`${blocks * perBlock} transfers recorded`, async () => (await recorded(ctx, "ethereum", since)) >= blocks * perBlock, 300_000, 50);
     const catchupSeconds = (performance.now() - c0) / 1000;
+    // Over the same time as the rate.
+    const perOutput = cpu.stop(blocks * perBlock);
     // The backlog's outputs reach their threshold (the main system's: 12 on ethereum) before the head is timed.
     const required = 12;
     await dev.test.mine({ blocks: required });
@@ -150,6 +165,10 @@ export const watcherScenario: Scenario = {
       reconnect_call_ms: (firstCall as number) - u0,
       reconnect_first_ms: firstMs as number,
       reconnect_outputs_per_s: (blocks * perBlock) / reconnectSeconds,
+      catchup_cpu_service_ms: perOutput?.service ?? Number.NaN,
+      catchup_cpu_postgres_ms: perOutput?.postgres ?? Number.NaN,
+      catchup_cpu_watcher_ms: perOutput?.watcher ?? Number.NaN,
+      catchup_cpu_node_ms: perOutput?.node ?? Number.NaN,
     };
   },
 
