@@ -131,7 +131,7 @@ function checkEvm(network: string, address: string): AddressCheck {
 /** EIP-55: the case of each hex letter is a checksum bit taken from keccak256 of the lowercase hex. */
 export function toEip55(address: Uint8Array | string): string {
   const lower = (typeof address === "string" ? address.replace(/^0x/i, "") : bytesToHex(address)).toLowerCase();
-  const known = checksummed.get(lower);
+  const known = eip55Known.get(lower);
   if (known !== undefined) return known;
   if (!/^[0-9a-f]{40}$/.test(lower)) throw new TypeError("toEip55 expects 20 bytes");
   const hash = bytesToHex(keccak_256(utf8ToBytes(lower)));
@@ -142,12 +142,12 @@ export function toEip55(address: Uint8Array | string): string {
   }
   // A report's outputs are checked, then shown in each event of their intents (address and
   // payment URI): one hash each, not one per use. Bounded; emptied when full.
-  if (checksummed.size >= checksummedMax) checksummed.clear();
-  checksummed.set(lower, out);
+  if (eip55Known.size >= eip55KnownMax) eip55Known.clear();
+  eip55Known.set(lower, out);
   return out;
 }
-const checksummed = new Map<string, string>();
-const checksummedMax = 50_000;
+const eip55Known = new Map<string, string>();
+const eip55KnownMax = 50_000;
 
 export const tronPrefix = 0x41;
 

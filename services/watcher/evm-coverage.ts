@@ -23,7 +23,8 @@ import type { EvmBlock, EvmNode, TokenTransfer } from "./evm-node.ts";
 import { transferTopic } from "./evm-told.ts";
 import { allSettled, BlockReadError } from "./read-parts.ts";
 
-const transferBits = bloomBits(transferTopic);
+/** The Transfer topic's bloom bits, hashed once. */
+export const transferBits = bloomBits(transferTopic);
 
 /** The watched addresses (lowercase) a block's bloom may hold as a Transfer's `to`. */
 export interface BloomWatched {

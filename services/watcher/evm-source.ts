@@ -2,9 +2,8 @@ import { formatUnits, type Hex } from "viem";
 import type { AssetInfo } from "../vocabulary/assets.ts";
 import { BlockRefused } from "./block-refused.ts";
 import { addressTopic, bloomBit, bloomBits, bloomHas, parseBloom, type BloomBits } from "./evm-bloom.ts";
-import { coveredTransfers, type BloomWatched } from "./evm-coverage.ts";
+import { coveredTransfers, transferBits, type BloomWatched } from "./evm-coverage.ts";
 import type { EvmBlock, EvmNode, TokenTransfer } from "./evm-node.ts";
-import { transferTopic } from "./evm-told.ts";
 import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
@@ -86,22 +85,10 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
     if (b.fieldsHash.hash.toLowerCase() !== named.hash) throw new BlockRefused("header", named, `its header's fields hash to ${b.fieldsHash.hash}, not the hash the node named`);
     return b;
   };
-  // A batch checks thousands of transfers against a few blocks and contracts: each block's bloom
-  // is parsed once, and the bits of a contract and of the Transfer topic hashed once.
-  const blooms = new WeakMap<EvmBlock, Uint8Array | undefined>();
-  const bloomOfBlock = (b: EvmBlock) => {
-    if (!blooms.has(b)) blooms.set(b, parseBloom(b.logsBloom));
-    return blooms.get(b);
-  };
-  const constantBits = new Map<string, BloomBits>();
-  const bitsOf = (item: Hex) => {
-    let bits = constantBits.get(item);
-    if (!bits) constantBits.set(item, (bits = bloomBits(item)));
-    return bits;
-  };
-  const inBloom = (t: TokenTransfer, b: EvmBlock) => {
-    const bloom = bloomOfBlock(b);
-    const bits = [bitsOf(t.contract.toLowerCase() as Hex), bitsOf(transferTopic as Hex), bloomBits(addressTopic(t.to) as Hex)];
+  // Hashed once: a batch checks thousands of transfers against the same few contracts.
+  const contractBits = new Map([...tokens.keys()].map((c) => [c, bloomBits(c as Hex)]));
+  const inBloom = (t: TokenTransfer, b: EvmBlock, bloom: Uint8Array | undefined) => {
+    const bits = [contractBits.get(t.contract.toLowerCase()) as BloomBits, transferBits, bloomBits(addressTopic(t.to) as Hex)];
     if (!bloom || !bits.every((item) => bloomHas(bloom, item))) {
       throw new BlockRefused("logs_bloom", { height: b.height, hash: b.hash.toLowerCase() }, `its header's logs bloom does not hold the Transfer ${t.txHash} (log ${t.logIndex}) the node tells of in it`);
     }
@@ -137,7 +124,14 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       const matched = transfers.filter((t) => tokens.has(t.contract.toLowerCase()) && watched.has(t.to));
       // A log is in its block's bloom, which is in its (checked) header: a Transfer the bloom does
       // not hold is one the node made up beside a real block.
-      if (o.headerHashes !== false) for (const t of matched) inBloom(t, byHash.get(t.blockHash.toLowerCase()) as EvmBlock);
+      if (o.headerHashes !== false) {
+        // Each block's bloom parsed once for all its transfers.
+        const blooms = new Map(blocks.map((b) => [b, parseBloom(b.logsBloom)]));
+        for (const t of matched) {
+          const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;
+          inBloom(t, b, blooms.get(b));
+        }
+      }
       const valued = native ? blocks.flatMap((b) => b.valueTransfers.filter((t) => watched.has(t.to)).map((t) => ({ ...t, block: b }))) : [];
       const txs = [...new Set([...matched, ...valued].map((t) => t.txHash.toLowerCase()))];
       const receipts = await allSettled(txs.map((h) => node.receipt(h)));
