@@ -5,7 +5,7 @@ import { createInternalCredential } from "../../../services/auth/admin.ts";
 import { startRegtest, type Regtest } from "../../helpers/bitcoin-regtest.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
-import { lastObservationId, loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
+import { lastObservationId, loadWatchedIntents, recordedSince, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
 
 /**
  * The Bitcoin watcher on a bcoin regtest node (Bitcoin Core's RPC), as its own process against
@@ -51,7 +51,7 @@ export const bitcoinWatcherScenario: Scenario = {
     startWatcher(ctx);
     await until("the watcher follows the chain", () => watcher.following(), 60_000);
     await watcher.stop();
-    const since = await lastObservationId(ctx);
+    const recorded = recordedSince(ctx, "bitcoin", await lastObservationId(ctx));
     const offset = Math.floor(Math.random() * addresses.length);
     let next = offset;
     const t0 = performance.now();
@@ -66,7 +66,7 @@ export const bitcoinWatcherScenario: Scenario = {
     startWatcher(ctx);
     await until("the watcher follows the chain again", () => watcher.following(), 60_000);
     const c0 = performance.now();
-    await until(`${outputs} outputs recorded`, async () => (await recorded(ctx, "bitcoin", since)) >= outputs, 600_000, 50);
+    await until(`${outputs} outputs recorded`, async () => (await recorded()) >= outputs, 600_000, 50);
     const catchupSeconds = (performance.now() - c0) / 1000;
     // The backlog reaches its threshold (2 on bitcoin) before the head is timed.
     await chain.mine(2);

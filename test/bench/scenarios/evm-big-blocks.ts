@@ -4,7 +4,7 @@ import { startDevChain, tokenAbi, type DevChain } from "../../../scripts/devchai
 import { createInternalCredential } from "../../../services/auth/admin.ts";
 import { startRpcProxy, type RpcProxy } from "../../helpers/rpc-proxy.ts";
 import type { BenchContext, Scenario } from "../types.ts";
-import { lastObservationId, loadWatchedIntents, recorded, WatcherProcess } from "./watcher-support.ts";
+import { lastObservationId, loadWatchedIntents, recordedSince, WatcherProcess } from "./watcher-support.ts";
 
 /**
  * The EVM watcher catching up over blocks the size of mainnet's and Polygon's: anvil behind the
@@ -81,7 +81,7 @@ export const evmBigBlocksScenario: Scenario = {
     await until("the watcher follows the chain", () => watcher.following(), 60_000);
     await until("the watcher at the head", async () => (await processed(ctx)) >= Number(await dev.public.getBlockNumber({ cacheTime: 0 })), 60_000, 50);
     await watcher.stop();
-    const since = await lastObservationId(ctx);
+    const recorded = recordedSince(ctx, "ethereum", await lastObservationId(ctx));
     const t0 = performance.now();
     let payments = 0;
     for (let b = 1; b <= blocks; b += everyBlocks) {
@@ -96,7 +96,7 @@ export const evmBigBlocksScenario: Scenario = {
     startWatcher(ctx);
     await until("the watcher follows the chain again", () => watcher.following(), 60_000);
     const c0 = performance.now();
-    await until(`the head (${head}) processed and ${payments} payments recorded`, async () => (await processed(ctx)) >= head && (await recorded(ctx, "ethereum", since)) >= payments, 600_000, 50);
+    await until(`the head (${head}) processed and ${payments} payments recorded`, async () => (await processed(ctx)) >= head && (await recorded()) >= payments, 600_000, 50);
     const seconds = (performance.now() - c0) / 1000;
     ctx.log(`evm big blocks: caught up in ${seconds.toFixed(1)} s, ${(proxy.calls.get("eth_getBlockByNumber") ?? 0) - reads} block requests for ${blocks} blocks`);
     await watcher.stop();

@@ -7,7 +7,7 @@ import { startRpcProxy } from "../../helpers/rpc-proxy.ts";
 import { backendsOf, meterGroups } from "../cpu.ts";
 import { percentile } from "../stats.ts";
 import type { BenchContext, Scenario } from "../types.ts";
-import { lastObservationId, loadWatchedIntents, recorded, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
+import { lastObservationId, loadWatchedIntents, recordedSince, recordedAt, uncounted, WatcherProcess } from "./watcher-support.ts";
 
 /**
  * The EVM watcher on anvil, as its own process against the main system's rpc role:
@@ -78,7 +78,7 @@ export const watcherScenario: Scenario = {
     startWatcher(ctx);
     await until("the watcher follows the chain", () => watcher.following(), 60_000);
     await watcher.stop();
-    const since = await lastObservationId(ctx);
+    const recorded = recordedSince(ctx, "ethereum", await lastObservationId(ctx));
     const offset = Math.floor(Math.random() * addresses.length);
     const t0 = performance.now();
     for (let b = 0; b < blocks; b++) {
@@ -95,7 +95,7 @@ export const watcherScenario: Scenario = {
       watcher: () => (watcher.pid === undefined ? [] : [watcher.pid]),
       node: () => (dev.process.pid === undefined ? [] : [dev.process.pid]),
     });
-    await until(`${blocks * perBlock} transfers recorded`, async () => (await recorded(ctx, "ethereum", since)) >= blocks * perBlock, 300_000, 50);
+    await until(`${blocks * perBlock} transfers recorded`, async () => (await recorded()) >= blocks * perBlock, 300_000, 50);
     const catchupSeconds = (performance.now() - c0) / 1000;
     // Over the same time as the rate.
     const perOutput = cpu.stop(blocks * perBlock);
@@ -129,7 +129,7 @@ export const watcherScenario: Scenario = {
     startWatcher(ctx, proxy.url);
     await until("the watcher follows the chain through the proxy", () => watcher.following(), 60_000);
     const outageMs = ctx.quick ? 5_000 : 20_000;
-    const since2 = await lastObservationId(ctx);
+    const recorded2 = recordedSince(ctx, "ethereum", await lastObservationId(ctx));
     const offset2 = offset + blocks * perBlock + rounds;
     await proxy.down();
     const downAt = performance.now();
@@ -148,7 +148,7 @@ export const watcherScenario: Scenario = {
     await until(
       `${blocks * perBlock} transfers recorded after the node's return`,
       async () => {
-        const n = await recorded(ctx, "ethereum", since2);
+        const n = await recorded2();
         if (firstMs === undefined && n > 0) firstMs = performance.now() - u0;
         return n >= blocks * perBlock;
       },
