@@ -1,6 +1,7 @@
 import { defaultMaxResponseBytes } from "../platform/config.ts";
-import { createPublicClient, http, parseAbiItem, type GetLogsReturnType, type PublicClient } from "viem";
-import { evmHeaderHash } from "./evm-header.ts";
+import { createPublicClient, http, toHex, type PublicClient } from "viem";
+import { blockOf, receiptOf, transfersOf } from "./evm-json.ts";
+import { transferTopic } from "./evm-told.ts";
 
 /** A block as the watcher needs it: where it sits, and (when asked for) its top-level transactions that carry value. */
 export interface EvmBlock {
@@ -69,8 +70,6 @@ export interface ToldTransaction {
   logs: { address: string; topics: string[]; data: string }[];
 }
 
-const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
-
 /** A viem public client over http(s); requests made together are batched into one round trip. */
 export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defaultMaxResponseBytes): EvmNode {
   // viem's own retries would hide an outage from the watcher's backoff and its metrics. Its cap on
@@ -82,6 +81,10 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
   // each is a request of its own, on kept-alive connections, so that blocks read together are not
   // one response over the cap on an answer however big they are.
   const fullBlocks: PublicClient = createPublicClient({ transport: http(url, { retryCount: 0, timeout: timeoutMs, maxResponseBodySize: maxResponseBytes }) });
+  // What the watcher reads in bulk is asked through viem's transport (batches, timeouts, the cap,
+  // its errors) and read by evm-json.ts, not formatted by viem's actions field by field.
+  const request = rawRequest(client);
+  const fullRequest = rawRequest(fullBlocks);
   return {
     async chainId() {
       return client.getChainId();
@@ -93,8 +96,7 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
 
     async syncing() {
       // viem's public schema has no eth_syncing (every node serves it): a request of our own.
-      const request = client.request as (args: { method: string; params?: unknown[] }) => Promise<unknown>;
-      return (await request({ method: "eth_syncing", params: [] })) !== false;
+      return (await request("eth_syncing", [])) !== false;
     },
 
     async headHeight() {
@@ -102,36 +104,17 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
     },
 
     async block(height, withTransactions) {
-      try {
-        const b = await (withTransactions ? fullBlocks : client).getBlock({ blockNumber: BigInt(height), includeTransactions: withTransactions });
-        const valueTransfers: EvmBlock["valueTransfers"] = [];
-        if (withTransactions) {
-          for (const tx of b.transactions) {
-            if (typeof tx === "string" || !tx.to || tx.value === 0n) continue;
-            valueTransfers.push({ txHash: tx.hash, to: tx.to, value: tx.value });
-          }
-        }
-        let fieldsHash: EvmBlock["fieldsHash"];
-        try {
-          fieldsHash = { hash: evmHeaderHash(b as unknown as Record<string, unknown>) };
-        } catch (err) {
-          fieldsHash = { malformed: (err as Error).message };
-        }
-        return { height: Number(b.number), hash: b.hash, parentHash: b.parentHash, timestamp: Number(b.timestamp), logsBloom: b.logsBloom ?? undefined, valueTransfers, fieldsHash };
-      } catch (err) {
-        if ((err as Error).name === "BlockNotFoundError") return undefined;
-        throw err;
-      }
+      return blockOf(await (withTransactions ? fullRequest : request)("eth_getBlockByNumber", [toHex(height), withTransactions]), withTransactions);
     },
 
     async tokenTransfers(contracts, from, to) {
       if (contracts.length === 0) return [];
-      return transfersOf(await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, fromBlock: BigInt(from), toBlock: BigInt(to) }));
+      return transfersOf(await request("eth_getLogs", [{ address: [...contracts], topics: [transferTopic], fromBlock: toHex(from), toBlock: toHex(to) }]));
     },
 
     async tokenTransfersAt(contracts, blockHash) {
       if (contracts.length === 0) return [];
-      return transfersOf(await client.getLogs({ address: [...contracts] as `0x${string}`[], event: transferEvent, blockHash: blockHash as `0x${string}` }));
+      return transfersOf(await request("eth_getLogs", [{ address: [...contracts], topics: [transferTopic], blockHash }]));
     },
 
     async logsAt(blockHash) {
@@ -140,13 +123,7 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
     },
 
     async receipt(txHash) {
-      try {
-        const r = await client.getTransactionReceipt({ hash: txHash as `0x${string}` });
-        return { blockHash: r.blockHash.toLowerCase(), success: r.status === "success", logIndexes: r.logs.map((l) => Number(l.logIndex)) };
-      } catch (err) {
-        if ((err as Error).name === "TransactionReceiptNotFoundError") return undefined;
-        throw err;
-      }
+      return receiptOf(await request("eth_getTransactionReceipt", [txHash]));
     },
 
     async told(txHash) {
@@ -172,23 +149,10 @@ export function evmNode(url: string, timeoutMs = 10_000, maxResponseBytes = defa
   };
 }
 
-/** ERC-20 Transfer logs as the watcher keeps them. */
-function transfersOf(logs: GetLogsReturnType<typeof transferEvent>): TokenTransfer[] {
-  const out: TokenTransfer[] = [];
-  for (const log of logs) {
-    // A log of the same signature that is not an ERC-20 Transfer (ERC-721 indexes its third argument) has no value.
-    if (log.removed || !log.args.to || typeof log.args.value !== "bigint" || log.blockHash === null || log.transactionHash === null) continue;
-    out.push({
-      blockHash: log.blockHash,
-      height: Number(log.blockNumber),
-      txHash: log.transactionHash,
-      logIndex: Number(log.logIndex),
-      contract: log.address,
-      to: log.args.to,
-      value: log.args.value,
-    });
-  }
-  return out;
+/** A JSON-RPC call through a viem client's transport, answered as the node wrote it. */
+function rawRequest(c: PublicClient): (method: string, params: unknown[]) => Promise<unknown> {
+  const request = c.request as (args: { method: string; params: unknown[] }) => Promise<unknown>;
+  return (method, params) => request({ method, params });
 }
 
 /** A node URL as logs may show it: scheme, host and port only (providers put their API keys in the path or userinfo). */

@@ -48,6 +48,14 @@ export class EvmWatched implements WatchedAddresses, BloomWatched {
     }
     return out;
   }
+  /** A watched address's bits as a Transfer's `to`, from those kept (hashed once while it is watched). */
+  bitsOf(address: string): BloomBits {
+    const a = address.toLowerCase();
+    let b = this.#bits.get(a) ?? this.#before.get(a);
+    if (!b) b = bloomBits(addressTopic(a));
+    if (this.#set.has(a)) this.#bits.set(a, b);
+    return b;
+  }
   #tabled(): { addresses: string[]; bits: Uint16Array } {
     const addresses = [...this.#set];
     const bits = new Uint16Array(3 * addresses.length);
@@ -88,7 +96,7 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
   // Hashed once: a batch checks thousands of transfers against the same few contracts.
   const contractBits = new Map([...tokens.keys()].map((c) => [c, bloomBits(c as Hex)]));
   const inBloom = (t: TokenTransfer, b: EvmBlock, bloom: Uint8Array | undefined) => {
-    const bits = [contractBits.get(t.contract.toLowerCase()) as BloomBits, transferBits, bloomBits(addressTopic(t.to) as Hex)];
+    const bits = [contractBits.get(t.contract.toLowerCase()) as BloomBits, transferBits, watched.bitsOf(t.to)];
     if (!bloom || !bits.every((item) => bloomHas(bloom, item))) {
       throw new BlockRefused("logs_bloom", { height: b.height, hash: b.hash.toLowerCase() }, `its header's logs bloom does not hold the Transfer ${t.txHash} (log ${t.logIndex}) the node tells of in it`);
     }

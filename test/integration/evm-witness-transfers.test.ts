@@ -105,7 +105,12 @@ function lie(o: { height: number; to: Hex; amount: bigint; txHash: Hex; blockOf:
       const told = await toldBlock(ask);
       if (!told) return undefined;
       const isIt = method === "eth_getBlockByNumber" ? params[0] === toHex(o.height) : params[0] === told.block.hash;
-      if (isIt) return params[1] === true ? { ...((await ask("eth_getBlockByNumber", [toHex(o.height), true])) as Json), ...told.block } : told.block;
+      if (isIt) {
+        if (params[1] !== true) return told.block;
+        // Asked with its transactions: the told header over the real block's transactions, not their hashes.
+        const full = (await ask("eth_getBlockByNumber", [toHex(o.height), true])) as Json;
+        return { ...full, ...told.block, transactions: full.transactions };
+      }
       // The block above names the told one as its parent.
       if (method === "eth_getBlockByNumber" && params[0] === toHex(o.height + 1) && told.block.hash !== told.realHash) {
         const above = (await ask(method, params)) as Json | null;
