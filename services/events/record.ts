@@ -173,34 +173,62 @@ export async function findEventPayload(em: EntityManager, owner: Owner, id: stri
 }
 
 /**
+ * An event ready to record: its id and its envelope serialized, once (the bytes every delivery
+ * sends). A settlement prepares its events while its rows are written (intents/settle.ts).
+ */
+export interface PreparedEvent {
+  id: string;
+  merchantId: string;
+  environment: Environment;
+  type: EventType | ExtensionEventType;
+  /** Its row for json_to_recordset, without the payload: the payload is added as JSON, not a string in it (recordPrepared). */
+  row: string;
+  payload: string;
+  createdAt: string;
+}
+
+/** An event of recordEvents, prepared: `now` is its created_at when it names none. */
+export function prepareEvent(e: NewEvent, now = new Date()): PreparedEvent {
+  if (e.endpointId) throw new Error("recordEvents: an event for one endpoint goes through recordEvent");
+  const createdAt = e.createdAt ?? now;
+  const id = newTimedId("evt", createdAt);
+  const at = createdAt.toISOString();
+  const row = JSON.stringify({ id, merchant_id: e.merchantId, environment: e.environment, type: e.type, payment_intent_id: e.paymentIntentId ?? null, created_at: at });
+  return { id, merchantId: e.merchantId, environment: e.environment, type: e.type, row, payload: envelope(id, e, createdAt), createdAt: at };
+}
+
+/**
  * Records many events (none for one endpoint only) in three statements whatever their number: the
  * events, the endpoints of their merchants that take them, and one delivery per such endpoint and
  * event, in the caller's transaction. What recordEvent does for one, for a batch of settlements.
  */
 export async function recordEvents(em: EntityManager, events: readonly NewEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  if (events.some((e) => e.endpointId)) throw new Error("recordEvents: an event for one endpoint goes through recordEvent");
   const now = new Date();
-  const rows = events.map((e) => {
-    const createdAt = e.createdAt ?? now;
-    const id = newTimedId("evt", createdAt);
-    return {
-      id,
-      merchant_id: e.merchantId,
-      environment: e.environment,
-      type: e.type,
-      payment_intent_id: e.paymentIntentId ?? null,
-      payload: envelope(id, e, createdAt),
-      created_at: createdAt.toISOString(),
-    };
-  });
-  // Values sent apart (executePrepared): thousands of envelopes are megabytes of JSON.
+  await recordPrepared(
+    em,
+    events.map((e) => prepareEvent(e, now)),
+  );
+}
+
+/** recordEvents of events prepared ahead (prepareEvent). */
+export async function recordPrepared(em: EntityManager, events: readonly PreparedEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  // Values sent apart (executePrepared): thousands of envelopes are megabytes of JSON. Each
+  // envelope goes into the recordset as JSON, not as a string in it (escaped here, unescaped
+  // there): a json column keeps its text as written, so the payload stored is the envelope's
+  // bytes exactly.
+  let recordset = "[";
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i] as PreparedEvent;
+    recordset += `${i === 0 ? "" : ","}${e.row.slice(0, -1)},"payload":${e.payload}}`;
+  }
+  recordset += "]";
   await executePrepared(
     em,
     `insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
-     select id, merchant_id, environment, type, payment_intent_id, payload, created_at
-       from json_to_recordset(?::json) as x(id text, merchant_id text, environment text, type text, payment_intent_id text, payload text, created_at timestamptz)`,
-    [JSON.stringify(rows)],
+     select id, merchant_id, environment, type, payment_intent_id, payload::text, created_at
+       from json_to_recordset(?::json) as x(id text, merchant_id text, environment text, type text, payment_intent_id text, payload json, created_at timestamptz)`,
+    [recordset],
   );
   const owners = [...new Set(events.map((e) => `${e.merchantId}\u0000${e.environment}`))].map((k) => k.split("\u0000"));
   const endpoints = await em.execute<{ id: string; merchant_id: string; environment: string; enabled_events: string[] }[]>(
@@ -215,10 +243,10 @@ export async function recordEvents(em: EntityManager, events: readonly NewEvent[
     byOwner.set(k, [...(byOwner.get(k) ?? []), e]);
   }
   const deliveries: { id: string; event_id: string; endpoint_id: string; merchant_id: string; environment: string; created_at: string }[] = [];
-  for (const r of rows) {
-    const takers = (byOwner.get(`${r.merchant_id}\u0000${r.environment}`) ?? []).filter((e) => receives(e.enabled_events, r.type));
-    const ids = newTimedIds("wd", new Date(r.created_at), takers.length);
-    takers.forEach((e, i) => deliveries.push({ id: ids[i] as string, event_id: r.id, endpoint_id: e.id, merchant_id: r.merchant_id, environment: r.environment, created_at: r.created_at }));
+  for (const r of events) {
+    const takers = (byOwner.get(`${r.merchantId}\u0000${r.environment}`) ?? []).filter((e) => receives(e.enabled_events, r.type));
+    const ids = newTimedIds("wd", new Date(r.createdAt), takers.length);
+    takers.forEach((e, i) => deliveries.push({ id: ids[i] as string, event_id: r.id, endpoint_id: e.id, merchant_id: r.merchantId, environment: r.environment, created_at: r.createdAt }));
   }
   if (deliveries.length === 0) return;
   await insertPendingDeliveries(

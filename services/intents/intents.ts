@@ -1,9 +1,9 @@
 import { allocateDepositAddress, builtinStillAppliesTo, type DepositAddress } from "../addresses/allocate.ts";
 import type { Owner } from "../auth/keys.ts";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonValue, Message } from "@bufbuild/protobuf";
 import type { PaymentIntent } from "../../gen/payments/v1/payment_intents_pb.ts";
 import { AddressReserve, type ReservedAddress } from "../addresses/reserve.ts";
-import { deliveriesFit, eventCtes, recordEvent, recordEvents, type NewEvent } from "../events/record.ts";
+import { deliveriesFit, eventCtes, recordEvent, type NewEvent } from "../events/record.ts";
 import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
@@ -11,7 +11,7 @@ import { apiError, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import { executePrepared } from "../platform/prepared.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
-import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, insertMethodAddressesCte, type IntentSource, statusTimes, updateStatus, updateStatuses, type IntentRow } from "./store.ts";
+import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, insertMethodAddressesCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput, MethodAsk } from "./validate.ts";
 import { priceInput, type PricedInput } from "./pricing.ts";
 import type { RateEngine } from "../rates/engine.ts";
@@ -22,6 +22,7 @@ import { setBounded } from "../platform/bounded.ts";
 import { howToWatch } from "./watched.ts";
 import { OutboxWake } from "../delivery/outbox-wake.ts";
 import { defaultQuoteTerms, quoteExpiry, type QuoteTerms } from "./quotes.ts";
+import type { EventType, ExtensionEventType } from "../vocabulary/event-types.ts";
 
 /** Merchants whose policy a process keeps a copy of (the rest read theirs again). */
 const maxCachedPolicies = 10_000;
@@ -355,14 +356,12 @@ export class Intents {
   }
 
   #createdEvent(row: IntentRow, at: Date, view = this.views.message(row)): NewEvent {
-    return {
-      merchantId: row.merchantId,
-      environment: row.environment === "live" ? "live" : "test",
-      type: "payment.intent.created",
-      data: this.views.eventDataOf(view),
-      paymentIntentId: row.id,
-      createdAt: at,
-    };
+    return this.eventOf(row, "payment.intent.created", at, this.views.eventDataOf(view));
+  }
+
+  /** An event of an intent, at `at`: its data the intent as `row` shows it, unless given. */
+  eventOf(row: IntentRow, type: EventType | ExtensionEventType, at: Date, data: Record<string, JsonValue> = this.views.eventData(row)): NewEvent {
+    return { merchantId: row.merchantId, environment: row.environment === "live" ? "live" : "test", type, data, paymentIntentId: row.id, createdAt: at };
   }
 
   /** The owner's intent, or 404 not_found; `lock` takes its row lock for the transaction. */
@@ -417,45 +416,57 @@ export class Intents {
   }
 
   /**
-   * transition() for many intents at once (a settlement of a batch of blocks): each intent's moves
-   * in order, the rows saved in one statement and every move's event in three, each once. Throws,
-   * changing nothing the caller keeps, if any intent changed meanwhile.
+   * transition() for many intents at once (a settlement of a batch of blocks), planned: each
+   * intent's moves in order, the row after them, and each move, checked against the status
+   * machine (throws if one is forbidden). The caller saves `finals` in one statement
+   * (updateStatuses: each applied only if the intent did not change meanwhile) and records each
+   * step's event (moveEvent) once, in its transaction: apart, so that it can build the events
+   * while the rows are written.
    */
-  async moveMany(tx: EntityManager, moves: readonly { row: IntentRow; to: readonly Status[]; at: readonly Date[] }[]): Promise<IntentRow[]> {
-    const events: NewEvent[] = [];
+  planMoves(moves: readonly { row: IntentRow; to: readonly Status[]; at: readonly Date[] }[]): {
+    rows: IntentRow[];
+    steps: MoveStep[];
+    finals: { from: IntentRow; to: IntentRow; at: Date }[];
+  } {
+    const steps: MoveStep[] = [];
     const finals: { from: IntentRow; to: IntentRow; at: Date }[] = [];
     const rows = moves.map(({ row, to, at }) => {
       let next = row;
       to.forEach((status, i) => {
-        const planned = this.#planMove(next, status, at[i] as Date);
-        events.push(planned.event);
-        next = planned.next;
+        const from = next;
+        next = this.#nextRow(from, status, at[i] as Date);
+        steps.push({ from, next, at: at[i] as Date });
       });
       if (next !== row) finals.push({ from: row, to: next, at: at[to.length - 1] as Date });
       return next;
     });
-    if (finals.length === 0) return rows;
-    const moved = await updateStatuses(tx, finals);
-    if (moved < finals.length) throw apiError("invalid_state", "A payment intent changed while this request ran; read it again.");
-    await recordEvents(tx, events);
-    return rows;
+    return { rows, steps, finals };
+  }
+
+  /** A move's event: the intent as it is after the move. */
+  moveEvent(step: MoveStep): NewEvent {
+    return this.eventOf(step.next, eventFor(step.from.status as Status, step.next.status as Status), step.at);
   }
 
   /** What a move does, without doing it: the row after it and its event. Throws if the status machine forbids it. */
   #planMove(row: IntentRow, to: Status, at: Date): { next: IntentRow; event: NewEvent } {
+    const next = this.#nextRow(row, to, at);
+    return { next, event: this.moveEvent({ from: row, next, at }) };
+  }
+
+  /** The row after a move. Throws if the status machine forbids it. */
+  #nextRow(row: IntentRow, to: Status, at: Date): IntentRow {
     const from = row.status;
     if (!isStatus(from) || !canTransition(from, to)) {
       throw apiError("invalid_state", `Payment intent ${row.id} is ${from}; it cannot become ${to}.`);
     }
-    const next = { ...row, ...statusTimes(row, to, at), status: to, sequence: row.sequence + 1 };
-    const event: NewEvent = {
-      merchantId: row.merchantId,
-      environment: row.environment === "live" ? "live" : "test",
-      type: eventFor(from, to),
-      data: this.views.eventData(next),
-      paymentIntentId: row.id,
-      createdAt: at,
-    };
-    return { next, event };
+    return { ...row, ...statusTimes(row, to, at), status: to, sequence: row.sequence + 1 };
   }
+}
+
+/** One status move of a planned settlement: the intent before and after it, and when. */
+export interface MoveStep {
+  from: IntentRow;
+  next: IntentRow;
+  at: Date;
 }

@@ -5,11 +5,12 @@ import { valueAtRate } from "../rates/rate-math.ts";
 import type { Intents } from "./intents.ts";
 import { exceptionReason, impliedStatus, isPending, statusByFunds, uncountedReason, type Funds } from "./funds.ts";
 import { isStatus, type Status } from "./status.ts";
-import { chooseMethod, markFiatValueDue, methodPending, ofIntent, saveQuotes, saveSettled, type IntentMethod, type IntentRow, type TransactionFact } from "./store.ts";
+import { chooseMethod, markFiatValueDue, methodPending, ofIntent, saveQuotes, saveSettled, updateStatuses, type IntentMethod, type IntentRow, type TransactionFact } from "./store.ts";
 import { decideGrace, paidAt, requestedByQuotes } from "./quotes.ts";
 import type { IntentPrice } from "./pricing.ts";
 import { unvalued, valuationRate } from "./valuation.ts";
-import { recordEvents } from "../events/record.ts";
+import { prepareEvent, recordPrepared, type NewEvent, type PreparedEvent } from "../events/record.ts";
+import { apiError } from "../platform/errors.ts";
 import type { EntityManager } from "../platform/db.ts";
 
 /** An output paying an intent as settlement weighs it: the chain's facts about it, and whether (and how late) it counts. */
@@ -115,23 +116,62 @@ export async function settleMany(tx: EntityManager, intents: Intents, chainOutpu
   // others save theirs in one statement: one write each.
   const moving = new Set(moves.filter((m) => m.to.length > 0).map((m) => m.row.id));
   const amountOf = new Map(amounts.map((a) => [a.id, a.amount]));
-  await chainOutputs.markCounted(tx, changes, now);
-  await saveSettled(
-    tx,
-    moves
-      .filter((m) => !moving.has(m.row.id) && (amountOf.has(m.row.id) || detected.has(m.row.id)))
-      .map((m) => ({ id: m.row.id, amount: amountOf.get(m.row.id) ?? null, detected: detected.has(m.row.id) })),
-    now,
-  );
-  await saveQuotes(tx, quoted, now);
-  await chainOutputs.setFiatValues(tx, valued);
-  await markFiatValueDue(tx, due, now);
-
-  const settled = await intents.moveMany(tx, moves);
+  const planned = intents.planMoves(moves);
+  const settled = planned.rows;
   // After the intent's own moves of this settlement, a millisecond each, so its events order by created_at.
   const movedBy = new Map(moves.map((m) => [m.row.id, m.to.length]));
-  await detect(tx, intents, settled.filter((row) => detected.has(row.id)), now, movedBy);
-  await exceptions(tx, intents, chainOutputs, settled, outputsOf, now, movedBy);
+  const found = exceptionsFound(intents, settled, outputsOf);
+
+  // PostgreSQL writes the settlement while its events are built and serialized here, a few hundred
+  // at a time between its statements: for thousands of intents (a catch-up's batch) building the
+  // events takes about as long as writing the rows, and one waited for the other.
+  const written = (async () => {
+    await chainOutputs.markCounted(tx, changes, now);
+    await saveSettled(
+      tx,
+      moves
+        .filter((m) => !moving.has(m.row.id) && (amountOf.has(m.row.id) || detected.has(m.row.id)))
+        .map((m) => ({ id: m.row.id, amount: amountOf.get(m.row.id) ?? null, detected: detected.has(m.row.id) })),
+      now,
+    );
+    await saveQuotes(tx, quoted, now);
+    await chainOutputs.setFiatValues(tx, valued);
+    await markFiatValueDue(tx, due, now);
+    const moved = planned.finals.length === 0 ? 0 : await updateStatuses(tx, planned.finals);
+    // Each exception is told once: those not told before.
+    const told = found.length === 0 ? [] : await chainOutputs.markExceptionReported(tx, found.map((f) => f.output.id), now);
+    return { moved, told: new Set(told) };
+  })();
+  // Awaited below, after the events are built; a failure meanwhile is not unhandled.
+  written.catch(() => undefined);
+  // The events are inserted a thousand at a time as they are built, after the rows: the last
+  // thousand waits, not all of them.
+  const events: PreparedEvent[] = [];
+  let inserted: Promise<void> = written.then(() => undefined);
+  const flush = () => {
+    const batch = events.splice(0);
+    if (batch.length > 0) inserted = inserted.then(() => recordPrepared(tx, batch));
+  };
+  const add = (e: NewEvent) => {
+    events.push(prepareEvent(e));
+    if (events.length >= eventsPerInsert) flush();
+  };
+  try {
+    await inTurns(planned.steps, (step) => add(intents.moveEvent(step)));
+    await inTurns(
+      settled.filter((row) => detected.has(row.id)),
+      (row) => add(detectedEvent(intents, row, now, movedBy)),
+    );
+  } finally {
+    // Nothing queued on the transaction is still to run when it goes on, or rolls back.
+    await inserted.catch(() => undefined);
+  }
+  const { moved, told } = await written;
+  await inserted;
+  if (moved < planned.finals.length) throw apiError("invalid_state", "A payment intent changed while this request ran; read it again.");
+  for (const e of exceptionEvents(intents, found.filter((f) => told.has(f.output.id)), now, movedBy)) add(e);
+  flush();
+  await inserted;
   return settled;
 }
 
@@ -226,16 +266,8 @@ function fiatValues(intents: Intents, rows: readonly IntentRow[], outputsOf: Rea
  * need, so a reorg does not take back what the merchant was told. Its status does not change.
  * Delivered to endpoints that take the type (vocabulary/event-types.ts receives).
  */
-async function exceptions(
-  tx: EntityManager,
-  intents: Intents,
-  chainOutputs: IntentOutputs,
-  rows: readonly IntentRow[],
-  outputsOf: ReadonlyMap<string, IntentOutput[]>,
-  now: Date,
-  movedBy: ReadonlyMap<string, number>,
-): Promise<void> {
-  const found = rows.flatMap((row) => {
+function exceptionsFound(intents: Intents, rows: readonly IntentRow[], outputsOf: ReadonlyMap<string, IntentOutput[]>): { row: IntentRow; output: IntentOutput; reason: string }[] {
+  return rows.flatMap((row) => {
     const terms = intents.views.terms(row);
     return (outputsOf.get(row.id) ?? []).flatMap((output) => {
       const reason = exceptionReason(output, terms);
@@ -244,16 +276,17 @@ async function exceptions(
       return reason !== undefined && !output.orphaned && !output.mempool && output.confirmations >= needs ? [{ row, output, reason }] : [];
     });
   });
-  if (found.length === 0) return;
-  const told = new Set(await chainOutputs.markExceptionReported(tx, found.map((f) => f.output.id), now));
-  const tell = found.filter((f) => told.has(f.output.id));
-  await recordEvents(
-    tx,
-    tell.map(({ row, output, reason }, i) => ({
-      merchantId: row.merchantId,
-      environment: row.environment === "live" ? ("live" as const) : ("test" as const),
-      type: "payment.exception" as const,
-      data: {
+}
+
+/** The payment.exception events of the exceptions found that were not told before. */
+function exceptionEvents(intents: Intents, tell: readonly { row: IntentRow; output: IntentOutput; reason: string }[], now: Date, movedBy: ReadonlyMap<string, number>): NewEvent[] {
+  return tell.map(({ row, output, reason }, i) =>
+    intents.eventOf(
+      row,
+      "payment.exception",
+      // After the intent's moves and its payment.detected of this settlement.
+      new Date(now.getTime() + (movedBy.get(row.id) ?? 0) + 1 + i),
+      {
         ...intents.views.eventData(row),
         exception: {
           reason,
@@ -269,10 +302,7 @@ async function exceptions(
           },
         },
       },
-      paymentIntentId: row.id,
-      // After the intent's moves and its payment.detected of this settlement.
-      createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0) + 1 + i),
-    })),
+    ),
   );
 }
 
@@ -297,20 +327,22 @@ function detectedNow(intents: Intents, moves: readonly { row: IntentRow; to: rea
   return detected;
 }
 
-/** Records payment.detected for the intents detectedNow marked. Delivered to endpoints that take the type (vocabulary/event-types.ts receives). */
-async function detect(tx: EntityManager, intents: Intents, rows: readonly IntentRow[], now: Date, movedBy: ReadonlyMap<string, number>): Promise<void> {
-  await recordEvents(
-    tx,
-    rows.map((row) => ({
-      merchantId: row.merchantId,
-      environment: row.environment === "live" ? ("live" as const) : ("test" as const),
-      type: "payment.detected" as const,
-      data: intents.views.eventData(row),
-      paymentIntentId: row.id,
-      createdAt: new Date(now.getTime() + (movedBy.get(row.id) ?? 0)),
-    })),
-  );
+/** payment.detected of an intent detectedNow marked. Delivered to endpoints that take the type (vocabulary/event-types.ts receives). */
+function detectedEvent(intents: Intents, row: IntentRow, now: Date, movedBy: ReadonlyMap<string, number>): NewEvent {
+  return intents.eventOf(row, "payment.detected", new Date(now.getTime() + (movedBy.get(row.id) ?? 0)));
 }
+
+/** Calls `each` on every item, letting other work (the settlement's statements) go on every few hundred. */
+async function inTurns<T>(items: readonly T[], each: (item: T) => void): Promise<void> {
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0 && i % turnSize === 0) await new Promise((resolve) => setImmediate(resolve));
+    each(items[i] as T);
+  }
+}
+/** Events built and serialized between two looks at the event loop: a few milliseconds' work. */
+const turnSize = 200;
+/** Events inserted by one statement while the next are built. */
+const eventsPerInsert = 1000;
 
 /** The statuses a settled intent moves through to reach what its funds and expiry imply (none: it stays). */
 function movesOf(plan: { row: IntentRow; asset: { decimals: number }; funds: Funds; expired: boolean; expireFirst: boolean }, now: Date): { to: Status[]; at: Date[] } {

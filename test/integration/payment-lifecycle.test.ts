@@ -94,6 +94,21 @@ t.test("sandbox: every outcome, each event once and delivered signed", async (t)
   for (const d of done) t.same(sorted(webhooksOf(d.id).map((e) => e.type)), sorted(d.events), `${d.name}: still once each`);
 });
 
+t.test("an event's body carries the merchant's metadata as given, quotes, backslashes and any character, through a settlement", async (t) => {
+  const metadata = { note: 'a "quoted" \\ back\\slash', unicode: "é ü 中文 😀 \u2028 end", json: '{"not":"parsed"}' };
+  const pi = await createIntent(a, { ...sampleIntent, metadata });
+  t.equal((await simulate(pi.public_id, { outcome: "confirmed" })).status, 200);
+  const body = await until("the payment.confirmed webhook", async () => {
+    for (const r of s.receiver.requests) {
+      const e = JSON.parse(r.body.toString());
+      if (e.type === "payment.confirmed" && e.data.payment_intent?.public_id === pi.public_id) return e;
+    }
+    return undefined;
+  }, 15_000);
+  t.same(body.data.payment_intent.metadata, metadata, "the same strings, character for character");
+  t.equal(webhooksOf(pi.public_id).length >= 2, true, "signed over the bytes sent");
+});
+
 t.test("sandbox: the intent shows its transactions and amounts", async (t) => {
   const pi = await createIntent(a, { ...sampleIntent, requested_amount: "10" });
   const under = await simulate(pi.public_id, { outcome: "underpaid" });
