@@ -110,16 +110,35 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
     },
     async read(from, to) {
       // Blocks with their transactions, and logs over a range, can be more than one answer may
-      // carry (a mainnet or Polygon block is 1 MB and more): each is read in parts that fit.
-      const blocks = await readInParts(from, to, async (f, t) => {
+      // carry (a mainnet or Polygon block is 1 MB and more): each is read in parts that fit. The
+      // logs are asked for beside the blocks, and the receipts of the transfers they tell of as
+      // soon as they are in: the blocks with their transactions are the longest answers, and
+      // the read used to wait for each of the three in turn.
+      const contracts = [...tokens.keys()];
+      const blocksRead = readInParts(from, to, async (f, t) => {
         const part = await allSettled(Array.from({ length: t - f + 1 }, (_, i) => node.block(f + i, native !== undefined)));
         return part.some((b) => b === undefined) ? undefined : (part as EvmBlock[]);
       }, tooLarge);
-      if (!blocks) return undefined;
+      const logsRead = contracts.length === 0 ? Promise.resolve([]) : readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
+      const asked = new Map<string, ReturnType<EvmNode["receipt"]>>();
+      const receiptOf = (txHash: string) => {
+        const hash = txHash.toLowerCase();
+        let receipt = asked.get(hash);
+        if (!receipt) {
+          receipt = node.receipt(hash);
+          // Awaited where it is used; one never used (the read failed first) fails unheard.
+          receipt.catch(() => undefined);
+          asked.set(hash, receipt);
+        }
+        return receipt;
+      };
+      logsRead.then(
+        (ranged) => ranged?.forEach((t) => tokens.has(t.contract.toLowerCase()) && watched.has(t.to) && receiptOf(t.txHash)),
+        () => undefined,
+      );
+      const [blocks, ranged] = await Promise.all([blocksRead, logsRead]);
+      if (!blocks || !ranged) return undefined;
       blocks.forEach(checked);
-      const contracts = [...tokens.keys()];
-      const ranged = contracts.length === 0 ? [] : await readInParts(from, to, (f, t) => node.tokenTransfers(contracts, f, t), tooLarge);
-      if (!ranged) return undefined;
       const byHash = new Map(blocks.map((b) => [b.hash.toLowerCase(), b]));
       // Logs must come from the blocks fetched: otherwise a reorg happened between the calls.
       if (ranged.some((t) => !byHash.has(t.blockHash.toLowerCase()))) return undefined;
@@ -142,12 +161,12 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       }
       const valued = native ? blocks.flatMap((b) => b.valueTransfers.filter((t) => watched.has(t.to)).map((t) => ({ ...t, block: b }))) : [];
       const txs = [...new Set([...matched, ...valued].map((t) => t.txHash.toLowerCase()))];
-      const receipts = await allSettled(txs.map((h) => node.receipt(h)));
-      const receiptOf = new Map(txs.map((h, i) => [h, receipts[i]]));
+      const receipts = await allSettled(txs.map(receiptOf));
+      const receiptByHash = new Map(txs.map((h, i) => [h, receipts[i]]));
 
       const outputs: Output[] = [];
       for (const t of valued) {
-        const receipt = receiptOf.get(t.txHash.toLowerCase());
+        const receipt = receiptByHash.get(t.txHash.toLowerCase());
         // No receipt, or one from another block: the chain changed under the read.
         if (!receipt || receipt.blockHash !== t.block.hash.toLowerCase()) return undefined;
         if (!receipt.success) continue;
@@ -156,7 +175,7 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
       }
       for (const t of matched) {
         const info = tokens.get(t.contract.toLowerCase()) as AssetInfo;
-        const receipt = receiptOf.get(t.txHash.toLowerCase());
+        const receipt = receiptByHash.get(t.txHash.toLowerCase());
         const position = receipt?.logIndexes.indexOf(t.logIndex) ?? -1;
         if (!receipt || receipt.blockHash !== t.blockHash.toLowerCase() || position < 0) return undefined;
         const b = byHash.get(t.blockHash.toLowerCase()) as EvmBlock;

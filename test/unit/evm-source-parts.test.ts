@@ -154,7 +154,10 @@ t.test("the node down: the failure as it is, not split into more requests", asyn
   const f = fakeNode({ head: 100 });
   f.setDown(true);
   await t.rejects(source(f).read(1, 20), { name: "HttpRequestError" });
-  t.same(f.batches.map((b) => b.length), [20], "one request");
+  // The logs, asked beside the blocks, fail first; the blocks' request goes out on the next turn.
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(f.batches.map((b) => b.length), [20], "one request for the blocks");
+  t.same(f.logReads, [[1, 20]], "and one for the logs");
   f.setDown(false);
   t.equal((await source(f).read(1, 20))?.blocks.length, 20, "read once it is back");
 });
@@ -163,16 +166,16 @@ t.test("past the head in a later part, or the chain changed between parts: undef
   const f = fakeNode({ head: 15 });
   t.equal(await source(f).read(1, 20), undefined, "block 16 is not there yet");
 
-  // Logs of another branch than the blocks read: the chain changed under the read.
+  // Logs of another branch than the blocks read: the chain changed under the read (the logs,
+  // asked beside the blocks, answered before it changed; the blocks after).
   const g = fakeNode({ head: 100, tokens: [5], size: () => 1000 });
   const s = source(g);
   const node = g.node;
-  const blockOf = node.block.bind(node);
-  let reads = 0;
-  node.block = async (h, tx) => {
-    const b = await blockOf(h, tx);
-    if (++reads === 20) g.reorg();
-    return b;
+  const transfersOf = node.tokenTransfers.bind(node);
+  node.tokenTransfers = async (contracts, from, to) => {
+    const logs = await transfersOf(contracts, from, to);
+    g.reorg();
+    return logs;
   };
   t.equal(await s.read(1, 20), undefined);
 });
