@@ -204,10 +204,7 @@ export function prepareEvent(e: NewEvent, now = new Date()): PreparedEvent {
  */
 export async function recordEvents(em: EntityManager, events: readonly NewEvent[]): Promise<void> {
   const now = new Date();
-  await recordPrepared(
-    em,
-    events.map((e) => prepareEvent(e, now)),
-  );
+  await recordPrepared(em, events.map((e) => prepareEvent(e, now)));
 }
 
 /** recordEvents of events prepared ahead (prepareEvent). */
