@@ -20,10 +20,18 @@ export type FixedCounts = Map<string, { value: number; at: number }>;
  * merchants' rules now, and the counts open intents were created with (a rule lowered or removed
  * since does not lower theirs).
  */
-export async function requiredOnChain(em: EntityManager, intents: Intents, chain: Chain, watch: WatchWindow, reuse?: FixedCounts): Promise<Record<string, number>> {
+export async function requiredOnChain(
+  em: EntityManager,
+  intents: Intents,
+  chain: Chain,
+  watch: WatchWindow,
+  reuse?: FixedCounts,
+  o: { fresh?: boolean } = {},
+): Promise<Record<string, number>> {
   const key = `${chain.network}/${chain.environment}`;
   const kept = reuse?.get(key);
-  let fixed = kept && Date.now() - kept.at < fixedReuseMs ? kept.value : undefined;
+  // `fresh`: read now whatever is kept (and kept for the reads that follow).
+  let fixed = !o.fresh && kept && Date.now() - kept.at < fixedReuseMs ? kept.value : undefined;
   if (fixed === undefined) {
     fixed = await highestFixedConfirmations(em, chain, watch);
     reuse?.set(key, { value: fixed, at: Date.now() });

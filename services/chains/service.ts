@@ -124,8 +124,9 @@ export function chainService(deps: ChainDeps): ServiceImpl<typeof ChainService> 
       // A claim that does not win learns who holds the chain and until when, and nothing else:
       // no epoch, position or tip to report under or build on.
       if (!active) return { active, holder: row.holder, leaseExpiresAt: timestampFromDate(row.leaseExpiresAt), maxReorgDepth };
-      // Read for the claim and reused by the reports that follow it (the first after a reconnect among them).
-      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch, fixedCounts);
+      // Read fresh for the claim (a watcher starting looks that far back), and kept for the reports
+      // that follow it: the first after a reconnect does not scan the open intents again.
+      const requiredConfirmations = await requiredOnChain(em, intents, chain, deps.watch, fixedCounts, { fresh: true });
       const oldest = await oldestWatchedCreatedAt(em, chain, deps.watch);
       // The position is the core's best tip and the blocks below it: enough to find where a fork
       // twice as deep as the deepest followed left the chain; the watcher looks for a deeper one's
