@@ -1,6 +1,6 @@
 import { evmHeaderHash } from "./evm-header.ts";
 import type { EvmBlock, TokenTransfer } from "./evm-node.ts";
-import { transferTopic } from "./evm-told.ts";
+import { transferRecipient, transferTopic } from "./evm-told.ts";
 
 /**
  * The node's JSON answers the watcher reads in bulk (blocks with their transactions, Transfer
@@ -83,8 +83,8 @@ export function transfersOf(json: unknown): TokenTransfer[] {
     if (log.removed === true || log.blockHash === null || log.transactionHash === null) continue;
     const topics = log.topics;
     if (!Array.isArray(topics) || topics.length !== 3 || String(topics[0]).toLowerCase() !== transferTopic) continue;
-    const to = String(topics[2]).toLowerCase();
-    if (!/^0x0{24}[0-9a-f]{40}$/.test(to) || typeof log.data !== "string" || !hash32.test(log.data)) continue;
+    const to = transferRecipient(String(topics[2]));
+    if (to === undefined || typeof log.data !== "string" || !hash32.test(log.data)) continue;
     if (typeof log.address !== "string" || !address20.test(log.address)) throw new MalformedAnswer("the node's log address is not an address");
     out.push({
       blockHash: hash(log.blockHash, "log block hash"),
@@ -92,7 +92,7 @@ export function transfersOf(json: unknown): TokenTransfer[] {
       txHash: hash(log.transactionHash, "log transaction hash"),
       logIndex: Number(quantity(log.logIndex, "log index")),
       contract: log.address,
-      to: `0x${to.slice(26)}`,
+      to,
       value: BigInt(log.data),
     });
   }

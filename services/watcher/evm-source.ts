@@ -59,12 +59,7 @@ export class EvmWatched implements WatchedAddresses, BloomWatched {
   #tabled(): { addresses: string[]; bits: Uint16Array } {
     const addresses = [...this.#set];
     const bits = new Uint16Array(3 * addresses.length);
-    addresses.forEach((a, i) => {
-      let b = this.#bits.get(a) ?? this.#before.get(a);
-      if (!b) b = bloomBits(addressTopic(a));
-      this.#bits.set(a, b);
-      bits.set(b, 3 * i);
-    });
+    addresses.forEach((a, i) => bits.set(this.bitsOf(a), 3 * i));
     this.#before = new Map();
     return { addresses, bits };
   }

@@ -5,6 +5,12 @@ import type { ToldTransaction } from "./evm-node.ts";
 /** keccak256("Transfer(address,address,uint256)"): an ERC-20 (and TRC-20) Transfer log's first topic. */
 export const transferTopic = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 
+/** The address an indexed address word holds (12 zero bytes, then the address), lowercase; undefined for any other word. */
+export function transferRecipient(word: string): string | undefined {
+  const w = word.toLowerCase();
+  return /^0x0{24}[0-9a-f]{40}$/.test(w) ? `0x${w.slice(26)}` : undefined;
+}
+
 /** The asset an output is of, as the chain's contracts say it: its token contract (lowercase; none: the native coin) and decimals. */
 export interface OutputAsset {
   contract: string | undefined;
@@ -36,7 +42,7 @@ export function toldDiffers(told: ToldTransaction | undefined, o: Output, asset:
   if (!log) return `its receipt has no log ${o.outputIndex - 1}`;
   if (log.address !== asset.contract.toLowerCase()) return `log ${o.outputIndex - 1} is from ${log.address}`;
   if (log.topics[0] !== transferTopic || log.topics.length !== 3) return `log ${o.outputIndex - 1} is not a Transfer`;
-  if (`0x${(log.topics[2] ?? "").slice(-40)}` !== to || !/^0x0{24}/.test(log.topics[2] ?? "")) return `log ${o.outputIndex - 1} pays ${log.topics[2]}`;
+  if (transferRecipient(log.topics[2] ?? "") !== to) return `log ${o.outputIndex - 1} pays ${log.topics[2]}`;
   if (!/^0x[0-9a-f]{64}$/.test(log.data) || BigInt(log.data) !== amount) return `log ${o.outputIndex - 1} moves ${log.data}, not ${amount}`;
   return undefined;
 }
