@@ -7,6 +7,12 @@ import { registerPool } from "./prepared.ts";
 export type { EntityManager };
 export type Database = MikroORM;
 
+/** The Unix socket directory a connection URL names in its `host` parameter (as libpq and pg read it), if any. */
+export function unixSocketOf(url: string): string | undefined {
+  const host = URL.canParse(url) ? new URL(url).searchParams.get("host") : null;
+  return host?.startsWith("/") ? host : undefined;
+}
+
 /**
  * Opens the ORM. Migrations are a committed, explicit list (no folder
  * discovery), applied by `migrate()` at start and by `npm run migrate`.
@@ -14,6 +20,8 @@ export type Database = MikroORM;
 export async function openDatabase(url: string, entities: NonNullable<Options["entities"]>, poolSize = 10): Promise<Database> {
   const orm = await MikroORM.init({
     clientUrl: url,
+    // libpq's and pg's `?host=/run/postgresql`: a Unix socket, which the ORM's URL parsing (host from the authority) would miss.
+    host: unixSocketOf(url),
     entities,
     extensions: [Migrator],
     pool: { min: 0, max: poolSize },
