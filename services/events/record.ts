@@ -74,7 +74,7 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
 }
 
 /**
- * An event and its deliveries as the CTEs `event`, `endpoint` and `delivery` of a statement,
+ * An event and its deliveries as the CTEs `event`, `endpoint` and `delivery` (each name + `suffix`) of a statement,
  * written only if `from` (a CTE of that statement) yields a row, or always without one. Delivery
  * ids are made here, as many as endpoints can be enabled through the API, and the statement
  * takes what it needs: more enabled endpoints than that get none (recordEvent adds theirs; a
@@ -84,7 +84,8 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
  * (delivery/outbox-wake.ts), so the outbox trigger sends no NOTIFY for these deliveries: the
  * setting is read by the trigger, and joined into the deliveries' select so that it is set first.
  */
-export function eventCtes(event: NewEvent, from?: string, quiet = false): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
+export function eventCtes(event: NewEvent, from?: string, quiet = false, suffix = ""): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
+  const s = suffix;
   const createdAt = event.createdAt ?? new Date();
   const id = newTimedId("evt", createdAt);
   const payload = envelope(id, event, createdAt);
@@ -94,15 +95,15 @@ export function eventCtes(event: NewEvent, from?: string, quiet = false): { sql:
     id,
     payload,
     createdAt,
-    sql: `event as (
+    sql: `event${s} as (
        insert into webhook_events (id, merchant_id, environment, type, payment_intent_id, payload, created_at)
        select ?, ?, ?, ?, ?, ?, ?${from ? ` from ${from}` : ""}
        returning id
-     ), endpoint as (
+     ), endpoint${s} as (
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
         where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only.sql}
-     ),${quiet ? ` quiet as (select set_config('webhook.outbox_wake', 'caller', true)),` : ""} delivery as (
-       ${pendingDeliveries("event", { ...eachEndpoint, eventId: "event.id", from: `from event, endpoint${quiet ? ", quiet" : ""} where endpoint.n <= ?` })}
+     ),${quiet ? ` quiet${s} as (select set_config('webhook.outbox_wake', 'caller', true)),` : ""} delivery${s} as (
+       ${pendingDeliveries("event", { ...eachEndpoint, id: `(?::text[])[endpoint${s}.n]`, eventId: `event${s}.id`, endpointId: `endpoint${s}.id`, from: `from event${s}, endpoint${s}${quiet ? `, quiet${s}` : ""} where endpoint${s}.n <= ?` })}
      )`,
     params: [
       id,

@@ -131,19 +131,21 @@ export class NeedsTransaction extends Error {
  * The key's part of a one-statement write, as CTEs: `claimed` (the key row with its response,
  * inserted only when `gate`'s `ok` is true and the key is new; the rest of the statement reads
  * from it) and `existing` (the key's committed row when it was not new). Same lock timeout as
- * runIdempotent for a concurrent request holding the key.
+ * runIdempotent for a concurrent request holding the key, unless `lockTimeoutMs` says otherwise.
+ * `suffix` ends each CTE's name, so that several writes share a statement.
  */
-export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: string): { sql: string; params: unknown[] } {
+export function claimCtes(claim: IdempotencyClaim, response: Uint8Array, gate: string, o: { suffix?: string; lockTimeoutMs?: number } = {}): { sql: string; params: unknown[] } {
+  const s = o.suffix ?? "";
   return {
-    sql: `timeout as (select set_config('lock_timeout', '${waitForFirstMs}ms', true)),
-     claimed as (
+    sql: `timeout${s} as (select set_config('lock_timeout', '${o.lockTimeoutMs ?? waitForFirstMs}ms', true)),
+     claimed${s} as (
        insert into idempotency_records (merchant_id, environment, key, rpc, fingerprint, response, created_at)
-       select ?, ?, ?, ?, ?, ?, now() from timeout, ${gate} where ${gate}.ok
+       select ?, ?, ?, ?, ?, ?, now() from timeout${s}, ${gate} where ${gate}.ok
        ${takeOver} returning key
      ),
-     existing as (
+     existing${s} as (
        select rpc, fingerprint, response from idempotency_records
-        where merchant_id = ? and environment = ? and key = ? and not exists (select 1 from claimed)
+        where merchant_id = ? and environment = ? and key = ? and not exists (select 1 from claimed${s})
           and created_at > now() - make_interval(secs => ?)
      )`,
     params: [

@@ -9,7 +9,7 @@ import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
 import { apiError, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
-import { executePrepared } from "../platform/prepared.ts";
+import { CreateWriter, type CreatePart } from "./create-batch.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
 import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, insertMethodAddressesCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
 import type { CreateInput, MethodAsk } from "./validate.ts";
@@ -92,6 +92,8 @@ export class Intents {
    * the transactional create reads the policy again), so a create costs no extra round trip.
    */
   readonly #policies = new Map<string, PolicySnapshot>();
+  /** One-statement creates that arrive together, written in one statement. */
+  readonly #creates = new CreateWriter();
 
   /** Where fiat-priced creates (and re-quotes: requote.ts) get their quote; without it such a create answers rate_unavailable. */
   readonly rates: RateEngine | undefined;
@@ -320,39 +322,44 @@ export class Intents {
     const message = respond(view);
     const fits = deliveriesFit(owner.merchantId, owner.environment);
     const current = policyIsCurrent(owner, snapshot.version);
-    const key = claimCtes(claim, claim.encode(message), "gate");
-    const intent = insertIntentCte(row, one ? address.index : null, "claimed");
-    const methods = one ? undefined : insertMethodAddressesCte(row, "claimed");
+    const created = this.#createdEvent(row, now, view);
+    const response = claim.encode(message);
     // With a relay in this process, it is woken after the commit rather than by a NOTIFY (outbox-wake.ts).
     const quiet = this.#outboxWake.local;
-    const event = eventCtes(this.#createdEvent(row, now, view), "intent", quiet);
+    const build = (s: string, lockTimeoutMs: number | undefined): CreatePart => {
+      const key = claimCtes(claim, response, `gate${s}`, { suffix: s, lockTimeoutMs });
+      const intent = insertIntentCte(row, one ? address.index : null, `claimed${s}`, s);
+      const methods = one ? undefined : insertMethodAddressesCte(row, `claimed${s}`, s);
+      const event = eventCtes(created, `intent${s}`, quiet, s);
+      return {
+        ctes: `policy${s} as (select ${current.sql} as current),
+       gate${s} as (select (${guard.sql}) and ${fits.sql} and policy${s}.current as ok from policy${s}),
+       ${key.sql}, ${intent.sql},${methods ? ` ${methods.sql},` : ""} ${event.sql}`,
+        answer: `gate${s}.ok as fresh, policy${s}.current as policy_current, exists (select 1 from claimed${s}) as claimed, existing${s}.rpc, existing${s}.fingerprint, existing${s}.response
+         from gate${s} cross join policy${s} left join existing${s} on true`,
+        params: [...current.params, ...guard.params, ...fits.params, ...key.params, ...intent.params, ...(methods?.params ?? []), ...event.params],
+      };
+    };
     claim.sent = true;
-    const [result] = await executePrepared<{
+    // Written with the creates that came with it, in one statement (create-batch.ts).
+    const result = (await this.#creates.write({ em, shape: `${guard.sql}|${one}|${quiet}`, key: `${claim.merchantId}|${claim.environment}|${claim.key}`, build })) as {
       fresh: boolean;
       policy_current: boolean;
       claimed: boolean;
       rpc: string | null;
       fingerprint: string | null;
       response: Buffer | null;
-    }>(
-      em,
-      `with policy as (select ${current.sql} as current),
-       gate as (select (${guard.sql}) and ${fits.sql} and policy.current as ok from policy),
-       ${key.sql}, ${intent.sql},${methods ? ` ${methods.sql},` : ""} ${event.sql}
-       select gate.ok as fresh, policy.current as policy_current, exists (select 1 from claimed) as claimed, existing.rpc, existing.fingerprint, existing.response
-         from gate cross join policy left join existing on true`,
-      [...current.params, ...guard.params, ...fits.params, ...key.params, ...intent.params, ...(methods?.params ?? []), ...event.params],
-    );
-    if (result?.claimed) {
+    };
+    if (result.claimed) {
       if (quiet) this.#outboxWake.wake();
       return { row, message };
     }
     // Nothing was written: the address goes back, and a stale guess (of the policy, or of where
     // addresses come from) is dropped.
     release();
-    if (!result?.policy_current) this.#policies.delete(`${owner.merchantId}:${owner.environment}`);
-    else if (!result?.fresh) for (const network of networks) this.#addresses.forget(owner, network);
-    return { replay: settleExisting(claim, result ?? { rpc: null, fingerprint: null, response: null }) };
+    if (!result.policy_current) this.#policies.delete(`${owner.merchantId}:${owner.environment}`);
+    else if (!result.fresh) for (const network of networks) this.#addresses.forget(owner, network);
+    return { replay: settleExisting(claim, result) };
   }
 
   #createdEvent(row: IntentRow, at: Date, view = this.views.message(row)): NewEvent {

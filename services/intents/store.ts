@@ -346,10 +346,10 @@ function methodAddressesInsert(row: IntentRow): { sql: string; params: unknown[]
   };
 }
 
-/** The same as the CTE `methods` of a larger statement, written only if `from` (a CTE of it) yields a row. */
-export function insertMethodAddressesCte(row: IntentRow, from: string): { sql: string; params: unknown[] } {
+/** The same as the CTE `methods` (+ `suffix`) of a larger statement, written only if `from` (a CTE of it) yields a row. */
+export function insertMethodAddressesCte(row: IntentRow, from: string, suffix = ""): { sql: string; params: unknown[] } {
   const insert = methodAddressesInsert(row);
-  return { sql: `methods as (${insert.sql} from ${from} cross join json_to_recordset(?::json) as m(network text, address text, confirmations int) returning intent_id)`, params: insert.params };
+  return { sql: `methods${suffix} as (${insert.sql} from ${from} cross join json_to_recordset(?::json) as m(network text, address text, confirmations int) returning intent_id)`, params: insert.params };
 }
 
 /**
@@ -367,10 +367,10 @@ export async function chooseMethod(em: EntityManager, row: IntentRow, m: IntentM
   return rows.length === 1;
 }
 
-/** The insert as the CTE `intent` of a larger statement, written only if `from` (a CTE of it) yields a row. */
-export function insertIntentCte(row: IntentRow, addressIndex: number | null, from: string): { sql: string; params: unknown[] } {
+/** The insert as the CTE `intent` (+ `suffix`) of a larger statement, written only if `from` (a CTE of it) yields a row. */
+export function insertIntentCte(row: IntentRow, addressIndex: number | null, from: string, suffix = ""): { sql: string; params: unknown[] } {
   return {
-    sql: `intent as (
+    sql: `intent${suffix} as (
        insert into payment_intents (${insertColumns})
        select ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::numeric, ?::jsonb, ?::timestamptz, ?::timestamptz, ?::jsonb from ${from}
        returning id
