@@ -124,7 +124,7 @@ export async function startApp(o: AppOptions): Promise<App> {
   await coverage.start(() => db.em.fork(), logger);
   // A create here wakes this process's relay after its commit, when it runs one (outbox-wake.ts).
   const outboxWake = new OutboxWake();
-  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates, config.quotes, outboxWake);
+  const intents = new Intents(new IntentViews(config.checkoutBaseUrl, config.confirmationOverrides, { lateWindowSeconds: config.latePaymentWindowSeconds, watch: coverage }), undefined, rates, config.quotes, outboxWake, roles.includes("rpc") ? metrics.registry : undefined);
   const serviceRoutes = routes({
     intents,
     cursors: new CursorCodec(deriveKey(o.masterKey, "list-cursor")),

@@ -1,3 +1,4 @@
+import { Counter, type Registry } from "prom-client";
 import type { EntityManager } from "../platform/db.ts";
 import { isDatabaseUnavailable } from "../platform/errors.ts";
 import { executePrepared } from "../platform/prepared.ts";
@@ -29,9 +30,10 @@ export type CreateAnswer = Record<string, unknown>;
 /** The most creates one statement writes: 1, 2, 4, 8 or 16 of a shape, so that each shape has five texts at most. */
 const maxPerStatement = 16;
 /**
- * In a statement with others, a create waits this long for a key another request holds, then the
- * statement is written again one create at a time (each with the usual wait): a client retrying a
- * create still in flight holds up its own create, not the ones that came with it.
+ * In a statement with others, a create waits this long for any lock (a key another request holds;
+ * an endpoint row an operation on the endpoint holds, which the deliveries' foreign key waits for),
+ * then the statement is written again one create at a time, each with the usual wait: a client
+ * retrying a create still in flight holds up its own create, not the ones that came with it.
  */
 const sharedLockTimeoutMs = 100;
 
@@ -45,13 +47,34 @@ interface Waiting {
  * Writes the one-statement creates that arrive together (in the same turn of the event loop, as
  * the delivery worker's Batcher gathers its writes) in one statement and one commit: each
  * create's CTEs with their own names, side by side, and each answer a row of the result. A lone
- * create waits for nothing. A statement that fails for one create's sake (a constraint, a key
- * held by another request) is written again one create at a time, so that only that create
+ * create waits for nothing. A statement that fails for one create's sake (a constraint, a lock
+ * another request holds) is written again one create at a time, so that only that create
  * fails, and each of them is answered as soon as its own statement is; one that fails because
  * the database is away fails every create in it, as it would have alone.
  */
 export class CreateWriter {
   #waiting: Waiting[] = [];
+  readonly #statements: Counter<"creates"> | undefined;
+  readonly #rewritten: Counter<"cause"> | undefined;
+
+  /** `registry`: counts the statements by how many creates each wrote, and the creates written again alone, by cause. */
+  constructor(o: { registry?: Registry } = {}) {
+    if (!o.registry) return;
+    this.#statements = new Counter({
+      name: "payments_intent_create_statements_total",
+      help: "Statements that wrote one-statement creates, by how many creates each wrote (1, 2, 4, 8, 16).",
+      labelNames: ["creates"],
+      registers: [o.registry],
+    });
+    this.#rewritten = new Counter({
+      name: "payments_intent_create_rewritten_total",
+      help: "Creates of a shared statement that failed, written again one at a time, by cause: lock (a lock waited for past 100 ms), refused (anything else the database refused).",
+      labelNames: ["cause"],
+      registers: [o.registry],
+    });
+    for (const creates of ["1", "2", "4", "8", "16"]) this.#statements.inc({ creates }, 0);
+    for (const cause of ["lock", "refused"]) this.#rewritten.inc({ cause }, 0);
+  }
 
   write(write: CreateWrite): Promise<CreateAnswer> {
     return new Promise((resolve, reject) => {
@@ -68,9 +91,11 @@ export class CreateWriter {
   async #statement(chunk: readonly Waiting[]): Promise<void> {
     try {
       const rows = await writeTogether(chunk.map((w) => w.write));
+      this.#statements?.inc({ creates: String(chunk.length) });
       chunk.forEach((w, k) => w.resolve(rows[k] as CreateAnswer));
     } catch (err) {
       if (chunk.length === 1 || isDatabaseUnavailable(err)) return chunk.forEach((w) => w.reject(err));
+      this.#rewritten?.inc({ cause: (err as { code?: unknown }).code === "55P03" ? "lock" : "refused" }, chunk.length);
       for (const w of chunk) void this.#statement([w]);
     }
   }

@@ -7,8 +7,9 @@ import { deliveriesFit, eventCtes, recordEvent, type NewEvent } from "../events/
 import { claimCtes, NeedsTransaction, settleExisting, type IdempotencyClaim } from "../idempotency/idempotent.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { lockedNow } from "../platform/db-clock.ts";
-import { apiError, validationError } from "../platform/errors.ts";
+import { apiError, isDatabaseUnavailable, validationError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
+import type { Registry } from "prom-client";
 import { CreateWriter, type CreatePart } from "./create-batch.ts";
 import { canTransition, eventFor, isStatus, type Status } from "./status.ts";
 import { claimDueIntents, findIntent, findIntentById, insertIntent, insertIntentCte, insertMethodAddressesCte, type IntentSource, statusTimes, updateStatus, type IntentRow } from "./store.ts";
@@ -93,7 +94,7 @@ export class Intents {
    */
   readonly #policies = new Map<string, PolicySnapshot>();
   /** One-statement creates that arrive together, written in one statement. */
-  readonly #creates = new CreateWriter();
+  readonly #creates: CreateWriter;
 
   /** Where fiat-priced creates (and re-quotes: requote.ts) get their quote; without it such a create answers rate_unavailable. */
   readonly rates: RateEngine | undefined;
@@ -101,7 +102,8 @@ export class Intents {
   /** How long a fiat-priced intent's quote holds, and the grace after it was replaced (QUOTE_SECONDS, QUOTE_GRACE_SECONDS). */
   readonly quoting: QuoteTerms;
 
-  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine, quoting: QuoteTerms = defaultQuoteTerms, outboxWake = new OutboxWake()) {
+  constructor(views: IntentViews, addresses = new AddressReserve(), rates?: RateEngine, quoting: QuoteTerms = defaultQuoteTerms, outboxWake = new OutboxWake(), registry?: Registry) {
+    this.#creates = new CreateWriter({ registry });
     this.views = views;
     this.#addresses = addresses;
     this.rates = rates;
@@ -341,15 +343,17 @@ export class Intents {
       };
     };
     claim.sent = true;
-    // Written with the creates that came with it, in one statement (create-batch.ts).
-    const result = (await this.#creates.write({ em, shape: `${guard.sql}|${one}|${quiet}`, key: `${claim.merchantId}|${claim.environment}|${claim.key}`, build })) as {
-      fresh: boolean;
-      policy_current: boolean;
-      claimed: boolean;
-      rpc: string | null;
-      fingerprint: string | null;
-      response: Buffer | null;
-    };
+    type Answer = { fresh: boolean; policy_current: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null };
+    let result: Answer;
+    try {
+      // Written with the creates that came with it, in one statement (create-batch.ts).
+      result = (await this.#creates.write({ em, shape: `${guard.sql}|${one}|${quiet}`, key: `${claim.merchantId}|${claim.environment}|${claim.key}`, build })) as Answer;
+    } catch (err) {
+      // A statement the database refused wrote nothing: its addresses go back (an account key's
+      // next index is not skipped). One cut off by an outage may have committed: they are kept.
+      if (!isDatabaseUnavailable(err)) release();
+      throw err;
+    }
     if (result.claimed) {
       if (quiet) this.#outboxWake.wake();
       return { row, message };
