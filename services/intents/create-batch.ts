@@ -20,7 +20,7 @@ export interface CreateWrite {
   shape: string;
   /** Its Idempotency-Key (merchant, environment, key): two writes of one key never share a statement. */
   key: string;
-  /** The part, its CTE names ending with `suffix`; `lockTimeoutMs` how long it waits for a key another request holds (unset: the usual wait). */
+  /** The part, its CTE names ending with `suffix`; `lockTimeoutMs` how long it waits for a lock another request holds (unset: the usual wait). */
   build(suffix: string, lockTimeoutMs: number | undefined): CreatePart;
 }
 

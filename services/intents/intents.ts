@@ -269,7 +269,8 @@ export class Intents {
   /**
    * The same create in one statement, with no transaction to open: the Idempotency-Key's row
    * with the stored response, the intent, its event and the event's deliveries, all written only
-   * if the key is new, and none of it if not. It needs an address known before the statement
+   * if the key is new, and none of it if not (a statement shared with the creates that arrived
+   * with it: create-batch.ts). It needs an address known before the statement
    * (AddressReserve) and at most maxEnabledEndpoints endpoints; otherwise, or when the key's
    * row cannot be read yet, it throws NeedsTransaction having written nothing, and `create`
    * runs in the transactional path. A repeated key answers its stored response (`replay`) or
