@@ -108,11 +108,19 @@ t.test("a shopper's page polling every 3 s is never refused, even from an empty 
 
 t.test("IPv6 clients are counted by /64: one prefix shares one budget", async (t) => {
   const n = checkoutPerMinute + 30;
+  const started = Date.now();
   const { answers, seconds } = await burst(n, 20, (i) => status(`2001:db8:aa:bb:${(i + 1).toString(16)}::${i + 1}`));
   const served = answers.filter((r) => r.status === 200).length;
   t.ok(served <= most(checkoutPerMinute, seconds), `${served} of ${n} served from ${n} addresses of one /64 in ${seconds} s`);
   t.ok(answers.some((r) => r.status === 429), "the rest refused");
-  t.equal((await status("2001:db8:aa:bb::ffff")).status, 429, "any other address of the /64 too");
+  // Ten more addresses of the /64 at once: the bucket refills 2 a second meanwhile (a busy machine
+  // may take a second between the burst and these), so some may be served, never all, and never
+  // more than the budget and its refill since the burst began.
+  const after = await Promise.all(Array.from({ length: 10 }, (_, i) => status(`2001:db8:aa:bb::ff${i}`)));
+  const since = (Date.now() - started) / 1000;
+  const servedAfter = after.filter((r) => r.status === 200).length;
+  t.ok(after.some((r) => r.status === 429), `any other address of the /64 too (${servedAfter} of 10 served, ${since} s after the burst began)`);
+  t.ok(served + servedAfter <= most(checkoutPerMinute, since), "the /64 as a whole within the budget and its refill");
   t.equal((await status("2001:db8:aa:bc::1")).status, 200, "the next /64 has its own budget");
 });
 
