@@ -5,6 +5,7 @@
 // webhook made for another create's event. That creates did share statements is read from
 // PostgreSQL itself: rows one statement inserted carry its transaction id (xmin).
 // create-writer.test.ts decides which writes share a statement; here it is whatever HTTP brings.
+import pg from "pg";
 import t from "tap";
 import { newId } from "../../services/platform/ids.ts";
 import { call, idemKey, merchantWithKey, sampleIntent, startTestApp, until, type Credentials } from "../helpers/harness.ts";
@@ -129,8 +130,7 @@ t.test("a key another request holds: the creates beside it are not held up", asy
   t.equal((await create(c)).status, 200, "a first create");
   const held = idemKey();
   // Another request's transaction holds the key (its create not committed yet).
-  const pool = (await import("pg")).default;
-  const client = new pool.Client({ connectionString: s.databaseUrl });
+  const client = new pg.Client({ connectionString: s.databaseUrl });
   await client.connect();
   t.teardown(() => client.end());
   await client.query("begin");
