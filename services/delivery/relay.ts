@@ -60,15 +60,21 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   const halted = new Promise<never>((_, reject) => (halt = reject));
   halted.catch(() => undefined);
   // Each loop's wake-up (below): a notification wakes both.
-  const loops = new Set<{ pendingWake: boolean; wake: (() => void) | undefined }>();
-  const poke = () => {
+  const loops = new Set<{ part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined }>();
+  const poke = (only?: "newest" | "rest") => {
     for (const l of loops) {
+      if (only !== undefined && l.part !== only) continue;
       l.pendingWake = true;
       l.wake?.();
     }
   };
 
-  const detach = o.outboxWake?.attach(poke);
+  // A create's wake is for its new deliveries: the newest lane's (takeUnpublished), so only the
+  // newest loop runs for it. The other loop's pass (retries due, the oldest new deliveries) found
+  // nothing for a create but cost a transaction of three statements per wake; it runs on its poll,
+  // on a NOTIFY (retries and recoveries are written by other writers), and as soon as a newest
+  // pass comes back full (a backlog begins: its oldest are that loop's).
+  const detach = o.outboxWake?.attach(() => poke("newest"));
 
   // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
   const listener = listenForever({
@@ -76,8 +82,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     channel: "webhook_outbox",
     logger: o.logger,
     what: "outbox relay LISTEN connection",
-    onNotification: poke,
-    onListening: poke,
+    onNotification: () => poke(),
+    onListening: () => poke(),
     maxBackoffMs,
   });
 
@@ -116,17 +122,28 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   const loop = async (part: "newest" | "rest") => {
     const outage = new OutageLog(o.logger, `outbox relay (${part})`);
-    const l: { pendingWake: boolean; wake: (() => void) | undefined } = { pendingWake: false, wake: undefined };
+    const l: { part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined } = { part, pendingWake: false, wake: undefined };
     loops.add(l);
     let failures = 0;
     while (!stopped) {
       l.pendingWake = false;
       try {
         let published: number;
-        // A pass may take fewer than the batch while more wait (its lanes: takeUnpublished): on
-        // until one finds nothing.
-        do published = await pass(part, failures);
-        while (published > 0 && !stopped);
+        if (part === "rest") {
+          // A pass may take fewer than the batch while more wait (its lanes: takeUnpublished): on
+          // until one finds nothing.
+          do published = await pass(part, failures);
+          while (published > 0 && !stopped);
+        } else {
+          // The newest lane is one query: a pass that took fewer than its batch took every row
+          // committed before it began, and a row committed since woke this loop (pendingWake,
+          // cleared before the pass), so no pass to find nothing follows it. A full pass goes on,
+          // and wakes the other loop for the backlog's oldest.
+          do {
+            published = await pass(part, failures);
+            if (published >= newestBatch) poke("rest");
+          } while (published >= newestBatch && !stopped);
+        }
         outage.recovered();
         failures = 0;
       } catch (err) {

@@ -1,0 +1,137 @@
+// The outbox relay woken by its own process's creates (services/delivery/relay.ts, outbox-wake.ts):
+// only its newest loop runs for a create's wake, and a pass that takes fewer than its batch is
+// not followed by one that finds nothing; so no wake may be lost between a pass and the next, and
+// a backlog's oldest, the other loop's, must still go out without waiting for a poll. The relay
+// here polls once in ten minutes: whatever goes out within the test went out because it was woken.
+// Real PostgreSQL (the service's migrations and partitions), real NATS JetStream.
+import pg from "pg";
+import t from "tap";
+import { openDatabase } from "../../services/app/database.ts";
+import { ensureDeliveryStream, streamNames } from "../../services/delivery/jetstream.ts";
+import { OutboxWake } from "../../services/delivery/outbox-wake.ts";
+import { startRelay } from "../../services/delivery/relay.ts";
+import { schedule } from "../../services/delivery/schedule.ts";
+import { newTimedId } from "../../services/platform/ids.ts";
+import { createLogger } from "../../services/platform/logger.ts";
+import { Nats } from "../../services/platform/nats.ts";
+import { ensurePartitions } from "../../services/retention/partitions.ts";
+import { createTestDatabase, deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
+
+const databaseUrl = await createTestDatabase(t);
+const db = await openDatabase(databaseUrl);
+t.teardown(() => db.close());
+await db.migrator.up();
+await ensurePartitions(db.em.fork());
+const em = () => db.em.fork();
+
+await em().execute(`insert into merchants (id, name, created_at) values ('mer_a', 'A', now())`);
+await em().execute(
+  `insert into webhook_endpoints (id, merchant_id, environment, url, status, secret_ciphertext, created_at) values ('we_a', 'mer_a', 'test', 'https://hooks.example.test/x', 'enabled', '\\x00', now())`,
+);
+
+const prefix = uniqueName("relaywake").toLowerCase();
+const names = streamNames(prefix);
+const logger = createLogger("silent");
+const nats = new Nats(natsUrl, logger, "relay-wake-test");
+t.teardown(async () => {
+  await nats.close();
+  await deleteStream(prefix);
+});
+let ensured: Promise<unknown> | undefined;
+const streamReady = async () => {
+  ensured ??= ensureDeliveryStream(await nats.connected, names, schedule([60, 300], 3), { installation: prefix, prefix }, 1, 1000);
+  await ensured;
+};
+await streamReady();
+
+const wake = new OutboxWake();
+const relay = startRelay({ db, databaseUrl, nats, names, logger, streamReady, pollMs: 600_000, outboxWake: wake });
+t.teardown(() => relay.stop());
+
+/**
+ * `count` deliveries committed as a create in a relay's process commits them: its transaction
+ * marked so that the outbox trigger sends no NOTIFY (only `wake` can tell the relay). `parked`:
+ * waiting in the outbox for a due time passed a moment ago (the other loop's lane).
+ */
+async function deliveries(count: number, parked = false): Promise<string[]> {
+  const at = Array.from({ length: count }, (_, i) => new Date(Date.now() - count + i));
+  const events = at.map((d) => newTimedId("evt", d));
+  const ids = at.map((d) => newTimedId("wd", d));
+  const list = (xs: string[]) => `{${xs.map((x) => `"${x}"`).join(",")}}`;
+  await em().transactional(async (tx) => {
+    await tx.execute(`select set_config('webhook.outbox_wake', 'caller', true)`);
+    await tx.execute(
+      `insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
+       select e, 'mer_a', 'test', 'webhook.test', '{}', c from unnest(?::text[], ?::timestamptz[]) as x(e, c)`,
+      [list(events), list(at.map((d) => d.toISOString()))],
+    );
+    await tx.execute(
+      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, next_attempt_at, cause, created_at, updated_at)
+       select d, 'mer_a', 'test', e, 'we_a', 'pending', 0, case when ? then now() - interval '1 second' end, 'event', c, c from unnest(?::text[], ?::text[], ?::timestamptz[]) as x(d, e, c)`,
+      [parked, list(ids), list(events), list(at.map((d) => d.toISOString()))],
+    );
+  });
+  return ids;
+}
+
+let left = 0;
+/** How many of `ids` are not yet published (also kept in `left`, for a deadline's message). */
+/** A connection of its own (an advisory lock held across statements). */
+async function pgClient(): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  t.teardown(() => c.end());
+  return c;
+}
+
+async function unpublished(ids: readonly string[]): Promise<number> {
+  const [row] = await em().execute<{ n: string }[]>(`select count(*) as n from webhook_deliveries where published_at is null and id in (?)`, [ids]);
+  return (left = Number(row?.n));
+}
+
+// The relay's first passes (at start) are over before the cases begin: nothing waits yet.
+await until("the relay's start", async () => (await em().execute(`select 1 from webhook_deliveries where published_at is null`)).length === 0, 10_000);
+
+t.test("a create committed while a pass runs is published by its wake, not by the next poll", async (t) => {
+  // The pass is held inside its transaction, after it took A and before it commits: a test trigger
+  // on the relay's update waits for an advisory lock this test holds.
+  const holder = await pgClient();
+  await em().execute(
+    `create function relay_wake_hold() returns trigger as $$ begin perform pg_advisory_xact_lock_shared(4242); return new; end; $$ language plpgsql;
+     create trigger relay_wake_hold before update on webhook_deliveries for each row execute function relay_wake_hold()`,
+  );
+  t.teardown(() => em().execute(`drop trigger relay_wake_hold on webhook_deliveries; drop function relay_wake_hold()`));
+  await holder.query("select pg_advisory_lock(4242)");
+  const a = await deliveries(1);
+  wake.wake();
+  await until("the pass held after taking A", async () => (await em().execute(`select 1 from pg_locks where locktype = 'advisory' and not granted`)).length > 0, 10_000);
+  const b = await deliveries(1);
+  wake.wake();
+  await holder.query("select pg_advisory_unlock(4242)");
+  await until("A published", async () => (await unpublished(a)) === 0, 10_000, () => `A unpublished`);
+  await until("B published", async () => (await unpublished(b)) === 0, 10_000, () => `B unpublished: its wake, which came during A's pass, was lost`);
+  t.pass("B went out on its wake");
+});
+
+t.test("every create's wake is taken, however it falls among the relay's passes", async (t) => {
+  const ids: string[] = [];
+  for (let round = 0; round < 60; round++) {
+    ids.push(...(await deliveries(1 + (round % 3))));
+    wake.wake();
+    // Some commits land while a pass runs, some between passes, some in a burst.
+    if (round % 4 === 0) await new Promise((r) => setTimeout(r, round % 8 === 0 ? 0 : 3));
+  }
+  await until("every delivery published", async () => (await unpublished(ids)) === 0, 20_000, () => `${left} of ${ids.length} unpublished`);
+  t.pass(`${ids.length} deliveries, each published by a wake, none by a poll`);
+});
+
+t.test("a backlog past a pass goes out whole on one wake, and the other loop's parked retries with it", async (t) => {
+  // Parked retries are the other loop's lane; committed quietly, nothing wakes that loop for them...
+  const parked = await deliveries(5, true);
+  // ...until a create's wake finds a full pass (the relay's batch of 500: 125 new ones a pass).
+  const backlog = await deliveries(400);
+  wake.wake();
+  await until("the backlog published", async () => (await unpublished(backlog)) === 0, 20_000, () => `${left} of ${backlog.length} unpublished`);
+  await until("the parked retries published", async () => (await unpublished(parked)) === 0, 20_000, () => `${left} of ${parked.length} unpublished`);
+  t.pass("both published without a poll");
+});
