@@ -74,8 +74,6 @@ async function deliveries(count: number, parked = false): Promise<string[]> {
   return ids;
 }
 
-let left = 0;
-/** How many of `ids` are not yet published (also kept in `left`, for a deadline's message). */
 /** A connection of its own (an advisory lock held across statements). */
 async function pgClient(): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: databaseUrl });
@@ -84,6 +82,8 @@ async function pgClient(): Promise<pg.Client> {
   return c;
 }
 
+let left = 0;
+/** How many of `ids` are not yet published (also kept in `left`, for a deadline's message). */
 async function unpublished(ids: readonly string[]): Promise<number> {
   const [row] = await em().execute<{ n: string }[]>(`select count(*) as n from webhook_deliveries where published_at is null and id in (?)`, [ids]);
   return (left = Number(row?.n));
@@ -104,7 +104,7 @@ t.test("a create committed while a pass runs is published by its wake, not by th
   await holder.query("select pg_advisory_lock(4242)");
   const a = await deliveries(1);
   wake.wake();
-  await until("the pass held after taking A", async () => (await em().execute(`select 1 from pg_locks where locktype = 'advisory' and not granted`)).length > 0, 10_000);
+  await until("the pass held after taking A", async () => (await em().execute(`select 1 from pg_locks where locktype = 'advisory' and objid = 4242 and not granted and database = (select oid from pg_database where datname = current_database())`)).length > 0, 10_000);
   const b = await deliveries(1);
   wake.wake();
   await holder.query("select pg_advisory_unlock(4242)");
