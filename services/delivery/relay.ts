@@ -60,7 +60,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   const halted = new Promise<never>((_, reject) => (halt = reject));
   halted.catch(() => undefined);
   // Each loop's wake-up (below): a notification wakes both.
-  const loops = new Set<{ part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined }>();
+  const loops = new Set<{ part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined; failing: boolean }>();
   const poke = (only?: "newest" | "rest") => {
     for (const l of loops) {
       if (only !== undefined && l.part !== only) continue;
@@ -72,9 +72,11 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   // A create's wake is for its new deliveries: the newest lane's (takeUnpublished), so only the
   // newest loop runs for it. The other loop's pass (retries due, the oldest new deliveries) found
   // nothing for a create but cost a transaction of three statements per wake; it runs on its poll,
-  // on a NOTIFY (retries and recoveries are written by other writers), and as soon as a newest
-  // pass comes back full (a backlog begins: its oldest are that loop's).
-  const detach = o.outboxWake?.attach(() => poke("newest"));
+  // on a NOTIFY (the other writers of retries and recoveries send one), and as soon as a newest
+  // pass comes back full (a backlog begins: its oldest are that loop's). While the newest loop
+  // backs off after a failed pass (one publish timed out), the other loop takes a create's new
+  // deliveries (its oldest lane), as it did before.
+  const detach = o.outboxWake?.attach(() => poke([...loops].some((l) => l.part === "newest" && l.failing) ? undefined : "newest"));
 
   // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
   const listener = listenForever({
@@ -122,7 +124,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   const loop = async (part: "newest" | "rest") => {
     const outage = new OutageLog(o.logger, `outbox relay (${part})`);
-    const l: { part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined } = { part, pendingWake: false, wake: undefined };
+    const l: { part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined; failing: boolean } = { part, pendingWake: false, wake: undefined, failing: false };
     loops.add(l);
     let failures = 0;
     while (!stopped) {
@@ -136,9 +138,10 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
           while (published > 0 && !stopped);
         } else {
           // The newest lane is one query: a pass that took fewer than its batch took every row
-          // committed before it began, and a row committed since woke this loop (pendingWake,
-          // cleared before the pass), so no pass to find nothing follows it. A full pass goes on,
-          // and wakes the other loop for the backlog's oldest.
+          // committed before it began that no other pass held (those are that pass's to publish),
+          // and a row committed since woke this loop (pendingWake, cleared before the pass), so no
+          // pass to find nothing follows it. A full pass goes on, and wakes the other loop for the
+          // backlog's oldest.
           do {
             published = await pass(part, failures);
             if (published >= newestBatch) poke("rest");
@@ -146,10 +149,12 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
         }
         outage.recovered();
         failures = 0;
+        l.failing = false;
       } catch (err) {
         // Nothing is lost: the rows stay unpublished and the next pass retries them.
         if (!stopped) {
           failures++;
+          l.failing = true;
           outage.failed(err);
         }
       }

@@ -89,8 +89,23 @@ async function unpublished(ids: readonly string[]): Promise<number> {
   return (left = Number(row?.n));
 }
 
-// The relay's first passes (at start) are over before the cases begin: nothing waits yet.
-await until("the relay's start", async () => (await em().execute(`select 1 from webhook_deliveries where published_at is null`)).length === 0, 10_000);
+// The relay's LISTEN connection wakes both loops once it listens: the cases begin after it does,
+// and once no other connection of this database is in a statement or a transaction three times in
+// a row, 50 ms apart (both loops' passes over). From then on only the cases' wakes run a pass: the
+// deliveries are committed without a NOTIFY, and the relay polls once in ten minutes.
+await until(
+  "the relay listening",
+  async () => (await em().execute(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'listen webhook_outbox'`)).length > 0,
+  10_000,
+);
+for (let quiet = 0, deadline = Date.now() + 10_000; quiet < 3; ) {
+  if (Date.now() > deadline) throw new Error("the relay's connections were never idle three times in a row");
+  const [busy] = await em().execute<{ n: string }[]>(
+    `select count(*) as n from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid() and state <> 'idle'`,
+  );
+  quiet = Number(busy?.n) === 0 ? quiet + 1 : 0;
+  await new Promise((r) => setTimeout(r, 50));
+}
 
 t.test("a create committed while a pass runs is published by its wake, not by the next poll", async (t) => {
   // The pass is held inside its transaction, after it took A and before it commits: a test trigger
@@ -101,13 +116,27 @@ t.test("a create committed while a pass runs is published by its wake, not by th
      create trigger relay_wake_hold before update on webhook_deliveries for each row execute function relay_wake_hold()`,
   );
   t.teardown(() => em().execute(`drop trigger relay_wake_hold on webhook_deliveries; drop function relay_wake_hold()`));
+  const waiters = async () =>
+    Number(
+      (
+        await em().execute<{ n: string }[]>(
+          `select count(*) as n from pg_locks where locktype = 'advisory' and objid = 4242 and not granted and database = (select oid from pg_database where datname = current_database())`,
+        )
+      )[0]?.n,
+    );
   await holder.query("select pg_advisory_lock(4242)");
-  const a = await deliveries(1);
-  wake.wake();
-  await until("the pass held after taking A", async () => (await em().execute(`select 1 from pg_locks where locktype = 'advisory' and objid = 4242 and not granted and database = (select oid from pg_database where datname = current_database())`)).length > 0, 10_000);
-  const b = await deliveries(1);
-  wake.wake();
-  await holder.query("select pg_advisory_unlock(4242)");
+  let a: string[];
+  let b: string[];
+  try {
+    a = await deliveries(1);
+    wake.wake();
+    await until("the pass held after taking A", async () => (await waiters()) > 0, 10_000);
+    b = await deliveries(1);
+    wake.wake();
+  } finally {
+    // Released whatever happened: a pass held in the trigger would hold up its drop.
+    await holder.query("select pg_advisory_unlock(4242)");
+  }
   await until("A published", async () => (await unpublished(a)) === 0, 10_000, () => `A unpublished`);
   await until("B published", async () => (await unpublished(b)) === 0, 10_000, () => `B unpublished: its wake, which came during A's pass, was lost`);
   t.pass("B went out on its wake");
