@@ -76,9 +76,9 @@ export class WatcherProcess {
  * reads the chain's watcher row first (one row by its key) and counts observations only when that
  * row was written again (its `xmin`, the transaction that wrote it, changed): a report writes its
  * observations and the row in one transaction, so nothing new can be counted before the row
- * changes. Counting on every poll cost PostgreSQL 8 ms a poll while a report's uncommitted rows
- * sat in the index (each checked for visibility), a fifth of a core beside what is measured, and
- * inside its CPU figure. Each count takes only the rows after the newest it saw: a chain's reports
+ * changes. Counting on every poll took 8 ms a count, as PostgreSQL logged it, while a report's
+ * uncommitted rows sat in the index (each checked for visibility), on the connection whose CPU the
+ * scenario counts as PostgreSQL's. Each count takes only the rows after the newest it saw: a chain's reports
  * are recorded one at a time under its watcher's lock, so its observations commit in the order
  * of their ids and none appears later below one already seen.
  */
