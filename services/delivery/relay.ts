@@ -60,7 +60,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   const halted = new Promise<never>((_, reject) => (halt = reject));
   halted.catch(() => undefined);
   // Each loop's wake-up (below): a notification wakes both.
-  const loops = new Set<{ part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined; failing: boolean }>();
+  const loops = new Set<LoopState>();
   const poke = (only?: "newest" | "rest") => {
     for (const l of loops) {
       if (only !== undefined && l.part !== only) continue;
@@ -76,7 +76,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   // pass comes back full (a backlog begins: its oldest are that loop's). While the newest loop
   // backs off after a failed pass (one publish timed out), the other loop takes a create's new
   // deliveries (its oldest lane), as it did before.
-  const detach = o.outboxWake?.attach(() => poke([...loops].some((l) => l.part === "newest" && l.failing) ? undefined : "newest"));
+  const detach = o.outboxWake?.attach(() => poke([...loops].some((l) => l.part === "newest" && l.failures > 0) ? undefined : "newest"));
 
   // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
   const listener = listenForever({
@@ -124,9 +124,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   const loop = async (part: "newest" | "rest") => {
     const outage = new OutageLog(o.logger, `outbox relay (${part})`);
-    const l: { part: "newest" | "rest"; pendingWake: boolean; wake: (() => void) | undefined; failing: boolean } = { part, pendingWake: false, wake: undefined, failing: false };
+    const l: LoopState = { part, pendingWake: false, wake: undefined, failures: 0 };
     loops.add(l);
-    let failures = 0;
     while (!stopped) {
       l.pendingWake = false;
       try {
@@ -134,7 +133,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
         if (part === "rest") {
           // A pass may take fewer than the batch while more wait (its lanes: takeUnpublished): on
           // until one finds nothing.
-          do published = await pass(part, failures);
+          do published = await pass(part, l.failures);
           while (published > 0 && !stopped);
         } else {
           // The newest lane is one query: a pass that took fewer than its batch took every row
@@ -143,25 +142,23 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
           // pass to find nothing follows it. A full pass goes on, and wakes the other loop for the
           // backlog's oldest.
           do {
-            published = await pass(part, failures);
+            published = await pass(part, l.failures);
             if (published >= newestBatch) poke("rest");
           } while (published >= newestBatch && !stopped);
         }
         outage.recovered();
-        failures = 0;
-        l.failing = false;
+        l.failures = 0;
       } catch (err) {
         // Nothing is lost: the rows stay unpublished and the next pass retries them.
         if (!stopped) {
-          failures++;
-          l.failing = true;
+          l.failures++;
           outage.failed(err);
         }
       }
       if (stopped) break;
-      if (failures > 0) {
+      if (l.failures > 0) {
         // While publishing fails, a notification does not cut the wait short.
-        await pause(nextDelay(failures, pollMs, Math.max(pollMs, maxBackoffMs)));
+        await pause(nextDelay(l.failures, pollMs, Math.max(pollMs, maxBackoffMs)));
       } else if (!l.pendingWake) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, pollMs);
@@ -189,6 +186,17 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       await Promise.all(running);
     },
   };
+}
+
+/** One of the relay's two loops, as its wake-ups see it. */
+interface LoopState {
+  part: "newest" | "rest";
+  /** A wake came since the loop last began to look: it looks again before it waits. */
+  pendingWake: boolean;
+  /** Ends the loop's wait, while it waits. */
+  wake: (() => void) | undefined;
+  /** Passes failed in a row (0: the last one went through); the loop backs off while above 0. */
+  failures: number;
 }
 
 /**

@@ -77,10 +77,10 @@ export class WatcherProcess {
  * row was written again (its `xmin`, the transaction that wrote it, changed): a report writes its
  * observations and the row in one transaction, so nothing new can be counted before the row
  * changes. Counting on every poll took 8 ms a count, as PostgreSQL logged it, while a report's
- * uncommitted rows sat in the index (each checked for visibility), on the connection whose CPU the
- * scenario counts as PostgreSQL's. Each count takes only the rows after the newest it saw: a chain's reports
- * are recorded one at a time under its watcher's lock, so its observations commit in the order
- * of their ids and none appears later below one already seen.
+ * uncommitted rows sat in the index (each checked for visibility), on the connection whose CPU
+ * the scenario counts as PostgreSQL's. Each count takes only the rows after the newest it saw: a
+ * chain's reports are recorded one at a time under its watcher's lock, so its observations commit
+ * in the order of their ids and none appears later below one already seen.
  */
 export function recordedSince(ctx: BenchContext, network: string, afterId: number): () => Promise<number> {
   let last = afterId;
