@@ -563,6 +563,7 @@ class ChainWatch {
   #guarded(source: ChainSource): ChainSource {
     return {
       batchBlocks: source.batchBlocks,
+      ...(source.readBlocks === undefined ? {} : { readBlocks: source.readBlocks }),
       headHeight: () => this.#nodeCall(() => source.headHeight()),
       hashAt: (h) => this.#nodeCall(() => source.hashAt(h)),
       read: (f, t) => this.#nodeCall(() => source.read(f, t)),
