@@ -167,6 +167,10 @@ export class Follower {
   #readTo = -1;
   /** The last block of the batch being reported, while it is: the reads ahead go on after it. */
   #reporting: number | undefined;
+  /** A read after the first of a report failed: the next step throws it (the role counts it, backs off and proves the node again). */
+  #failed: unknown;
+  /** Closed (its tenure ended, its node refused): no read is started any more. */
+  #closed = false;
 
   /** The highest of the recent blocks that was never reported (read from the node when following began): the core keeps none up to it. */
   #unreported: number;
@@ -198,6 +202,12 @@ export class Follower {
     return Math.max(1, Math.min(this.#o.source.batchBlocks, this.#o.source.readBlocks ?? this.#o.source.batchBlocks));
   }
 
+  /** No read is started any more and those running are forgotten: the role dropped this follower. */
+  close(): void {
+    this.#closed = true;
+    this.#dropAhead();
+  }
+
   /** The reads ahead are dropped and the next one is small (#readBlocks): called when the node comes back from a failure. */
   slowStart(): void {
     this.#dropAhead();
@@ -215,6 +225,11 @@ export class Follower {
 
   /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
   async step(head: number): Promise<boolean> {
+    if (this.#failed !== undefined) {
+      const err = this.#failed;
+      this.#failed = undefined;
+      throw err;
+    }
     // A node behind what was processed has nothing new to tell, and no say on what it has not seen;
     // one whose head is another block than the one reported there took a lower branch.
     if (head < this.#height) return this.lowerBranch(head);
@@ -383,6 +398,7 @@ export class Follower {
         this.#dropAhead();
         // The first read's failure is the step's; a later one's is the next step's, once what came before it is reported.
         if (reads.length === 0) throw err;
+        this.#failed = err;
         stopped = true;
         break;
       }
@@ -407,6 +423,7 @@ export class Follower {
 
   /** Starts the next read when none is running, up to the head and two batches ahead; each read that answers whole starts the one after it. */
   #pump(): void {
+    if (this.#closed) return;
     const last = this.#ahead.at(-1);
     if (last && (!last.settled || !last.whole)) return;
     const base = this.#reporting ?? this.#height;
@@ -415,7 +432,8 @@ export class Follower {
     if (from > this.#readTo || queued >= 2 * this.#o.source.batchBlocks) return;
     const to = Math.min(this.#readTo, from + this.#readBlocks - 1);
     this.#readBlocks = this.#chunk;
-    const a: Ahead = { from, to, read: this.#o.source.read(from, to), settled: false, whole: false };
+    // Started from a promise: a source that throws at once fails this read, not the handler that pumps.
+    const a: Ahead = { from, to, read: Promise.resolve().then(() => this.#o.source.read(from, to)), settled: false, whole: false };
     this.#ahead.push(a);
     a.read.then(
       (r) => {
@@ -454,7 +472,13 @@ export class Follower {
     const reported = blocks.map((b) => ({ ...b, outputs: (byBlock.get(b.hash) as Output[]).sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex) }));
     const last = blocks.at(-1) as SourceBlock;
     const to = last.height;
-    await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
+    try {
+      await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
+    } catch (err) {
+      // Refused (a witness disagreed, the core is away): what was read past it is read again.
+      this.#dropAhead();
+      throw err;
+    }
     for (const b of reported) {
       this.#recent.push({ height: b.height, hash: b.hash });
       this.#o.onBlock?.(b, head);

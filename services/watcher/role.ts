@@ -276,6 +276,8 @@ class ChainWatch {
   }
 
   #drop(): void {
+    // Its reads ahead stop with it: nothing more is asked of a node refused or a chain replaced.
+    this.#follower?.close();
     this.#follower = undefined;
     this.#followerEpoch = undefined;
     this.#mempoolSent = undefined;

@@ -442,7 +442,7 @@ t.test("reading and recording overlap: one read at a time runs on while the core
   t.equal(tips.at(-1), 39);
 });
 
-t.test("a read ahead that fails: what was read before it is reported; the failure is thrown by the step that reaches it, and nothing read after it is used", async (t) => {
+t.test("a read ahead that fails: what was read before it is reported; the failure is thrown by the next step, and nothing is read past it", async (t) => {
   const chain = memoryChain(40);
   const { core, bestBefore, outputs, tips } = recordingCore();
   for (const h of [13, 16]) chain.pay(h, `0xpaid-${h}`);
@@ -456,13 +456,15 @@ t.test("a read ahead that fails: what was read before it is reported; the failur
   // The reader stops at the failure: nothing after 15-16 is asked for.
   await t.resolves(f.step(chain.head()), "13-14 reported: they were read before the failure");
   t.same(tips, [12, 14]);
-  t.equal(reads.length, 3, "no read started after the failed one");
+  await t.rejects(f.step(chain.head()), /connection reset/, "the failure thrown by the next step, to the role (which counts it, backs off and proves the node again)");
+  t.equal(reads.length, 3, "no read started after the failed one, nor again before the role's retry");
+  t.equal(f.position.height, 14);
+  f.slowStart();
   const again = f.step(chain.head());
   await until(() => reads.length === 4);
   t.same([reads[3]?.from, reads[3]?.to], [15, 16], "read again from the failed read's first block");
   reads[3]?.fail(new Error("node: connection reset"));
-  await t.rejects(again, /connection reset/, "failing again, thrown to the role");
-  t.equal(f.position.height, 14);
+  await t.rejects(again, /connection reset/, "a step's own first read failing is thrown by that step");
   f.slowStart();
   answerAll();
   await followToHead(f, chain.head());
@@ -496,6 +498,8 @@ t.test("a head lower than the reads ahead went (a node behind a balancer, a seco
   const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
   await firstStep(f, 39);
   await answerUpTo(6);
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  t.equal(reads.length, 6, "no seventh read, though the sixth was answered");
   t.same(reads.at(-1)?.to, 22, "the reader went on up to two batches (5 blocks each here) ahead");
   t.same(tips, [12]);
   answerAll();
@@ -522,4 +526,56 @@ t.test("reads are reported together only while their transactions' bytes stay wi
   await followToHead(f, chain.head());
   t.equal(tips[2], 18, "the next report: 15-16 with 17-18, whose bytes fit beside it");
   t.same(outputs.map((o) => o.tx), ["0xbig-13", "0xbig-15"]);
+});
+
+t.test("a follower closed (its tenure ended, its node refused) starts no more reads", async (t) => {
+  const chain = memoryChain(40);
+  const { core, bestBefore } = recordingCore();
+  const { held, reads, answerUpTo, firstStep } = heldReads(chain.source);
+  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  await firstStep(f, chain.head());
+  await until(() => reads.length === 2);
+  f.close();
+  await answerUpTo(2);
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  t.equal(reads.length, 2, "the read running when it closed was answered, and none followed it");
+
+  // Closed while a step waits for its read: the step ends with what it read, and starts nothing after it.
+  const other = recordingCore();
+  const g = new Follower({ source: held, core: other.core, bestBefore: other.bestBefore, keep: 22 }, { height: 20, recentBlocks: [] });
+  const step = g.step(chain.head());
+  await until(() => reads.length === 3);
+  g.close();
+  await answerUpTo(3);
+  await step;
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  t.equal(reads.length, 3, "no read after the one the step waited for");
+});
+
+t.test("a report the core refuses (a witness disagreed, the core away): the reads past it are dropped, and the next step reads on from the position", async (t) => {
+  const chain = memoryChain(40);
+  const { core, bestBefore, tips } = recordingCore();
+  let refuse = true;
+  const refusing: typeof core = {
+    report: async (blocks, head, o) => {
+      if (refuse && blocks.length > 0 && (blocks[0] as SourceBlock).height === 13) {
+        refuse = false;
+        throw new Error("core: unavailable");
+      }
+      return core.report(blocks, head, o);
+    },
+  };
+  const { held, reads, answerAll, firstStep } = heldReads(chain.source);
+  const f = new Follower({ source: held, core: refusing, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  await firstStep(f, chain.head());
+  answerAll();
+  await t.rejects(f.step(chain.head()), /core: unavailable/);
+  t.equal(f.position.height, 12, "nothing of the refused report counted");
+  const asked = reads.length;
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  t.equal(reads.length, asked, "no read started past the refused report while nothing is reported");
+  await followToHead(f, chain.head());
+  t.same([reads[asked]?.from], [13], "read again from the position: the reads made past the refused report were dropped");
+  t.equal(tips.at(-1), 39);
+  t.ok(tips.every((h, i) => i === 0 || h > (tips[i - 1] as number)), "each block once, in order");
 });
