@@ -177,10 +177,9 @@ export class Follower {
 
   /**
    * How many blocks the next read asks for: the source's readBlocks, and 2 for the first read
-   * after slowStart. A node back from an
-   * outage with a backlog waiting has its first outputs counted after a report of 2 blocks rather
-   * than 20 (a 20-block batch of a busy chain took a second to record); the reports then take what
-   * was read while they ran.
+   * after slowStart. A node back from an outage with a backlog waiting has its first outputs
+   * counted after a report of 2 blocks rather than 20 (a 20-block batch of a busy chain took a
+   * second to record); the reports then take what was read while they ran.
    */
   #readBlocks: number;
 
