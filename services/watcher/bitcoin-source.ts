@@ -6,9 +6,12 @@ import { checkHeader, checkTransactions, mainnetPowLimit, merkleRoot } from "./b
 import { HeaderChain, mainnetCheckpoint, regtestGenesis, type Checkpoint } from "./bitcoin-headers.ts";
 import type { BitcoinNode } from "./bitcoin-node.ts";
 import { BlockRefused } from "./block-refused.ts";
-import { maxRawBytesPerReport, type ChainSource, type Output } from "./follow.ts";
+import type { ChainSource, Output } from "./follow.ts";
 import { allSettled, readInParts } from "./read-parts.ts";
 import type { WatchedAddresses } from "./watched.ts";
+
+/** The most transaction bytes one read of blocks reports (see the read's rawBudget). */
+export const maxRawBytesPerRead = 256 * 1024;
 
 /**
  * Watched addresses by the output script each stands for: an output names no address, and the
@@ -92,9 +95,10 @@ export function bitcoinSource(
       });
       o.sawBlocks?.(blocks);
       const outputs: Output[] = [];
-      // What transactions' bytes a read may carry in all, a report's (maxRawBytesPerReport); past
-      // it, outputs go without (their PSBTs then carry the witness UTXO only).
-      let rawBudget = maxRawBytesPerReport;
+      // What transactions' bytes a read may carry in all: a report stays far below the RPC port's
+      // body limit (BODY_LIMIT_BYTES, 1 MiB by default) whatever blocks it holds; past it, outputs
+      // go without (their PSBTs then carry the witness UTXO only).
+      let rawBudget = maxRawBytesPerRead;
       for (const b of blocks) {
         for (const tx of b.tx) {
           // A transaction's bytes go with its first watched output only: a batch paying a hundred

@@ -98,9 +98,6 @@ export function evmSource(node: EvmNode, assets: readonly { info: AssetInfo; con
   };
   return {
     batchBlocks: 20,
-    // Catching up, a quarter of a report at a time: a report takes what was read while the one
-    // before it was recorded, so it is never kept waiting for a read larger than itself.
-    readBlocks: 5,
     headHeight: () => node.headHeight(),
     async hashAt(height) {
       const b = await node.block(height, false);

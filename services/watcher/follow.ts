@@ -67,23 +67,9 @@ export interface ChainSource {
    * blocks link up by parent hash.
    */
   read(from: number, to: number): Promise<{ blocks: SourceBlock[]; outputs: Output[] } | undefined>;
-  /** The most blocks one report holds while catching up. */
+  /** Blocks read per step while catching up. */
   readonly batchBlocks: number;
-  /**
-   * Blocks one read asks for while catching up (batchBlocks when not given). Reads answered while
-   * the core recorded the batch before are reported together, up to batchBlocks blocks and
-   * maxRawBytesPerReport of transactions' bytes: smaller reads let a report's size follow the
-   * reader's lead.
-   */
-  readonly readBlocks?: number;
 }
-
-/**
- * The most transactions' bytes (Output.rawTransaction) one report carries: a report stays far below
- * the RPC port's body limit (BODY_LIMIT_BYTES, 1 MiB by default) whatever blocks it holds. A read
- * carries no more; reads are reported together only while their bytes together stay within it.
- */
-export const maxRawBytesPerReport = 256 * 1024;
 
 /**
  * The core's best chain below `beforeHeight`: its newest `count` blocks there, oldest first, none
@@ -117,21 +103,8 @@ export interface FollowerOptions {
   confirmFork?: () => Promise<void>;
 }
 
-/** The first read after slowStart, in blocks: its outputs are counted after a report of 2 blocks, not of a full batch. */
-const firstRead = 2;
-
-type ReadResult = Awaited<ReturnType<ChainSource["read"]>>;
-
-/** A read of blocks from..to, started while the core records what was read before it. */
-interface Ahead {
-  from: number;
-  to: number;
-  read: Promise<ReadResult>;
-  /** Whether the read has settled (answered or failed): a report takes the settled ones there are. */
-  settled: boolean;
-  /** The read answered with its blocks whole: the reader goes on after it. */
-  whole: boolean;
-}
+/** The first batch after slowStart, in blocks. */
+const firstStride = 2;
 
 /**
  * Reads one chain from the core's best tip on and reports each new block, with its outputs to
@@ -156,32 +129,19 @@ export class Follower {
    * the next batch reported says so (a depth counted from its parent is a lower bound).
    */
   #forkPointUnknown = false;
-  /**
-   * Reads of the blocks after those reported, in order, one at a time, while the core records
-   * (catching up, reading and recording overlap). A report takes every read that has settled, up
-   * to batchBlocks, so its size follows the reader's lead: a core that recorded a small batch
-   * takes the few blocks read meanwhile, and never waits for a read twice its own size.
-   */
-  #ahead: Ahead[] = [];
-  /** How high the reads go: the head the last step was given. */
-  #readTo = -1;
-  /** The last block of the batch being reported, while it is: the reads ahead go on after it. */
-  #reporting: number | undefined;
-  /** A read after the first of a report failed: the next step throws it (the role counts it, backs off and proves the node again). */
-  #failed: unknown;
-  /** Closed (its tenure ended, its node refused): no read is started any more. */
-  #closed = false;
+  /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
+  #next: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> } | undefined;
 
   /** The highest of the recent blocks that was never reported (read from the node when following began): the core keeps none up to it. */
   #unreported: number;
 
   /**
-   * How many blocks the next read asks for: the source's readBlocks, and 2 for the first read
-   * after slowStart. A node back from an outage with a backlog waiting has its first outputs
-   * counted after a report of 2 blocks rather than 20 (a 20-block batch of a busy chain took a
-   * second to record); the reports then take what was read while they ran.
+   * How many blocks the next step reads: batchBlocks, or fewer just after slowStart, doubling
+   * with each batch reported. A node back from an outage with a backlog waiting has its first
+   * outputs counted after a batch of 2 blocks rather than 20 (a 20-block batch of a busy chain
+   * took a second to record); the batches are back to full size four steps later.
    */
-  #readBlocks: number;
+  #stride: number;
 
   /**
    * `unreported`: recent blocks up to this height were read from the node, not reported (a chain
@@ -193,24 +153,12 @@ export class Follower {
     this.#height = position.height;
     this.#recent = [...position.recentBlocks];
     this.#unreported = position.unreported ?? -1;
-    this.#readBlocks = this.#chunk;
+    this.#stride = o.source.batchBlocks;
   }
 
-  /** Blocks a read asks for while catching up. */
-  get #chunk(): number {
-    return Math.max(1, Math.min(this.#o.source.batchBlocks, this.#o.source.readBlocks ?? this.#o.source.batchBlocks));
-  }
-
-  /** No read is started any more and those running are forgotten: the role dropped this follower. */
-  close(): void {
-    this.#closed = true;
-    this.#dropAhead();
-  }
-
-  /** The reads ahead are dropped and the next one is small (#readBlocks): called when the node comes back from a failure. */
+  /** The next batches start small and double back to batchBlocks (#stride): called when the node comes back from a failure. */
   slowStart(): void {
-    this.#dropAhead();
-    this.#readBlocks = Math.min(this.#chunk, firstRead);
+    this.#stride = Math.min(this.#o.source.batchBlocks, firstStride);
   }
 
   get position(): { height: number; recentBlocks: BlockRef[] } {
@@ -224,18 +172,13 @@ export class Follower {
 
   /** One step towards `head`: at most batchBlocks blocks; false when there was nothing to do. */
   async step(head: number): Promise<boolean> {
-    if (this.#failed !== undefined) {
-      const err = this.#failed;
-      this.#failed = undefined;
-      throw err;
-    }
     // A node behind what was processed has nothing new to tell, and no say on what it has not seen;
     // one whose head is another block than the one reported there took a lower branch.
     if (head < this.#height) return this.lowerBranch(head);
     if (await this.#checkCanonical()) return true;
     if (head <= this.#height) return false;
-    if (this.#wholeBranch) await this.#report(await this.#readWhole(head), head);
-    else await this.#report(await this.#readNext(head), head);
+    const to = Math.min(head, this.#height + this.#stride + (this.#wholeBranch ? this.#keep : 0));
+    await this.#scan(this.#height + 1, to, head);
     return true;
   }
 
@@ -286,7 +229,6 @@ export class Follower {
       below = kept.below;
       orphaned = [...orphaned, ...kept.passed];
     }
-    this.#dropAhead();
     this.#recent = below.slice(-this.#keep);
     // Deeper than every block the core keeps too: go on from the lowest of them. The core then finds
     // the fork deeper than it follows and stops the chain (or, resumed, starts its kept chain over
@@ -360,124 +302,31 @@ export class Follower {
     return hash === undefined ? undefined : hash === b.hash;
   }
 
-  /** The other branch after a fork below every block kept: up to the head in one read (batchBlocks past what is kept). */
-  async #readWhole(head: number): Promise<ReadResult> {
-    this.#dropAhead();
-    return this.#o.source.read(this.#height + 1, Math.min(head, this.#height + this.#o.source.batchBlocks + this.#keep));
-  }
-
-  /**
-   * The next blocks to report: the first read after the position (started now if none is),
-   * waited for, and the reads after it that have answered meanwhile, up to batchBlocks blocks and
-   * maxRawBytesPerReport. Undefined, with the reads ahead dropped, when the first found the chain
-   * changed under it; a failure of the first is thrown, one of a later read leaves it for the next step.
-   */
-  async #readNext(head: number): Promise<ReadResult> {
-    this.#readTo = head;
-    this.#reporting = undefined;
-    if (this.#ahead[0]?.from !== this.#height + 1) this.#dropAhead();
-    // Nothing past the head this step was given (a lagging node behind a balancer, a second node not as far): the reads beyond it go.
-    const past = this.#ahead.findIndex((a) => a.to > head);
-    if (past >= 0) {
-      for (const a of this.#ahead.splice(past)) a.read.catch(() => undefined);
-    }
-    this.#pump();
-    const reads: NonNullable<ReadResult>[] = [];
-    let blocks = 0;
-    let rawBytes = 0;
-    /** A read failed or found the chain changed: the reader waits for the next step. */
-    let stopped = false;
-    for (let a = this.#ahead[0]; a; a = this.#ahead[0]) {
-      const size = a.to - a.from + 1;
-      if (reads.length > 0 && (!a.settled || blocks + size > this.#o.source.batchBlocks)) break;
-      let r: ReadResult;
-      try {
-        r = await a.read;
-      } catch (err) {
-        this.#dropAhead();
-        // The first read's failure is the step's; a later one's is the next step's, once what came before it is reported.
-        if (reads.length === 0) throw err;
-        this.#failed = err;
-        stopped = true;
-        break;
-      }
-      if (!r || r.blocks.length !== size) {
-        this.#dropAhead();
-        stopped = true;
-        break;
-      }
-      const bytes = r.outputs.reduce((n, o) => n + (o.rawTransaction?.length ?? 0), 0);
-      if (reads.length > 0 && rawBytes + bytes > maxRawBytesPerReport) break;
-      this.#ahead.shift();
-      reads.push(r);
-      blocks += size;
-      rawBytes += bytes;
-    }
-    if (reads.length === 0) return undefined;
-    // The reader goes on while the core records these.
-    this.#reporting = this.#height + blocks;
-    if (!stopped) this.#pump();
-    return reads.length === 1 ? reads[0] : { blocks: reads.flatMap((r) => r.blocks), outputs: reads.flatMap((r) => r.outputs) };
-  }
-
-  /** Starts the next read when none is running, up to the head and two batches ahead; each read that answers whole starts the one after it. */
-  #pump(): void {
-    if (this.#closed) return;
-    const last = this.#ahead.at(-1);
-    if (last && (!last.settled || !last.whole)) return;
-    const base = this.#reporting ?? this.#height;
-    const from = (last?.to ?? base) + 1;
-    const queued = from - 1 - base;
-    if (from > this.#readTo || queued >= 2 * this.#o.source.batchBlocks) return;
-    const to = Math.min(this.#readTo, from + this.#readBlocks - 1);
-    this.#readBlocks = this.#chunk;
-    // Started from a promise: a source that throws at once fails this read, not the handler that pumps.
-    const a: Ahead = { from, to, read: Promise.resolve().then(() => this.#o.source.read(from, to)), settled: false, whole: false };
-    this.#ahead.push(a);
-    a.read.then(
-      (r) => {
-        a.settled = true;
-        a.whole = r !== undefined && r.blocks.length === to - from + 1;
-        if (this.#ahead.includes(a)) this.#pump();
-      },
-      () => {
-        a.settled = true;
-      },
-    );
-  }
-
-  /** Forgets the reads ahead (a read still running finishes unheard; a failure of it is not thrown). */
-  #dropAhead(): void {
-    for (const a of this.#ahead) a.read.catch(() => undefined);
-    this.#ahead = [];
-  }
-
-  async #report(read: ReadResult, head: number): Promise<void> {
-    if (!read || read.blocks.length === 0) return;
+  async #scan(from: number, to: number, head: number): Promise<void> {
+    const next = this.#next;
+    this.#next = undefined;
+    const read = await (next && next.from === from && next.to === to ? next.read : this.#o.source.read(from, to));
+    if (!read || read.blocks.length !== to - from + 1) return;
     const { blocks } = read;
-    const from = this.#height + 1;
-    if ((blocks[0] as SourceBlock).height !== from) return;
     let parent: { hash: string } | undefined = this.#recent.at(-1);
     for (const b of blocks) {
       // The head moved back, or the chain changed under the batch: the next step sorts it out.
-      if (parent && b.parentHash !== parent.hash) {
-        this.#dropAhead();
-        return;
-      }
+      if (parent && b.parentHash !== parent.hash) return;
       parent = b;
     }
     const byBlock = new Map<string, Output[]>(blocks.map((b) => [b.hash, []]));
     for (const o of read.outputs) byBlock.get(o.blockHash)?.push(o);
     const reported = blocks.map((b) => ({ ...b, outputs: (byBlock.get(b.hash) as Output[]).sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex) }));
     const last = blocks.at(-1) as SourceBlock;
-    const to = last.height;
-    try {
-      await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
-    } catch (err) {
-      // Refused (a witness disagreed, the core is away): what was read past it is read again.
-      this.#dropAhead();
-      throw err;
+    this.#stride = Math.min(this.#o.source.batchBlocks, this.#stride * 2);
+    if (to < head) {
+      // Read ahead while the core records this batch; a read that fails is thrown when it is used.
+      const ahead = { from: to + 1, to: Math.min(head, to + this.#stride) };
+      const pending = this.#o.source.read(ahead.from, ahead.to);
+      pending.catch(() => undefined);
+      this.#next = { ...ahead, read: pending };
     }
+    await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
     for (const b of reported) {
       this.#recent.push({ height: b.height, hash: b.hash });
       this.#o.onBlock?.(b, head);

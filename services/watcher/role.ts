@@ -276,8 +276,6 @@ class ChainWatch {
   }
 
   #drop(): void {
-    // Its reads ahead stop with it: nothing more is asked of a node refused or a chain replaced.
-    this.#follower?.close();
     this.#follower = undefined;
     this.#followerEpoch = undefined;
     this.#mempoolSent = undefined;
@@ -565,7 +563,6 @@ class ChainWatch {
   #guarded(source: ChainSource): ChainSource {
     return {
       batchBlocks: source.batchBlocks,
-      ...(source.readBlocks === undefined ? {} : { readBlocks: source.readBlocks }),
       headHeight: () => this.#nodeCall(() => source.headHeight()),
       hashAt: (h) => this.#nodeCall(() => source.hashAt(h)),
       read: (f, t) => this.#nodeCall(() => source.read(f, t)),

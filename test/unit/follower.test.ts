@@ -5,7 +5,7 @@
 import t from "tap";
 import { link } from "../../services/chains/linkage.ts";
 import { keptChain } from "../helpers/kept-chain.ts";
-import { Follower, maxRawBytesPerReport, type ChainSource, type Core, type Output, type SourceBlock } from "../../services/watcher/follow.ts";
+import { Follower, type ChainSource, type Core, type Output, type SourceBlock } from "../../services/watcher/follow.ts";
 
 /** A chain of blocks by height (hash `<branch>-<height>`), served as if `behind` blocks lower. */
 function memoryChain(length: number, branch = "a") {
@@ -22,7 +22,6 @@ function memoryChain(length: number, branch = "a") {
   const head = () => blocks.length - 1 - state.behind;
   const source: ChainSource = {
     batchBlocks: 5,
-    readBlocks: 2,
     headHeight: async () => head(),
     hashAt: async (h) => (h <= head() ? blocks[h]?.hash : undefined),
     async read(from, to) {
@@ -35,10 +34,9 @@ function memoryChain(length: number, branch = "a") {
     source,
     state,
     head,
-    /** An output in the block at `height`; `raw`: its transaction's bytes (bitcoin's rawTransaction). */
-    pay(height: number, txHash: string, raw?: Uint8Array) {
+    pay(height: number, txHash: string) {
       const b = blocks[height] as SourceBlock;
-      const o: Output = { asset: "USDC", toAddress: "0xabc", txHash, outputIndex: 1, amount: "1", blockHeight: height, blockHash: b.hash, blockTime: b.time, ...(raw ? { rawTransaction: raw } : {}) };
+      const o: Output = { asset: "USDC", toAddress: "0xabc", txHash, outputIndex: 1, amount: "1", blockHeight: height, blockHash: b.hash, blockTime: b.time };
       outputs.set(height, [...(outputs.get(height) ?? []), o]);
     },
     /** Replaces blocks from `height` up with another branch, `length` blocks long in all. */
@@ -334,248 +332,15 @@ t.test("a fork below every block the core keeps too: reported from the lowest bl
   t.ok(outputs.some((o) => o.tx === "0xnew" && o.block === "b-12"), "the branch was read from the lowest kept height: a payment in it is reported");
 });
 
-/** Yields until `cond` holds (in-memory reads and reports answer within a few turns). */
-async function until(cond: () => boolean) {
-  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setImmediate(r));
-  if (!cond()) throw new Error("the condition never held");
-}
-
-/** The chain's source with every read held until the test answers it (or fails it), or, once `answerAll` is called, answered as asked. */
-function heldReads(source: ChainSource, o: { batchBlocks?: number; readBlocks?: number } = {}) {
-  const reads: { from: number; to: number; answer: () => void; fail: (e: Error) => void }[] = [];
-  let auto = false;
-  const held: ChainSource = {
-    ...source,
-    ...o,
-    read: (from, to) =>
-      new Promise((resolve, reject) => {
-        const answer = () => void source.read(from, to).then(resolve);
-        reads.push({ from, to, answer, fail: reject });
-        if (auto) answer();
-      }),
-  };
-  let answered = 0;
-  return {
-    held,
-    reads,
-    asked: () => reads.map((r) => [r.from, r.to]),
-    /** Answers each read as it is asked, in order, until `count` reads in all were answered. */
-    answerUpTo: async (count: number) => {
-      for (; answered < count; answered++) {
-        await until(() => reads.length > answered);
-        reads[answered]?.answer();
-      }
-    },
-    /** A step whose first read is answered as it is asked. */
-    firstStep: async (f: Follower, head: number) => {
-      const step = f.step(head);
-      await until(() => reads.length > answered);
-      reads[answered++]?.answer();
-      await step;
-    },
-    answerAll: () => {
-      auto = true;
-      for (const r of reads) r.answer();
-    },
-  };
-}
-
-t.test("back from a node failure: the first read is of 2 blocks, reported as soon as it is in; each report after takes what was read while the one before ran, never more than a batch; the payments reported once each", async (t) => {
-  const chain = memoryChain(80);
-  const { core, bestBefore, outputs, tips } = recordingCore();
-  for (const h of [11, 16, 17, 20, 35, 70]) chain.pay(h, `0xpaid-${h}`);
-  const { held, reads, asked, answerAll } = heldReads(chain.source, { batchBlocks: 20, readBlocks: 5 });
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  let step = f.step(chain.head());
-  await until(() => reads.length === 1);
-  t.same(asked(), [[11, 15]], "a follower reads readBlocks at a time (5 here, with reports of up to 20)");
-  reads[0]?.answer();
-  await step;
-  t.same(tips, [15]);
-  f.slowStart();
-  step = f.step(chain.head());
-  await until(() => reads.length === 3);
-  t.same(asked()[2], [16, 17], "after a failure, 2 blocks first (the read ahead that was running is not used)");
-  reads[2]?.answer();
-  await step;
-  t.same(tips, [15, 17], "and reported alone");
-  answerAll();
-  await followToHead(f, chain.head());
-  t.equal(tips.at(-1), 79, "up to the head");
-  t.ok(
-    tips.every((h, i) => i === 0 || (h > (tips[i - 1] as number) && h - (tips[i - 1] as number) <= 20)),
-    `each report past the one before, up to a batch: ${tips}`,
-  );
-  t.ok(tips.length < 79 - 17, "reports of several reads each: what was read during a report is reported together");
-  t.same(outputs.map((o) => o.tx), ["0xpaid-11", "0xpaid-16", "0xpaid-17", "0xpaid-20", "0xpaid-35", "0xpaid-70"], "each payment once, in order");
-});
-
-t.test("reading and recording overlap: one read at a time runs on while the core records; a report waits for its first read only and takes the ones answered since", async (t) => {
-  const chain = memoryChain(40);
-  const { core, bestBefore, tips } = recordingCore();
-  const { held, reads, asked, answerAll } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  let step = f.step(chain.head());
-  await until(() => reads.length === 1);
-  t.same(asked(), [[11, 12]], "one read, of readBlocks (2 here; reports of up to 5)");
-  reads[0]?.answer();
-  await step;
-  t.same(tips, [12], "its blocks reported once read");
-  await until(() => reads.length === 2);
-  t.same(asked()[1], [13, 14], "the reader went on after them");
-  reads[1]?.answer();
-  await until(() => reads.length === 3);
-  reads[2]?.answer();
-  await until(() => reads.length === 4);
-  t.same(asked().slice(2), [[15, 16], [17, 18]], "each read answered starts the next, one at a time");
-  step = f.step(chain.head());
-  await step;
-  t.same(tips, [12, 16], "the next report took the two reads answered (4 blocks); a third would pass a batch");
-  reads[3]?.answer();
-  await until(() => reads.length === 5);
-  step = f.step(chain.head());
-  await step;
-  t.same(tips, [12, 16, 18], "it took the read answered and did not wait for the one running (19-20)");
-  t.same(asked().at(-1), [19, 20]);
-  answerAll();
-  await followToHead(f, chain.head());
-  t.equal(tips.at(-1), 39);
-});
-
-t.test("a read ahead that fails: what was read before it is reported; the failure is thrown by the next step, and nothing is read past it", async (t) => {
+t.test("back from a node failure: the backlog is read 2 blocks first, then 4, then full batches; the payments reported once each", async (t) => {
   const chain = memoryChain(40);
   const { core, bestBefore, outputs, tips } = recordingCore();
-  for (const h of [13, 16]) chain.pay(h, `0xpaid-${h}`);
-  const { held, reads, answerAll, answerUpTo, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, chain.head());
-  await answerUpTo(2);
-  await until(() => reads.length === 3);
-  t.same([reads[2]?.from, reads[2]?.to], [15, 16]);
-  reads[2]?.fail(new Error("node: connection reset"));
-  // The reader stops at the failure: nothing after 15-16 is asked for.
-  await t.resolves(f.step(chain.head()), "13-14 reported: they were read before the failure");
-  t.same(tips, [12, 14]);
-  await t.rejects(f.step(chain.head()), /connection reset/, "the failure thrown by the next step, to the role (which counts it, backs off and proves the node again)");
-  t.equal(reads.length, 3, "no read started after the failed one, nor again before the role's retry");
-  t.equal(f.position.height, 14);
+  for (const h of [11, 12, 20, 35]) chain.pay(h, `0xpaid-${h}`);
+  const f = new Follower({ source: chain.source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  t.ok(await f.step(chain.head()));
+  t.equal(f.position.height, 15, "a follower reads full batches (5 blocks here) until told otherwise");
   f.slowStart();
-  const again = f.step(chain.head());
-  await until(() => reads.length === 4);
-  t.same([reads[3]?.from, reads[3]?.to], [15, 16], "read again from the failed read's first block");
-  reads[3]?.fail(new Error("node: connection reset"));
-  await t.rejects(again, /connection reset/, "a step's own first read failing is thrown by that step");
-  f.slowStart();
-  answerAll();
   await followToHead(f, chain.head());
-  t.equal(tips.at(-1), 39, "up to the head once the node answers");
-  t.same(outputs.map((o) => o.tx), ["0xpaid-13", "0xpaid-16"], "each payment once, none lost to the failure");
-});
-
-t.test("a fork under the reads ahead: blocks read before it are reported as the node served them, then the branch is found by hashes and read from where they part; no read of the old branch is used after", async (t) => {
-  const chain = memoryChain(40);
-  const { core, bestBefore, tips, left, outputs, tip } = recordingCore();
-  const { held, reads, answerAll, answerUpTo, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, chain.head());
-  await answerUpTo(3);
-  await until(() => reads.length === 4);
-  // 13-16 were read from branch a; the node now serves branch b from 14, with a payment in it.
-  chain.fork(14, 40, "b");
-  chain.pay(15, "0xon-b");
-  answerAll();
-  await followToHead(f, chain.head());
-  t.same(tips.slice(0, 2), [12, 16], "13-16 reported as read");
-  t.same(left, [["a-14", "a-15", "a-16"]], "then they left: the branch found by hashes");
-  t.same(tip(), { height: 39, hash: "b-39" }, "branch b up to the head");
-  t.same(outputs.map((o) => `${o.tx}@${o.block}`), ["0xon-b@b-15"], "the payment on b reported, in b's block");
-});
-
-t.test("a head lower than the reads ahead went (a node behind a balancer, a second node not as far): nothing past it is reported", async (t) => {
-  const chain = memoryChain(40);
-  const { core, bestBefore, tips } = recordingCore();
-  const { held, reads, answerAll, answerUpTo, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, 39);
-  await answerUpTo(6);
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-  t.equal(reads.length, 6, "no seventh read, though the sixth was answered");
-  t.same(reads.at(-1)?.to, 22, "the reader went on up to two batches (5 blocks each here) ahead");
-  t.same(tips, [12]);
-  answerAll();
-  await f.step(13);
-  await f.step(13);
-  t.same(tips, [12, 13], "the head given was 13: block 13 alone, though 13 to 22 were read");
-  await followToHead(f, 39);
-  t.equal(tips.at(-1), 39);
-});
-
-t.test("reads are reported together only while their transactions' bytes stay within a report's (the RPC port's body limit)", async (t) => {
-  const chain = memoryChain(30);
-  const { core, bestBefore, tips, outputs } = recordingCore();
-  const big = () => new Uint8Array(Math.ceil(maxRawBytesPerReport * 0.6));
-  chain.pay(13, "0xbig-13", big());
-  chain.pay(15, "0xbig-15", big());
-  const { held, reads, answerAll, answerUpTo, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, chain.head());
-  await answerUpTo(3);
-  await f.step(chain.head());
-  t.same(tips, [12, 14], "13-14 alone: with 15-16 the report would carry 1.2 of its budget");
-  answerAll();
-  await followToHead(f, chain.head());
-  t.equal(tips[2], 18, "the next report: 15-16 with 17-18, whose bytes fit beside it");
-  t.same(outputs.map((o) => o.tx), ["0xbig-13", "0xbig-15"]);
-});
-
-t.test("a follower closed (its tenure ended, its node refused) starts no more reads", async (t) => {
-  const chain = memoryChain(40);
-  const { core, bestBefore } = recordingCore();
-  const { held, reads, answerUpTo, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, chain.head());
-  await until(() => reads.length === 2);
-  f.close();
-  await answerUpTo(2);
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-  t.equal(reads.length, 2, "the read running when it closed was answered, and none followed it");
-
-  // Closed while a step waits for its read: the step ends with what it read, and starts nothing after it.
-  const other = recordingCore();
-  const g = new Follower({ source: held, core: other.core, bestBefore: other.bestBefore, keep: 22 }, { height: 20, recentBlocks: [] });
-  const step = g.step(chain.head());
-  await until(() => reads.length === 3);
-  g.close();
-  await answerUpTo(3);
-  await step;
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-  t.equal(reads.length, 3, "no read after the one the step waited for");
-});
-
-t.test("a report the core refuses (a witness disagreed, the core away): the reads past it are dropped, and the next step reads on from the position", async (t) => {
-  const chain = memoryChain(40);
-  const { core, bestBefore, tips } = recordingCore();
-  let refuse = true;
-  const refusing: typeof core = {
-    report: async (blocks, head, o) => {
-      if (refuse && blocks.length > 0 && (blocks[0] as SourceBlock).height === 13) {
-        refuse = false;
-        throw new Error("core: unavailable");
-      }
-      return core.report(blocks, head, o);
-    },
-  };
-  const { held, reads, answerAll, firstStep } = heldReads(chain.source);
-  const f = new Follower({ source: held, core: refusing, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
-  await firstStep(f, chain.head());
-  answerAll();
-  await t.rejects(f.step(chain.head()), /core: unavailable/);
-  t.equal(f.position.height, 12, "nothing of the refused report counted");
-  const asked = reads.length;
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-  t.equal(reads.length, asked, "no read started past the refused report while nothing is reported");
-  await followToHead(f, chain.head());
-  t.same([reads[asked]?.from], [13], "read again from the position: the reads made past the refused report were dropped");
-  t.equal(tips.at(-1), 39);
-  t.ok(tips.every((h, i) => i === 0 || h > (tips[i - 1] as number)), "each block once, in order");
+  t.same(tips, [15, 17, 21, 26, 31, 36, 39], "2 blocks, then 4, then 5 a batch, up to the head");
+  t.same(outputs.map((o) => o.tx), ["0xpaid-11", "0xpaid-12", "0xpaid-20", "0xpaid-35"], "each payment once, in order");
 });
