@@ -1,15 +1,15 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
 import { listenForever } from "../platform/pg-listen.ts";
-import type { FreshDelivery, OutboxWake } from "./outbox-wake.ts";
+import type { OutboxWake } from "./outbox-wake.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
-import { dueHeader, duplicateWindowMs, endpointHeader, type StreamNames } from "./jetstream.ts";
+import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
 import { Lanes, type LaneShare } from "./lanes.ts";
-import { freshNotAttempted, takeUnpublished, unmarkFresh } from "./webhook-deliveries.ts";
+import { takeUnpublished } from "./webhook-deliveries.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -35,9 +35,6 @@ export interface RelayOptions {
  * schedule's 14.6 hours and more), so a retry put back in the outbox goes out at once.
  */
 const recentWindowMs = 3 * 86_400_000;
-
-/** The most deliveries a relay publishes again as it starts (catchUp): a few seconds of creates at the merchant-path bench's flat-out rate. */
-const catchUpLimit = 5000;
 
 /**
  * The outbox relay: publishes every unpublished delivery to JetStream with
@@ -79,16 +76,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   // pass comes back full (a backlog begins: its oldest are that loop's). While the newest loop
   // backs off after a failed pass (one publish timed out), the other loop takes a create's new
   // deliveries (its oldest lane), as it did before.
-  const newestFailing = () => [...loops].some((l) => l.part === "newest" && l.failures > 0);
-  const detach = o.outboxWake?.attach({
-    // Only once a pass went through on this connection, and not while the newest loop's fail.
-    publishesAtOnce: () => js !== undefined && !newestFailing() && !stopped,
-    wake: (fresh) => {
-      if (fresh === undefined) return poke(newestFailing() ? undefined : "newest");
-      // Written as published: this relay publishes them, whatever happened since it said it would.
-      if (fresh.length > 0) publishFresh(fresh);
-    },
-  });
+  const detach = o.outboxWake?.attach(() => poke([...loops].some((l) => l.part === "newest" && l.failures > 0) ? undefined : "newest"));
 
   // Meanwhile the LISTEN connection is down, the relay polls, so nothing waits for it.
   const listener = listenForever({
@@ -103,40 +91,6 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
 
   const lanes = new Lanes(o.laneShare);
   const subjects = { main: o.names.subject, backlog: o.names.backlogSubject };
-  // The JetStream client of the last pass that went through: the stream was there on this connection.
-  let js: JetStreamClient | undefined;
-  const publishing = new Set<Promise<void>>();
-  /**
-   * A create's new deliveries, written as published (publishesAtOnce) and named by their writer
-   * after the commit (outbox-wake.ts): published at once, outside a pass. A pass held a transaction
-   * open from its take to its commit, and a claim waited for that commit: at 300 creates/s a new
-   * delivery waited for the pass in flight, then for its own, 8–20 ms and 16–46 ms (p50) of the
-   * 19–52 ms to its first attempt (the merchant-path bench), and the relay spent a transaction of
-   * four round trips on each pass. A delivery whose publish fails goes back to the outbox
-   * (unmarkFresh) and the newest loop is woken for it; one a crash leaves unpublished is the
-   * sweep's (republishStranded, strandedAfter).
-   */
-  const publishFresh = (fresh: readonly FreshDelivery[]) => {
-    const done = (async () => {
-      const sent = await Promise.allSettled(
-        fresh.map(async ({ id, merchantId, endpointId }) => {
-          if (js === undefined) throw new Error("no JetStream client yet");
-          await js.publish(subjects[lanes.take(merchantId)], id, { msgID: id, timeout: 5000, headers: messageHeaders(endpointId, undefined) });
-        }),
-      );
-      const failed = fresh.filter((_, i) => sent[i]!.status === "rejected").map((f) => f.id);
-      if (failed.length === 0) return;
-      try {
-        await unmarkFresh(o.db.em.fork(), failed);
-      } catch (err) {
-        o.logger.warn({ err, deliveries: failed.length }, "new deliveries whose publish failed could not be put back in the outbox; the sweep will");
-      }
-      if (!stopped) poke(newestFailing() ? undefined : "newest");
-    })();
-    publishing.add(done);
-    void done.finally(() => publishing.delete(done));
-  };
-
   // Most passes read the recent days only; one a pollMs reads every day, for a delivery put back in
   // the outbox long after it was made (a stranded one republished).
   let everyDayAt = 0;
@@ -153,42 +107,19 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     if (everyDay) everyDayAt = Date.now();
     const nc = await Promise.race([o.nats.connected, halted]);
     await o.streamReady(failures > 0);
-    const client = jetstream(nc);
-    const published = await o.db.em.fork().transactional(async (tx) => {
+    const js = jetstream(nc);
+    return o.db.em.fork().transactional(async (tx) => {
       const rows = await takeUnpublished(tx, part === "newest" ? newestBatch : batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs), part);
       if (rows.length === 0) return 0;
       // Taken in publishing order (the retries due, then new deliveries oldest first), so a
       // merchant's share goes to its oldest.
       await Promise.all(
         rows.map(({ id, msgId, merchantId, endpointId, dueAt }) =>
-          client.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) }),
+          js.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) }),
         ),
       );
       return rows.length;
     });
-    if (js === undefined) {
-      js = client;
-      catchUp();
-    }
-    return published;
-  };
-  /**
-   * Once, when a first pass went through: a process that died between a create's commit and its
-   * relay's publish left those deliveries written as published and out of the stream. The newest
-   * not attempted within the duplicate window are published again (freshNotAttempted): JetStream
-   * drops those it has. A delivery it misses (older, or past the limit) waits for the sweep.
-   */
-  const catchUp = () => {
-    const done = (async () => {
-      try {
-        const fresh = await freshNotAttempted(o.db.em.fork(), duplicateWindowMs, catchUpLimit);
-        await Promise.all(fresh.map(({ id, merchantId, endpointId }) => js!.publish(subjects[lanes.take(merchantId)], id, { msgID: id, timeout: 5000, headers: messageHeaders(endpointId, undefined) })));
-      } catch (err) {
-        if (!stopped) o.logger.warn({ err }, "the relay's catch-up at start failed; the sweep publishes what it missed");
-      }
-    })();
-    publishing.add(done);
-    void done.finally(() => publishing.delete(done));
   };
 
   const loop = async (part: "newest" | "rest") => {
@@ -253,7 +184,6 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
       poke();
       await listener.stop();
       await Promise.all(running);
-      await Promise.allSettled(publishing);
     },
   };
 }

@@ -24,8 +24,7 @@ import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-statu
  * - failed → delivered | failed: finishAttempts, only for a last attempt failAbandoned ended while
  *   its worker was cut off from the database (worker_lost): the finish wins.
  * delivered and failed are final otherwise; a replay or a recovery is a new delivery.
- * Without a change of status: takeUnpublished marks deliveries published (pendingDeliveries marks
- * at insert those their writer's process publishes itself); unmarkFresh, requeue, requeueHeldBack
+ * Without a change of status: takeUnpublished marks deliveries published; requeue, requeueHeldBack
  * and republishStranded put them back in the outbox. Attempts are written by finishAttempts,
  * recordLostAttempt, failAbandoned and giveUpAttempt. Rows go with their event past retention
  * (legacyDeliveriesRemoval for the legacy partitions; days are dropped whole, DDL, by
@@ -49,11 +48,6 @@ export interface PendingRows {
   replayOf?: string;
   createdAt: string;
   updatedAt: string;
-  /**
-   * Published already, as of this expression: the writer's process publishes them itself right
-   * after the commit (relay.ts publishFresh), so no pass takes them.
-   */
-  publishedAt?: string;
   from: string;
 }
 
@@ -68,10 +62,10 @@ export interface PendingRows {
 export function pendingDeliveries(cause: DeliveryCause, rows: PendingRows): string {
   // A replay names its original; nothing else does (replay_of is how a replay is found again).
   if ((cause === "replay") !== (rows.replayOf !== undefined)) throw new Error(`pendingDeliveries: replay_of goes with the cause replay, not ${cause}`);
-  return `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, replay_of, created_at, updated_at, status, attempt_count, cause, published_at)
-       select ${rows.id}, ${rows.merchantId}, ${rows.environment}, ${rows.eventId}, ${rows.endpointId}, ${rows.replayOf ?? "null"}, ${rows.createdAt}, ${rows.updatedAt}, 'pending', 0, '${cause}', ${rows.publishedAt ?? "null"}
+  return `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, replay_of, created_at, updated_at, status, attempt_count, cause)
+       select ${rows.id}, ${rows.merchantId}, ${rows.environment}, ${rows.eventId}, ${rows.endpointId}, ${rows.replayOf ?? "null"}, ${rows.createdAt}, ${rows.updatedAt}, 'pending', 0, '${cause}'
          ${rows.from}
-       returning id, endpoint_id`;
+       returning id`;
 }
 
 /** Runs pendingDeliveries alone, in the caller's transaction (`em`); the ids made. */
@@ -200,42 +194,6 @@ export async function takeUnpublished(
     endpointId: r.endpoint_id,
     dueAt: r.next_attempt_at === null ? undefined : new Date(r.next_attempt_at),
   }));
-}
-
-/**
- * New deliveries their writer marked published at insert (pendingDeliveries publishedAt) whose
- * publish failed: back in the outbox, for a pass to publish. Only those no attempt has started
- * (a publish that timed out may still have reached the stream, and a worker claimed it) and never
- * sent back (republished 0: their message would have the delivery's own id). Returns how many.
- */
-export async function unmarkFresh(em: EntityManager, ids: readonly string[]): Promise<number> {
-  if (ids.length === 0) return 0;
-  const rows = await em.execute<{ id: string }[]>(
-    `update webhook_deliveries set published_at = null
-      where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz
-        and status = 'pending' and attempt_count = 0 and stream_seq is null and republished = 0 and published_at is not null
-      returning id`,
-    [`{${ids.join(",")}}`, ...createdAtRange(ids)],
-  );
-  return rows.length;
-}
-
-/**
- * The newest new deliveries written as published that no attempt has started, within `windowMs`
- * of their insert (at most `limit`): what a process that died between a create's commit and its
- * relay's publish (relay.ts publishFresh) may have left out of the stream. A relay publishes
- * them again as it starts, under their own Nats-Msg-Id: JetStream drops those it has within its
- * duplicate window (`windowMs` is that window). Older or more are the sweep's (republishStranded).
- */
-export async function freshNotAttempted(em: EntityManager, windowMs: number, limit: number): Promise<{ id: string; merchantId: string; endpointId: string }[]> {
-  const rows = await em.execute<{ id: string; merchant_id: string; endpoint_id: string }[]>(
-    `select id, merchant_id, endpoint_id from webhook_deliveries
-      where status = 'pending' and created_at >= now() - make_interval(secs => ?)
-        and published_at is not null and attempt_count = 0 and stream_seq is null and republished = 0 and next_attempt_at is null
-      order by created_at desc limit ?`,
-    [windowMs / 1000, limit],
-  );
-  return rows.map((r) => ({ id: r.id, merchantId: r.merchant_id, endpointId: r.endpoint_id }));
 }
 
 // ---- the worker ----

@@ -83,16 +83,8 @@ export async function recordEvent(em: EntityManager, event: NewEvent): Promise<R
  * `quiet`: the caller wakes a relay of its own process once the statement has committed
  * (delivery/outbox-wake.ts), so the outbox trigger sends no NOTIFY for these deliveries: the
  * setting is read by the trigger, and joined into the deliveries' select so that it is set first.
- * `publishedByCaller` (with `quiet`): that relay publishes them itself (relay.ts publishFresh),
- * so they are written as published, and no pass of any relay takes them.
  */
-export function eventCtes(
-  event: NewEvent,
-  from?: string,
-  quiet = false,
-  suffix = "",
-  publishedByCaller = false,
-): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
+export function eventCtes(event: NewEvent, from?: string, quiet = false, suffix = ""): { sql: string; params: unknown[]; id: string; payload: string; createdAt: Date } {
   const s = suffix;
   const createdAt = event.createdAt ?? new Date();
   const id = newTimedId("evt", createdAt);
@@ -111,7 +103,7 @@ export function eventCtes(
        select e.id, row_number() over (order by e.id) as n from webhook_endpoints e
         where e.merchant_id = ? and e.environment = ? and e.status = 'enabled' ${only.sql}
      ),${quiet ? ` quiet${s} as (select set_config('webhook.outbox_wake', 'caller', true)),` : ""} delivery${s} as (
-       ${pendingDeliveries("event", { ...eachEndpoint, id: `(?::text[])[endpoint${s}.n]`, eventId: `event${s}.id`, endpointId: `endpoint${s}.id`, publishedAt: quiet && publishedByCaller ? "now()" : undefined, from: `from event${s}, endpoint${s}${quiet ? `, quiet${s}` : ""} where endpoint${s}.n <= ?` })}
+       ${pendingDeliveries("event", { ...eachEndpoint, id: `(?::text[])[endpoint${s}.n]`, eventId: `event${s}.id`, endpointId: `endpoint${s}.id`, from: `from event${s}, endpoint${s}${quiet ? `, quiet${s}` : ""} where endpoint${s}.n <= ?` })}
      )`,
     params: [
       id,

@@ -329,30 +329,26 @@ export class Intents {
     const response = claim.encode(message);
     // With a relay in this process, it is woken after the commit rather than by a NOTIFY (outbox-wake.ts).
     const quiet = this.#outboxWake.local;
-    // And while it can publish, it publishes this create's deliveries itself, written as published.
-    const atOnce = quiet && this.#outboxWake.publishesAtOnce;
     const build = (s: string, lockTimeoutMs: number | undefined): CreatePart => {
       const key = claimCtes(claim, response, `gate${s}`, { suffix: s, lockTimeoutMs });
       const intent = insertIntentCte(row, one ? address.index : null, `claimed${s}`, s);
       const methods = one ? undefined : insertMethodAddressesCte(row, `claimed${s}`, s);
-      const event = eventCtes(created, `intent${s}`, quiet, s, atOnce);
+      const event = eventCtes(created, `intent${s}`, quiet, s);
       return {
         ctes: `policy${s} as (select ${current.sql} as current),
        gate${s} as (select (${guard.sql}) and ${fits.sql} and policy${s}.current as ok from policy${s}),
        ${key.sql}, ${intent.sql},${methods ? ` ${methods.sql},` : ""} ${event.sql}`,
-        answer: `gate${s}.ok as fresh, policy${s}.current as policy_current, exists (select 1 from claimed${s}) as claimed, existing${s}.rpc, existing${s}.fingerprint, existing${s}.response${
-          atOnce ? `, (select json_agg(json_build_array(d.id, d.endpoint_id)) from delivery${s} d) as deliveries` : ""
-        }
+        answer: `gate${s}.ok as fresh, policy${s}.current as policy_current, exists (select 1 from claimed${s}) as claimed, existing${s}.rpc, existing${s}.fingerprint, existing${s}.response
          from gate${s} cross join policy${s} left join existing${s} on true`,
         params: [...current.params, ...guard.params, ...fits.params, ...key.params, ...intent.params, ...(methods?.params ?? []), ...event.params],
       };
     };
     claim.sent = true;
-    type Answer = { fresh: boolean; policy_current: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null; deliveries?: [string, string][] | null };
+    type Answer = { fresh: boolean; policy_current: boolean; claimed: boolean; rpc: string | null; fingerprint: string | null; response: Buffer | null };
     let result: Answer;
     try {
       // Written with the creates that came with it, in one statement (create-batch.ts).
-      result = (await this.#creates.write({ em, shape: `${guard.sql}|${one}|${quiet}|${atOnce}`, key: `${claim.merchantId}|${claim.environment}|${claim.key}`, build })) as Answer;
+      result = (await this.#creates.write({ em, shape: `${guard.sql}|${one}|${quiet}`, key: `${claim.merchantId}|${claim.environment}|${claim.key}`, build })) as Answer;
     } catch (err) {
       // A statement the database refused wrote nothing: its addresses go back (an account key's
       // next index is not skipped). One cut off by an outage may have committed: they are kept.
@@ -360,9 +356,7 @@ export class Intents {
       throw err;
     }
     if (result.claimed) {
-      // Written as published, its new deliveries are named to the relay, which publishes them (relay.ts publishFresh).
-      if (atOnce) this.#outboxWake.wake((result.deliveries ?? []).map(([id, endpointId]) => ({ id, merchantId: owner.merchantId, endpointId })));
-      else if (quiet) this.#outboxWake.wake();
+      if (quiet) this.#outboxWake.wake();
       return { row, message };
     }
     // Nothing was written: the address goes back, and a stale guess (of the policy, or of where

@@ -4,14 +4,12 @@
 // a backlog's oldest, the other loop's, must still go out without waiting for a poll. The relay
 // here polls once in ten minutes: whatever goes out within the test went out because it was woken.
 // Real PostgreSQL (the service's migrations and partitions), real NATS JetStream.
-import { jetstreamManager } from "@nats-io/jetstream";
 import pg from "pg";
 import t from "tap";
 import { openDatabase } from "../../services/app/database.ts";
 import { ensureDeliveryStream, streamNames } from "../../services/delivery/jetstream.ts";
 import { OutboxWake } from "../../services/delivery/outbox-wake.ts";
 import { startRelay } from "../../services/delivery/relay.ts";
-import { unmarkFresh } from "../../services/delivery/webhook-deliveries.ts";
 import { schedule } from "../../services/delivery/schedule.ts";
 import { newTimedId } from "../../services/platform/ids.ts";
 import { createLogger } from "../../services/platform/logger.ts";
@@ -165,105 +163,4 @@ t.test("a backlog past a pass goes out whole on one wake, and the other loop's p
   await until("the backlog published", async () => (await unpublished(backlog)) === 0, 20_000, () => `${left} of ${backlog.length} unpublished`);
   await until("the parked retries published", async () => (await unpublished(parked)) === 0, 20_000, () => `${left} of ${parked.length} unpublished`);
   t.pass("both published without a poll");
-});
-
-/** `ids` as a create names its new deliveries to the relay of its process (outbox-wake.ts). */
-const named = (ids: readonly string[]) => ids.map((id) => ({ id, merchantId: "mer_a", endpointId: "we_a" }));
-/** As a create writes the deliveries its relay publishes itself: published as of their insert. */
-async function writtenPublished(count: number): Promise<string[]> {
-  const ids = await deliveries(count);
-  await em().execute(`update webhook_deliveries set published_at = now() where id in (?)`, [ids]);
-  return ids;
-}
-const jsm = await jetstreamManager(await nats.connected);
-/** The last message on each lane's subject (lanes.ts), as delivery ids. */
-async function lastInStream(): Promise<string[]> {
-  const last = await Promise.all([names.subject, names.backlogSubject].map((s) => jsm.streams.getMessage(names.stream, { last_by_subj: s }).catch(() => null)));
-  return last.flatMap((m) => (m ? [m.string()] : []));
-}
-const messagesInStream = async () => (await jsm.streams.info(names.stream)).state.messages;
-
-t.test("a create's named deliveries go out at once, while a pass is held in its transaction", async (t) => {
-  t.ok(wake.publishesAtOnce, "the relay says it publishes named deliveries itself (a pass of its went through)");
-  // As in the first case: a pass holds A inside its transaction (its update waits for an advisory
-  // lock this test holds). Named by its create, B goes out meanwhile: it waits for no pass.
-  const holder = await pgClient();
-  await em().execute(
-    `create function relay_fresh_hold() returns trigger as $$ begin perform pg_advisory_xact_lock_shared(4343); return new; end; $$ language plpgsql;
-     create trigger relay_fresh_hold before update on webhook_deliveries for each row execute function relay_fresh_hold()`,
-  );
-  t.teardown(() => em().execute(`drop trigger relay_fresh_hold on webhook_deliveries; drop function relay_fresh_hold()`));
-  const held = async () =>
-    Number(
-      (
-        await em().execute<{ n: string }[]>(
-          `select count(*) as n from pg_locks where locktype = 'advisory' and objid = 4343 and not granted and database = (select oid from pg_database where datname = current_database())`,
-        )
-      )[0]?.n,
-    );
-  const b = await writtenPublished(1);
-  await holder.query("select pg_advisory_lock(4343)");
-  let a: string[];
-  try {
-    a = await deliveries(1);
-    wake.wake();
-    await until("the pass held after taking A", async () => (await held()) > 0, 10_000);
-    const before = await messagesInStream();
-    wake.wake(named(b));
-    await until("B's message in the stream", async () => (await lastInStream()).includes(b[0]!), 10_000, () => `B is not in the stream: it waited for the pass`);
-    t.equal(await messagesInStream(), before + 1, "B's message is the one message published meanwhile (A's pass is held before its publish)");
-  } finally {
-    await holder.query("select pg_advisory_unlock(4343)");
-  }
-  await until("A published", async () => (await unpublished(a)) === 0, 10_000, () => `A unpublished`);
-});
-
-t.test("a named delivery whose publish fails goes back to the outbox, where a pass publishes it", async (t) => {
-  // A second relay of its own process, whose NATS never answers: it has no JetStream client, so
-  // it says it does not publish at once; named a delivery all the same (its writer asked before
-  // the relay failed), the publish fails.
-  const nowhere = new Nats("nats://127.0.0.1:9", logger, "relay-wake-nowhere");
-  t.teardown(() => nowhere.close());
-  const wakeNowhere = new OutboxWake();
-  const cut = startRelay({ db, databaseUrl, nats: nowhere, names, logger, streamReady: async () => undefined, pollMs: 600_000, outboxWake: wakeNowhere });
-  t.teardown(() => cut.stop());
-  t.notOk(wakeNowhere.publishesAtOnce, "a relay that never reached JetStream does not publish at once");
-  const d = await writtenPublished(1);
-  const before = await messagesInStream();
-  wakeNowhere.wake(named(d));
-  await until("D back in the outbox", async () => (await unpublished(d)) === 1, 10_000, () => `D is still marked published`);
-  // The first relay's pass takes it, as it takes any delivery left unpublished.
-  wake.wake();
-  await until("D published by a pass", async () => (await unpublished(d)) === 0, 10_000, () => `D unpublished`);
-  t.equal(await messagesInStream(), before + 1, "D is in the stream once");
-});
-
-t.test("a relay publishes at its start what a process that died before its publish left written as published, once", async (t) => {
-  // As a create leaves its deliveries when its process dies between the commit and the relay's publish.
-  const lost = await writtenPublished(2);
-  const before = await messagesInStream();
-  const wakeAgain = new OutboxWake();
-  const again = startRelay({ db, databaseUrl, nats, names, logger, streamReady, pollMs: 600_000, outboxWake: wakeAgain });
-  t.teardown(() => again.stop());
-  // Every other delivery written as published and not attempted is in the stream already: JetStream drops those.
-  await until("the lost deliveries in the stream", async () => (await messagesInStream()) >= before + 2, 10_000, () => `the stream holds ${before} + 0 or 1`);
-  // A sentinel after them: a delivery named to the new relay goes out after its catch-up began.
-  const sentinel = await writtenPublished(1);
-  wakeAgain.wake(named(sentinel));
-  await until("the sentinel in the stream", async () => (await lastInStream()).includes(sentinel[0]!), 10_000);
-  t.equal(await messagesInStream(), before + 3, "the two lost, then the sentinel: nothing else published again");
-});
-
-t.test("putting back a failed publish leaves a delivery claimed meanwhile, and one sent back since, as they are", async (t) => {
-  const [claimed, back, fresh] = await writtenPublished(3);
-  // A publish that timed out may have reached the stream, and a worker claimed it; a worker put another back (requeueHeldBack).
-  await em().execute(`update webhook_deliveries set status = 'processing', attempt_count = 1, stream_seq = 7 where id = ?`, [claimed]);
-  await em().execute(`update webhook_deliveries set published_at = null, republished = 1, next_attempt_at = now() + interval '1 hour' where id = ?`, [back]);
-  t.equal(await unmarkFresh(em(), [claimed!, back!, fresh!]), 1, "one put back");
-  const rows = await em().execute<{ id: string; published: boolean; republished: number }[]>(
-    `select id, published_at is not null as published, republished from webhook_deliveries where id in (?)`,
-    [[claimed, back, fresh]],
-  );
-  const by = new Map(rows.map((r) => [r.id, r]));
-  t.same([by.get(claimed!)?.published, by.get(back!)?.republished, by.get(fresh!)?.published], [true, 1, false]);
 });
