@@ -35,6 +35,15 @@ export interface GatewayOptions {
   transport: Transport;
   logger: Logger;
   bodyLimitBytes: number;
+  /**
+   * How long an idle keep-alive connection stays open (Node's own default is 5 s). A client that
+   * sends on a connection as the server closes it gets a reset, not an answer: at 5 s a merchant's
+   * pooled connection, idle a moment too long, failed a create with ECONNRESET (the merchant-path
+   * bench, about one run in six: a connection reused after 5 988 ms). A proxy in front keeps its
+   * connections to us for its own idle time (60 s and more is common), which must be shorter than
+   * this. Clients that read the Keep-Alive header (Node's agent) close theirs before it.
+   */
+  keepAliveTimeoutMs?: number;
   /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */
   corsOriginAllowed?: (origin: string, clientAddress: string) => Promise<boolean>;
   /** Who a request comes from (the socket's peer, or through trusted proxies X-Forwarded-For), for the routes' per-client limits. */
@@ -383,7 +392,7 @@ export function createGateway(options: GatewayOptions): http.Server {
     }
   };
 
-  const server = http.createServer({ requireHostHeader: false }, handle);
+  const server = http.createServer({ requireHostHeader: false, keepAliveTimeout: options.keepAliveTimeoutMs }, handle);
   // An Expect other than 100-continue may be ignored (RFC 9110 10.1.1); Node's default is a bare 417.
   server.on("checkExpectation", handle);
   // Requests Node's parser refuses never reach `handle`: answer them in the envelope too.

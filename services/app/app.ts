@@ -215,6 +215,7 @@ export async function startApp(o: AppOptions): Promise<App> {
           transport,
           logger,
           bodyLimitBytes: config.bodyLimitBytes,
+          keepAliveTimeoutMs: config.httpKeepAliveSeconds * 1000,
           clientAddresses,
           // The preflight counts against the browser's address (CheckSiteOrigin is limited per address).
           corsOriginAllowed: async (origin, address) =>

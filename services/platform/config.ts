@@ -89,6 +89,8 @@ export interface Config {
   dataDir: string;
   logLevel: string;
   bodyLimitBytes: number;
+  /** How long the HTTP server keeps an idle keep-alive connection open (gateway.ts keepAliveTimeoutMs). */
+  httpKeepAliveSeconds: number;
   dbPoolSize: number;
   /** Calls per minute per client address on rate-limited public routes (the QR configuration). */
   publicRateLimitPerMinute: number;
@@ -588,6 +590,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(optional(env, "DATA_DIR") ?? ".data"),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+    httpKeepAliveSeconds: integer(env, "HTTP_KEEP_ALIVE_SECONDS", 75, 1, 3600),
     dbPoolSize: integer(env, "DB_POOL_SIZE", 10, 1, 200),
     publicRateLimitPerMinute: integer(env, "PUBLIC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
     credentialRateLimitPerMinute: integer(env, "SITE_RATE_LIMIT_PER_MINUTE", 120, 1, 1_000_000),

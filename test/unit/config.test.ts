@@ -124,6 +124,14 @@ t.test("PORT", async (t) => {
   refuses(t, { BODY_LIMIT_BYTES: "10" }, /^BODY_LIMIT_BYTES\b/, "BODY_LIMIT_BYTES=10");
 });
 
+t.test("HTTP_KEEP_ALIVE_SECONDS", async (t) => {
+  t.equal(loadConfig({}).httpKeepAliveSeconds, 75, "default: 75 s, longer than the idle time of common proxies in front (60 s)");
+  t.equal(loadConfig({ HTTP_KEEP_ALIVE_SECONDS: "620" }).httpKeepAliveSeconds, 620);
+  refuses(t, { HTTP_KEEP_ALIVE_SECONDS: "0" }, /^HTTP_KEEP_ALIVE_SECONDS\b/, "HTTP_KEEP_ALIVE_SECONDS=0");
+  refuses(t, { HTTP_KEEP_ALIVE_SECONDS: "3601" }, /^HTTP_KEEP_ALIVE_SECONDS\b/, "HTTP_KEEP_ALIVE_SECONDS=3601");
+  refuses(t, { HTTP_KEEP_ALIVE_SECONDS: "5s" }, /^HTTP_KEEP_ALIVE_SECONDS\b/, "HTTP_KEEP_ALIVE_SECONDS=5s");
+});
+
 t.test("WEBHOOK_AUTO_DISABLE_AFTER_SECONDS", async (t) => {
   t.equal(loadConfig({}).webhookAutoDisableAfterSeconds, 5 * 86_400, "default: 5 days");
   t.equal(loadConfig({ WEBHOOK_AUTO_DISABLE_AFTER_SECONDS: "3" }).webhookAutoDisableAfterSeconds, 3);
