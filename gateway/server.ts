@@ -41,7 +41,8 @@ export interface GatewayOptions {
    * pooled connection, idle a moment too long, failed a create with ECONNRESET (the merchant-path
    * bench, about one run in six: a connection reused after 5 988 ms). A proxy in front keeps its
    * connections to us for its own idle time (60 s and more is common), which must be shorter than
-   * this. Clients that read the Keep-Alive header (Node's agent) close theirs before it.
+   * this. The Keep-Alive header says it; Node's agent times its idle connections by it, but a busy
+   * client's timer fires late (the bench's did, at the 5 s announced then).
    */
   keepAliveTimeoutMs?: number;
   /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */
