@@ -139,11 +139,16 @@ t.test("a listener that goes away without answering: settle() still waits out it
   // what it holds only once its heartbeats have lapsed for that long.
   const leaving = await connect();
   leaving.on("error", () => undefined);
+  // settle()'s question reaching it shows settle() counted it among the listeners: it goes away only
+  // then (after a fixed 200 ms, a settle() slow to connect under load found it gone already, and
+  // rightly returned at once).
+  let asked = false;
+  leaving.on("notification", (n) => (asked ||= n.payload?.startsWith("sync:") === true));
   await leaving.query(`listen ${channel}; set application_name = 'listen ${channel}'`);
   const [{ pid }] = (await leaving.query<{ pid: number }>("select pg_backend_pid() as pid")).rows as [{ pid: number }];
   const started = performance.now();
   const settling = settle(databaseUrl, channel, { timeoutMs: 1500, pollMs: 50 });
-  await new Promise((r) => setTimeout(r, 200));
+  await until("settle() to ask the leaving listener", async () => asked, 10_000);
   await notifier.query("select pg_terminate_backend($1)", [pid]);
   const settled = await settling;
   t.same(settled.cut, [], "nothing left to cut");
