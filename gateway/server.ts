@@ -36,13 +36,14 @@ export interface GatewayOptions {
   logger: Logger;
   bodyLimitBytes: number;
   /**
-   * How long an idle keep-alive connection stays open (Node's own default is 5 s). A client that
-   * sends on a connection as the server closes it gets a reset, not an answer: at 5 s a merchant's
-   * pooled connection, idle a moment too long, failed a create with ECONNRESET (the merchant-path
-   * bench, about one run in six: a connection reused after 5 988 ms). A proxy in front keeps its
-   * connections to us for its own idle time (60 s and more is common), which must be shorter than
-   * this. The Keep-Alive header says it; Node's agent times its idle connections by it, but a busy
-   * client's timer fires late (the bench's did, at the 5 s announced then).
+   * How long an idle keep-alive connection stays open, as the Keep-Alive header announces it
+   * (Node's own default is 5 s; Node closes 1 s after it, its keepAliveTimeoutBuffer). A client
+   * that sends on a connection as the server closes it gets a reset, not an answer: at the default
+   * a merchant's pooled connection, idle a moment too long, failed a create with ECONNRESET (the
+   * merchant-path bench, about one run in six: a connection reused after 5 988 ms). A proxy in
+   * front keeps its connections to us for its own idle time (often 60 s), which must be shorter
+   * than this. Node's agent times its idle connections by the header, but a busy client's timer
+   * fires late (the bench's did).
    */
   keepAliveTimeoutMs?: number;
   /** Whether a browser origin may call the routes that allow CORS (credential CREDENTIAL_SITE_GATEWAY): answers preflights. */

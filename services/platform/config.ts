@@ -89,7 +89,7 @@ export interface Config {
   dataDir: string;
   logLevel: string;
   bodyLimitBytes: number;
-  /** How long the HTTP server keeps an idle keep-alive connection open (gateway.ts keepAliveTimeoutMs). */
+  /** How long the REST port keeps an idle keep-alive connection open (gateway/server.ts keepAliveTimeoutMs); not the rpc or ops port. */
   httpKeepAliveSeconds: number;
   dbPoolSize: number;
   /** Calls per minute per client address on rate-limited public routes (the QR configuration). */
