@@ -5,7 +5,7 @@
 // The server says how long in each answer's Keep-Alive header. Raw sockets, so that what is tested
 // is the server's behaviour, not a client agent's; the service with every role.
 import net from "node:net";
-import t from "tap";
+import t, { type Test } from "tap";
 import { merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 
 /** A connection to the REST port that collects what the server sends, and when it closes its side. */
@@ -31,29 +31,31 @@ async function connection(t: { teardown(fn: () => unknown): void }, base: string
 const listRequest = (merchant: string, key: string) =>
   `GET /api/v1/merchants/${merchant}/payment-intents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`;
 
-t.test("by default a connection idle past Node's own 5 s (6 s with its buffer) still answers", async (t) => {
-  const { app, base } = await startTestApp(t);
+/** The service started with `env`, a merchant, and a connection that has had one answer to a list of its intents. */
+async function answeredOnce(t: Test, env: Record<string, string> = {}) {
+  const { app, base } = await startTestApp(t, env);
   const a = await merchantWithKey(app);
   const { socket, state } = await connection(t, base);
-  socket.write(listRequest(a.merchant, a.key));
+  const ask = () => socket.write(listRequest(a.merchant, a.key));
+  ask();
   await until("the first answer", async () => state.answers.length === 1, 10_000, () => state.text.slice(0, 300));
   t.match(state.text, /^HTTP\/1\.1 200 /, "answered");
+  return { state, ask };
+}
+
+t.test("by default a connection idle past Node's own 5 s (6 s with its buffer) still answers", async (t) => {
+  const { state, ask } = await answeredOnce(t);
   t.match(state.text, /\r\nKeep-Alive: timeout=75\r\n/i, "the answer says 75 s");
   // Idle past the moment Node's default closes (5 s, and its 1 s buffer), then a second request
   // on the same connection: it is answered, where at the default it met a closed connection.
   await new Promise((r) => setTimeout(r, 6500));
-  socket.write(listRequest(a.merchant, a.key));
+  ask();
   await until("the second answer on the same connection", async () => state.answers.length === 2 || state.endedAt !== undefined || state.error !== undefined, 10_000);
   t.equal(state.answers.length, 2, `the second request was answered (the server ${state.endedAt === undefined ? "kept" : "closed"} the connection${state.error ? `; ${state.error.message}` : ""})`);
 });
 
 t.test("HTTP_KEEP_ALIVE_SECONDS sets it: the server closes a connection idle that long, and not much later", async (t) => {
-  const { app, base } = await startTestApp(t, { HTTP_KEEP_ALIVE_SECONDS: "1" });
-  const a = await merchantWithKey(app);
-  const { socket, state } = await connection(t, base);
-  socket.write(listRequest(a.merchant, a.key));
-  await until("the answer", async () => state.answers.length === 1, 10_000, () => state.text.slice(0, 300));
-  t.match(state.text, /^HTTP\/1\.1 200 /, "answered");
+  const { state } = await answeredOnce(t, { HTTP_KEEP_ALIVE_SECONDS: "1" });
   t.match(state.text, /\r\nKeep-Alive: timeout=1\r\n/i, "the answer says 1 s");
   // 1 s, and Node's 1 s buffer: well before the 6 s of Node's default.
   await until("the server closed the idle connection", async () => state.endedAt !== undefined, 4_000, () => "still open 4 s after the answer");
