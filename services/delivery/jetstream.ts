@@ -137,10 +137,11 @@ async function claimPrefix(
 }
 
 /**
- * How long JetStream remembers a Nats-Msg-Id. The relay marks a delivery
- * published right after the PubAck, so a second publish of the same delivery
- * happens only after a crash between the two; a copy later than this window is
- * caught by the worker (webhook_deliveries.stream_seq).
+ * How long JetStream remembers a Nats-Msg-Id. The relay publishes a delivery
+ * again under the same id only when its publish failed (it may have reached the
+ * stream) or a relay died between its mark and its publish (relay.ts catchUp),
+ * within this window; a copy later than it is caught by the worker
+ * (webhook_deliveries.stream_seq).
  */
 export const duplicateWindowMs = 10 * 60_000;
 

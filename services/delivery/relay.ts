@@ -1,5 +1,5 @@
 import { setTimeout as sleepFor } from "node:timers/promises";
-import { jetstream } from "@nats-io/jetstream";
+import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
 import type { Database } from "../platform/db.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -7,9 +7,9 @@ import { listenForever } from "../platform/pg-listen.ts";
 import type { OutboxWake } from "./outbox-wake.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
-import { dueHeader, endpointHeader, type StreamNames } from "./jetstream.ts";
+import { dueHeader, duplicateWindowMs, endpointHeader, type StreamNames } from "./jetstream.ts";
 import { Lanes, type LaneShare } from "./lanes.ts";
-import { takeUnpublished } from "./webhook-deliveries.ts";
+import { markedNotClaimed, putBackUnpublished, takeUnpublished, type Unpublished } from "./webhook-deliveries.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -36,12 +36,16 @@ export interface RelayOptions {
  */
 const recentWindowMs = 3 * 86_400_000;
 
+/** The most deliveries a relay publishes again as it starts (catchUp): a few seconds of creates flat out. */
+const catchUpLimit = 5000;
+
 /**
- * The outbox relay: publishes every unpublished delivery to JetStream with
- * Nats-Msg-Id = delivery id, on its merchant's lane (lanes.ts), then marks it published. It wakes on the
- * webhook_outbox notification (sent when deliveries commit) and polls as a
- * fallback, so whatever a crash or a NATS outage left behind goes out on a later pass.
- * Rows are locked while published (SKIP LOCKED), so several relays share the work.
+ * The outbox relay: marks every unpublished delivery published, then publishes it to JetStream
+ * with Nats-Msg-Id = delivery id, on its merchant's lane (lanes.ts), and puts it back if the
+ * publish fails. It wakes on the webhook_outbox notification (sent when deliveries commit) and
+ * polls as a fallback, so whatever a NATS outage left behind goes out on a later pass, and what a
+ * crash between a mark and its publish left out goes out when a relay starts (catchUp).
+ * Rows are taken with SKIP LOCKED, so several relays share the work.
  * Through a database or NATS outage both loops retry with capped backoff, logging the outage
  * once when it begins and once when it ends, and resume by themselves.
  */
@@ -96,11 +100,15 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   let everyDayAt = 0;
   /**
    * One pass of a loop: `newest` takes the newest new deliveries in a small transaction of their
-   * own; `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). A
-   * delivery's row stays locked until its pass commits, and its claim waits for that lock: in one
-   * pass of 500 behind a backlog (the retries and parked deliveries coming due), another
-   * merchant's new delivery waited for the start of the next pass and then the end of it, up to a
-   * second (the backlog bench: 0.47 s to publish, 0.75 s more to its attempt, at p99).
+   * own; `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). The pass
+   * commits its mark before it publishes, so no row stays locked while JetStream acknowledges: a
+   * delivery's claim waited for that lock. In one pass of 500 behind a backlog (the retries and
+   * parked deliveries coming due), another merchant's new delivery waited for the end of the pass,
+   * up to a second (the backlog bench: 0.47 s to publish, 0.75 s more to its attempt, at p99); at
+   * 300 creates/s, for the publishes and the commit of the pass of a few that took it, most of the
+   * time from its pick-up to its attempt (docs/performance.md). A delivery whose publish fails goes
+   * back to the outbox and the pass fails (the loop backs off); one a crash cuts short between the
+   * mark and the publish is the next starting relay's (catchUp) or the sweep's.
    */
   const pass = async (part: "newest" | "rest", failures: number): Promise<number> => {
     const everyDay = part === "rest" && Date.now() - everyDayAt >= pollMs;
@@ -108,18 +116,34 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     const nc = await Promise.race([o.nats.connected, halted]);
     await o.streamReady(failures > 0);
     const js = jetstream(nc);
-    return o.db.em.fork().transactional(async (tx) => {
-      const rows = await takeUnpublished(tx, part === "newest" ? newestBatch : batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs), part);
-      if (rows.length === 0) return 0;
-      // Taken in publishing order (the retries due, then new deliveries oldest first), so a
-      // merchant's share goes to its oldest.
-      await Promise.all(
-        rows.map(({ id, msgId, merchantId, endpointId, dueAt }) =>
-          js.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) }),
-        ),
-      );
-      return rows.length;
+    if (part === "rest" && !caughtUp) await catchUp(js);
+    const rows = await o.db.em.fork().transactional((tx) =>
+      takeUnpublished(tx, part === "newest" ? newestBatch : batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs), part),
+    );
+    if (rows.length === 0) return 0;
+    // Taken in publishing order (the retries due, then new deliveries oldest first), so a
+    // merchant's share goes to its oldest.
+    const sent = await Promise.allSettled(rows.map((r) => publish(js, r)));
+    const failed = rows.filter((_, i) => sent[i]!.status === "rejected");
+    if (failed.length === 0) return rows.length;
+    await putBackUnpublished(o.db.em.fork(), failed).catch((err: unknown) => {
+      o.logger.warn({ err, deliveries: failed.length }, "deliveries whose publish failed could not be put back in the outbox: the sweep publishes them again");
     });
+    throw (sent.find((r) => r.status === "rejected") as PromiseRejectedResult).reason;
+  };
+  const publish = (js: JetStreamClient, { id, msgId, merchantId, endpointId, dueAt }: Unpublished) =>
+    js.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) });
+  /**
+   * Once per relay, before its first pass of the other lanes: a relay that died between a pass's
+   * mark and its publish left those deliveries marked and out of the stream. The latest marked
+   * within the duplicate window and not claimed are published again (markedNotClaimed): JetStream
+   * drops those it has, the many waiting in it for a worker. What it misses is the sweep's.
+   */
+  let caughtUp = false;
+  const catchUp = async (js: JetStreamClient) => {
+    const marked = await markedNotClaimed(o.db.em.fork(), duplicateWindowMs, catchUpLimit);
+    await Promise.all(marked.map((r) => publish(js, r)));
+    caughtUp = true;
   };
 
   const loop = async (part: "newest" | "rest") => {
@@ -149,7 +173,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
         outage.recovered();
         l.failures = 0;
       } catch (err) {
-        // Nothing is lost: the rows stay unpublished and the next pass retries them.
+        // Nothing is lost: the rows are back in the outbox (pass) and the next pass retries them.
         if (!stopped) {
           l.failures++;
           outage.failed(err);

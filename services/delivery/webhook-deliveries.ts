@@ -24,8 +24,8 @@ import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-statu
  * - failed → delivered | failed: finishAttempts, only for a last attempt failAbandoned ended while
  *   its worker was cut off from the database (worker_lost): the finish wins.
  * delivered and failed are final otherwise; a replay or a recovery is a new delivery.
- * Without a change of status: takeUnpublished marks deliveries published; requeue, requeueHeldBack
- * and republishStranded put them back in the outbox. Attempts are written by finishAttempts,
+ * Without a change of status: takeUnpublished marks deliveries published; putBackUnpublished,
+ * requeue, requeueHeldBack and republishStranded put them back in the outbox. Attempts are written by finishAttempts,
  * recordLostAttempt, failAbandoned and giveUpAttempt. Rows go with their event past retention
  * (legacyDeliveriesRemoval for the legacy partitions; days are dropped whole, DDL, by
  * retention/partitions.ts) and with a deleted endpoint (on delete cascade).
@@ -116,9 +116,11 @@ export const publishAheadMs = 3000;
  * Up to `batch` deliveries to publish, created at or after `since`, locked so that concurrent
  * relays take different rows, each with the Nats-Msg-Id of its publication: the delivery id, and
  * for a delivery published again (requeue) the id and a count, so that JetStream's duplicate
- * window does not drop it. They are marked published in the caller's transaction: the mark holds
- * only if that transaction commits, which the relay does once JetStream has acknowledged every
- * publish (a failed or crashed pass leaves them unpublished).
+ * window does not drop it. They are marked published in the caller's transaction, which the relay
+ * commits before it publishes them: a worker's claim of a delivery waits for no relay (it waited
+ * for the relay's commit, after every publish of its pass was acknowledged). A publish that fails
+ * puts its delivery back (putBackUnpublished); one a crash cuts short is published again by the
+ * next relay to start (markedNotClaimed), or by the sweep (republishStranded).
  *
  * What is published: new deliveries (no retry due: next_attempt_at null), and deliveries waiting
  * in the outbox for a retry (next_attempt_at set: parked there by the worker because it is due
@@ -142,7 +144,7 @@ export async function takeUnpublished(
    * runs `newest` in a transaction and loop of its own (relay.ts).
    */
   part: "all" | "newest" | "rest" = "all",
-): Promise<{ id: string; msgId: string; merchantId: string; endpointId: string; dueAt: Date | undefined }[]> {
+): Promise<Unpublished[]> {
   const after = since === "-infinity" ? since : since.toISOString();
   type Row = { id: string; created_at: Date | string };
   // Three lanes, so that no backlog holds up another's new deliveries for longer than a pass or
@@ -187,13 +189,68 @@ export async function takeUnpublished(
   const byAge = (a: Row, b: Row) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime();
   const order = new Map([...retries, ...[...newest, ...oldest].sort(byAge)].map((r, i) => [r.id, i]));
   rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
-  return rows.map((r) => ({
+  return rows.map(unpublishedOf);
+}
+
+/** A delivery a relay publishes: its message's id (Nats-Msg-Id), lane, endpoint and due time. */
+export interface Unpublished {
+  id: string;
+  msgId: string;
+  /** How many times it was sent back to the outbox: its message's id says so (a count on the id). */
+  republished: number;
+  merchantId: string;
+  endpointId: string;
+  dueAt: Date | undefined;
+}
+
+type UnpublishedRow = { id: string; republished: number; merchant_id: string; endpoint_id: string; next_attempt_at: Date | string | null };
+
+function unpublishedOf(r: UnpublishedRow): Unpublished {
+  return {
     id: r.id,
     msgId: r.republished > 0 ? `${r.id}.${r.republished}` : r.id,
+    republished: r.republished,
     merchantId: r.merchant_id,
     endpointId: r.endpoint_id,
     dueAt: r.next_attempt_at === null ? undefined : new Date(r.next_attempt_at),
-  }));
+  };
+}
+
+/**
+ * Deliveries whose publish failed after their mark committed (takeUnpublished): back in the
+ * outbox, for a pass to publish under the same message id (a publish that timed out may have
+ * reached the stream, and JetStream's duplicate window drops it then). Only those as the mark left
+ * them: no attempt claimed since (such a publish did reach the stream) and not sent back and taken
+ * again meanwhile (`republished` changed). Returns how many.
+ */
+export async function putBackUnpublished(em: EntityManager, deliveries: readonly Pick<Unpublished, "id" | "republished">[]): Promise<number> {
+  if (deliveries.length === 0) return 0;
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries d set published_at = null
+       from unnest(?::text[], ?::int[]) as f(id, republished)
+      where d.id = f.id and d.republished = f.republished and d.created_at between ?::timestamptz and ?::timestamptz
+        and d.status = 'pending' and d.stream_seq is null and d.published_at is not null
+      returning d.id`,
+    [`{${deliveries.map((d) => d.id).join(",")}}`, `{${deliveries.map((d) => d.republished).join(",")}}`, ...createdAtRange(deliveries.map((d) => d.id))],
+  );
+  return rows.length;
+}
+
+/**
+ * The deliveries marked published within `windowMs` that no attempt has claimed (at most `limit`,
+ * the latest marks first): what a relay that died between its mark and its publish may have left
+ * out of the stream, among those waiting in it for a worker. A relay publishes them again as it
+ * starts, under their own message ids: JetStream drops those it has (`windowMs` is its duplicate
+ * window). A mark older, or past the limit, is the sweep's (republishStranded).
+ */
+export async function markedNotClaimed(em: EntityManager, windowMs: number, limit: number): Promise<Unpublished[]> {
+  const rows = await em.execute<UnpublishedRow[]>(
+    `select id, republished, merchant_id, endpoint_id, next_attempt_at from webhook_deliveries
+      where status = 'pending' and stream_seq is null and published_at >= now() - make_interval(secs => ?)
+      order by published_at desc limit ?`,
+    [windowMs / 1000, limit],
+  );
+  return rows.map(unpublishedOf);
 }
 
 // ---- the worker ----
