@@ -99,8 +99,7 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   // the outbox long after it was made (a stranded one republished).
   let everyDayAt = 0;
   /**
-   * One pass of a loop: `newest` takes the newest new deliveries in a small transaction of their
-   * own; `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). The pass
+   * One pass of a loop: `newest` takes the newest new deliveries in one statement of their own; `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). The pass
    * commits its mark before it publishes, so no row stays locked while JetStream acknowledges: a
    * delivery's claim waited for that lock. In one pass of 500 behind a backlog (the retries and
    * parked deliveries coming due), another merchant's new delivery waited for the end of the pass,
@@ -117,9 +116,12 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     await o.streamReady(failures > 0);
     const js = jetstream(nc);
     if (part === "rest" && !caughtUp) await catchUp(js);
-    const rows = await o.db.em.fork().transactional((tx) =>
-      takeUnpublished(tx, part === "newest" ? newestBatch : batch, everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs), part),
-    );
+    const since = everyDay ? "-infinity" : new Date(Date.now() - recentWindowMs);
+    // The newest lane is one statement, and needs no transaction around it (takeUnpublished).
+    const rows =
+      part === "newest"
+        ? await takeUnpublished(o.db.em.fork(), newestBatch, since, part)
+        : await o.db.em.fork().transactional((tx) => takeUnpublished(tx, batch, since, part));
     if (rows.length === 0) return 0;
     // Taken in publishing order (the retries due, then new deliveries oldest first), so a
     // merchant's share goes to its oldest.

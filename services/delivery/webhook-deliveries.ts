@@ -140,8 +140,8 @@ export async function takeUnpublished(
   batch: number,
   since: Date | "-infinity" = "-infinity",
   /**
-   * `all` three lanes; `newest` the first alone (the whole batch), `rest` the other two: the relay
-   * runs `newest` in a transaction and loop of its own (relay.ts).
+   * `all` three lanes; `newest` the first alone (the whole batch, in one statement: takeNewest),
+   * `rest` the other two: the relay runs `newest` in a loop of its own (relay.ts).
    */
   part: "all" | "newest" | "rest" = "all",
 ): Promise<Unpublished[]> {
@@ -155,14 +155,15 @@ export async function takeUnpublished(
   // Receivers tolerate any order (docs/webhooks.md), and each backlog still drains oldest first. A
   // recovery's deliveries are left to the oldest lane: a recovery re-sends missed events in event
   // order, a page at a time, and is no one's new delivery waiting behind a flood.
-  const newestShare = part === "newest" ? batch : part === "rest" ? 0 : Math.ceil(batch / 4);
+  if (part === "newest") return takeNewest(em, batch, after);
+  const newestShare = part === "rest" ? 0 : Math.ceil(batch / 4);
   const newest = newestShare === 0 ? [] : await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
         and cause <> 'recovery'
       order by created_at desc limit ? for update skip locked`,
     [after, newestShare],
   );
-  const retries = part === "newest" ? [] : await em.execute<Row[]>(
+  const retries = await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries
       where published_at is null and next_attempt_at is not null and created_at >= ?::timestamptz
         and next_attempt_at <= now() + make_interval(secs => ?)
@@ -170,7 +171,7 @@ export async function takeUnpublished(
     // A quarter is always left for the oldest new deliveries (a recovery's among them).
     [after, publishAheadMs / 1000, batch - newest.length - Math.ceil(batch / 4)],
   );
-  const oldest = part === "newest" ? [] : await em.execute<Row[]>(
+  const oldest = await em.execute<Row[]>(
     `select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
         and not (id = any(?::text[]))
       order by created_at limit ? for update skip locked`,
@@ -189,6 +190,28 @@ export async function takeUnpublished(
   const byAge = (a: Row, b: Row) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime();
   const order = new Map([...retries, ...[...newest, ...oldest].sort(byAge)].map((r, i) => [r.id, i]));
   rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+  return rows.map(unpublishedOf);
+}
+
+/**
+ * The newest lane alone (takeUnpublished), taken and marked in one statement: the relay runs it
+ * on its own, with no transaction around it, for each create's wake (relay.ts). Its mark is
+ * limited to the days since `after`, so the statement is planned against those days' partitions
+ * only, not every day's (above). Returned oldest first.
+ */
+async function takeNewest(em: EntityManager, batch: number, after: string): Promise<Unpublished[]> {
+  const rows = await em.execute<(UnpublishedRow & { created_at: Date | string })[]>(
+    `with newest as (
+       select id, created_at from webhook_deliveries where published_at is null and next_attempt_at is null and created_at >= ?::timestamptz
+          and cause <> 'recovery'
+        order by created_at desc limit ? for update skip locked
+     )
+     update webhook_deliveries d set published_at = now()
+       from newest where d.id = newest.id and d.created_at = newest.created_at and d.created_at >= ?::timestamptz
+     returning d.id, d.republished, d.created_at, d.merchant_id, d.endpoint_id, d.next_attempt_at`,
+    [after, batch, after],
+  );
+  rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
   return rows.map(unpublishedOf);
 }
 

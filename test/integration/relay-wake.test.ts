@@ -11,11 +11,11 @@ import { ensureDeliveryStream, streamNames } from "../../services/delivery/jetst
 import { OutboxWake } from "../../services/delivery/outbox-wake.ts";
 import { startRelay } from "../../services/delivery/relay.ts";
 import { schedule } from "../../services/delivery/schedule.ts";
-import { newTimedId } from "../../services/platform/ids.ts";
 import { createLogger } from "../../services/platform/logger.ts";
 import { Nats } from "../../services/platform/nats.ts";
 import { ensurePartitions } from "../../services/retention/partitions.ts";
 import { createTestDatabase, deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
+import { outboxDeliveries, seedOutboxEndpoint } from "../helpers/outbox.ts";
 
 const databaseUrl = await createTestDatabase(t);
 const db = await openDatabase(databaseUrl);
@@ -24,10 +24,7 @@ await db.migrator.up();
 await ensurePartitions(db.em.fork());
 const em = () => db.em.fork();
 
-await em().execute(`insert into merchants (id, name, created_at) values ('mer_a', 'A', now())`);
-await em().execute(
-  `insert into webhook_endpoints (id, merchant_id, environment, url, status, secret_ciphertext, created_at) values ('we_a', 'mer_a', 'test', 'https://hooks.example.test/x', 'enabled', '\\x00', now())`,
-);
+await seedOutboxEndpoint(em());
 
 const prefix = uniqueName("relaywake").toLowerCase();
 const names = streamNames(prefix);
@@ -48,31 +45,7 @@ const wake = new OutboxWake();
 const relay = startRelay({ db, databaseUrl, nats, names, logger, streamReady, pollMs: 600_000, outboxWake: wake });
 t.teardown(() => relay.stop());
 
-/**
- * `count` deliveries committed as a create in a relay's process commits them: its transaction
- * marked so that the outbox trigger sends no NOTIFY (only `wake` can tell the relay). `parked`:
- * waiting in the outbox for a due time passed a moment ago (the other loop's lane).
- */
-async function deliveries(count: number, parked = false): Promise<string[]> {
-  const at = Array.from({ length: count }, (_, i) => new Date(Date.now() - count + i));
-  const events = at.map((d) => newTimedId("evt", d));
-  const ids = at.map((d) => newTimedId("wd", d));
-  const list = (xs: string[]) => `{${xs.map((x) => `"${x}"`).join(",")}}`;
-  await em().transactional(async (tx) => {
-    await tx.execute(`select set_config('webhook.outbox_wake', 'caller', true)`);
-    await tx.execute(
-      `insert into webhook_events (id, merchant_id, environment, type, payload, created_at)
-       select e, 'mer_a', 'test', 'webhook.test', '{}', c from unnest(?::text[], ?::timestamptz[]) as x(e, c)`,
-      [list(events), list(at.map((d) => d.toISOString()))],
-    );
-    await tx.execute(
-      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, next_attempt_at, cause, created_at, updated_at)
-       select d, 'mer_a', 'test', e, 'we_a', 'pending', 0, case when ? then now() - interval '1 second' end, 'event', c, c from unnest(?::text[], ?::text[], ?::timestamptz[]) as x(d, e, c)`,
-      [parked, list(ids), list(events), list(at.map((d) => d.toISOString()))],
-    );
-  });
-  return ids;
-}
+const deliveries = (count: number, parked = false) => outboxDeliveries(em(), count, parked);
 
 /** A connection of its own (an advisory lock held across statements). */
 async function pgClient(): Promise<pg.Client> {
