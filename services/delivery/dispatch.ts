@@ -9,7 +9,7 @@ import type { Batcher } from "./batcher.ts";
 import { classify, type AttemptResult, type Outcome } from "./classify.ts";
 import { storableText } from "./excerpt.ts";
 import type { Ending } from "./fairness.ts";
-import type { StreamNames } from "./jetstream.ts";
+import { eventHeader, type StreamNames } from "./jetstream.ts";
 import { delayAfter, nakDelayFor, nakReaches, type Schedule } from "./schedule.ts";
 import { send, type Response } from "./send.ts";
 import type { SlotAnswer, SlotEnd, SlotRequest } from "./shared-gate.ts";
@@ -173,7 +173,7 @@ async function claim(ctx: DispatchContext, msg: JsMsg): Promise<Claimed | undefi
   const deliveryCount = msg.info.deliveryCount;
   let claimed: ClaimResult;
   try {
-    claimed = await ctx.persist(() => ctx.batches.claims.add({ id: msg.string(), seq: msg.seq }));
+    claimed = await ctx.persist(() => ctx.batches.claims.add({ id: msg.string(), seq: msg.seq, eventId: msg.headers?.get(eventHeader) || undefined }));
   } catch (err) {
     // Stopping during an outage, or the database refused this claim: nothing was claimed, and
     // JetStream's delivery limit ends a message whose claim keeps being refused.

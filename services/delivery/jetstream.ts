@@ -44,6 +44,12 @@ export function streamNames(prefix: string): StreamNames {
 /** The header naming a delivery message's endpoint (messages published before it existed have none). */
 export const endpointHeader = "Endpoint-Id";
 /**
+ * The header naming a delivery message's event: a worker's claim reads the event's payload in the
+ * same statement, in the partitions of the day its id names (webhook-deliveries.ts claimDeliveries).
+ * A message without it (published before it existed) has its event read in a second statement.
+ */
+export const eventHeader = "Event-Id";
+/**
  * A retry published from the outbox ahead of its time (webhook-deliveries.ts publishAheadMs) carries its due
  * time (epoch ms): a worker that gets it sooner sends it back to come at that time, before any
  * claim or slot is spent on it (worker.ts admit).

@@ -7,7 +7,7 @@ import { listenForever } from "../platform/pg-listen.ts";
 import type { OutboxWake } from "./outbox-wake.ts";
 import { nextDelay, OutageLog } from "../platform/outage.ts";
 import type { Nats } from "../platform/nats.ts";
-import { dueHeader, duplicateWindowMs, endpointHeader, type StreamNames } from "./jetstream.ts";
+import { dueHeader, duplicateWindowMs, endpointHeader, eventHeader, type StreamNames } from "./jetstream.ts";
 import { Lanes, type LaneShare } from "./lanes.ts";
 import { markedNotClaimed, putBackUnpublished, takeUnpublished, type Unpublished } from "./webhook-deliveries.ts";
 
@@ -133,8 +133,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     });
     throw (sent.find((r) => r.status === "rejected") as PromiseRejectedResult).reason;
   };
-  const publish = (js: JetStreamClient, { id, msgId, merchantId, endpointId, dueAt }: Unpublished) =>
-    js.publish(subjects[lanes.take(merchantId)], id, { msgID: msgId, timeout: 5000, headers: messageHeaders(endpointId, dueAt) });
+  const publish = (js: JetStreamClient, d: Unpublished) =>
+    js.publish(subjects[lanes.take(d.merchantId)], d.id, { msgID: d.msgId, timeout: 5000, headers: messageHeaders(d) });
   /**
    * Once per relay, before its first pass of the other lanes: a relay that died between a pass's
    * mark and its publish left those deliveries marked and out of the stream. The latest marked
@@ -227,12 +227,13 @@ interface LoopState {
 
 /**
  * The endpoint rides on the message, so a worker shares its slots between endpoints before it
- * reads the database; and a retry's due time, so a worker that gets it ahead of time sends it back
- * until then without a claim.
+ * reads the database; the event, so that its claim reads the event in the same statement; and a
+ * retry's due time, so a worker that gets it ahead of time sends it back until then without a claim.
  */
-function messageHeaders(endpointId: string, dueAt: Date | undefined) {
+function messageHeaders({ endpointId, eventId, dueAt }: Unpublished) {
   const h = headers();
   h.set(endpointHeader, endpointId);
+  h.set(eventHeader, eventId);
   if (dueAt && dueAt.getTime() > Date.now()) h.set(dueHeader, String(dueAt.getTime()));
   return h;
 }

@@ -180,10 +180,10 @@ export async function takeUnpublished(
   const due = [...retries, ...newest, ...oldest];
   if (due.length === 0) return [];
   const times = due.map((r) => new Date(r.created_at).getTime());
-  const rows = await em.execute<{ id: string; republished: number; created_at: Date | string; merchant_id: string; endpoint_id: string; next_attempt_at: Date | string | null }[]>(
+  const rows = await em.execute<(UnpublishedRow & { created_at: Date | string })[]>(
     `update webhook_deliveries set published_at = now()
       where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz and published_at is null
-      returning id, republished, created_at, merchant_id, endpoint_id, next_attempt_at`,
+      returning id, republished, created_at, merchant_id, endpoint_id, event_id, next_attempt_at`,
     [`{${due.map((r) => r.id).join(",")}}`, new Date(Math.min(...times)).toISOString(), new Date(Math.max(...times)).toISOString()],
   );
   // RETURNING keeps no order: published the retries due first, then new deliveries oldest first.
@@ -208,7 +208,7 @@ async function takeNewest(em: EntityManager, batch: number, after: string): Prom
      )
      update webhook_deliveries d set published_at = now()
        from newest where d.id = newest.id and d.created_at = newest.created_at and d.created_at >= ?::timestamptz
-     returning d.id, d.republished, d.created_at, d.merchant_id, d.endpoint_id, d.next_attempt_at`,
+     returning d.id, d.republished, d.created_at, d.merchant_id, d.endpoint_id, d.event_id, d.next_attempt_at`,
     [after, batch, after],
   );
   rows.sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
@@ -223,10 +223,11 @@ export interface Unpublished {
   republished: number;
   merchantId: string;
   endpointId: string;
+  eventId: string;
   dueAt: Date | undefined;
 }
 
-type UnpublishedRow = { id: string; republished: number; merchant_id: string; endpoint_id: string; next_attempt_at: Date | string | null };
+type UnpublishedRow = { id: string; republished: number; merchant_id: string; endpoint_id: string; event_id: string; next_attempt_at: Date | string | null };
 
 function unpublishedOf(r: UnpublishedRow): Unpublished {
   return {
@@ -235,6 +236,7 @@ function unpublishedOf(r: UnpublishedRow): Unpublished {
     republished: r.republished,
     merchantId: r.merchant_id,
     endpointId: r.endpoint_id,
+    eventId: r.event_id,
     dueAt: r.next_attempt_at === null ? undefined : new Date(r.next_attempt_at),
   };
 }
@@ -268,7 +270,7 @@ export async function putBackUnpublished(em: EntityManager, deliveries: readonly
  */
 export async function markedNotClaimed(em: EntityManager, windowMs: number, limit: number): Promise<Unpublished[]> {
   const rows = await em.execute<UnpublishedRow[]>(
-    `select id, republished, merchant_id, endpoint_id, next_attempt_at from webhook_deliveries
+    `select id, republished, merchant_id, endpoint_id, event_id, next_attempt_at from webhook_deliveries
       where status = 'pending' and stream_seq is null and published_at >= now() - make_interval(secs => ?)
       order by published_at desc limit ?`,
     [windowMs / 1000, limit],
@@ -332,12 +334,15 @@ export interface ClaimRequest {
   id: string;
   /** The JetStream message's stream sequence. */
   seq: number;
+  /** The delivery's event, as its message names it (jetstream.ts eventHeader): read in the claim's statement. */
+  eventId?: string;
 }
 
 /**
  * Starts an attempt of each delivery for its JetStream message: moves it to
  * processing, counts the attempt and records which message owns it — for a whole
- * batch in one statement (rows locked in id order), and its events in a second.
+ * batch in one statement (rows locked in id order), with its events when every message names
+ * its event (else they are read in a second).
  * A message of another sequence for the same delivery is a duplicate publish.
  * A delivery already processing is taken over only once its attempt was claimed at
  * least `takeoverAfterMs` ago, when it can no longer be running (its request went out
@@ -358,6 +363,10 @@ export interface ClaimRequest {
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
   const range = createdAtRange(batch.map((b) => b.id));
+  // The events' days likewise, when every message names its event: they are read in the same
+  // statement. Joined without those days, the events were planned against every day's partition
+  // (a replay's event may be older than its delivery).
+  const eventRange = batch.every((b) => b.eventId !== undefined) ? createdAtRange(batch.map((b) => b.eventId!)) : undefined;
   const claimSentAt = performance.now();
   const rows = await executePrepared<
     {
@@ -374,6 +383,8 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
       secret_ciphertext: Buffer;
       previous_secret_ciphertext: Buffer | null;
       previous_secret_expires_at: Date | string | null;
+      payload: string | null;
+      event_created_at: Date | string | null;
     }
   >(
     em,
@@ -395,17 +406,19 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        returning d.id, d.attempt_count, d.last_attempt_at as claimed_at, old.status as previous_status, old.last_attempt_at as previous_attempt_at,
                  old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
-     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at
-       from claimed c join webhook_endpoints e on e.id = c.endpoint_id`,
+     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at,
+            ${eventRange ? "ev.payload, ev.created_at as event_created_at" : "null::text as payload, null::timestamptz as event_created_at"}
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id
+       ${eventRange ? "left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz" : ""}`,
     // A row another claim changed while this one waited for its lock is checked again as changed,
     // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
-    [JSON.stringify(batch), ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ...range],
+    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ...range, ...(eventRange ?? [])],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
-  // The events in a statement of their own, read in the days their ids name: joined to the claim, they
-  // were planned against every day's partition (a replay's event may be older than its delivery).
-  const eventIds = [...new Set(rows.map((r) => r.event_id))];
+  // The events the statement did not read (a message that names none, or not the delivery's), in a
+  // statement of their own, in the days their ids name.
+  const eventIds = [...new Set(rows.filter((r) => r.payload === null).map((r) => r.event_id))];
   const events =
     eventIds.length === 0
       ? []
@@ -415,7 +428,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
         );
   const eventOf = new Map(events.map((e) => [e.id, e]));
   const claimed = new Map(rows.flatMap((r) => {
-    const ev = eventOf.get(r.event_id);
+    const ev = r.payload !== null && r.event_created_at !== null ? { payload: r.payload, created_at: r.event_created_at } : eventOf.get(r.event_id);
     return ev ? [[r.id, { ...r, payload: ev.payload, event_created_at: ev.created_at }] as const] : [];
   }));
   const missing = batch.filter((b) => !claimed.has(b.id)).map((b) => b.id);

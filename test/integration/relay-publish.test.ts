@@ -48,7 +48,7 @@ t.test("a relay publishes at its start what a relay that died between its mark a
   await ensureDeliveryStream(nc, names, schedule([60, 300], 3), { installation: prefix, prefix }, 1, 1000);
   const jsm = await jetstreamManager(nc);
   const inStream = async () => (await jsm.streams.info(names.stream)).state.messages;
-  const last = async () => (await jsm.streams.getMessage(names.stream, { last_by_subj: names.subject }).catch(() => null))?.string();
+  const last = async () => (await jsm.streams.getMessage(names.stream, { last_by_subj: names.subject }).catch(() => null)) ?? undefined;
 
   // Marked and in the stream (a relay's pass went through; no worker has claimed it yet).
   const [waiting] = await deliveries(1);
@@ -71,7 +71,9 @@ t.test("a relay publishes at its start what a relay that died between its mark a
   // A sentinel after them, on the same connection: a create's delivery, published by a pass.
   const [sentinel] = await deliveries(1);
   wake.wake();
-  await until("the sentinel in the stream", async () => (await last()) === sentinel, 10_000);
+  await until("the sentinel in the stream", async () => (await last())?.string() === sentinel, 10_000);
+  const [{ event_id } = { event_id: "" }] = await em().execute<{ event_id: string }[]>(`select event_id from webhook_deliveries where id = ?`, [sentinel]);
+  t.equal((await last())?.header.get("Event-Id"), event_id, "its message names its event, for the claim to read in the same statement");
   t.equal(await inStream(), 4, "the two lost, then the sentinel: the waiting one was not added again, the old and the claimed not published");
 });
 
