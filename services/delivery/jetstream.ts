@@ -144,9 +144,10 @@ async function claimPrefix(
 
 /**
  * How long JetStream remembers a Nats-Msg-Id. The relay publishes a delivery
- * again under the same id only when its publish failed (it may have reached the
- * stream) or a relay died between its mark and its publish (relay.ts catchUp),
- * within this window; a copy later than it is caught by the worker
+ * again under the same id when its publish failed (it may have reached the
+ * stream), and as it starts every delivery marked within this window and not
+ * claimed, for those a relay that died between its mark and its publish left
+ * out (relay.ts catchUp); a copy later than the window is caught by the worker
  * (webhook_deliveries.stream_seq).
  */
 export const duplicateWindowMs = 10 * 60_000;

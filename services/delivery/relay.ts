@@ -51,7 +51,7 @@ const catchUpLimit = 5000;
  */
 export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   const batch = o.batch ?? 500;
-  // The newest new deliveries' pass: small, so its rows' locks are held a moment only.
+  // The newest new deliveries' pass: a quarter of the batch, so a flood's backlog goes to the other loop.
   const newestBatch = Math.ceil(batch / 4);
   const pollMs = o.pollMs ?? 1000;
   const maxBackoffMs = o.maxBackoffMs ?? 5000;
@@ -107,7 +107,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
    * 300 creates/s, for the publishes and the commit of the pass of a few that took it, most of the
    * time from its pick-up to its attempt (docs/performance.md). A delivery whose publish fails goes
    * back to the outbox and the pass fails (the loop backs off); one a crash cuts short between the
-   * mark and the publish is the next starting relay's (catchUp) or the sweep's.
+   * mark and the publish is the next starting relay's (catchUp) or, if no relay starts, the sweep's
+   * once it is overdue (strandedAfter: with the default schedule about two minutes).
    */
   const pass = async (part: "newest" | "rest", failures: number): Promise<number> => {
     const everyDay = part === "rest" && Date.now() - everyDayAt >= pollMs;
@@ -133,8 +134,9 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
     });
     throw (sent.find((r) => r.status === "rejected") as PromiseRejectedResult).reason;
   };
-  const publish = (js: JetStreamClient, d: Unpublished) =>
-    js.publish(subjects[lanes.take(d.merchantId)], d.id, { msgID: d.msgId, timeout: 5000, headers: messageHeaders(d) });
+  // Async, so that a publish that throws at once is a rejection like any other (its delivery put back).
+  const publish = async (js: JetStreamClient, d: Unpublished, lane = lanes.take(d.merchantId)) =>
+    js.publish(subjects[lane], d.id, { msgID: d.msgId, timeout: 5000, headers: messageHeaders(d) });
   /**
    * Once per relay, before its first pass of the other lanes: a relay that died between a pass's
    * mark and its publish left those deliveries marked and out of the stream. The latest marked
@@ -143,9 +145,13 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
    */
   let caughtUp = false;
   const catchUp = async (js: JetStreamClient) => {
-    const marked = await markedNotClaimed(o.db.em.fork(), duplicateWindowMs, catchUpLimit);
-    await Promise.all(marked.map((r) => publish(js, r)));
+    // A minute short of the window, so that every copy JetStream holds is still in it.
+    const marked = await markedNotClaimed(o.db.em.fork(), duplicateWindowMs - 60_000, catchUpLimit);
+    // Once: a publish that fails here leaves its delivery to the sweep, not to a second read.
     caughtUp = true;
+    // On the backlog lane, taking no merchant's share: most are copies JetStream drops, and its
+    // lane tells nothing but the order of what is left (lanes.ts).
+    await Promise.all(marked.map((r) => publish(js, r, "backlog")));
   };
 
   const loop = async (part: "newest" | "rest") => {
@@ -175,7 +181,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
         outage.recovered();
         l.failures = 0;
       } catch (err) {
-        // Nothing is lost: the rows are back in the outbox (pass) and the next pass retries them.
+        // Nothing is lost: a failed publish's rows are back in the outbox (pass), and the next pass
+        // retries them; those the put-back could not reach are the sweep's.
         if (!stopped) {
           l.failures++;
           outage.failed(err);

@@ -116,8 +116,8 @@ export const publishAheadMs = 3000;
  * Up to `batch` deliveries to publish, created at or after `since`, locked so that concurrent
  * relays take different rows, each with the Nats-Msg-Id of its publication: the delivery id, and
  * for a delivery published again (requeue) the id and a count, so that JetStream's duplicate
- * window does not drop it. They are marked published in the caller's transaction, which the relay
- * commits before it publishes them: a worker's claim of a delivery waits for no relay (it waited
+ * window does not drop it. They are marked published in the caller's transaction (the newest lane
+ * alone: in one statement, takeNewest), which the relay commits before it publishes them: a worker's claim of a delivery waits for no relay (it waited
  * for the relay's commit, after every publish of its pass was acknowledged). A publish that fails
  * puts its delivery back (putBackUnpublished); one a crash cuts short is published again by the
  * next relay to start (markedNotClaimed), or by the sweep (republishStranded).
@@ -197,7 +197,7 @@ export async function takeUnpublished(
  * The newest lane alone (takeUnpublished), taken and marked in one statement: the relay runs it
  * on its own, with no transaction around it, for each create's wake (relay.ts). Its mark is
  * limited to the days since `after`, so the statement is planned against those days' partitions
- * only, not every day's (above). Returned oldest first.
+ * (and the days made ahead) only, not every day's (above). Returned oldest first.
  */
 async function takeNewest(em: EntityManager, batch: number, after: string): Promise<Unpublished[]> {
   const rows = await em.execute<(UnpublishedRow & { created_at: Date | string })[]>(
@@ -265,13 +265,16 @@ export async function putBackUnpublished(em: EntityManager, deliveries: readonly
  * The deliveries marked published within `windowMs` that no attempt has claimed (at most `limit`,
  * the latest marks first): what a relay that died between its mark and its publish may have left
  * out of the stream, among those waiting in it for a worker. A relay publishes them again as it
- * starts, under their own message ids: JetStream drops those it has (`windowMs` is its duplicate
- * window). A mark older, or past the limit, is the sweep's (republishStranded).
+ * starts, under their own message ids: JetStream drops those it has (`windowMs` is within its
+ * duplicate window). Only deliveries of the last three days (the relay's recent window), so the
+ * read stays in their partitions. A mark older, of an older delivery, or past the limit is the
+ * sweep's (republishStranded).
  */
 export async function markedNotClaimed(em: EntityManager, windowMs: number, limit: number): Promise<Unpublished[]> {
   const rows = await em.execute<UnpublishedRow[]>(
     `select id, republished, merchant_id, endpoint_id, event_id, next_attempt_at from webhook_deliveries
       where status = 'pending' and stream_seq is null and published_at >= now() - make_interval(secs => ?)
+        and created_at >= now() - make_interval(days => 3)
       order by published_at desc limit ?`,
     [windowMs / 1000, limit],
   );
@@ -594,7 +597,7 @@ export async function failAbandoned(em: EntityManager, maxAttempts: number, stal
   return rows.flatMap((r) => (r.stream_seq === null ? [] : [Number(r.stream_seq)]));
 }
 
-/** Back to the outbox: the relay publishes the delivery again as a new message (see claimUnpublished). */
+/** Back to the outbox: the relay publishes the delivery again as a new message (see takeUnpublished). */
 const backToOutbox = `published_at = null, stream_seq = null, republished = republished + 1, updated_at = now()`;
 
 /**

@@ -5,7 +5,8 @@ import { WebhookEndpointRecord } from "./entities.ts";
 
 /**
  * One attempt chain of one event to one endpoint; also the outbox row the
- * relay publishes to JetStream (published_at null = not yet published).
+ * relay publishes to JetStream (published_at null = not yet taken by a relay;
+ * set = taken, its publish done or under way).
  * stream_seq is the JetStream message that owns the delivery: a copy of the
  * message published again later is recognised and dropped.
  */

@@ -56,7 +56,7 @@ export class EventProducer {
 
   /**
    * When each event's first attempt passed the pipeline's stages, as the service recorded them:
-   * picked up (published_at is the start of the relay's transaction that published it: now()) and
+   * picked up (published_at is the start of the relay's statement or transaction that took it: now()) and
    * the attempt's start (its worker claimed it and is about to send). Wall-clock ms, as nowMs.
    */
   async stages(ids: readonly string[]): Promise<Map<string, { pickedUp: number; started: number }>> {

@@ -81,7 +81,7 @@ for (let quiet = 0, deadline = Date.now() + 10_000; quiet < 3; ) {
 }
 
 t.test("a create committed while a pass runs is published by its wake, not by the next poll", async (t) => {
-  // The pass is held inside its transaction, after it took A and before it commits: a test trigger
+  // The pass is held inside its statement, after it took A and before it commits: a test trigger
   // on the relay's update waits for an advisory lock this test holds.
   const holder = await pgClient();
   await em().execute(

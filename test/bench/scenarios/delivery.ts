@@ -231,8 +231,8 @@ async function rawLoop(seconds: number): Promise<{ rate: number; cpu: { client: 
 }
 
 const stageLabels = {
-  relay: "commit → picked up (the relay woken by the NOTIFY, its transaction begun)",
-  dispatch: "picked up → attempt started (published and acknowledged, relay committed, pulled, claimed)",
+  relay: "commit → picked up (the relay woken, its take begun)",
+  dispatch: "picked up → attempt started (mark committed, published, pulled, claimed)",
   send: "attempt started → request at the receiver (connection, TLS, request)",
 } as const;
 /** The 300/s run's stages, so the next regression shows where it is. */
