@@ -99,7 +99,8 @@ export function startRelay(o: RelayOptions): { stop(): Promise<void> } {
   // the outbox long after it was made (a stranded one republished).
   let everyDayAt = 0;
   /**
-   * One pass of a loop: `newest` takes the newest new deliveries in one statement of their own; `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). The pass
+   * One pass of a loop: `newest` takes the newest new deliveries in one statement of their own;
+   * `rest` the retries due and the oldest new deliveries (takeUnpublished's lanes). The pass
    * commits its mark before it publishes, so no row stays locked while JetStream acknowledges: a
    * delivery's claim waited for that lock. In one pass of 500 behind a backlog (the retries and
    * parked deliveries coming due), another merchant's new delivery waited for the end of the pass,

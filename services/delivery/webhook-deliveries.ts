@@ -25,10 +25,10 @@ import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-statu
  *   its worker was cut off from the database (worker_lost): the finish wins.
  * delivered and failed are final otherwise; a replay or a recovery is a new delivery.
  * Without a change of status: takeUnpublished marks deliveries published; putBackUnpublished,
- * requeue, requeueHeldBack and republishStranded put them back in the outbox. Attempts are written by finishAttempts,
- * recordLostAttempt, failAbandoned and giveUpAttempt. Rows go with their event past retention
- * (legacyDeliveriesRemoval for the legacy partitions; days are dropped whole, DDL, by
- * retention/partitions.ts) and with a deleted endpoint (on delete cascade).
+ * requeue, requeueHeldBack and republishStranded put them back in the outbox. Attempts are
+ * written by finishAttempts, recordLostAttempt, failAbandoned and giveUpAttempt. Rows go with
+ * their event past retention (legacyDeliveriesRemoval for the legacy partitions; days are dropped
+ * whole, DDL, by retention/partitions.ts) and with a deleted endpoint (on delete cascade).
  */
 
 // ---- new deliveries ----
@@ -117,8 +117,9 @@ export const publishAheadMs = 3000;
  * relays take different rows, each with the Nats-Msg-Id of its publication: the delivery id, and
  * for a delivery published again (requeue) the id and a count, so that JetStream's duplicate
  * window does not drop it. They are marked published in the caller's transaction (the newest lane
- * alone: in one statement, takeNewest), which the relay commits before it publishes them: a worker's claim of a delivery waits for no relay (it waited
- * for the relay's commit, after every publish of its pass was acknowledged). A publish that fails
+ * alone: in one statement, takeNewest), which the relay commits before it publishes them: a
+ * worker's claim of a delivery waits for no relay (it waited for the relay's commit, after every
+ * publish of its pass was acknowledged). A publish that fails
  * puts its delivery back (putBackUnpublished); one a crash cuts short is published again by the
  * next relay to start (markedNotClaimed), or by the sweep (republishStranded).
  *
