@@ -22,7 +22,7 @@ import { networks } from "../../services/vocabulary/assets.ts";
 export const serverUrl = process.env.TEST_DATABASE_SERVER_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 export const natsUrl = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 
-interface Teardown {
+export interface Teardown {
   teardown(fn: () => unknown): void;
 }
 

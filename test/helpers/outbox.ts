@@ -1,7 +1,22 @@
 // Deliveries in the outbox as the service's writers leave them, for tests of the relay
 // (services/delivery/relay.ts) against a database migrated with the service's migrations.
+import { openDatabase } from "../../services/app/database.ts";
 import type { EntityManager } from "../../services/platform/db.ts";
 import { newTimedId } from "../../services/platform/ids.ts";
+import { ensurePartitions } from "../../services/retention/partitions.ts";
+import { createTestDatabase, type Teardown } from "./harness.ts";
+
+/** A test database with the service's migrations and partitions, and the endpoint outboxDeliveries writes for. */
+export async function outboxDatabase(t: Teardown) {
+  const databaseUrl = await createTestDatabase(t);
+  const db = await openDatabase(databaseUrl);
+  t.teardown(() => db.close());
+  await db.migrator.up();
+  await ensurePartitions(db.em.fork());
+  const em = () => db.em.fork();
+  await seedOutboxEndpoint(em());
+  return { databaseUrl, db, em };
+}
 
 /** A merchant `mer_a` with one enabled endpoint `we_a`, whose deliveries outboxDeliveries makes. */
 export async function seedOutboxEndpoint(em: EntityManager): Promise<void> {

@@ -5,7 +5,6 @@
 // NATS JetStream; the relays here poll once in ten minutes, so a pass runs when a case wakes one.
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import t from "tap";
-import { openDatabase } from "../../services/app/database.ts";
 import { ensureDeliveryStream, streamNames } from "../../services/delivery/jetstream.ts";
 import { OutboxWake } from "../../services/delivery/outbox-wake.ts";
 import { startRelay } from "../../services/delivery/relay.ts";
@@ -13,17 +12,10 @@ import { schedule } from "../../services/delivery/schedule.ts";
 import { claimDeliveries, putBackUnpublished } from "../../services/delivery/webhook-deliveries.ts";
 import { createLogger } from "../../services/platform/logger.ts";
 import { Nats } from "../../services/platform/nats.ts";
-import { ensurePartitions } from "../../services/retention/partitions.ts";
-import { createTestDatabase, deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
-import { outboxDeliveries, seedOutboxEndpoint } from "../helpers/outbox.ts";
+import { deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
+import { outboxDatabase, outboxDeliveries } from "../helpers/outbox.ts";
 
-const databaseUrl = await createTestDatabase(t);
-const db = await openDatabase(databaseUrl);
-t.teardown(() => db.close());
-await db.migrator.up();
-await ensurePartitions(db.em.fork());
-const em = () => db.em.fork();
-await seedOutboxEndpoint(em());
+const { databaseUrl, db, em } = await outboxDatabase(t);
 const deliveries = (count: number) => outboxDeliveries(em(), count);
 
 const logger = createLogger("silent");

@@ -6,25 +6,16 @@
 // Real PostgreSQL (the service's migrations and partitions), real NATS JetStream.
 import pg from "pg";
 import t from "tap";
-import { openDatabase } from "../../services/app/database.ts";
 import { ensureDeliveryStream, streamNames } from "../../services/delivery/jetstream.ts";
 import { OutboxWake } from "../../services/delivery/outbox-wake.ts";
 import { startRelay } from "../../services/delivery/relay.ts";
 import { schedule } from "../../services/delivery/schedule.ts";
 import { createLogger } from "../../services/platform/logger.ts";
 import { Nats } from "../../services/platform/nats.ts";
-import { ensurePartitions } from "../../services/retention/partitions.ts";
-import { createTestDatabase, deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
-import { outboxDeliveries, seedOutboxEndpoint } from "../helpers/outbox.ts";
+import { deleteStream, natsUrl, uniqueName, until } from "../helpers/harness.ts";
+import { outboxDatabase, outboxDeliveries } from "../helpers/outbox.ts";
 
-const databaseUrl = await createTestDatabase(t);
-const db = await openDatabase(databaseUrl);
-t.teardown(() => db.close());
-await db.migrator.up();
-await ensurePartitions(db.em.fork());
-const em = () => db.em.fork();
-
-await seedOutboxEndpoint(em());
+const { databaseUrl, db, em } = await outboxDatabase(t);
 
 const prefix = uniqueName("relaywake").toLowerCase();
 const names = streamNames(prefix);
