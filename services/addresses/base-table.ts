@@ -11,6 +11,34 @@ function checkScalar(k: bigint): void {
   if (k < 0n || k >> 256n !== 0n) throw new RangeError("scalar out of range");
 }
 
+/** A comb table's rows: each row's points in affine form, and their coordinates apart (multiplyMany). */
+interface Rows {
+  rows: Point[][];
+  xs: bigint[][];
+  ys: bigint[][];
+}
+
+/** Builds the rows of a table of `w`-bit windows, yielding after each one. */
+function* buildRows(w: number): Generator<void, Rows, void> {
+  if (!Number.isInteger(w) || w < 1 || w > 16) throw new RangeError("window must be 1 to 16 bits");
+  const built: Rows = { rows: [], xs: [], ys: [] };
+  const P = secp256k1.Point;
+  let base: Point = P.BASE;
+  for (let i = 0; i * w < 256; i++) {
+    const row: Point[] = [base];
+    for (let d = 2; d < 1 << w; d++) row.push(row[row.length - 1]!.add(base));
+    const next = row[row.length - 1]!.add(base);
+    // Affine, as multiplyMany adds them (one inversion for the whole row).
+    const affine = normalizeZ(P, row);
+    built.rows.push(affine);
+    built.xs.push(affine.map((p) => p.X));
+    built.ys.push(affine.map((p) => p.Y));
+    base = next;
+    yield;
+  }
+  return built;
+}
+
 /**
  * k·G by a comb of unsigned w-bit windows: row i holds d·2^(w·i)·G for every digit d, so k·G is
  * the sum of one entry per nonzero digit of k, ceil(256/w) additions and no doublings. Variable
@@ -21,28 +49,33 @@ function checkScalar(k: bigint): void {
 export class BaseTable {
   readonly #w: number;
   readonly #mask: bigint;
-  readonly #rows: Point[][] = [];
+  readonly #rows: Point[][];
   /** The rows' affine coordinates, for multiplyMany. */
-  readonly #xs: bigint[][] = [];
-  readonly #ys: bigint[][] = [];
+  readonly #xs: bigint[][];
+  readonly #ys: bigint[][];
 
-  constructor(w: number) {
-    if (!Number.isInteger(w) || w < 1 || w > 16) throw new RangeError("window must be 1 to 16 bits");
+  constructor(w: number, rows?: Rows) {
+    if (!rows) {
+      const build = buildRows(w);
+      let step = build.next();
+      while (!step.done) step = build.next();
+      rows = step.value;
+    }
     this.#w = w;
     this.#mask = (1n << BigInt(w)) - 1n;
-    const P = secp256k1.Point;
-    let base: Point = P.BASE;
-    for (let i = 0; i * w < 256; i++) {
-      const row: Point[] = [base];
-      for (let d = 2; d < 1 << w; d++) row.push(row[row.length - 1]!.add(base));
-      const next = row[row.length - 1]!.add(base);
-      // Affine, as multiplyMany adds them (one inversion for the whole row).
-      const affine = normalizeZ(P, row);
-      this.#rows.push(affine);
-      this.#xs.push(affine.map((p) => p.X));
-      this.#ys.push(affine.map((p) => p.Y));
-      base = next;
-    }
+    this.#rows = rows.rows;
+    this.#xs = rows.xs;
+    this.#ys = rows.ys;
+  }
+
+  /**
+   * The table built a row at a time: each `next()` builds one of its ceil(256/w) rows (about a
+   * fiftieth of a second each for w = 10 on an idle core); the last returns the table. The
+   * derivation thread builds it between its requests, so that no request waits for the whole
+   * build (half a second idle, seconds on a busy machine).
+   */
+  static *build(w: number): Generator<void, BaseTable, void> {
+    return new BaseTable(w, yield* buildRows(w));
   }
 
   /** k·G for 0 ≤ k < 2^256. */

@@ -26,6 +26,11 @@ class DerivationThread {
     }).catch(() => builtinAddresses(network, indices));
   }
 
+  /** Starts the thread ahead of its first request (loading it takes a few hundred milliseconds). */
+  warm(): void {
+    this.#start();
+  }
+
   #start(): Worker | undefined {
     if (this.#worker || this.#failed) return this.#worker;
     try {

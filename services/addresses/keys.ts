@@ -255,11 +255,11 @@ const curveOrder = secp256k1.Point.CURVE().n;
 let baseTable: BaseTable | undefined;
 
 /**
- * From now on child points multiply the base point with a comb table of `w`-bit windows (see
- * BaseTable): worth it in a thread that derives thousands of addresses, not in every process.
+ * From now on child points multiply the base point with this comb table (see BaseTable): worth it
+ * in a thread that derives thousands of addresses, not in every process.
  */
-export function useBaseTable(w: number): void {
-  baseTable ??= new BaseTable(w);
+export function useBaseTable(table: BaseTable): void {
+  baseTable ??= table;
 }
 
 /** IL of the child at `index`, or undefined if BIP32 calls that child invalid (IL ≥ n or 0). */

@@ -51,3 +51,20 @@ t.test("scalars outside 0 … 2^256 - 1 and bad windows are refused", async (t) 
   t.throws(() => new BaseTable(0), RangeError);
   t.throws(() => new BaseTable(17), RangeError);
 });
+
+t.test("built a row at a time (the derivation thread, between requests): a step per row, then the same table", async (t) => {
+  const w = 6;
+  const build = BaseTable.build(w);
+  let steps = 0;
+  let next = build.next();
+  for (; !next.done; next = build.next()) steps++;
+  t.equal(steps, Math.ceil(256 / w), "one step for each of its rows");
+  const table = next.value;
+  fc.assert(
+    fc.property(fc.bigInt({ min: 1n, max: n - 1n }), (k) => table.multiply(k).equals(G.multiply(k))),
+    { numRuns: 100 },
+  );
+  const ks = Array.from({ length: 20 }, (_, i) => 31n + BigInt(i) * 104729n);
+  t.ok(table.multiplyMany(ks).every((p, i) => p.equals(G.multiply(ks[i]!))), "many at once too");
+  t.throws(() => BaseTable.build(0).next(), RangeError, "a bad window is refused at its first step");
+});
