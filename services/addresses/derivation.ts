@@ -26,6 +26,11 @@ class DerivationThread {
     }).catch(() => builtinAddresses(network, indices));
   }
 
+  /** False once the thread could not start or has died: derive() then works on the caller's thread. */
+  get available(): boolean {
+    return !this.#failed;
+  }
+
   /** Starts the thread ahead of its first request (loading it takes a few hundred milliseconds). */
   warm(): void {
     this.#start();

@@ -58,8 +58,8 @@ export class AddressReserve {
     setBounded(this.#kinds, scope, kind, maxScopes);
     if (kind !== "account_key") this.#sources.delete(scope);
     // The next create's address will come from the derivation thread: started now, the first
-    // refill does not wait for it to load.
-    if (kind === "builtin") derivationThread.warm();
+    // refill does not wait for it to load (Test only, and Solana's addresses need no thread).
+    if (kind === "builtin" && owner.environment === "test" && network !== "solana") derivationThread.warm();
   }
 
   /** Forgets what was learnt (a guard failed): the next create allocates in its transaction. */
@@ -138,7 +138,9 @@ export class AddressReserve {
    * refused create); the next take tries again.
    */
   #refill(em: EntityManager, network: string, sequence: string, stock: BuiltinStock): void {
-    const count = Math.min(maxBuiltinRefill, Math.max(builtinBlock, 2 * stock.taken) + stock.waiting.length);
+    // Without the thread, every block is derived on the event loop: one block a refill, as before.
+    const most = derivationThread.available ? maxBuiltinRefill : builtinBlock;
+    const count = Math.min(most, Math.max(builtinBlock, 2 * stock.taken) + stock.waiting.length);
     stock.taken = 0;
     stock.size = count;
     stock.refilling = true;
@@ -149,6 +151,8 @@ export class AddressReserve {
       for (let i = 0; i < indices.length; i += builtinBlock) blocks.push(indices.slice(i, i + builtinBlock));
       // Asked for together: the thread derives them back to back, not one per turn of this loop.
       const derived = blocks.map((block) => derivationThread.derive(network, block));
+      // Each is awaited in turn below; one that fails after an earlier one did is nobody's to handle.
+      for (const d of derived) d.catch(() => undefined);
       for (const [n, block] of blocks.entries()) {
         const addresses = await (derived[n] as Promise<string[]>);
         rememberDerived(network, "test", addresses);

@@ -304,9 +304,15 @@ export class Intents {
     const taken = new Map<string, ReservedAddress>();
     const evm: readonly string[] = networks.filter(isEvmNetwork);
     const shared = await this.#addresses.takeShared(em, owner, evm);
-    for (const network of networks) {
-      const reserved = shared && evm.includes(network) ? shared : await this.#addresses.take(em, owner, network);
-      if (reserved) taken.set(network, reserved);
+    try {
+      for (const network of networks) {
+        const reserved = shared && evm.includes(network) ? shared : await this.#addresses.take(em, owner, network);
+        if (reserved) taken.set(network, reserved);
+      }
+    } catch (err) {
+      // A take refused (its refill failed): the addresses already taken go back, no index skipped.
+      for (const reserved of new Set([...taken.values(), ...(shared ? [shared] : [])])) reserved.release();
+      throw err;
     }
     if (taken.size < networks.length) {
       for (const reserved of new Set(taken.values())) reserved.release();
