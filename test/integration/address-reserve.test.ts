@@ -17,6 +17,7 @@ const db = await openDatabase(databaseUrl);
 t.teardown(() => db.close());
 await db.migrator.up();
 const em = () => db.em.fork();
+const postgresPort = Number(new URL(databaseUrl).port || 5432);
 const owner: Owner = { merchantId: "mer_reserve", environment: "test" };
 const sequenceValue = async () =>
   (await em().execute<{ v: number }[]>(`select last_value::int as v from ${testSequences.ethereum}`))[0]?.v ?? 0;
@@ -55,7 +56,7 @@ t.test("a burst of creates larger than any refill: each gets its own address, in
 });
 
 t.test("a refill the database refuses fails the creates waiting for it, and the next take refills", async (t) => {
-  const proxy = await startTcpProxy(t, Number(new URL(databaseUrl).port || 5432));
+  const proxy = await startTcpProxy(t, postgresPort);
   const viaProxy = new URL(databaseUrl);
   viaProxy.port = String(proxy.port);
   const away = await openDatabase(viaProxy.toString());
@@ -71,7 +72,7 @@ t.test("a refill the database refuses fails the creates waiting for it, and the 
   t.not(waiting, "hung", "the waiting creates are answered, not left waiting");
   if (waiting !== "hung") t.same(waiting.map((r) => r.status), ["rejected", "rejected", "rejected", "rejected", "rejected"], "each fails (its create takes the transactional path)");
 
-  proxy.retarget(Number(new URL(databaseUrl).port || 5432));
+  proxy.retarget(postgresPort);
   const after = await reserve.take(away.em.fork(), owner, "ethereum");
   t.ok(after, "with the database back, the next take refills");
   t.equal(after?.address, builtinAddresses("ethereum", [after?.index as number])[0], "its address is the key's at its index");
