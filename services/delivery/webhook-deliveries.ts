@@ -343,6 +343,17 @@ export interface ClaimRequest {
 }
 
 /**
+ * Ids as one PostgreSQL text[] literal, each quoted. A batch's statement names its rows by
+ * `id = any(...)` beside its join on the batch, so the only scan of the primary key (id,
+ * created_at) the planner can build enters it by id. Without it, taking the hour's rows for one
+ * and the batch for 100, it read every delivery of the hour before the batch through the key,
+ * for each batch (docs/performance.md).
+ */
+function idArray(ids: readonly string[]): string {
+  return `{${ids.map((id) => `"${id.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
+}
+
+/**
  * Starts an attempt of each delivery for its JetStream message: moves it to
  * processing, counts the attempt and records which message owns it — for a whole
  * batch in one statement (rows locked in id order), with its events when every message names
@@ -367,6 +378,7 @@ export interface ClaimRequest {
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
   const range = createdAtRange(batch.map((b) => b.id));
+  const ids = idArray(batch.map((b) => b.id));
   // The events' days likewise, when every message names its event: they are read in the same
   // statement. Joined without those days, the events were planned against every day's partition
   // (a replay's event may be older than its delivery).
@@ -397,7 +409,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
      ), old as (
        select d.id, d.created_at, d.status, d.last_attempt_at, d.next_attempt_at, input.seq
          from webhook_deliveries d join input on input.id = d.id and ${createdAtOfId("d.created_at", "input.id")}
-        where d.created_at between ?::timestamptz and ?::timestamptz and (d.stream_seq is null or d.stream_seq = input.seq)
+        where d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz and (d.stream_seq is null or d.stream_seq = input.seq)
           and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
                or (${statusOf("d")} = 'processing' and d.last_attempt_at <= clock_timestamp() - make_interval(secs => ?)))
         order by d.id
@@ -406,7 +418,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        update webhook_deliveries d
           set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
               last_attempt_at = clock_timestamp(), next_attempt_at = null, updated_at = clock_timestamp()
-         from old where d.id = old.id and d.created_at = old.created_at and d.created_at between ?::timestamptz and ?::timestamptz
+         from old where d.id = old.id and d.created_at = old.created_at and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz
        returning d.id, d.attempt_count, d.last_attempt_at as claimed_at, old.status as previous_status, old.last_attempt_at as previous_attempt_at,
                  old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
@@ -416,7 +428,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        ${eventRange ? "left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz" : ""}`,
     // A row another claim changed while this one waited for its lock is checked again as changed,
     // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
-    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ...range, ...(eventRange ?? [])],
+    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), ids, ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ids, ...range, ...(eventRange ?? [])],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -551,7 +563,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
        update webhook_deliveries d
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
               last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
-         from input where d.id = input.id and ${createdAtOfId("d.created_at", "input.id")} and d.created_at between ?::timestamptz and ?::timestamptz
+         from input where d.id = input.id and ${createdAtOfId("d.created_at", "input.id")} and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz
           and d.attempt_count = input.number
           and (${statusOf("d")} = 'processing' or (${statusOf("d")} = 'failed' and d.last_error = 'worker_lost' and input.status <> 'pending'))
        returning d.id, input.number
@@ -562,7 +574,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
      on conflict (delivery_id, number, delivery_time) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
      returning delivery_id, number`,
-    [JSON.stringify(input), ...createdAtRange(batch.map((a) => a.deliveryId))],
+    [JSON.stringify(input), idArray(batch.map((a) => a.deliveryId)), ...createdAtRange(batch.map((a) => a.deliveryId))],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
