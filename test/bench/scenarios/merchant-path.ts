@@ -1,6 +1,7 @@
 import { Agent, request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startBaselineInsert } from "../baseline.ts";
+import { meterGroups } from "../cpu.ts";
 import { load } from "../load.ts";
 import { startWebhookSystem, waitForArrivals, type WebhookSystem } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
@@ -19,6 +20,8 @@ const body = JSON.stringify({ network: "ethereum", asset: "USDC", requested_amou
 const cleanup = new Cleanup();
 let w: WebhookSystem;
 let baseline: { url: string; pid: number };
+/** The extra `worker` processes' pids. */
+let workerPids: number[] = [];
 let run = 0;
 
 /** The create route and the merchant's headers, for the paced creates and the flat-out load alike. */
@@ -163,13 +166,18 @@ export const merchantPathScenario: Scenario = {
     baseline_rps: { label: "baseline (node:http + pg insert) requests/s", unit: "/s" },
     flat_ratio: { label: "flat out: ratio to baseline", unit: "×", target: { op: ">=", value: 0.35 } },
     cpu_per_create: { label: "flat out: CPU per create (main service process, its threads and PostgreSQL)", unit: "ms" },
+    cpu_event_loop: { label: "… of which the main process's event loop", unit: "ms" },
+    cpu_threads: { label: "… its other threads (derivation, GC, libuv)", unit: "ms" },
+    cpu_postgres: { label: "… PostgreSQL (every backend of the database: the workers' too)", unit: "ms" },
+    cpu_workers: { label: "flat out: the worker processes' CPU per create (delivering meanwhile)", unit: "ms" },
     drain_left: { label: "webhooks not yet delivered when the flat-out run ended", unit: "" },
     drain_per_s: { label: "the drain of those: webhooks delivered per second", unit: "/s" },
   },
   async setup() {
     w = await startWebhookSystem(cleanup);
     // npm start's process runs every role; a merchant at volume adds workers.
-    for (let i = 0; i < Number(process.env.MP_WORKERS ?? 2); i++) await w.system.spawn(["worker"]);
+    workerPids = [];
+    for (let i = 0; i < Number(process.env.MP_WORKERS ?? 2); i++) workerPids.push((await w.system.spawn(["worker"])).child.pid as number);
     const b = await startBaselineInsert(w.system.databaseUrl, w.system.merchant.id);
     cleanup.teardown(() => b.stop());
     baseline = b;
@@ -185,6 +193,7 @@ export const merchantPathScenario: Scenario = {
     const seconds = ctx.quick ? 2 : 10;
     const since = new Date();
     const { system } = w;
+    const workers = meterGroups({ workers: () => workerPids });
     const api = await load({
       ...creates(),
       method: "POST",
@@ -194,6 +203,7 @@ export const merchantPathScenario: Scenario = {
       idempotencyKeys: true,
       cpu: { pid: system.servicePid, database: system.database },
     });
+    const workerCpu = workers.stop(api.requests)?.workers ?? Number.NaN;
     const ended = nowMs();
     // The flat-out run's events by id: the paced runs' backlog may still be arriving, and is not counted.
     const ids = (
@@ -222,6 +232,10 @@ export const merchantPathScenario: Scenario = {
       baseline_rps: raw.rps,
       flat_ratio: api.rps / raw.rps,
       cpu_per_create: api.cpu ? api.cpu.total - api.cpu.loadGenerator : Number.NaN,
+      cpu_event_loop: api.cpu?.eventLoop ?? Number.NaN,
+      cpu_threads: api.cpu?.otherThreads ?? Number.NaN,
+      cpu_postgres: api.cpu?.postgres ?? Number.NaN,
+      cpu_workers: workerCpu,
       drain_left: n - arrived,
       drain_per_s: n - arrived > 0 ? (n - arrived) / drainSeconds : Number.NaN,
     };
