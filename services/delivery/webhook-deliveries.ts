@@ -377,8 +377,9 @@ function idArray(ids: readonly string[]): string {
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
-  const range = createdAtRange(batch.map((b) => b.id));
-  const ids = idArray(batch.map((b) => b.id));
+  const ids = batch.map((b) => b.id);
+  const range = createdAtRange(ids);
+  const idsLiteral = idArray(ids);
   // The events' days likewise, when every message names its event: they are read in the same
   // statement. Joined without those days, the events were planned against every day's partition
   // (a replay's event may be older than its delivery).
@@ -428,7 +429,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        ${eventRange ? "left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz" : ""}`,
     // A row another claim changed while this one waited for its lock is checked again as changed,
     // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
-    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), ids, ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, ids, ...range, ...(eventRange ?? [])],
+    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), idsLiteral, ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, idsLiteral, ...range, ...(eventRange ?? [])],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
@@ -541,6 +542,7 @@ export interface AttemptRecord {
  * the delivery pending (a worker configured with more attempts) does not reopen it.
  */
 export async function finishAttempts(em: EntityManager, batch: readonly AttemptRecord[]): Promise<boolean[]> {
+  const ids = batch.map((a) => a.deliveryId);
   const input = batch.map((a) => ({
     id: a.deliveryId,
     number: a.number,
@@ -574,7 +576,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
      on conflict (delivery_id, number, delivery_time) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
      returning delivery_id, number`,
-    [JSON.stringify(input), idArray(batch.map((a) => a.deliveryId)), ...createdAtRange(batch.map((a) => a.deliveryId))],
+    [JSON.stringify(input), idArray(ids), ...createdAtRange(ids)],
     // Planned for each batch with the table's size of the moment (see executePrepared).
     { replan: true },
   );
