@@ -12,6 +12,8 @@ import { Follower, type BlockRef, type ChainSource, type Core, type Output } fro
 import { blocksTaken, reorgWindow } from "../vocabulary/assets.ts";
 import { watcherMetrics, type WatcherMetrics } from "./metrics.ts";
 import { firstBlockAtOrAfter, refusal } from "./node-check.ts";
+import { connectionRefused, untilAccepting } from "./node-probe.ts";
+import { sleep } from "./sleep.ts";
 import { WatchedSync } from "./watched-sync.ts";
 import { agreed, headToRead, Witnesses } from "./witness.ts";
 
@@ -36,6 +38,8 @@ const maxBackoffMs = 30_000;
  * calls, once it answers), and the watcher is back at work within this of the node's return (a
  * doubling backoff capped at 30 s came back up to 13 s late after a 20 s outage; 1 s, half a
  * second on average). A node that answers wrongly (refused, a block that fails a check) keeps the long backoff.
+ * One whose host refuses the connection is also probed every 20 ms meanwhile (node-probe.ts): the
+ * retry comes as soon as it accepts one, not up to this much later.
  */
 const nodeRetryMaxMs = 250;
 /** A watcher with nothing new to save still saves this often. */
@@ -59,21 +63,15 @@ export function startWatcherRole(o: WatcherRoleOptions): { stop(): Promise<void>
   };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done);
-  });
-}
-
 /** Which side failed: a call to the node, or to the core. */
-class NodeFailure extends Error {}
+class NodeFailure extends Error {
+  /** The node's host refused the connection: nothing listens there now (node-probe.ts). */
+  readonly refused: boolean;
+  constructor(message: string, refused: boolean) {
+    super(message);
+    this.refused = refused;
+  }
+}
 /**
  * The node answers, but must not be followed (another chain, still syncing, too little work).
  *
@@ -265,7 +263,9 @@ class ChainWatch {
         this.#failing = reason;
         // Lost the lease, or the core no longer takes this watcher's credential: not following, whatever comes next.
         if (err instanceof ConnectError && [Code.FailedPrecondition, Code.Unauthenticated, Code.PermissionDenied].includes(err.code)) this.#drop();
-        await sleep(wait, this.#signal);
+        // A node that refused the connection is probed meanwhile, and asked again as soon as it accepts one.
+        if (err instanceof NodeFailure && err.refused) await untilAccepting(this.#e.url, wait, this.#signal);
+        else await sleep(wait, this.#signal);
         backoff = Math.min(maxBackoffMs, backoff * 2);
       }
     }
@@ -287,7 +287,7 @@ class ChainWatch {
       return await call();
     } catch (err) {
       if (err instanceof BlockRefused) throw err;
-      throw new NodeFailure((err as Error).message);
+      throw new NodeFailure((err as Error).message, connectionRefused(err));
     }
   }
 
