@@ -129,8 +129,11 @@ export class Follower {
    * the next batch reported says so (a depth counted from its parent is a lower bound).
    */
   #forkPointUnknown = false;
-  /** The next batch, read while the core takes the one before (catching up, reading and recording overlap). */
-  #next: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> } | undefined;
+  /**
+   * The next batches, read while the core takes the one before (catching up, reading and recording
+   * overlap): one, or two while the batches still grow after slowStart.
+   */
+  #ahead: { from: number; to: number; read: Promise<Awaited<ReturnType<ChainSource["read"]>>> }[] = [];
 
   /** The highest of the recent blocks that was never reported (read from the node when following began): the core keeps none up to it. */
   #unreported: number;
@@ -203,6 +206,15 @@ export class Follower {
   async #checkCanonical(): Promise<boolean> {
     const top = this.#recent.at(-1);
     if (!top) return false;
+    // A batch read ahead from the block above it, whose first block's parent is this block: the
+    // node had it on its best chain when that batch was read, as the batch reported next assumes.
+    // Asking the node again would wait behind the read (a catch-up's step waited 20-100 ms for it
+    // while the batches doubled after a reconnect); a batch that does not link asks, as before.
+    const ahead = this.#ahead[0];
+    if (ahead && ahead.from === top.height + 1) {
+      const read = await ahead.read.catch(() => undefined);
+      if (read?.blocks[0]?.parentHash === top.hash) return false;
+    }
     const hash = await this.#o.source.hashAt(top.height);
     // No block at that height: the node is behind, which is not another block.
     if (hash === undefined || hash === top.hash) return false;
@@ -303,9 +315,11 @@ export class Follower {
   }
 
   async #scan(from: number, to: number, head: number): Promise<void> {
-    const next = this.#next;
-    this.#next = undefined;
-    const read = await (next && next.from === from && next.to === to ? next.read : this.#o.source.read(from, to));
+    const next = this.#ahead.shift();
+    const planned = next !== undefined && next.from === from && next.to === to;
+    // Read for another plan (a head that moved, a fork): what was read ahead is dropped.
+    if (!planned) this.#ahead = [];
+    const read = await (planned ? next.read : this.#o.source.read(from, to));
     if (!read || read.blocks.length !== to - from + 1) return;
     const { blocks } = read;
     let parent: { hash: string } | undefined = this.#recent.at(-1);
@@ -319,12 +333,21 @@ export class Follower {
     const reported = blocks.map((b) => ({ ...b, outputs: (byBlock.get(b.hash) as Output[]).sort((x, y) => x.txHash.localeCompare(y.txHash) || x.outputIndex - y.outputIndex) }));
     const last = blocks.at(-1) as SourceBlock;
     this.#stride = Math.min(this.#o.source.batchBlocks, this.#stride * 2);
-    if (to < head) {
-      // Read ahead while the core records this batch; a read that fails is thrown when it is used.
-      const ahead = { from: to + 1, to: Math.min(head, to + this.#stride) };
-      const pending = this.#o.source.read(ahead.from, ahead.to);
+    // Read ahead while the core records this batch; a read that fails is thrown when it is used.
+    // While the batches still double, each read is twice the report it runs beside, and the core
+    // waited for it (20-120 ms a batch after a reconnect): the one after it is read too.
+    const depth = this.#stride < this.#o.source.batchBlocks ? 2 : 1;
+    while (this.#ahead.length < depth) {
+      const start = (this.#ahead.at(-1)?.to ?? to) + 1;
+      if (start > head) break;
+      // The stride each batch will have when its step comes: doubling, up to batchBlocks.
+      const stride = Math.min(this.#o.source.batchBlocks, this.#stride * 2 ** this.#ahead.length);
+      const ahead = { from: start, to: Math.min(head, start + stride - 1) };
+      // One read at a time, in order, as before: a source may keep what each read found (bitcoin's header chain).
+      const before = this.#ahead.at(-1)?.read;
+      const pending = before ? before.catch(() => undefined).then(() => this.#o.source.read(ahead.from, ahead.to)) : this.#o.source.read(ahead.from, ahead.to);
       pending.catch(() => undefined);
-      this.#next = { ...ahead, read: pending };
+      this.#ahead.push({ ...ahead, read: pending });
     }
     await this.#o.core.report(reported, { height: head, time: to === head ? last.time : undefined }, this.#forkPointUnknown ? { forkPointUnknown: true } : undefined);
     for (const b of reported) {

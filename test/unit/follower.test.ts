@@ -344,3 +344,65 @@ t.test("back from a node failure: the backlog is read 2 blocks first, then 4, th
   t.same(tips, [15, 17, 21, 26, 31, 36, 39], "2 blocks, then 4, then 5 a batch, up to the head");
   t.same(outputs.map((o) => o.tx), ["0xpaid-11", "0xpaid-12", "0xpaid-20", "0xpaid-35"], "each payment once, in order");
 });
+
+t.test("catching up, a batch read ahead that links to the block reported last stands for asking the node for that block's hash; the last step, with nothing read ahead, asks", async (t) => {
+  const chain = memoryChain(40);
+  const { core, bestBefore, outputs, tips } = recordingCore();
+  for (const h of [12, 27]) chain.pay(h, `0xpaid-${h}`);
+  const asked: number[] = [];
+  const source: ChainSource = { ...chain.source, hashAt: async (h) => (asked.push(h), chain.source.hashAt(h)) };
+  const f = new Follower({ source, core, bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  t.same(tips, [15, 20, 25, 30, 35, 39], "5 blocks a batch, up to the head");
+  t.same(asked, [39], "one hash asked: the tip's, at the step that found nothing read ahead");
+  t.same(outputs.map((o) => o.tx), ["0xpaid-12", "0xpaid-27"]);
+});
+
+t.test("catching up, the chain changed under a batch read ahead (a fork below the block reported last): the batch's parent checked, the node asked, the other branch reported", async (t) => {
+  const chain = memoryChain(40);
+  const kept = recordingCore();
+  let forked = false;
+  // The fork happens while the core records the batch up to 20: the batch 21-25 was read before it, from branch a.
+  const core: Core = {
+    async report(blocks, head, o) {
+      await kept.core.report(blocks, head, o);
+      if (!forked && blocks.at(-1)?.height === 20) {
+        forked = true;
+        chain.fork(18, 40, "b");
+      }
+    },
+  };
+  let confirmed = 0;
+  const f = new Follower({ source: chain.source, core, bestBefore: kept.bestBefore, keep: 22, confirmFork: async () => void confirmed++ }, { height: 10, recentBlocks: [] });
+  await followToHead(f, chain.head());
+  t.same(kept.tip(), { height: 39, hash: "b-39" }, "the core's best chain is the node's");
+  t.equal(confirmed, 1, "the node proved its chain once, before the follower went back");
+  t.ok(kept.left.some((l) => l.includes("a-18") && l.includes("a-20")), "the blocks above where the branches part left the core's best chain");
+  t.equal(f.position.recentBlocks.at(-1)?.hash, "b-39");
+});
+
+t.test("back from a node failure, while the batches still grow, the batch after the next is read too, while the core records the one before", async (t) => {
+  const chain = memoryChain(40);
+  const kept = recordingCore();
+  for (const h of [16, 22, 38]) chain.pay(h, `0xpaid-${h}`);
+  const asked: string[] = [];
+  const source: ChainSource = { ...chain.source, read: async (from, to) => (asked.push(`${from}-${to}`), chain.source.read(from, to)) };
+  // What had been asked for while the core recorded each batch (it takes a few turns of the event loop).
+  const during = new Map<string, string[]>();
+  const core: Core = {
+    async report(blocks, head, o) {
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+      during.set(`${blocks[0]?.height}-${blocks.at(-1)?.height}`, [...asked]);
+      await kept.core.report(blocks, head, o);
+    },
+  };
+  const f = new Follower({ source, core, bestBefore: kept.bestBefore, keep: 22 }, { height: 10, recentBlocks: [] });
+  t.ok(await f.step(chain.head()));
+  f.slowStart();
+  await followToHead(f, chain.head());
+  t.same(kept.tips, [15, 17, 21, 26, 31, 36, 39], "2 blocks, then 4, then 5 a batch, up to the head, as before");
+  t.same(during.get("16-17")?.slice(-2), ["18-21", "22-26"], "while the core recorded the first 2 blocks, the 4 after them and the full batch after those were read");
+  t.same(during.get("22-26")?.slice(-1), ["27-31"], "full batches: one read ahead");
+  t.same(asked, ["11-15", "16-20", "16-17", "18-21", "22-26", "27-31", "32-36", "37-39"], "each batch read once, in order (16-20 was read ahead before the slow start, and dropped)");
+  t.same(kept.outputs.map((o) => o.tx), ["0xpaid-16", "0xpaid-22", "0xpaid-38"]);
+});
