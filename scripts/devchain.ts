@@ -20,7 +20,7 @@ import { assets, findAsset, notOfferedReason, offeredIn, type AssetInfo } from "
 import { loadConfig } from "../services/platform/config.ts";
 import { createLogger } from "../services/platform/logger.ts";
 import { openDatabase } from "../services/app/database.ts";
-import { reachable } from "../services/app/embedded-nats.ts";
+import { reachable } from "../services/platform/reachable.ts";
 import { cliDatabase, resolveDatabase } from "../services/app/resources.ts";
 import { connectDevChain, devNetworkOf, devTestnetNames, signPayment, startDevChain, tokenAbi, type DevNetwork } from "./devchain/chain.ts";
 

@@ -1,21 +1,8 @@
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-
-export function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once("connect", () => done(true));
-    socket.once("error", () => done(false));
-  });
-}
+import { reachable } from "../platform/reachable.ts";
 
 export interface EmbeddedNats {
   url: string;

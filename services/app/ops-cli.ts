@@ -31,7 +31,7 @@ import { openDatabase } from "./database.ts";
 import { createLogger } from "../platform/logger.ts";
 import { installationId } from "../platform/settings.ts";
 import { cliDatabase, locateNats, resolveDatabase } from "./resources.ts";
-import { reachable } from "./embedded-nats.ts";
+import { reachable } from "../platform/reachable.ts";
 import { rootDataDir } from "./embedded-postgres.ts";
 import { hostname } from "node:os";
 import { formatSeconds, retentionLate, retentionReport, retentionStatus, runRetention, type Removed, type RetentionStatus, type TableReport } from "../retention/job.ts";

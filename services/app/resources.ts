@@ -4,7 +4,8 @@ import { redactUserinfo, type Config } from "../platform/config.ts";
 import { freePort } from "../platform/listen.ts";
 import { randomBase62 } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
-import { startEmbeddedNats, reachable, type EmbeddedNats } from "./embedded-nats.ts";
+import { reachable } from "../platform/reachable.ts";
+import { startEmbeddedNats, type EmbeddedNats } from "./embedded-nats.ts";
 import { clusterDirFor, startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded-postgres.ts";
 
 /** Settings of the embedded default, chosen once and kept under DATA_DIR. */

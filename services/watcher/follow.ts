@@ -338,14 +338,15 @@ export class Follower {
     // waited for it (20-120 ms a batch after a reconnect): the one after it is read too.
     const depth = this.#stride < this.#o.source.batchBlocks ? 2 : 1;
     while (this.#ahead.length < depth) {
-      const start = (this.#ahead.at(-1)?.to ?? to) + 1;
+      const last = this.#ahead.at(-1);
+      const start = (last?.to ?? to) + 1;
       if (start > head) break;
       // The stride each batch will have when its step comes: doubling, up to batchBlocks.
       const stride = Math.min(this.#o.source.batchBlocks, this.#stride * 2 ** this.#ahead.length);
       const ahead = { from: start, to: Math.min(head, start + stride - 1) };
+      const read = () => this.#o.source.read(ahead.from, ahead.to);
       // One read at a time, in order, as before: a source may keep what each read found (bitcoin's header chain).
-      const before = this.#ahead.at(-1)?.read;
-      const pending = before ? before.catch(() => undefined).then(() => this.#o.source.read(ahead.from, ahead.to)) : this.#o.source.read(ahead.from, ahead.to);
+      const pending = last ? last.read.catch(() => undefined).then(read) : read();
       pending.catch(() => undefined);
       this.#ahead.push({ ...ahead, read: pending });
     }

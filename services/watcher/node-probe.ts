@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { reachable } from "../platform/reachable.ts";
 import { sleep } from "./sleep.ts";
 
 /** How often a node that refused connections is probed while the watcher waits to ask it again. */
@@ -28,7 +28,7 @@ export async function untilAccepting(url: string, ms: number, signal: AbortSigna
   while (!signal.aborted) {
     const left = until - Date.now();
     if (left <= 0) return;
-    if (await accepts(host, port, Math.min(probeTimeoutMs, left))) return;
+    if (await reachable(host, port, Math.min(probeTimeoutMs, left))) return;
     await sleep(Math.min(probeEveryMs, until - Date.now()), signal);
   }
 }
@@ -38,18 +38,4 @@ function hostAndPort(url: string): { host: string; port: number } {
   const secure = u.protocol === "https:" || u.protocol === "wss:";
   // A URL keeps an IPv6 host in brackets; a socket wants it bare.
   return { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: Number(u.port || (secure ? 443 : 80)) };
-}
-
-function accepts(host: string, port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    const timer = setTimeout(() => done(false), timeoutMs);
-    function done(accepted: boolean) {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(accepted);
-    }
-    socket.once("connect", () => done(true));
-    socket.once("error", () => done(false));
-  });
 }

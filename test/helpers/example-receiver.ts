@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { reachable } from "../../services/app/embedded-nats.ts";
+import { reachable } from "../../services/platform/reachable.ts";
 import { until } from "./harness.ts";
 import { freePort } from "./processes.ts";
 import { makeTestCa, trustTestCa } from "./receiver.ts";

@@ -14,7 +14,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { reachable } from "../../services/app/embedded-nats.ts";
+import { reachable } from "../../services/platform/reachable.ts";
 import { freePort, natsServerBinary } from "./processes.ts";
 
 interface Teardown {

@@ -13,7 +13,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { reachable } from "../../services/app/embedded-nats.ts";
+import { reachable } from "../../services/platform/reachable.ts";
 import { scopes } from "../../services/auth/keys.ts";
 import { freePort } from "../../services/platform/listen.ts";
 import { createTestDatabase, deleteStream, natsUrl, operatorWatchedEverywhere, uniqueName } from "./harness.ts";

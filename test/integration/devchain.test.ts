@@ -7,7 +7,7 @@ import path from "node:path";
 import t from "tap";
 import { formatEther, formatUnits, type Hex } from "viem";
 import { startDevChain, tokenAbi } from "../../scripts/devchain/chain.ts";
-import { reachable } from "../../services/app/embedded-nats.ts";
+import { reachable } from "../../services/platform/reachable.ts";
 import { call, idemKey, merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 import { freePort } from "../helpers/processes.ts";
 

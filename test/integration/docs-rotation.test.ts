@@ -4,7 +4,7 @@
 // by the replay route or by `ops recover`, once the receiver has the new secret.
 import t from "tap";
 import { createInternalCredential } from "../../services/auth/admin.ts";
-import { reachable } from "../../services/app/embedded-nats.ts";
+import { reachable } from "../../services/platform/reachable.ts";
 import { exampleReceiver } from "../helpers/example-receiver.ts";
 import { call, idemKey, merchantWithKey, startTestApp, until } from "../helpers/harness.ts";
 import { runCli } from "../helpers/processes.ts";
