@@ -11,7 +11,7 @@ import type { BenchContext, RunResult, Scenario } from "../types.ts";
 /**
  * The merchant's path (issue 66): REST creates of intents for a merchant with one endpoint, as
  * `npm start` runs the service plus two `worker` processes, each create's webhook timed at the
- * receiver from the create's response. Paced at 300/s and 1,000/s, then flat out (against a raw
+ * receiver from the create's response. Paced at 20/s (one at a time: the floor), 300/s and 1,000/s, then flat out (against a raw
  * node:http + pg insert in the same run), and the drain of the webhooks the flat-out run left.
  * Where the time went, by stage, is read from the service's own records.
  */
@@ -157,8 +157,9 @@ const stageMetrics = (prefix: string, rate: string, targets: { first50?: number;
 export const merchantPathScenario: Scenario = {
   name: "merchant-path",
   ownSystem: true,
-  title: `The merchant's path: REST creates → payment.intent.created at the merchant's endpoint, through npm start's roles and two more worker processes (paced 300/s and 1,000/s; then flat out with ${connections} connections, and the drain)`,
+  title: `The merchant's path: REST creates → payment.intent.created at the merchant's endpoint, through npm start's roles and two more worker processes (paced 20/s, 300/s and 1,000/s; then flat out with ${connections} connections, and the drain)`,
   metrics: {
+    ...stageMetrics("r20", "20/s (creates one at a time: the path's floor)"),
     ...stageMetrics("r300", "300/s", { first50: 10, first99: 50 }),
     ...stageMetrics("r1000", "1,000/s"),
     flat_rps: { label: "flat out: creates/s", unit: "/s" },
@@ -186,6 +187,7 @@ export const merchantPathScenario: Scenario = {
     await pacedCreates(100, 2);
   },
   async run(ctx) {
+    const r20 = await paced(ctx, 20, "r20");
     const r300 = await paced(ctx, 300, "r300");
     const r1000 = await paced(ctx, 1000, "r1000");
     // Flat out, then the drain of what it left (first attempts only: the receiver answers 200).
@@ -225,6 +227,7 @@ export const merchantPathScenario: Scenario = {
     const drainSeconds = (nowMs() - ended) / 1000;
     const raw = await load({ url: baseline.url, method: "POST", headers: { "content-type": "application/json" }, body, connections, seconds });
     return {
+      ...r20,
       ...r300,
       ...r1000,
       flat_rps: api.rps,
