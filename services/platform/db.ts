@@ -13,6 +13,9 @@ export function unixSocketOf(url: string): string | undefined {
   return host?.startsWith("/") ? host : undefined;
 }
 
+/** How long a connection of the pool stays open unused (pg's own default: 10 s). */
+const poolIdleMs = 300_000;
+
 /**
  * Opens the ORM. Migrations are a committed, explicit list (no folder
  * discovery), applied by `migrate()` at start and by `npm run migrate`.
@@ -24,7 +27,13 @@ export async function openDatabase(url: string, entities: NonNullable<Options["e
     host: unixSocketOf(url),
     entities,
     extensions: [Migrator],
-    pool: { min: 0, max: poolSize },
+    // A connection idle for pg's default 10 s was closed, and the next burst opened it again:
+    // PostgreSQL starts a backend, and each of the create's prepared statements is parsed and
+    // planned anew on it (a plan for each of its first five calls: 12 ms each for a statement of
+    // 16 creates, against 3 ms to run it). The merchant-path bench's step from 20 to 300 creates
+    // a second reopened 12 connections at once, and a steady load closed and reopened some
+    // every few seconds. Kept for minutes, a burst finds them ready.
+    pool: { min: 0, max: poolSize, idleTimeoutMillis: poolIdleMs },
     // pg's Pool waits for ever for a connection by default: a database host that drops packets
     // would hold a request for minutes. Past this, the request answers 503 unavailable.
     // A connection an outage spent (cut, read-only, refused) is discarded, not handed out again.
