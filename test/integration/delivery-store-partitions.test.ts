@@ -134,3 +134,27 @@ t.test("the relay's pass over recent days leaves an older unpublished delivery t
   t.same(everyDay.map((x) => x.id), [id], "the pass over every day takes it");
   t.ok((await row(id))?.published_at, "and marks it published");
 });
+
+t.test("the newest lane takes what a writer dated up to an hour past the relay's clock, and leaves one dated later to the other lanes", async (t) => {
+  const insert = async (at: Date) => {
+    const id = newTimedId("wd", at);
+    await em().execute(
+      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+       values (?, 'mer_store', 'test', ?, 'we_store', 'pending', 0, ?, ?)`,
+      [id, newTimedId("evt", at), at, at],
+    );
+    return id;
+  };
+  await ensurePartitions(em(), new Date(Date.now() + 2 * day));
+  const now = await insert(new Date());
+  const ahead = await insert(new Date(Date.now() + 50 * 60_000));
+  const later = await insert(new Date(Date.now() + 2 * day));
+  const since = new Date(Date.now() - 3 * day);
+  const ours = (taken: { id: string }[]) => taken.map((x) => x.id).filter((id) => [now, ahead, later].includes(id));
+  const newest = await takeUnpublished(em(), 1000, since, "newest");
+  t.same(ours(newest), [now, ahead], "the newest lane takes the one made now and the one dated 50 minutes ahead, oldest first");
+  t.equal((await row(later))?.published_at, null, "not the one dated two days ahead");
+  const rest = await takeUnpublished(em(), 1000, since, "rest");
+  t.same(ours(rest), [later], "which the other lanes' pass takes");
+  t.ok((await row(later))?.published_at, "and marks published");
+});
