@@ -11,8 +11,9 @@ import type { BenchContext, RunResult, Scenario } from "../types.ts";
 /**
  * The merchant's path (issue 66): REST creates of intents for a merchant with one endpoint, as
  * `npm start` runs the service plus two `worker` processes, each create's webhook timed at the
- * receiver from the create's response. Paced at 20/s (one at a time: the floor), 300/s and 1,000/s, then flat out (against a raw
- * node:http + pg insert in the same run), and the drain of the webhooks the flat-out run left.
+ * receiver from the create's response. Paced at 20/s (one at a time: the floor), 300/s and
+ * 1,000/s, then flat out (against a raw node:http + pg insert in the same run), and the drain of
+ * the webhooks the flat-out run left.
  * Where the time went, by stage, is read from the service's own records.
  */
 const connections = 64;
