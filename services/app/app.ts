@@ -18,7 +18,7 @@ import { CursorCodec } from "../platform/cursor.ts";
 import { SharedBuckets, sharedBucketsOn } from "../platform/rate-limit.ts";
 import { migrate, type Database } from "../platform/db.ts";
 import { openDatabase } from "./database.ts";
-import { listen } from "../platform/listen.ts";
+import { apiAcceptors, listen } from "../platform/listen.ts";
 import type { Logger } from "../platform/logger.ts";
 import { Nats } from "../platform/nats.ts";
 import { deriveKey } from "../platform/secret-key.ts";
@@ -239,6 +239,8 @@ export async function startApp(o: AppOptions): Promise<App> {
         }),
         config.host,
         config.port,
+        // Merchants' clients and shoppers' browsers open connections at a burst (listen.ts).
+        { acceptors: apiAcceptors },
       );
       ports.gateway = gateway.port;
       stops.unshift({ step: "gateway", stop: gateway.close });

@@ -4,12 +4,57 @@ import type http from "node:http";
 import net, { type AddressInfo, type Server } from "node:net";
 
 /** Listens and resolves with the bound port (port 0 picks a free one). */
-export async function listenOn(server: Server, host: string, port: number): Promise<number> {
+export async function listenOn(server: Server, host: string, port: number, o: { reusePort?: boolean } = {}): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, host, () => resolve());
+    server.listen({ port, host, ...(o.reusePort ? { reusePort: true } : {}) }, () => {
+      server.off("error", reject);
+      resolve();
+    });
   });
   return (server.address() as AddressInfo).port;
+}
+
+/**
+ * How many listening sockets a server that takes many new connections (the merchants' API) binds
+ * on its port, on Linux. Node's event loop accepts one connection per listening socket per turn
+ * (libuv's "don't accept() connections in a loop", 2022), so while the loop is busy, new
+ * connections wait in the kernel's queue a turn each: at a burst of creates on a busy machine
+ * (the merchant-path bench at 300 a second), a client's pool opened 256 connections within 2 s
+ * and the service accepted them 10–12 a second, so requests on its new connections waited up to
+ * 12 s before the service read them, while those on open connections took 50 ms. Each socket
+ * bound with SO_REUSEPORT has its own queue, which the kernel fills by a hash of the client's
+ * address and port, and each is accepted from once a turn.
+ */
+export const apiAcceptors = 32;
+
+/**
+ * Listens on `acceptors` sockets bound together to the port (SO_REUSEPORT; one socket where the
+ * platform has no such option), each handing what it accepts to `server`. A port given (not 0)
+ * must be free first, as for one socket: a second instance started on it fails with EADDRINUSE
+ * rather than joining this one's sockets and taking part of its connections.
+ */
+async function listenShared(server: http.Server, host: string, port: number, acceptors: number): Promise<{ port: number; more: Server[] }> {
+  if (acceptors <= 1 || process.platform !== "linux") return { port: await listenOn(server, host, port), more: [] };
+  if (port !== 0) {
+    const probe = net.createServer();
+    await listenOn(probe, host, port);
+    await new Promise((resolve) => probe.close(resolve));
+  }
+  const bound = await listenOn(server, host, port, { reusePort: true });
+  const more: Server[] = [];
+  try {
+    for (let i = 1; i < acceptors; i++) {
+      const acceptor = net.createServer((socket) => server.emit("connection", socket));
+      await listenOn(acceptor, host, bound, { reusePort: true });
+      more.push(acceptor);
+    }
+  } catch (err) {
+    for (const acceptor of more) acceptor.close();
+    server.close();
+    throw err;
+  }
+  return { port: bound, more };
 }
 
 /**
@@ -18,7 +63,7 @@ export async function listenOn(server: Server, host: string, port: number): Prom
  * next request goes to a new connection (refused, or another instance) instead of reaching a
  * server that is going away.
  */
-export async function listen(server: http.Server, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
+export async function listen(server: http.Server, host: string, port: number, o: { acceptors?: number } = {}): Promise<{ port: number; close(): Promise<void> }> {
   let closing = false;
   const open = new Set<http.ServerResponse>();
   // Runs before the application's handler, so a request that arrives on a kept-alive
@@ -36,8 +81,11 @@ export async function listen(server: http.Server, host: string, port: number): P
     });
   });
   let closed: Promise<void> | undefined;
+  const bound = await listenShared(server, host, port, o.acceptors ?? 1);
+  // Each acceptor counts the connections it accepted: closed, it calls back once they have ended too.
+  const acceptorsClosed = () => Promise.all(bound.more.map((acceptor) => new Promise((resolve) => acceptor.close(resolve))));
   return {
-    port: await listenOn(server, host, port),
+    port: bound.port,
     close: () =>
       (closed ??= new Promise<void>((resolve) => {
         closing = true;
@@ -47,7 +95,8 @@ export async function listen(server: http.Server, host: string, port: number): P
           // client reconnects, to another instance or once this one is back.
           else if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) res.end();
         }
-        server.close(() => resolve());
+        const stopped = acceptorsClosed();
+        server.close(() => void stopped.then(() => resolve()));
         server.closeIdleConnections();
       })),
   };
