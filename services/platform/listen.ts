@@ -7,10 +7,7 @@ import net, { type AddressInfo, type Server } from "node:net";
 export async function listenOn(server: Server, host: string, port: number, o: { reusePort?: boolean } = {}): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen({ port, host, ...(o.reusePort ? { reusePort: true } : {}) }, () => {
-      server.off("error", reject);
-      resolve();
-    });
+    server.listen({ port, host, ...(o.reusePort ? { reusePort: true } : {}) }, () => resolve());
   });
   return (server.address() as AddressInfo).port;
 }
