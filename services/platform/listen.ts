@@ -79,8 +79,6 @@ export async function listen(server: http.Server, host: string, port: number, o:
   });
   let closed: Promise<void> | undefined;
   const bound = await listenShared(server, host, port, o.acceptors ?? 1);
-  // Each acceptor counts the connections it accepted: closed, it calls back once they have ended too.
-  const acceptorsClosed = () => Promise.all(bound.more.map((acceptor) => new Promise((resolve) => acceptor.close(resolve))));
   return {
     port: bound.port,
     close: () =>
@@ -92,7 +90,8 @@ export async function listen(server: http.Server, host: string, port: number, o:
           // client reconnects, to another instance or once this one is back.
           else if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) res.end();
         }
-        const stopped = acceptorsClosed();
+        // Each acceptor counts the connections it accepted: closed, it calls back once they have ended too.
+        const stopped = Promise.all(bound.more.map((acceptor) => new Promise((ended) => acceptor.close(ended))));
         server.close(() => void stopped.then(() => resolve()));
         server.closeIdleConnections();
       })),

@@ -35,6 +35,16 @@ async function delivery(kind: "day" | "legacy", published = true): Promise<{ id:
   );
   return { id, at };
 }
+/** An unpublished delivery dated `at`, as a writer whose clock reads `at` records it. */
+async function unpublishedAt(at: Date): Promise<string> {
+  const id = newTimedId("wd", at);
+  await em().execute(
+    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+     values (?, 'mer_store', 'test', ?, 'we_store', 'pending', 0, ?, ?)`,
+    [id, newTimedId("evt", at), at, at],
+  );
+  return id;
+}
 const row = async (id: string) =>
   (await em().execute<{ status: string; attempt_count: number; published_at: Date | null; last_error: string | null; tableoid: string }[]>(
     `select status, attempt_count, published_at, last_error, tableoid::regclass::text as tableoid from webhook_deliveries where id = ?`,
@@ -118,13 +128,7 @@ t.test("a claim reads each delivery's own event, whether its messages name their
 });
 
 t.test("the relay's pass over recent days leaves an older unpublished delivery to its pass over every day", async (t) => {
-  const at = new Date(Date.now() - 5 * day);
-  const id = newTimedId("wd", at);
-  await em().execute(
-    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-     values (?, 'mer_store', 'test', 'evt_old_unpublished', 'we_store', 'pending', 0, ?, ?)`,
-    [id, at, at],
-  );
+  const id = await unpublishedAt(new Date(Date.now() - 5 * day));
   const recent = await delivery("day", false);
   const taken = await takeUnpublished(em(), 1000, new Date(Date.now() - 3 * day));
   t.ok(taken.some((x) => x.id === recent.id), "the recent one is taken");
@@ -136,19 +140,10 @@ t.test("the relay's pass over recent days leaves an older unpublished delivery t
 });
 
 t.test("the newest lane takes what a writer dated up to an hour past the relay's clock, and leaves one dated later to the other lanes", async (t) => {
-  const insert = async (at: Date) => {
-    const id = newTimedId("wd", at);
-    await em().execute(
-      `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-       values (?, 'mer_store', 'test', ?, 'we_store', 'pending', 0, ?, ?)`,
-      [id, newTimedId("evt", at), at, at],
-    );
-    return id;
-  };
   await ensurePartitions(em(), new Date(Date.now() + 2 * day));
-  const now = await insert(new Date());
-  const ahead = await insert(new Date(Date.now() + 50 * 60_000));
-  const later = await insert(new Date(Date.now() + 2 * day));
+  const now = await unpublishedAt(new Date());
+  const ahead = await unpublishedAt(new Date(Date.now() + 50 * 60_000));
+  const later = await unpublishedAt(new Date(Date.now() + 2 * day));
   const since = new Date(Date.now() - 3 * day);
   const ours = (taken: { id: string }[]) => taken.map((x) => x.id).filter((id) => [now, ahead, later].includes(id));
   const newest = await takeUnpublished(em(), 1000, since, "newest");

@@ -1,7 +1,7 @@
 import http from "node:http";
 import net from "node:net";
 import t from "tap";
-import { apiAcceptors, listen } from "../../services/platform/listen.ts";
+import { apiAcceptors, freePort, listen } from "../../services/platform/listen.ts";
 
 /**
  * The API's listening sockets (platform/listen.ts): new connections accepted while the event loop
@@ -94,13 +94,10 @@ t.test("a port in use is refused, and a second instance does not join the first'
 
   // Two instances given the same port: the first listens, the second is refused, and every
   // connection reaches the first.
+  const port = await freePort();
   const first = pathServer();
-  const api = await listen(first.server, host, 0, { acceptors: apiAcceptors });
+  const api = await listen(first.server, host, port, { acceptors: apiAcceptors });
   t.teardown(() => api.close());
-  const port = api.port;
-  await api.close();
-  const again = await listen(first.server, host, port, { acceptors: apiAcceptors });
-  t.teardown(() => again.close());
   const second = pathServer();
   await t.rejects(listen(second.server, host, port, { acceptors: apiAcceptors }), { code: "EADDRINUSE" });
   const clients = connectMany(port, 64);
