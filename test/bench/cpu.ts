@@ -3,6 +3,7 @@
 // serving the bench's database, and the load generator (this process). A sampling profile shows
 // only the event loop; on a machine whose cores are all busy, throughput is set by the sum.
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 
 /** Milliseconds of CPU per request. */
 export interface CpuPerRequest {
@@ -129,6 +130,39 @@ export function meterGroups<K extends string>(groups: Record<K, () => readonly (
         result[name] = (ticks * msPerTick) / items;
       }
       return result;
+    },
+  };
+}
+
+/** The machine's busy and total CPU time so far from /proc/stat's first line, in ticks; undefined if it cannot be read. */
+function machineTicks(): { busy: number; kernel: number; all: number } | undefined {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+    // cpu user nice system idle iowait irq softirq steal (guest time is counted in user already).
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1, 9).map(Number) as number[];
+    const busy = user! + nice! + system! + irq! + softirq! + steal!;
+    return Number.isFinite(busy) ? { busy, kernel: system! + irq! + softirq!, all: busy + idle! + iowait! } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Starts counting the whole machine's CPU, every process's (the service's, PostgreSQL's, NATS's
+ * and the bench's own): `stop(items)` gives the milliseconds per item (and of those, the kernel's:
+ * system calls, interrupts, wake-ups) and the cores in use on average since, or undefined where /proc is not there. What a merchant's create costs the machine
+ * in all, where a per-process meter would miss a helper nobody thought to count.
+ */
+export function meterMachine(): { stop(items: number): { msPerItem: number; kernelMsPerItem: number; cores: number } | undefined } {
+  const start = machineTicks();
+  return {
+    stop(items) {
+      const end = machineTicks();
+      if (!start || !end || items <= 0 || end.all <= start.all) return undefined;
+      const busy = end.busy - start.busy;
+      // /proc/stat's line sums every core's ticks: its total over the window is the cores times the window.
+      const cores = (availableParallelism() * busy) / (end.all - start.all);
+      return { msPerItem: (busy * msPerTick) / items, kernelMsPerItem: ((end.kernel - start.kernel) * msPerTick) / items, cores };
     },
   };
 }

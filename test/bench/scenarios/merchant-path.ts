@@ -1,7 +1,7 @@
 import { Agent, request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startBaselineInsert } from "../baseline.ts";
-import { meterGroups } from "../cpu.ts";
+import { meterGroups, meterMachine } from "../cpu.ts";
 import { load } from "../load.ts";
 import { startWebhookSystem, waitForArrivals, type WebhookSystem } from "../receiver.ts";
 import { nowMs, percentile } from "../stats.ts";
@@ -110,10 +110,13 @@ async function stagesOf(ids: readonly string[]): Promise<Map<string, { event: st
 /** A paced run's figures: create latency, create's response → webhook at the receiver, and each stage between. */
 async function paced(ctx: BenchContext, perSecond: number, prefix: string): Promise<RunResult> {
   await w.receiver.reset();
+  // From the first create to the last webhook's arrival: everything those creates made the machine do.
+  const machine = meterMachine();
   const created = await pacedCreates(perSecond, ctx.quick ? 2 : 20);
   const ids = created.map((c) => c.id);
   const events = await stagesOf(ids);
   const arrivals = await waitForArrivals(w.receiver, [...events.values()].map((e) => e.event), 120_000);
+  const cpu = machine.stop(created.length);
   // The attempts are recorded once they end: read the stages again now that every webhook arrived.
   const stages = await stagesOf(ids);
   const first = (c: Created) => arrivals.get(stages.get(c.id)!.event)![0]!;
@@ -135,6 +138,9 @@ async function paced(ctx: BenchContext, perSecond: number, prefix: string): Prom
     [`${prefix}_worker_p99`]: workerP99,
     [`${prefix}_post_p50`]: postP50,
     [`${prefix}_post_p99`]: postP99,
+    [`${prefix}_machine_cpu`]: cpu?.msPerItem ?? Number.NaN,
+    [`${prefix}_machine_kernel`]: cpu?.kernelMsPerItem ?? Number.NaN,
+    [`${prefix}_machine_cores`]: cpu?.cores ?? Number.NaN,
   };
 }
 
@@ -153,6 +159,9 @@ const stageMetrics = (prefix: string, rate: string, targets: { first50?: number;
   [`${prefix}_worker_p99`]: { label: `${rate}: … p99`, unit: "ms" },
   [`${prefix}_post_p50`]: { label: `${rate}: stage: attempt started → request at the receiver, p50`, unit: "ms" },
   [`${prefix}_post_p99`]: { label: `${rate}: … p99`, unit: "ms" },
+  [`${prefix}_machine_cpu`]: { label: `${rate}: the machine's CPU per create, every process (first create → last webhook)`, unit: "ms" },
+  [`${prefix}_machine_kernel`]: { label: `${rate}: … of which in the kernel (system calls, interrupts, wake-ups)`, unit: "ms" },
+  [`${prefix}_machine_cores`]: { label: `${rate}: … the cores in use meanwhile`, unit: "" },
 });
 
 export const merchantPathScenario: Scenario = {
