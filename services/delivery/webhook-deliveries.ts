@@ -1,6 +1,6 @@
 import type { EntityManager } from "../platform/db.ts";
-import { executePrepared } from "../platform/prepared.ts";
-import { createdAtOfId, createdAtRange, deliveryTimeOf } from "../platform/time-partitions.ts";
+import { executeByKey, executePrepared } from "../platform/prepared.ts";
+import { createdAtOfId, createdAtRange, deliveryTimeOf, forgetLayout, partitionHolding } from "../platform/time-partitions.ts";
 import type { Outcome } from "./classify.ts";
 import type { DeliveryCause, DeliveryStatus } from "../vocabulary/delivery-status.ts";
 
@@ -364,6 +364,52 @@ function idArray(ids: readonly string[]): string {
   return `{${ids.map((id) => `"${id.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
 }
 
+interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The largest batch a worker's claim or finish runs by key (onePartition). Its plan, made once,
+ * searches the batch's array of ids again for each row: 4.5 ms for a claim of 50 where the plan
+ * made for the batch takes 2.0 (docs/performance.md). A batch of a few is what a worker sees below
+ * full load, and there planning each call was most of the statement's cost.
+ */
+const keyedBatchMax = 8;
+
+/**
+ * Runs a worker's statement over a small batch in the one partition of webhook_deliveries that
+ * holds the batch's days, when one does (the usual batch: its deliveries made within the hour):
+ * the partition named and its rows read by key, planned once per connection (executeByKey).
+ * Otherwise (a batch of more than keyedBatchMax, across midnight or in the first hour of a day,
+ * its ids of the older shape) through the parent table with the batch's days as conditions,
+ * planned for each call (`replan`: a kept plan of the parent read whole days, docs/performance.md).
+ * Planning each claim and finish was half of what PostgreSQL spent on them at 300 creates a
+ * second, and a generic plan of the parent locks every day's partition at each call (98 with the
+ * default retention). A partition dropped since this process read the layout is read through the parent.
+ */
+async function onePartition<T>(
+  em: EntityManager,
+  size: number,
+  range: readonly [string, string],
+  keyed: (partition: string) => Statement | Promise<Statement>,
+  parent: () => Statement,
+): Promise<T[]> {
+  const partition = size <= keyedBatchMax ? await partitionHolding(em, "webhook_deliveries", range) : undefined;
+  if (partition !== undefined) {
+    const { sql, params } = await keyed(partition);
+    try {
+      return await executeByKey<T>(em, sql, params);
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== "42P01") throw err;
+      forgetLayout(em, "webhook_deliveries");
+      forgetLayout(em, "webhook_events");
+    }
+  }
+  const { sql, params } = parent();
+  return executePrepared<T>(em, sql, params, { replan: true });
+}
+
 /**
  * Starts an attempt of each delivery for its JetStream message: moves it to
  * processing, counts the attempt and records which message owns it — for a whole
@@ -387,72 +433,107 @@ function idArray(ids: readonly string[]): string {
  * own clock): a claim up to earlyToleranceMs early waits for it, and no attempt is in flight then.
  */
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
-  // The batch's days, so that the statement (planned for these parameters) reads their partitions only.
+  // The batch's days, so that the statement reads their partition only: by name and key when one
+  // partition holds them all (onePartition), else through the parent table with the days as conditions.
   const ids = batch.map((b) => b.id);
   const range = createdAtRange(ids);
   const idsLiteral = idArray(ids);
   // The events' days likewise, when every message names its event: they are read in the same
   // statement. Joined without those days, the events were planned against every day's partition
   // (a replay's event may be older than its delivery).
-  const eventRange = batch.every((b) => b.eventId !== undefined) ? createdAtRange(batch.map((b) => b.eventId!)) : undefined;
+  const eventIds = batch.every((b) => b.eventId !== undefined) ? batch.map((b) => b.eventId!) : undefined;
+  const eventRange = eventIds ? createdAtRange(eventIds) : undefined;
   const claimSentAt = performance.now();
-  const rows = await executePrepared<
-    {
-      id: string;
-      attempt_count: number;
-      claimed_at: Date | string;
-      previous_status: DeliveryStatus;
-      previous_attempt_at: Date | string | null;
-      due_at: Date | string | null;
-      event_id: string;
-      endpoint_id: string;
-      url: string;
-      endpoint_status: string;
-      secret_ciphertext: Buffer;
-      previous_secret_ciphertext: Buffer | null;
-      previous_secret_expires_at: Date | string | null;
-      payload: string | null;
-      event_created_at: Date | string | null;
-    }
-  >(
-    em,
+  type Row = {
+    id: string;
+    attempt_count: number;
+    claimed_at: Date | string;
+    previous_status: DeliveryStatus;
+    previous_attempt_at: Date | string | null;
+    due_at: Date | string | null;
+    event_id: string;
+    endpoint_id: string;
+    url: string;
+    endpoint_status: string;
+    secret_ciphertext: Buffer;
+    previous_secret_ciphertext: Buffer | null;
+    previous_secret_expires_at: Date | string | null;
+    payload: string | null;
+    event_created_at: Date | string | null;
+  };
+  const input = JSON.stringify(batch.map(({ id, seq }) => ({ id, seq })));
+  const due = new Date(at.getTime() + earlyToleranceMs);
+  // The batch's deliveries by id in `deliveries` (an array of their ids for every read: see
+  // executeByKey); through the parent table, in the batch's days too (`inDays`, `ofId`, `updated`).
+  const claimSql = (deliveries: string, inDays: string, ofId: string, updated: string, events: string) =>
     `with input as (
        select distinct on (id) id, seq from json_to_recordset(?::json) as i(id text, seq bigint)
      ), old as (
        select d.id, d.created_at, d.status, d.last_attempt_at, d.next_attempt_at, input.seq
-         from webhook_deliveries d join input on input.id = d.id and ${createdAtOfId("d.created_at", "input.id")}
-        where d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz and (d.stream_seq is null or d.stream_seq = input.seq)
+         from ${deliveries} d join input on input.id = d.id${ofId}
+        where d.id = any(?::text[])${inDays} and (d.stream_seq is null or d.stream_seq = input.seq)
           and ((${statusOf("d")} = 'pending' and (d.next_attempt_at is null or d.next_attempt_at <= ?))
                or (${statusOf("d")} = 'processing' and d.last_attempt_at <= clock_timestamp() - make_interval(secs => ?)))
         order by d.id
         for update of d
      ), claimed as (
-       update webhook_deliveries d
+       update ${deliveries} d
           set status = 'processing', attempt_count = d.attempt_count + 1, stream_seq = old.seq,
               last_attempt_at = clock_timestamp(), next_attempt_at = null, updated_at = clock_timestamp()
-         from old where d.id = old.id and d.created_at = old.created_at and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz
+         from old where d.id = old.id and d.created_at = old.created_at${updated}
        returning d.id, d.attempt_count, d.last_attempt_at as claimed_at, old.status as previous_status, old.last_attempt_at as previous_attempt_at,
                  old.next_attempt_at as due_at, d.event_id, d.endpoint_id
      )
-     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at,
-            ${eventRange ? "ev.payload, ev.created_at as event_created_at" : "null::text as payload, null::timestamptz as event_created_at"}
+     select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ${events}`;
+  const noEvents = `null::text as payload, null::timestamptz as event_created_at
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id`;
+  // A row another claim changed while this one waited for its lock is checked again as changed,
+  // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
+  const rows = await onePartition<Row>(
+    em,
+    batch.length,
+    range,
+    async (deliveries) => {
+      const events = eventIds && eventRange ? await partitionHolding(em, "webhook_events", eventRange) : undefined;
+      return {
+        sql: claimSql(
+          deliveries,
+          "",
+          "",
+          " and d.id = any(?::text[])",
+          events
+            ? `ev.payload, ev.created_at as event_created_at
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id
-       ${eventRange ? "left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz" : ""}`,
-    // A row another claim changed while this one waited for its lock is checked again as changed,
-    // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
-    [JSON.stringify(batch.map(({ id, seq }) => ({ id, seq }))), idsLiteral, ...range, new Date(at.getTime() + earlyToleranceMs), takeoverAfterMs / 1000, idsLiteral, ...range, ...(eventRange ?? [])],
-    // Planned for each batch with the table's size of the moment (see executePrepared).
-    { replan: true },
+       left join ${events} ev on ev.id = c.event_id and ev.id = any(?::text[])`
+            : noEvents,
+        ),
+        params: [input, idsLiteral, due, takeoverAfterMs / 1000, idsLiteral, ...(events ? [idArray(eventIds!)] : [])],
+      };
+    },
+    () => ({
+      sql: claimSql(
+        "webhook_deliveries",
+        " and d.created_at between ?::timestamptz and ?::timestamptz",
+        ` and ${createdAtOfId("d.created_at", "input.id")}`,
+        " and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz",
+        eventRange
+          ? `ev.payload, ev.created_at as event_created_at
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id
+       left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz`
+          : noEvents,
+      ),
+      params: [input, idsLiteral, ...range, due, takeoverAfterMs / 1000, idsLiteral, ...range, ...(eventRange ?? [])],
+    }),
   );
   // The events the statement did not read (a message that names none, or not the delivery's), in a
   // statement of their own, in the days their ids name.
-  const eventIds = [...new Set(rows.filter((r) => r.payload === null).map((r) => r.event_id))];
+  const unread = [...new Set(rows.filter((r) => r.payload === null).map((r) => r.event_id))];
   const events =
-    eventIds.length === 0
+    unread.length === 0
       ? []
       : await em.execute<{ id: string; payload: string; created_at: Date | string }[]>(
           `select id, payload, created_at from webhook_events where id = any(?::text[]) and created_at between ?::timestamptz and ?::timestamptz`,
-          [`{${eventIds.join(",")}}`, ...createdAtRange(eventIds)],
+          [`{${unread.join(",")}}`, ...createdAtRange(unread)],
         );
   const eventOf = new Map(events.map((e) => [e.id, e]));
   const claimed = new Map(rows.flatMap((r) => {
@@ -567,16 +648,17 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
     next_attempt_at: a.nextAttemptAt?.toISOString() ?? null,
     last_error: a.lastError ?? null,
   }));
-  const rows = await executePrepared<{ delivery_id: string; number: number }>(
-    em,
+  const range = createdAtRange(ids);
+  // The batch's deliveries by the array of their ids in `deliveries`; through the parent table, in the batch's days too (`inDays`).
+  const finishSql = (deliveries: string, inDays: string) =>
     `with input as (
        select * from json_to_recordset(?::json) as i(id text, number int, status text, started_at timestamptz, duration_ms int,
          status_code int, error text, outcome text, excerpt text, next_attempt_at timestamptz, last_error text)
      ), moved as (
-       update webhook_deliveries d
+       update ${deliveries} d
           set status = input.status, next_attempt_at = input.next_attempt_at, last_status_code = input.status_code,
               last_error = input.last_error, last_attempt_at = input.started_at, updated_at = now()
-         from input where d.id = input.id and ${createdAtOfId("d.created_at", "input.id")} and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz
+         from input where d.id = input.id and d.id = any(?::text[])${inDays}
           and d.attempt_count = input.number
           and (${statusOf("d")} = 'processing' or (${statusOf("d")} = 'failed' and d.last_error = 'worker_lost' and input.status <> 'pending'))
        returning d.id, input.number
@@ -586,10 +668,16 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
        from input join moved on moved.id = input.id and moved.number = input.number
      on conflict (delivery_id, number, delivery_time) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
-     returning delivery_id, number`,
-    [JSON.stringify(input), idArray(ids), ...createdAtRange(ids)],
-    // Planned for each batch with the table's size of the moment (see executePrepared).
-    { replan: true },
+     returning delivery_id, number`;
+  const rows = await onePartition<{ delivery_id: string; number: number }>(
+    em,
+    batch.length,
+    range,
+    (deliveries) => ({ sql: finishSql(deliveries, ""), params: [JSON.stringify(input), idArray(ids)] }),
+    () => ({
+      sql: finishSql("webhook_deliveries", ` and ${createdAtOfId("d.created_at", "input.id")} and d.created_at between ?::timestamptz and ?::timestamptz`),
+      params: [JSON.stringify(input), idArray(ids), ...range],
+    }),
   );
   const written = new Set(rows.map((r) => `${r.delivery_id}/${r.number}`));
   return batch.map((a) => written.has(`${a.deliveryId}/${a.number}`));

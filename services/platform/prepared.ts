@@ -1,13 +1,34 @@
 import { createHash } from "node:crypto";
 import { CompiledQuery, type Kysely } from "kysely";
-import type pg from "pg";
+import pg from "pg";
 import type { EntityManager } from "./db.ts";
 
 /** The pg pool under each ORM connection (every fork of an EntityManager shares its connection). */
 const pools = new WeakMap<object, pg.Pool>();
 
+/** Each pool's keyed-lookups pool (executeByKey), opened at its first use and ended with it. */
+const keyedPools = new WeakMap<pg.Pool, pg.Pool>();
+
+/** Connections of a process's keyed-lookups pool: one statement each, a worker's claims and finishes. */
+const keyedPoolSize = 2;
+
+/**
+ * Sessions of the keyed-lookups pool: the plan PostgreSQL keeps for each named statement is made
+ * once, at its first call (not after five custom plans, nor replaced by one), and it reads no
+ * table by a sequential scan where an index serves: a plan made while the table held ten rows
+ * still reads ten rows by key when it holds a million.
+ */
+const keyedSessionOptions = "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off";
+
 export function registerPool(connection: object, pool: pg.Pool): void {
   pools.set(connection, pool);
+  // The keyed pool is this pool's helper: it ends when the database is closed (the ORM ends its pool).
+  const end = pool.end.bind(pool);
+  pool.end = (async () => {
+    const keyed = keyedPools.get(pool);
+    keyedPools.delete(pool);
+    await Promise.all([keyed?.end(), end()]);
+  }) as typeof pool.end;
 }
 
 interface Compiled {
@@ -17,6 +38,17 @@ interface Compiled {
 
 const compiled = new Map<string, Compiled>();
 const maxStatements = 200;
+
+function compiledOf(sql: string): Compiled {
+  let statement = compiled.get(sql);
+  if (!statement) {
+    // A statement is prepared once per connection under its name; a few hundred texts at most.
+    statement = { name: `p_${createHash("sha256").update(sql).digest("hex").slice(0, 16)}`, text: numberPlaceholders(sql) };
+    if (compiled.size >= maxStatements) compiled.clear();
+    compiled.set(sql, statement);
+  }
+  return statement;
+}
 
 /** `?` placeholders as $1, $2, …, outside quoted strings and identifiers. */
 export function numberPlaceholders(sql: string): string {
@@ -67,14 +99,41 @@ export async function executePrepared<T>(em: EntityManager, sql: string, params:
   }
   const pool = em.isInTransaction() ? undefined : pools.get(em.getConnection());
   if (!pool) return em.execute<T[]>(sql, [...params]);
-  let statement = compiled.get(sql);
-  if (!statement) {
-    // A statement is prepared once per connection under its name; a few hundred texts at most.
-    statement = { name: `p_${createHash("sha256").update(sql).digest("hex").slice(0, 16)}`, text: numberPlaceholders(sql) };
-    if (compiled.size >= maxStatements) compiled.clear();
-    compiled.set(sql, statement);
-  }
+  const statement = compiledOf(sql);
   const result = await pool.query(o.replan ? { text: statement.text, values: params as unknown[] } : { name: statement.name, text: statement.text, values: params as unknown[] });
+  return result.rows as T[];
+}
+
+/**
+ * Runs a statement that reads each of its tables by key only as a named statement on a small pool
+ * of its own whose sessions keep one generic plan per statement, planned to read no table whole
+ * (keyedSessionOptions): the statement is planned once per connection instead of at each call, as
+ * `replan` does for statements whose plan depends on the table's size. Planning a worker's claim
+ * and finish was half of what PostgreSQL spent on them at 300 creates a second
+ * (docs/performance.md). Every read of a table that grows must name the rows' keys as an array
+ * (`id = any(?)`) beside any join on them: only then is the index on the key the one way in,
+ * whatever sizes the plan was made with (a join alone was planned, on a table of ten rows, as a
+ * read of a whole index: test/integration/delivery-keyed-plans.test.ts). A partitioned table is
+ * read by its partition's name: a generic plan of the parent locks every partition at each call.
+ * Each such read searches the array again for each row of the join: for batches of a few rows.
+ * Inside a transaction, or without the ORM's pool, it runs as executePrepared does (planned for
+ * each call).
+ */
+export async function executeByKey<T>(em: EntityManager, sql: string, params: readonly unknown[]): Promise<T[]> {
+  const pool = em.isInTransaction() ? undefined : pools.get(em.getConnection());
+  if (!pool) return executePrepared<T>(em, sql, params, { replan: true });
+  let keyed = keyedPools.get(pool);
+  if (!keyed) {
+    // The pool's connection settings, its password too (kept out of the spread: not enumerable, so no log prints it).
+    const { password, ssl } = pool.options;
+    const options = [pool.options.options, keyedSessionOptions].filter(Boolean).join(" ");
+    keyed = new pg.Pool({ ...pool.options, password, ssl, max: keyedPoolSize, min: 0, options });
+    // An idle connection cut by the server is reported here; the next call makes a new one.
+    keyed.on("error", () => undefined);
+    keyedPools.set(pool, keyed);
+  }
+  const statement = compiledOf(sql);
+  const result = await keyed.query({ name: statement.name, text: statement.text, values: params as unknown[] });
   return result.rows as T[];
 }
 

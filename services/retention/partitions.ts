@@ -1,6 +1,7 @@
 import type { RetentionSettings } from "../platform/config.ts";
 import type { EntityManager } from "../platform/db.ts";
 import { withSession, type Session } from "../platform/prepared.ts";
+import { parseBound } from "../platform/time-partitions.ts";
 import { unfinishedSql as unfinished } from "../events/retention.ts";
 
 /**
@@ -37,13 +38,6 @@ export interface Partition {
   to: Date;
   /** A detach begun and not finished (its process died): finished by the next run. */
   detachPending: boolean;
-}
-
-/** "FOR VALUES FROM (MINVALUE) TO ('2026-11-30 00:00:00+00')" and the like. */
-export function parseBound(bound: string): { from: Date | undefined; to: Date } | undefined {
-  const m = /FROM \((MINVALUE|'([^']+)')\) TO \('([^']+)'\)/.exec(bound);
-  if (!m) return undefined;
-  return { from: m[2] === undefined ? undefined : new Date(m[2]), to: new Date(m[3] as string) };
 }
 
 /** The partitions of each partitioned table, oldest first. */
