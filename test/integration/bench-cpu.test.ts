@@ -1,9 +1,10 @@
 // The bench's CPU meter: time spent on the server's event loop, by PostgreSQL for its database,
-// and by the load generator, per request, read from /proc.
+// and by the load generator, per request, read from /proc; and the whole machine's.
 import { existsSync } from "node:fs";
 import pg from "pg";
 import t from "tap";
-import { backendsOf, eventLoopMs, meterCpu, meterGroups, processesNamed, statTicks } from "../bench/cpu.ts";
+import { availableParallelism } from "node:os";
+import { backendsOf, eventLoopMs, meterCpu, meterGroups, meterMachine, processesNamed, statTicks } from "../bench/cpu.ts";
 import { createTestDatabase } from "../helpers/harness.ts";
 
 /** Spins until this thread has used `ms` more of CPU (not of wall time, which a busy machine stretches). */
@@ -48,6 +49,18 @@ t.test("the meter", { skip: existsSync("/proc/self/stat") ? false : "needs Linux
     if (!cpu) return t.fail("no reading");
     t.ok(cpu.self >= 2.5 && cpu.self <= 4, `this process ${cpu.self} ms per item`);
     t.equal(cpu.nobody, 0, "a group with no process");
+    t.equal(meter.stop(0), undefined, "no items, no figure");
+  });
+
+  t.test("the whole machine's CPU, per item, and the cores in use", async (t) => {
+    const meter = meterMachine();
+    burn(300);
+    const cpu = meter.stop(100);
+    if (!cpu) return t.fail("no reading");
+    // This process's 300 ms at least; whatever else the machine ran meanwhile (other tests) too.
+    t.ok(cpu.msPerItem >= 2.5, `the machine ${cpu.msPerItem} ms per item`);
+    t.ok(cpu.kernelMsPerItem >= 0 && cpu.kernelMsPerItem <= cpu.msPerItem, `of which the kernel's ${cpu.kernelMsPerItem} ms`);
+    t.ok(cpu.cores > 0 && cpu.cores <= availableParallelism() + 0.01, `${cpu.cores} of ${availableParallelism()} cores in use`);
     t.equal(meter.stop(0), undefined, "no items, no figure");
   });
 
