@@ -388,26 +388,41 @@ const keyedBatchMax = 8;
  * second, and a generic plan of the parent locks every day's partition at each call (98 with the
  * default retention). A partition dropped since this process read the layout is read through the parent.
  */
-async function onePartition<T>(
+async function onePartition<I, T>(
   em: EntityManager,
-  size: number,
-  range: readonly [string, string],
+  items: readonly I[],
+  of: { id: (item: I) => string; key: (item: I) => string; row: (row: T) => string },
   keyed: (partition: string) => Statement | Promise<Statement>,
-  parent: () => Statement,
+  parent: (items: readonly I[]) => Statement,
 ): Promise<T[]> {
-  const partition = size <= keyedBatchMax ? await partitionHolding(em, "webhook_deliveries", range) : undefined;
+  const range = createdAtRange(items.map(of.id));
+  const partition = items.length <= keyedBatchMax ? await partitionHolding(em, "webhook_deliveries", range) : undefined;
+  let rest = items;
+  let rows: T[] = [];
+  let gone = false;
   if (partition !== undefined) {
     const { sql, params } = await keyed(partition);
     try {
-      return await executeByKey<T>(em, sql, params);
+      rows = await executeByKey<T>(em, sql, params);
+      // What the partition did not have is looked for through the parent table, which holds every
+      // row whatever the layout: mostly a delivery another worker has (its row is there), and a
+      // layout changed since this process read it (a day's rows no longer where it said).
+      const found = new Set(rows.map(of.row));
+      rest = items.filter((item) => !found.has(of.key(item)));
     } catch (err) {
       if ((err as { code?: unknown }).code !== "42P01") throw err;
-      forgetLayout(em, "webhook_deliveries");
-      forgetLayout(em, "webhook_events");
+      gone = true;
     }
+    if (rest.length === 0) return rows;
   }
-  const { sql, params } = parent();
-  return executePrepared<T>(em, sql, params, { replan: true });
+  const { sql, params } = parent(rest);
+  const more = await executePrepared<T>(em, sql, params, { replan: true });
+  if (gone || more.length > 0) {
+    // The partition is gone, or did not hold rows it should have: read the layout again.
+    forgetLayout(em, "webhook_deliveries");
+    forgetLayout(em, "webhook_events");
+  }
+  return [...rows, ...more];
 }
 
 /**
@@ -435,9 +450,7 @@ async function onePartition<T>(
 export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRequest[], at: Date, takeoverAfterMs: number): Promise<ClaimResult[]> {
   // The batch's days, so that the statement reads their partition only: by name and key when one
   // partition holds them all (onePartition), else through the parent table with the days as conditions.
-  const ids = batch.map((b) => b.id);
-  const range = createdAtRange(ids);
-  const idsLiteral = idArray(ids);
+  const idsLiteral = idArray(batch.map((b) => b.id));
   // The events' days likewise, when every message names its event: they are read in the same
   // statement. Joined without those days, the events were planned against every day's partition
   // (a replay's event may be older than its delivery).
@@ -461,7 +474,7 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
     payload: string | null;
     event_created_at: Date | string | null;
   };
-  const input = JSON.stringify(batch.map(({ id, seq }) => ({ id, seq })));
+  const inputOf = (sub: readonly ClaimRequest[]) => JSON.stringify(sub.map(({ id, seq }) => ({ id, seq })));
   const due = new Date(at.getTime() + earlyToleranceMs);
   // The batch's deliveries by id in `deliveries` (an array of their ids for every read: see
   // executeByKey); through the parent table, in the batch's days too (`inDays`, `ofId`, `updated`).
@@ -487,12 +500,31 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
      select c.*, e.url, e.status as endpoint_status, e.secret_ciphertext, e.previous_secret_ciphertext, e.previous_secret_expires_at, ${events}`;
   const noEvents = `null::text as payload, null::timestamptz as event_created_at
        from claimed c join webhook_endpoints e on e.id = c.endpoint_id`;
+  const parentStatement = (sub: readonly ClaimRequest[]): Statement => {
+    const subIds = idArray(sub.map((b) => b.id));
+    const subRange = createdAtRange(sub.map((b) => b.id));
+    const subEvents = sub.every((b) => b.eventId !== undefined) ? createdAtRange(sub.map((b) => b.eventId!)) : undefined;
+    return {
+      sql: claimSql(
+        "webhook_deliveries",
+        " and d.created_at between ?::timestamptz and ?::timestamptz",
+        ` and ${createdAtOfId("d.created_at", "input.id")}`,
+        " and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz",
+        subEvents
+          ? `ev.payload, ev.created_at as event_created_at
+       from claimed c join webhook_endpoints e on e.id = c.endpoint_id
+       left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz`
+          : noEvents,
+      ),
+      params: [inputOf(sub), subIds, ...subRange, due, takeoverAfterMs / 1000, subIds, ...subRange, ...(subEvents ?? [])],
+    };
+  };
   // A row another claim changed while this one waited for its lock is checked again as changed,
   // clock_timestamp() read anew: the takeover is measured from that claim, after the wait.
-  const rows = await onePartition<Row>(
+  const rows = await onePartition<ClaimRequest, Row>(
     em,
-    batch.length,
-    range,
+    batch,
+    { id: (b) => b.id, key: (b) => b.id, row: (r) => r.id },
     async (deliveries) => {
       const events = eventIds && eventRange ? await partitionHolding(em, "webhook_events", eventRange) : undefined;
       return {
@@ -507,23 +539,10 @@ export async function claimDeliveries(em: EntityManager, batch: readonly ClaimRe
        left join ${events} ev on ev.id = c.event_id and ev.id = any(?::text[])`
             : noEvents,
         ),
-        params: [input, idsLiteral, due, takeoverAfterMs / 1000, idsLiteral, ...(events ? [idArray(eventIds!)] : [])],
+        params: [inputOf(batch), idsLiteral, due, takeoverAfterMs / 1000, idsLiteral, ...(events ? [idArray(eventIds!)] : [])],
       };
     },
-    () => ({
-      sql: claimSql(
-        "webhook_deliveries",
-        " and d.created_at between ?::timestamptz and ?::timestamptz",
-        ` and ${createdAtOfId("d.created_at", "input.id")}`,
-        " and d.id = any(?::text[]) and d.created_at between ?::timestamptz and ?::timestamptz",
-        eventRange
-          ? `ev.payload, ev.created_at as event_created_at
-       from claimed c join webhook_endpoints e on e.id = c.endpoint_id
-       left join webhook_events ev on ev.id = c.event_id and ev.created_at between ?::timestamptz and ?::timestamptz`
-          : noEvents,
-      ),
-      params: [input, idsLiteral, ...range, due, takeoverAfterMs / 1000, idsLiteral, ...range, ...(eventRange ?? [])],
-    }),
+    parentStatement,
   );
   // The events the statement did not read (a message that names none, or not the delivery's), in a
   // statement of their own, in the days their ids name.
@@ -634,8 +653,7 @@ export interface AttemptRecord {
  * the delivery pending (a worker configured with more attempts) does not reopen it.
  */
 export async function finishAttempts(em: EntityManager, batch: readonly AttemptRecord[]): Promise<boolean[]> {
-  const ids = batch.map((a) => a.deliveryId);
-  const input = batch.map((a) => ({
+  const inputOf = (sub: readonly AttemptRecord[]) => JSON.stringify(sub.map((a) => ({
     id: a.deliveryId,
     number: a.number,
     status: a.status,
@@ -647,8 +665,7 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
     excerpt: a.excerpt ?? null,
     next_attempt_at: a.nextAttemptAt?.toISOString() ?? null,
     last_error: a.lastError ?? null,
-  }));
-  const range = createdAtRange(ids);
+  })));
   // The batch's deliveries by the array of their ids in `deliveries`; through the parent table, in the batch's days too (`inDays`).
   const finishSql = (deliveries: string, inDays: string) =>
     `with input as (
@@ -669,14 +686,15 @@ export async function finishAttempts(em: EntityManager, batch: readonly AttemptR
      on conflict (delivery_id, number, delivery_time) do update set started_at = excluded.started_at, duration_ms = excluded.duration_ms,
        status_code = excluded.status_code, error = excluded.error, outcome = excluded.outcome, response_excerpt = excluded.response_excerpt
      returning delivery_id, number`;
-  const rows = await onePartition<{ delivery_id: string; number: number }>(
+  const idsOf = (sub: readonly AttemptRecord[]) => sub.map((a) => a.deliveryId);
+  const rows = await onePartition<AttemptRecord, { delivery_id: string; number: number }>(
     em,
-    batch.length,
-    range,
-    (deliveries) => ({ sql: finishSql(deliveries, ""), params: [JSON.stringify(input), idArray(ids)] }),
-    () => ({
+    batch,
+    { id: (a) => a.deliveryId, key: (a) => `${a.deliveryId}/${a.number}`, row: (r) => `${r.delivery_id}/${r.number}` },
+    (deliveries) => ({ sql: finishSql(deliveries, ""), params: [inputOf(batch), idArray(idsOf(batch))] }),
+    (sub) => ({
       sql: finishSql("webhook_deliveries", ` and ${createdAtOfId("d.created_at", "input.id")} and d.created_at between ?::timestamptz and ?::timestamptz`),
-      params: [JSON.stringify(input), idArray(ids), ...range],
+      params: [inputOf(sub), idArray(idsOf(sub)), ...createdAtRange(idsOf(sub))],
     }),
   );
   const written = new Set(rows.map((r) => `${r.delivery_id}/${r.number}`));

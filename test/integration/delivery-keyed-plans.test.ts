@@ -11,6 +11,7 @@ import { claimDeliveries, finishAttempts, type AttemptRecord } from "../../servi
 import { newTimedId } from "../../services/platform/ids.ts";
 import { ensurePartitions, listPartitions, partitionName } from "../../services/retention/partitions.ts";
 import { createTestDatabase } from "../helpers/harness.ts";
+import { partitionsFrom } from "../helpers/partition-layout.ts";
 
 const url = await createTestDatabase(t);
 const db = await openDatabase(url);
@@ -51,6 +52,19 @@ async function make(count: number): Promise<{ id: string; eventId: string }[]> {
     [rows.map((r) => r.id), rows.map((r) => r.eventId), rows.map((r) => r.at)],
   );
   return rows;
+}
+
+/** One pending, published delivery and its event, made at `at` (its id's time). */
+async function makeAt(at: Date): Promise<{ id: string; eventId: string }> {
+  const id = newTimedId("wd", at);
+  const eventId = newTimedId("evt", at);
+  await sql.query(`insert into webhook_events (id, merchant_id, environment, type, payload, created_at) values ($1, 'mer_keyed', 'test', 'webhook.test', '{"n":1}', $2)`, [eventId, at]);
+  await sql.query(
+    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, published_at, created_at, updated_at)
+     values ($1, 'mer_keyed', 'test', $2, 'we_keyed', 'pending', 0, $3, $3, $3)`,
+    [id, eventId, at],
+  );
+  return { id, eventId };
 }
 
 const finished = (id: string): AttemptRecord => ({
@@ -115,18 +129,22 @@ t.test("a day dropped after its batches were claimed there: a later claim of it 
   const gone = new Date(first + day);
   const name = partitionName("webhook_deliveries", gone);
   const when = new Date(gone.getTime() + 2 * 3_600_000);
-  const id = newTimedId("wd", when);
-  const eventId = newTimedId("evt", when);
-  await sql.query(`insert into webhook_events (id, merchant_id, environment, type, payload, created_at) values ($1, 'mer_keyed', 'test', 'webhook.test', '{"n":1}', $2)`, [eventId, when]);
-  await sql.query(
-    `insert into webhook_deliveries (id, merchant_id, environment, event_id, endpoint_id, status, attempt_count, published_at, created_at, updated_at)
-     values ($1, 'mer_keyed', 'test', $2, 'we_keyed', 'pending', 0, $3, $3, $3)`,
-    [id, eventId, when],
-  );
-  await claimAndFinish(t, [{ id, eventId }]);
+  const made = await makeAt(when);
+  await claimAndFinish(t, [made]);
   await sql.query(`alter table webhook_deliveries detach partition ${name}`);
   await sql.query(`drop table ${name}`);
   const later = newTimedId("wd", new Date(when.getTime() + 1000));
-  t.same(await claimDeliveries(em(), [{ id: later, seq: 1, eventId }], new Date(), 60_000), [{ skipped: "unknown" }], "the claim answers as for any delivery not found");
+  t.same(await claimDeliveries(em(), [{ id: later, seq: 1, eventId: made.eventId }], new Date(), 60_000), [{ skipped: "unknown" }], "the claim answers as for any delivery not found");
   t.same(await finishAttempts(em(), [finished(later)]), [false], "and so does a finish");
+});
+
+t.test("days laid out anew under a running worker (the legacy partition ends earlier, today has a partition of its own): its claims and finishes still find today's deliveries", async (t) => {
+  // Today's deliveries are in the legacy partition, as this process's copy of the layout says.
+  const now = () => makeAt(new Date());
+  await claimAndFinish(t, [await now()]);
+  // As the scale bench does: the legacy partition made anew ending 3 days ago, each day since with a partition.
+  const today = Math.floor(Date.now() / day) * day;
+  await partitionsFrom(em(), (q) => sql.query(q), today - 3 * day);
+  await claimAndFinish(t, [await now()]);
+  await claimAndFinish(t, [await now(), await now()]);
 });
